@@ -1,0 +1,284 @@
+//===- CpuKernels.h - CPU forward/backward kernels --------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The CPU backend's compute kernels: one forward and one backward entry point
+// per graph op, so the executor can bind a plan instruction to a call.
+//
+// Conventions shared by every kernel in this header:
+//  - Tensors are raw pointers to contiguous row-major storage; shapes are
+//    passed explicitly as element counts. Nothing here allocates arena memory
+//    or throws; preconditions are the caller's (the plan verifier's) job.
+//  - Templates are explicitly instantiated for `float` (training) and
+//    `double` (the finite-difference oracle in test/Runtime).
+//  - Backward kernels take `accumulate`: false overwrites each gradient
+//    output, true adds into it (fan-out of a value, micro-batch accumulation).
+//    A gradient pointer may be null when that gradient is not needed.
+//  - Threading is OpenMP with a static schedule; every reduction is done in a
+//    fixed order, so results are bitwise reproducible for a given thread
+//    count (most are independent of the thread count; see each kernel).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_CPUKERNELS_H
+#define DSC_RUNTIME_CPUKERNELS_H
+
+#include <cstdint>
+
+namespace dsc::rt {
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+/// out[n, :] = table[ids[n], :] for a table [vocab, hidden] and ids [n].
+/// Returns the number of ids outside [0, vocab); their rows are zeroed, so a
+/// bad id can never read out of bounds. The executor turns a nonzero count
+/// into an error naming the vocab.
+template <typename T>
+int64_t embeddingForward(const T *table, const int32_t *ids, T *out, int64_t n,
+                         int64_t vocab, int64_t hidden);
+
+/// dTable[ids[n], :] += dOut[n, :] (after zeroing dTable unless accumulate).
+/// Deterministic independent of the thread count: threads own column blocks
+/// and visit ids in order. Out-of-range ids are skipped.
+template <typename T>
+void embeddingBackward(const T *dOut, const int32_t *ids, T *dTable, int64_t n,
+                       int64_t vocab, int64_t hidden, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Matmul (cblas_sgemm / cblas_dgemm)
+//===----------------------------------------------------------------------===//
+
+/// Shape of a batched matmul C[b] = op(A[b]) * op(B[b]), b in [0, batch).
+/// op(A[b]) is [m, k] (stored [k, m] when transA), op(B[b]) is [k, n] (stored
+/// [n, k] when transB), C[b] is [m, n]. With broadcastB one B serves every
+/// batch entry.
+struct MatmulShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transA = false, transB = false, broadcastB = false;
+};
+
+/// C = op(A) * op(B) (C += ... when accumulate).
+template <typename T>
+void matmulForward(const T *a, const T *b, T *c, const MatmulShape &s,
+                   bool accumulate = false);
+
+/// dA = dC * op(B)^T and dB = op(A)^T * dC (in the stored layouts). With
+/// broadcastB, dB sums over the batch in batch order.
+template <typename T>
+void matmulBackward(const T *a, const T *b, const T *dC, T *dA, T *dB,
+                    const MatmulShape &s, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Elementwise: add, mul, bias_add, scale
+//===----------------------------------------------------------------------===//
+
+/// y = a + b over n elements.
+template <typename T> void addForward(const T *a, const T *b, T *y, int64_t n);
+/// dA = dB = dY.
+template <typename T>
+void addBackward(const T *dY, T *dA, T *dB, int64_t n, bool accumulate);
+
+/// y = a * b over n elements.
+template <typename T> void mulForward(const T *a, const T *b, T *y, int64_t n);
+/// dA = dY * b, dB = dY * a.
+template <typename T>
+void mulBackward(const T *a, const T *b, const T *dY, T *dA, T *dB, int64_t n,
+                 bool accumulate);
+
+/// y[r, :] = x[r, :] + bias[:] for x [rows, cols].
+template <typename T>
+void biasAddForward(const T *x, const T *bias, T *y, int64_t rows,
+                    int64_t cols);
+/// dX = dY; dBias = sum over rows of dY (thread-count independent).
+template <typename T>
+void biasAddBackward(const T *dY, T *dX, T *dBias, int64_t rows, int64_t cols,
+                     bool accumulate);
+
+/// y = alpha * x (y may alias x: this is also grad clipping's scale).
+template <typename T> void scaleForward(const T *x, T *y, int64_t n, T alpha);
+/// dX = alpha * dY.
+template <typename T>
+void scaleBackward(const T *dY, T *dX, int64_t n, T alpha, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// GELU (tanh approximation, as in GPT-2)
+//===----------------------------------------------------------------------===//
+
+/// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <typename T> void geluForward(const T *x, T *y, int64_t n);
+/// dX = dY * gelu'(x).
+template <typename T>
+void geluBackward(const T *x, const T *dY, T *dX, int64_t n, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// LayerNorm over the last dimension
+//===----------------------------------------------------------------------===//
+
+/// y = (x - mean) * rstd * gamma + beta per row of x [rows, cols];
+/// saves mean [rows] and rstd [rows] = 1/sqrt(var + eps) for the backward.
+template <typename T>
+void layerNormForward(const T *x, const T *gamma, const T *beta, T *y, T *mean,
+                      T *rstd, int64_t rows, int64_t cols, T eps);
+/// dX, dGamma, dBeta from the saved mean/rstd. dGamma/dBeta are reduced over
+/// rows with column-block threads (thread-count independent).
+template <typename T>
+void layerNormBackward(const T *x, const T *gamma, const T *mean, const T *rstd,
+                       const T *dY, T *dX, T *dGamma, T *dBeta, int64_t rows,
+                       int64_t cols, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Softmax over the last dimension
+//===----------------------------------------------------------------------===//
+
+/// y = softmax(x) per row of x [rows, cols] (max-subtracted).
+template <typename T>
+void softmaxForward(const T *x, T *y, int64_t rows, int64_t cols);
+/// dX = y * (dY - sum(dY * y)) per row; needs only the forward's output.
+template <typename T>
+void softmaxBackward(const T *y, const T *dY, T *dX, int64_t rows, int64_t cols,
+                     bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Fused causal self-attention
+//===----------------------------------------------------------------------===//
+
+/// q, k, v, out are [batch, seq, hidden] with `heads` heads of hidden/heads
+/// columns each (head h is columns [h*hd, (h+1)*hd), as after a QKV split).
+/// out = softmax(mask(q k^T / sqrt(hd))) v per (batch, head).
+struct AttentionShape {
+  int64_t batch = 1, seq = 0, hidden = 0, heads = 1;
+  int64_t headDim() const { return hidden / heads; }
+  /// Elements of the saved probabilities: batch * heads * seq * seq.
+  int64_t probsSize() const { return batch * heads * seq * seq; }
+};
+
+/// Saves the probabilities probs [batch, heads, seq, seq] (zero above the
+/// diagonal), not the logsumexp: the backward then needs no recomputation of
+/// q k^T, at S^2 memory per head (what llm.c does for GPT-2 on CPU).
+template <typename T>
+void attentionForward(const T *q, const T *k, const T *v, T *out, T *probs,
+                      const AttentionShape &s);
+/// dq, dk, dv from the saved probabilities. `scratch` holds seq*seq elements.
+template <typename T>
+void attentionBackward(const T *q, const T *k, const T *v, const T *probs,
+                       const T *dOut, T *dq, T *dk, T *dv, T *scratch,
+                       const AttentionShape &s, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Cross entropy (fused with a stable log-softmax)
+//===----------------------------------------------------------------------===//
+
+/// Returns mean over rows of -log softmax(logits[r])[targets[r]] for logits
+/// [rows, vocab]. Saves lse [rows] (the per-row logsumexp) for the backward.
+/// A target outside [0, vocab) makes the loss NaN (loud, never out of bounds).
+/// The mean is summed in row order: thread-count independent.
+template <typename T>
+T crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
+                      int64_t rows, int64_t vocab);
+/// dLogits = (softmax(logits) - onehot(targets)) * dLoss / rows.
+template <typename T>
+void crossEntropyBackward(const T *logits, const int32_t *targets, const T *lse,
+                          T dLoss, T *dLogits, int64_t rows, int64_t vocab,
+                          bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Dropout (counter-based RNG: the mask is a pure function of seed and index)
+//===----------------------------------------------------------------------===//
+
+/// True when element `index` is kept under drop probability p and `seed`.
+/// splitmix64 of (seed, index): no state, so the backward (and any rank or
+/// thread) recomputes the same mask.
+bool dropoutKeep(uint64_t seed, uint64_t index, float p);
+
+/// y = keep ? x / (1 - p) : 0. `offset` is added to the element index, so a
+/// tensor split across ranks can reproduce the unsplit mask.
+template <typename T>
+void dropoutForward(const T *x, T *y, int64_t n, float p, uint64_t seed,
+                    uint64_t offset = 0);
+/// dX = keep ? dY / (1 - p) : 0, with the same mask.
+template <typename T>
+void dropoutBackward(const T *dY, T *dX, int64_t n, float p, uint64_t seed,
+                     bool accumulate, uint64_t offset = 0);
+
+//===----------------------------------------------------------------------===//
+// Layout: transpose, slice, concat (copies) and their adjoints
+//===----------------------------------------------------------------------===//
+
+/// Largest rank the layout kernels accept.
+constexpr int kMaxRank = 8;
+
+/// out = permute(in): out.shape[i] = in.shape[perm[i]] for in of `rank`
+/// dims (rank <= kMaxRank).
+template <typename T>
+void transposeForward(const T *in, T *out, const int64_t *inShape,
+                      const int *perm, int rank);
+/// dIn = permute(dOut, inverse(perm)); `inShape` is the forward's input shape.
+template <typename T>
+void transposeBackward(const T *dOut, T *dIn, const int64_t *inShape,
+                       const int *perm, int rank, bool accumulate);
+
+/// Shapes collapsed around the sliced/concatenated dim: [outer, dim, inner].
+/// out [outer, len, inner] = in [outer, start:start+len, inner] of in
+/// [outer, dimSize, inner].
+template <typename T>
+void sliceForward(const T *in, T *out, int64_t outer, int64_t dimSize,
+                  int64_t inner, int64_t start, int64_t len);
+/// dIn is zero outside the slice (unless accumulate) and dOut inside it.
+template <typename T>
+void sliceBackward(const T *dOut, T *dIn, int64_t outer, int64_t dimSize,
+                   int64_t inner, int64_t start, int64_t len, bool accumulate);
+
+/// out [outer, sum(dims), inner] = concat of ins[i] [outer, dims[i], inner].
+template <typename T>
+void concatForward(const T *const *ins, const int64_t *dims, int count, T *out,
+                   int64_t outer, int64_t inner);
+/// dIns[i] = the matching block of dOut (null entries are skipped).
+template <typename T>
+void concatBackward(const T *dOut, T *const *dIns, const int64_t *dims,
+                    int count, int64_t outer, int64_t inner, bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Optimizers and gradient clipping
+//===----------------------------------------------------------------------===//
+
+struct AdamWConfig {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+};
+
+/// One AdamW step (decoupled decay, bias correction) over a flat buffer, as in
+/// torch.optim.AdamW: p -= lr*wd*p (only when `decay`); m, v moments;
+/// p -= lr * mhat / (sqrt(vhat) + eps). `step` counts from 1.
+template <typename T>
+void adamwStep(T *param, const T *grad, T *m, T *v, int64_t n,
+               const AdamWConfig &cfg, int64_t step, bool decay);
+
+struct SgdConfig {
+  double lr = 1e-2, momentum = 0.9, weightDecay = 0.0;
+  bool nesterov = false;
+};
+
+/// torch.optim.SGD with zero-initialized momentum buffer (dampening 0):
+/// g += wd*p; buf = momentum*buf + g; p -= lr * (nesterov ? g + momentum*buf
+/// : buf).
+template <typename T>
+void sgdStep(T *param, const T *grad, T *momentumBuf, int64_t n,
+             const SgdConfig &cfg);
+
+/// Sum of squares over several buffers, accumulated in double over fixed
+/// 4096-element blocks summed in order: the same bits for any thread count
+/// .
+template <typename T>
+double sumOfSquares(const T *const *buffers, const int64_t *sizes, int count);
+
+/// The factor grads are scaled by for clipping to maxNorm (<= 1; 1 if the
+/// norm is within bounds), as in torch.nn.utils.clip_grad_norm_. A
+/// non-finite norm is returned unchanged so the caller can skip the step.
+double clipScale(double globalNorm, double maxNorm);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_CPUKERNELS_H

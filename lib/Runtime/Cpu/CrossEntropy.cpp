@@ -1,0 +1,81 @@
+//===- CrossEntropy.cpp - Softmax cross entropy, forward and backward -----===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The loss head: a stable logsumexp per row saved for the backward, which is
+// then one pass over the logits (exp(x - lse) - onehot) with no max re-scan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CpuKernels.h"
+
+#include "KernelSupport.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace dsc::rt;
+using detail::dispatchAccumulate;
+using detail::put;
+
+template <typename T>
+T dsc::rt::crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
+                               int64_t rows, int64_t vocab) {
+  std::vector<double> rowLoss(rows);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *x = logits + r * vocab;
+    T mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 1; c < vocab; ++c)
+      mx = x[c] > mx ? x[c] : mx;
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < vocab; ++c)
+      sum += std::exp(x[c] - mx);
+    T l = mx + std::log(sum);
+    lse[r] = l;
+    int64_t t = targets[r];
+    rowLoss[r] = (t < 0 || t >= vocab)
+                     ? std::numeric_limits<double>::quiet_NaN()
+                     : double(l - x[t]);
+  }
+  // Row order, in double: independent of the thread count.
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += rowLoss[r];
+  return T(total / double(rows));
+}
+
+template <typename T>
+void dsc::rt::crossEntropyBackward(const T *logits, const int32_t *targets,
+                                   const T *lse, T dLoss, T *dLogits,
+                                   int64_t rows, int64_t vocab,
+                                   bool accumulate) {
+  const T g = dLoss / T(rows);
+  dispatchAccumulate(accumulate, [&](auto acc) {
+    constexpr bool Acc = decltype(acc)::value;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *x = logits + r * vocab;
+      T *d = dLogits + r * vocab;
+      const T l = lse[r];
+#pragma omp simd
+      for (int64_t c = 0; c < vocab; ++c)
+        put<Acc>(d + c, std::exp(x[c] - l) * g);
+      int64_t t = targets[r];
+      if (t >= 0 && t < vocab)
+        d[t] -= g;
+    }
+  });
+}
+
+#define INSTANTIATE(T)                                                         \
+  template T dsc::rt::crossEntropyForward<T>(const T *, const int32_t *, T *,  \
+                                             int64_t, int64_t);                \
+  template void dsc::rt::crossEntropyBackward<T>(                              \
+      const T *, const int32_t *, const T *, T, T *, int64_t, int64_t, bool);
+DSC_RT_INSTANTIATE_FLOAT_DOUBLE(INSTANTIATE)

@@ -1,0 +1,73 @@
+//===- KernelSupport.h - Helpers shared by the CPU kernels ------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private helpers for lib/Runtime/Cpu: the overwrite-or-accumulate store,
+// the BLAS dispatch on element type, and the explicit-instantiation macro.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H
+#define DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H
+
+#include <cblas.h>
+#include <cstdint>
+#include <type_traits>
+
+namespace dsc::rt::detail {
+
+/// Writes `v` to `*p`, or adds it when accumulating. Kernels hoist the flag
+/// out of their loops by instantiating on it (see `dispatchAccumulate`).
+template <bool Acc, typename T> inline void put(T *p, T v) {
+  if constexpr (Acc)
+    *p += v;
+  else
+    *p = v;
+}
+
+/// Calls f(std::true_type) or f(std::false_type) so that inner loops see a
+/// compile-time flag and vectorize without a branch.
+template <typename F> inline void dispatchAccumulate(bool acc, F &&f) {
+  if (acc)
+    f(std::integral_constant<bool, true>());
+  else
+    f(std::integral_constant<bool, false>());
+}
+
+/// Row-major GEMM with explicit leading dimensions, typed on T.
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, int64_t lda, const float *b, int64_t ldb,
+                 float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
+              (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 double alpha, const double *a, int64_t lda, const double *b,
+                 int64_t ldb, double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
+              (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+/// Softmax of one row of n (y may alias x); defined in Softmax.cpp and reused
+/// by the attention kernel on each row's causal prefix.
+template <typename T> void softmaxRow(const T *x, T *y, int64_t n);
+
+/// Splits [0, n) into `parts` contiguous blocks; block i is [begin, end).
+inline void blockRange(int64_t n, int parts, int i, int64_t &begin,
+                       int64_t &end) {
+  int64_t q = n / parts, r = n % parts;
+  begin = i * q + (i < r ? i : r);
+  end = begin + q + (i < r ? 1 : 0);
+}
+
+} // namespace dsc::rt::detail
+
+#define DSC_RT_INSTANTIATE_FLOAT_DOUBLE(MACRO)                                 \
+  MACRO(float)                                                                 \
+  MACRO(double)
+
+#endif // DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H

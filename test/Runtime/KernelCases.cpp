@@ -1,0 +1,278 @@
+//===- KernelCases.cpp - The CPU kernels wrapped as test cases ------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Small shapes chosen so every code path runs (repeated ids, broadcast B,
+// causal rows of every length, non-trivial permutations) in a few ms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelCases.h"
+
+#include "dsc/Runtime/CpuKernels.h"
+
+#include <type_traits>
+
+using namespace dsc::rt;
+using namespace dsc::rt::test;
+
+#define ELEM_T(v) typename std::decay_t<decltype(v)>::value_type
+
+namespace {
+
+void addEmbedding(std::vector<KernelCase> &cases) {
+  const int64_t vocab = 7, hidden = 5;
+  const std::vector<int32_t> ids = {3, 0, 6, 3, 2, 3, 1}; // repeats on purpose
+  const int64_t n = int64_t(ids.size());
+  cases.push_back(makeCase(
+      "embedding", {size_t(vocab * hidden)}, size_t(n * hidden),
+      [=](const auto &in, auto &out) {
+        embeddingForward(in[0].data(), ids.data(), out.data(), n, vocab,
+                         hidden);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        embeddingBackward(d.data(), ids.data(), dIn[0].data(), n, vocab, hidden,
+                          acc);
+      }));
+}
+
+void addMatmul(std::vector<KernelCase> &cases) {
+  for (int mask = 0; mask < 8; ++mask) {
+    MatmulShape s;
+    s.batch = 3;
+    s.m = 4;
+    s.n = 5;
+    s.k = 3;
+    s.transA = mask & 1;
+    s.transB = mask & 2;
+    s.broadcastB = mask & 4;
+    const size_t aSize = s.batch * s.m * s.k;
+    const size_t bSize = (s.broadcastB ? 1 : s.batch) * s.k * s.n;
+    std::string name = "matmul_tA" + std::to_string(int(s.transA)) + "_tB" +
+                       std::to_string(int(s.transB)) + "_bcast" +
+                       std::to_string(int(s.broadcastB));
+    cases.push_back(makeCase(
+        name, {aSize, bSize}, size_t(s.batch * s.m * s.n),
+        [=](const auto &in, auto &out) {
+          matmulForward(in[0].data(), in[1].data(), out.data(), s);
+        },
+        [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+          matmulBackward(in[0].data(), in[1].data(), d.data(), dIn[0].data(),
+                         dIn[1].data(), s, acc);
+        }));
+  }
+}
+
+void addElementwise(std::vector<KernelCase> &cases) {
+  const int64_t n = 37;
+  cases.push_back(makeCase(
+      "add", {size_t(n), size_t(n)}, size_t(n),
+      [=](const auto &in, auto &out) {
+        addForward(in[0].data(), in[1].data(), out.data(), n);
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        addBackward(d.data(), dIn[0].data(), dIn[1].data(), n, acc);
+      }));
+  cases.push_back(makeCase(
+      "mul", {size_t(n), size_t(n)}, size_t(n),
+      [=](const auto &in, auto &out) {
+        mulForward(in[0].data(), in[1].data(), out.data(), n);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        mulBackward(in[0].data(), in[1].data(), d.data(), dIn[0].data(),
+                    dIn[1].data(), n, acc);
+      }));
+  const int64_t rows = 6, cols = 9;
+  cases.push_back(makeCase(
+      "bias_add", {size_t(rows * cols), size_t(cols)}, size_t(rows * cols),
+      [=](const auto &in, auto &out) {
+        biasAddForward(in[0].data(), in[1].data(), out.data(), rows, cols);
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        biasAddBackward(d.data(), dIn[0].data(), dIn[1].data(), rows, cols,
+                        acc);
+      }));
+  cases.push_back(makeCase(
+      "scale", {size_t(n)}, size_t(n),
+      [=](const auto &in, auto &out) {
+        using T = ELEM_T(out);
+        scaleForward(in[0].data(), out.data(), n, T(-1.75));
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        using T = ELEM_T(d);
+        scaleBackward(d.data(), dIn[0].data(), n, T(-1.75), acc);
+      }));
+  cases.push_back(makeCase(
+      "gelu", {size_t(n)}, size_t(n),
+      [=](const auto &in, auto &out) {
+        geluForward(in[0].data(), out.data(), n);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        geluBackward(in[0].data(), d.data(), dIn[0].data(), n, acc);
+      }));
+}
+
+void addNormalizations(std::vector<KernelCase> &cases) {
+  const int64_t rows = 5, cols = 11;
+  cases.push_back(makeCase(
+      "layer_norm", {size_t(rows * cols), size_t(cols), size_t(cols)},
+      size_t(rows * cols),
+      [=](const auto &in, auto &out) {
+        using T = ELEM_T(out);
+        std::vector<T> mean(rows), rstd(rows);
+        layerNormForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
+                         mean.data(), rstd.data(), rows, cols, T(1e-5));
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        using T = ELEM_T(d);
+        std::vector<T> y(rows * cols), mean(rows), rstd(rows);
+        layerNormForward(in[0].data(), in[1].data(), in[2].data(), y.data(),
+                         mean.data(), rstd.data(), rows, cols, T(1e-5));
+        layerNormBackward(in[0].data(), in[1].data(), mean.data(), rstd.data(),
+                          d.data(), dIn[0].data(), dIn[1].data(), dIn[2].data(),
+                          rows, cols, acc);
+      }));
+  cases.push_back(makeCase(
+      "softmax", {size_t(rows * cols)}, size_t(rows * cols),
+      [=](const auto &in, auto &out) {
+        softmaxForward(in[0].data(), out.data(), rows, cols);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        using T = ELEM_T(d);
+        std::vector<T> y(rows * cols);
+        softmaxForward(in[0].data(), y.data(), rows, cols);
+        softmaxBackward(y.data(), d.data(), dIn[0].data(), rows, cols, acc);
+      }));
+}
+
+void addAttention(std::vector<KernelCase> &cases) {
+  AttentionShape s;
+  s.batch = 2;
+  s.seq = 5;
+  s.hidden = 8;
+  s.heads = 2;
+  const size_t n = size_t(s.batch * s.seq * s.hidden);
+  cases.push_back(makeCase(
+      "attention", {n, n, n}, n,
+      [=](const auto &in, auto &out) {
+        using T = ELEM_T(out);
+        std::vector<T> probs(s.probsSize());
+        attentionForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
+                         probs.data(), s);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        using T = ELEM_T(d);
+        std::vector<T> out(n), probs(s.probsSize()), scratch(s.seq * s.seq);
+        attentionForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
+                         probs.data(), s);
+        attentionBackward(in[0].data(), in[1].data(), in[2].data(),
+                          probs.data(), d.data(), dIn[0].data(), dIn[1].data(),
+                          dIn[2].data(), scratch.data(), s, acc);
+      }));
+}
+
+void addCrossEntropy(std::vector<KernelCase> &cases) {
+  const int64_t rows = 6, vocab = 7;
+  const std::vector<int32_t> targets = {0, 6, 3, 3, 1, 5};
+  cases.push_back(makeCase(
+      "cross_entropy", {size_t(rows * vocab)}, 1,
+      [=](const auto &in, auto &out) {
+        using T = ELEM_T(out);
+        std::vector<T> lse(rows);
+        out[0] = crossEntropyForward(in[0].data(), targets.data(), lse.data(),
+                                     rows, vocab);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        using T = ELEM_T(d);
+        std::vector<T> lse(rows);
+        crossEntropyForward(in[0].data(), targets.data(), lse.data(), rows,
+                            vocab);
+        crossEntropyBackward(in[0].data(), targets.data(), lse.data(), d[0],
+                             dIn[0].data(), rows, vocab, acc);
+      }));
+}
+
+void addDropout(std::vector<KernelCase> &cases) {
+  const int64_t n = 64;
+  const float p = 0.3f;
+  const uint64_t seed = 1234;
+  cases.push_back(makeCase(
+      "dropout", {size_t(n)}, size_t(n),
+      [=](const auto &in, auto &out) {
+        dropoutForward(in[0].data(), out.data(), n, p, seed);
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        dropoutBackward(d.data(), dIn[0].data(), n, p, seed, acc);
+      }));
+}
+
+void addLayout(std::vector<KernelCase> &cases) {
+  struct Perm {
+    std::vector<int64_t> shape;
+    std::vector<int> perm;
+    const char *name;
+  };
+  for (const Perm &pc : {Perm{{2, 3, 4}, {2, 0, 1}, "transpose_201"},
+                         Perm{{2, 3, 2, 4}, {0, 2, 1, 3}, "transpose_0213"},
+                         Perm{{3, 5}, {1, 0}, "transpose_10"}}) {
+    size_t n = 1;
+    for (int64_t d : pc.shape)
+      n *= size_t(d);
+    const int rank = int(pc.shape.size());
+    cases.push_back(makeCase(
+        pc.name, {n}, n,
+        [=](const auto &in, auto &out) {
+          transposeForward(in[0].data(), out.data(), pc.shape.data(),
+                           pc.perm.data(), rank);
+        },
+        [=](const auto &, const auto &d, auto &dIn, bool acc) {
+          transposeBackward(d.data(), dIn[0].data(), pc.shape.data(),
+                            pc.perm.data(), rank, acc);
+        }));
+  }
+  const int64_t outer = 3, dimSize = 5, inner = 2, start = 1, len = 3;
+  cases.push_back(makeCase(
+      "slice", {size_t(outer * dimSize * inner)}, size_t(outer * len * inner),
+      [=](const auto &in, auto &out) {
+        sliceForward(in[0].data(), out.data(), outer, dimSize, inner, start,
+                     len);
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        sliceBackward(d.data(), dIn[0].data(), outer, dimSize, inner, start,
+                      len, acc);
+      }));
+  const std::vector<int64_t> dims = {2, 1, 3};
+  const int64_t cOuter = 2, cInner = 3;
+  cases.push_back(makeCase(
+      "concat",
+      {size_t(cOuter * 2 * cInner), size_t(cOuter * 1 * cInner),
+       size_t(cOuter * 3 * cInner)},
+      size_t(cOuter * 6 * cInner),
+      [=](const auto &in, auto &out) {
+        using T = ELEM_T(out);
+        const T *ptrs[3] = {in[0].data(), in[1].data(), in[2].data()};
+        concatForward(ptrs, dims.data(), 3, out.data(), cOuter, cInner);
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        using T = ELEM_T(d);
+        T *ptrs[3] = {dIn[0].data(), dIn[1].data(), dIn[2].data()};
+        concatBackward(d.data(), ptrs, dims.data(), 3, cOuter, cInner, acc);
+      }));
+}
+
+} // namespace
+
+std::vector<KernelCase> dsc::rt::test::allKernelCases() {
+  std::vector<KernelCase> cases;
+  addEmbedding(cases);
+  addMatmul(cases);
+  addElementwise(cases);
+  addNormalizations(cases);
+  addAttention(cases);
+  addCrossEntropy(cases);
+  addDropout(cases);
+  addLayout(cases);
+  return cases;
+}
