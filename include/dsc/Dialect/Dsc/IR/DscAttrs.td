@@ -1,0 +1,122 @@
+//===- DscAttrs.td - dsc attributes and enums --------------*- tablegen -*-===//
+//
+// Attributes of the dsc dialect: parameter initializers, memory tiers,
+// reduction kinds and the sharding of a tensor over a mesh.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_DIALECT_DSC_IR_DSCATTRS_TD
+#define DSC_DIALECT_DSC_IR_DSCATTRS_TD
+
+include "dsc/Dialect/Dsc/IR/DscBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Dsc_InitKind : I32EnumAttr<"InitKind", "parameter initializer", [
+  I32EnumAttrCase<"Zeros", 0, "zeros">,
+  I32EnumAttrCase<"Ones", 1, "ones">,
+  I32EnumAttrCase<"Normal", 2, "normal">,
+  I32EnumAttrCase<"ScaledNormal", 3, "scaled_normal">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_MemoryTier : I32EnumAttr<"MemoryTier", "memory tier", [
+  I32EnumAttrCase<"Device", 0, "device">,
+  I32EnumAttrCase<"Host", 1, "host">,
+  I32EnumAttrCase<"Nvme", 2, "nvme">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction", [
+  I32EnumAttrCase<"Sum", 0, "sum">,
+  I32EnumAttrCase<"Average", 1, "avg">,
+  I32EnumAttrCase<"Max", 2, "max">,
+  I32EnumAttrCase<"Min", 3, "min">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+// A double stored as an APFloat (hashable, exact round trip).
+def Dsc_F64Parameter : AttrOrTypeParameter<"::llvm::APFloat", "a 64-bit float"> {
+  let parser = [{ ::mlir::dsc::parseF64Parameter($_parser) }];
+  let printer = [{ $_printer.printFloat($_self) }];
+  let comparator = [{ $_lhs.bitwiseIsEqual($_rhs) }];
+  let defaultValue = "::llvm::APFloat(0.0)";
+}
+
+class Dsc_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Dsc_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Dsc_InitAttr : Dsc_Attr<"Init", "init"> {
+  let summary = "How a parameter is initialized";
+  let description = [{
+    `zeros` and `ones` fill the tensor; `normal` draws from N(0, std²);
+    `scaled_normal` is GPT-2's init for residual projections, N(0, (std /
+    sqrt(2 · num_layers))²), which keeps the residual stream's variance
+    independent of depth.
+
+    ```mlir
+    #dsc.init<normal, std = 2.000000e-02>
+    #dsc.init<scaled_normal, std = 2.000000e-02, num_layers = 12>
+    #dsc.init<zeros>
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::dsc::InitKind":$kind,
+    Dsc_F64Parameter:$std,
+    DefaultValuedParameter<"int64_t", "0">:$num_layers);
+  let assemblyFormat = "`<` $kind (`,` struct($std, $num_layers)^)? `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Standard deviation actually drawn from (scaled for residual layers).
+    double getEffectiveStd() const;
+  }];
+}
+
+def Dsc_ShardingAttr : Dsc_Attr<"Sharding", "sharding"> {
+  let summary = "How a tensor is laid out over a device mesh";
+  let description = [{
+    `split_axes` has one entry per tensor dimension: the mesh axes that
+    dimension is split over, outermost first (an empty list means the
+    dimension is replicated). `partial_axes` lists the mesh axes over which
+    the tensor holds partial sums that still need a reduction — the state of
+    a row-parallel matmul's output before its all-reduce.
+
+    ```mlir
+    // Columns split over tp, replicated over dp:
+    #dsc.sharding<@mesh, [[], ["tp"]]>
+    // A partial sum over tp:
+    #dsc.sharding<@mesh, [[], []], partial = ["tp"]>
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::FlatSymbolRefAttr":$mesh,
+    "::mlir::ArrayAttr":$split_axes,
+    OptionalParameter<"::mlir::ArrayAttr">:$partial_axes);
+  let assemblyFormat =
+      "`<` $mesh `,` $split_axes (`,` `partial` `=` $partial_axes^)? `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The axes dimension `dim` is split over, as strings.
+    ::llvm::SmallVector<::llvm::StringRef> getAxesOfDim(unsigned dim) const;
+    /// The partial-sum axes as strings (empty when fully reduced).
+    ::llvm::SmallVector<::llvm::StringRef> getPartialAxisNames() const;
+  }];
+}
+
+#endif // DSC_DIALECT_DSC_IR_DSCATTRS_TD

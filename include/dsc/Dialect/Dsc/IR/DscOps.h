@@ -1,0 +1,25 @@
+//===- DscOps.h - dsc operations --------------------------------*- C++ -*-===//
+//
+// The op classes of the dsc dialect, generated from DscOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_DIALECT_DSC_IR_DSCOPS_H
+#define DSC_DIALECT_DSC_IR_DSCOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Dialect/Dsc/IR/DscInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dsc/Dialect/Dsc/IR/DscOps.h.inc"
+
+#endif // DSC_DIALECT_DSC_IR_DSCOPS_H

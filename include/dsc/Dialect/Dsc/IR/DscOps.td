@@ -1,0 +1,586 @@
+//===- DscOps.td - dsc operations --------------------------*- tablegen -*-===//
+//
+// The ops of the dsc dialect: parameters, the transformer graph ops, and the
+// parallel vocabulary (mesh, sharding, collectives, tier transfers, stages).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_DIALECT_DSC_IR_DSCOPS_TD
+#define DSC_DIALECT_DSC_IR_DSCOPS_TD
+
+include "dsc/Dialect/Dsc/IR/DscBase.td"
+include "dsc/Dialect/Dsc/IR/DscAttrs.td"
+include "dsc/Dialect/Dsc/IR/DscInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+// A pure compute op of the graph with a cost.
+class Dsc_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Dsc_Op<mnemonic, !listconcat(traits,
+          [Pure, DeclareOpInterfaceMethods<Dsc_CostOpInterface>])>;
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+def Dsc_ParameterOp : Dsc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Declares a trainable parameter";
+  let description = [{
+    A parameter of the model: its stable dotted name (used by checkpoints,
+    reports and sharding plans), its tensor type and its initializer.
+    Functions read it with `dsc.get_parameter`.
+
+    ```mlir
+    dsc.parameter @h.0.attn.qkv.weight : tensor<768x2304xf32>
+        init = #dsc.init<normal, std = 2.000000e-02>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Dsc_FloatTensor>:$type,
+                       Dsc_InitAttr:$init);
+  let assemblyFormat = "$sym_name `:` $type `init` `=` $init attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// Number of scalar elements of the parameter.
+    int64_t getNumElements() { return getTensorType().getNumElements(); }
+  }];
+}
+
+def Dsc_GetParameterOp : Dsc_Op<"get_parameter",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads a parameter's current value";
+  let description = [{
+    ```mlir
+    %w = dsc.get_parameter @h.0.attn.qkv.weight : tensor<768x2304xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Graph ops
+//===----------------------------------------------------------------------===//
+
+def Dsc_EmbeddingOp : Dsc_ComputeOp<"embedding"> {
+  let summary = "Token embedding lookup";
+  let description = [{
+    Gathers rows of `table` (`V x H`) by the integer `ids`; the result has
+    shape `ids.shape + [H]`. An id outside `[0, V)` is a runtime error.
+
+    ```mlir
+    %x = dsc.embedding %wte, %ids
+        : tensor<50304x768xf32>, tensor<4x1024xi32> -> tensor<4x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$table, Dsc_IndexTensor:$ids);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` type($table) `,` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_PositionEmbeddingOp : Dsc_ComputeOp<"position_embedding"> {
+  let summary = "Learned absolute position embedding";
+  let description = [{
+    Takes the first `S` rows of the position table (`P x H`, `S <= P`) and
+    broadcasts them over the batch: `result[b, s, :] = table[s, :]`.
+
+    ```mlir
+    %p = dsc.position_embedding %wpe : tensor<1024x768xf32> -> tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$table);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$table attr-dict `:` type($table) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_MatmulOp : Dsc_ComputeOp<"matmul"> {
+  let summary = "Batched matrix product with transpose flags";
+  let description = [{
+    `result[..., m, n] = sum_k op(lhs)[..., m, k] * op(rhs)[..., k, n]`, where
+    `op` transposes the two innermost dimensions when the matching flag is
+    set. `lhs` has rank >= 2; `rhs` either has the same batch dimensions as
+    `lhs` or is a rank-2 matrix shared by every batch element (a weight).
+    Cost: 2·batch·M·N·K FLOPs.
+
+    ```mlir
+    %y = dsc.matmul %x, %w : tensor<4x64x768xf32>, tensor<768x2304xf32>
+        -> tensor<4x64x2304xf32>
+    %logits = dsc.matmul %h, %wte {transpose_rhs}
+        : tensor<4x64x768xf32>, tensor<50304x768xf32> -> tensor<4x64x50304xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+class Dsc_BinaryElementwiseOp<string mnemonic, string what>
+    : Dsc_ComputeOp<mnemonic, [SameOperandsAndResultType]> {
+  let summary = "Elementwise " # what;
+  let description = [{
+    Both operands and the result have the same shape and element type.
+
+    ```mlir
+    %z = dsc.}] # mnemonic # [{ %x, %y : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Dsc_AddOp : Dsc_BinaryElementwiseOp<"add", "sum">;
+def Dsc_MulOp : Dsc_BinaryElementwiseOp<"mul", "product">;
+
+def Dsc_BiasAddOp : Dsc_ComputeOp<"bias_add", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Adds a bias vector along the last dimension";
+  let description = [{
+    `result[..., n] = input[..., n] + bias[n]`.
+
+    ```mlir
+    %y = dsc.bias_add %x, %b : tensor<4x64x2304xf32>, tensor<2304xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
+  let hasVerifier = 1;
+}
+
+def Dsc_GeluOp : Dsc_ComputeOp<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU activation, tanh approximation";
+  let description = [{
+    `0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))`, the form GPT-2 and
+    Megatron-LM use.
+
+    ```mlir
+    %y = dsc.gelu %x : tensor<4x64x3072xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Dsc_LayerNormOp : Dsc_ComputeOp<"layer_norm",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last
+    dimension; `gamma` and `beta` are vectors of the last dimension's size.
+
+    ```mlir
+    %y = dsc.layer_norm %x, %g, %b {epsilon = 1.000000e-05 : f64}
+        : tensor<4x64x768xf32>, tensor<768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
+                       Dsc_FloatTensor:$beta,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta attr-dict `:` type($input) `,` type($gamma) `,` type($beta)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_SoftmaxOp : Dsc_ComputeOp<"softmax", [SameOperandsAndResultType]> {
+  let summary = "Softmax over the last dimension";
+  let description = [{
+    Numerically stable softmax along the innermost dimension.
+
+    ```mlir
+    %p = dsc.softmax %x : tensor<4x12x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Dsc_AttentionOp : Dsc_ComputeOp<"attention",
+    [AllTypesMatch<["query", "key", "value", "result"]>]> {
+  let summary = "Fused multi-head (causal) self-attention";
+  let description = [{
+    `q`, `k` and `v` are `[B, S, H]`; the op splits `H` into `num_heads`
+    heads of `H / num_heads`, computes `softmax(q·kᵀ / sqrt(H / num_heads))·v`
+    per head (with a causal mask when `causal` is set, and attention dropout
+    with probability `dropout`), and concatenates the heads back into
+    `[B, S, H]`. Cost, as Megatron-LM counts it: 4·B·S²·H FLOPs for the two
+    products (the causal mask is not subtracted).
+
+    ```mlir
+    %a = dsc.attention %q, %k, %v {num_heads = 12 : i64, causal}
+        : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$query, Dsc_FloatTensor:$key,
+                       Dsc_FloatTensor:$value, I64Attr:$num_heads,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_CrossEntropyOp : Dsc_ComputeOp<"cross_entropy"> {
+  let summary = "Mean softmax cross-entropy over tokens";
+  let description = [{
+    `logits` is `[..., V]` and `targets` is `logits.shape[:-1]` of class ids;
+    the result is the mean over all tokens of `-log softmax(logits)[target]`,
+    as an f32 scalar tensor.
+
+    ```mlir
+    %loss = dsc.cross_entropy %logits, %targets
+        : tensor<4x64x256xf32>, tensor<4x64xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_ReshapeOp : Dsc_ComputeOp<"reshape"> {
+  let summary = "Reshape with the same number of elements";
+  let description = [{
+    ```mlir
+    %y = dsc.reshape %x : tensor<4x64x768xf32> -> tensor<256x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_TransposeOp : Dsc_ComputeOp<"transpose"> {
+  let summary = "Permutes the dimensions of a tensor";
+  let description = [{
+    `result.shape[i] = input.shape[permutation[i]]`.
+
+    ```mlir
+    %y = dsc.transpose %x [0, 2, 1] : tensor<4x64x768xf32> -> tensor<4x768x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_SliceOp : Dsc_ComputeOp<"slice"> {
+  let summary = "Static slice with unit strides";
+  let description = [{
+    `result = input[offsets[0] : offsets[0] + sizes[0], ...]`; the result's
+    shape is `sizes`.
+
+    ```mlir
+    %q = dsc.slice %qkv [0, 0, 0] [4, 64, 768]
+        : tensor<4x64x2304xf32> -> tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input $offsets $sizes attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_ConcatOp : Dsc_ComputeOp<"concat"> {
+  let summary = "Concatenates tensors along one dimension";
+  let description = [{
+    ```mlir
+    %y = dsc.concat %a, %b {dim = 2 : i64}
+        : tensor<4x64x768xf32>, tensor<4x64x768xf32> -> tensor<4x64x1536xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Dsc_AnyTensor>:$inputs, I64Attr:$dim);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_DropoutOp : Dsc_ComputeOp<"dropout", [SameOperandsAndResultType]> {
+  let summary = "Inverted dropout with a deterministic mask";
+  let description = [{
+    Zeroes each element with probability `p` and scales the rest by
+    `1 / (1 - p)`. The mask is a pure function of `seed`, the training step
+    and the element index, so the backward pass and every rank of a parallel
+    plan regenerate the same mask.
+
+    ```mlir
+    %y = dsc.dropout %x {p = 1.000000e-01 : f64, seed = 7 : i64} : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, F64Attr:$p,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh and sharding
+//===----------------------------------------------------------------------===//
+
+def Dsc_MeshOp : Dsc_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Declares a device mesh with named axes";
+  let description = [{
+    A logical grid of ranks. Each axis has a name and a size; the usual axes
+    are `dp` (data parallel and ZeRO), `pp` (pipeline stages) and `tp`
+    (tensor slicing), and more may be added (`ep`, `sp`). Ranks are laid out
+    row-major with the last axis innermost, as Megatron-LM orders them (so
+    `tp` listed last stays within a node).
+
+    ```mlir
+    dsc.mesh @mesh axes = ["dp", "pp", "tp"] shape = [2, 2, 2]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
+                       DenseI64ArrayAttr:$shape);
+  let assemblyFormat = "$sym_name `axes` `=` $axes `shape` `=` $shape attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Index of the axis called `name`, or std::nullopt.
+    std::optional<unsigned> getAxisIndex(::llvm::StringRef name);
+    /// Total number of ranks in the mesh.
+    int64_t getNumRanks();
+  }];
+}
+
+def Dsc_ShardOp : Dsc_Op<"shard",
+    [Pure, AllTypesMatch<["input", "result"]>,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Annotates a value with its sharding";
+  let description = [{
+    States how `input` is laid out over the mesh from here on. Partitioning
+    turns a change of sharding between producer and consumer into the
+    collectives that realize it.
+
+    ```mlir
+    %w1 = dsc.shard %w to #dsc.sharding<@mesh, [[], ["tp"]]> : tensor<768x3072xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, Dsc_ShardingAttr:$sharding);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = "$input `to` $sharding attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// A collective over the ranks that differ only in the coordinates of
+// `mesh_axes`; all ranks of such a group must issue it in the same order.
+class Dsc_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Dsc_Op<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<SymbolUserOpInterface>])>;
+
+def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "All-reduce over mesh axes";
+  let description = [{
+    ```mlir
+    %g = dsc.all_reduce %g0 on @mesh axes = ["dp"] reduction = sum : tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes,
+                       DefaultValuedProp<EnumProp<Dsc_ReductionKind>,
+                                         "::mlir::dsc::ReductionKind::Sum">:$reduction);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes (`reduction` `=` $reduction^)? attr-dict `:` type($result)
+  }];
+}
+
+def Dsc_ReduceScatterOp : Dsc_CollectiveOp<"reduce_scatter"> {
+  let summary = "Reduce-scatter over mesh axes";
+  let description = [{
+    Reduces `input` over the group and leaves rank `i` of the group with the
+    `i`-th of `n` equal chunks along `scatter_dim`.
+
+    ```mlir
+    %g = dsc.reduce_scatter %g0 on @mesh axes = ["dp"] scatter_dim = 0
+        : tensor<768x768xf32> -> tensor<384x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$scatter_dim,
+                       DefaultValuedProp<EnumProp<Dsc_ReductionKind>,
+                                         "::mlir::dsc::ReductionKind::Sum">:$reduction);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `scatter_dim` `=` $scatter_dim
+    (`reduction` `=` $reduction^)? attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dsc_AllGatherOp : Dsc_CollectiveOp<"all_gather"> {
+  let summary = "All-gather over mesh axes";
+  let description = [{
+    Concatenates the group's inputs along `gather_dim`, in group-rank order.
+
+    ```mlir
+    %w = dsc.all_gather %w0 on @mesh axes = ["dp"] gather_dim = 0
+        : tensor<384x768xf32> -> tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$gather_dim);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `gather_dim` `=` $gather_dim attr-dict
+    `:` type($input) `->` type($result)
+  }];
+}
+
+def Dsc_AllToAllOp : Dsc_CollectiveOp<"all_to_all"> {
+  let summary = "All-to-all over mesh axes";
+  let description = [{
+    Splits `input` into `n` chunks along `split_dim`, sends chunk `j` to group
+    rank `j`, and concatenates what it receives along `concat_dim`.
+
+    ```mlir
+    %y = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0
+        : tensor<4x64xf32> -> tensor<8x32xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `split_dim` `=` $split_dim
+    `concat_dim` `=` $concat_dim attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dsc_BroadcastOp : Dsc_CollectiveOp<"broadcast", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Broadcast from one group rank";
+  let description = [{
+    Every rank of the group receives the `input` of group rank `root`.
+
+    ```mlir
+    %w = dsc.broadcast %w0 on @mesh axes = ["dp"] root = 0 : tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$root);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `root` `=` $root attr-dict `:` type($result)
+  }];
+}
+
+def Dsc_SendOp : Dsc_CollectiveOp<"send"> {
+  let summary = "Sends a tensor to another coordinate along one mesh axis";
+  let description = [{
+    Point-to-point send to the rank whose coordinate along `axis` is `peer`
+    (all other coordinates equal). Pipeline stages exchange activations and
+    their gradients this way. `tag` pairs a send with its `dsc.recv`.
+
+    ```mlir
+    dsc.send %act on @mesh axis = "pp" to 1 tag = 0 : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$peer,
+                       DefaultValuedAttr<I64Attr, "0">:$tag);
+  let assemblyFormat = [{
+    $input `on` $mesh `axis` `=` $axis `to` $peer `tag` `=` $tag attr-dict `:` type($input)
+  }];
+}
+
+def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
+  let summary = "Receives a tensor from another coordinate along one mesh axis";
+  let description = [{
+    ```mlir
+    %act = dsc.recv on @mesh axis = "pp" from 0 tag = 0 : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$peer,
+                       DefaultValuedAttr<I64Attr, "0">:$tag);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    `on` $mesh `axis` `=` $axis `from` $peer `tag` `=` $tag attr-dict `:` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Memory tiers and pipeline stages
+//===----------------------------------------------------------------------===//
+
+def Dsc_TransferOp : Dsc_Op<"transfer", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Moves a tensor between memory tiers";
+  let description = [{
+    Copies `input` from one tier to another: `device` (accelerator or main
+    CPU arena), `host` (pinned host memory, ZeRO-Offload) or `nvme`
+    (ZeRO-Infinity's file-backed tier).
+
+    ```mlir
+    %m = dsc.transfer %m0 from device to host : tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, EnumProp<Dsc_MemoryTier>:$source,
+                       EnumProp<Dsc_MemoryTier>:$destination);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `from` $source `to` $destination attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_PipelineStageOp : Dsc_Op<"pipeline_stage",
+    [SingleBlockImplicitTerminator<"::mlir::dsc::YieldOp">]> {
+  let summary = "Marks the ops that belong to one pipeline stage";
+  let description = [{
+    The body runs on stage `stage` of the mesh's `pp` axis and yields the
+    values later stages use. Stages of one block appear in increasing order.
+
+    ```mlir
+    %h = dsc.pipeline_stage 0 -> tensor<4x64x768xf32> {
+      ...
+      dsc.yield %x : tensor<4x64x768xf32>
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$stage);
+  let results = (outs Variadic<Dsc_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$stage (`->` type($results)^)? $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def Dsc_YieldOp : Dsc_Op<"yield", [Pure, Terminator, ReturnLike,
+                                   HasParent<"PipelineStageOp">]> {
+  let summary = "Yields values out of a pipeline stage";
+  let arguments = (ins Variadic<Dsc_AnyTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
+}
+
+#endif // DSC_DIALECT_DSC_IR_DSCOPS_TD

@@ -1,0 +1,133 @@
+//===- DscAttrs.cpp - dsc attributes ----------------------------*- C++ -*-===//
+//
+// Verifiers and helpers of the initializer and sharding attributes. Checks
+// that need the mesh (axis names, divisibility) live with the ops that use a
+// sharding, since an attribute cannot look up symbols.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscAttrs.h"
+#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+#include "dsc/Dialect/Dsc/IR/DscEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dsc/Dialect/Dsc/IR/DscAttrs.cpp.inc"
+
+void DscDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dsc/Dialect/Dsc/IR/DscAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// InitAttr
+//===----------------------------------------------------------------------===//
+
+FailureOr<llvm::APFloat> mlir::dsc::parseF64Parameter(AsmParser &parser) {
+  double value;
+  if (parser.parseFloat(value))
+    return failure();
+  return llvm::APFloat(value);
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               InitKind kind, llvm::APFloat stdValue,
+                               int64_t numLayers) {
+  double std = stdValue.convertToDouble();
+  if (!std::isfinite(std) || std < 0.0)
+    return emitError() << "initializer std must be a finite number >= 0, got "
+                       << std;
+  switch (kind) {
+  case InitKind::Zeros:
+  case InitKind::Ones:
+    if (std != 0.0 || numLayers != 0)
+      return emitError() << "initializer '" << stringifyInitKind(kind)
+                         << "' takes no std or num_layers";
+    return success();
+  case InitKind::Normal:
+    if (std <= 0.0)
+      return emitError() << "initializer 'normal' needs std > 0";
+    if (numLayers != 0)
+      return emitError() << "initializer 'normal' takes no num_layers; use "
+                            "'scaled_normal' for residual projections";
+    return success();
+  case InitKind::ScaledNormal:
+    if (std <= 0.0)
+      return emitError() << "initializer 'scaled_normal' needs std > 0";
+    if (numLayers <= 0)
+      return emitError() << "initializer 'scaled_normal' needs num_layers >= "
+                            "1 (it draws with std / sqrt(2 * num_layers))";
+    return success();
+  }
+  return success();
+}
+
+double InitAttr::getEffectiveStd() const {
+  if (getKind() == InitKind::ScaledNormal)
+    return getStd().convertToDouble() /
+           std::sqrt(2.0 * static_cast<double>(getNumLayers()));
+  return getStd().convertToDouble();
+}
+
+//===----------------------------------------------------------------------===//
+// ShardingAttr
+//===----------------------------------------------------------------------===//
+
+/// Checks that `list` is an array of strings, naming `what` in the error.
+static LogicalResult
+verifyAxisList(function_ref<InFlightDiagnostic()> emitError, Attribute list,
+               const Twine &what, llvm::StringSet<> &seen) {
+  auto array = dyn_cast<ArrayAttr>(list);
+  if (!array)
+    return emitError() << what << " must be a list of mesh axis names";
+  for (Attribute axis : array) {
+    auto name = dyn_cast<StringAttr>(axis);
+    if (!name || name.getValue().empty())
+      return emitError() << what << " must contain non-empty axis names";
+    if (!seen.insert(name.getValue()).second)
+      return emitError() << "mesh axis '" << name.getValue()
+                         << "' is used more than once in the sharding";
+  }
+  return success();
+}
+
+LogicalResult
+ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     FlatSymbolRefAttr mesh, ArrayAttr splitAxes,
+                     ArrayAttr partialAxes) {
+  llvm::StringSet<> seen;
+  for (auto [dim, axes] : llvm::enumerate(splitAxes))
+    if (failed(verifyAxisList(emitError, axes,
+                              "split axes of dimension " + Twine(dim), seen)))
+      return failure();
+  if (partialAxes &&
+      failed(verifyAxisList(emitError, partialAxes, "partial axes", seen)))
+    return failure();
+  return success();
+}
+
+SmallVector<StringRef> ShardingAttr::getAxesOfDim(unsigned dim) const {
+  SmallVector<StringRef> names;
+  for (Attribute axis : cast<ArrayAttr>(getSplitAxes()[dim]))
+    names.push_back(cast<StringAttr>(axis).getValue());
+  return names;
+}
+
+SmallVector<StringRef> ShardingAttr::getPartialAxisNames() const {
+  SmallVector<StringRef> names;
+  if (ArrayAttr partial = getPartialAxes())
+    for (Attribute axis : partial)
+      names.push_back(cast<StringAttr>(axis).getValue());
+  return names;
+}

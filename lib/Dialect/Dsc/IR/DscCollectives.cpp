@@ -1,0 +1,246 @@
+//===- DscCollectives.cpp - symbol-using dsc op verifiers -------*- C++ -*-===//
+//
+// Verifiers that need a symbol table: parameter reads, sharding annotations
+// and collectives, which must name an existing mesh and axes of it and move
+// shapes that divide evenly over the communicator group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Finds the mesh `name` refers to, or reports that it does not exist.
+static FailureOr<MeshOp> lookupMesh(Operation *op,
+                                    SymbolTableCollection &tables,
+                                    FlatSymbolRefAttr name) {
+  auto mesh = tables.lookupNearestSymbolFrom<MeshOp>(op, name);
+  if (!mesh)
+    return op->emitOpError("'") << name << "' does not name a dsc.mesh";
+  return mesh;
+}
+
+static std::string listAxes(MeshOp mesh) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(mesh.getAxes().getAsValueRange<StringAttr>(), os);
+  return text;
+}
+
+/// Size of axis `name` of `mesh`, or an error naming the valid axes.
+static FailureOr<int64_t> getAxisSize(Operation *op, MeshOp mesh,
+                                      StringRef name) {
+  std::optional<unsigned> index = mesh.getAxisIndex(name);
+  if (!index)
+    return op->emitOpError("mesh axis '")
+           << name << "' is not an axis of @" << mesh.getSymName()
+           << " (axes: " << listAxes(mesh) << ")";
+  return mesh.getShape()[*index];
+}
+
+/// Product of the sizes of `axes`, each of which must exist once in `mesh`.
+static FailureOr<int64_t> getGroupSizeOf(Operation *op, MeshOp mesh,
+                                         ArrayRef<StringRef> axes) {
+  if (axes.empty())
+    return op->emitOpError("needs at least one mesh axis");
+  llvm::StringSet<> seen;
+  int64_t size = 1;
+  for (StringRef axis : axes) {
+    if (!seen.insert(axis).second)
+      return op->emitOpError("mesh axis '") << axis << "' is listed twice";
+    FailureOr<int64_t> axisSize = getAxisSize(op, mesh, axis);
+    if (failed(axisSize))
+      return failure();
+    size *= *axisSize;
+  }
+  return size;
+}
+
+static FailureOr<int64_t> getGroupSizeOf(Operation *op,
+                                         SymbolTableCollection &tables,
+                                         FlatSymbolRefAttr meshName,
+                                         ArrayAttr axes) {
+  FailureOr<MeshOp> mesh = lookupMesh(op, tables, meshName);
+  if (failed(mesh))
+    return failure();
+  SmallVector<StringRef> names(axes.getAsValueRange<StringAttr>());
+  return getGroupSizeOf(op, *mesh, names);
+}
+
+/// Checks `dim` is a dimension of `type` and divisible by `groupSize`.
+static LogicalResult verifyDivisibleDim(Operation *op, StringRef what,
+                                        RankedTensorType type, int64_t dim,
+                                        int64_t groupSize) {
+  if (dim < 0 || dim >= type.getRank())
+    return op->emitOpError() << what << " " << dim
+                             << " is out of range for rank " << type.getRank();
+  if (type.getDimSize(dim) % groupSize != 0)
+    return op->emitOpError()
+           << what << " " << dim << " of size " << type.getDimSize(dim)
+           << " is not divisible by the group size " << groupSize;
+  return success();
+}
+
+/// Checks `result` equals `input` with dimension `dim` scaled by num/den.
+static LogicalResult verifyScaledShape(Operation *op, RankedTensorType input,
+                                       RankedTensorType result, int64_t dim,
+                                       int64_t num, int64_t den) {
+  SmallVector<int64_t> expected(input.getShape());
+  expected[dim] = expected[dim] * num / den;
+  if (result.getShape() != ArrayRef<int64_t>(expected) ||
+      result.getElementType() != input.getElementType())
+    return op->emitOpError("result type ")
+           << result << " must be "
+           << RankedTensorType::get(expected, input.getElementType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GetParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param =
+      symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!param)
+    return emitOpError("'") << getName() << "' does not name a dsc.parameter";
+  if (param.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " does not match parameter '@" << getName()
+           << "' of type " << param.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ShardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &tables) {
+  ShardingAttr sharding = getSharding();
+  FailureOr<MeshOp> mesh = lookupMesh(*this, tables, sharding.getMesh());
+  if (failed(mesh))
+    return failure();
+  RankedTensorType type = tensorOf(getInput());
+  if (static_cast<int64_t>(sharding.getSplitAxes().size()) != type.getRank())
+    return emitOpError("sharding lists ")
+           << sharding.getSplitAxes().size()
+           << " dimensions but the tensor has rank " << type.getRank();
+  for (int64_t dim = 0, e = type.getRank(); dim < e; ++dim) {
+    SmallVector<StringRef> axes = sharding.getAxesOfDim(dim);
+    if (axes.empty())
+      continue;
+    FailureOr<int64_t> shards = getGroupSizeOf(*this, *mesh, axes);
+    if (failed(shards))
+      return failure();
+    if (type.getDimSize(dim) % *shards != 0)
+      return emitOpError("dimension ")
+             << dim << " of size " << type.getDimSize(dim)
+             << " cannot be split into " << *shards << " equal shards";
+  }
+  SmallVector<StringRef> partial = sharding.getPartialAxisNames();
+  if (!partial.empty() && failed(getGroupSizeOf(*this, *mesh, partial)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  RankedTensorType input = tensorOf(getInput());
+  int64_t dim = getScatterDim();
+  if (failed(verifyDivisibleDim(*this, "scatter dimension", input, dim,
+                                *group)))
+    return failure();
+  return verifyScaledShape(*this, input, tensorOf(getResult()), dim, 1,
+                           *group);
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  RankedTensorType input = tensorOf(getInput());
+  int64_t dim = getGatherDim();
+  if (failed(verifyDivisibleDim(*this, "gather dimension", input, dim, 1)))
+    return failure();
+  return verifyScaledShape(*this, input, tensorOf(getResult()), dim, *group,
+                           1);
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  RankedTensorType input = tensorOf(getInput());
+  if (failed(verifyDivisibleDim(*this, "split dimension", input,
+                                getSplitDim(), *group)) ||
+      failed(verifyDivisibleDim(*this, "concat dimension", input,
+                                getConcatDim(), 1)))
+    return failure();
+  SmallVector<int64_t> expected(input.getShape());
+  expected[getSplitDim()] /= *group;
+  expected[getConcatDim()] *= *group;
+  auto expectedType = RankedTensorType::get(expected, input.getElementType());
+  if (tensorOf(getResult()) != expectedType)
+    return emitOpError("result type ")
+           << getResult().getType() << " must be " << expectedType;
+  return success();
+}
+
+LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  if (getRoot() < 0 || getRoot() >= *group)
+    return emitOpError("root ") << getRoot() << " is not a rank of the group "
+                                << "of size " << *group;
+  return success();
+}
+
+/// Checks a point-to-point peer coordinate along `axis`.
+static LogicalResult verifyPeer(Operation *op, SymbolTableCollection &tables,
+                                FlatSymbolRefAttr meshName, StringRef axis,
+                                int64_t peer) {
+  FailureOr<MeshOp> mesh = lookupMesh(op, tables, meshName);
+  if (failed(mesh))
+    return failure();
+  FailureOr<int64_t> size = getAxisSize(op, *mesh, axis);
+  if (failed(size))
+    return failure();
+  if (peer < 0 || peer >= *size)
+    return op->emitOpError("peer ")
+           << peer << " is outside mesh axis '" << axis << "' of size "
+           << *size;
+  return success();
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPeer(*this, tables, getMeshAttr(), getAxis(), getPeer());
+}
+
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPeer(*this, tables, getMeshAttr(), getAxis(), getPeer());
+}

@@ -1,0 +1,109 @@
+//===- DscCost.cpp - cost interface of the dsc graph ops --------*- C++ -*-===//
+//
+// FLOPs and bytes of each graph op, from its types. Matmul-class FLOPs follow
+// Megatron-LM's accounting (2 per multiply-add, full s² for causal attention)
+// so that model totals match the published closed forms exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+// Vector FLOPs per element of the elementwise ops. These are rough operation
+// counts (they feed the vector-unit part of the cost model, not the
+// model-FLOPs totals): gelu's tanh form is x³, two fmas, tanh (~4), a mul
+// and an add; layer_norm is mean, variance, normalize, scale and shift;
+// softmax is max, subtract, exp, sum and divide.
+static constexpr int64_t kGeluFlopsPerElement = 8;
+static constexpr int64_t kLayerNormFlopsPerElement = 8;
+static constexpr int64_t kSoftmaxFlopsPerElement = 5;
+static constexpr int64_t kCrossEntropyFlopsPerElement = 5;
+static constexpr int64_t kDropoutFlopsPerElement = 2;
+
+static int64_t numElements(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+static int64_t bytesOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t bits = type.getElementTypeBitWidth();
+  return type.getNumElements() * ((bits + 7) / 8);
+}
+
+/// Cost of an op that reads all its operands and writes all its results
+/// once, with `flopsPerElement` vector FLOPs per result element.
+static OpCost streamingCost(Operation *op, int64_t flopsPerElement) {
+  OpCost cost;
+  for (Value operand : op->getOperands())
+    cost.bytesRead += bytesOf(operand);
+  for (Value result : op->getResults()) {
+    cost.bytesWritten += bytesOf(result);
+    cost.vectorFlops += flopsPerElement * numElements(result);
+  }
+  return cost;
+}
+
+OpCost EmbeddingOp::getCost() {
+  // Only the gathered rows of the table are read.
+  OpCost cost;
+  cost.bytesRead = bytesOf(getIds()) + bytesOf(getResult());
+  cost.bytesWritten = bytesOf(getResult());
+  return cost;
+}
+
+OpCost PositionEmbeddingOp::getCost() { return streamingCost(*this, 0); }
+
+OpCost MatmulOp::getCost() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  int64_t k = lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
+  OpCost cost = streamingCost(*this, 0);
+  cost.matmulFlops = 2 * result.getNumElements() * k;
+  return cost;
+}
+
+OpCost AddOp::getCost() { return streamingCost(*this, 1); }
+OpCost MulOp::getCost() { return streamingCost(*this, 1); }
+OpCost BiasAddOp::getCost() { return streamingCost(*this, 1); }
+OpCost GeluOp::getCost() { return streamingCost(*this, kGeluFlopsPerElement); }
+OpCost LayerNormOp::getCost() {
+  return streamingCost(*this, kLayerNormFlopsPerElement);
+}
+OpCost SoftmaxOp::getCost() {
+  return streamingCost(*this, kSoftmaxFlopsPerElement);
+}
+
+OpCost AttentionOp::getCost() {
+  auto query = cast<RankedTensorType>(getQuery().getType());
+  int64_t batch = query.getDimSize(0), seq = query.getDimSize(1);
+  int64_t hidden = query.getDimSize(2), heads = getNumHeads();
+  OpCost cost = streamingCost(*this, 0);
+  // q·kᵀ and p·v, each 2·B·S²·H over all heads.
+  cost.matmulFlops = 4 * batch * seq * seq * hidden;
+  // Scale, softmax (and dropout) over the B·heads·S·S score matrix.
+  int64_t scores = batch * heads * seq * seq;
+  cost.vectorFlops = scores * (1 + kSoftmaxFlopsPerElement +
+                               (getDropout().isZero() ? 0 : 2));
+  return cost;
+}
+
+OpCost CrossEntropyOp::getCost() {
+  OpCost cost = streamingCost(*this, 0);
+  cost.vectorFlops = kCrossEntropyFlopsPerElement * numElements(getLogits());
+  return cost;
+}
+
+// A reshape of a contiguous tensor is a view: it moves no data.
+OpCost ReshapeOp::getCost() { return OpCost(); }
+OpCost TransposeOp::getCost() { return streamingCost(*this, 0); }
+OpCost SliceOp::getCost() {
+  OpCost cost;
+  cost.bytesRead = cost.bytesWritten = bytesOf(getResult());
+  return cost;
+}
+OpCost ConcatOp::getCost() { return streamingCost(*this, 0); }
+OpCost DropoutOp::getCost() {
+  return streamingCost(*this, kDropoutFlopsPerElement);
+}

@@ -1,0 +1,373 @@
+//===- DscOps.cpp - dsc graph op verifiers ----------------------*- C++ -*-===//
+//
+// Verifiers of the parameter, graph, mesh, transfer and stage ops. Each
+// message names the operand, the expected shape and what was found, so a
+// user can fix the IR (or the config that produced it) without a debugger.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+/// Formats a shape as `4x64x768` (`scalar` for rank 0).
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, "x");
+  return text;
+}
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Checks that `result` has `expected` shape and `elementType`.
+static LogicalResult verifyResult(Operation *op, RankedTensorType result,
+                                  ArrayRef<int64_t> expected, Type elementType,
+                                  StringRef why) {
+  if (result.getShape() != expected)
+    return op->emitOpError("result shape must be ")
+           << why << " = [" << formatShape(expected) << "], got ["
+           << formatShape(result.getShape()) << "]";
+  if (result.getElementType() != elementType)
+    return op->emitOpError("result element type ")
+           << result.getElementType() << " must match the input element type "
+           << elementType;
+  return success();
+}
+
+/// Checks that a per-feature vector (bias, gamma, beta) matches `features`.
+static LogicalResult verifyFeatureVector(Operation *op, StringRef name,
+                                         RankedTensorType vector,
+                                         int64_t features, Type elementType) {
+  if (vector.getRank() != 1 || vector.getDimSize(0) != features)
+    return op->emitOpError() << name << " must be a vector of the last "
+                             << "dimension's size [" << features << "], got ["
+                             << formatShape(vector.getShape()) << "]";
+  if (vector.getElementType() != elementType)
+    return op->emitOpError() << name << " element type "
+                             << vector.getElementType()
+                             << " must match the input element type "
+                             << elementType;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (!type.hasStaticShape())
+    return emitOpError("parameter '")
+           << getSymName() << "' must have a static shape, got " << type;
+  if (type.getNumElements() == 0)
+    return emitOpError("parameter '") << getSymName() << "' has no elements";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Graph ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType table = tensorOf(getTable());
+  if (table.getRank() != 2)
+    return emitOpError("table must be a rank-2 [vocab, hidden] tensor, got [")
+           << formatShape(table.getShape()) << "]";
+  SmallVector<int64_t> expected(tensorOf(getIds()).getShape());
+  expected.push_back(table.getDimSize(1));
+  return verifyResult(*this, tensorOf(getResult()), expected,
+                      table.getElementType(), "ids shape + [hidden]");
+}
+
+LogicalResult PositionEmbeddingOp::verify() {
+  RankedTensorType table = tensorOf(getTable());
+  RankedTensorType result = tensorOf(getResult());
+  if (table.getRank() != 2)
+    return emitOpError(
+               "table must be a rank-2 [positions, hidden] tensor, got [")
+           << formatShape(table.getShape()) << "]";
+  if (result.getRank() != 3)
+    return emitOpError("result must be a rank-3 [batch, seq, hidden] tensor, "
+                       "got [")
+           << formatShape(result.getShape()) << "]";
+  if (result.getDimSize(1) > table.getDimSize(0))
+    return emitOpError("sequence length ")
+           << result.getDimSize(1) << " exceeds the " << table.getDimSize(0)
+           << " positions of the table";
+  return verifyResult(*this, result,
+                      {result.getDimSize(0), result.getDimSize(1),
+                       table.getDimSize(1)},
+                      table.getElementType(), "[batch, seq, hidden of table]");
+}
+
+LogicalResult MatmulOp::verify() {
+  RankedTensorType lhs = tensorOf(getLhs()), rhs = tensorOf(getRhs());
+  int64_t lhsRank = lhs.getRank(), rhsRank = rhs.getRank();
+  if (lhsRank < 2)
+    return emitOpError("lhs must have rank >= 2, got [")
+           << formatShape(lhs.getShape()) << "]";
+  if (rhsRank != 2 && rhsRank != lhsRank)
+    return emitOpError("rhs must be a matrix or have the lhs's rank ")
+           << lhsRank << ", got [" << formatShape(rhs.getShape()) << "]";
+  ArrayRef<int64_t> batch = lhs.getShape().drop_back(2);
+  if (rhsRank == lhsRank && rhs.getShape().drop_back(2) != batch)
+    return emitOpError("batch dimensions differ: lhs [")
+           << formatShape(batch) << "], rhs ["
+           << formatShape(rhs.getShape().drop_back(2)) << "]";
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOpError("operand element types differ: ")
+           << lhs.getElementType() << " vs " << rhs.getElementType();
+  int64_t m = lhs.getDimSize(lhsRank - (getTransposeLhs() ? 1 : 2));
+  int64_t kLhs = lhs.getDimSize(lhsRank - (getTransposeLhs() ? 2 : 1));
+  int64_t kRhs = rhs.getDimSize(rhsRank - (getTransposeRhs() ? 1 : 2));
+  int64_t n = rhs.getDimSize(rhsRank - (getTransposeRhs() ? 2 : 1));
+  if (kLhs != kRhs)
+    return emitOpError("contracting dimensions differ: lhs has K = ")
+           << kLhs << ", rhs has K = " << kRhs;
+  SmallVector<int64_t> expected(batch);
+  expected.append({m, n});
+  return verifyResult(*this, tensorOf(getResult()), expected,
+                      lhs.getElementType(), "batch + [M, N]");
+}
+
+LogicalResult BiasAddOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  if (failed(verifyFeatureVector(*this, "bias", tensorOf(getBias()),
+                                 input.getShape().back(),
+                                 input.getElementType())))
+    return failure();
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError("epsilon must be > 0, got ")
+           << getEpsilon().convertToDouble();
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  int64_t features = input.getShape().back();
+  if (failed(verifyFeatureVector(*this, "gamma", tensorOf(getGamma()),
+                                 features, input.getElementType())) ||
+      failed(verifyFeatureVector(*this, "beta", tensorOf(getBeta()), features,
+                                 input.getElementType())))
+    return failure();
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType query = tensorOf(getQuery());
+  if (query.getRank() != 3)
+    return emitOpError("query must be a rank-3 [batch, seq, hidden] tensor, "
+                       "got [")
+           << formatShape(query.getShape()) << "]";
+  int64_t heads = getNumHeads();
+  if (heads <= 0)
+    return emitOpError("num_heads must be >= 1, got ") << heads;
+  if (query.getDimSize(2) % heads != 0)
+    return emitOpError("hidden size ")
+           << query.getDimSize(2) << " is not divisible by num_heads "
+           << heads;
+  double p = getDropout().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("attention dropout must be in [0, 1), got ") << p;
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  RankedTensorType logits = tensorOf(getLogits());
+  if (logits.getRank() < 2)
+    return emitOpError("logits must have rank >= 2 ([tokens..., vocab]), got [")
+           << formatShape(logits.getShape()) << "]";
+  ArrayRef<int64_t> expected = logits.getShape().drop_back();
+  ArrayRef<int64_t> targets = tensorOf(getTargets()).getShape();
+  if (targets != expected)
+    return emitOpError("targets shape must be the logits shape without the "
+                       "vocab dimension = [")
+           << formatShape(expected) << "], got [" << formatShape(targets)
+           << "]";
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = tensorOf(getInput()), result = tensorOf(getResult());
+  if (!input.hasStaticShape() || !result.hasStaticShape())
+    return emitOpError("reshape needs static shapes");
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError("cannot reshape [")
+           << formatShape(input.getShape()) << "] (" << input.getNumElements()
+           << " elements) to [" << formatShape(result.getShape()) << "] ("
+           << result.getNumElements() << " elements)";
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("result element type ")
+           << result.getElementType() << " must match the input element type "
+           << input.getElementType();
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  ArrayRef<int64_t> perm = getPermutation();
+  if (static_cast<int64_t>(perm.size()) != input.getRank())
+    return emitOpError("permutation has ")
+           << perm.size() << " entries but the input has rank "
+           << input.getRank();
+  SmallVector<bool> used(perm.size(), false);
+  SmallVector<int64_t> expected;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= input.getRank() || used[p])
+      return emitOpError("permutation [")
+             << formatShape(perm) << "] is not a permutation of 0.."
+             << input.getRank() - 1;
+    used[p] = true;
+    expected.push_back(input.getDimSize(p));
+  }
+  return verifyResult(*this, tensorOf(getResult()), expected,
+                      input.getElementType(), "the permuted input shape");
+}
+
+LogicalResult SliceOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  ArrayRef<int64_t> offsets = getOffsets(), sizes = getSizes();
+  if (static_cast<int64_t>(offsets.size()) != input.getRank() ||
+      static_cast<int64_t>(sizes.size()) != input.getRank())
+    return emitOpError("needs one offset and one size per input dimension (")
+           << input.getRank() << "), got " << offsets.size() << " offsets and "
+           << sizes.size() << " sizes";
+  for (int64_t d = 0, e = input.getRank(); d < e; ++d) {
+    if (offsets[d] < 0 || sizes[d] <= 0 ||
+        offsets[d] + sizes[d] > input.getDimSize(d))
+      return emitOpError("slice [")
+             << offsets[d] << ", " << offsets[d] + sizes[d]
+             << ") of dimension " << d << " is out of bounds [0, "
+             << input.getDimSize(d) << ")";
+  }
+  return verifyResult(*this, tensorOf(getResult()), sizes,
+                      input.getElementType(), "the slice sizes");
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  RankedTensorType first = tensorOf(getInputs().front());
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= first.getRank())
+    return emitOpError("dim ") << dim << " is out of range for rank "
+                               << first.getRank();
+  SmallVector<int64_t> expected(first.getShape());
+  expected[dim] = 0;
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    RankedTensorType type = tensorOf(input);
+    if (type.getRank() != first.getRank() ||
+        type.getElementType() != first.getElementType())
+      return emitOpError("input ") << i << " has type " << type
+                                   << ", incompatible with input 0 " << first;
+    for (int64_t d = 0, e = first.getRank(); d < e; ++d)
+      if (d != dim && type.getDimSize(d) != first.getDimSize(d))
+        return emitOpError("input ")
+               << i << " differs from input 0 in dimension " << d << " ("
+               << type.getDimSize(d) << " vs " << first.getDimSize(d)
+               << "); only dimension " << dim << " may differ";
+    expected[dim] += type.getDimSize(dim);
+  }
+  return verifyResult(*this, tensorOf(getResult()), expected,
+                      first.getElementType(), "the concatenated shape");
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("dropout probability must be in [0, 1), got ") << p;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MeshOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshOp::verify() {
+  ArrayAttr axes = getAxes();
+  ArrayRef<int64_t> shape = getShape();
+  if (axes.empty())
+    return emitOpError("mesh needs at least one axis");
+  if (axes.size() != shape.size())
+    return emitOpError("has ") << axes.size() << " axis names but "
+                               << shape.size() << " axis sizes";
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
+    if (name.empty())
+      return emitOpError("mesh axis names must not be empty");
+    if (!seen.insert(name).second)
+      return emitOpError("mesh axis '") << name << "' is declared twice";
+    if (size < 1)
+      return emitOpError("mesh axis '")
+             << name << "' must have size >= 1, got " << size;
+  }
+  return success();
+}
+
+std::optional<unsigned> MeshOp::getAxisIndex(StringRef name) {
+  for (auto [i, axis] : llvm::enumerate(getAxes().getAsValueRange<StringAttr>()))
+    if (axis == name)
+      return i;
+  return std::nullopt;
+}
+
+int64_t MeshOp::getNumRanks() {
+  int64_t ranks = 1;
+  for (int64_t size : getShape())
+    ranks *= size;
+  return ranks;
+}
+
+//===----------------------------------------------------------------------===//
+// TransferOp, PipelineStageOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransferOp::verify() {
+  if (getSource() == getDestination())
+    return emitOpError("source and destination tiers are both '")
+           << stringifyMemoryTier(getSource())
+           << "'; a transfer must change the tier";
+  return success();
+}
+
+LogicalResult PipelineStageOp::verify() {
+  if (getStage() < 0)
+    return emitOpError("stage index must be >= 0, got ") << getStage();
+  if ((*this)->getParentOfType<PipelineStageOp>())
+    return emitOpError("pipeline stages cannot be nested");
+  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields (")
+           << yield.getValues().getTypes() << ") but the stage returns ("
+           << getResultTypes() << ")";
+  for (Operation *prev = (*this)->getPrevNode(); prev;
+       prev = prev->getPrevNode()) {
+    auto stage = dyn_cast<PipelineStageOp>(prev);
+    if (!stage)
+      continue;
+    if (stage.getStage() >= getStage())
+      return emitOpError("stage ")
+             << getStage() << " appears after stage " << stage.getStage()
+             << "; stages of a block must appear in increasing order";
+    break;
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dsc/Dialect/Dsc/IR/DscOps.cpp.inc"

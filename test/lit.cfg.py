@@ -1,0 +1,34 @@
+# -*- Python -*-
+# lit configuration for the dsc IR tests (test/Dialect, test/Transforms,
+# test/Translate, test/Integration).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "DSC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".yml", ".yaml", ".json", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "Runtime", "Analysis", "Unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%dsc_src_root", config.dsc_src_root))
+config.substitutions.append(("%python", config.python_executable))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+if config.dsc_have_cuda:
+    config.available_features.add("cuda")
+
+tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
+tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore")]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.dsc_tools_dir, append_path=False)
