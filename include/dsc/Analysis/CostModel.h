@@ -1,0 +1,115 @@
+//===- CostModel.h - Step time and memory of a parallel plan ----*- C++ -*-===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// An analytical model of one training step of a GPT under a 3D-parallel
+// plan: compute over an achievable-efficiency curve, alpha-beta collectives
+// placed on the node layout, pipeline bubble, overlap, and memory per tier.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_ANALYSIS_COSTMODEL_H
+#define DSC_ANALYSIS_COSTMODEL_H
+
+#include "dsc/Analysis/ClusterSpec.h"
+#include "dsc/Analysis/MemoryModel.h"
+#include "dsc/Analysis/ModelShape.h"
+#include "dsc/Analysis/ParallelPlan.h"
+
+#include <string>
+
+namespace mlir::dsc::analysis {
+
+/// Seconds of one step, by where they go. The parts add up to `total`:
+/// compute + tpComm + ppComm + zeroComm + bubble are the pipeline's
+/// (m + p - 1) slots of the slowest stage; dpComm, optimizer and offload
+/// follow the last micro-batch.
+struct StepTimeBreakdown {
+  double compute = 0;   // GEMMs + memory-bound kernels, all micro-batches
+  double recompute = 0; // the part of `compute` that re-runs forwards
+  double tpComm = 0;    // tensor-parallel collectives (not overlapped)
+  double ppComm = 0;    // pipeline send/recv
+  double zeroComm = 0;  // per-micro-batch ZeRO-2/3 traffic left exposed
+  double bubble = 0;    // (p - 1) idle slots of the slowest stage
+  double dpComm = 0;    // end-of-step gradient/parameter traffic exposed
+  double optimizer = 0; // Adam on the GPU
+  double offload = 0;   // PCIe transfers + CPU Adam (+ NVMe) when offloaded
+  double total = 0;
+};
+
+/// Peak bytes per GPU (the most loaded pipeline stage) and per tier.
+struct MemoryBreakdown {
+  ModelStateBytes states; // on the device (optimizer part is 0 if offloaded)
+  double activations = 0;
+  double temporaries = 0; // logits, ZeRO-3 gathered layers
+  double reserved = 0;    // calibration.reservedBytes
+  double device = 0;      // sum of the above: what must fit
+  double host = 0;        // offloaded states per GPU
+  double nvme = 0;        // offloaded states per GPU when the host is full
+};
+
+/// Bytes each GPU sends per step (nccl-tests bus bytes), by axis.
+struct CommVolume {
+  double tp = 0, dp = 0, pp = 0;
+  double total() const { return tp + dp + pp; }
+};
+
+struct PlanEstimate {
+  ParallelPlan plan;
+  StepTimeBreakdown time;
+  MemoryBreakdown memory;
+  CommVolume comm;
+  /// Achieved FLOP/s per GPU as Megatron-LM logs it (counts recompute).
+  double flopsPerGpu = 0;
+  /// Model FLOP/s per GPU: 3x forward FLOPs per step over the step time.
+  double modelFlopsPerGpu = 0;
+  /// Model FLOPs utilization: 3x forward FLOPs (no recompute) over peak.
+  double mfu = 0;
+  /// (p - 1) / m, Narayanan et al.'s bubble time fraction.
+  double bubbleFraction = 0;
+  bool fits = false;
+  /// Why the plan does not fit (empty if it fits).
+  std::string whyNot;
+};
+
+class CostModel {
+public:
+  CostModel(ModelShape model, ClusterSpec cluster);
+
+  const ModelShape &model() const { return modelShape; }
+  const ClusterSpec &cluster() const { return clusterSpec; }
+
+  /// Empty if the plan is structurally valid for this model (divisibility,
+  /// tp within a node), else a sentence saying what does not divide.
+  std::string checkPlan(const ParallelPlan &plan) const;
+
+  /// Memory only: cheap, used by the search to prune before pricing time.
+  MemoryBreakdown memory(const ParallelPlan &plan) const;
+
+  /// Full estimate. `plan` must pass checkPlan.
+  PlanEstimate estimate(const ParallelPlan &plan) const;
+
+  /// Achievable fraction of peak for an (m x k) * (k x n) GEMM:
+  /// gemmMaxEfficiency * f(m) f(n) f(k) with f(d) = d / (d + gemmHalfDim).
+  double gemmEfficiency(double m, double n, double k) const;
+
+  /// Seconds of `batch` such GEMMs at 16-bit.
+  double gemmTime(double m, double n, double k, double batch = 1) const;
+
+  /// Forward seconds of one transformer layer for one micro-batch on one
+  /// tp rank: the six GEMMs of attention + MLP and the memory-bound kernels.
+  double layerForwardTime(int64_t b, int64_t t, bool sequenceParallel) const;
+
+  /// Forward seconds of the output projection and cross-entropy.
+  double logitsForwardTime(int64_t b, int64_t t) const;
+
+private:
+  ModelShape modelShape;
+  ClusterSpec clusterSpec;
+};
+
+} // namespace mlir::dsc::analysis
+
+#endif // DSC_ANALYSIS_COSTMODEL_H

@@ -1,0 +1,54 @@
+//===- MemoryModel.h - Model-state and activation memory --------*- C++ -*-===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The closed forms of the ZeRO paper (model states under mixed-precision
+// Adam) and of Korthikanti et al. 2022 (activations per transformer layer).
+// Tests hold these to the papers' formulas exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_ANALYSIS_MEMORYMODEL_H
+#define DSC_ANALYSIS_MEMORYMODEL_H
+
+#include "dsc/Analysis/ModelShape.h"
+
+#include <cstdint>
+
+namespace mlir::dsc::analysis {
+
+/// Bytes of model states on one rank, split the way ZeRO partitions them:
+/// fp16 parameters (2 Psi), fp16 gradients (2 Psi) and the K = 12 bytes per
+/// parameter of Adam's fp32 master weights, momentum and variance.
+struct ModelStateBytes {
+  double params = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+
+/// Rajbhandari et al. (SC'20), Fig. 1, for `psi` parameters on one model
+/// replica partitioned over `nd` data-parallel ranks:
+///   stage 0: 2 Psi + 2 Psi + 12 Psi
+///   stage 1 (P_os):     2 Psi + 2 Psi + 12 Psi / Nd   = 4 Psi + 12 Psi/Nd
+///   stage 2 (P_os+g):   2 Psi + (2 + 12) Psi / Nd     = 2 Psi + 14 Psi/Nd
+///   stage 3 (P_os+g+p): (2 + 2 + 12) Psi / Nd         = 16 Psi/Nd
+ModelStateBytes zeroModelStateBytes(double psi, int zeroStage, int64_t nd);
+
+/// Activation bytes one transformer layer keeps for the backward of one
+/// micro-batch (Korthikanti et al. 2022, "Reducing Activation Recomputation
+/// in Large Transformer Models", Sec. 4), 16-bit activations, b sequences:
+///   no parallelism:            s b h (34 + 5 a s / h)
+///   tensor parallel t:         s b h (10 + 24/t + 5 a s / (h t))
+///   tensor + sequence par. t:  s b h / t (34 + 5 a s / h)
+///   full recompute:            2 s b h  (the layer input only;
+///                              2 s b h / t with sequence parallelism)
+/// With t == 1 the three non-recompute forms agree.
+double activationBytesPerLayer(const ModelShape &model, int64_t b, int64_t t,
+                               bool sequenceParallel, bool recompute);
+
+} // namespace mlir::dsc::analysis
+
+#endif // DSC_ANALYSIS_MEMORYMODEL_H

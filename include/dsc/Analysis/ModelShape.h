@@ -1,0 +1,59 @@
+//===- ModelShape.h - GPT shape and FLOP accounting -------------*- C++ -*-===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The handful of numbers the cost model needs to know about a GPT-style
+// model, and Megatron-LM's FLOP accounting over them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_ANALYSIS_MODELSHAPE_H
+#define DSC_ANALYSIS_MODELSHAPE_H
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::dsc::analysis {
+
+/// A decoder-only transformer as Megatron-LM describes it: l layers of
+/// attention + 4h MLP, hidden size h, a heads, sequence s, vocabulary V.
+/// `parameters` (Psi) is kept explicitly because importers know it exactly
+/// (tied embeddings, biases, padding), while the closed form below is only
+/// Narayanan et al.'s approximation.
+struct ModelShape {
+  std::string name = "gpt";
+  int64_t numLayers = 0;      // l
+  int64_t hiddenSize = 0;     // h
+  int64_t numHeads = 0;       // a
+  int64_t seqLength = 0;      // s
+  int64_t vocabSize = 0;      // V
+  int64_t microBatchSize = 1; // b the importer chose; the search varies it
+  double parameters = 0;      // Psi
+
+  /// Narayanan et al. (SC'21) eq. (2): P = 12 l h^2 (1 + 13/(12h) +
+  /// (V + s)/(12 l h)).
+  double approxParameters() const;
+
+  /// Forward FLOPs of one micro-batch of `b` sequences, Megatron's
+  /// accounting (matmuls only): 24 b s l h^2 (1 + s/(6h)) + 2 b s h V.
+  double forwardFlops(int64_t b) const;
+
+  /// Training FLOPs of one micro-batch: 3x forward (forward + backward with
+  /// two matmuls per forward matmul), 4x with full activation recompute.
+  double trainingFlops(int64_t b, bool recompute) const;
+
+  /// Returns an empty string when the shape is usable, else what is wrong.
+  std::string validate() const;
+
+  /// GPT-3 175B (Brown et al. 2020): l=96, h=12288, a=96, s=2048, V=51200.
+  static ModelShape gpt3_175B();
+  /// A shape built from (l, h, a, s, V) with Psi from approxParameters().
+  static ModelShape gpt(std::string name, int64_t l, int64_t h, int64_t a,
+                        int64_t s, int64_t v);
+};
+
+} // namespace mlir::dsc::analysis
+
+#endif // DSC_ANALYSIS_MODELSHAPE_H

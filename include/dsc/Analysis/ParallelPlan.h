@@ -1,0 +1,56 @@
+//===- ParallelPlan.h - One point of the parallelization space --*- C++ -*-===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The knobs a user of Megatron-LM/DeepSpeed sets by hand, gathered in one
+// value type that the cost model prices and the search enumerates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_ANALYSIS_PARALLELPLAN_H
+#define DSC_ANALYSIS_PARALLELPLAN_H
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::dsc::analysis {
+
+enum class PipelineSchedule { GPipe, OneFOneB };
+
+/// Returns "gpipe" or "1f1b" (the spelling used in reports and attributes).
+const char *scheduleName(PipelineSchedule s);
+
+/// A 3D-parallel training plan. Ranks are laid out as Megatron-LM orders
+/// them: tp innermost, then dp, then pp, i.e.
+/// rank = tpRank + tp * (dpRank + dp * ppRank).
+struct ParallelPlan {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  /// ZeRO stage 0-3 along the dp axis.
+  int zeroStage = 0;
+  int64_t microBatchSize = 1;
+  /// Micro-batches per step per data-parallel replica (gradient accumulation
+  /// steps); global batch = dp * microBatchSize * numMicroBatches.
+  int64_t numMicroBatches = 1;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  /// Full activation recompute (checkpoint every layer input).
+  bool recompute = false;
+  /// Megatron sequence parallelism in the tp group (only meaningful if tp>1).
+  bool sequenceParallel = false;
+  /// ZeRO-Offload of optimizer states (and the gradient partition) to host
+  /// memory, or to NVMe when the host cannot hold them.
+  bool offloadOptimizer = false;
+
+  int64_t numGpus() const { return dp * tp * pp; }
+  int64_t globalBatch() const { return dp * microBatchSize * numMicroBatches; }
+
+  /// Short human form, e.g. "dp=8 tp=8 pp=16 zero=1 b=1 m=192 1f1b".
+  std::string str() const;
+};
+
+} // namespace mlir::dsc::analysis
+
+#endif // DSC_ANALYSIS_PARALLELPLAN_H

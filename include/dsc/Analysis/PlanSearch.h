@@ -1,0 +1,83 @@
+//===- PlanSearch.h - Exhaustive search over parallel plans -----*- C++ -*-===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Enumerates dp x tp x pp x ZeRO x micro-batch x schedule x recompute x
+// sequence parallel x offload for a model on N GPUs, prunes by memory and
+// ranks the rest with the cost model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_ANALYSIS_PLANSEARCH_H
+#define DSC_ANALYSIS_PLANSEARCH_H
+
+#include "dsc/Analysis/CostModel.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::dsc::analysis {
+
+enum class SearchObjective { Time, Memory };
+
+/// Parses "time" or "memory".
+std::optional<SearchObjective> parseObjective(llvm::StringRef s);
+const char *objectiveName(SearchObjective o);
+
+struct SearchOptions {
+  int64_t numGpus = 0;
+  int64_t globalBatch = 0;
+  SearchObjective objective = SearchObjective::Time;
+  /// How many ranked plans to keep.
+  size_t topK = 10;
+  /// Restrict the micro-batch size (0: search all divisors).
+  int64_t microBatchSize = 0;
+  bool allowRecompute = true;
+  bool allowOffload = true;
+  bool allowSequenceParallel = true;
+  bool allowGPipe = true;
+};
+
+/// One feasible plan as a point of the report's scatter plot.
+struct PlanPoint {
+  double deviceBytes = 0;
+  /// Model FLOP/s per GPU (MFU x peak): useful work, so higher is faster.
+  double modelFlopsPerGpu = 0;
+};
+
+struct SearchResult {
+  /// Best first, by the objective; at most topK.
+  std::vector<PlanEstimate> top;
+  /// Every feasible plan (for the plot).
+  std::vector<PlanPoint> feasible;
+  /// The best plan whose (tp, pp) differs from the winner's, and the best
+  /// whose ZeRO stage differs; `fits` is false when none exists.
+  PlanEstimate bestOtherLayout;
+  PlanEstimate bestOtherZero;
+  /// The plan needing the least device memory, feasible or not (to explain
+  /// a search that found nothing).
+  PlanEstimate leastMemory;
+  size_t numEnumerated = 0;
+  size_t numFeasible = 0;
+  /// One sentence on why the winner wins.
+  std::string explanation;
+  /// Wall-clock seconds the search took.
+  double searchSeconds = 0;
+};
+
+/// Runs the search. Fails (with a message naming the cause) when the inputs
+/// are inconsistent or no plan fits.
+llvm::Expected<SearchResult> searchPlans(const CostModel &model,
+                                         const SearchOptions &options);
+
+/// Positive divisors of n, ascending.
+std::vector<int64_t> divisors(int64_t n);
+
+} // namespace mlir::dsc::analysis
+
+#endif // DSC_ANALYSIS_PLANSEARCH_H

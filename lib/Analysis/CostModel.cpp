@@ -1,0 +1,349 @@
+//===- CostModel.cpp - Step time and memory of a parallel plan ------------===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every term here is a closed form over the plan, so that the search can
+// price tens of thousands of plans per second; docs/cost-model.md states
+// each formula and where its constants come from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Analysis/CostModel.h"
+
+#include "dsc/Analysis/Collectives.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir::dsc::analysis;
+
+CostModel::CostModel(ModelShape model, ClusterSpec cluster)
+    : modelShape(std::move(model)), clusterSpec(std::move(cluster)) {}
+
+std::string CostModel::checkPlan(const ParallelPlan &plan) const {
+  const ModelShape &m = modelShape;
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.microBatchSize < 1 ||
+      plan.numMicroBatches < 1)
+    return "dp, tp, pp, micro-batch size and micro-batch count must be >= 1";
+  if (plan.zeroStage < 0 || plan.zeroStage > 3)
+    return llvm::formatv("ZeRO stage must be 0-3, got {0}", plan.zeroStage);
+  if (m.numHeads % plan.tp != 0)
+    return llvm::formatv("tp={0} does not divide the {1} attention heads",
+                         plan.tp, m.numHeads);
+  if (plan.tp > clusterSpec.gpusPerNode ||
+      clusterSpec.gpusPerNode % plan.tp != 0)
+    return llvm::formatv("tp={0} does not fit within a node of {1} GPUs",
+                         plan.tp, clusterSpec.gpusPerNode);
+  if (m.numLayers % plan.pp != 0)
+    return llvm::formatv("pp={0} does not divide the {1} layers", plan.pp,
+                         m.numLayers);
+  if (plan.offloadOptimizer && plan.zeroStage == 0)
+    return "optimizer offload needs ZeRO stage >= 1 (as in DeepSpeed)";
+  return "";
+}
+
+double CostModel::gemmEfficiency(double m, double n, double k) const {
+  const Calibration &c = clusterSpec.calibration;
+  auto f = [&](double d) { return d / (d + c.gemmHalfDim); };
+  return c.gemmMaxEfficiency * f(m) * f(n) * f(k);
+}
+
+double CostModel::gemmTime(double m, double n, double k, double batch) const {
+  double flops = 2.0 * m * n * k * batch;
+  return flops / (clusterSpec.gpu.peak16BitFlops * gemmEfficiency(m, n, k));
+}
+
+/// Seconds to stream `bytes` through HBM at the memory-bound efficiency.
+static double memoryBoundTime(const ClusterSpec &c, double bytes) {
+  return bytes / (c.gpu.memoryBandwidth * c.calibration.memoryBoundEfficiency);
+}
+
+double CostModel::layerForwardTime(int64_t b, int64_t t,
+                                   bool sequenceParallel) const {
+  double s = modelShape.seqLength, h = modelShape.hiddenSize,
+         a = modelShape.numHeads;
+  double tokens = static_cast<double>(b) * s, td = static_cast<double>(t);
+  double heads = static_cast<double>(b) * a / td, dHead = h / a;
+  // Megatron's layer: QKV, scores, context, projection, MLP up and down.
+  // Together 24 b s h^2 / t (1 + s / (6h)) FLOPs, the paper's accounting.
+  double gemms =
+      gemmTime(tokens, 3.0 * h / td, h) + gemmTime(s, s, dHead, heads) +
+      gemmTime(s, dHead, s, heads) + gemmTime(tokens, h, h / td) +
+      gemmTime(tokens, 4.0 * h / td, h) + gemmTime(tokens, h, 4.0 * h / td);
+  // Layer norms, GeLU, softmax, dropouts and residuals are memory bound.
+  // The tensors Korthikanti et al. count as saved activations are the ones
+  // these kernels produce; each is written once and read once.
+  double traffic =
+      2.0 * activationBytesPerLayer(modelShape, b, t, sequenceParallel,
+                                    /*recompute=*/false);
+  return gemms + memoryBoundTime(clusterSpec, traffic);
+}
+
+double CostModel::logitsForwardTime(int64_t b, int64_t t) const {
+  double s = modelShape.seqLength, h = modelShape.hiddenSize,
+         v = modelShape.vocabSize;
+  double tokens = static_cast<double>(b) * s, td = static_cast<double>(t);
+  // fp32 logits written, then read by the vocab-parallel cross-entropy.
+  double traffic = 2.0 * 4.0 * tokens * v / td;
+  return gemmTime(tokens, v / td, h) + memoryBoundTime(clusterSpec, traffic);
+}
+
+MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
+  const ModelShape &ms = modelShape;
+  const ClusterSpec &c = clusterSpec;
+  MemoryBreakdown mem;
+  int64_t t = plan.tp, p = plan.pp, m = plan.numMicroBatches,
+          b = plan.microBatchSize;
+  bool sp = plan.sequenceParallel && t > 1;
+  double nd = static_cast<double>(plan.dp);
+
+  // Model states: tp and pp divide Psi evenly (embedding imbalance ignored),
+  // ZeRO divides the rank's share over dp.
+  double psiRank = ms.parameters / static_cast<double>(t * p);
+  mem.states = zeroModelStateBytes(psiRank, plan.zeroStage, plan.dp);
+  if (plan.offloadOptimizer) {
+    // ZeRO-Offload: optimizer states and an fp16 copy of the gradient
+    // partition live on the host; the GPU keeps fp16 params and grads.
+    double offloaded = mem.states.optimizer;
+    double gradCopy = 2.0 * psiRank / nd;
+    mem.states.optimizer = 0;
+    double hostShare = c.hostMemoryBytes / static_cast<double>(c.gpusPerNode);
+    if (offloaded + gradCopy <= hostShare) {
+      mem.host = offloaded + gradCopy;
+    } else {
+      // ZeRO-Infinity: the optimizer states spill to NVMe.
+      mem.host = gradCopy;
+      mem.nvme = offloaded;
+    }
+  }
+
+  // Activations: 1F1B keeps min(p, m) micro-batches in flight on the first
+  // stage and one on the last; GPipe keeps all m on every stage.
+  double layersPerStage = static_cast<double>(ms.numLayers / p);
+  double perLayer = activationBytesPerLayer(ms, b, t, sp, plan.recompute);
+  double working = plan.recompute ? activationBytesPerLayer(ms, b, t, sp, false)
+                                  : 0.0; // the layer being recomputed
+  bool gpipe = plan.schedule == PipelineSchedule::GPipe && p > 1;
+  double firstInFlight = gpipe ? m : std::min(p, m);
+  double lastInFlight = gpipe ? m : 1;
+  double firstAct = perLayer * layersPerStage * firstInFlight + working;
+  double lastAct = perLayer * layersPerStage * lastInFlight + working;
+  // Korthikanti et al.: the cross-entropy keeps 4 s b V / t bytes of fp32
+  // logits on the last stage.
+  double logits = 4.0 * static_cast<double>(ms.seqLength) * b *
+                  static_cast<double>(ms.vocabSize) / static_cast<double>(t);
+  double zero3Gather = 0;
+  if (plan.zeroStage == 3 && plan.dp > 1)
+    // Two gathered fp16 layers (current + prefetched).
+    zero3Gather = 2.0 * 2.0 * 12.0 * static_cast<double>(ms.hiddenSize) *
+                  static_cast<double>(ms.hiddenSize) / static_cast<double>(t);
+  double first = firstAct, last = lastAct + logits;
+  if (p == 1)
+    first = last = std::max(firstAct, lastAct) + logits;
+  if (first >= last) {
+    mem.activations = firstAct;
+    mem.temporaries = zero3Gather + (p == 1 ? logits : 0.0);
+  } else {
+    mem.activations = lastAct;
+    mem.temporaries = zero3Gather + logits;
+  }
+  mem.reserved = c.calibration.reservedBytes;
+  mem.device =
+      mem.states.total() + mem.activations + mem.temporaries + mem.reserved;
+  return mem;
+}
+
+PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
+  const ModelShape &ms = modelShape;
+  const ClusterSpec &c = clusterSpec;
+  PlanEstimate e;
+  e.plan = plan;
+  e.memory = memory(plan);
+
+  // Fit: device first, then the offload tiers.
+  double hostShare = c.hostMemoryBytes / static_cast<double>(c.gpusPerNode);
+  double nvmeShare = c.nvmeBytes / static_cast<double>(c.gpusPerNode);
+  auto gb = [](double bytes) { return bytes / 1e9; };
+  if (e.memory.device > c.gpu.memoryBytes)
+    e.whyNot =
+        llvm::formatv("needs {0:F1} GB per GPU, the {1} has {2:F1} GB",
+                      gb(e.memory.device), c.gpu.kind, gb(c.gpu.memoryBytes));
+  else if (e.memory.host > hostShare)
+    e.whyNot = llvm::formatv("needs {0:F1} GB of host memory per GPU, the "
+                             "node has {1:F1} GB per GPU",
+                             gb(e.memory.host), gb(hostShare));
+  else if (e.memory.nvme > nvmeShare)
+    e.whyNot = llvm::formatv("needs {0:F1} GB of NVMe per GPU, the node has "
+                             "{1:F1} GB per GPU",
+                             gb(e.memory.nvme), gb(nvmeShare));
+  e.fits = e.whyNot.empty();
+
+  int64_t t = plan.tp, p = plan.pp, d = plan.dp, m = plan.numMicroBatches,
+          b = plan.microBatchSize;
+  bool sp = plan.sequenceParallel && t > 1;
+  int64_t gpn = c.gpusPerNode;
+  double layers = static_cast<double>(ms.numLayers / p);
+  double md = static_cast<double>(m);
+
+  // Compute of one micro-batch: backward = 2x forward (two GEMMs per
+  // forward GEMM, twice the elementwise traffic); recompute re-runs forward.
+  double layerFwd = layerForwardTime(b, t, sp);
+  double fwdStage = layers * layerFwd;
+  double recomputeStage = plan.recompute ? fwdStage : 0.0;
+  double bwdStage = 2.0 * fwdStage + recomputeStage;
+  double logitsFwd = logitsForwardTime(b, t);
+  // The last stage also owns the output layer; with p == 1 it is the only
+  // stage.
+  double lastFwd = fwdStage + logitsFwd;
+  double lastBwd = bwdStage + 2.0 * logitsFwd;
+
+  // Tensor parallel: 2 all-reduces of b s h in the forward, 2 in the
+  // backward, 2 more in a recomputed forward; with sequence parallelism each
+  // is an all-gather + reduce-scatter pair of the same bus volume.
+  double actBytes = 2.0 * static_cast<double>(b) *
+                    static_cast<double>(ms.seqLength) *
+                    static_cast<double>(ms.hiddenSize);
+  Link tpLink = linkFor(c, placeGroup(1, t, gpn));
+  double tpCollectives = (plan.recompute ? 6.0 : 4.0) * layers;
+  double tpOne =
+      sp ? collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink) +
+               collectiveTime(CollectiveKind::ReduceScatter, t, actBytes,
+                              tpLink)
+         : collectiveTime(CollectiveKind::AllReduce, t, actBytes, tpLink);
+  double tpPerMb = tpCollectives * tpOne;
+  double tpBytesPerMb =
+      tpCollectives *
+      collectiveBusBytes(CollectiveKind::AllReduce, t, actBytes);
+
+  // Pipeline: one activation forward and one gradient backward per
+  // micro-batch on the critical path. Across nodes Megatron sends 1/t of it
+  // per tp rank and all-gathers inside the node (scatter/gather).
+  double ppPerMb = 0, ppBytesPerMb = 0;
+  if (p > 1) {
+    GroupPlacement ppPlace = placeGroup(t * d, p, gpn);
+    GroupPlacement pair{2, 1, ppPlace.crossesNodes};
+    Link ppLink = linkFor(c, pair);
+    double bytes = actBytes;
+    double gather = 0;
+    if (ppPlace.crossesNodes && t > 1) {
+      bytes = actBytes / static_cast<double>(t);
+      gather = collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink);
+    }
+    ppPerMb =
+        2.0 *
+        (collectiveTime(CollectiveKind::SendRecv, 2, bytes, ppLink) + gather);
+    ppBytesPerMb = 2.0 * bytes;
+  }
+
+  // Data parallel / ZeRO. Gradients are fp16: 2 bytes per parameter.
+  double psiRank = ms.parameters / static_cast<double>(t * p);
+  double gradBytes = 2.0 * psiRank;
+  Link dpLink = linkFor(c, placeGroup(t, d, gpn));
+  double tAR = collectiveTime(CollectiveKind::AllReduce, d, gradBytes, dpLink);
+  double tRS =
+      collectiveTime(CollectiveKind::ReduceScatter, d, gradBytes, dpLink);
+  double tAG = collectiveTime(CollectiveKind::AllGather, d, gradBytes, dpLink);
+  double busAR = collectiveBusBytes(CollectiveKind::AllReduce, d, gradBytes);
+  double busRS =
+      collectiveBusBytes(CollectiveKind::ReduceScatter, d, gradBytes);
+  double busAG = collectiveBusBytes(CollectiveKind::AllGather, d, gradBytes);
+  // Communication overlaps only the backward of the last micro-batch: the
+  // gradients are final only then (bucketed all-reduce as in PyTorch DDP).
+  double bwdWindow = std::max(bwdStage, lastBwd);
+  double fwdWindow = std::max(fwdStage, lastFwd);
+  double zeroPerMb = 0, dpExposed = 0, dpBytes = 0;
+  // Time a transfer of `comm` seconds adds when it may overlap `window`
+  // seconds of compute: the part that sticks out, plus the slowdown the
+  // hidden part inflicts on the compute it shares the GPU with.
+  double slowdown = c.calibration.overlapSlowdown;
+  auto exposed = [&](double comm, double window) {
+    return std::max(0.0, comm - window) + slowdown * std::min(comm, window);
+  };
+  if (d > 1) {
+    switch (plan.zeroStage) {
+    case 0:
+      dpExposed = exposed(tAR, bwdWindow);
+      dpBytes = busAR;
+      break;
+    case 1:
+      // Reduce-scatter the gradients, all-gather the updated parameters.
+      dpExposed = exposed(tRS, bwdWindow) + tAG;
+      dpBytes = busRS + busAG;
+      break;
+    case 2:
+      // Gradients are kept partitioned, so each micro-batch reduce-scatters
+      // its gradients during its backward (DeepSpeed stage 2).
+      zeroPerMb = exposed(tRS, bwdWindow);
+      dpExposed = tAG;
+      dpBytes = md * busRS + busAG;
+      break;
+    default: {
+      // Stage 3: per micro-batch, gather parameters for the forward, again
+      // for the backward (and the recomputed forward), reduce-scatter the
+      // gradients. One collective per layer pays the ring latency each time.
+      double gathers = plan.recompute ? 2.0 : 1.0;
+      double perLayerLatency =
+          (layers - 1.0) * static_cast<double>(d - 1) * dpLink.latency;
+      zeroPerMb =
+          exposed(tAG + perLayerLatency, fwdWindow) +
+          exposed(gathers * tAG + tRS + (gathers + 1.0) * perLayerLatency,
+                  bwdWindow);
+      dpBytes = md * ((gathers + 1.0) * busAG + busRS);
+      break;
+    }
+    }
+  }
+
+  // Optimizer: Adam reads fp32 params, m, v and the fp16 gradient and
+  // writes params, m, v and the fp16 copy: 28 bytes per parameter.
+  double shard =
+      plan.zeroStage >= 1 ? psiRank / static_cast<double>(d) : psiRank;
+  double optimizer = 0, offload = 0;
+  if (!plan.offloadOptimizer) {
+    optimizer = memoryBoundTime(c, 28.0 * shard);
+  } else {
+    double gpusPerNode = static_cast<double>(gpn);
+    offload = 4.0 * shard / c.pcieBandwidthPerGpu +
+              28.0 * shard / (c.hostMemoryBandwidth / gpusPerNode);
+    if (e.memory.nvme > 0)
+      // Read and write the 12 bytes of states per parameter.
+      offload += 24.0 * shard / (c.nvmeBandwidth / gpusPerNode);
+  }
+
+  // The slowest stage sets the pace of the pipeline.
+  double firstMb = fwdStage + bwdStage + tpPerMb + ppPerMb + zeroPerMb;
+  double lastMb = lastFwd + lastBwd + tpPerMb + ppPerMb + zeroPerMb;
+  double slot = std::max(firstMb, lastMb);
+  double computeMb =
+      (lastMb >= firstMb) ? lastFwd + lastBwd : fwdStage + bwdStage;
+
+  StepTimeBreakdown &st = e.time;
+  st.compute = md * computeMb;
+  st.recompute = md * recomputeStage;
+  st.tpComm = md * tpPerMb;
+  st.ppComm = md * ppPerMb;
+  st.zeroComm = md * zeroPerMb;
+  st.bubble = static_cast<double>(p - 1) * slot;
+  st.dpComm = dpExposed;
+  st.optimizer = optimizer;
+  st.offload = offload;
+  st.total = st.compute + st.tpComm + st.ppComm + st.zeroComm + st.bubble +
+             st.dpComm + st.optimizer + st.offload;
+
+  e.comm.tp = md * tpBytesPerMb;
+  e.comm.pp = md * ppBytesPerMb;
+  e.comm.dp = dpBytes;
+
+  double gpus = static_cast<double>(plan.numGpus());
+  double samples = static_cast<double>(plan.globalBatch());
+  double modelFlops = ms.trainingFlops(1, false) * samples;
+  double hwFlops = ms.trainingFlops(1, plan.recompute) * samples;
+  e.flopsPerGpu = hwFlops / gpus / st.total;
+  e.modelFlopsPerGpu = modelFlops / gpus / st.total;
+  e.mfu = e.modelFlopsPerGpu / c.gpu.peak16BitFlops;
+  e.bubbleFraction = static_cast<double>(p - 1) / md;
+  return e;
+}

@@ -1,0 +1,42 @@
+//===- MemoryModel.cpp - Model-state and activation memory ----------------===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Written term by term as in the papers (not simplified) so that a reader
+// can check each against its source.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Analysis/MemoryModel.h"
+
+using namespace mlir::dsc::analysis;
+
+ModelStateBytes mlir::dsc::analysis::zeroModelStateBytes(double psi,
+                                                         int zeroStage,
+                                                         int64_t nd) {
+  const double k = 12.0; // Adam: fp32 params, momentum, variance
+  double n = static_cast<double>(nd < 1 ? 1 : nd);
+  ModelStateBytes m;
+  m.params = zeroStage >= 3 ? 2.0 * psi / n : 2.0 * psi;
+  m.grads = zeroStage >= 2 ? 2.0 * psi / n : 2.0 * psi;
+  m.optimizer = zeroStage >= 1 ? k * psi / n : k * psi;
+  return m;
+}
+
+double mlir::dsc::analysis::activationBytesPerLayer(const ModelShape &model,
+                                                    int64_t b, int64_t t,
+                                                    bool sequenceParallel,
+                                                    bool recompute) {
+  double s = model.seqLength, h = model.hiddenSize, a = model.numHeads;
+  double bd = b, td = t < 1 ? 1 : t;
+  double sbh = s * bd * h;
+  if (recompute)
+    return sequenceParallel ? 2.0 * sbh / td : 2.0 * sbh;
+  if (td == 1.0)
+    return sbh * (34.0 + 5.0 * a * s / h);
+  if (sequenceParallel)
+    return sbh / td * (34.0 + 5.0 * a * s / h);
+  return sbh * (10.0 + 24.0 / td + 5.0 * a * s / (h * td));
+}

@@ -1,0 +1,73 @@
+//===- ModelShape.cpp - GPT shape and FLOP accounting ---------------------===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Megatron-LM's closed-form parameter and FLOP counts. Only matmul FLOPs are
+// counted, as in the papers whose MFU numbers the reports are compared with.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Analysis/ModelShape.h"
+
+#include <string>
+
+using namespace mlir::dsc::analysis;
+
+double ModelShape::approxParameters() const {
+  double l = numLayers, h = hiddenSize, s = seqLength, v = vocabSize;
+  return 12.0 * l * h * h *
+         (1.0 + 13.0 / (12.0 * h) + (v + s) / (12.0 * l * h));
+}
+
+double ModelShape::forwardFlops(int64_t b) const {
+  double bd = b, s = seqLength, l = numLayers, h = hiddenSize, v = vocabSize;
+  return 24.0 * bd * s * l * h * h * (1.0 + s / (6.0 * h)) +
+         2.0 * bd * s * h * v;
+}
+
+double ModelShape::trainingFlops(int64_t b, bool recompute) const {
+  return (recompute ? 4.0 : 3.0) * forwardFlops(b);
+}
+
+std::string ModelShape::validate() const {
+  auto positive = [](const char *what, int64_t v) -> std::string {
+    if (v > 0)
+      return "";
+    return std::string(what) + " must be positive, got " + std::to_string(v);
+  };
+  for (auto [what, v] :
+       {std::pair<const char *, int64_t>{"num_layers", numLayers},
+        {"hidden_size", hiddenSize},
+        {"num_attention_heads", numHeads},
+        {"seq_length", seqLength},
+        {"vocab_size", vocabSize},
+        {"micro_batch_size", microBatchSize}})
+    if (std::string err = positive(what, v); !err.empty())
+      return err;
+  if (hiddenSize % numHeads != 0)
+    return "hidden_size " + std::to_string(hiddenSize) +
+           " is not a multiple of num_attention_heads " +
+           std::to_string(numHeads);
+  if (!(parameters > 0))
+    return "parameters must be positive";
+  return "";
+}
+
+ModelShape ModelShape::gpt(std::string name, int64_t l, int64_t h, int64_t a,
+                           int64_t s, int64_t v) {
+  ModelShape m;
+  m.name = std::move(name);
+  m.numLayers = l;
+  m.hiddenSize = h;
+  m.numHeads = a;
+  m.seqLength = s;
+  m.vocabSize = v;
+  m.parameters = m.approxParameters();
+  return m;
+}
+
+ModelShape ModelShape::gpt3_175B() {
+  return gpt("GPT-3 175B", 96, 12288, 96, 2048, 51200);
+}

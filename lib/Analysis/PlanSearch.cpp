@@ -1,0 +1,259 @@
+//===- PlanSearch.cpp - Exhaustive search over parallel plans -------------===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The space is small enough (tens of thousands of plans for a 1T model on
+// thousands of GPUs) that exhaustive enumeration with closed-form pricing
+// beats any clever search: it is exact and takes milliseconds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Analysis/PlanSearch.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+
+using namespace mlir::dsc::analysis;
+
+std::optional<SearchObjective>
+mlir::dsc::analysis::parseObjective(llvm::StringRef s) {
+  return llvm::StringSwitch<std::optional<SearchObjective>>(s)
+      .Case("time", SearchObjective::Time)
+      .Case("memory", SearchObjective::Memory)
+      .Default(std::nullopt);
+}
+
+const char *mlir::dsc::analysis::objectiveName(SearchObjective o) {
+  return o == SearchObjective::Time ? "time" : "memory";
+}
+
+std::vector<int64_t> mlir::dsc::analysis::divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0)
+      continue;
+    low.push_back(i);
+    if (i != n / i)
+      high.push_back(n / i);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+namespace {
+
+/// Orders plans by the objective; ties go to the other criterion, then to
+/// the simpler plan (fewer pipeline stages, lower ZeRO stage), so results
+/// are deterministic.
+struct PlanOrder {
+  SearchObjective objective;
+  bool operator()(const PlanEstimate &a, const PlanEstimate &b) const {
+    double ta = a.time.total, tb = b.time.total;
+    double ma = a.memory.device, mb = b.memory.device;
+    if (objective == SearchObjective::Time) {
+      if (ta != tb)
+        return ta < tb;
+      if (ma != mb)
+        return ma < mb;
+    } else {
+      if (ma != mb)
+        return ma < mb;
+      if (ta != tb)
+        return ta < tb;
+    }
+    if (a.plan.pp != b.plan.pp)
+      return a.plan.pp < b.plan.pp;
+    if (a.plan.zeroStage != b.plan.zeroStage)
+      return a.plan.zeroStage < b.plan.zeroStage;
+    return a.plan.str() < b.plan.str();
+  }
+};
+
+/// The time component that differs most between `alt` and `win`, phrased as
+/// "more pipeline bubble (+1.2 s)".
+std::string biggestDifference(const PlanEstimate &win,
+                              const PlanEstimate &alt) {
+  const StepTimeBreakdown &w = win.time, &a = alt.time;
+  std::pair<const char *, double> parts[] = {
+      {"compute", (a.compute - a.recompute) - (w.compute - w.recompute)},
+      {"recompute", a.recompute - w.recompute},
+      {"tensor-parallel communication", a.tpComm - w.tpComm},
+      {"pipeline send/recv", a.ppComm - w.ppComm},
+      {"exposed ZeRO communication", a.zeroComm - w.zeroComm},
+      {"pipeline bubble", a.bubble - w.bubble},
+      {"exposed data-parallel communication", a.dpComm - w.dpComm},
+      {"optimizer step", a.optimizer - w.optimizer},
+      {"offload traffic", a.offload - w.offload},
+  };
+  auto *best = std::max_element(
+      std::begin(parts), std::end(parts),
+      [](const auto &x, const auto &y) { return x.second < y.second; });
+  return llvm::formatv("more {0} (+{1:F2} s)", best->first, best->second);
+}
+
+std::string compareTo(const PlanEstimate &win, const PlanEstimate &alt,
+                      SearchObjective objective, const char *what) {
+  if (!alt.fits)
+    return llvm::formatv("no plan with a different {0} fits in memory", what);
+  if (objective == SearchObjective::Memory)
+    return llvm::formatv(
+        "the best plan with a different {0} ({1}) needs {2:F1} GB more", what,
+        alt.plan.str(), (alt.memory.device - win.memory.device) / 1e9);
+  double slower = (alt.time.total / win.time.total - 1.0) * 100.0;
+  return llvm::formatv(
+      "the best plan with a different {0} ({1}) is {2:F1}% slower, mostly "
+      "from {3}",
+      what, alt.plan.str(), slower, biggestDifference(win, alt));
+}
+
+} // namespace
+
+llvm::Expected<SearchResult>
+mlir::dsc::analysis::searchPlans(const CostModel &cm,
+                                 const SearchOptions &opt) {
+  auto start = std::chrono::steady_clock::now();
+  const ModelShape &ms = cm.model();
+  const ClusterSpec &c = cm.cluster();
+  auto fail = [](const std::string &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  if (std::string err = ms.validate(); !err.empty())
+    return fail("invalid model shape: " + err);
+  if (opt.numGpus < 1)
+    return fail(llvm::formatv("gpus must be positive, got {0}", opt.numGpus));
+  if (opt.globalBatch < 1)
+    return fail(llvm::formatv("global batch must be positive, got {0}",
+                              opt.globalBatch));
+  if (opt.numGpus > c.gpusPerNode && opt.numGpus % c.gpusPerNode != 0)
+    return fail(llvm::formatv("{0} GPUs is not a whole number of {1}-GPU "
+                              "nodes of '{2}'",
+                              opt.numGpus, c.gpusPerNode, c.name));
+
+  SearchResult result;
+  PlanOrder order{opt.objective};
+  std::vector<PlanEstimate> feasible;
+  ParallelPlan leastMemoryPlan;
+  double leastMemory = -1;
+
+  for (int64_t t : divisors(c.gpusPerNode)) {
+    if (ms.numHeads % t != 0 || opt.numGpus % t != 0)
+      continue;
+    for (int64_t p : divisors(ms.numLayers)) {
+      if (opt.numGpus % (t * p) != 0)
+        continue;
+      int64_t d = opt.numGpus / (t * p);
+      if (opt.globalBatch % d != 0)
+        continue;
+      for (int64_t b : divisors(opt.globalBatch / d)) {
+        if (opt.microBatchSize > 0 && b != opt.microBatchSize)
+          continue;
+        ParallelPlan plan;
+        plan.dp = d;
+        plan.tp = t;
+        plan.pp = p;
+        plan.microBatchSize = b;
+        plan.numMicroBatches = opt.globalBatch / (d * b);
+        for (int zero = 0; zero <= 3; ++zero) {
+          // Without data parallelism ZeRO partitions nothing; stage 1 still
+          // matters as the carrier of optimizer offload (ZeRO-Offload).
+          if (d == 1 && zero > 1)
+            continue;
+          plan.zeroStage = zero;
+          for (int sched = 0; sched < 2; ++sched) {
+            plan.schedule = sched == 0 ? PipelineSchedule::OneFOneB
+                                       : PipelineSchedule::GPipe;
+            if (sched == 1 && (p == 1 || !opt.allowGPipe))
+              continue;
+            for (int rc = 0; rc < 2; ++rc) {
+              if (rc && !opt.allowRecompute)
+                continue;
+              plan.recompute = rc;
+              for (int sp = 0; sp < 2; ++sp) {
+                if (sp && (t == 1 || !opt.allowSequenceParallel))
+                  continue;
+                plan.sequenceParallel = sp;
+                for (int off = 0; off < 2; ++off) {
+                  if (off && (zero == 0 || !opt.allowOffload))
+                    continue;
+                  if (!off && d == 1 && zero == 1)
+                    continue;
+                  plan.offloadOptimizer = off;
+                  ++result.numEnumerated;
+                  MemoryBreakdown mem = cm.memory(plan);
+                  if (leastMemory < 0 || mem.device < leastMemory) {
+                    leastMemory = mem.device;
+                    leastMemoryPlan = plan;
+                  }
+                  if (mem.device > c.gpu.memoryBytes)
+                    continue;
+                  PlanEstimate e = cm.estimate(plan);
+                  if (!e.fits)
+                    continue;
+                  result.feasible.push_back(
+                      {e.memory.device, e.modelFlopsPerGpu});
+                  feasible.push_back(std::move(e));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  result.numFeasible = feasible.size();
+  if (result.numEnumerated == 0)
+    return fail(llvm::formatv(
+        "no plan divides the problem: {0} GPUs, global batch {1}, {2} layers, "
+        "{3} heads, {4} GPUs per node (the global batch must be a multiple of "
+        "the data-parallel degree)",
+        opt.numGpus, opt.globalBatch, ms.numLayers, ms.numHeads,
+        c.gpusPerNode));
+  result.leastMemory = cm.estimate(leastMemoryPlan);
+  if (feasible.empty())
+    return fail(llvm::formatv(
+        "no plan fits: of {0} plans the smallest ({1}) {2}; use more GPUs, a "
+        "GPU with more memory, or a smaller model or micro-batch",
+        result.numEnumerated, leastMemoryPlan.str(),
+        result.leastMemory.whyNot));
+
+  size_t k = std::min(opt.topK == 0 ? size_t(1) : opt.topK, feasible.size());
+  std::partial_sort(feasible.begin(), feasible.begin() + k, feasible.end(),
+                    order);
+  const PlanEstimate &win = feasible.front();
+  for (const PlanEstimate &e : feasible) {
+    bool otherLayout = e.plan.tp != win.plan.tp || e.plan.pp != win.plan.pp;
+    bool otherZero = e.plan.zeroStage != win.plan.zeroStage;
+    if (otherLayout &&
+        (!result.bestOtherLayout.fits || order(e, result.bestOtherLayout)))
+      result.bestOtherLayout = e;
+    if (otherZero &&
+        (!result.bestOtherZero.fits || order(e, result.bestOtherZero)))
+      result.bestOtherZero = e;
+  }
+  result.top.assign(feasible.begin(), feasible.begin() + k);
+
+  std::string head =
+      opt.objective == SearchObjective::Time
+          ? llvm::formatv("{0} wins at {1:F2} s/step ({2:F1}% MFU)",
+                          win.plan.str(), win.time.total, win.mfu * 100.0)
+                .str()
+          : llvm::formatv("{0} needs the least memory, {1:F1} GB per GPU",
+                          win.plan.str(), win.memory.device / 1e9)
+                .str();
+  result.explanation = llvm::formatv(
+      "{0}: {1}, and {2}; {3} of {4} plans fit in {5:F0} GB.", head,
+      compareTo(win, result.bestOtherLayout, opt.objective,
+                "tensor/pipeline split"),
+      compareTo(win, result.bestOtherZero, opt.objective, "ZeRO stage"),
+      result.numFeasible, result.numEnumerated, c.gpu.memoryBytes / 1e9);
+
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return result;
+}
