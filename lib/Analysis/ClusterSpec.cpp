@@ -41,7 +41,8 @@ public:
     const Value *v = obj->get(key);
     if (!v) {
       if (!optional)
-        fail(key, "is missing (a positive number is required)");
+        fail(key,
+             "is missing (a positive number is required)" + misspelling(key));
       return;
     }
     if (const Object *o = v->getAsObject()) {
@@ -132,6 +133,16 @@ public:
   }
 
 private:
+  /// A present key that looks like a typo of the missing `key`.
+  std::string misspelling(llvm::StringRef key) const {
+    for (const auto &kv : *obj) {
+      llvm::StringRef k = kv.first;
+      if (k != key && k.edit_distance(key) <= 2)
+        return "; found '" + k.str() + "' instead, a misspelling?";
+    }
+    return "";
+  }
+
   static std::string kindOf(const Value &v) {
     switch (v.kind()) {
     case Value::Null:

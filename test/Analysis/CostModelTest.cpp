@@ -1,0 +1,261 @@
+//===- CostModelTest.cpp - Step time and memory of a plan -----------------===//
+//
+// Part of the dsc project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Checks the cost model's accounting against the closed forms it claims:
+// Megatron's FLOPs, the ZeRO and tensor-parallel communication volumes, the
+// pipeline bubble and in-flight micro-batches, recompute and offload.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Analysis/CostModel.h"
+#include "dsc/Analysis/Collectives.h"
+
+#include "gtest/gtest.h"
+
+using namespace mlir::dsc::analysis;
+
+namespace {
+
+ClusterSpec a100() {
+  llvm::Expected<ClusterSpec> c =
+      loadClusterSpec(DSC_CLUSTERS_DIR "/dgx-a100-80gb.json");
+  EXPECT_TRUE(static_cast<bool>(c));
+  if (!c) {
+    llvm::consumeError(c.takeError());
+    return ClusterSpec();
+  }
+  return *c;
+}
+
+ParallelPlan plan(int64_t dp, int64_t tp, int64_t pp, int zero, int64_t b,
+                  int64_t m) {
+  ParallelPlan p;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.zeroStage = zero;
+  p.microBatchSize = b;
+  p.numMicroBatches = m;
+  return p;
+}
+
+TEST(Flops, MegatronAccounting) {
+  ModelShape m = ModelShape::gpt3_175B();
+  double b = 4, s = 2048, l = 96, h = 12288, v = 51200;
+  double fwd = 24 * b * s * l * h * h * (1 + s / (6 * h)) + 2 * b * s * h * v;
+  EXPECT_DOUBLE_EQ(m.forwardFlops(4), fwd);
+  EXPECT_DOUBLE_EQ(m.trainingFlops(4, false), 3 * fwd);
+  EXPECT_DOUBLE_EQ(m.trainingFlops(4, true), 4 * fwd);
+  EXPECT_NEAR(m.parameters / 1e9, 174.6, 0.1);
+}
+
+TEST(Efficiency, FallsForSmallDimensions) {
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  double max = cm.cluster().calibration.gemmMaxEfficiency;
+  EXPECT_LT(cm.gemmEfficiency(8192, 8192, 8192), max);
+  EXPECT_GT(cm.gemmEfficiency(8192, 8192, 8192), 0.9 * max);
+  EXPECT_LT(cm.gemmEfficiency(2048, 2048, 128),
+            cm.gemmEfficiency(2048, 2048, 1024));
+  EXPECT_LT(cm.gemmEfficiency(64, 8192, 8192),
+            0.5 * cm.gemmEfficiency(8192, 8192, 8192));
+  // Symmetric, so forward, data-gradient and weight-gradient GEMMs of one
+  // matmul run at one efficiency.
+  EXPECT_DOUBLE_EQ(cm.gemmEfficiency(2048, 4608, 12288),
+                   cm.gemmEfficiency(12288, 2048, 4608));
+}
+
+// With ideal GEMMs and infinite HBM bandwidth a layer's forward takes
+// exactly Megatron's FLOPs over peak: the GEMM list is the accounting.
+TEST(Efficiency, LayerGemmsAddUpToMegatronFlops) {
+  ClusterSpec c = a100();
+  c.calibration.gemmMaxEfficiency = 1.0;
+  c.calibration.gemmHalfDim = 1e-30;
+  c.gpu.memoryBandwidth = 1e300;
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, c);
+  double s = 2048, h = 12288, v = 51200;
+  for (int64_t t : {1, 2, 8})
+    for (int64_t b : {1, 3}) {
+      double layer = 24.0 * b * s * h * h / t * (1 + s / (6 * h));
+      EXPECT_NEAR(cm.layerForwardTime(b, t, false) * c.gpu.peak16BitFlops /
+                      layer,
+                  1.0, 1e-12);
+      EXPECT_NEAR(cm.logitsForwardTime(b, t) * c.gpu.peak16BitFlops /
+                      (2.0 * b * s * h * v / t),
+                  1.0, 1e-12);
+    }
+}
+
+TEST(Memory, ModelStatesAreZeroFormulasOverTpAndPp) {
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, a100());
+  for (int zero = 0; zero <= 3; ++zero) {
+    ParallelPlan p = plan(16, 8, 8, zero, 1, 96);
+    MemoryBreakdown mem = cm.memory(p);
+    ModelStateBytes want = zeroModelStateBytes(m.parameters / 64, zero, 16);
+    EXPECT_EQ(mem.states.params, want.params);
+    EXPECT_EQ(mem.states.grads, want.grads);
+    EXPECT_EQ(mem.states.optimizer, want.optimizer);
+    EXPECT_DOUBLE_EQ(mem.device, mem.states.total() + mem.activations +
+                                     mem.temporaries + mem.reserved);
+  }
+}
+
+TEST(Memory, InFlightMicroBatches1F1BVersusGPipe) {
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, a100());
+  ParallelPlan p = plan(8, 8, 16, 1, 1, 192);
+  p.sequenceParallel = true;
+  double perLayer = activationBytesPerLayer(m, 1, 8, true, false);
+  // 1F1B: the first stage holds p = 16 micro-batches of its 6 layers.
+  EXPECT_DOUBLE_EQ(cm.memory(p).activations, perLayer * 6 * 16);
+  p.schedule = PipelineSchedule::GPipe;
+  EXPECT_DOUBLE_EQ(cm.memory(p).activations, perLayer * 6 * 192);
+  // Fewer micro-batches than stages: only m are ever in flight.
+  ParallelPlan few = plan(8, 8, 16, 1, 24, 8);
+  few.sequenceParallel = true;
+  EXPECT_DOUBLE_EQ(cm.memory(few).activations,
+                   activationBytesPerLayer(m, 24, 8, true, false) * 6 * 8);
+}
+
+TEST(Memory, RecomputeKeepsLayerInputsPlusOneLayer) {
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, a100());
+  ParallelPlan p = plan(8, 8, 16, 1, 1, 192);
+  p.recompute = true;
+  double sbh = 2048.0 * 12288.0;
+  EXPECT_DOUBLE_EQ(cm.memory(p).activations,
+                   2 * sbh * 6 * 16 +
+                       activationBytesPerLayer(m, 1, 8, false, false));
+}
+
+TEST(Time, BubbleIsPMinusOneOverM) {
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  for (int64_t pp : {2, 4, 16})
+    for (int64_t mb : {16, 64}) {
+      ParallelPlan p = plan(1024 / (8 * pp), 8, pp, 1, 1, mb);
+      PlanEstimate e = cm.estimate(p);
+      EXPECT_DOUBLE_EQ(e.bubbleFraction, double(pp - 1) / mb);
+      const StepTimeBreakdown &t = e.time;
+      double slot = (t.compute + t.tpComm + t.ppComm + t.zeroComm) / mb;
+      EXPECT_NEAR(t.bubble, (pp - 1) * slot, 1e-9 * t.total);
+    }
+  // More micro-batches amortize the bubble.
+  PlanEstimate few = cm.estimate(plan(8, 8, 16, 1, 4, 48));
+  PlanEstimate many = cm.estimate(plan(8, 8, 16, 1, 1, 192));
+  EXPECT_GT(few.time.bubble / few.time.total,
+            many.time.bubble / many.time.total);
+}
+
+TEST(Time, PartsAddUpAndThroughputIsConsistent) {
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, a100());
+  PlanEstimate e = cm.estimate(plan(16, 8, 8, 1, 1, 96));
+  const StepTimeBreakdown &t = e.time;
+  EXPECT_DOUBLE_EQ(t.total, t.compute + t.tpComm + t.ppComm + t.zeroComm +
+                                t.bubble + t.dpComm + t.optimizer + t.offload);
+  EXPECT_DOUBLE_EQ(e.mfu * 312e12 * 1024 * t.total,
+                   m.trainingFlops(1, false) * 1536);
+  EXPECT_DOUBLE_EQ(e.flopsPerGpu, e.modelFlopsPerGpu); // no recompute
+}
+
+TEST(Time, RecomputeCostsAForwardPass) {
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  ParallelPlan p = plan(16, 8, 8, 1, 1, 96);
+  PlanEstimate base = cm.estimate(p);
+  p.recompute = true;
+  PlanEstimate rc = cm.estimate(p);
+  EXPECT_EQ(base.time.recompute, 0.0);
+  // The recomputed forward is a third of the layers' forward + backward.
+  double layers = rc.time.compute - rc.time.recompute;
+  EXPECT_NEAR(rc.time.recompute / layers, 1.0 / 3.0, 0.03);
+  EXPECT_GT(rc.time.total, base.time.total);
+  EXPECT_GT(rc.flopsPerGpu, rc.modelFlopsPerGpu);
+  EXPECT_LT(rc.memory.activations, base.memory.activations);
+}
+
+// DESIGN.md: tensor parallel is 4 all-reduces of b s h per layer per
+// micro-batch.
+TEST(Comm, TensorParallelVolume) {
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  ParallelPlan p = plan(16, 8, 8, 1, 2, 48);
+  double bsh2 = 2.0 * 2 * 2048 * 12288; // fp16 bytes
+  double perAllReduce = collectiveBusBytes(CollectiveKind::AllReduce, 8, bsh2);
+  EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 4 * perAllReduce);
+  p.sequenceParallel = true; // AG + RS pairs: same volume
+  EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 4 * perAllReduce);
+  p.recompute = true;
+  EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 6 * perAllReduce);
+}
+
+// DESIGN.md / ZeRO paper: DP and ZeRO-1/2 move 2 Psi per rank, ZeRO-3 3 Psi
+// (with one micro-batch per step).
+TEST(Comm, ZeroVolumes) {
+  ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
+  CostModel cm(m, a100());
+  int64_t d = 64;
+  double psi = m.parameters, bytes = 2 * psi; // fp16
+  double unit = double(d - 1) / d * bytes;    // one ring pass of Psi
+  EXPECT_DOUBLE_EQ(cm.estimate(plan(d, 1, 1, 0, 8, 1)).comm.dp, 2 * unit);
+  EXPECT_DOUBLE_EQ(cm.estimate(plan(d, 1, 1, 1, 8, 1)).comm.dp, 2 * unit);
+  EXPECT_DOUBLE_EQ(cm.estimate(plan(d, 1, 1, 2, 8, 1)).comm.dp, 2 * unit);
+  EXPECT_DOUBLE_EQ(cm.estimate(plan(d, 1, 1, 3, 8, 1)).comm.dp, 3 * unit);
+  // Gradient accumulation: stage 2 reduce-scatters every micro-batch.
+  EXPECT_DOUBLE_EQ(cm.estimate(plan(d, 1, 1, 1, 2, 4)).comm.dp, 2 * unit);
+  EXPECT_DOUBLE_EQ(cm.estimate(plan(d, 1, 1, 2, 2, 4)).comm.dp, 5 * unit);
+  // Without data parallelism nothing moves.
+  EXPECT_EQ(cm.estimate(plan(1, 8, 1, 0, 8, 1)).comm.dp, 0.0);
+}
+
+TEST(Comm, GradientAllReduceOverlapsTheLastBackward) {
+  ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
+  ClusterSpec c = a100();
+  CostModel cm(m, c);
+  PlanEstimate e = cm.estimate(plan(64, 1, 1, 0, 8, 1));
+  double full = collectiveTime(CollectiveKind::AllReduce, 64, 2 * m.parameters,
+                               linkFor(c, placeGroup(1, 64, 8)));
+  EXPECT_GT(e.time.dpComm, 0.0);
+  EXPECT_LT(e.time.dpComm, full);
+  c.calibration.overlapSlowdown = 0.0;
+  PlanEstimate ideal = CostModel(m, c).estimate(plan(64, 1, 1, 0, 8, 1));
+  EXPECT_LT(ideal.time.dpComm, e.time.dpComm);
+}
+
+TEST(Offload, OptimizerStatesMoveToHostOrNvme) {
+  ModelShape m = ModelShape::gpt3_175B();
+  ClusterSpec c = a100();
+  ParallelPlan p = plan(16, 8, 8, 1, 1, 96);
+  p.offloadOptimizer = true;
+  double psiRank = m.parameters / 64;
+  PlanEstimate e = CostModel(m, c).estimate(p);
+  EXPECT_EQ(e.memory.states.optimizer, 0.0);
+  EXPECT_DOUBLE_EQ(e.memory.host, 12 * psiRank / 16 + 2 * psiRank / 16);
+  EXPECT_EQ(e.memory.nvme, 0.0);
+  EXPECT_GT(e.time.offload, 0.0);
+  EXPECT_EQ(e.time.optimizer, 0.0);
+  // A host too small for the states spills them to NVMe, which is slower.
+  c.hostMemoryBytes = 8 * 1e9;
+  PlanEstimate spill = CostModel(m, c).estimate(p);
+  EXPECT_DOUBLE_EQ(spill.memory.nvme, 12 * psiRank / 16);
+  EXPECT_GT(spill.time.offload, e.time.offload);
+}
+
+TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  PlanEstimate e = cm.estimate(plan(128, 8, 1, 0, 1, 12));
+  EXPECT_FALSE(e.fits);
+  EXPECT_NE(e.whyNot.find("GB per GPU"), std::string::npos) << e.whyNot;
+  EXPECT_NE(cm.checkPlan(plan(1, 16, 64, 0, 1, 1)).find("within a node"),
+            std::string::npos);
+  EXPECT_NE(cm.checkPlan(plan(1, 8, 5, 0, 1, 1)).find("96 layers"),
+            std::string::npos);
+  ParallelPlan off = plan(8, 8, 16, 0, 1, 1);
+  off.offloadOptimizer = true;
+  EXPECT_NE(cm.checkPlan(off).find("ZeRO stage >= 1"), std::string::npos);
+  EXPECT_EQ(cm.checkPlan(plan(8, 8, 16, 1, 1, 192)), "");
+}
+
+} // namespace
