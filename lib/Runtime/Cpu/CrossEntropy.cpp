@@ -35,7 +35,7 @@ T dsc::rt::crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < vocab; ++c)
-      sum += std::exp(x[c] - mx);
+      sum += detail::fastExp(x[c] - mx);
     T l = mx + std::log(sum);
     lse[r] = l;
     int64_t t = targets[r];
@@ -65,7 +65,7 @@ void dsc::rt::crossEntropyBackward(const T *logits, const int32_t *targets,
       const T l = lse[r];
 #pragma omp simd
       for (int64_t c = 0; c < vocab; ++c)
-        put<Acc>(d + c, std::exp(x[c] - l) * g);
+        put<Acc>(d + c, detail::fastExp(x[c] - l) * g);
       int64_t t = targets[r];
       if (t >= 0 && t < vocab)
         d[t] -= g;

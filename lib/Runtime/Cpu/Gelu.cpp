@@ -29,7 +29,7 @@ template <typename T> void dsc::rt::geluForward(const T *x, T *y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     T xi = x[i];
-    y[i] = T(0.5) * xi * (T(1) + std::tanh(s * (xi + c * xi * xi * xi)));
+    y[i] = T(0.5) * xi * (T(1) + detail::fastTanh(s * (xi + c * xi * xi * xi)));
   }
 }
 
@@ -41,7 +41,7 @@ void dsc::rt::geluBackward(const T *x, const T *dY, T *dX, int64_t n,
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       T xi = x[i];
-      T t = std::tanh(s * (xi + c * xi * xi * xi));
+      T t = detail::fastTanh(s * (xi + c * xi * xi * xi));
       T du = s * (T(1) + T(3) * c * xi * xi);
       T g = T(0.5) * (T(1) + t) + T(0.5) * xi * (T(1) - t * t) * du;
       put<decltype(acc)::value>(dX + i, dY[i] * g);

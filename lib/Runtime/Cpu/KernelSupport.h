@@ -13,7 +13,9 @@
 #define DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H
 
 #include <cblas.h>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace dsc::rt::detail {
@@ -51,6 +53,38 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
               tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
               (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
+
+/// exp for the float kernels: Cephes' expf polynomial (< 2 ulp on the clamped
+/// range) written branch-free so `omp simd` loops vectorize it; libm's expf
+/// is a scalar call. Inputs below -87.3 give ~1e-38 instead of 0, which no
+/// softmax or loss can tell apart. NaN propagates.
+inline float fastExp(float x) {
+  x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+  // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no libm call).
+  const float shifter = 12582912.0f;
+  float n = (x * 1.44269504088896341f + shifter) - shifter;
+  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return y * scale;
+}
+/// The double kernels are the test oracle: libm, exactly.
+inline double fastExp(double x) { return std::exp(x); }
+
+/// tanh(x) = 1 - 2 / (exp(2x) + 1): absolute error ~1e-7, which is what GELU
+/// needs (it adds 1 to the result), and saturates cleanly at +-1.
+inline float fastTanh(float x) {
+  return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
+}
+inline double fastTanh(double x) { return std::tanh(x); }
 
 /// Softmax of one row of n (y may alias x); defined in Softmax.cpp and reused
 /// by the attention kernel on each row's causal prefix.

@@ -28,8 +28,9 @@ template <typename T> void softmaxRow(const T *x, T *y, int64_t n) {
   for (int64_t c = 1; c < n; ++c)
     mx = x[c] > mx ? x[c] : mx;
   T sum = 0;
+#pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < n; ++c) {
-    T e = std::exp(x[c] - mx);
+    T e = fastExp(x[c] - mx);
     y[c] = e;
     sum += e;
   }
