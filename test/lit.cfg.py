@@ -9,7 +9,8 @@ from lit.llvm import llvm_config
 from lit.llvm.subst import ToolSubst
 
 config.name = "DSC"
-config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+# The internal shell: it provides `not`, which Debian does not ship.
+config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".yml", ".yaml", ".json", ".test"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
                    "Runtime", "Analysis", "Unit"]
@@ -20,6 +21,8 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%dsc_src_root", config.dsc_src_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(
+    ("%dsc_translate_path", os.path.join(config.dsc_tools_dir, "dsc-translate")))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -9,6 +9,7 @@
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -96,17 +97,37 @@ struct DscPrintModelStatsPass
       layers[layerOfName(param.getSymName())].parameters +=
           param.getNumElements();
     }
+
+    // An op belongs to the layer its name location names; without one (IR
+    // printed without debug info), to the latest layer among its inputs, so
+    // that a residual add joins the block that produced its update.
+    llvm::DenseMap<Value, unsigned> layerOfValue;
+    auto indexOfLayer = [&](StringRef name) -> unsigned {
+      return layers.insert({name.str(), LayerStats()}).first - layers.begin();
+    };
     module.walk([&](Operation *op) {
       if (op->getDialect() && op->getDialect()->getNamespace() == "dsc")
         ++opCounts[op->getName().getStringRef()];
+      std::optional<unsigned> layer;
+      if (StringRef name = nameOfLocation(op->getLoc()); !name.empty())
+        layer = indexOfLayer(layerOfName(name));
+      else if (auto read = dyn_cast<GetParameterOp>(op))
+        layer = indexOfLayer(layerOfName(read.getName()));
+      else
+        for (Value operand : op->getOperands())
+          if (auto it = layerOfValue.find(operand); it != layerOfValue.end())
+            layer = layer ? std::max(*layer, it->second) : it->second;
+      if (layer)
+        for (Value result : op->getResults())
+          layerOfValue[result] = *layer;
+
       auto costed = dyn_cast<CostOpInterface>(op);
       if (!costed)
         return;
       OpCost cost = costed.getCost();
       total += cost;
-      StringRef name = nameOfLocation(op->getLoc());
-      layers[name.empty() ? std::string("(unnamed)") : layerOfName(name)]
-          .forward += cost;
+      unsigned index = layer ? *layer : indexOfLayer("(unattributed)");
+      (layers.begin() + index)->second.forward += cost;
     });
 
     if (format == "json")

@@ -102,10 +102,9 @@ verifyAxisList(function_ref<InFlightDiagnostic()> emitError, Attribute list,
   return success();
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     FlatSymbolRefAttr mesh, ArrayAttr splitAxes,
-                     ArrayAttr partialAxes) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr mesh, ArrayAttr splitAxes,
+                                   ArrayAttr partialAxes) {
   llvm::StringSet<> seen;
   for (auto [dim, axes] : llvm::enumerate(splitAxes))
     if (failed(verifyAxisList(emitError, axes,

@@ -160,19 +160,17 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
   return getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
 }
 
-LogicalResult
-ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> group =
       getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
   if (failed(group))
     return failure();
   RankedTensorType input = tensorOf(getInput());
-  int64_t dim = getScatterDim();
-  if (failed(verifyDivisibleDim(*this, "scatter dimension", input, dim,
-                                *group)))
+  int64_t dim = getScatterDimAttr().getInt();
+  if (failed(
+          verifyDivisibleDim(*this, "scatter dimension", input, dim, *group)))
     return failure();
-  return verifyScaledShape(*this, input, tensorOf(getResult()), dim, 1,
-                           *group);
+  return verifyScaledShape(*this, input, tensorOf(getResult()), dim, 1, *group);
 }
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -181,11 +179,10 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (failed(group))
     return failure();
   RankedTensorType input = tensorOf(getInput());
-  int64_t dim = getGatherDim();
+  int64_t dim = getGatherDimAttr().getInt();
   if (failed(verifyDivisibleDim(*this, "gather dimension", input, dim, 1)))
     return failure();
-  return verifyScaledShape(*this, input, tensorOf(getResult()), dim, *group,
-                           1);
+  return verifyScaledShape(*this, input, tensorOf(getResult()), dim, *group, 1);
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -195,13 +192,13 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   RankedTensorType input = tensorOf(getInput());
   if (failed(verifyDivisibleDim(*this, "split dimension", input,
-                                getSplitDim(), *group)) ||
+                                getSplitDimAttr().getInt(), *group)) ||
       failed(verifyDivisibleDim(*this, "concat dimension", input,
-                                getConcatDim(), 1)))
+                                getConcatDimAttr().getInt(), 1)))
     return failure();
   SmallVector<int64_t> expected(input.getShape());
-  expected[getSplitDim()] /= *group;
-  expected[getConcatDim()] *= *group;
+  expected[getSplitDimAttr().getInt()] /= *group;
+  expected[getConcatDimAttr().getInt()] *= *group;
   auto expectedType = RankedTensorType::get(expected, input.getElementType());
   if (tensorOf(getResult()) != expectedType)
     return emitOpError("result type ")
@@ -214,9 +211,10 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &tables) {
       getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
   if (failed(group))
     return failure();
-  if (getRoot() < 0 || getRoot() >= *group)
-    return emitOpError("root ") << getRoot() << " is not a rank of the group "
-                                << "of size " << *group;
+  if (getRootAttr().getInt() < 0 || getRootAttr().getInt() >= *group)
+    return emitOpError("root ")
+           << getRootAttr().getInt() << " is not a rank of the group "
+           << "of size " << *group;
   return success();
 }
 
@@ -231,16 +229,17 @@ static LogicalResult verifyPeer(Operation *op, SymbolTableCollection &tables,
   if (failed(size))
     return failure();
   if (peer < 0 || peer >= *size)
-    return op->emitOpError("peer ")
-           << peer << " is outside mesh axis '" << axis << "' of size "
-           << *size;
+    return op->emitOpError("peer ") << peer << " is outside mesh axis '" << axis
+                                    << "' of size " << *size;
   return success();
 }
 
 LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyPeer(*this, tables, getMeshAttr(), getAxis(), getPeer());
+  return verifyPeer(*this, tables, getMeshAttr(), getAxis(),
+                    getPeerAttr().getInt());
 }
 
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyPeer(*this, tables, getMeshAttr(), getAxis(), getPeer());
+  return verifyPeer(*this, tables, getMeshAttr(), getAxis(),
+                    getPeerAttr().getInt());
 }

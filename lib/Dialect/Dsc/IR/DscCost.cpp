@@ -84,8 +84,8 @@ OpCost AttentionOp::getCost() {
   cost.matmulFlops = 4 * batch * seq * seq * hidden;
   // Scale, softmax (and dropout) over the B·heads·S·S score matrix.
   int64_t scores = batch * heads * seq * seq;
-  cost.vectorFlops = scores * (1 + kSoftmaxFlopsPerElement +
-                               (getDropout().isZero() ? 0 : 2));
+  cost.vectorFlops =
+      scores * (1 + kSoftmaxFlopsPerElement + (getDropout().isZero() ? 0 : 2));
   return cost;
 }
 

@@ -54,10 +54,9 @@ static LogicalResult verifyFeatureVector(Operation *op, StringRef name,
                              << "dimension's size [" << features << "], got ["
                              << formatShape(vector.getShape()) << "]";
   if (vector.getElementType() != elementType)
-    return op->emitOpError() << name << " element type "
-                             << vector.getElementType()
-                             << " must match the input element type "
-                             << elementType;
+    return op->emitOpError()
+           << name << " element type " << vector.getElementType()
+           << " must match the input element type " << elementType;
   return success();
 }
 
@@ -105,10 +104,10 @@ LogicalResult PositionEmbeddingOp::verify() {
     return emitOpError("sequence length ")
            << result.getDimSize(1) << " exceeds the " << table.getDimSize(0)
            << " positions of the table";
-  return verifyResult(*this, result,
-                      {result.getDimSize(0), result.getDimSize(1),
-                       table.getDimSize(1)},
-                      table.getElementType(), "[batch, seq, hidden of table]");
+  return verifyResult(
+      *this, result,
+      {result.getDimSize(0), result.getDimSize(1), table.getDimSize(1)},
+      table.getElementType(), "[batch, seq, hidden of table]");
 }
 
 LogicalResult MatmulOp::verify() {
@@ -160,8 +159,8 @@ LogicalResult LayerNormOp::verify() {
   if (input.getRank() < 1)
     return emitOpError("input must have rank >= 1");
   int64_t features = input.getShape().back();
-  if (failed(verifyFeatureVector(*this, "gamma", tensorOf(getGamma()),
-                                 features, input.getElementType())) ||
+  if (failed(verifyFeatureVector(*this, "gamma", tensorOf(getGamma()), features,
+                                 input.getElementType())) ||
       failed(verifyFeatureVector(*this, "beta", tensorOf(getBeta()), features,
                                  input.getElementType())))
     return failure();
@@ -174,13 +173,12 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("query must be a rank-3 [batch, seq, hidden] tensor, "
                        "got [")
            << formatShape(query.getShape()) << "]";
-  int64_t heads = getNumHeads();
+  int64_t heads = getNumHeadsAttr().getInt();
   if (heads <= 0)
     return emitOpError("num_heads must be >= 1, got ") << heads;
   if (query.getDimSize(2) % heads != 0)
     return emitOpError("hidden size ")
-           << query.getDimSize(2) << " is not divisible by num_heads "
-           << heads;
+           << query.getDimSize(2) << " is not divisible by num_heads " << heads;
   double p = getDropout().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("attention dropout must be in [0, 1), got ") << p;
@@ -251,9 +249,8 @@ LogicalResult SliceOp::verify() {
     if (offsets[d] < 0 || sizes[d] <= 0 ||
         offsets[d] + sizes[d] > input.getDimSize(d))
       return emitOpError("slice [")
-             << offsets[d] << ", " << offsets[d] + sizes[d]
-             << ") of dimension " << d << " is out of bounds [0, "
-             << input.getDimSize(d) << ")";
+             << offsets[d] << ", " << offsets[d] + sizes[d] << ") of dimension "
+             << d << " is out of bounds [0, " << input.getDimSize(d) << ")";
   }
   return verifyResult(*this, tensorOf(getResult()), sizes,
                       input.getElementType(), "the slice sizes");
@@ -263,10 +260,10 @@ LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");
   RankedTensorType first = tensorOf(getInputs().front());
-  int64_t dim = getDim();
+  int64_t dim = getDimAttr().getInt();
   if (dim < 0 || dim >= first.getRank())
-    return emitOpError("dim ") << dim << " is out of range for rank "
-                               << first.getRank();
+    return emitOpError("dim ")
+           << dim << " is out of range for rank " << first.getRank();
   SmallVector<int64_t> expected(first.getShape());
   expected[dim] = 0;
   for (auto [i, input] : llvm::enumerate(getInputs())) {
@@ -307,7 +304,8 @@ LogicalResult MeshOp::verify() {
     return emitOpError("has ") << axes.size() << " axis names but "
                                << shape.size() << " axis sizes";
   llvm::StringSet<> seen;
-  for (auto [name, size] : llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
+  for (auto [name, size] :
+       llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
     if (name.empty())
       return emitOpError("mesh axis names must not be empty");
     if (!seen.insert(name).second)
@@ -320,7 +318,8 @@ LogicalResult MeshOp::verify() {
 }
 
 std::optional<unsigned> MeshOp::getAxisIndex(StringRef name) {
-  for (auto [i, axis] : llvm::enumerate(getAxes().getAsValueRange<StringAttr>()))
+  for (auto [i, axis] :
+       llvm::enumerate(getAxes().getAsValueRange<StringAttr>()))
     if (axis == name)
       return i;
   return std::nullopt;
@@ -346,8 +345,9 @@ LogicalResult TransferOp::verify() {
 }
 
 LogicalResult PipelineStageOp::verify() {
-  if (getStage() < 0)
-    return emitOpError("stage index must be >= 0, got ") << getStage();
+  if (getStageAttr().getInt() < 0)
+    return emitOpError("stage index must be >= 0, got ")
+           << getStageAttr().getInt();
   if ((*this)->getParentOfType<PipelineStageOp>())
     return emitOpError("pipeline stages cannot be nested");
   auto yield = cast<YieldOp>(getBody().front().getTerminator());
@@ -360,9 +360,10 @@ LogicalResult PipelineStageOp::verify() {
     auto stage = dyn_cast<PipelineStageOp>(prev);
     if (!stage)
       continue;
-    if (stage.getStage() >= getStage())
+    if (stage.getStageAttr().getInt() >= getStageAttr().getInt())
       return emitOpError("stage ")
-             << getStage() << " appears after stage " << stage.getStage()
+             << getStageAttr().getInt() << " appears after stage "
+             << stage.getStageAttr().getInt()
              << "; stages of a block must appear in increasing order";
     break;
   }

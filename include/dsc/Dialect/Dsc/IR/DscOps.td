@@ -511,7 +511,7 @@ def Dsc_SendOp : Dsc_CollectiveOp<"send"> {
                        StrAttr:$axis, I64Attr:$peer,
                        DefaultValuedAttr<I64Attr, "0">:$tag);
   let assemblyFormat = [{
-    $input `on` $mesh `axis` `=` $axis `to` $peer `tag` `=` $tag attr-dict `:` type($input)
+    $input `on` $mesh `axis` `=` $axis `to` $peer (`tag` `=` $tag^)? attr-dict `:` type($input)
   }];
 }
 
@@ -526,7 +526,7 @@ def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
                        DefaultValuedAttr<I64Attr, "0">:$tag);
   let results = (outs Dsc_AnyTensor:$result);
   let assemblyFormat = [{
-    `on` $mesh `axis` `=` $axis `from` $peer `tag` `=` $tag attr-dict `:` type($result)
+    `on` $mesh `axis` `=` $axis `from` $peer (`tag` `=` $tag^)? attr-dict `:` type($result)
   }];
 }
 

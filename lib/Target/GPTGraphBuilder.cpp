@@ -1,0 +1,204 @@
+//===- GPTGraphBuilder.cpp - emit a GPT loss graph --------------*- C++ -*-===//
+//
+// Emits the dsc graph of a GPT-2 / GPT-NeoX decoder (pre-LayerNorm blocks,
+// learned positions, tanh GELU, tied or untied output embedding) computing
+// the mean next-token loss of one micro-batch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Target/GPTGraphBuilder.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// Builds the module; keeps the builders and the shapes in one place.
+class GPTGraphBuilder {
+public:
+  GPTGraphBuilder(const GPTConfig &config, Location loc)
+      : config(config), context(loc.getContext()), fileLoc(loc),
+        builder(context) {}
+
+  OwningOpRef<ModuleOp> build();
+
+private:
+  Location named(const Twine &name) {
+    return NameLoc::get(StringAttr::get(context, name), fileLoc);
+  }
+  RankedTensorType f32(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, builder.getF32Type());
+  }
+  InitAttr normal() {
+    return InitAttr::get(context, InitKind::Normal,
+                         llvm::APFloat(config.initMethodStd), 0);
+  }
+  InitAttr scaledNormal() {
+    return InitAttr::get(context, InitKind::ScaledNormal,
+                         llvm::APFloat(config.initMethodStd), config.numLayers);
+  }
+  InitAttr fill(InitKind kind) {
+    return InitAttr::get(context, kind, llvm::APFloat(0.0), 0);
+  }
+
+  /// Declares parameter `name` at module level and reads it in the body.
+  Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init);
+  Value layerNorm(const Twine &prefix, Value x);
+  /// x · W + b with W of shape [in, out].
+  Value linear(const Twine &prefix, Value x, int64_t in, int64_t out,
+               InitAttr init);
+  Value dropout(const Twine &name, Value x, double p);
+  Value block(int64_t layer, Value x);
+
+  const GPTConfig &config;
+  MLIRContext *context;
+  Location fileLoc;
+  OpBuilder builder;
+  OpBuilder moduleBuilder{context};
+  int64_t dropoutSeed = 0;
+};
+
+Value GPTGraphBuilder::param(StringRef name, ArrayRef<int64_t> shape,
+                             InitAttr init) {
+  RankedTensorType type = f32(shape);
+  ParameterOp::create(moduleBuilder, named(name), name, type, init);
+  return GetParameterOp::create(builder, named(name), type,
+                                FlatSymbolRefAttr::get(context, name));
+}
+
+Value GPTGraphBuilder::layerNorm(const Twine &prefix, Value x) {
+  int64_t h = config.hiddenSize;
+  Value gamma = param((prefix + ".weight").str(), {h}, fill(InitKind::Ones));
+  Value beta = param((prefix + ".bias").str(), {h}, fill(InitKind::Zeros));
+  return LayerNormOp::create(builder, named(prefix), x.getType(), x, gamma,
+                             beta,
+                             builder.getF64FloatAttr(config.layerNormEpsilon));
+}
+
+Value GPTGraphBuilder::linear(const Twine &prefix, Value x, int64_t in,
+                              int64_t out, InitAttr init) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(xType.getShape().drop_back());
+  shape.push_back(out);
+  Value weight = param((prefix + ".weight").str(), {in, out}, init);
+  Value bias = param((prefix + ".bias").str(), {out}, fill(InitKind::Zeros));
+  Value y = MatmulOp::create(builder, named(prefix), f32(shape), x, weight,
+                             /*transpose_lhs=*/false,
+                             /*transpose_rhs=*/false);
+  return BiasAddOp::create(builder, named(prefix), y.getType(), y, bias);
+}
+
+Value GPTGraphBuilder::dropout(const Twine &name, Value x, double p) {
+  if (p == 0.0)
+    return x;
+  return DropoutOp::create(
+      builder, named(name), x.getType(), x, builder.getF64FloatAttr(p),
+      builder.getI64IntegerAttr(config.seed + dropoutSeed++));
+}
+
+Value GPTGraphBuilder::block(int64_t layer, Value x) {
+  std::string prefix = "h." + std::to_string(layer);
+  int64_t b = config.microBatchSize, s = config.seqLength;
+  int64_t h = config.hiddenSize;
+  RankedTensorType act = f32({b, s, h});
+
+  // Attention sub-block: x + proj(attn(ln_1(x))).
+  Value ln1 = layerNorm(prefix + ".ln_1", x);
+  Value qkv = linear(prefix + ".attn.qkv", ln1, h, 3 * h, normal());
+  SmallVector<Value, 3> qkvParts;
+  for (int64_t part = 0; part < 3; ++part)
+    qkvParts.push_back(
+        SliceOp::create(builder, named(prefix + ".attn.qkv"), act, qkv,
+                        builder.getDenseI64ArrayAttr({0, 0, part * h}),
+                        builder.getDenseI64ArrayAttr({b, s, h})));
+  Value attn = AttentionOp::create(
+      builder, named(prefix + ".attn"), act, qkvParts[0], qkvParts[1],
+      qkvParts[2], builder.getI64IntegerAttr(config.numAttentionHeads),
+      builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
+      builder.getI64IntegerAttr(config.seed + 1000 + layer));
+  Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal());
+  proj = dropout(prefix + ".attn.dropout", proj, config.hiddenDropout);
+  x = AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
+
+  // MLP sub-block: x + proj(gelu(fc(ln_2(x)))).
+  Value ln2 = layerNorm(prefix + ".ln_2", x);
+  Value fc = linear(prefix + ".mlp.fc", ln2, h, 4 * h, normal());
+  Value gelu = GeluOp::create(builder, named(prefix + ".mlp.gelu"), fc);
+  Value down = linear(prefix + ".mlp.proj", gelu, 4 * h, h, scaledNormal());
+  down = dropout(prefix + ".mlp.dropout", down, config.hiddenDropout);
+  return AddOp::create(builder, named(prefix + ".mlp.residual"), x, down);
+}
+
+OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  moduleBuilder.setInsertionPointToEnd(module->getBody());
+
+  int64_t b = config.microBatchSize, s = config.seqLength;
+  int64_t h = config.hiddenSize, v = config.vocabSize;
+  auto tokensType = RankedTensorType::get({b, s}, builder.getI32Type());
+  auto lossType = RankedTensorType::get({}, builder.getF32Type());
+
+  // Parameters are declared before the function, in the order they are
+  // first used, so that the module reads top to bottom like the model.
+  OpBuilder::InsertionGuard guard(moduleBuilder);
+  auto func = func::FuncOp::create(
+      fileLoc, "loss",
+      builder.getFunctionType({tokensType, tokensType}, {lossType}));
+  Block *entry = func.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  Value tokens = entry->getArgument(0), targets = entry->getArgument(1);
+
+  Value wte = param("wte.weight", {v, h}, normal());
+  Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h}, normal());
+  Value x =
+      EmbeddingOp::create(builder, named("wte"), f32({b, s, h}), wte, tokens);
+  Value pos =
+      PositionEmbeddingOp::create(builder, named("wpe"), f32({b, s, h}), wpe);
+  x = AddOp::create(builder, named("wpe"), x, pos);
+  x = dropout("drop", x, config.hiddenDropout);
+
+  for (int64_t layer = 0; layer < config.numLayers; ++layer)
+    x = block(layer, x);
+
+  x = layerNorm("ln_f", x);
+  Value head = config.tieWordEmbeddings
+                   ? wte
+                   : param("lm_head.weight", {v, h}, normal());
+  Value logits = MatmulOp::create(builder, named("lm_head"), f32({b, s, v}), x,
+                                  head, /*transpose_lhs=*/false,
+                                  /*transpose_rhs=*/true);
+  Value loss =
+      CrossEntropyOp::create(builder, named("loss"), lossType, logits, targets);
+  func::ReturnOp::create(builder, fileLoc, loss);
+  module->getBody()->push_back(func);
+
+  // The model's shape, for analyses (plan search) that reason in closed form.
+  SmallVector<NamedAttribute> shape;
+  auto add = [&](StringRef name, int64_t value) {
+    shape.push_back(
+        builder.getNamedAttr(name, builder.getI64IntegerAttr(value)));
+  };
+  add("num_layers", config.numLayers);
+  add("hidden_size", h);
+  add("num_attention_heads", config.numAttentionHeads);
+  add("seq_length", s);
+  add("max_position_embeddings", config.maxPositionEmbeddings);
+  add("vocab_size", v);
+  add("micro_batch_size", b);
+  add("parameters", config.expectedParameters());
+  shape.push_back(builder.getNamedAttr(
+      "tied_embeddings", builder.getBoolAttr(config.tieWordEmbeddings)));
+  (*module)->setAttr("dsc.model", builder.getDictionaryAttr(shape));
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlir::dsc::buildGPTGraph(const GPTConfig &config,
+                                               Location loc) {
+  return GPTGraphBuilder(config, loc).build();
+}

@@ -1,0 +1,38 @@
+//===- ImportNeoX.cpp - dsc-translate --import-neox -------------*- C++ -*-===//
+//
+// The `--import-neox` translation: GPT-NeoX config file -> dsc graph module.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Target/GPTGraphBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+void mlir::dsc::registerImportNeoXTranslation() {
+  TranslateToMLIRRegistration registration(
+      "import-neox",
+      "import a GPT-NeoX model config (YAML or JSON) as a dsc loss graph",
+      [](llvm::SourceMgr &sourceMgr,
+         MLIRContext *context) -> OwningOpRef<Operation *> {
+        context->loadDialect<DscDialect, func::FuncDialect>();
+        std::optional<GPTConfig> config = parseNeoXConfig(sourceMgr, context);
+        if (!config)
+          return nullptr;
+        auto name = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                        ->getBufferIdentifier();
+        OwningOpRef<ModuleOp> module =
+            buildGPTGraph(*config, FileLineColLoc::get(context, name, 1, 1));
+        if (failed(verify(*module)))
+          return nullptr;
+        return module;
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<DscDialect, func::FuncDialect>();
+      });
+}

@@ -1,0 +1,427 @@
+//===- NeoXConfig.cpp - read GPT-NeoX model configs -------------*- C++ -*-===//
+//
+// Reads a GPT-NeoX config (YAML, or JSON, which is YAML) into a GPTConfig.
+// A config is user input: every error names the key and its line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Target/GPTConfig.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/YAMLParser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+int64_t GPTConfig::expectedParameters() const {
+  int64_t l = numLayers, h = hiddenSize;
+  int64_t perLayer = 12 * h * h + 13 * h;
+  int64_t embeddings = (vocabSize + maxPositionEmbeddings) * h;
+  int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
+  return l * perLayer + embeddings + 2 * h + head;
+}
+
+namespace {
+
+/// GPT-NeoX keys that configure training, data or the launcher rather than
+/// the model graph. They are accepted (a NeoX config is full of them) and
+/// listed in one warning, so a user knows dsc did not act on them here.
+const char *const kTrainingKeys[] = {
+    "pipe_parallel_size",
+    "model_parallel_size",
+    "optimizer",
+    "zero_optimization",
+    "train_batch_size",
+    "gradient_accumulation_steps",
+    "data_path",
+    "train_data_paths",
+    "valid_data_paths",
+    "test_data_paths",
+    "vocab_file",
+    "merge_file",
+    "tokenizer_type",
+    "save",
+    "load",
+    "checkpoint_factor",
+    "save_interval",
+    "eval_interval",
+    "eval_iters",
+    "log_interval",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "fp16",
+    "bf16",
+    "fp32_allreduce",
+    "precision",
+    "train_iters",
+    "lr_decay_iters",
+    "lr_decay_style",
+    "warmup",
+    "min_lr",
+    "gradient_clipping",
+    "weight_decay",
+    "distributed_backend",
+    "scaled_upper_triang_masked_softmax_fusion",
+    "bias_gelu_fusion",
+    "checkpoint_activations",
+    "checkpoint_num_layers",
+    "partition_activations",
+    "synchronize_each_layer",
+    "split",
+    "launcher",
+    "hostfile",
+    "include",
+    "num_gpus",
+    "data_impl",
+    "use_wandb",
+    "wandb_project",
+    "wandb_group",
+    "tensorboard_dir",
+    "log_dir",
+    "keep_last_n_checkpoints",
+    "make_vocab_size_divisible_by",
+    "init_method",
+    "output_layer_init_method",
+    "output_layer_parallelism",
+    "attention_config",
+    "sparsity_config",
+    "gpt_j_residual",
+    "rotary_pct",
+    "no_load_optim",
+    "no_load_rng",
+    "finetune",
+    "contiguous_checkpointing",
+    "zero_allow_untested_optimizer",
+    "loss_scale",
+    "loss_scale_window",
+    "hysteresis",
+    "min_loss_scale",
+    "initial_scale_power"};
+
+/// The model keys dsc reads, with how to store each.
+struct KeySpec {
+  enum class Kind { Int, Float, Bool, String };
+  Kind kind;
+  bool required;
+  std::function<void(GPTConfig &, int64_t, double, bool, StringRef)> store;
+};
+
+llvm::StringMap<KeySpec> buildModelKeys() {
+  using K = KeySpec::Kind;
+  llvm::StringMap<KeySpec> keys;
+  auto intKey = [&](StringRef name, bool required, int64_t GPTConfig::*field) {
+    keys[name] = {K::Int, required,
+                  [field](GPTConfig &c, int64_t i, double, bool, StringRef) {
+                    c.*field = i;
+                  }};
+  };
+  auto floatKey = [&](StringRef name, double GPTConfig::*field) {
+    keys[name] = {K::Float, false,
+                  [field](GPTConfig &c, int64_t, double d, bool, StringRef) {
+                    c.*field = d;
+                  }};
+  };
+  intKey("num_layers", true, &GPTConfig::numLayers);
+  intKey("hidden_size", true, &GPTConfig::hiddenSize);
+  intKey("num_attention_heads", true, &GPTConfig::numAttentionHeads);
+  intKey("seq_length", true, &GPTConfig::seqLength);
+  intKey("vocab_size", true, &GPTConfig::vocabSize);
+  intKey("max_position_embeddings", false, &GPTConfig::maxPositionEmbeddings);
+  intKey("train_micro_batch_size_per_gpu", false, &GPTConfig::microBatchSize);
+  intKey("seed", false, &GPTConfig::seed);
+  floatKey("init_method_std", &GPTConfig::initMethodStd);
+  floatKey("hidden_dropout", &GPTConfig::hiddenDropout);
+  floatKey("attention_dropout", &GPTConfig::attentionDropout);
+  floatKey("layernorm_epsilon", &GPTConfig::layerNormEpsilon);
+  keys["no_weight_tying"] = {K::Bool, false,
+                             [](GPTConfig &c, int64_t, double, bool b,
+                                StringRef) { c.tieWordEmbeddings = !b; }};
+  // Architecture choices dsc supports one value of today; they are checked
+  // (not ignored) so that a config asking for RMSNorm or rotary embeddings
+  // fails loudly instead of silently training a different model.
+  for (StringRef name : {"norm", "activation", "pos_emb"})
+    keys[name] = {K::String, false, nullptr};
+  return keys;
+}
+
+/// The value each architecture key must have.
+StringRef supportedValue(StringRef key) {
+  if (key == "norm")
+    return "layernorm";
+  if (key == "activation")
+    return "gelu";
+  return "learned";
+}
+
+class NeoXConfigReader {
+public:
+  NeoXConfigReader(llvm::SourceMgr &sourceMgr, MLIRContext *context)
+      : sourceMgr(sourceMgr), context(context),
+        bufferId(sourceMgr.getMainFileID()) {}
+
+  std::optional<GPTConfig> read();
+
+private:
+  Location locOf(llvm::SMLoc point) {
+    auto [line, column] = sourceMgr.getLineAndColumn(point, bufferId);
+    return FileLineColLoc::get(
+        context, sourceMgr.getMemoryBuffer(bufferId)->getBufferIdentifier(),
+        line, column);
+  }
+  Location locOf(llvm::yaml::Node *node) {
+    return locOf(node->getSourceRange().Start);
+  }
+  /// Where key `name` was written, or the start of the config.
+  Location locOfKey(StringRef name) {
+    auto it = keyLocations.find(name);
+    return it == keyLocations.end() ? locOf(rootLoc) : locOf(it->second);
+  }
+
+  LogicalResult readEntry(llvm::yaml::KeyValueNode &entry);
+  LogicalResult validate();
+  std::string suggestKey(StringRef key);
+
+  llvm::SourceMgr &sourceMgr;
+  MLIRContext *context;
+  unsigned bufferId;
+  llvm::SMLoc rootLoc;
+  llvm::yaml::Stream *stream = nullptr;
+  GPTConfig config;
+  llvm::StringMap<KeySpec> modelKeys = buildModelKeys();
+  llvm::StringMap<llvm::SMLoc> keyLocations;
+  SmallVector<std::string> ignoredKeys;
+};
+
+std::string NeoXConfigReader::suggestKey(StringRef key) {
+  std::string best;
+  unsigned bestDistance = 4;
+  auto consider = [&](StringRef candidate) {
+    unsigned distance = key.edit_distance(candidate);
+    if (distance < bestDistance) {
+      bestDistance = distance;
+      best = candidate.str();
+    }
+  };
+  for (const auto &entry : modelKeys)
+    consider(entry.getKey());
+  for (const char *name : kTrainingKeys)
+    consider(name);
+  return best;
+}
+
+LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
+  // After a syntax error the parser hands out null nodes; the error itself
+  // was already reported by the YAML parser.
+  llvm::yaml::Node *rawKey = entry.getKey();
+  if (!rawKey || stream->failed())
+    return failure();
+  auto *keyNode = dyn_cast<llvm::yaml::ScalarNode>(rawKey);
+  if (!keyNode) {
+    emitError(locOf(rawKey)) << "config keys must be plain strings";
+    return failure();
+  }
+  SmallString<32> keyStorage;
+  std::string key = keyNode->getValue(keyStorage).str();
+  std::replace(key.begin(), key.end(), '-', '_');
+  llvm::yaml::Node *valueNode = entry.getValue();
+  if (!valueNode || stream->failed())
+    return failure();
+
+  auto [previous, inserted] =
+      keyLocations.try_emplace(key, keyNode->getSourceRange().Start);
+  if (!inserted) {
+    auto [line, column] =
+        sourceMgr.getLineAndColumn(previous->second, bufferId);
+    emitError(locOf(keyNode)) << "key '" << key << "' is given twice (first "
+                              << "at line " << line << ")";
+    return failure();
+  }
+
+  auto spec = modelKeys.find(key);
+  if (spec == modelKeys.end()) {
+    if (llvm::is_contained(kTrainingKeys, StringRef(key))) {
+      ignoredKeys.push_back(key);
+      valueNode->skip();
+      return failure(stream->failed());
+    }
+    InFlightDiagnostic diag = emitError(locOf(keyNode))
+                              << "unknown key '" << keyNode->getRawValue()
+                              << "' in GPT-NeoX config";
+    if (std::string suggestion = suggestKey(key); !suggestion.empty())
+      diag << "; did you mean '" << suggestion << "'?";
+    return failure();
+  }
+
+  auto *scalar = dyn_cast_or_null<llvm::yaml::ScalarNode>(valueNode);
+  if (!scalar) {
+    emitError(locOf(valueNode)) << "key '" << key << "' needs a scalar value";
+    return failure();
+  }
+  SmallString<32> valueStorage;
+  StringRef text = scalar->getValue(valueStorage).trim();
+  int64_t asInt = 0;
+  double asFloat = 0.0;
+  bool asBool = false;
+  switch (spec->second.kind) {
+  case KeySpec::Kind::Int:
+    if (text.getAsInteger(10, asInt)) {
+      emitError(locOf(scalar))
+          << "key '" << key << "' needs an integer, got '" << text << "'";
+      return failure();
+    }
+    break;
+  case KeySpec::Kind::Float:
+    if (!llvm::to_float(text, asFloat)) {
+      emitError(locOf(scalar))
+          << "key '" << key << "' needs a number, got '" << text << "'";
+      return failure();
+    }
+    break;
+  case KeySpec::Kind::Bool: {
+    std::string lower = text.lower();
+    if (lower != "true" && lower != "false") {
+      emitError(locOf(scalar))
+          << "key '" << key << "' needs true or false, got '" << text << "'";
+      return failure();
+    }
+    asBool = lower == "true";
+    break;
+  }
+  case KeySpec::Kind::String:
+    if (text.lower() != supportedValue(key)) {
+      emitError(locOf(scalar))
+          << "'" << key << "' = '" << text << "' is not supported; dsc "
+          << "builds GPT-2 style models with " << key << " '"
+          << supportedValue(key) << "'";
+      return failure();
+    }
+    return success();
+  }
+  spec->second.store(config, asInt, asFloat, asBool, text);
+  return success();
+}
+
+LogicalResult NeoXConfigReader::validate() {
+  for (const auto &entry : modelKeys)
+    if (entry.second.required && !keyLocations.count(entry.getKey())) {
+      std::string dashed = entry.getKey().str();
+      std::replace(dashed.begin(), dashed.end(), '_', '-');
+      emitError(locOf(rootLoc)) << "missing required key '" << entry.getKey()
+                                << "' (or '" << dashed << "')";
+      return failure();
+    }
+  if (!keyLocations.count("max_position_embeddings"))
+    config.maxPositionEmbeddings = config.seqLength;
+
+  auto atLeastOne = [&](StringRef key, int64_t value) -> LogicalResult {
+    if (value >= 1)
+      return success();
+    emitError(locOfKey(key)) << "'" << key << "' must be >= 1, got " << value;
+    return failure();
+  };
+  if (failed(atLeastOne("num_layers", config.numLayers)) ||
+      failed(atLeastOne("hidden_size", config.hiddenSize)) ||
+      failed(atLeastOne("num_attention_heads", config.numAttentionHeads)) ||
+      failed(atLeastOne("seq_length", config.seqLength)) ||
+      failed(atLeastOne("vocab_size", config.vocabSize)) ||
+      failed(atLeastOne("max_position_embeddings",
+                        config.maxPositionEmbeddings)) ||
+      failed(
+          atLeastOne("train_micro_batch_size_per_gpu", config.microBatchSize)))
+    return failure();
+  if (config.hiddenSize % config.numAttentionHeads != 0) {
+    emitError(locOfKey("num_attention_heads"))
+        << "'num_attention_heads' (" << config.numAttentionHeads
+        << ") must divide 'hidden_size' (" << config.hiddenSize << ")";
+    return failure();
+  }
+  if (config.maxPositionEmbeddings < config.seqLength) {
+    emitError(locOfKey("max_position_embeddings"))
+        << "'max_position_embeddings' (" << config.maxPositionEmbeddings
+        << ") is smaller than 'seq_length' (" << config.seqLength << ")";
+    return failure();
+  }
+  auto probability = [&](StringRef key, double value) -> LogicalResult {
+    if (value >= 0.0 && value < 1.0)
+      return success();
+    emitError(locOfKey(key))
+        << "'" << key << "' must be in [0, 1), got " << value;
+    return failure();
+  };
+  if (failed(probability("hidden_dropout", config.hiddenDropout)) ||
+      failed(probability("attention_dropout", config.attentionDropout)))
+    return failure();
+  if (!(config.initMethodStd > 0.0)) {
+    emitError(locOfKey("init_method_std"))
+        << "'init_method_std' must be > 0, got " << config.initMethodStd;
+    return failure();
+  }
+  if (!(config.layerNormEpsilon > 0.0)) {
+    emitError(locOfKey("layernorm_epsilon"))
+        << "'layernorm_epsilon' must be > 0, got " << config.layerNormEpsilon;
+    return failure();
+  }
+  return success();
+}
+
+std::optional<GPTConfig> NeoXConfigReader::read() {
+  const llvm::MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(bufferId);
+  rootLoc = llvm::SMLoc::getFromPointer(buffer->getBufferStart());
+  llvm::yaml::Stream yamlStream(buffer->getMemBufferRef(), sourceMgr);
+  stream = &yamlStream;
+  auto document = yamlStream.begin();
+  if (document == yamlStream.end() || !document->getRoot() ||
+      isa<llvm::yaml::NullNode>(document->getRoot())) {
+    emitError(locOf(rootLoc)) << "the config is empty";
+    return std::nullopt;
+  }
+  auto *root = dyn_cast<llvm::yaml::MappingNode>(document->getRoot());
+  if (!root) {
+    if (!yamlStream.failed())
+      emitError(locOf(document->getRoot()))
+          << "a GPT-NeoX config must be a mapping of keys to values";
+    return std::nullopt;
+  }
+  rootLoc = root->getSourceRange().Start;
+  for (llvm::yaml::KeyValueNode &entry : *root) {
+    if (yamlStream.failed())
+      break;
+    if (failed(readEntry(entry))) {
+      if (yamlStream.failed())
+        break;
+      return std::nullopt;
+    }
+  }
+  if (yamlStream.failed()) {
+    emitError(locOf(rootLoc)) << "the config is not valid YAML or JSON";
+    return std::nullopt;
+  }
+  if (failed(validate()))
+    return std::nullopt;
+  if (!ignoredKeys.empty()) {
+    std::string list;
+    llvm::raw_string_ostream os(list);
+    llvm::interleaveComma(ignoredKeys, os);
+    emitWarning(locOf(rootLoc))
+        << "ignored " << ignoredKeys.size()
+        << " training/launcher keys that do not shape the model graph: "
+        << list;
+  }
+  return config;
+}
+
+} // namespace
+
+std::optional<GPTConfig> mlir::dsc::parseNeoXConfig(llvm::SourceMgr &sourceMgr,
+                                                    MLIRContext *context) {
+  return NeoXConfigReader(sourceMgr, context).read();
+}

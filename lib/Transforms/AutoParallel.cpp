@@ -1,0 +1,185 @@
+//===- AutoParallel.cpp - --dsc-auto-parallel -------------------*- C++ -*-===//
+//
+// Chooses a 3D-parallel training plan for the module's model with the
+// analytical cost model of lib/Analysis and records it as `dsc.plan`.
+//
+//===----------------------------------------------------------------------===//
+//
+// The pass reads the closed-form shape the importer leaves on the module and
+// annotates the module; it does not rewrite ops (the parallelize passes do):
+//
+//   module attributes {dsc.model = {num_layers = 96 : i64, hidden_size =
+//                      12288 : i64, ...}} { ... }
+//
+// becomes, with cluster=dgx-a100-80gb.json gpus=1024 global-batch=1536,
+//
+//   module attributes {dsc.model = {...},
+//                      dsc.plan = {dp = 32 : i64, microbatches = 48 : i64,
+//                                  micro_batch_size = 1 : i64, offload = false,
+//                                  pp = 4 : i64, recompute = false,
+//                                  schedule = "1f1b", sequence_parallel = true,
+//                                  tp = 8 : i64, zero = 1 : i64},
+//                      dsc.plan_estimate = {step_seconds = ..., mfu = ...}}
+//
+// and, with report=PATH.md, writes PATH.md, PATH.json and PATH.svg.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Analysis/PlanReport.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCAUTOPARALLELPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+namespace an = mlir::dsc::analysis;
+
+namespace {
+
+constexpr const char *kHowToGetModel =
+    "import the model with `dsc-translate --import-neox` (which records its "
+    "shape) or add `dsc.model = {num_layers = L : i64, hidden_size = H : i64, "
+    "num_attention_heads = A : i64, seq_length = S : i64, vocab_size = V : "
+    "i64, micro_batch_size = B : i64, parameters = P : i64}` to the module";
+
+/// Reads `dsc.model` into a ModelShape, or reports what is missing.
+FailureOr<an::ModelShape> readModelShape(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>("dsc.model");
+  if (!dict) {
+    if (module->hasAttr("dsc.model"))
+      return module.emitError("--dsc-auto-parallel: 'dsc.model' must be a "
+                              "dictionary; ")
+             << kHowToGetModel;
+    return module.emitError("--dsc-auto-parallel: the module has no "
+                            "'dsc.model' attribute with the model's shape; ")
+           << kHowToGetModel;
+  }
+  an::ModelShape shape;
+  std::pair<StringRef, int64_t *> ints[] = {
+      {"num_layers", &shape.numLayers},
+      {"hidden_size", &shape.hiddenSize},
+      {"num_attention_heads", &shape.numHeads},
+      {"seq_length", &shape.seqLength},
+      {"vocab_size", &shape.vocabSize},
+      {"micro_batch_size", &shape.microBatchSize},
+  };
+  for (auto [key, out] : ints) {
+    auto value = dyn_cast_or_null<IntegerAttr>(dict.get(key));
+    if (!value)
+      return module.emitError("--dsc-auto-parallel: 'dsc.model' has no "
+                              "integer entry '")
+             << key << "'";
+    *out = value.getInt();
+  }
+  Attribute params = dict.get("parameters");
+  if (auto i = dyn_cast_or_null<IntegerAttr>(params))
+    shape.parameters = static_cast<double>(i.getInt());
+  else if (auto f = dyn_cast_or_null<FloatAttr>(params))
+    shape.parameters = f.getValueAsDouble();
+  else
+    return module.emitError("--dsc-auto-parallel: 'dsc.model' has no numeric "
+                            "entry 'parameters'");
+  shape.name = module.getSymName()
+                   ? module.getSymName()->str()
+                   : llvm::formatv("GPT {0:F1}B", shape.parameters / 1e9).str();
+  if (std::string err = shape.validate(); !err.empty())
+    return module.emitError("--dsc-auto-parallel: 'dsc.model' is invalid: ")
+           << err;
+  return shape;
+}
+
+struct DscAutoParallelPass
+    : mlir::dsc::impl::DscAutoParallelPassBase<DscAutoParallelPass> {
+  using DscAutoParallelPassBase::DscAutoParallelPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &msg) {
+      module.emitError("--dsc-auto-parallel: ") << msg;
+      signalPassFailure();
+    };
+    if (cluster.empty())
+      return fail("needs cluster=FILE (see examples/clusters/)");
+    if (gpus <= 0)
+      return fail("needs gpus=N with N > 0");
+    if (globalBatch <= 0)
+      return fail("needs global-batch=B with B > 0");
+    std::optional<an::SearchObjective> objectiveKind =
+        an::parseObjective(objective);
+    if (!objectiveKind)
+      return fail("objective must be 'time' or 'memory', got '" + objective +
+                  "'");
+
+    FailureOr<an::ModelShape> shape = readModelShape(module);
+    if (failed(shape))
+      return signalPassFailure();
+    llvm::Expected<an::ClusterSpec> spec = an::loadClusterSpec(cluster);
+    if (!spec)
+      return fail(llvm::toString(spec.takeError()));
+
+    an::CostModel model(*shape, *spec);
+    an::SearchOptions options;
+    options.numGpus = gpus;
+    options.globalBatch = globalBatch;
+    options.objective = *objectiveKind;
+    options.topK = top;
+    options.microBatchSize = microBatch;
+    llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
+    if (!result)
+      return fail(llvm::toString(result.takeError()));
+
+    if (!report.empty()) {
+      an::ReportContext ctx;
+      ctx.model = &model;
+      ctx.options = options;
+      ctx.clusterSource = cluster;
+      if (llvm::Error err = an::writeReport(*result, ctx, report))
+        return fail(llvm::toString(std::move(err)));
+    }
+
+    const an::PlanEstimate &best = result->top.front();
+    const an::ParallelPlan &p = best.plan;
+    Builder b(module.getContext());
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    NamedAttribute plan[] = {
+        b.getNamedAttr("dp", i64(p.dp)),
+        b.getNamedAttr("tp", i64(p.tp)),
+        b.getNamedAttr("pp", i64(p.pp)),
+        b.getNamedAttr("zero", i64(p.zeroStage)),
+        b.getNamedAttr("micro_batch_size", i64(p.microBatchSize)),
+        b.getNamedAttr("microbatches", i64(p.numMicroBatches)),
+        b.getNamedAttr("schedule",
+                       b.getStringAttr(an::scheduleName(p.schedule))),
+        b.getNamedAttr("recompute", b.getBoolAttr(p.recompute)),
+        b.getNamedAttr("sequence_parallel",
+                       b.getBoolAttr(p.sequenceParallel && p.tp > 1)),
+        b.getNamedAttr("offload", b.getBoolAttr(p.offloadOptimizer)),
+    };
+    module->setAttr("dsc.plan", b.getDictionaryAttr(plan));
+    NamedAttribute estimate[] = {
+        b.getNamedAttr("step_seconds", b.getF64FloatAttr(best.time.total)),
+        b.getNamedAttr("mfu", b.getF64FloatAttr(best.mfu)),
+        b.getNamedAttr("tflops_per_gpu",
+                       b.getF64FloatAttr(best.flopsPerGpu / 1e12)),
+        b.getNamedAttr("device_gb",
+                       b.getF64FloatAttr(best.memory.device / 1e9)),
+        b.getNamedAttr("host_gb", b.getF64FloatAttr(best.memory.host / 1e9)),
+        b.getNamedAttr("nvme_gb", b.getF64FloatAttr(best.memory.nvme / 1e9)),
+        b.getNamedAttr("bubble_fraction",
+                       b.getF64FloatAttr(best.bubbleFraction)),
+        b.getNamedAttr("objective", b.getStringAttr(objective)),
+        b.getNamedAttr("reason", b.getStringAttr(result->explanation)),
+    };
+    module->setAttr("dsc.plan_estimate", b.getDictionaryAttr(estimate));
+  }
+};
+
+} // namespace

@@ -1,0 +1,692 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{initializer std must be a finite number >= 0, got -1}}
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<normal, std = -1.0>
+
+// -----
+
+// expected-error @+1 {{initializer 'zeros' takes no std or num_layers}}
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros, std = 1.0>
+
+// -----
+
+// expected-error @+1 {{initializer 'normal' needs std > 0}}
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<normal>
+
+// -----
+
+// expected-error @+1 {{initializer 'normal' takes no num_layers; use 'scaled_normal' for residual projections}}
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<normal, std = 0.02, num_layers = 2>
+
+// -----
+
+// expected-error @+1 {{initializer 'scaled_normal' needs std > 0}}
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<scaled_normal, num_layers = 2>
+
+// -----
+
+// expected-error @+1 {{initializer 'scaled_normal' needs num_layers >= 1}}
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<scaled_normal, std = 0.02>
+
+// -----
+
+// expected-error @+1 {{parameter 'w' must have a static shape, got 'tensor<?x4xf32>'}}
+dsc.parameter @w : tensor<?x4xf32> init = #dsc.init<zeros>
+
+// -----
+
+// expected-error @+1 {{parameter 'w' has no elements}}
+dsc.parameter @w : tensor<0x4xf32> init = #dsc.init<zeros>
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'dsc.parameter' op expects parent op 'builtin.module'}}
+  dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>
+  return
+}
+
+// -----
+
+func.func @f() -> tensor<4xf32> {
+  // expected-error @+1 {{'missing' does not name a dsc.parameter}}
+  %w = dsc.get_parameter @missing : tensor<4xf32>
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>
+func.func @f() -> tensor<8xf32> {
+  // expected-error @+1 {{result type 'tensor<8xf32>' does not match parameter '@w' of type 'tensor<4xf32>'}}
+  %w = dsc.get_parameter @w : tensor<8xf32>
+  return %w : tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%t: tensor<256xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{table must be a rank-2 [vocab, hidden] tensor, got [256]}}
+  %0 = dsc.embedding %t, %ids : tensor<256xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<256x64xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{result shape must be ids shape + [hidden] = [2x8x64], got [2x8x32]}}
+  %0 = dsc.embedding %t, %ids : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<256x64xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{result element type 'f16' must match the input element type 'f32'}}
+  %0 = dsc.embedding %t, %ids : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<16xf32>) {
+  // expected-error @+1 {{table must be a rank-2 [positions, hidden] tensor, got [16]}}
+  %0 = dsc.position_embedding %t : tensor<16xf32> -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<16x64xf32>) {
+  // expected-error @+1 {{result must be a rank-3 [batch, seq, hidden] tensor, got [8x64]}}
+  %0 = dsc.position_embedding %t : tensor<16x64xf32> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<16x64xf32>) {
+  // expected-error @+1 {{sequence length 32 exceeds the 16 positions of the table}}
+  %0 = dsc.position_embedding %t : tensor<16x64xf32> -> tensor<2x32x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<16x64xf32>) {
+  // expected-error @+1 {{result shape must be [batch, seq, hidden of table] = [2x8x64], got [2x8x32]}}
+  %0 = dsc.position_embedding %t : tensor<16x64xf32> -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{lhs must have rank >= 2, got [8]}}
+  %0 = dsc.matmul %a, %b : tensor<8xf32>, tensor<8x4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8x16xf32>, %b: tensor<4x3x16x4xf32>) {
+  // expected-error @+1 {{rhs must be a matrix or have the lhs's rank 3, got [4x3x16x4]}}
+  %0 = dsc.matmul %a, %b : tensor<2x8x16xf32>, tensor<4x3x16x4xf32> -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8x16xf32>, %b: tensor<3x16x4xf32>) {
+  // expected-error @+1 {{batch dimensions differ: lhs [2], rhs [3]}}
+  %0 = dsc.matmul %a, %b : tensor<2x8x16xf32>, tensor<3x16x4xf32> -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<16x4xf16>) {
+  // expected-error @+1 {{operand element types differ: 'f32' vs 'f16'}}
+  %0 = dsc.matmul %a, %b : tensor<8x16xf32>, tensor<16x4xf16> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<12x4xf32>) {
+  // expected-error @+1 {{contracting dimensions differ: lhs has K = 16, rhs has K = 12}}
+  %0 = dsc.matmul %a, %b : tensor<8x16xf32>, tensor<12x4xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<4x16xf32>) {
+  // expected-error @+1 {{result shape must be batch + [M, N] = [8x4], got [8x16]}}
+  %0 = dsc.matmul %a, %b {transpose_rhs} : tensor<8x16xf32>, tensor<4x16xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'dsc.add' op requires the same type for all operands and results}}
+  %0 = "dsc.add"(%a, %b) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>, %b: tensor<1xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = dsc.bias_add %x, %b : tensor<f32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{bias must be a vector of the last dimension's size [16], got [8]}}
+  %0 = dsc.bias_add %x, %b : tensor<8x16xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %b: tensor<16xf16>) {
+  // expected-error @+1 {{bias element type 'f16' must match the input element type 'f32'}}
+  %0 = dsc.bias_add %x, %b : tensor<8x16xf32>, tensor<16xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %g: tensor<16xf32>) {
+  // expected-error @+1 {{epsilon must be > 0, got 0}}
+  %0 = dsc.layer_norm %x, %g, %g {epsilon = 0.0 : f64} : tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = dsc.layer_norm %x, %g, %g : tensor<f32>, tensor<1xf32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %g: tensor<8xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{gamma must be a vector of the last dimension's size [16], got [8]}}
+  %0 = dsc.layer_norm %x, %g, %b : tensor<8x16xf32>, tensor<8xf32>, tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %g: tensor<16xf32>, %b: tensor<4x16xf32>) {
+  // expected-error @+1 {{beta must be a vector of the last dimension's size [16], got [4x16]}}
+  %0 = dsc.layer_norm %x, %g, %b : tensor<8x16xf32>, tensor<16xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{query must be a rank-3 [batch, seq, hidden] tensor, got [8x16]}}
+  %0 = dsc.attention %x, %x, %x {num_heads = 2 : i64} : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{num_heads must be >= 1, got 0}}
+  %0 = dsc.attention %x, %x, %x {num_heads = 0 : i64} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{hidden size 16 is not divisible by num_heads 3}}
+  %0 = dsc.attention %x, %x, %x {num_heads = 3 : i64, causal} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{attention dropout must be in [0, 1), got 1}}
+  %0 = dsc.attention %x, %x, %x {num_heads = 2 : i64, dropout = 1.0 : f64} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x16xf32>, %k: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{'dsc.attention' op failed to verify that all of {query, key, value, result} have same type}}
+  %0 = "dsc.attention"(%q, %k, %q) {num_heads = 2 : i64} : (tensor<2x8x16xf32>, tensor<2x4x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<256xf32>, %t: tensor<i32>) {
+  // expected-error @+1 {{logits must have rank >= 2 ([tokens..., vocab]), got [256]}}
+  %0 = dsc.cross_entropy %l, %t : tensor<256xf32>, tensor<i32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{targets shape must be the logits shape without the vocab dimension = [2x8], got [2x4]}}
+  %0 = dsc.cross_entropy %l, %t : tensor<2x8x256xf32>, tensor<2x4xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x16xf32>) {
+  // expected-error @+1 {{reshape needs static shapes}}
+  %0 = dsc.reshape %x : tensor<?x16xf32> -> tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{cannot reshape [8x16] (128 elements) to [8x8] (64 elements)}}
+  %0 = dsc.reshape %x : tensor<8x16xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result element type 'f16' must match the input element type 'f32'}}
+  %0 = dsc.reshape %x : tensor<8x16xf32> -> tensor<128xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{permutation has 3 entries but the input has rank 2}}
+  %0 = dsc.transpose %x [0, 1, 2] : tensor<8x16xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{permutation [1x1] is not a permutation of 0..1}}
+  %0 = dsc.transpose %x [1, 1] : tensor<8x16xf32> -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result shape must be the permuted input shape = [16x8], got [8x16]}}
+  %0 = dsc.transpose %x [1, 0] : tensor<8x16xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{needs one offset and one size per input dimension (2), got 1 offsets and 2 sizes}}
+  %0 = dsc.slice %x [0] [8, 8] : tensor<8x16xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{slice [12, 20) of dimension 1 is out of bounds [0, 16)}}
+  %0 = dsc.slice %x [0, 12] [8, 8] : tensor<8x16xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result shape must be the slice sizes = [8x8], got [8x4]}}
+  %0 = dsc.slice %x [0, 0] [8, 8] : tensor<8x16xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{needs at least one input}}
+  %0 = "dsc.concat"() {dim = 0 : i64} : () -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = dsc.concat %x, %x {dim = 2 : i64} : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %y: tensor<8x16xf16>) {
+  // expected-error @+1 {{input 1 has type 'tensor<8x16xf16>', incompatible with input 0 'tensor<8x16xf32>'}}
+  %0 = dsc.concat %x, %y {dim = 1 : i64} : tensor<8x16xf32>, tensor<8x16xf16> -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %y: tensor<4x16xf32>) {
+  // expected-error @+1 {{input 1 differs from input 0 in dimension 0 (4 vs 8); only dimension 1 may differ}}
+  %0 = dsc.concat %x, %y {dim = 1 : i64} : tensor<8x16xf32>, tensor<4x16xf32> -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result shape must be the concatenated shape = [8x32], got [8x16]}}
+  %0 = dsc.concat %x, %x {dim = 1 : i64} : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{dropout probability must be in [0, 1), got 1.5}}
+  %0 = dsc.dropout %x {p = 1.5 : f64} : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mesh needs at least one axis}}
+dsc.mesh @mesh axes = [] shape = []
+
+// -----
+
+// expected-error @+1 {{has 2 axis names but 1 axis sizes}}
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2]
+
+// -----
+
+// expected-error @+1 {{mesh axis names must not be empty}}
+dsc.mesh @mesh axes = [""] shape = [2]
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' is declared twice}}
+dsc.mesh @mesh axes = ["dp", "dp"] shape = [2, 2]
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' must have size >= 1, got 0}}
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 0]
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{split axes of dimension 1 must be a list of mesh axis names}}
+  %0 = dsc.shard %x to <@mesh, [["dp"], "tp"]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{split axes of dimension 0 must contain non-empty axis names}}
+  %0 = dsc.shard %x to <@mesh, [[""], []]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{mesh axis 'tp' is used more than once in the sharding}}
+  %0 = dsc.shard %x to <@mesh, [["tp"], []], partial = ["tp"]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{partial axes must contain non-empty axis names}}
+  %0 = dsc.shard %x to <@mesh, [[], []], partial = [["tp"]]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{'@nomesh' does not name a dsc.mesh}}
+  %0 = dsc.shard %x to <@nomesh, [[], []]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{sharding lists 1 dimensions but the tensor has rank 2}}
+  %0 = dsc.shard %x to <@mesh, [["dp"]]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{mesh axis 'pp' is not an axis of @mesh (axes: dp, tp)}}
+  %0 = dsc.shard %x to <@mesh, [["pp"], []]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<8x6xf32>) {
+  // expected-error @+1 {{dimension 1 of size 6 cannot be split into 4 equal shards}}
+  %0 = dsc.shard %x to <@mesh, [["dp"], ["tp"]]> : tensor<8x6xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{mesh axis 'ep' is not an axis of @mesh (axes: dp, tp)}}
+  %0 = dsc.shard %x to <@mesh, [[], []], partial = ["ep"]> : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{needs at least one mesh axis}}
+  %0 = dsc.all_reduce %x on @mesh axes = [] : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{mesh axis 'dp' is listed twice}}
+  %0 = dsc.all_reduce %x on @mesh axes = ["dp", "dp"] : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{'@mesh' does not name a dsc.mesh}}
+  %0 = dsc.all_reduce %x on @mesh axes = ["dp"] : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{scatter dimension 2 is out of range for rank 2}}
+  %0 = dsc.reduce_scatter %x on @mesh axes = ["dp"] scatter_dim = 2 : tensor<8x16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<7x16xf32>) {
+  // expected-error @+1 {{scatter dimension 0 of size 7 is not divisible by the group size 2}}
+  %0 = dsc.reduce_scatter %x on @mesh axes = ["dp"] scatter_dim = 0 : tensor<7x16xf32> -> tensor<3x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result type 'tensor<4x16xf32>' must be 'tensor<2x16xf32>'}}
+  %0 = dsc.reduce_scatter %x on @mesh axes = ["dp", "tp"] scatter_dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{gather dimension -1 is out of range for rank 2}}
+  %0 = dsc.all_gather %x on @mesh axes = ["dp"] gather_dim = -1 : tensor<8x16xf32> -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result type 'tensor<8x16xf32>' must be 'tensor<8x32xf32>'}}
+  %0 = dsc.all_gather %x on @mesh axes = ["tp"] gather_dim = 1 : tensor<8x16xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<8x6xf32>) {
+  // expected-error @+1 {{split dimension 1 of size 6 is not divisible by the group size 4}}
+  %0 = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x6xf32> -> tensor<32x1xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{concat dimension 2 is out of range for rank 2}}
+  %0 = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 2 : tensor<8x16xf32> -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result type 'tensor<8x16xf32>' must be 'tensor<32x4xf32>'}}
+  %0 = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{root 8 is not a rank of the group of size 8}}
+  %0 = dsc.broadcast %x on @mesh axes = ["dp", "tp"] root = 8 : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 4]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{peer 4 is outside mesh axis 'pp' of size 4}}
+  dsc.send %x on @mesh axis = "pp" to 4 : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 4]
+func.func @f() {
+  // expected-error @+1 {{mesh axis 'tp' is not an axis of @mesh (axes: dp, pp)}}
+  %0 = dsc.recv on @mesh axis = "tp" from 0 : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{source and destination tiers are both 'host'; a transfer must change the tier}}
+  %0 = dsc.transfer %x from host to host : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{stage index must be >= 0, got -1}}
+  dsc.pipeline_stage -1 {
+    dsc.yield
+  }
+  return
+}
+
+// -----
+
+func.func @f() {
+  dsc.pipeline_stage 0 {
+    // expected-error @+1 {{pipeline stages cannot be nested}}
+    dsc.pipeline_stage 1 {
+      dsc.yield
+    }
+    dsc.yield
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{yields ('tensor<8x16xf32>') but the stage returns ()}}
+  dsc.pipeline_stage 0 {
+    dsc.yield %x : tensor<8x16xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @f() {
+  dsc.pipeline_stage 1 {
+    dsc.yield
+  }
+  // expected-error @+1 {{stage 0 appears after stage 1; stages of a block must appear in increasing order}}
+  dsc.pipeline_stage 0 {
+    dsc.yield
+  }
+  return
+}

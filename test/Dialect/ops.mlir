@@ -1,0 +1,104 @@
+// RUN: dsc-opt %s | FileCheck %s
+// Round trip through the custom form and through the generic form.
+// RUN: dsc-opt %s | dsc-opt | FileCheck %s
+// RUN: dsc-opt %s --mlir-print-op-generic | dsc-opt | FileCheck %s
+
+// CHECK: dsc.mesh @mesh axes = ["dp", "pp", "tp"] shape = [2, 2, 2]
+dsc.mesh @mesh axes = ["dp", "pp", "tp"] shape = [2, 2, 2]
+
+// CHECK: dsc.parameter @wte.weight : tensor<256x64xf32> init = <normal, std = 2.000000e-02>
+dsc.parameter @wte.weight : tensor<256x64xf32> init = #dsc.init<normal, std = 0.02>
+// CHECK: dsc.parameter @wpe.weight : tensor<16x64xf32> init = <normal, std = 1.000000e-02>
+dsc.parameter @wpe.weight : tensor<16x64xf32> init = #dsc.init<normal, std = 0.01>
+// CHECK: dsc.parameter @h.0.proj.weight : tensor<64x64xf32> init = <scaled_normal, std = 2.000000e-02, num_layers = 12>
+dsc.parameter @h.0.proj.weight : tensor<64x64xf32> init = #dsc.init<scaled_normal, std = 0.02, num_layers = 12>
+// CHECK: dsc.parameter @h.0.ln.weight : tensor<64xf32> init = <ones>
+dsc.parameter @h.0.ln.weight : tensor<64xf32> init = #dsc.init<ones>
+// CHECK: dsc.parameter @h.0.ln.bias : tensor<64xf32> init = <zeros>
+dsc.parameter @h.0.ln.bias : tensor<64xf32> init = #dsc.init<zeros>
+
+// CHECK-LABEL: func.func @graph
+func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {
+  // CHECK: %[[WTE:.*]] = dsc.get_parameter @wte.weight : tensor<256x64xf32>
+  %wte = dsc.get_parameter @wte.weight : tensor<256x64xf32>
+  // CHECK: %[[EMB:.*]] = dsc.embedding %[[WTE]], %{{.*}} : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  %emb = dsc.embedding %wte, %ids : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  %wpe = dsc.get_parameter @wpe.weight : tensor<16x64xf32>
+  // CHECK: dsc.position_embedding %{{.*}} : tensor<16x64xf32> -> tensor<2x8x64xf32>
+  %pos = dsc.position_embedding %wpe : tensor<16x64xf32> -> tensor<2x8x64xf32>
+  // CHECK: %[[X:.*]] = dsc.add %[[EMB]], %{{.*}} : tensor<2x8x64xf32>
+  %x = dsc.add %emb, %pos : tensor<2x8x64xf32>
+  // CHECK: dsc.mul %[[X]], %[[X]] : tensor<2x8x64xf32>
+  %sq = dsc.mul %x, %x : tensor<2x8x64xf32>
+  %g = dsc.get_parameter @h.0.ln.weight : tensor<64xf32>
+  %b = dsc.get_parameter @h.0.ln.bias : tensor<64xf32>
+  // CHECK: dsc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %ln = dsc.layer_norm %sq, %g, %b {epsilon = 1.0e-6 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %w = dsc.get_parameter @h.0.proj.weight : tensor<64x64xf32>
+  // CHECK: dsc.matmul %{{.*}}, %{{.*}} {transpose_rhs} : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+  %mm = dsc.matmul %ln, %w {transpose_rhs} : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+  // CHECK: dsc.matmul %{{.*}}, %{{.*}} {transpose_lhs} : tensor<2x8x64xf32>, tensor<2x8x64xf32> -> tensor<2x64x64xf32>
+  %bmm = dsc.matmul %mm, %mm {transpose_lhs} : tensor<2x8x64xf32>, tensor<2x8x64xf32> -> tensor<2x64x64xf32>
+  // CHECK: dsc.bias_add %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
+  %ba = dsc.bias_add %mm, %b : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: dsc.gelu %{{.*}} : tensor<2x8x64xf32>
+  %ge = dsc.gelu %ba : tensor<2x8x64xf32>
+  // CHECK: dsc.softmax %{{.*}} : tensor<2x64x64xf32>
+  %sm = dsc.softmax %bmm : tensor<2x64x64xf32>
+  // CHECK: dsc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, dropout = 1.000000e-01 : f64, num_heads = 4 : i64, seed = 3 : i64} : tensor<2x8x64xf32>
+  %at = dsc.attention %ge, %ge, %ge {num_heads = 4 : i64, causal, dropout = 0.1 : f64, seed = 3 : i64} : tensor<2x8x64xf32>
+  // CHECK: dsc.reshape %{{.*}} : tensor<2x8x64xf32> -> tensor<16x64xf32>
+  %rs = dsc.reshape %at : tensor<2x8x64xf32> -> tensor<16x64xf32>
+  // CHECK: dsc.transpose %{{.*}} [1, 0] : tensor<16x64xf32> -> tensor<64x16xf32>
+  %tr = dsc.transpose %rs [1, 0] : tensor<16x64xf32> -> tensor<64x16xf32>
+  // CHECK: dsc.slice %{{.*}} [0, 4] [64, 8] : tensor<64x16xf32> -> tensor<64x8xf32>
+  %sl = dsc.slice %tr [0, 4] [64, 8] : tensor<64x16xf32> -> tensor<64x8xf32>
+  // CHECK: dsc.concat %{{.*}}, %{{.*}} {dim = 1 : i64} : tensor<64x8xf32>, tensor<64x8xf32> -> tensor<64x16xf32>
+  %cc = dsc.concat %sl, %sl {dim = 1 : i64} : tensor<64x8xf32>, tensor<64x8xf32> -> tensor<64x16xf32>
+  // CHECK: dsc.dropout %{{.*}} {p = 5.000000e-01 : f64, seed = 7 : i64} : tensor<64x16xf32>
+  %dr = dsc.dropout %cc {p = 0.5 : f64, seed = 7 : i64} : tensor<64x16xf32>
+  %logits = dsc.matmul %at, %wte {transpose_rhs} : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+  // CHECK: dsc.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
+  %loss = dsc.cross_entropy %logits, %targets : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @parallel
+func.func @parallel(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: %[[S:.*]] = dsc.shard %{{.*}} to <@mesh, {{\[\[}}"dp"], ["tp"]]> : tensor<8x16xf32>
+  %s = dsc.shard %x to <@mesh, [["dp"], ["tp"]]> : tensor<8x16xf32>
+  // CHECK: dsc.shard %[[S]] to <@mesh, {{\[\[}}], []], partial = ["tp"]> : tensor<8x16xf32>
+  %p = dsc.shard %s to <@mesh, [[], []], partial = ["tp"]> : tensor<8x16xf32>
+  // CHECK: dsc.all_reduce %{{.*}} on @mesh axes = ["tp"] : tensor<8x16xf32>
+  %ar = dsc.all_reduce %p on @mesh axes = ["tp"] : tensor<8x16xf32>
+  // CHECK: dsc.all_reduce %{{.*}} on @mesh axes = ["dp", "tp"] reduction = max : tensor<8x16xf32>
+  %am = dsc.all_reduce %ar on @mesh axes = ["dp", "tp"] reduction = max : tensor<8x16xf32>
+  // CHECK: dsc.reduce_scatter %{{.*}} on @mesh axes = ["dp"] scatter_dim = 0 reduction = avg : tensor<8x16xf32> -> tensor<4x16xf32>
+  %rs = dsc.reduce_scatter %am on @mesh axes = ["dp"] scatter_dim = 0 reduction = avg : tensor<8x16xf32> -> tensor<4x16xf32>
+  // CHECK: dsc.all_gather %{{.*}} on @mesh axes = ["dp"] gather_dim = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
+  %ag = dsc.all_gather %rs on @mesh axes = ["dp"] gather_dim = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
+  // CHECK: dsc.all_to_all %{{.*}} on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<16x8xf32>
+  %aa = dsc.all_to_all %ag on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<16x8xf32>
+  // CHECK: dsc.broadcast %{{.*}} on @mesh axes = ["dp", "pp"] root = 3 : tensor<8x16xf32>
+  %bc = dsc.broadcast %ag on @mesh axes = ["dp", "pp"] root = 3 : tensor<8x16xf32>
+  // CHECK: dsc.send %{{.*}} on @mesh axis = "pp" to 1 tag = 2 : tensor<8x16xf32>
+  dsc.send %bc on @mesh axis = "pp" to 1 tag = 2 : tensor<8x16xf32>
+  // CHECK: dsc.recv on @mesh axis = "pp" from 0 tag = 2 : tensor<8x16xf32>
+  %rv = dsc.recv on @mesh axis = "pp" from 0 tag = 2 : tensor<8x16xf32>
+  // CHECK: dsc.transfer %{{.*}} from device to host : tensor<8x16xf32>
+  %h = dsc.transfer %rv from device to host : tensor<8x16xf32>
+  // CHECK: dsc.transfer %{{.*}} from host to nvme : tensor<8x16xf32>
+  %n = dsc.transfer %h from host to nvme : tensor<8x16xf32>
+  // CHECK: %[[ST0:.*]] = dsc.pipeline_stage 0 -> tensor<8x16xf32> {
+  // CHECK:   dsc.yield %{{.*}} : tensor<8x16xf32>
+  %s0 = dsc.pipeline_stage 0 -> tensor<8x16xf32> {
+    %g = dsc.gelu %n : tensor<8x16xf32>
+    dsc.yield %g : tensor<8x16xf32>
+  }
+  // CHECK: dsc.pipeline_stage 1 {
+  dsc.pipeline_stage 1 {
+    dsc.send %s0 on @mesh axis = "pp" to 0 : tensor<8x16xf32>
+    dsc.yield
+  }
+  return %s0 : tensor<8x16xf32>
+}
