@@ -102,7 +102,7 @@ std::string compareTo(const PlanEstimate &win, const PlanEstimate &alt,
     return llvm::formatv("no plan with a different {0} fits in memory", what);
   if (objective == SearchObjective::Memory)
     return llvm::formatv(
-        "the best plan with a different {0} ({1}) needs {2:F1} GB more", what,
+        "the best plan with a different {0} ({1}) needs {2:F2} GB more", what,
         alt.plan.str(), (alt.memory.device - win.memory.device) / 1e9);
   double slower = (alt.time.total / win.time.total - 1.0) * 100.0;
   return llvm::formatv(
