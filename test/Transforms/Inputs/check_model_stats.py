@@ -42,7 +42,7 @@ def main():
     if len(blocks) != l:
         print(f"expected {l} transformer blocks in the breakdown, got {len(blocks)}")
         ok = False
-    print(f"billions of parameters: {params / 10**9:.4f}")
+    print(f"billions of parameters: {float(params) / 1e9:.4f}")
     sys.exit(0 if ok else 1)
 
 
