@@ -13,6 +13,8 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 
+#include <omp.h>
+#include <stdexcept>
 #include <type_traits>
 
 using namespace dsc::rt;
@@ -158,18 +160,26 @@ void addAttention(std::vector<KernelCase> &cases) {
       "attention", {n, n, n}, n,
       [=](const auto &in, auto &out) {
         using T = ELEM_T(out);
-        std::vector<T> probs(s.probsSize());
-        attentionForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
-                         probs.data(), s);
+        std::vector<T> lse(s.lseSize()),
+            scratch(attentionScratchSize(s, omp_get_max_threads()));
+        if (!attentionForward(in[0].data(), in[1].data(), in[2].data(),
+                              out.data(), lse.data(), scratch.data(),
+                              int64_t(scratch.size()), s))
+          throw std::logic_error("attention scratch too small");
       },
       [=](const auto &in, const auto &d, auto &dIn, bool acc) {
         using T = ELEM_T(d);
-        std::vector<T> out(n), probs(s.probsSize()), scratch(s.seq * s.seq);
-        attentionForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
-                         probs.data(), s);
-        attentionBackward(in[0].data(), in[1].data(), in[2].data(),
-                          probs.data(), d.data(), dIn[0].data(), dIn[1].data(),
-                          dIn[2].data(), scratch.data(), s, acc);
+        std::vector<T> out(n), lse(s.lseSize()),
+            scratch(attentionScratchSize(s, omp_get_max_threads()));
+        bool ran = attentionForward(in[0].data(), in[1].data(), in[2].data(),
+                                    out.data(), lse.data(), scratch.data(),
+                                    int64_t(scratch.size()), s) &&
+                   attentionBackward(
+                       in[0].data(), in[1].data(), in[2].data(), lse.data(),
+                       d.data(), dIn[0].data(), dIn[1].data(), dIn[2].data(),
+                       scratch.data(), int64_t(scratch.size()), s, acc);
+        if (!ran)
+          throw std::logic_error("attention scratch too small");
       }));
 }
 

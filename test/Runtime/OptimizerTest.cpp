@@ -215,13 +215,16 @@ TEST(Forward, AttentionMatchesNaiveLoops) {
   AttentionShape s;
   s.batch = 2, s.seq = 6, s.hidden = 12, s.heads = 3;
   const int64_t n = s.batch * s.seq * s.hidden, hd = s.headDim();
-  std::vector<double> q(n), k(n), v(n), out(n), probs(s.probsSize());
+  std::vector<double> q(n), k(n), v(n), out(n), lse(s.lseSize()),
+      scratch(attentionScratchSize(s, 2));
   for (int64_t i = 0; i < n; ++i) {
     q[i] = std::sin(0.3 * i);
     k[i] = std::cos(0.17 * i);
     v[i] = std::sin(0.05 * i + 1);
   }
-  attentionForward(q.data(), k.data(), v.data(), out.data(), probs.data(), s);
+  ASSERT_TRUE(attentionForward(q.data(), k.data(), v.data(), out.data(),
+                               lse.data(), scratch.data(),
+                               int64_t(scratch.size()), s));
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.seq; ++i) {

@@ -19,6 +19,9 @@
 //  - Threading is OpenMP with a static schedule; every reduction is done in a
 //    fixed order, so results are bitwise reproducible for a given thread
 //    count (most are independent of the thread count; see each kernel).
+//  - The kernels own CPU threading: on first use they make OpenBLAS
+//    single-threaded and split GEMMs across OpenMP threads themselves (one
+//    thread pool; per-head GEMMs run concurrently). Set OMP_NUM_THREADS.
 //
 //===----------------------------------------------------------------------===//
 
@@ -152,21 +155,35 @@ void softmaxBackward(const T *y, const T *dY, T *dX, int64_t rows, int64_t cols,
 struct AttentionShape {
   int64_t batch = 1, seq = 0, hidden = 0, heads = 1;
   int64_t headDim() const { return hidden / heads; }
-  /// Elements of the saved probabilities: batch * heads * seq * seq.
-  int64_t probsSize() const { return batch * heads * seq * seq; }
+  /// Elements of the saved per-row logsumexp: batch * heads * seq.
+  int64_t lseSize() const { return batch * heads * seq; }
 };
 
-/// Saves the probabilities probs [batch, heads, seq, seq] (zero above the
-/// diagonal), not the logsumexp: the backward then needs no recomputation of
-/// q k^T, at S^2 memory per head (what llm.c does for GPT-2 on CPU).
+/// Elements of `scratch` the attention kernels need to run on `threads`
+/// threads: two blocks of query rows by seq per thread (~0.5 MB at S=1024),
+/// independent of the batch. The executor sizes it once per plan.
+int64_t attentionScratchSize(const AttentionShape &s, int threads);
+
+/// Saves the per-row logsumexp lse [batch, heads, seq] of the scaled, masked
+/// scores, not the probabilities: the saved state is S times smaller than
+/// [B, nh, S, S] (GPT-2 small: 196 KB instead of 201 MB per layer), and the
+/// backward recomputes each block of probabilities from q, k and lse as
+/// FlashAttention does. Heads run in parallel, one thread each, a block of
+/// query rows at a time over only the causal key prefix, so the bits do not
+/// depend on the thread count. Uses as many threads as `scratchSize` has
+/// room for; returns false and writes nothing if it has room for none.
 template <typename T>
-void attentionForward(const T *q, const T *k, const T *v, T *out, T *probs,
-                      const AttentionShape &s);
-/// dq, dk, dv from the saved probabilities. `scratch` holds seq*seq elements.
+[[nodiscard]] bool attentionForward(const T *q, const T *k, const T *v, T *out,
+                                    T *lse, T *scratch, int64_t scratchSize,
+                                    const AttentionShape &s);
+
+/// dq, dk, dv from q, k, v, dOut and the forward's lse; same threading and
+/// scratch contract as the forward.
 template <typename T>
-void attentionBackward(const T *q, const T *k, const T *v, const T *probs,
-                       const T *dOut, T *dq, T *dk, T *dv, T *scratch,
-                       const AttentionShape &s, bool accumulate);
+[[nodiscard]] bool attentionBackward(const T *q, const T *k, const T *v,
+                                     const T *lse, const T *dOut, T *dq, T *dk,
+                                     T *dv, T *scratch, int64_t scratchSize,
+                                     const AttentionShape &s, bool accumulate);
 
 //===----------------------------------------------------------------------===//
 // Cross entropy (fused with a stable log-softmax)

@@ -38,7 +38,9 @@ template <typename F> inline void dispatchAccumulate(bool acc, F &&f) {
     f(std::integral_constant<bool, false>());
 }
 
-/// Row-major GEMM with explicit leading dimensions, typed on T.
+/// Row-major GEMM with explicit leading dimensions, typed on T, run on the
+/// calling thread (OpenBLAS is pinned to one thread: see Gemm.cpp). Use it
+/// inside parallel regions; use parallelGemm outside them.
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
                  float beta, float *c, int64_t ldc) {
@@ -53,6 +55,20 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
               tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
               (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
+
+/// Makes OpenBLAS single-threaded, once per process. The kernels run every
+/// thread themselves (OpenMP): two pools that both spin on 2 cores starve
+/// each other, and per-head GEMMs are only parallel if BLAS is reentrant.
+void pinBlasThreads();
+
+/// One GEMM split over the OpenMP threads by blocks of C's rows (or columns
+/// when M is small), each block a single-threaded BLAS call. Every element
+/// of C is computed by one call over the full K, so the result does not
+/// depend on the split.
+template <typename T>
+void parallelGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+                  const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
+                  T *c, int64_t ldc);
 
 /// exp for the float kernels: Cephes' expf polynomial (< 2 ulp on the clamped
 /// range) written branch-free so `omp simd` loops vectorize it; libm's expf

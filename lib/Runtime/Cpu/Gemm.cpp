@@ -1,0 +1,72 @@
+//===- Gemm.cpp - OpenBLAS threading policy and the parallel GEMM ---------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The runtime owns CPU threading: OpenBLAS runs single-threaded inside our
+// OpenMP regions, and large GEMMs are split across those threads here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+#include <algorithm>
+#include <omp.h>
+
+using namespace dsc::rt;
+
+void detail::pinBlasThreads() {
+  // openblas_set_num_threads is not thread-safe; a function-local static is.
+  static const bool pinned = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)pinned;
+}
+
+template <typename T>
+void detail::parallelGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                          T alpha, const T *a, int64_t lda, const T *b,
+                          int64_t ldb, T beta, T *c, int64_t ldc) {
+  pinBlasThreads();
+  // Blocks are multiples of 64 rows/columns so each call keeps OpenBLAS's
+  // register tiles full; a problem too small to split runs on one thread.
+  constexpr int64_t kAlign = 64;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool splitRows = m >= n || n < kAlign * threads;
+  const int64_t extent = splitRows ? m : n;
+  int64_t parts = std::min<int64_t>(threads, extent / kAlign);
+  if (parts <= 1 || 2.0 * m * n * k < 4e6) {
+    gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(int(parts))
+  for (int64_t p = 0; p < parts; ++p) {
+    // Block p of `extent`, rounded to kAlign.
+    int64_t chunk = (extent / parts + kAlign - 1) / kAlign * kAlign;
+    int64_t lo = std::min(extent, p * chunk);
+    int64_t hi = p == parts - 1 ? extent : std::min(extent, lo + chunk);
+    if (hi <= lo)
+      continue;
+    if (splitRows) {
+      // Rows [lo, hi) of C come from rows of op(A).
+      const T *ap = ta ? a + lo : a + lo * lda;
+      gemm(ta, tb, hi - lo, n, k, alpha, ap, lda, b, ldb, beta, c + lo * ldc,
+           ldc);
+    } else {
+      // Columns [lo, hi) of C come from columns of op(B).
+      const T *bp = tb ? b + lo * ldb : b + lo;
+      gemm(ta, tb, m, hi - lo, k, alpha, a, lda, bp, ldb, beta, c + lo, ldc);
+    }
+  }
+}
+
+template void detail::parallelGemm<float>(bool, bool, int64_t, int64_t, int64_t,
+                                          float, const float *, int64_t,
+                                          const float *, int64_t, float,
+                                          float *, int64_t);
+template void detail::parallelGemm<double>(bool, bool, int64_t, int64_t,
+                                           int64_t, double, const double *,
+                                           int64_t, const double *, int64_t,
+                                           double, double *, int64_t);
