@@ -378,17 +378,27 @@ std::string mlir::dsc::analysis::renderSVG(const SearchResult &r,
                         x, y - 8);
     bool leftSide = x > left + plotW * 0.55;
     double ly = y < top + 60 ? y + 30 : y - 34;
-    os << llvm::formatv(
-        "<text x=\"{0:F1}\" y=\"{1:F1}\" font-size=\"13\" font-weight=\"bold\" "
-        "text-anchor=\"{2}\" fill=\"#7b241c\">winner: {3}</text>\n",
-        leftSide ? x - 12 : x + 12, ly, leftSide ? "end" : "start",
-        xmlEscape(w.plan.str()));
-    os << llvm::formatv(
-        "<text x=\"{0:F1}\" y=\"{1:F1}\" font-size=\"12\" text-anchor=\"{2}\" "
-        "fill=\"#7b241c\">{3:F2} s/step, MFU {4:F1}%, {5:F1} GB per "
-        "GPU</text>\n",
-        leftSide ? x - 12 : x + 12, ly + 15, leftSide ? "end" : "start",
-        w.time.total, 100.0 * w.mfu, toGB(w.memory.device));
+    // A translucent box under the label keeps it legible over the points;
+    // its width is estimated from the character count (no font metrics).
+    double tx = leftSide ? x - 12 : x + 12;
+    const char *anchor = leftSide ? "end" : "start";
+    std::string plan = "winner: " + xmlEscape(w.plan.str());
+    std::string numbers =
+        llvm::formatv("{0:F2} s/step, MFU {1:F1}%, {2:F1} "
+                      "GB per GPU",
+                      w.time.total, 100.0 * w.mfu, toGB(w.memory.device));
+    double boxW = std::max(plan.size() * 7.8, numbers.size() * 6.8) + 8;
+    os << llvm::formatv("<rect x=\"{0:F1}\" y=\"{1:F1}\" width=\"{2:F1}\" "
+                        "height=\"36\" rx=\"3\" fill=\"white\" "
+                        "fill-opacity=\"0.85\"/>\n",
+                        leftSide ? tx - boxW + 4 : tx - 4, ly - 15, boxW);
+    os << llvm::formatv("<text x=\"{0:F1}\" y=\"{1:F1}\" font-size=\"13\" "
+                        "font-weight=\"bold\" text-anchor=\"{2}\" "
+                        "fill=\"#7b241c\">{3}</text>\n",
+                        tx, ly, anchor, plan);
+    os << llvm::formatv("<text x=\"{0:F1}\" y=\"{1:F1}\" font-size=\"12\" "
+                        "text-anchor=\"{2}\" fill=\"#7b241c\">{3}</text>\n",
+                        tx, ly + 15, anchor, numbers);
   }
 
   // Legend.
