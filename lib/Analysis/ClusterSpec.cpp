@@ -31,10 +31,11 @@ public:
                std::string &error)
       : obj(obj), path(std::move(path)), file(file), error(error) {}
 
-  /// A number, bare or as {"value": N, "source": "..."}. Must be > 0, and
-  /// <= `max` when given. Missing keys are an error unless `optional`.
+  /// A number, bare or as {"value": N, "source": "..."}. Must be > 0 (or
+  /// == 0 if `allowZero`), and <= `max` when given. Missing keys are an
+  /// error unless `optional`.
   void number(llvm::StringRef key, double &out, double scale,
-              bool optional = false, double max = 0) {
+              bool optional = false, double max = 0, bool allowZero = false) {
     seen.insert(key);
     if (!error.empty())
       return;
@@ -61,8 +62,11 @@ public:
       return fail(key, "must be a number or {\"value\": N, \"source\": "
                        "\"...\"}, got " +
                            kindOf(*v));
-    if (!(*d > 0))
-      return fail(key, llvm::formatv("must be positive, got {0}", *d).str());
+    if (!(*d > 0) && !(allowZero && *d == 0))
+      return fail(key,
+                  llvm::formatv("must be {0}, got {1}",
+                                allowZero ? "non-negative" : "positive", *d)
+                      .str());
     if (max > 0 && *d > max)
       return fail(key,
                   llvm::formatv("must be at most {0}, got {1}", max, *d).str());
@@ -242,8 +246,10 @@ mlir::dsc::analysis::parseClusterSpec(llvm::StringRef jsonText,
                c.intraNodeCollectiveEfficiency, 1, true, 1.0);
     cal.number("inter_node_collective_efficiency",
                c.interNodeCollectiveEfficiency, 1, true, 1.0);
-    cal.number("overlap_slowdown", c.overlapSlowdown, 1, true, 1.0);
-    cal.number("reserved_gb", c.reservedBytes, kGB, true);
+    cal.number("overlap_slowdown", c.overlapSlowdown, 1, true, 1.0,
+               /*allowZero=*/true);
+    cal.number("reserved_gb", c.reservedBytes, kGB, true, 0,
+               /*allowZero=*/true);
     cal.rejectUnknownKeys();
   }
   if (!error.empty())

@@ -176,6 +176,21 @@ TEST(ClusterSpec, ErrorsNameFileKeyAndProblem) {
       << err;
 }
 
+TEST(ClusterSpec, CalibrationMayZeroTheReserveButNotTheGemmCeiling) {
+  llvm::Expected<ClusterSpec> c = parseClusterSpec(
+      replaced(kMinimal, "\"node\": {",
+               "\"calibration\": {\"reserved_gb\": 0, \"overlap_slowdown\": 0},"
+               "\"node\": {"),
+      "zero.json");
+  ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->calibration.reservedBytes, 0.0);
+  EXPECT_EQ(c->calibration.overlapSlowdown, 0.0);
+  std::string err = errorOf(
+      replaced(kMinimal, "\"node\": {",
+               "\"calibration\": {\"gemm_max_efficiency\": 0}, \"node\": {"));
+  EXPECT_NE(err.find("must be positive, got 0"), std::string::npos) << err;
+}
+
 TEST(ClusterSpec, MissingFileIsAnError) {
   llvm::Expected<ClusterSpec> c = loadClusterSpec("/nonexistent/cluster.json");
   ASSERT_FALSE(static_cast<bool>(c));
