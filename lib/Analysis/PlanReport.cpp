@@ -119,6 +119,14 @@ json::Value mlir::dsc::analysis::renderJSON(const SearchResult &r,
   };
   if (!r.top.empty())
     out["winner"] = estimateToJSON(r.top.front());
+  json::Array alternatives;
+  for (const Alternative &alt : r.alternatives) {
+    json::Object a{{"with", alt.what}, {"comparison", alt.comparison}};
+    if (alt.best.fits)
+      a["best"] = estimateToJSON(alt.best);
+    alternatives.push_back(std::move(a));
+  }
+  out["alternatives"] = std::move(alternatives);
   if (r.bestOtherLayout.fits)
     out["best_other_layout"] = estimateToJSON(r.bestOtherLayout);
   if (r.bestOtherZero.fits)
@@ -158,6 +166,21 @@ std::string mlir::dsc::analysis::renderMarkdown(const SearchResult &r,
                       100.0 * w.flopsPerGpu / c.gpu.peak16BitFlops,
                       100.0 * w.mfu, 100.0 * w.bubbleFraction);
 
+  os << "### Why this plan\n\nThe best plan that differs from the winner in "
+        "one respect:\n\n"
+        "| with | best such plan | step (s) | device GB | compared with the "
+        "winner |\n|---|---|---:|---:|---|\n";
+  for (const Alternative &alt : r.alternatives) {
+    if (!alt.best.fits) {
+      os << llvm::formatv("| {0} | - | - | - | {1} |\n", alt.what,
+                          alt.comparison);
+      continue;
+    }
+    os << llvm::formatv("| {0} | `{1}` | {2:F2} | {3:F1} | {4} |\n", alt.what,
+                        alt.best.plan.str(), alt.best.time.total,
+                        toGB(alt.best.memory.device), alt.comparison);
+  }
+  os << "\n### Where the time goes\n\n";
   os << "| Step time | seconds | share |\n|---|---:|---:|\n";
   const StepTimeBreakdown &t = w.time;
   std::pair<const char *, double> rows[] = {
@@ -176,6 +199,7 @@ std::string mlir::dsc::analysis::renderMarkdown(const SearchResult &r,
   os << llvm::formatv("| **total** | **{0:F3}** | 100% |\n\n", t.total);
 
   const MemoryBreakdown &mm = w.memory;
+  os << "### Where the memory goes\n\n";
   os << "| Memory per GPU | GB |\n|---|---:|\n";
   std::pair<const char *, double> mem[] = {
       {"fp16 parameters", mm.states.params},

@@ -53,6 +53,9 @@ TEST(Report, WritesMarkdownJsonAndSvg) {
   EXPECT_NE(md.find(r->explanation), std::string::npos);
   EXPECT_NE(md.find("](plan.svg)"), std::string::npos);
   EXPECT_NE(md.find("| 10 |"), std::string::npos); // ten ranked plans
+  EXPECT_NE(md.find("### Why this plan"), std::string::npos);
+  EXPECT_NE(md.find("| no pipeline parallelism (pp = 1) | `"),
+            std::string::npos);
 
   llvm::SmallString<128> jsonPath(dir), svgPath(dir);
   llvm::sys::path::append(jsonPath, "plan.json");

@@ -74,6 +74,18 @@ TEST(Headline, Gpt3On1024A100) {
   EXPECT_NE(r->explanation.find(p.str()), std::string::npos);
   EXPECT_NE(r->explanation.find("tensor/pipeline split"), std::string::npos);
   EXPECT_NE(r->explanation.find("slower"), std::string::npos);
+  // The report's "why" table: the best plan without pipelining is slower.
+  bool sawNoPipeline = false;
+  for (const Alternative &alt : r->alternatives) {
+    if (alt.what != "no pipeline parallelism (pp = 1)")
+      continue;
+    sawNoPipeline = true;
+    ASSERT_TRUE(alt.best.fits);
+    EXPECT_EQ(alt.best.plan.pp, 1);
+    EXPECT_GT(alt.best.time.total, w.time.total);
+    EXPECT_NE(alt.comparison.find("slower"), std::string::npos);
+  }
+  EXPECT_TRUE(sawNoPipeline);
   // Pure data parallelism cannot hold 175B parameters: no winner without
   // model parallelism or ZeRO-3 is feasible at tp=pp=1 with ZeRO < 3.
   for (const PlanEstimate &e : r->top)

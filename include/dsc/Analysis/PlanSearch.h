@@ -50,6 +50,18 @@ struct PlanPoint {
   double modelFlopsPerGpu = 0;
 };
 
+/// The best feasible plan that differs from the winner in one respect, for
+/// the report's "why this plan" table.
+struct Alternative {
+  /// What differs, e.g. "no pipeline parallelism (pp = 1)".
+  std::string what;
+  /// `fits` is false when no such plan fits.
+  PlanEstimate best;
+  /// How it compares, e.g. "10.1% slower, mostly from more recompute
+  /// (+5.22 s)".
+  std::string comparison;
+};
+
 struct SearchResult {
   /// Best first, by the objective; at most topK.
   std::vector<PlanEstimate> top;
@@ -59,6 +71,10 @@ struct SearchResult {
   /// whose ZeRO stage differs; `fits` is false when none exists.
   PlanEstimate bestOtherLayout;
   PlanEstimate bestOtherZero;
+  /// One entry per respect in which a plan can differ from the winner:
+  /// (tp, pp) split, ZeRO stage, with/without pipeline or tensor
+  /// parallelism, recompute, offload, schedule.
+  std::vector<Alternative> alternatives;
   /// The plan needing the least device memory, feasible or not (to explain
   /// a search that found nothing).
   PlanEstimate leastMemory;
