@@ -134,56 +134,84 @@ json::Value mlir::dsc::analysis::renderJSON(const SearchResult &r,
   return out;
 }
 
-std::string mlir::dsc::analysis::renderMarkdown(const SearchResult &r,
-                                                const ReportContext &ctx) {
+namespace {
+
+/// The report as a list of blocks, written once and rendered as Markdown or
+/// HTML. Text uses a Markdown subset: `code` and **bold** spans.
+struct Block {
+  enum Kind { Title, Heading, Subheading, Paragraph, Bullets, Table, Figure };
+  Kind kind;
+  std::string text;               // Title/Heading/Paragraph; Figure: caption
+  std::vector<std::string> items; // Bullets; Table: header
+  std::string align;              // Table: 'l' or 'r' per column
+  std::vector<std::vector<std::string>> rows; // Table
+};
+
+std::vector<Block> buildDocument(const SearchResult &r,
+                                 const ReportContext &ctx) {
   const ModelShape &m = ctx.model->model();
   const ClusterSpec &c = ctx.model->cluster();
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "# dsc auto-parallel report\n\n";
-  os << "**" << title(ctx) << "**\n\n";
-  os << llvm::formatv(
-      "- Model: {0}: {1} layers, hidden {2}, {3} heads, sequence {4}, "
-      "vocabulary {5}, {6:F1} B parameters\n",
-      m.name, m.numLayers, m.hiddenSize, m.numHeads, m.seqLength, m.vocabSize,
-      m.parameters / 1e9);
-  os << llvm::formatv("- Cluster: {0} (`{1}`): {2} GPUs per node, {3:F0} "
-                      "TFLOP/s dense 16-bit and {4:F0} GB per GPU\n",
+  std::vector<Block> doc;
+  auto para = [&](std::string text) {
+    doc.push_back({Block::Paragraph, std::move(text), {}, "", {}});
+  };
+  doc.push_back({Block::Title, "dsc auto-parallel report", {}, "", {}});
+  para("**" + title(ctx) + "**");
+  doc.push_back(
+      {Block::Bullets,
+       "",
+       {llvm::formatv("Model: {0}: {1} layers, hidden {2}, {3} heads, "
+                      "sequence {4}, vocabulary {5}, {6:F1} B parameters",
+                      m.name, m.numLayers, m.hiddenSize, m.numHeads,
+                      m.seqLength, m.vocabSize, m.parameters / 1e9),
+        llvm::formatv("Cluster: {0} (`{1}`): {2} GPUs per node, {3:F0} "
+                      "TFLOP/s dense 16-bit and {4:F0} GB per GPU",
                       c.name, ctx.clusterSource, c.gpusPerNode,
-                      c.gpu.peak16BitFlops / 1e12, toGB(c.gpu.memoryBytes));
-  os << llvm::formatv("- Search: objective `{0}`; {1} plans enumerated, {2} "
-                      "fit in memory; {3:F1} ms\n\n",
+                      c.gpu.peak16BitFlops / 1e12, toGB(c.gpu.memoryBytes)),
+        llvm::formatv("Search: objective `{0}`; {1} plans enumerated, {2} "
+                      "fit in memory; {3:F1} ms",
                       objectiveName(ctx.options.objective), r.numEnumerated,
-                      r.numFeasible, r.searchSeconds * 1e3);
+                      r.numFeasible, r.searchSeconds * 1e3)},
+       "",
+       {}});
   if (r.top.empty())
-    return s;
-  const PlanEstimate &w = r.top.front();
-  os << "## Winner\n\n`" << w.plan.str() << "`\n\n" << r.explanation << "\n\n";
-  os << llvm::formatv("Predicted {0:F2} s per step, {1:F0} TFLOP/s per GPU "
-                      "({2:F1}% of peak, counting recompute), MFU {3:F1}%, "
-                      "pipeline bubble {4:F1}%.\n\n",
-                      w.time.total, w.flopsPerGpu / 1e12,
-                      100.0 * w.flopsPerGpu / c.gpu.peak16BitFlops,
-                      100.0 * w.mfu, 100.0 * w.bubbleFraction);
+    return doc;
 
-  os << "### Why this plan\n\nThe best plan that differs from the winner in "
-        "one respect:\n\n"
-        "| with | best such plan | step (s) | device GB | compared with the "
-        "winner |\n|---|---|---:|---:|---|\n";
+  const PlanEstimate &w = r.top.front();
+  doc.push_back({Block::Heading, "Winner", {}, "", {}});
+  para("`" + w.plan.str() + "`");
+  para(r.explanation);
+  para(llvm::formatv("Predicted {0:F2} s per step, {1:F0} TFLOP/s per GPU "
+                     "({2:F1}% of peak, counting recompute), MFU {3:F1}%, "
+                     "pipeline bubble {4:F1}%.",
+                     w.time.total, w.flopsPerGpu / 1e12,
+                     100.0 * w.flopsPerGpu / c.gpu.peak16BitFlops,
+                     100.0 * w.mfu, 100.0 * w.bubbleFraction));
+
+  doc.push_back({Block::Subheading, "Why this plan", {}, "", {}});
+  para("The best plan that differs from the winner in one respect:");
+  Block why{Block::Table,
+            "",
+            {"with", "best such plan", "step (s)", "device GB",
+             "compared with the winner"},
+            "llrrl",
+            {}};
   for (const Alternative &alt : r.alternatives) {
     if (!alt.best.fits) {
-      os << llvm::formatv("| {0} | - | - | - | {1} |\n", alt.what,
-                          alt.comparison);
+      why.rows.push_back({alt.what, "-", "-", "-", alt.comparison});
       continue;
     }
-    os << llvm::formatv("| {0} | `{1}` | {2:F2} | {3:F1} | {4} |\n", alt.what,
-                        alt.best.plan.str(), alt.best.time.total,
-                        toGB(alt.best.memory.device), alt.comparison);
+    why.rows.push_back({alt.what, "`" + alt.best.plan.str() + "`",
+                        llvm::formatv("{0:F2}", alt.best.time.total),
+                        llvm::formatv("{0:F1}", toGB(alt.best.memory.device)),
+                        alt.comparison});
   }
-  os << "\n### Where the time goes\n\n";
-  os << "| Step time | seconds | share |\n|---|---:|---:|\n";
+  doc.push_back(std::move(why));
+
+  doc.push_back({Block::Subheading, "Where the time goes", {}, "", {}});
   const StepTimeBreakdown &t = w.time;
-  std::pair<const char *, double> rows[] = {
+  Block time{Block::Table, "", {"step time", "seconds", "share"}, "lrr", {}};
+  std::pair<const char *, double> parts[] = {
       {"compute (GEMMs + memory-bound kernels)", t.compute - t.recompute},
       {"recompute", t.recompute},
       {"tensor-parallel collectives", t.tpComm},
@@ -193,15 +221,17 @@ std::string mlir::dsc::analysis::renderMarkdown(const SearchResult &r,
       {"data-parallel traffic (exposed)", t.dpComm},
       {"optimizer step", t.optimizer},
       {"offload (PCIe + CPU Adam)", t.offload}};
-  for (auto [name, sec] : rows)
-    os << llvm::formatv("| {0} | {1:F3} | {2:F1}% |\n", name, sec,
-                        100.0 * sec / t.total);
-  os << llvm::formatv("| **total** | **{0:F3}** | 100% |\n\n", t.total);
+  for (auto [name, sec] : parts)
+    time.rows.push_back({name, llvm::formatv("{0:F3}", sec),
+                         llvm::formatv("{0:F1}%", 100.0 * sec / t.total)});
+  time.rows.push_back(
+      {"**total**", llvm::formatv("**{0:F3}**", t.total), "100%"});
+  doc.push_back(std::move(time));
 
+  doc.push_back({Block::Subheading, "Where the memory goes", {}, "", {}});
   const MemoryBreakdown &mm = w.memory;
-  os << "### Where the memory goes\n\n";
-  os << "| Memory per GPU | GB |\n|---|---:|\n";
-  std::pair<const char *, double> mem[] = {
+  Block mem{Block::Table, "", {"memory per GPU", "GB"}, "lr", {}};
+  std::pair<const char *, double> bytes[] = {
       {"fp16 parameters", mm.states.params},
       {"fp16 gradients", mm.states.grads},
       {"optimizer states (fp32 master, m, v)", mm.states.optimizer},
@@ -211,51 +241,65 @@ std::string mlir::dsc::analysis::renderMarkdown(const SearchResult &r,
       {"**device total**", mm.device},
       {"host (offloaded)", mm.host},
       {"NVMe (offloaded)", mm.nvme}};
-  for (auto [name, bytes] : mem)
-    os << llvm::formatv("| {0} | {1:F2} |\n", name, toGB(bytes));
-  os << "\n## Top plans\n\n";
-  os << "| # | dp | tp | pp | ZeRO | SP | b x m | schedule | recompute | "
-        "offload | step (s) | TFLOP/s/GPU | MFU | device GB | host GB | "
-        "NVMe GB | comm GB/GPU/step | bubble |\n";
-  os << "|---:|---:|---:|---:|---:|---|---|---|---|---|---:|---:|---:|---:|"
-        "---:|---:|---:|---:|\n";
+  for (auto [name, b] : bytes)
+    mem.rows.push_back({name, llvm::formatv("{0:F2}", toGB(b))});
+  doc.push_back(std::move(mem));
+
+  doc.push_back({Block::Heading, "Top plans", {}, "", {}});
+  Block top{Block::Table,
+            "",
+            {"#", "dp", "tp", "pp", "ZeRO", "SP", "b x m", "schedule",
+             "recompute", "offload", "step (s)", "TFLOP/s/GPU", "MFU",
+             "device GB", "host GB", "NVMe GB", "comm GB/GPU/step", "bubble"},
+            "rrrrrlrllllrrrrrrrr",
+            {}};
   for (size_t i = 0; i < r.top.size(); ++i) {
     const PlanEstimate &e = r.top[i];
     const ParallelPlan &p = e.plan;
-    os << llvm::formatv(
-        "| {0} | {1} | {2} | {3} | {4} | {5} | {6} x {7} | "
-        "{8} | {9} | {10} | {11:F2} | {12:F0} | {13:F1}% | "
-        "{14:F1} | {15:F1} | {16:F1} | {17:F1} | {18:F1}% |\n",
-        i + 1, p.dp, p.tp, p.pp, p.zeroStage,
-        yesNo(p.sequenceParallel && p.tp > 1), p.microBatchSize,
-        p.numMicroBatches, p.pp > 1 ? scheduleName(p.schedule) : "-",
-        yesNo(p.recompute), yesNo(p.offloadOptimizer), e.time.total,
-        e.flopsPerGpu / 1e12, 100.0 * e.mfu, toGB(e.memory.device),
-        toGB(e.memory.host), toGB(e.memory.nvme), toGB(e.comm.total()),
-        100.0 * e.bubbleFraction);
+    auto f1 = [](double v) { return llvm::formatv("{0:F1}", v).str(); };
+    top.rows.push_back(
+        {std::to_string(i + 1), std::to_string(p.dp), std::to_string(p.tp),
+         std::to_string(p.pp), std::to_string(p.zeroStage),
+         yesNo(p.sequenceParallel && p.tp > 1),
+         llvm::formatv("{0} x {1}", p.microBatchSize, p.numMicroBatches),
+         p.pp > 1 ? scheduleName(p.schedule) : "-", yesNo(p.recompute),
+         yesNo(p.offloadOptimizer), llvm::formatv("{0:F2}", e.time.total),
+         llvm::formatv("{0:F0}", e.flopsPerGpu / 1e12), f1(100.0 * e.mfu) + "%",
+         f1(toGB(e.memory.device)), f1(toGB(e.memory.host)),
+         f1(toGB(e.memory.nvme)), f1(toGB(e.comm.total())),
+         f1(100.0 * e.bubbleFraction) + "%"});
   }
-  os << "\n## Throughput against memory\n\n";
-  os << "![Predicted TFLOP/s per GPU against peak memory per GPU for every "
-        "feasible plan]("
-     << ctx.svgLink << ")\n\n";
-  os << "Every point is a plan that fits; the red diamond is the winner, "
-        "blue points are the other top plans.\n\n";
-  os << "## Reading the numbers\n\n"
-        "- TFLOP/s per GPU counts recomputed forwards (Megatron-LM's "
-        "accounting); MFU counts only 3x the forward FLOPs.\n"
-        "- The bubble fraction is (p - 1) / m; its seconds are (p - 1) "
-        "slots of the slowest stage.\n"
-        "- Communication is the bytes each GPU sends per step "
-        "(nccl-tests bus bytes), over all axes.\n"
-        "- The model and its constants are described in "
-        "docs/cost-model.md; calibrate them with nccl-tests and a GEMM "
-        "sweep before trusting absolute numbers.\n";
-  return s;
+  doc.push_back(std::move(top));
+
+  doc.push_back({Block::Heading, "Throughput against memory", {}, "", {}});
+  doc.push_back({Block::Figure,
+                 "Predicted TFLOP/s per GPU against peak memory per GPU for "
+                 "every feasible plan",
+                 {},
+                 "",
+                 {}});
+  para("Every point is a plan that fits; the red diamond is the winner, blue "
+       "points are the other top plans.");
+  doc.push_back({Block::Heading, "Reading the numbers", {}, "", {}});
+  doc.push_back(
+      {Block::Bullets,
+       "",
+       {"TFLOP/s per GPU counts recomputed forwards (Megatron-LM's "
+        "accounting); MFU counts only 3x the forward FLOPs.",
+        "The bubble fraction is (p - 1) / m; its seconds are (p - 1) slots "
+        "of the slowest stage.",
+        "Communication is the bytes each GPU sends per step (nccl-tests bus "
+        "bytes), over all axes.",
+        "The model and its constants are described in `docs/cost-model.md`; "
+        "calibrate them with nccl-tests and a GEMM sweep before trusting "
+        "absolute numbers."},
+       "",
+       {}});
+  return doc;
 }
 
-namespace {
-
-std::string xmlEscape(llvm::StringRef s) {
+/// Escapes text for HTML and SVG (XML) content and attribute values.
+std::string htmlEscape(llvm::StringRef s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
@@ -277,6 +321,144 @@ std::string xmlEscape(llvm::StringRef s) {
   }
   return out;
 }
+
+/// Escapes `text` and turns its `code` and **bold** spans into HTML.
+std::string inlineHtml(llvm::StringRef text) {
+  std::string out;
+  bool code = false, bold = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '`') {
+      out += code ? "</code>" : "<code>";
+      code = !code;
+    } else if (!code && text.substr(i).starts_with("**")) {
+      out += bold ? "</b>" : "<b>";
+      bold = !bold;
+      ++i;
+    } else {
+      out += htmlEscape(text.substr(i, 1));
+    }
+  }
+  if (code)
+    out += "</code>";
+  if (bold)
+    out += "</b>";
+  return out;
+}
+
+} // namespace
+
+std::string mlir::dsc::analysis::renderMarkdown(const SearchResult &r,
+                                                const ReportContext &ctx) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  for (const Block &b : buildDocument(r, ctx)) {
+    switch (b.kind) {
+    case Block::Title:
+      os << "# " << b.text << "\n\n";
+      break;
+    case Block::Heading:
+      os << "## " << b.text << "\n\n";
+      break;
+    case Block::Subheading:
+      os << "### " << b.text << "\n\n";
+      break;
+    case Block::Paragraph:
+      os << b.text << "\n\n";
+      break;
+    case Block::Bullets:
+      for (const std::string &item : b.items)
+        os << "- " << item << "\n";
+      os << "\n";
+      break;
+    case Block::Table:
+      os << "|";
+      for (const std::string &h : b.items)
+        os << " " << h << " |";
+      os << "\n|";
+      for (char a : b.align)
+        os << (a == 'r' ? "---:|" : "---|");
+      os << "\n";
+      for (const auto &row : b.rows) {
+        os << "|";
+        for (const std::string &cell : row)
+          os << " " << cell << " |";
+        os << "\n";
+      }
+      os << "\n";
+      break;
+    case Block::Figure:
+      os << "![" << b.text << "](" << ctx.svgLink << ")\n\n";
+      break;
+    }
+  }
+  return s;
+}
+
+std::string mlir::dsc::analysis::renderHTML(const SearchResult &r,
+                                            const ReportContext &ctx) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
+        "charset=\"utf-8\">\n<title>"
+     << htmlEscape("dsc auto-parallel: " + title(ctx)) << "</title>\n"
+     << "<style>\n"
+        "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;"
+        "max-width:1200px;margin:2em auto;padding:0 1em;color:#222}\n"
+        "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}\n"
+        "th,td{border:1px solid #ccc;padding:3px 8px}\n"
+        "th{background:#f2f2f2}\ntd.r{text-align:right;white-space:nowrap}\n"
+        "tr:nth-child(even) td{background:#fafafa}\n"
+        "code{background:#f2f2f2;padding:1px 4px;border-radius:3px;"
+        "white-space:nowrap}\n"
+        "</style>\n</head>\n<body>\n";
+  for (const Block &b : buildDocument(r, ctx)) {
+    switch (b.kind) {
+    case Block::Title:
+      os << "<h1>" << inlineHtml(b.text) << "</h1>\n";
+      break;
+    case Block::Heading:
+      os << "<h2>" << inlineHtml(b.text) << "</h2>\n";
+      break;
+    case Block::Subheading:
+      os << "<h3>" << inlineHtml(b.text) << "</h3>\n";
+      break;
+    case Block::Paragraph:
+      os << "<p>" << inlineHtml(b.text) << "</p>\n";
+      break;
+    case Block::Bullets:
+      os << "<ul>\n";
+      for (const std::string &item : b.items)
+        os << "<li>" << inlineHtml(item) << "</li>\n";
+      os << "</ul>\n";
+      break;
+    case Block::Table:
+      os << "<table>\n<tr>";
+      for (const std::string &h : b.items)
+        os << "<th>" << inlineHtml(h) << "</th>";
+      os << "</tr>\n";
+      for (const auto &row : b.rows) {
+        os << "<tr>";
+        for (size_t i = 0; i < row.size(); ++i)
+          os << (i < b.align.size() && b.align[i] == 'r' ? "<td class=\"r\">"
+                                                         : "<td>")
+             << inlineHtml(row[i]) << "</td>";
+        os << "</tr>\n";
+      }
+      os << "</table>\n";
+      break;
+    case Block::Figure:
+      // Inline, so the page is one self-contained file.
+      os << "<figure>\n"
+         << renderSVG(r, ctx) << "<figcaption>" << inlineHtml(b.text)
+         << "</figcaption>\n</figure>\n";
+      break;
+    }
+  }
+  os << "</body>\n</html>\n";
+  return s;
+}
+
+namespace {
 
 /// A round tick step giving about `target` ticks over [0, max].
 double tickStep(double max, int target) {
@@ -326,7 +508,7 @@ std::string mlir::dsc::analysis::renderSVG(const SearchResult &r,
   os << llvm::formatv(
       "<text x=\"{0}\" y=\"30\" font-size=\"18\" "
       "text-anchor=\"middle\" font-weight=\"bold\">{1}</text>\n",
-      width / 2, xmlEscape("dsc auto-parallel: " + title(ctx)));
+      width / 2, htmlEscape("dsc auto-parallel: " + title(ctx)));
   os << llvm::formatv(
       "<text x=\"{0}\" y=\"52\" font-size=\"13\" text-anchor=\"middle\" "
       "fill=\"#555\">{1} feasible plans of {2}; predicted by the dsc cost "
@@ -372,7 +554,7 @@ std::string mlir::dsc::analysis::renderSVG(const SearchResult &r,
   os << llvm::formatv("<text x=\"{0:F1}\" y=\"{1}\" font-size=\"12\" "
                       "text-anchor=\"end\" fill=\"#c0392b\">{2} memory "
                       "({3:F0} GB)</text>\n",
-                      cap - 4, top + 14, xmlEscape(c.gpu.kind),
+                      cap - 4, top + 14, htmlEscape(c.gpu.kind),
                       toGB(c.gpu.memoryBytes));
 
   // All feasible plans, one circle per occupied pixel so that tens of
@@ -406,7 +588,7 @@ std::string mlir::dsc::analysis::renderSVG(const SearchResult &r,
     // its width is estimated from the character count (no font metrics).
     double tx = leftSide ? x - 12 : x + 12;
     const char *anchor = leftSide ? "end" : "start";
-    std::string plan = "winner: " + xmlEscape(w.plan.str());
+    std::string plan = "winner: " + htmlEscape(w.plan.str());
     std::string numbers =
         llvm::formatv("{0:F2} s/step, MFU {1:F1}%, {2:F1} "
                       "GB per GPU",
@@ -452,12 +634,13 @@ llvm::Error mlir::dsc::analysis::writeReport(const SearchResult &result,
                                              llvm::StringRef path) {
   llvm::SmallString<256> stem(path);
   llvm::StringRef ext = llvm::sys::path::extension(stem);
-  if (ext == ".md" || ext == ".json" || ext == ".svg")
+  if (ext == ".md" || ext == ".json" || ext == ".svg" || ext == ".html")
     llvm::sys::path::replace_extension(stem, "");
-  llvm::SmallString<256> md(stem), js(stem), svg(stem);
+  llvm::SmallString<256> md(stem), js(stem), svg(stem), html(stem);
   md += ".md";
   js += ".json";
   svg += ".svg";
+  html += ".html";
   ctx.svgLink = llvm::sys::path::filename(svg).str();
 
   auto write = [](llvm::StringRef file, llvm::StringRef text) -> llvm::Error {
@@ -479,6 +662,8 @@ llvm::Error mlir::dsc::analysis::writeReport(const SearchResult &result,
   llvm::raw_string_ostream jos(jsonText);
   jos << llvm::formatv("{0:2}", renderJSON(result, ctx)) << "\n";
   if (llvm::Error err = write(js, jsonText))
+    return err;
+  if (llvm::Error err = write(html, renderHTML(result, ctx)))
     return err;
   return write(svg, renderSVG(result, ctx));
 }

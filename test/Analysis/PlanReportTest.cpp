@@ -72,6 +72,15 @@ TEST(Report, WritesMarkdownJsonAndSvg) {
       js->getAsObject()->getArray("feasible_points_gb_model_tflops")->size(),
       r->numFeasible);
 
+  llvm::SmallString<128> htmlPath(dir);
+  llvm::sys::path::append(htmlPath, "plan.html");
+  std::string html = readFile(htmlPath);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("<code>" + w.plan.str() + "</code>"), std::string::npos);
+  EXPECT_NE(html.find("<svg xmlns="), std::string::npos); // inline plot
+  EXPECT_NE(html.find("<th>compared with the winner</th>"), std::string::npos);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+
   std::string svg = readFile(svgPath);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("Peak memory per GPU (GB)"), std::string::npos);

@@ -3,6 +3,7 @@
 // RUN: FileCheck %s --check-prefix=MD < %t/plan.md
 // RUN: FileCheck %s --check-prefix=JSON < %t/plan.json
 // RUN: FileCheck %s --check-prefix=SVG < %t/plan.svg
+// RUN: FileCheck %s --check-prefix=HTML < %t/plan.html
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 objective=memory" | FileCheck %s --check-prefix=MEM
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 micro-batch=2" | FileCheck %s --check-prefix=MB2
 // RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt3-175b.yml | dsc-opt --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536" | FileCheck %s --check-prefix=IMPORT
@@ -54,6 +55,12 @@
 // SVG: Predicted model throughput per GPU
 // SVG: winner: dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp
 // SVG: </svg>
+
+// HTML: <!DOCTYPE html>
+// HTML: <h2>Winner</h2>
+// HTML: <p><code>dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp</code></p>
+// HTML: <svg xmlns="http://www.w3.org/2000/svg"
+// HTML: </html>
 
 // NOFILE: error: --dsc-auto-parallel: cannot read cluster file '{{.*}}missing.json'
 // OBJECTIVE: error: --dsc-auto-parallel: objective must be 'time' or 'memory', got 'cost'

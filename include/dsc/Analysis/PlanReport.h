@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Turns a search result into what a user reads: a Markdown page with the
-// ranked plans and the reason for the choice, the same data as JSON for
-// scripts, and an SVG scatter of throughput against memory.
+// Turns a search result into what a user reads: a Markdown (and HTML) page
+// with the ranked plans and the reason for the choice, the same data as JSON
+// for scripts, and an SVG scatter of throughput against memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +34,9 @@ struct ReportContext {
 
 std::string renderMarkdown(const SearchResult &result,
                            const ReportContext &ctx);
+/// The Markdown report as one self-contained HTML page (the SVG inline), for
+/// a browser.
+std::string renderHTML(const SearchResult &result, const ReportContext &ctx);
 llvm::json::Value renderJSON(const SearchResult &result,
                              const ReportContext &ctx);
 /// Predicted TFLOP/s per GPU against peak device memory per GPU for every
@@ -43,8 +46,9 @@ std::string renderSVG(const SearchResult &result, const ReportContext &ctx);
 /// JSON of one estimate (used by the report and by tools).
 llvm::json::Value estimateToJSON(const PlanEstimate &e);
 
-/// Writes `path` (Markdown) and, next to it, the same stem with .json and
-/// .svg. A path ending in .json or .svg is treated as the stem as well.
+/// Writes `path` (Markdown) and, next to it, the same stem with .json, .svg
+/// and .html. A path ending in one of these extensions is treated as the
+/// stem as well.
 llvm::Error writeReport(const SearchResult &result, ReportContext ctx,
                         llvm::StringRef path);
 

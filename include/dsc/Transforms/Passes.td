@@ -51,8 +51,9 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     micro_batch_size, microbatches, schedule, recompute, sequence_parallel,
     offload) for the parallelize passes, with its prediction and the reason
     it won in `dsc.plan_estimate`. With `report=PATH.md` it also writes a
-    Markdown report of the top plans, the same as JSON, and an SVG plot of
-    predicted throughput against memory for every feasible plan.
+    Markdown report of the top plans (and the same page as HTML), the data as
+    JSON, and an SVG plot of predicted throughput against memory for every
+    feasible plan.
 
     ```mlir
     // dsc-opt --dsc-auto-parallel="cluster=examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 report=plan.md"
@@ -72,7 +73,8 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     Option<"objective", "objective", "std::string", /*default=*/"\"time\"",
            "Rank plans by predicted step 'time' or by per-GPU 'memory'">,
     Option<"report", "report", "std::string", /*default=*/"\"\"",
-           "Write a Markdown report here, plus .json and .svg next to it">,
+           "Write a Markdown report here, plus .json, .svg and .html next "
+           "to it">,
     Option<"top", "top", "unsigned", /*default=*/"10",
            "Number of ranked plans in the report">,
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
