@@ -160,10 +160,10 @@ void benchAttention(const Options &o) {
   report("attention bwd",
          timeIt(
              [&] {
-               (void)attentionBackward(q.data(), k.data(), v.data(), lse.data(),
-                                       dOut.data(), dq.data(), dk.data(),
-                                       dv.data(), scratch.data(),
-                                       int64_t(scratch.size()), s, false);
+               (void)attentionBackward(
+                   q.data(), k.data(), v.data(), lse.data(), dOut.data(),
+                   dq.data(), dk.data(), dv.data(), scratch.data(),
+                   int64_t(scratch.size()), s, AccumulateMask());
              },
              o.minSeconds),
          2 * flops, 0);
@@ -190,7 +190,7 @@ void benchRowKernels(const Options &o) {
                [&] {
                  layerNormBackward(x.data(), g.data(), mean.data(), rstd.data(),
                                    dy.data(), dx.data(), dg.data(), db.data(),
-                                   rows, h, false);
+                                   rows, h, 1e-5f, AccumulateMask());
                },
                o.minSeconds),
            0, 3 * rows * h * f);

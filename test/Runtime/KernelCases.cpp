@@ -40,6 +40,20 @@ void addEmbedding(std::vector<KernelCase> &cases) {
       }));
 }
 
+void addPositionEmbedding(std::vector<KernelCase> &cases) {
+  const int64_t positions = 6, hidden = 5, batch = 3, seq = 4;
+  cases.push_back(makeCase(
+      "position_embedding", {size_t(positions * hidden)},
+      size_t(batch * seq * hidden),
+      [=](const auto &in, auto &out) {
+        positionEmbeddingForward(in[0].data(), out.data(), batch, seq, hidden);
+      },
+      [=](const auto &, const auto &d, auto &dIn, bool acc) {
+        positionEmbeddingBackward(d.data(), dIn[0].data(), batch, seq,
+                                  positions, hidden, acc);
+      }));
+}
+
 void addMatmul(std::vector<KernelCase> &cases) {
   for (int mask = 0; mask < 8; ++mask) {
     MatmulShape s;
@@ -118,24 +132,28 @@ void addElementwise(std::vector<KernelCase> &cases) {
 
 void addNormalizations(std::vector<KernelCase> &cases) {
   const int64_t rows = 5, cols = 11;
-  cases.push_back(makeCase(
-      "layer_norm", {size_t(rows * cols), size_t(cols), size_t(cols)},
-      size_t(rows * cols),
-      [=](const auto &in, auto &out) {
-        using T = ELEM_T(out);
-        std::vector<T> mean(rows), rstd(rows);
-        layerNormForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
-                         mean.data(), rstd.data(), rows, cols, T(1e-5));
-      },
-      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
-        using T = ELEM_T(d);
-        std::vector<T> y(rows * cols), mean(rows), rstd(rows);
-        layerNormForward(in[0].data(), in[1].data(), in[2].data(), y.data(),
-                         mean.data(), rstd.data(), rows, cols, T(1e-5));
-        layerNormBackward(in[0].data(), in[1].data(), mean.data(), rstd.data(),
-                          d.data(), dIn[0].data(), dIn[1].data(), dIn[2].data(),
-                          rows, cols, acc);
-      }));
+  // With saved statistics, and without (the backward recomputes them).
+  for (bool saved : {true, false}) {
+    cases.push_back(makeCase(
+        saved ? "layer_norm" : "layer_norm_recompute",
+        {size_t(rows * cols), size_t(cols), size_t(cols)}, size_t(rows * cols),
+        [=](const auto &in, auto &out) {
+          using T = ELEM_T(out);
+          layerNormForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
+                           (T *)nullptr, (T *)nullptr, rows, cols, T(1e-5));
+        },
+        [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+          using T = ELEM_T(d);
+          std::vector<T> y(rows * cols), mean(rows), rstd(rows);
+          layerNormForward(in[0].data(), in[1].data(), in[2].data(), y.data(),
+                           mean.data(), rstd.data(), rows, cols, T(1e-5));
+          layerNormBackward(in[0].data(), in[1].data(),
+                            saved ? mean.data() : nullptr,
+                            saved ? rstd.data() : nullptr, d.data(),
+                            dIn[0].data(), dIn[1].data(), dIn[2].data(), rows,
+                            cols, T(1e-5), AccumulateMask::all(acc));
+        }));
+  }
   cases.push_back(makeCase(
       "softmax", {size_t(rows * cols)}, size_t(rows * cols),
       [=](const auto &in, auto &out) {
@@ -150,58 +168,81 @@ void addNormalizations(std::vector<KernelCase> &cases) {
 }
 
 void addAttention(std::vector<KernelCase> &cases) {
-  AttentionShape s;
-  s.batch = 2;
-  s.seq = 5;
-  s.hidden = 8;
-  s.heads = 2;
-  const size_t n = size_t(s.batch * s.seq * s.hidden);
-  cases.push_back(makeCase(
-      "attention", {n, n, n}, n,
-      [=](const auto &in, auto &out) {
-        using T = ELEM_T(out);
-        std::vector<T> lse(s.lseSize()),
-            scratch(attentionScratchSize(s, omp_get_max_threads()));
-        if (!attentionForward(in[0].data(), in[1].data(), in[2].data(),
-                              out.data(), lse.data(), scratch.data(),
-                              int64_t(scratch.size()), s))
-          throw std::logic_error("attention scratch too small");
-      },
-      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
-        using T = ELEM_T(d);
-        std::vector<T> out(n), lse(s.lseSize()),
-            scratch(attentionScratchSize(s, omp_get_max_threads()));
-        bool ran = attentionForward(in[0].data(), in[1].data(), in[2].data(),
-                                    out.data(), lse.data(), scratch.data(),
-                                    int64_t(scratch.size()), s) &&
-                   attentionBackward(
-                       in[0].data(), in[1].data(), in[2].data(), lse.data(),
-                       d.data(), dIn[0].data(), dIn[1].data(), dIn[2].data(),
-                       scratch.data(), int64_t(scratch.size()), s, acc);
-        if (!ran)
-          throw std::logic_error("attention scratch too small");
-      }));
+  struct Variant {
+    const char *name;
+    bool causal, saveLse, callerScratch;
+    float dropout;
+  };
+  for (const Variant &var :
+       {Variant{"attention", true, true, true, 0.0f},
+        Variant{"attention_noncausal", false, true, true, 0.0f},
+        Variant{"attention_recompute", true, false, false, 0.0f},
+        Variant{"attention_dropout", true, true, true, 0.25f},
+        Variant{"attention_noncausal_dropout", false, false, false, 0.25f}}) {
+    AttentionShape s;
+    s.batch = 2;
+    s.seq = 5;
+    s.hidden = 8;
+    s.heads = 2;
+    s.causal = var.causal;
+    s.dropout = var.dropout;
+    s.seed = 77;
+    const size_t n = size_t(s.batch * s.seq * s.hidden);
+    // Forward then (optionally) backward, with the variant's lse and
+    // scratch choices; throws if a kernel refuses to run.
+    auto run = [=](const auto &in, auto &out, const auto *d, auto *dIn,
+                   bool acc) {
+      using T = ELEM_T(out);
+      std::vector<T> lse(s.lseSize()),
+          scratch(attentionScratchSize(s, omp_get_max_threads()));
+      T *sp = var.callerScratch ? scratch.data() : nullptr;
+      T *lp = var.saveLse ? lse.data() : nullptr;
+      bool ok =
+          attentionForward(in[0].data(), in[1].data(), in[2].data(), out.data(),
+                           lp, sp, int64_t(scratch.size()), s);
+      if (ok && d)
+        ok = attentionBackward(in[0].data(), in[1].data(), in[2].data(), lp,
+                               d->data(), (*dIn)[0].data(), (*dIn)[1].data(),
+                               (*dIn)[2].data(), sp, int64_t(scratch.size()), s,
+                               AccumulateMask::all(acc));
+      if (!ok)
+        throw std::logic_error("attention scratch too small");
+    };
+    cases.push_back(makeCase(
+        var.name, {n, n, n}, n,
+        [=](const auto &in, auto &out) {
+          using V = std::decay_t<decltype(out)>;
+          run(in, out, (const V *)nullptr, (Tensors<ELEM_T(out)> *)nullptr,
+              false);
+        },
+        [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+          std::decay_t<decltype(d)> out(n);
+          run(in, out, &d, &dIn, acc);
+        }));
+  }
 }
 
 void addCrossEntropy(std::vector<KernelCase> &cases) {
   const int64_t rows = 6, vocab = 7;
   const std::vector<int32_t> targets = {0, 6, 3, 3, 1, 5};
-  cases.push_back(makeCase(
-      "cross_entropy", {size_t(rows * vocab)}, 1,
-      [=](const auto &in, auto &out) {
-        using T = ELEM_T(out);
-        std::vector<T> lse(rows);
-        out[0] = crossEntropyForward(in[0].data(), targets.data(), lse.data(),
-                                     rows, vocab);
-      },
-      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
-        using T = ELEM_T(d);
-        std::vector<T> lse(rows);
-        crossEntropyForward(in[0].data(), targets.data(), lse.data(), rows,
-                            vocab);
-        crossEntropyBackward(in[0].data(), targets.data(), lse.data(), d[0],
-                             dIn[0].data(), rows, vocab, acc);
-      }));
+  for (bool saved : {true, false})
+    cases.push_back(makeCase(
+        saved ? "cross_entropy" : "cross_entropy_recompute",
+        {size_t(rows * vocab)}, 1,
+        [=](const auto &in, auto &out) {
+          using T = ELEM_T(out);
+          out[0] = crossEntropyForward(in[0].data(), targets.data(),
+                                       (T *)nullptr, rows, vocab);
+        },
+        [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+          using T = ELEM_T(d);
+          std::vector<T> lse(rows);
+          crossEntropyForward(in[0].data(), targets.data(), lse.data(), rows,
+                              vocab);
+          crossEntropyBackward(in[0].data(), targets.data(),
+                               saved ? lse.data() : nullptr, d[0],
+                               dIn[0].data(), rows, vocab, acc);
+        }));
 }
 
 void addDropout(std::vector<KernelCase> &cases) {
@@ -242,16 +283,17 @@ void addLayout(std::vector<KernelCase> &cases) {
                             pc.perm.data(), rank, acc);
         }));
   }
-  const int64_t outer = 3, dimSize = 5, inner = 2, start = 1, len = 3;
+  const std::vector<int64_t> inShape = {3, 5, 4}, outShape = {2, 3, 2},
+                             offsets = {1, 1, 2};
   cases.push_back(makeCase(
-      "slice", {size_t(outer * dimSize * inner)}, size_t(outer * len * inner),
+      "slice", {60}, 12,
       [=](const auto &in, auto &out) {
-        sliceForward(in[0].data(), out.data(), outer, dimSize, inner, start,
-                     len);
+        sliceForward(in[0].data(), out.data(), inShape.data(), outShape.data(),
+                     offsets.data(), 3);
       },
       [=](const auto &, const auto &d, auto &dIn, bool acc) {
-        sliceBackward(d.data(), dIn[0].data(), outer, dimSize, inner, start,
-                      len, acc);
+        sliceBackward(d.data(), dIn[0].data(), inShape.data(), outShape.data(),
+                      offsets.data(), 3, acc);
       }));
   const std::vector<int64_t> dims = {2, 1, 3};
   const int64_t cOuter = 2, cInner = 3;
@@ -277,6 +319,7 @@ void addLayout(std::vector<KernelCase> &cases) {
 std::vector<KernelCase> dsc::rt::test::allKernelCases() {
   std::vector<KernelCase> cases;
   addEmbedding(cases);
+  addPositionEmbedding(cases);
   addMatmul(cases);
   addElementwise(cases);
   addNormalizations(cases);

@@ -32,6 +32,18 @@
 
 namespace dsc::rt {
 
+/// Per-result accumulate flags of a backward kernel with several results,
+/// the plan's `accumulate` bit mask: bit i set makes result i add into its
+/// buffer. Explicit, so a stray `true` cannot mean "result 0 only".
+struct AccumulateMask {
+  uint32_t bits = 0;
+  constexpr explicit AccumulateMask(uint32_t bits = 0) : bits(bits) {}
+  static constexpr AccumulateMask all(bool accumulate) {
+    return AccumulateMask(accumulate ? ~0u : 0u);
+  }
+  constexpr bool operator[](int result) const { return (bits >> result) & 1u; }
+};
+
 //===----------------------------------------------------------------------===//
 // Embedding
 //===----------------------------------------------------------------------===//
@@ -50,6 +62,18 @@ int64_t embeddingForward(const T *table, const int32_t *ids, T *out, int64_t n,
 template <typename T>
 void embeddingBackward(const T *dOut, const int32_t *ids, T *dTable, int64_t n,
                        int64_t vocab, int64_t hidden, bool accumulate);
+
+/// out[b, s, :] = table[s, :] for b < batch, s < seq (learned positions;
+/// table has at least seq rows).
+template <typename T>
+void positionEmbeddingForward(const T *table, T *out, int64_t batch,
+                              int64_t seq, int64_t hidden);
+/// dTable [positions, hidden]: row s < seq (+)= sum over b of dOut[b, s, :]
+/// in batch order; rows >= seq get zero (or are left, when accumulating).
+template <typename T>
+void positionEmbeddingBackward(const T *dOut, T *dTable, int64_t batch,
+                               int64_t seq, int64_t positions, int64_t hidden,
+                               bool accumulate);
 
 //===----------------------------------------------------------------------===//
 // Matmul (cblas_sgemm / cblas_dgemm)
@@ -121,17 +145,20 @@ void geluBackward(const T *x, const T *dY, T *dX, int64_t n, bool accumulate);
 // LayerNorm over the last dimension
 //===----------------------------------------------------------------------===//
 
-/// y = (x - mean) * rstd * gamma + beta per row of x [rows, cols];
-/// saves mean [rows] and rstd [rows] = 1/sqrt(var + eps) for the backward.
+/// y = (x - mean) * rstd * gamma + beta per row of x [rows, cols], with
+/// rstd = 1/sqrt(var + eps). Saves mean [rows] and rstd [rows] for the
+/// backward when they are non-null.
 template <typename T>
 void layerNormForward(const T *x, const T *gamma, const T *beta, T *y, T *mean,
                       T *rstd, int64_t rows, int64_t cols, T eps);
-/// dX, dGamma, dBeta from the saved mean/rstd. dGamma/dBeta are reduced over
-/// rows with column-block threads (thread-count independent).
+/// Results dX (0), dGamma (1), dBeta (2); any may be null. Uses the saved
+/// mean/rstd when both are non-null, else recomputes them from x and eps
+/// (one more pass over a row that is in cache anyway). dGamma/dBeta reduce
+/// over rows by column-block threads (thread-count independent).
 template <typename T>
 void layerNormBackward(const T *x, const T *gamma, const T *mean, const T *rstd,
                        const T *dY, T *dX, T *dGamma, T *dBeta, int64_t rows,
-                       int64_t cols, bool accumulate);
+                       int64_t cols, T eps, AccumulateMask accumulate);
 
 //===----------------------------------------------------------------------===//
 // Softmax over the last dimension
@@ -151,52 +178,67 @@ void softmaxBackward(const T *y, const T *dY, T *dX, int64_t rows, int64_t cols,
 
 /// q, k, v, out are [batch, seq, hidden] with `heads` heads of hidden/heads
 /// columns each (head h is columns [h*hd, (h+1)*hd), as after a QKV split).
-/// out = softmax(mask(q k^T / sqrt(hd))) v per (batch, head).
+/// out = dropout(softmax(mask(q k^T / sqrt(hd)))) v per (batch, head).
 struct AttentionShape {
   int64_t batch = 1, seq = 0, hidden = 0, heads = 1;
+  bool causal = true;
+  /// Dropout on the probabilities (GPT-2's attn_pdrop), 0 for none. The mask
+  /// of probability (b, h, i, j) is dropoutKeep(seed, index) with
+  /// index = (((batchOffset + b) * H + headOffset + h) * seq + i) * seq + j,
+  /// H = totalHeads (0: heads), so a rank holding a slice of the batch or of
+  /// the heads (tensor parallelism) draws the same mask as one rank would.
+  float dropout = 0.0f;
+  uint64_t seed = 0;
+  int64_t batchOffset = 0, headOffset = 0, totalHeads = 0;
+
   int64_t headDim() const { return hidden / heads; }
-  /// Elements of the saved per-row logsumexp: batch * heads * seq.
+  /// Elements of the optional per-row logsumexp: batch * heads * seq.
   int64_t lseSize() const { return batch * heads * seq; }
 };
 
-/// Elements of `scratch` the attention kernels need to run on `threads`
-/// threads: two blocks of query rows by seq per thread (~0.5 MB at S=1024),
-/// independent of the batch. The executor sizes it once per plan.
+/// Elements of `scratch` the attention kernels use on `threads` threads: two
+/// blocks of query rows by seq per thread (~0.5 MB at S=1024), independent
+/// of the batch.
 int64_t attentionScratchSize(const AttentionShape &s, int threads);
 
-/// Saves the per-row logsumexp lse [batch, heads, seq] of the scaled, masked
-/// scores, not the probabilities: the saved state is S times smaller than
-/// [B, nh, S, S] (GPT-2 small: 196 KB instead of 201 MB per layer), and the
-/// backward recomputes each block of probabilities from q, k and lse as
-/// FlashAttention does. Heads run in parallel, one thread each, a block of
-/// query rows at a time over only the causal key prefix, so the bits do not
-/// depend on the thread count. Uses as many threads as `scratchSize` has
-/// room for; returns false and writes nothing if it has room for none.
+/// FlashAttention-style: scores and probabilities exist only per block of
+/// query rows in scratch; nothing of size S^2 is stored. When `lse` is
+/// non-null it receives the per-row logsumexp [batch, heads, seq] of the
+/// scaled, masked scores, which spares the backward one softmax per row.
+/// Heads run in parallel, one thread each, a block of query rows at a time
+/// (causal: only over the key prefix), so the bits do not depend on the
+/// thread count. With scratch == null the kernel allocates its own;
+/// otherwise it uses as many threads as scratchSize has room for and returns
+/// false, writing nothing, if it has room for none.
 template <typename T>
 [[nodiscard]] bool attentionForward(const T *q, const T *k, const T *v, T *out,
                                     T *lse, T *scratch, int64_t scratchSize,
                                     const AttentionShape &s);
 
-/// dq, dk, dv from q, k, v, dOut and the forward's lse; same threading and
+/// Results dq (0), dk (1), dv (2); any may be null. Recomputes each block of
+/// probabilities from q and k (and lse when non-null). Same threading and
 /// scratch contract as the forward.
 template <typename T>
 [[nodiscard]] bool attentionBackward(const T *q, const T *k, const T *v,
                                      const T *lse, const T *dOut, T *dq, T *dk,
                                      T *dv, T *scratch, int64_t scratchSize,
-                                     const AttentionShape &s, bool accumulate);
+                                     const AttentionShape &s,
+                                     AccumulateMask accumulate);
 
 //===----------------------------------------------------------------------===//
 // Cross entropy (fused with a stable log-softmax)
 //===----------------------------------------------------------------------===//
 
 /// Returns mean over rows of -log softmax(logits[r])[targets[r]] for logits
-/// [rows, vocab]. Saves lse [rows] (the per-row logsumexp) for the backward.
+/// [rows, vocab]. Saves lse [rows] (the per-row logsumexp) for the backward
+/// when non-null.
 /// A target outside [0, vocab) makes the loss NaN (loud, never out of bounds).
 /// The mean is summed in row order: thread-count independent.
 template <typename T>
 T crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
                       int64_t rows, int64_t vocab);
-/// dLogits = (softmax(logits) - onehot(targets)) * dLoss / rows.
+/// dLogits = (softmax(logits) - onehot(targets)) * dLoss / rows; recomputes
+/// the logsumexp per row when lse is null.
 template <typename T>
 void crossEntropyBackward(const T *logits, const int32_t *targets, const T *lse,
                           T dLoss, T *dLogits, int64_t rows, int64_t vocab,
@@ -238,17 +280,19 @@ template <typename T>
 void transposeBackward(const T *dOut, T *dIn, const int64_t *inShape,
                        const int *perm, int rank, bool accumulate);
 
-/// Shapes collapsed around the sliced/concatenated dim: [outer, dim, inner].
-/// out [outer, len, inner] = in [outer, start:start+len, inner] of in
-/// [outer, dimSize, inner].
+/// out = in[offsets[0] : offsets[0] + outShape[0], ...] for in of inShape
+/// (rank <= kMaxRank); the caller has checked that the box lies inside.
 template <typename T>
-void sliceForward(const T *in, T *out, int64_t outer, int64_t dimSize,
-                  int64_t inner, int64_t start, int64_t len);
-/// dIn is zero outside the slice (unless accumulate) and dOut inside it.
+void sliceForward(const T *in, T *out, const int64_t *inShape,
+                  const int64_t *outShape, const int64_t *offsets, int rank);
+/// dIn is dOut inside the box and zero outside it (unless accumulate, which
+/// adds dOut into the box and leaves the rest).
 template <typename T>
-void sliceBackward(const T *dOut, T *dIn, int64_t outer, int64_t dimSize,
-                   int64_t inner, int64_t start, int64_t len, bool accumulate);
+void sliceBackward(const T *dOut, T *dIn, const int64_t *inShape,
+                   const int64_t *outShape, const int64_t *offsets, int rank,
+                   bool accumulate);
 
+/// Concat shapes are collapsed around the concatenated dim:
 /// out [outer, sum(dims), inner] = concat of ins[i] [outer, dims[i], inner].
 template <typename T>
 void concatForward(const T *const *ins, const int64_t *dims, int count, T *out,

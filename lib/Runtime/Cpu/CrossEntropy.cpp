@@ -21,6 +21,21 @@ using namespace dsc::rt;
 using detail::dispatchAccumulate;
 using detail::put;
 
+namespace {
+/// log(sum(exp(x))) of one row, max-subtracted: two passes over the row.
+template <typename T> T rowLogSumExp(const T *x, int64_t n) {
+  T mx = x[0];
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 1; c < n; ++c)
+    mx = x[c] > mx ? x[c] : mx;
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < n; ++c)
+    sum += detail::fastExp(x[c] - mx);
+  return mx + std::log(sum);
+}
+} // namespace
+
 template <typename T>
 T dsc::rt::crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
                                int64_t rows, int64_t vocab) {
@@ -28,16 +43,9 @@ T dsc::rt::crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T *x = logits + r * vocab;
-    T mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t c = 1; c < vocab; ++c)
-      mx = x[c] > mx ? x[c] : mx;
-    T sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < vocab; ++c)
-      sum += detail::fastExp(x[c] - mx);
-    T l = mx + std::log(sum);
-    lse[r] = l;
+    const T l = rowLogSumExp(x, vocab);
+    if (lse)
+      lse[r] = l;
     int64_t t = targets[r];
     rowLoss[r] = (t < 0 || t >= vocab)
                      ? std::numeric_limits<double>::quiet_NaN()
@@ -55,6 +63,16 @@ void dsc::rt::crossEntropyBackward(const T *logits, const int32_t *targets,
                                    const T *lse, T dLoss, T *dLogits,
                                    int64_t rows, int64_t vocab,
                                    bool accumulate) {
+  // Without a saved lse, recompute it (the forward's first two passes).
+  std::vector<T> lseStore;
+  if (!lse) {
+    lseStore.resize(rows);
+    T *l = lseStore.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      l[r] = rowLogSumExp(logits + r * vocab, vocab);
+    lse = l;
+  }
   const T g = dLoss / T(rows);
   dispatchAccumulate(accumulate, [&](auto acc) {
     constexpr bool Acc = decltype(acc)::value;

@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Token embedding: a row gather forward, a deterministic scatter-add backward
-// (threads own column blocks, so repeated ids never race and order is fixed).
+// Token and learned-position embeddings: row gathers forward; deterministic
+// scatter-adds backward (each output row or column block has one owner).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,9 +60,44 @@ void dsc::rt::embeddingBackward(const T *dOut, const int32_t *ids, T *dTable,
   }
 }
 
+template <typename T>
+void dsc::rt::positionEmbeddingForward(const T *table, T *out, int64_t batch,
+                                       int64_t seq, int64_t hidden) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < batch * seq; ++r)
+    std::memcpy(out + r * hidden, table + (r % seq) * hidden,
+                sizeof(T) * hidden);
+}
+
+template <typename T>
+void dsc::rt::positionEmbeddingBackward(const T *dOut, T *dTable, int64_t batch,
+                                        int64_t seq, int64_t positions,
+                                        int64_t hidden, bool accumulate) {
+  if (!accumulate && positions > seq)
+    std::memset(dTable + seq * hidden, 0,
+                sizeof(T) * (positions - seq) * hidden);
+    // Each position's row is owned by one thread and summed in batch order.
+#pragma omp parallel for schedule(static)
+  for (int64_t s = 0; s < seq; ++s) {
+    T *dst = dTable + s * hidden;
+    if (!accumulate)
+      std::memset(dst, 0, sizeof(T) * hidden);
+    for (int64_t b = 0; b < batch; ++b) {
+      const T *src = dOut + (b * seq + s) * hidden;
+#pragma omp simd
+      for (int64_t c = 0; c < hidden; ++c)
+        dst[c] += src[c];
+    }
+  }
+}
+
 #define INSTANTIATE(T)                                                         \
   template int64_t dsc::rt::embeddingForward<T>(                               \
       const T *, const int32_t *, T *, int64_t, int64_t, int64_t);             \
   template void dsc::rt::embeddingBackward<T>(                                 \
-      const T *, const int32_t *, T *, int64_t, int64_t, int64_t, bool);
+      const T *, const int32_t *, T *, int64_t, int64_t, int64_t, bool);       \
+  template void dsc::rt::positionEmbeddingForward<T>(const T *, T *, int64_t,  \
+                                                     int64_t, int64_t);        \
+  template void dsc::rt::positionEmbeddingBackward<T>(                         \
+      const T *, T *, int64_t, int64_t, int64_t, int64_t, bool);
 DSC_RT_INSTANTIATE_FLOAT_DOUBLE(INSTANTIATE)

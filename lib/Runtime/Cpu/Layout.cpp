@@ -87,35 +87,73 @@ void dsc::rt::transposeBackward(const T *dOut, T *dIn, const int64_t *inShape,
   });
 }
 
-template <typename T>
-void dsc::rt::sliceForward(const T *in, T *out, int64_t outer, int64_t dimSize,
-                           int64_t inner, int64_t start, int64_t len) {
+namespace {
+/// Calls f(o, base) for each innermost row o of the box of outShape at
+/// `offsets` inside inShape; base is the row's first element in the input.
+/// Parallel over rows; each row has one owner.
+template <typename F>
+void forEachBoxRow(const int64_t *inShape, const int64_t *outShape,
+                   const int64_t *offsets, int rank, const F &f) {
+  int64_t inStride[kMaxRank] = {};
+  int64_t st = 1, outer = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    inStride[i] = st;
+    st *= inShape[i];
+  }
+  for (int i = 0; i < rank - 1; ++i)
+    outer *= outShape[i];
+  if (outer == 0 || outShape[rank - 1] == 0)
+    return;
 #pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(out + o * len * inner, in + (o * dimSize + start) * inner,
-                sizeof(T) * len * inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rem = o, base = offsets[rank - 1];
+    for (int i = rank - 2; i >= 0; --i) {
+      base += (rem % outShape[i] + offsets[i]) * inStride[i];
+      rem /= outShape[i];
+    }
+    f(o, base);
+  }
+}
+} // namespace
+
+template <typename T>
+void dsc::rt::sliceForward(const T *in, T *out, const int64_t *inShape,
+                           const int64_t *outShape, const int64_t *offsets,
+                           int rank) {
+  if (rank == 0) {
+    *out = *in;
+    return;
+  }
+  const int64_t inner = outShape[rank - 1];
+  forEachBoxRow(inShape, outShape, offsets, rank, [&](int64_t o, int64_t b) {
+    std::memcpy(out + o * inner, in + b, sizeof(T) * inner);
+  });
 }
 
 template <typename T>
-void dsc::rt::sliceBackward(const T *dOut, T *dIn, int64_t outer,
-                            int64_t dimSize, int64_t inner, int64_t start,
-                            int64_t len, bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < outer; ++o) {
-    T *d = dIn + o * dimSize * inner;
-    const T *g = dOut + o * len * inner;
-    if (accumulate) {
-      T *ds = d + start * inner;
-#pragma omp simd
-      for (int64_t j = 0; j < len * inner; ++j)
-        ds[j] += g[j];
-      continue;
-    }
-    std::memset(d, 0, sizeof(T) * start * inner);
-    std::memcpy(d + start * inner, g, sizeof(T) * len * inner);
-    std::memset(d + (start + len) * inner, 0,
-                sizeof(T) * (dimSize - start - len) * inner);
+void dsc::rt::sliceBackward(const T *dOut, T *dIn, const int64_t *inShape,
+                            const int64_t *outShape, const int64_t *offsets,
+                            int rank, bool accumulate) {
+  if (rank == 0) {
+    *dIn = accumulate ? *dIn + *dOut : *dOut;
+    return;
   }
+  const int64_t inner = outShape[rank - 1];
+  if (!accumulate) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i)
+      n *= inShape[i];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dIn[i] = T(0);
+  }
+  forEachBoxRow(inShape, outShape, offsets, rank, [&](int64_t o, int64_t b) {
+    T *d = dIn + b;
+    const T *g = dOut + o * inner;
+#pragma omp simd
+    for (int64_t j = 0; j < inner; ++j)
+      d[j] += g[j];
+  });
 }
 
 template <typename T>
@@ -164,10 +202,11 @@ void dsc::rt::concatBackward(const T *dOut, T *const *dIns, const int64_t *dims,
                                              const int *, int);                \
   template void dsc::rt::transposeBackward<T>(const T *, T *, const int64_t *, \
                                               const int *, int, bool);         \
-  template void dsc::rt::sliceForward<T>(const T *, T *, int64_t, int64_t,     \
-                                         int64_t, int64_t, int64_t);           \
-  template void dsc::rt::sliceBackward<T>(const T *, T *, int64_t, int64_t,    \
-                                          int64_t, int64_t, int64_t, bool);    \
+  template void dsc::rt::sliceForward<T>(                                      \
+      const T *, T *, const int64_t *, const int64_t *, const int64_t *, int); \
+  template void dsc::rt::sliceBackward<T>(const T *, T *, const int64_t *,     \
+                                          const int64_t *, const int64_t *,    \
+                                          int, bool);                          \
   template void dsc::rt::concatForward<T>(const T *const *, const int64_t *,   \
                                           int, T *, int64_t, int64_t);         \
   template void dsc::rt::concatBackward<T>(                                    \

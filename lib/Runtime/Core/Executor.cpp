@@ -1,0 +1,708 @@
+//===- Executor.cpp - Runs a plan's programs on the CPU -------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Binds each plan instruction to a CPU kernel call over arena memory. The
+// plan was validated before any of this runs, so the code here trusts shapes
+// and ids and checks only what only run time can know (token ids).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Executor.h"
+
+#include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/PlanIO.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <new>
+
+using namespace dsc::rt;
+
+namespace {
+
+constexpr std::align_val_t kArenaAlign{64};
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// A uniform double in (0, 1) from 53 random bits; never 0, so log() is safe.
+double uniformOpen(uint64_t bits) {
+  return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/// Element i of N(0, 1) for stream `key`: Box-Muller over two counter-based
+/// uniforms, a pure function of (key, i).
+double normalAt(uint64_t key, uint64_t i) {
+  double u1 = uniformOpen(splitmix64(key ^ splitmix64(2 * i)));
+  double u2 = uniformOpen(splitmix64(key ^ splitmix64(2 * i + 1)));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+int64_t rowsOf(const Buffer &b) {
+  int64_t cols = b.shape.empty() ? 1 : b.shape.back();
+  return cols ? numElements(b.shape) / cols : 0;
+}
+int64_t lastDim(const Buffer &b) {
+  return b.shape.empty() ? 1 : b.shape.back();
+}
+int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i)
+    p *= shape[i];
+  return p;
+}
+
+/// Round an element count up so the next scratch piece stays 64-byte aligned.
+int64_t padded(int64_t elems) { return (elems + 15) / 16 * 16; }
+
+bool isFloatOp(Opcode op) {
+  return op != Opcode::Zero;
+}
+
+/// Copies the box `part` at `offsets` inside `whole` (both row-major, same
+/// rank): toPart reads whole -> part, else writes part -> whole.
+void copyBox(uint8_t *whole, const std::vector<int64_t> &wholeShape,
+             uint8_t *part, const std::vector<int64_t> &partShape,
+             const std::vector<int64_t> &offsets, size_t elem, bool toPart) {
+  const size_t rank = wholeShape.size();
+  if (numElements(partShape) == 0)
+    return;
+  if (rank == 0) {
+    std::memcpy(toPart ? part : whole, toPart ? whole : part, elem);
+    return;
+  }
+  std::vector<int64_t> wholeStride(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d)
+    wholeStride[d - 1] = wholeStride[d] * wholeShape[d];
+  const int64_t run = partShape.back();
+  const int64_t rows = numElements(partShape) / run;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t w = 0;
+    for (size_t d = 0; d < rank; ++d)
+      w += (idx[d] + offsets[d]) * wholeStride[d];
+    uint8_t *wp = whole + w * elem, *pp = part + r * run * elem;
+    std::memcpy(toPart ? pp : wp, toPart ? wp : pp, run * elem);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < partShape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Construction, arenas, initialization
+//===----------------------------------------------------------------------===//
+
+Executor::Executor(Plan plan, uint64_t seed) : thePlan(std::move(plan)) {
+  validatePlan(thePlan);
+  threads = std::max(1, omp_get_max_threads());
+
+  // What the CPU backend supports, and the scratch each instruction needs
+  // (in elements of its float type; sized for f64, the widest).
+  int64_t scratchElems = 0;
+  for (const Program &prog : thePlan.programs) {
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      const Instruction &inst = prog.instructions[i];
+      auto fail = [&](const std::string &msg) {
+        throw Error("program '" + prog.name + "' instruction " +
+                    std::to_string(i) + " '" + inst.name + "' (" +
+                    opcodeName(inst.opcode) + "): " + msg);
+      };
+      auto checkFloat = [&](uint32_t id) {
+        DType t = thePlan.buffers[id].dtype;
+        if (t == DType::BF16 || t == DType::F16)
+          fail(std::string("the CPU backend runs f32 and f64 buffers, not ") +
+               dtypeName(t) + " (buffer '" + thePlan.buffers[id].name + "')");
+      };
+      if (isFloatOp(inst.opcode)) {
+        for (uint32_t id : inst.inputs)
+          checkFloat(id);
+        for (uint32_t id : inst.outputs)
+          checkFloat(id);
+      }
+      int64_t need = 0;
+      switch (inst.opcode) {
+      case Opcode::LayerNorm:
+        need = 2 * padded(rowsOf(thePlan.buffers[inst.inputs[0]]));
+        break;
+      case Opcode::LayerNormGrad: {
+        const Buffer &x = thePlan.buffers[inst.inputs[0]];
+        need = padded(numElements(x.shape)) + 2 * padded(rowsOf(x)) +
+               2 * padded(lastDim(x));
+        break;
+      }
+      case Opcode::CrossEntropy:
+      case Opcode::CrossEntropyGrad:
+        need = padded(rowsOf(thePlan.buffers[inst.inputs[0]]));
+        break;
+      case Opcode::Attention:
+      case Opcode::AttentionGrad: {
+        if (inst.ints[1] != 1)
+          fail("the CPU backend runs causal attention only (causal = 1)");
+        if (inst.floats[0] != 0.0)
+          fail("the CPU backend has no attention dropout (dropout = 0)");
+        const Buffer &q = thePlan.buffers[inst.inputs[0]];
+        AttentionShape s{q.shape[0], q.shape[1], q.shape[2], inst.ints[0]};
+        need = padded(s.lseSize()) + padded(attentionScratchSize(s, threads));
+        if (inst.opcode == Opcode::AttentionGrad)
+          need += padded(numElements(q.shape));
+        break;
+      }
+      default:
+        break;
+      }
+      scratchElems = std::max(scratchElems, need);
+    }
+  }
+  scratchSize = uint64_t(scratchElems) * sizeof(double);
+  if (scratchSize)
+    scratch = static_cast<uint8_t *>(::operator new(scratchSize, kArenaAlign));
+
+  arenas.reserve(thePlan.arenas.size());
+  for (const Arena &a : thePlan.arenas)
+    arenas.push_back(
+        a.bytes ? static_cast<uint8_t *>(::operator new(a.bytes, kArenaAlign))
+                : nullptr);
+  startNs = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count());
+  initialize(seed);
+}
+
+Executor::~Executor() {
+  for (uint8_t *a : arenas)
+    if (a)
+      ::operator delete(a, kArenaAlign);
+  if (scratch)
+    ::operator delete(scratch, kArenaAlign);
+}
+
+uint64_t Executor::allocatedBytes(uint32_t arena) const {
+  if (arena >= arenas.size())
+    throw Error("arena " + std::to_string(arena) + " does not exist (" +
+                std::to_string(arenas.size()) + " arenas)");
+  return arenas[arena] ? thePlan.arenas[arena].bytes : 0;
+}
+
+double Executor::nowUs() const {
+  double ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count());
+  return (ns - startNs) / 1000.0;
+}
+
+void Executor::initialize(uint64_t newSeed) {
+  seed = newSeed;
+  currentStep = 1;
+  microBatch = 0;
+  for (size_t a = 0; a < arenas.size(); ++a)
+    if (arenas[a])
+      std::memset(arenas[a], 0, thePlan.arenas[a].bytes);
+  for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
+    const Buffer &b = thePlan.buffers[id];
+    if (b.init.kind == InitKind::None || b.init.kind == InitKind::Zeros)
+      continue;
+    BufferView view = buffer(id);
+    const int64_t n = view.size();
+    const bool ones = b.init.kind == InitKind::Ones;
+    const double stddev = b.init.std;
+    const uint64_t key =
+        splitmix64(seed ^ splitmix64(fnv1a64(
+                              reinterpret_cast<const uint8_t *>(b.name.data()),
+                              b.name.size())));
+    auto fill = [&](auto *p) {
+      using T = std::remove_pointer_t<decltype(p)>;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        p[i] = ones ? T(1) : T(stddev * normalAt(key, uint64_t(i)));
+    };
+    if (b.dtype == DType::F32)
+      fill(view.as<float>());
+    else if (b.dtype == DType::F64)
+      fill(view.as<double>());
+    else if (b.dtype == DType::I32 && ones)
+      std::fill_n(view.as<int32_t>(), n, 1);
+    else
+      throw Error("buffer '" + b.name + "': the CPU backend cannot " +
+                  "initialize " + dtypeName(b.dtype) + " buffers");
+  }
+  if (thePlan.lossScale >= 0)
+    setLossScale(1.0 / double(thePlan.microBatches));
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers and well-known values
+//===----------------------------------------------------------------------===//
+
+BufferView Executor::buffer(uint32_t id) {
+  if (id >= thePlan.buffers.size())
+    throw Error("buffer " + std::to_string(id) + " does not exist (" +
+                std::to_string(thePlan.buffers.size()) + " buffers)");
+  const Buffer &b = thePlan.buffers[id];
+  return {&b, arenas[b.arena] ? arenas[b.arena] + b.offset : nullptr};
+}
+
+BufferView Executor::buffer(const std::string &name) {
+  int64_t id = thePlan.findBuffer(name);
+  if (id < 0)
+    throw Error("the plan has no buffer named '" + name + "'");
+  return buffer(uint32_t(id));
+}
+
+std::vector<double> Executor::read(const std::string &name) {
+  BufferView v = buffer(name);
+  std::vector<double> out(size_t(v.size()));
+  switch (v.desc->dtype) {
+  case DType::F32:
+    std::copy_n(v.as<float>(), out.size(), out.begin());
+    break;
+  case DType::F64:
+    std::copy_n(v.as<double>(), out.size(), out.begin());
+    break;
+  case DType::I32:
+    std::copy_n(v.as<int32_t>(), out.size(), out.begin());
+    break;
+  default:
+    throw Error("buffer '" + name + "': cannot read " +
+                dtypeName(v.desc->dtype) + " values on the CPU");
+  }
+  return out;
+}
+
+static double readScalar(const BufferView &v) {
+  return v.desc->dtype == DType::F64 ? *v.as<double>()
+                                     : double(*v.as<float>());
+}
+static void writeScalar(const BufferView &v, double x) {
+  if (v.desc->dtype == DType::F64)
+    *v.as<double>() = x;
+  else
+    *v.as<float>() = float(x);
+}
+
+void Executor::setTokens(const int32_t *data, size_t count) {
+  BufferView v = buffer(thePlan.tokens);
+  if (int64_t(count) != v.size())
+    throw Error("setTokens: got " + std::to_string(count) +
+                " tokens for a buffer of " + std::to_string(v.size()));
+  std::copy_n(data, count, v.as<int32_t>());
+}
+
+void Executor::setTargets(const int32_t *data, size_t count) {
+  BufferView v = buffer(thePlan.targets);
+  if (int64_t(count) != v.size())
+    throw Error("setTargets: got " + std::to_string(count) +
+                " targets for a buffer of " + std::to_string(v.size()));
+  std::copy_n(data, count, v.as<int32_t>());
+}
+
+int32_t *Executor::tokens() { return buffer(thePlan.tokens).as<int32_t>(); }
+int32_t *Executor::targets() { return buffer(thePlan.targets).as<int32_t>(); }
+
+void Executor::setLossScale(double scale) {
+  if (thePlan.lossScale >= 0)
+    writeScalar(buffer(uint32_t(thePlan.lossScale)), scale);
+}
+
+double Executor::loss() const {
+  return readScalar(const_cast<Executor *>(this)->buffer(thePlan.loss));
+}
+double Executor::gradNorm() const {
+  if (thePlan.gradNorm < 0)
+    return std::nan("");
+  return readScalar(
+      const_cast<Executor *>(this)->buffer(uint32_t(thePlan.gradNorm)));
+}
+double Executor::learningRate() const {
+  if (thePlan.learningRate < 0)
+    return std::nan("");
+  return readScalar(
+      const_cast<Executor *>(this)->buffer(uint32_t(thePlan.learningRate)));
+}
+
+void Executor::setBaseLearningRate(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw Error("learning rate " + std::to_string(lr) +
+                " must be finite and >= 0");
+  bool found = false;
+  for (Program &prog : thePlan.programs)
+    for (Instruction &inst : prog.instructions)
+      if (inst.opcode == Opcode::LearningRate) {
+        double base = inst.floats[0];
+        double ratio = base > 0 ? lr / base : 0.0;
+        inst.floats[0] = lr;
+        inst.floats[1] = base > 0 ? inst.floats[1] * ratio : 0.0;
+        inst.floats[2] = base > 0 ? inst.floats[2] * ratio : 0.0;
+        found = true;
+      }
+  if (!found)
+    throw Error("the plan has no LearningRate instruction whose rate could "
+                "be set");
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+void Executor::runProgram(const std::string &name) {
+  const Program *prog = thePlan.findProgram(name);
+  if (!prog) {
+    std::string have;
+    for (const Program &p : thePlan.programs)
+      have += (have.empty() ? "'" : ", '") + p.name + "'";
+    throw Error("the plan has no program '" + name + "' (it has " +
+                (have.empty() ? std::string("none") : have) + ")");
+  }
+  for (size_t i = 0; i < prog->instructions.size(); ++i) {
+    if (!instructionHook) {
+      runInstruction(*prog, i);
+      continue;
+    }
+    double t0 = nowUs();
+    runInstruction(*prog, i);
+    double t1 = nowUs();
+    instructionHook({prog, i, &prog->instructions[i], t0, t1 - t0, 0});
+  }
+}
+
+StepResult Executor::trainStep(
+    const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+    int64_t microBatches) {
+  if (microBatches < 1)
+    throw Error("trainStep needs at least one micro-batch");
+  double lossSum = 0;
+  setLossScale(1.0 / double(microBatches));
+  for (int64_t m = 0; m < microBatches; ++m) {
+    setMicroBatch(m);
+    fill(m, tokens(), targets());
+    runProgram("forward_backward");
+    lossSum += loss();
+  }
+  runProgram("optimizer");
+  StepResult r;
+  r.loss = lossSum / double(microBatches);
+  r.gradNorm = gradNorm();
+  r.learningRate = learningRate();
+  ++currentStep;
+  return r;
+}
+
+void Executor::runInstruction(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  // Zero works on bytes; every other op on the dtype of its first float
+  // operand (validatePlan made them agree). Layout ops on i32 move bits
+  // like f32.
+  if (inst.opcode == Opcode::Zero) {
+    for (uint32_t id : inst.outputs) {
+      BufferView v = buffer(id);
+      if (v.data)
+        std::memset(v.data, 0, v.desc->bytes);
+    }
+    return;
+  }
+  DType t = thePlan.buffers[inst.outputs.empty() ? inst.inputs[0]
+                                                 : inst.outputs[0]]
+                .dtype;
+  if (t == DType::F64)
+    execute<double>(prog, index);
+  else
+    execute<float>(prog, index);
+}
+
+template <typename T>
+void Executor::execute(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  const std::vector<int64_t> &ints = inst.ints;
+  auto fail = [&](const std::string &msg) {
+    throw Error("program '" + prog.name + "' instruction " +
+                std::to_string(index) + " '" + inst.name + "' (" +
+                opcodeName(inst.opcode) + "): " + msg);
+  };
+  auto inB = [&](size_t i) -> const Buffer & {
+    return thePlan.buffers[inst.inputs[i]];
+  };
+  auto outB = [&](size_t i) -> const Buffer & {
+    return thePlan.buffers[inst.outputs[i]];
+  };
+  auto in = [&](size_t i) { return buffer(inst.inputs[i]).template as<T>(); };
+  auto out = [&](size_t i) {
+    return buffer(inst.outputs[i]).template as<T>();
+  };
+  auto ids = [&](size_t i) {
+    return buffer(inst.inputs[i]).template as<int32_t>();
+  };
+  T *scr = reinterpret_cast<T *>(scratch);
+  auto checkIds = [&](const int32_t *p, int64_t n, int64_t vocab,
+                      const char *what) {
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] < 0 || p[i] >= vocab)
+        fail(std::string(what) + " " + std::to_string(p[i]) + " at position " +
+             std::to_string(i) + " is outside the vocabulary [0, " +
+             std::to_string(vocab) + ")");
+  };
+
+  switch (inst.opcode) {
+  case Opcode::Embedding: {
+    const Buffer &table = inB(0);
+    int64_t n = numElements(inB(1).shape);
+    int64_t vocab = table.shape[0], hidden = table.shape[1];
+    if (embeddingForward(in(0), ids(1), out(0), n, vocab, hidden) != 0)
+      checkIds(ids(1), n, vocab, "token id");
+    break;
+  }
+  case Opcode::EmbeddingGrad: {
+    const Buffer &table = outB(0);
+    int64_t n = numElements(inB(1).shape);
+    checkIds(ids(1), n, table.shape[0], "token id");
+    embeddingBackward(in(0), ids(1), out(0), n, table.shape[0],
+                      table.shape[1], ints[0] != 0);
+    break;
+  }
+  case Opcode::PositionEmbedding: {
+    const int64_t batch = ints[0], seq = ints[1], h = inB(0).shape[1];
+    const T *table = in(0);
+    T *y = out(0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < batch * seq; ++r)
+      std::memcpy(y + r * h, table + (r % seq) * h, h * sizeof(T));
+    break;
+  }
+  case Opcode::PositionEmbeddingGrad: {
+    const int64_t batch = ints[0], seq = ints[1];
+    const Buffer &table = outB(0);
+    const int64_t h = table.shape[1];
+    const T *dy = in(0);
+    T *dt = out(0);
+    if (!ints[2])
+      std::memset(dt, 0, table.bytes);
+    // Rows are independent; each sums its batch entries in order.
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < seq; ++s)
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < h; ++j)
+          dt[s * h + j] += dy[(b * seq + s) * h + j];
+    break;
+  }
+  case Opcode::Matmul: {
+    MatmulShape s;
+    s.batch = ints[0];
+    s.m = ints[1];
+    s.n = ints[2];
+    s.k = ints[3];
+    s.transA = ints[4];
+    s.transB = ints[5];
+    s.broadcastB = ints[6];
+    matmulForward(in(0), in(1), out(0), s, ints[7] != 0);
+    break;
+  }
+  case Opcode::Add:
+    addForward(in(0), in(1), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::Mul:
+    mulForward(in(0), in(1), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::BiasAdd:
+    biasAddForward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)));
+    break;
+  case Opcode::Gelu:
+    geluForward(in(0), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::LayerNorm: {
+    int64_t rows = rowsOf(inB(0)), cols = lastDim(inB(0));
+    layerNormForward(in(0), in(1), in(2), out(0), scr, scr + padded(rows),
+                     rows, cols, T(inst.floats[0]));
+    break;
+  }
+  case Opcode::Softmax:
+    softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
+    break;
+  case Opcode::Attention:
+  case Opcode::AttentionGrad: {
+    const Buffer &q = inB(0);
+    AttentionShape s{q.shape[0], q.shape[1], q.shape[2], ints[0]};
+    T *lse = scr;
+    T *work = lse + padded(s.lseSize());
+    int64_t workSize = attentionScratchSize(s, threads);
+    if (inst.opcode == Opcode::Attention) {
+      if (!attentionForward(in(0), in(1), in(2), out(0), lse, work, workSize,
+                            s))
+        fail("attention scratch too small");
+      break;
+    }
+    // Recompute the logsumexp the forward did not keep.
+    T *o = work + padded(workSize);
+    if (!attentionForward(in(0), in(1), in(2), o, lse, work, workSize, s) ||
+        !attentionBackward<T>(in(0), in(1), in(2), lse, in(3), out(0), out(1),
+                           out(2), work, workSize, s, false))
+      fail("attention scratch too small");
+    break;
+  }
+  case Opcode::CrossEntropy: {
+    int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
+    checkIds(ids(1), rows, vocab, "target id");
+    *out(0) = crossEntropyForward(in(0), ids(1), scr, rows, vocab);
+    break;
+  }
+  case Opcode::CrossEntropyGrad: {
+    int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
+    checkIds(ids(1), rows, vocab, "target id");
+    crossEntropyForward(in(0), ids(1), scr, rows, vocab);
+    crossEntropyBackward(in(0), ids(1), scr, *in(2), out(0), rows, vocab,
+                         false);
+    break;
+  }
+  case Opcode::Copy:
+    if (in(0) != out(0))
+      std::memmove(out(0), in(0), inB(0).bytes);
+    break;
+  case Opcode::Transpose: {
+    int perm[kMaxRank];
+    for (size_t i = 0; i < ints.size(); ++i)
+      perm[i] = int(ints[i]);
+    transposeForward(in(0), out(0), inB(0).shape.data(), perm,
+                     int(ints.size()));
+    break;
+  }
+  case Opcode::Slice:
+    copyBox(reinterpret_cast<uint8_t *>(in(0)), inB(0).shape,
+            reinterpret_cast<uint8_t *>(out(0)), outB(0).shape, ints,
+            dtypeSize(inB(0).dtype), /*toPart=*/true);
+    break;
+  case Opcode::SliceGrad:
+    std::memset(out(0), 0, outB(0).bytes);
+    copyBox(reinterpret_cast<uint8_t *>(out(0)), outB(0).shape,
+            reinterpret_cast<uint8_t *>(in(0)), inB(0).shape, ints,
+            dtypeSize(inB(0).dtype), /*toPart=*/false);
+    break;
+  case Opcode::Concat: {
+    const Buffer &y = outB(0);
+    size_t dim = size_t(ints[0]);
+    std::vector<const T *> ins;
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      ins.push_back(in(i));
+      dims.push_back(inB(i).shape[dim]);
+    }
+    concatForward(ins.data(), dims.data(), int(ins.size()), out(0),
+                  product(y.shape, 0, dim),
+                  product(y.shape, dim + 1, y.shape.size()));
+    break;
+  }
+  case Opcode::Dropout: {
+    // Fresh mask per (step, micro-batch); the backward, run in the same
+    // program, reproduces it from the same seed.
+    uint64_t s = splitmix64(uint64_t(ints[0]) ^
+                            splitmix64(seed ^ splitmix64(
+                                                  uint64_t(currentStep) * 1024 +
+                                                  uint64_t(microBatch))));
+    dropoutForward(in(0), out(0), numElements(inB(0).shape),
+                   float(inst.floats[0]), s);
+    break;
+  }
+  case Opcode::BiasGrad:
+    biasAddBackward<T>(in(0), nullptr, out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                       ints[0] != 0);
+    break;
+  case Opcode::GeluGrad:
+    geluBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
+    break;
+  case Opcode::SoftmaxGrad:
+    softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                    false);
+    break;
+  case Opcode::LayerNormGrad: {
+    const int64_t rows = rowsOf(inB(0)), cols = lastDim(inB(0));
+    const int64_t n = rows * cols;
+    T *y = scr, *mean = y + padded(n), *rstd = mean + padded(rows);
+    T *gScr = rstd + padded(rows), *bScr = gScr + padded(cols);
+    // Recompute the forward's statistics bit for bit (beta does not affect
+    // them; y is scratch).
+    layerNormForward(in(0), in(1), in(1), y, mean, rstd, rows, cols,
+                     T(inst.floats[0]));
+    const int64_t mask = ints[0];
+    if (mask == 0 || mask == 7) {
+      layerNormBackward<T>(in(0), in(1), mean, rstd, in(2), out(0), out(1),
+                        out(2), rows, cols, mask == 7);
+      break;
+    }
+    // Mixed: the accumulating results go to scratch, then add in.
+    T *dx = (mask & 1) ? y : out(0);
+    T *dg = (mask & 2) ? gScr : out(1);
+    T *db = (mask & 4) ? bScr : out(2);
+    layerNormBackward<T>(in(0), in(1), mean, rstd, in(2), dx, dg, db, rows, cols,
+                      false);
+    if (mask & 1)
+      addForward(out(0), dx, out(0), n);
+    if (mask & 2)
+      addForward(out(1), dg, out(1), cols);
+    if (mask & 4)
+      addForward(out(2), db, out(2), cols);
+    break;
+  }
+  case Opcode::Accumulate:
+    addForward(out(0), in(0), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::Zero:
+    break; // handled in runInstruction
+  case Opcode::GlobalNormClip: {
+    std::vector<const T *> ptrs;
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      ptrs.push_back(in(i));
+      sizes.push_back(numElements(inB(i).shape));
+    }
+    double norm =
+        std::sqrt(sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
+    *out(0) = T(norm);
+    double maxNorm = inst.floats[0];
+    if (maxNorm > 0 && std::isfinite(norm)) {
+      double scale = clipScale(norm, maxNorm);
+      if (scale < 1.0)
+        for (size_t i = 0; i < ptrs.size(); ++i)
+          scaleForward(in(i), in(i), sizes[i], T(scale));
+    }
+    break;
+  }
+  case Opcode::LearningRate:
+    *out(0) = T(scheduledLearningRate(LrScheduleKind(ints[0]), ints[1],
+                                      ints[2], ints[3] != 0, inst.floats[0],
+                                      inst.floats[1], inst.floats[2],
+                                      currentStep));
+    break;
+  case Opcode::AdamW: {
+    AdamWConfig cfg;
+    cfg.lr = double(*in(1));
+    cfg.beta1 = inst.floats[0];
+    cfg.beta2 = inst.floats[1];
+    cfg.eps = inst.floats[2];
+    cfg.weightDecay = inst.floats[3];
+    adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
+              currentStep, ints[0] != 0);
+    break;
+  }
+  case Opcode::Sgd: {
+    SgdConfig cfg;
+    cfg.lr = double(*in(1));
+    cfg.momentum = inst.floats[0];
+    cfg.weightDecay = inst.floats[1];
+    cfg.nesterov = ints[0] != 0;
+    sgdStep(out(0), in(0), out(1), numElements(inB(0).shape), cfg);
+    break;
+  }
+  }
+}

@@ -1,0 +1,49 @@
+//===- LearningRate.cpp - DeepSpeed's warmup/decay schedules --------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The `LearningRate` instruction's formula: WarmupLR, WarmupDecayLR and
+// WarmupCosineLR as deepspeed/runtime/lr_schedules.py computes them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace dsc::rt;
+
+double dsc::rt::scheduledLearningRate(LrScheduleKind kind, int64_t warmup,
+                                      int64_t total, bool warmupLog,
+                                      double base, double warmupStart,
+                                      double decayEnd, int64_t step) {
+  if (kind == LrScheduleKind::Constant)
+    return base;
+  // DeepSpeed evaluates the schedule at last_batch_iteration = step - 1 and
+  // never warms up over fewer than two steps.
+  const double i = double(std::max<int64_t>(step - 1, 0));
+  const double w = warmup > 0 ? double(std::max<int64_t>(warmup, 2)) : 0.0;
+  if (i < w) {
+    double g = warmupLog ? std::log(i + 1) / std::log(w) : i / w;
+    return warmupStart + (base - warmupStart) * g;
+  }
+  const double t = double(total);
+  switch (kind) {
+  case LrScheduleKind::Constant:
+  case LrScheduleKind::WarmupConstant:
+    return base;
+  case LrScheduleKind::WarmupLinearDecay: {
+    double g = std::max(0.0, (t - i) / std::max(1.0, t - w));
+    return decayEnd + (base - decayEnd) * g;
+  }
+  case LrScheduleKind::WarmupCosineDecay: {
+    // DeepSpeed lets the cosine rise again past total_num_steps; clamp.
+    double r = t > w ? std::min(1.0, (i - w + 1) / (t - w)) : 1.0;
+    return decayEnd + (base - decayEnd) * (1 + std::cos(M_PI * r)) / 2;
+  }
+  }
+  return base;
+}

@@ -1,0 +1,400 @@
+//===- PlanIO.cpp - Writing and reading binary plan files -----------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The plan file format (see PlanIO.h for the layout). The reader treats the
+// bytes as hostile: every read is bounds-checked, every count is capped by
+// what the remaining bytes could hold, and every error names the field.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/PlanIO.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <unordered_map>
+
+using namespace dsc::rt;
+
+uint64_t dsc::rt::fnv1a64(const uint8_t *data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= data[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Writer
+//===----------------------------------------------------------------------===//
+
+class Writer {
+public:
+  std::vector<uint8_t> out;
+
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      out.push_back(uint8_t(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      out.push_back(uint8_t(v >> (8 * i)));
+  }
+  void i64(int64_t v) { u64(uint64_t(v)); }
+  void f64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    u64(bits);
+  }
+  void bytes(const void *p, size_t n) {
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    out.insert(out.end(), b, b + n);
+  }
+};
+
+/// Interns names so each is stored once.
+class StringTable {
+public:
+  uint32_t intern(const std::string &s) {
+    auto [it, inserted] = index.try_emplace(s, uint32_t(strings.size()));
+    if (inserted)
+      strings.push_back(s);
+    return it->second;
+  }
+  std::vector<std::string> strings;
+
+private:
+  std::unordered_map<std::string, uint32_t> index;
+};
+
+//===----------------------------------------------------------------------===//
+// Reader
+//===----------------------------------------------------------------------===//
+
+class Reader {
+public:
+  Reader(const uint8_t *data, size_t size, size_t base, std::string what)
+      : data(data), size(size), base(base), what(std::move(what)) {}
+
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw Error(what + ": " + msg);
+  }
+
+  size_t remaining() const { return size - pos; }
+
+  void need(size_t n, const std::string &field) const {
+    if (remaining() < n)
+      fail("truncated in " + field + ": needs " + std::to_string(n) +
+           " bytes at offset " + std::to_string(base + pos) + ", " +
+           std::to_string(remaining()) + " remain");
+  }
+  uint64_t le(int n, const std::string &field) {
+    need(n, field);
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i)
+      v |= uint64_t(data[pos + i]) << (8 * i);
+    pos += n;
+    return v;
+  }
+  uint32_t u32(const std::string &field) { return uint32_t(le(4, field)); }
+  uint64_t u64(const std::string &field) { return le(8, field); }
+  int64_t i64(const std::string &field) { return int64_t(le(8, field)); }
+  double f64(const std::string &field) {
+    uint64_t bits = le(8, field);
+    double v;
+    std::memcpy(&v, &bits, 8);
+    return v;
+  }
+  /// A count of items at least `minItemBytes` each: refuses counts the rest
+  /// of the body cannot hold, so a corrupt count never drives a huge
+  /// allocation.
+  uint32_t count(const std::string &field, size_t minItemBytes) {
+    uint32_t n = u32(field + " count");
+    if (minItemBytes && uint64_t(n) * minItemBytes > remaining())
+      fail(field + " count " + std::to_string(n) + " needs at least " +
+           std::to_string(uint64_t(n) * minItemBytes) + " bytes but only " +
+           std::to_string(remaining()) + " remain");
+    return n;
+  }
+  std::string str(const std::string &field) {
+    uint32_t n = count(field + " length", 1);
+    std::string s(reinterpret_cast<const char *>(data + pos), n);
+    pos += n;
+    return s;
+  }
+
+  const uint8_t *data;
+  size_t size, pos = 0, base;
+  std::string what;
+};
+
+template <typename E>
+E checkedEnum(Reader &r, const std::string &field, uint32_t maxValue) {
+  uint32_t v = r.u32(field);
+  if (v > maxValue)
+    r.fail(field + " has unknown value " + std::to_string(v));
+  return E(v);
+}
+
+std::string bufferField(size_t i, const char *field) {
+  return "buffers[" + std::to_string(i) + "]." + field;
+}
+
+} // namespace
+
+std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
+  StringTable names;
+  for (const Buffer &b : plan.buffers)
+    names.intern(b.name);
+  for (const Program &p : plan.programs) {
+    names.intern(p.name);
+    for (const Instruction &inst : p.instructions)
+      names.intern(inst.name);
+  }
+
+  Writer body;
+  body.i64(plan.vocabSize);
+  body.i64(plan.seqLength);
+  body.i64(plan.microBatchSize);
+  body.i64(plan.microBatches);
+  body.u32(plan.tokens);
+  body.u32(plan.targets);
+  body.u32(plan.loss);
+  body.i64(plan.gradNorm);
+  body.i64(plan.learningRate);
+  body.i64(plan.lossScale);
+
+  body.u32(uint32_t(names.strings.size()));
+  for (const std::string &s : names.strings) {
+    body.u32(uint32_t(s.size()));
+    body.bytes(s.data(), s.size());
+  }
+
+  body.u32(uint32_t(plan.arenas.size()));
+  for (const Arena &a : plan.arenas) {
+    body.u32(uint32_t(a.tier));
+    body.u64(a.bytes);
+  }
+
+  body.u32(uint32_t(plan.buffers.size()));
+  for (const Buffer &b : plan.buffers) {
+    body.u32(names.intern(b.name));
+    body.u32(b.arena);
+    body.u64(b.offset);
+    body.u64(b.bytes);
+    body.u32(uint32_t(b.dtype));
+    body.u32(uint32_t(b.role));
+    body.u32(uint32_t(b.init.kind));
+    body.f64(b.init.std);
+    body.u32(uint32_t(b.shape.size()));
+    for (int64_t d : b.shape)
+      body.i64(d);
+  }
+
+  body.u32(uint32_t(plan.programs.size()));
+  for (const Program &p : plan.programs) {
+    body.u32(names.intern(p.name));
+    body.u32(uint32_t(p.instructions.size()));
+    for (const Instruction &inst : p.instructions) {
+      body.u32(uint32_t(inst.opcode));
+      body.u32(names.intern(inst.name));
+      body.u32(uint32_t(inst.inputs.size()));
+      for (uint32_t id : inst.inputs)
+        body.u32(id);
+      body.u32(uint32_t(inst.outputs.size()));
+      for (uint32_t id : inst.outputs)
+        body.u32(id);
+      body.u32(uint32_t(inst.ints.size()));
+      for (int64_t v : inst.ints)
+        body.i64(v);
+      body.u32(uint32_t(inst.floats.size()));
+      for (double v : inst.floats)
+        body.f64(v);
+    }
+  }
+
+  body.u32(uint32_t(plan.summary.peakBytesPerArena.size()));
+  for (uint64_t v : plan.summary.peakBytesPerArena)
+    body.u64(v);
+  body.u64(plan.summary.flopsPerMicroBatch);
+  body.u64(plan.summary.collectiveBytesPerStep);
+
+  Writer file;
+  file.bytes(kPlanMagic, sizeof(kPlanMagic));
+  file.u32(kPlanFormatVersion);
+  file.u32(0);
+  file.u64(body.out.size());
+  file.u64(fnv1a64(body.out.data(), body.out.size()));
+  file.bytes(body.out.data(), body.out.size());
+  return std::move(file.out);
+}
+
+void dsc::rt::writePlanFile(const Plan &plan, const std::string &path) {
+  std::vector<uint8_t> bytes = writePlan(plan);
+  std::ofstream os(path, std::ios::binary | std::ios::trunc);
+  if (!os)
+    throw Error("cannot open plan file '" + path + "' for writing: " +
+                std::strerror(errno));
+  os.write(reinterpret_cast<const char *>(bytes.data()),
+           std::streamsize(bytes.size()));
+  os.close();
+  if (!os)
+    throw Error("cannot write plan file '" + path + "'");
+}
+
+Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
+                       const std::string &what) {
+  if (size == 0 && data == nullptr)
+    data = reinterpret_cast<const uint8_t *>("");
+  Reader header(data, size, 0, what);
+  header.need(sizeof(kPlanMagic), "header magic (file has " +
+                                      std::to_string(size) + " bytes)");
+  if (std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0)
+    header.fail("not a dsc plan: the file does not start with the magic "
+                "\"DSCPLAN\\0\"");
+  header.pos = sizeof(kPlanMagic);
+  uint32_t version = header.u32("header version");
+  if (version != kPlanFormatVersion)
+    header.fail("plan format version " + std::to_string(version) +
+                " is not supported: this runtime reads version " +
+                std::to_string(kPlanFormatVersion) +
+                " (recompile the model with a matching dsc)");
+  uint32_t reserved = header.u32("header reserved field");
+  if (reserved != 0)
+    header.fail("header reserved field is " + std::to_string(reserved) +
+                ", expected 0");
+  uint64_t bodyLength = header.u64("header body length");
+  uint64_t checksum = header.u64("header checksum");
+  if (bodyLength != header.remaining())
+    header.fail("body length in the header is " + std::to_string(bodyLength) +
+                " bytes but " + std::to_string(header.remaining()) +
+                " follow the header (truncated or padded file)");
+  const uint8_t *bodyData = data + kPlanHeaderSize;
+  uint64_t actual = fnv1a64(bodyData, bodyLength);
+  if (actual != checksum) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf),
+                  "checksum mismatch: header says %016llx, body hashes to "
+                  "%016llx",
+                  (unsigned long long)checksum, (unsigned long long)actual);
+    header.fail(std::string(buf) + " (the file is corrupt)");
+  }
+
+  Reader r(bodyData, bodyLength, kPlanHeaderSize, what);
+  Plan plan;
+  plan.version = version;
+  plan.vocabSize = r.i64("model vocabSize");
+  plan.seqLength = r.i64("model seqLength");
+  plan.microBatchSize = r.i64("model microBatchSize");
+  plan.microBatches = r.i64("model microBatches");
+  plan.tokens = r.u32("well-known tokens");
+  plan.targets = r.u32("well-known targets");
+  plan.loss = r.u32("well-known loss");
+  plan.gradNorm = r.i64("well-known gradNorm");
+  plan.learningRate = r.i64("well-known learningRate");
+  plan.lossScale = r.i64("well-known lossScale");
+
+  std::vector<std::string> strings(r.count("strings", 4));
+  for (size_t i = 0; i < strings.size(); ++i)
+    strings[i] = r.str("strings[" + std::to_string(i) + "]");
+  auto name = [&](const std::string &field) -> std::string {
+    uint32_t idx = r.u32(field);
+    if (idx >= strings.size())
+      r.fail(field + " is string " + std::to_string(idx) + " but there are " +
+             std::to_string(strings.size()) + " strings");
+    return strings[idx];
+  };
+
+  plan.arenas.resize(r.count("arenas", 12));
+  for (size_t i = 0; i < plan.arenas.size(); ++i) {
+    std::string f = "arenas[" + std::to_string(i) + "]";
+    plan.arenas[i].tier = checkedEnum<Tier>(r, f + ".tier", 2);
+    plan.arenas[i].bytes = r.u64(f + ".bytes");
+  }
+
+  // name, arena, offset, bytes, dtype, role, init kind, std, rank.
+  constexpr size_t kMinBufferBytes = 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 4;
+  plan.buffers.resize(r.count("buffers", kMinBufferBytes));
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    Buffer &b = plan.buffers[i];
+    b.name = name(bufferField(i, "name"));
+    std::string f = "buffers[" + std::to_string(i) + "] '" + b.name + "'";
+    b.arena = r.u32(f + " arena");
+    b.offset = r.u64(f + " offset");
+    b.bytes = r.u64(f + " bytes");
+    b.dtype = checkedEnum<DType>(r, f + " dtype", 4);
+    b.role = checkedEnum<BufferRole>(r, f + " role", 8);
+    b.init.kind = checkedEnum<InitKind>(r, f + " init kind", 3);
+    b.init.std = r.f64(f + " init std");
+    b.shape.resize(r.count(f + " shape", 8));
+    for (int64_t &d : b.shape)
+      d = r.i64(f + " shape");
+  }
+
+  // name, instruction count.
+  plan.programs.resize(r.count("programs", 8));
+  for (size_t p = 0; p < plan.programs.size(); ++p) {
+    Program &prog = plan.programs[p];
+    prog.name = name("programs[" + std::to_string(p) + "].name");
+    std::string pf = "program '" + prog.name + "'";
+    // opcode, name, and four counts.
+    prog.instructions.resize(r.count(pf + " instructions", 24));
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      Instruction &inst = prog.instructions[i];
+      std::string f = pf + " instruction " + std::to_string(i);
+      uint32_t raw = r.u32(f + " opcode");
+      if (!lookupOpcode(raw))
+        r.fail(f + " has unknown opcode " + std::to_string(raw));
+      inst.opcode = Opcode(raw);
+      inst.name = name(f + " name");
+      f += " '" + inst.name + "' (" + opcodeName(inst.opcode) + ")";
+      inst.inputs.resize(r.count(f + " inputs", 4));
+      for (uint32_t &id : inst.inputs)
+        id = r.u32(f + " inputs");
+      inst.outputs.resize(r.count(f + " outputs", 4));
+      for (uint32_t &id : inst.outputs)
+        id = r.u32(f + " outputs");
+      inst.ints.resize(r.count(f + " ints", 8));
+      for (int64_t &v : inst.ints)
+        v = r.i64(f + " ints");
+      inst.floats.resize(r.count(f + " floats", 8));
+      for (double &v : inst.floats)
+        v = r.f64(f + " floats");
+    }
+  }
+
+  plan.summary.peakBytesPerArena.resize(
+      r.count("summary peakBytesPerArena", 8));
+  for (uint64_t &v : plan.summary.peakBytesPerArena)
+    v = r.u64("summary peakBytesPerArena");
+  plan.summary.flopsPerMicroBatch = r.u64("summary flopsPerMicroBatch");
+  plan.summary.collectiveBytesPerStep = r.u64("summary collectiveBytesPerStep");
+  if (r.remaining() != 0)
+    r.fail(std::to_string(r.remaining()) +
+           " unexpected bytes after the summary");
+
+  try {
+    validatePlan(plan);
+  } catch (const Error &e) {
+    throw Error(what + ": " + e.what());
+  }
+  return plan;
+}
+
+Plan dsc::rt::readPlanFile(const std::string &path) {
+  std::ifstream is(path, std::ios::binary);
+  if (!is)
+    throw Error("cannot open plan file '" + path + "': " +
+                std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(is)),
+                             std::istreambuf_iterator<char>());
+  if (is.bad())
+    throw Error("cannot read plan file '" + path + "'");
+  return readPlan(bytes.data(), bytes.size(), "plan file '" + path + "'");
+}

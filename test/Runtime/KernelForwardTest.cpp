@@ -1,0 +1,257 @@
+//===- KernelForwardTest.cpp - Forwards against independent references ---===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The FD checks prove each backward matches its forward; these prove the
+// forwards compute the right function (naive loops, known values, masks).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CpuKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <omp.h>
+#include <random>
+#include <vector>
+
+using namespace dsc::rt;
+
+namespace {
+
+TEST(Dropout, MaskIsDeterministicAndHasTheRightRate) {
+  const int64_t n = 200000;
+  const float p = 0.1f;
+  std::vector<float> x(n, 1.0f), y(n), y2(n);
+  dropoutForward(x.data(), y.data(), n, p, 99);
+  dropoutForward(x.data(), y2.data(), n, p, 99);
+  EXPECT_EQ(std::memcmp(y.data(), y2.data(), n * sizeof(float)), 0);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(y[i] != 0.0f, dropoutKeep(99, i, p)) << i;
+    if (y[i] != 0.0f) {
+      ++kept;
+      ASSERT_FLOAT_EQ(y[i], 1.0f / 0.9f);
+    }
+  }
+  // 0.9 * n +- 5 sigma (sigma = sqrt(n p (1-p)) ~ 134).
+  EXPECT_NEAR(double(kept), 0.9 * n, 700.0);
+  // A shard at offset 1000 reproduces the unsharded mask.
+  std::vector<float> shard(500);
+  dropoutForward(x.data(), shard.data(), 500, p, 99, 1000);
+  EXPECT_EQ(std::memcmp(shard.data(), y.data() + 1000, 500 * sizeof(float)), 0);
+  // A different seed gives a different mask.
+  dropoutForward(x.data(), y2.data(), n, p, 100);
+  EXPECT_NE(std::memcmp(y.data(), y2.data(), n * sizeof(float)), 0);
+}
+
+TEST(Forward, MatmulMatchesNaiveLoops) {
+  for (int mask = 0; mask < 8; ++mask) {
+    MatmulShape s;
+    s.batch = 2, s.m = 3, s.n = 4, s.k = 5;
+    s.transA = mask & 1, s.transB = mask & 2, s.broadcastB = mask & 4;
+    std::vector<double> a(s.batch * s.m * s.k), b(s.batch * s.k * s.n);
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = std::sin(double(i) + 1);
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = std::cos(double(i) * 0.7);
+    std::vector<double> c(s.batch * s.m * s.n);
+    matmulForward(a.data(), b.data(), c.data(), s);
+    for (int64_t bi = 0; bi < s.batch; ++bi)
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < s.k; ++l) {
+            const double *ab = a.data() + bi * s.m * s.k;
+            const double *bb = b.data() + (s.broadcastB ? 0 : bi * s.k * s.n);
+            double av = s.transA ? ab[l * s.m + i] : ab[i * s.k + l];
+            double bv = s.transB ? bb[j * s.k + l] : bb[l * s.n + j];
+            want += av * bv;
+          }
+          ASSERT_NEAR(c[(bi * s.m + i) * s.n + j], want, 1e-12)
+              << "mask " << mask;
+        }
+  }
+}
+
+TEST(Forward, AttentionMatchesNaiveLoops) {
+  for (bool causal : {true, false}) {
+    AttentionShape s;
+    s.batch = 2, s.seq = 70, s.hidden = 12, s.heads = 3; // two row blocks
+    s.causal = causal;
+    const int64_t n = s.batch * s.seq * s.hidden, hd = s.headDim();
+    std::vector<double> q(n), k(n), v(n), out(n), lse(s.lseSize()),
+        scratch(attentionScratchSize(s, 2));
+    for (int64_t i = 0; i < n; ++i) {
+      q[i] = std::sin(0.3 * i);
+      k[i] = std::cos(0.17 * i);
+      v[i] = std::sin(0.05 * i + 1);
+    }
+    ASSERT_TRUE(attentionForward(q.data(), k.data(), v.data(), out.data(),
+                                 lse.data(), scratch.data(),
+                                 int64_t(scratch.size()), s));
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads; ++h)
+        for (int64_t i = 0; i < s.seq; ++i) {
+          const int64_t keys = causal ? i + 1 : s.seq;
+          std::vector<double> sc(keys);
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j < keys; ++j) {
+            double d = 0;
+            for (int64_t c = 0; c < hd; ++c)
+              d += q[(b * s.seq + i) * s.hidden + h * hd + c] *
+                   k[(b * s.seq + j) * s.hidden + h * hd + c];
+            sc[j] = d / std::sqrt(double(hd));
+            mx = std::max(mx, sc[j]);
+          }
+          for (double &x : sc)
+            sum += (x = std::exp(x - mx));
+          ASSERT_NEAR(lse[(b * s.heads + h) * s.seq + i], mx + std::log(sum),
+                      1e-12);
+          for (int64_t c = 0; c < hd; ++c) {
+            double want = 0;
+            for (int64_t j = 0; j < keys; ++j)
+              want += sc[j] / sum * v[(b * s.seq + j) * s.hidden + h * hd + c];
+            ASSERT_NEAR(out[(b * s.seq + i) * s.hidden + h * hd + c], want,
+                        1e-12)
+                << (causal ? "causal" : "non-causal") << " row " << i;
+          }
+        }
+  }
+}
+
+TEST(Forward, CrossEntropyOfUniformLogitsIsLogVocab) {
+  const int64_t rows = 3, vocab = 50304;
+  std::vector<float> logits(rows * vocab, 0.25f), lse(rows);
+  std::vector<int32_t> targets = {0, 17, 50303};
+  float loss = crossEntropyForward(logits.data(), targets.data(), lse.data(),
+                                   rows, vocab);
+  EXPECT_NEAR(loss, std::log(50304.0f), 1e-4f);
+  targets[1] = 50304; // out of range: a loud NaN, not a read past the row
+  loss = crossEntropyForward(logits.data(), targets.data(), lse.data(), rows,
+                             vocab);
+  EXPECT_TRUE(std::isnan(loss));
+}
+
+TEST(Forward, EmbeddingCountsOutOfRangeIds) {
+  std::vector<float> table = {1, 2, 3, 4}, out(6, -1.0f);
+  std::vector<int32_t> ids = {1, 2, -1};
+  EXPECT_EQ(embeddingForward(table.data(), ids.data(), out.data(), 3, 2, 2), 2);
+  EXPECT_EQ(out[0], 3.0f);
+  EXPECT_EQ(out[1], 4.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[5], 0.0f);
+}
+
+TEST(Forward, GeluKnownValues) {
+  // GPT-2's gelu(1) = 0.5 * (1 + tanh(sqrt(2/pi) * 1.044715)).
+  double x[3] = {1.0, 0.0, -3.0}, y[3];
+  geluForward(x, y, 3);
+  EXPECT_NEAR(y[0], 0.8411919906082768, 1e-12);
+  EXPECT_EQ(y[1], 0.0);
+  EXPECT_NEAR(y[2], -0.0036373920817729943, 1e-12);
+}
+
+/// Mixed accumulate masks, as the plan's LayerNormGrad uses (6: dx is
+/// overwritten, dgamma and dbeta accumulate across micro-batches).
+TEST(AccumulateMask, LayerNormMixesOverwriteAndAccumulate) {
+  const int64_t rows = 3, cols = 8;
+  std::vector<double> x(rows * cols), g(cols, 1.5), dy(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::sin(double(i));
+    dy[i] = std::cos(0.3 * double(i));
+  }
+  std::vector<double> dx0(rows * cols), dg0(cols), db0(cols);
+  layerNormBackward(x.data(), g.data(), (double *)nullptr, (double *)nullptr,
+                    dy.data(), dx0.data(), dg0.data(), db0.data(), rows, cols,
+                    1e-5, AccumulateMask(0));
+  std::vector<double> dx(rows * cols, 100.0), dg(cols, 1.0), db(cols, 2.0);
+  layerNormBackward(x.data(), g.data(), (double *)nullptr, (double *)nullptr,
+                    dy.data(), dx.data(), dg.data(), db.data(), rows, cols,
+                    1e-5, AccumulateMask(6));
+  for (int64_t i = 0; i < rows * cols; ++i)
+    EXPECT_DOUBLE_EQ(dx[i], dx0[i]);
+  for (int64_t c = 0; c < cols; ++c) {
+    // Summed onto the old value row by row: equal up to rounding.
+    EXPECT_NEAR(dg[c], 1.0 + dg0[c], 1e-13);
+    EXPECT_NEAR(db[c], 2.0 + db0[c], 1e-13);
+  }
+}
+
+/// A tensor-parallel rank holding heads [2, 4) of 4 (headOffset 2) computes
+/// exactly the outputs, dropout mask included, that one rank computes for
+/// those heads: the mask is indexed by the global head.
+TEST(Forward, AttentionDropoutMaskFollowsGlobalHeads) {
+  AttentionShape full;
+  full.batch = 2, full.seq = 7, full.hidden = 16, full.heads = 4;
+  full.dropout = 0.3f, full.seed = 5;
+  const int64_t S = full.seq, H = full.hidden, hd = full.headDim();
+  const int64_t n = full.batch * S * H;
+  std::vector<float> q(n), k(n), v(n), out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    q[i] = std::sin(0.37f * i);
+    k[i] = std::cos(0.11f * i);
+    v[i] = std::sin(0.05f * i + 2);
+  }
+  ASSERT_TRUE(attentionForward(q.data(), k.data(), v.data(), out.data(),
+                               (float *)nullptr, (float *)nullptr, 0, full));
+
+  AttentionShape half = full;
+  half.heads = 2, half.hidden = 2 * hd, half.headOffset = 2,
+  half.totalHeads = 4;
+  const int64_t hn = full.batch * S * half.hidden;
+  std::vector<float> hq(hn), hk(hn), hv(hn), hout(hn);
+  for (int64_t r = 0; r < full.batch * S; ++r)
+    for (int64_t c = 0; c < half.hidden; ++c) {
+      hq[r * half.hidden + c] = q[r * H + 2 * hd + c];
+      hk[r * half.hidden + c] = k[r * H + 2 * hd + c];
+      hv[r * half.hidden + c] = v[r * H + 2 * hd + c];
+    }
+  ASSERT_TRUE(attentionForward(hq.data(), hk.data(), hv.data(), hout.data(),
+                               (float *)nullptr, (float *)nullptr, 0, half));
+  for (int64_t r = 0; r < full.batch * S; ++r)
+    for (int64_t c = 0; c < half.hidden; ++c)
+      ASSERT_EQ(hout[r * half.hidden + c], out[r * H + 2 * hd + c])
+          << "row " << r << " column " << c;
+
+  // And the mask is really applied: without dropout the output differs.
+  AttentionShape noDrop = full;
+  noDrop.dropout = 0.0f;
+  std::vector<float> out0(n);
+  ASSERT_TRUE(attentionForward(q.data(), k.data(), v.data(), out0.data(),
+                               (float *)nullptr, (float *)nullptr, 0, noDrop));
+  EXPECT_NE(std::memcmp(out.data(), out0.data(), n * sizeof(float)), 0);
+}
+
+TEST(Forward, AttentionRefusesTooSmallScratch) {
+  AttentionShape s;
+  s.batch = 1, s.seq = 4, s.hidden = 4, s.heads = 1;
+  std::vector<float> x(16, 0.5f), out(16, -1.0f), scratch(3);
+  EXPECT_FALSE(attentionForward(x.data(), x.data(), x.data(), out.data(),
+                                (float *)nullptr, scratch.data(), 3, s));
+  EXPECT_EQ(out[0], -1.0f) << "wrote output after refusing";
+}
+
+TEST(Forward, SliceOfABox) {
+  // in [2, 3, 4] = 0..23; box [1, 2, 2] at (1, 1, 1).
+  std::vector<float> in(24), out(4);
+  for (int i = 0; i < 24; ++i)
+    in[i] = float(i);
+  const int64_t inShape[] = {2, 3, 4}, outShape[] = {1, 2, 2},
+                offsets[] = {1, 1, 1};
+  sliceForward(in.data(), out.data(), inShape, outShape, offsets, 3);
+  EXPECT_EQ(out, std::vector<float>({17, 18, 21, 22}));
+}
+
+TEST(Forward, PositionEmbeddingRepeatsOverTheBatch) {
+  std::vector<float> table = {1, 2, 3, 4, 5, 6}, out(8); // 3 positions x 2
+  positionEmbeddingForward(table.data(), out.data(), 2, 2, 2);
+  EXPECT_EQ(out, std::vector<float>({1, 2, 3, 4, 1, 2, 3, 4}));
+}
+
+} // namespace
