@@ -100,14 +100,14 @@ int main(int argc, char **argv) {
       if (!r) {
         llvm::consumeError(r.takeError());
         llvm::outs() << llvm::formatv(
-            "| {0} | {1:F0}B | {2} | {3} | - | 0 | {4:F2} | - | nothing fits "
+            "| {0} | {1:F1}B | {2} | {3} | - | 0 | {4:F2} | - | nothing fits "
             "| - |\n",
             m.name, m.parameters / 1e9, gpus, o.globalBatch, median * 1e3);
         continue;
       }
       const PlanEstimate &w = r->top.front();
       llvm::outs() << llvm::formatv(
-          "| {0} | {1:F0}B | {2} | {3} | {4} | {5} | {6:F2} | {7:F0} | `{8}` "
+          "| {0} | {1:F1}B | {2} | {3} | {4} | {5} | {6:F2} | {7:F0} | `{8}` "
           "| {9:F1}% |\n",
           m.name, m.parameters / 1e9, gpus, o.globalBatch, r->numEnumerated,
           r->numFeasible, median * 1e3, r->numEnumerated / median, w.plan.str(),
