@@ -187,6 +187,7 @@ void addAttention(std::vector<KernelCase> &cases) {
     s.causal = var.causal;
     s.dropout = var.dropout;
     s.seed = 77;
+    s.rowBlock = 2; // blocks of 2, 2 and 1 query rows
     const size_t n = size_t(s.batch * s.seq * s.hidden);
     // Forward then (optionally) backward, with the variant's lse and
     // scratch choices; throws if a kernel refuses to run.

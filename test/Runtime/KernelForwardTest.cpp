@@ -1,4 +1,4 @@
-//===- KernelForwardTest.cpp - Forwards against independent references ---===//
+//===- KernelForwardTest.cpp - Forwards against independent references ----===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
@@ -82,8 +82,9 @@ TEST(Forward, MatmulMatchesNaiveLoops) {
 TEST(Forward, AttentionMatchesNaiveLoops) {
   for (bool causal : {true, false}) {
     AttentionShape s;
-    s.batch = 2, s.seq = 70, s.hidden = 12, s.heads = 3; // two row blocks
+    s.batch = 2, s.seq = 70, s.hidden = 12, s.heads = 3;
     s.causal = causal;
+    s.rowBlock = 16; // five blocks, the last one short
     const int64_t n = s.batch * s.seq * s.hidden, hd = s.headDim();
     std::vector<double> q(n), k(n), v(n), out(n), lse(s.lseSize()),
         scratch(attentionScratchSize(s, 2));

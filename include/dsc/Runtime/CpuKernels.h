@@ -190,6 +190,9 @@ struct AttentionShape {
   float dropout = 0.0f;
   uint64_t seed = 0;
   int64_t batchOffset = 0, headOffset = 0, totalHeads = 0;
+  /// Query rows per block; 0 picks the kernel's default (128). Tests set
+  /// it small so short sequences still cross block boundaries.
+  int64_t rowBlock = 0;
 
   int64_t headDim() const { return hidden / heads; }
   /// Elements of the optional per-row logsumexp: batch * heads * seq.
@@ -197,7 +200,7 @@ struct AttentionShape {
 };
 
 /// Elements of `scratch` the attention kernels use on `threads` threads: two
-/// blocks of query rows by seq per thread (~0.5 MB at S=1024), independent
+/// blocks of query rows by seq per thread (~1 MB at S=1024), independent
 /// of the batch.
 int64_t attentionScratchSize(const AttentionShape &s, int threads);
 
