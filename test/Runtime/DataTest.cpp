@@ -264,6 +264,33 @@ TEST_F(IndexedDatasetTest, BadDocumentIndex) {
 }
 
 //===----------------------------------------------------------------------===//
+// openTokenSource
+//===----------------------------------------------------------------------===//
+
+using OpenTokenSourceTest = TempDir;
+
+TEST_F(OpenTokenSourceTest, EachSpelling) {
+  EXPECT_EQ(openTokenSource("", 256)->size(), int64_t(defaultCorpus().size()));
+  EXPECT_EQ(openTokenSource("default", 256)->vocabSize(), 256);
+
+  writeIndexedDataset(path("ds"), {{1, 2}, {3}}, IndexedDType::UInt16);
+  for (const char *spelling : {"ds", "ds.bin", "ds.idx"}) {
+    auto src = openTokenSource(path(spelling), 50304);
+    EXPECT_EQ(src->size(), 3) << spelling;
+    EXPECT_EQ(src->vocabSize(), 50304) << spelling;
+  }
+
+  spit(path("notes.txt"), "hello");
+  EXPECT_EQ(openTokenSource(path("notes.txt"), 256)->size(), 5);
+
+  EXPECT_MSG(errorOf([&] { openTokenSource(path("missing"), 256); }), "missing",
+             "neither a file");
+  spit(path("lonely.bin"), "xx");
+  EXPECT_MSG(errorOf([&] { openTokenSource(path("lonely.bin"), 256); }),
+             "lonely.bin", "no index", "lonely.idx");
+}
+
+//===----------------------------------------------------------------------===//
 // Batch sampler
 //===----------------------------------------------------------------------===//
 

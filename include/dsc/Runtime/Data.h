@@ -151,6 +151,20 @@ void writeIndexedDataset(const std::string &prefix,
                          IndexedDType dtype);
 
 //===----------------------------------------------------------------------===//
+// Choosing a source
+//===----------------------------------------------------------------------===//
+
+/// The token source a `--data` argument names:
+///   "" or "default"            the embedded corpus, byte-level;
+///   PREFIX, PREFIX.bin or PREFIX.idx, when PREFIX.idx exists
+///                              a Megatron indexed dataset (ids are checked
+///                              against modelVocab as they are read);
+///   any other readable file    its bytes, byte-level.
+/// Throws Error naming `spec` when it is none of these.
+std::unique_ptr<TokenSource> openTokenSource(const std::string &spec,
+                                             int64_t modelVocab);
+
+//===----------------------------------------------------------------------===//
 // Batch sampler
 //===----------------------------------------------------------------------===//
 
@@ -163,7 +177,8 @@ void writeIndexedDataset(const std::string &prefix,
 class BatchSampler {
 public:
   /// Throws Error if the source is shorter than one window, if batch or seq
-  /// is not positive, or if its vocab exceeds `modelVocab`.
+  /// is not positive, or if its vocab exceeds `modelVocab`. The source must
+  /// outlive the sampler.
   BatchSampler(const TokenSource &source, int64_t batch, int64_t seq,
                uint64_t seed, int64_t modelVocab);
 
