@@ -33,21 +33,24 @@ constexpr uint32_t kPlanFormatVersion = 1;
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
 
-/// What a buffer holds; decides its lifetime and who fills it.
+/// What a buffer holds; decides its lifetime and who fills it. Every role but
+/// Temporary is persistent: validatePlan refuses a plan where such a buffer
+/// shares arena bytes with any other buffer.
 enum class BufferRole : uint32_t {
   Temporary = 0,      // produced and consumed within one program run
   Parameter = 1,      // persistent, initialized from `init`, checkpointed
   Gradient = 2,       // persistent across micro-batches, zeroed by optimizer
   OptimizerState = 3, // persistent, zero-initialized, checkpointed
-  Tokens = 4,         // i32 [batch, seq], filled by the data loader
-  Targets = 5,        // i32 [batch, seq], filled by the data loader
+  Tokens = 4,         // i32 [microBatchSize, seqLength], filled by the loader
+  Targets = 5,        // i32 [microBatchSize, seqLength], filled by the loader
   Loss = 6,           // f32/f64 scalar, read after forward_backward
   Scalar = 7,         // f32/f64 scalar the executor reads (grad norm, lr)
-  Constant = 8,       // persistent, initialized once from `init`, never written
+  Constant = 8,       // persistent, initialized once from `init`, never
+                      // written by an instruction (validatePlan checks)
 };
 
 /// Constant fills every element with BufferInit::value (the compiler's scalar
-/// constants, e.g. the loss gradient seed 1/microbatches).
+/// constants, e.g. the loss gradient seed 1/microBatches).
 enum class InitKind : uint32_t {
   None = 0,
   Zeros = 1,
@@ -66,7 +69,7 @@ struct BufferInit {
 };
 
 struct Buffer {
-  std::string name; // stable dotted name for parameters and their state
+  std::string name;   // stable dotted name for parameters and their state
   uint32_t arena = 0; // index into Plan::arenas
   uint64_t offset = 0, bytes = 0;
   DType dtype = DType::F32;
@@ -80,55 +83,125 @@ struct Arena {
   uint64_t bytes = 0;
 };
 
-/// Every instruction the executor knows. The operand/result buffer lists and
-/// the integer/float attributes each opcode expects are documented at
-/// `describeOpcode` in Plan.cpp and checked by readPlan/validatePlan.
+/// Every instruction the executor knows. The operands, results and the
+/// integer/float attributes of each opcode are listed here and, as data, in
+/// the table behind lookupOpcode()/describeOpcode() (lib/Runtime/Core/
+/// Opcode.cpp), which validatePlan() checks every instruction against; keep
+/// the two in step. Shapes: `[..., C]` means any leading dims, C the last;
+/// a "scalar" is a buffer of one element (shape [] or [1]). All float
+/// operands of one instruction share one dtype; ids/targets are I32.
+///
+/// `accumulate` is a bit mask over the results: bit i set makes result i add
+/// into its buffer instead of overwriting it (so 1 means "accumulate" for a
+/// one-result op; LayerNormGrad may accumulate dgamma/dbeta (6) while
+/// overwriting dx).
 enum class Opcode : uint32_t {
   // Forward ops (mirror the dsc graph ops).
-  Embedding = 0,         // in(table, ids) out(y)
-  PositionEmbedding = 1, // in(table) out(y)                    ints: batch seq
-  Matmul = 2,            // in(a, b) out(c)  ints: batch m n k transA transB broadcastB accumulate
-  Add = 3,               // in(a, b) out(y)
-  Mul = 4,               // in(a, b) out(y)
-  BiasAdd = 5,           // in(x, bias) out(y)
-  Gelu = 6,              // in(x) out(y)
-  LayerNorm = 7,         // in(x, gamma, beta) out(y)              floats: eps
-  Softmax = 8,           // in(x) out(y)
-  Attention = 9,         // in(q, k, v) out(o)   ints: heads causal seed  floats: dropout
-  CrossEntropy = 10,     // in(logits, targets) out(loss scalar)
-  Copy = 11,             // in(x) out(y): reshape of contiguous data
-  Transpose = 12,        // in(x) out(y)                          ints: permutation
-  Slice = 13,            // in(x) out(y)                          ints: offsets
-  Concat = 14,           // in(x0, x1, ...) out(y)                ints: dim
-  Dropout = 15,          // in(x) out(y)                 ints: seed  floats: p
+  /// in(table [V,H], ids [...]) out(y [..., H])
+  Embedding = 0,
+  /// in(table [P,H]) out(y [batch,seq,H]); ints: batch seq
+  PositionEmbedding = 1,
+  /// in(a, b) out(c); ints: batch m n k transA transB broadcastB accumulate.
+  /// a holds batch*m*k elements, b (broadcastB ? 1 : batch)*k*n, c
+  /// batch*m*n; last dims: a m (transA) or k, b k (transB) or n, c n.
+  Matmul = 2,
+  /// in(a, b) out(y), one shape
+  Add = 3,
+  /// in(a, b) out(y), one shape
+  Mul = 4,
+  /// in(x [..., C], bias [C]) out(y)
+  BiasAdd = 5,
+  /// in(x) out(y)
+  Gelu = 6,
+  /// in(x [..., C], gamma [C], beta [C]) out(y); floats: eps
+  LayerNorm = 7,
+  /// in(x) out(y), over the last dim
+  Softmax = 8,
+  /// in(q, k, v [B,S,H]) out(o); ints: heads causal seed; floats: dropout
+  Attention = 9,
+  /// in(logits [..., V], targets i32) out(loss scalar)
+  CrossEntropy = 10,
+  /// in(x) out(y): reshape of contiguous data (same element count)
+  Copy = 11,
+  /// in(x) out(y); ints: permutation (one per dim), y dim i = x dim perm[i]
+  Transpose = 12,
+  /// in(x) out(y); ints: offsets (one per dim) of the box y inside x
+  Slice = 13,
+  /// in(x0, x1, ...) out(y); ints: dim
+  Concat = 14,
+  /// in(x) out(y); ints: seed; floats: p
+  Dropout = 15,
+
   // Backward ops. Those ending in Grad recompute what the forward did not
   // keep (layer-norm statistics, attention's logsumexp, cross-entropy's lse).
-  EmbeddingGrad = 32,         // in(dy, ids) out(dtable)          ints: accumulate
-  PositionEmbeddingGrad = 33, // in(dy) out(dtable)               ints: accumulate
-  BiasGrad = 34,              // in(dy) out(dbias)                ints: accumulate
-  GeluGrad = 35,              // in(x, dy) out(dx)
-  LayerNormGrad = 36,  // in(x, gamma, dy) out(dx, dgamma, dbeta)  ints: accumulate  floats: eps
-  SoftmaxGrad = 37,    // in(y, dy) out(dx)
-  AttentionGrad = 38,  // in(q, k, v, dout) out(dq, dk, dv)   ints: heads causal seed  floats: dropout
-  CrossEntropyGrad = 39, // in(logits, targets, dloss) out(dlogits)
-  SliceGrad = 40,        // in(dy) out(dx): zero dx, place dy     ints: offsets
-  Accumulate = 41,       // in(x) out(y): y += x
+  // The backward of Dropout is Dropout of dy with the forward's seed.
+  /// in(dy, ids) out(dtable); ints: accumulate
+  EmbeddingGrad = 32,
+  /// in(dy [batch,seq,H]) out(dtable [P,H]); ints: batch seq accumulate
+  PositionEmbeddingGrad = 33,
+  /// in(dy [..., C]) out(dbias [C]); ints: accumulate
+  BiasGrad = 34,
+  /// in(x, dy) out(dx)
+  GeluGrad = 35,
+  /// in(x, gamma, dy) out(dx, dgamma, dbeta); ints: accumulate; floats: eps
+  LayerNormGrad = 36,
+  /// in(y, dy) out(dx)
+  SoftmaxGrad = 37,
+  /// in(q, k, v, dout) out(dq, dk, dv); ints: heads causal seed;
+  /// floats: dropout
+  AttentionGrad = 38,
+  /// in(logits, targets, dloss scalar) out(dlogits)
+  CrossEntropyGrad = 39,
+  /// in(dy) out(dx): zero dx, place dy; ints: offsets (one per dim of dx)
+  SliceGrad = 40,
+  /// in(x) out(y): y += x
+  Accumulate = 41,
+
   // Optimizer ops.
-  Zero = 64,          // out(x...): fill with zeros
-  GlobalNormClip = 65, // in(grads...) out(norm scalar): scale grads in place  floats: max_norm (0 = off)
-  LearningRate = 66,   // out(lr scalar)   ints: kind warmup total   floats: base min
-  AdamW = 67,          // in(grad, lr) out(param, m, v) in place  ints: decay  floats: beta1 beta2 eps wd
-  Sgd = 68,            // in(grad, lr) out(param, momentum) in place  ints: nesterov  floats: momentum wd
+  /// out(x...): fill with zeros
+  Zero = 64,
+  /// in(grads...) out(norm scalar): scales the grads in place;
+  /// floats: max_norm (0 = no clipping, the norm is still computed)
+  GlobalNormClip = 65,
+  /// out(lr scalar); ints: kind warmup total warmupLog;
+  /// floats: base warmupStart decayEnd (see LrScheduleKind)
+  LearningRate = 66,
+  /// in(grad, lr) out(param, m, v), updated in place; ints: decay;
+  /// floats: beta1 beta2 eps wd
+  AdamW = 67,
+  /// in(grad, lr) out(param, momentum), updated in place; ints: nesterov;
+  /// floats: momentum wd
+  Sgd = 68,
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,
-/// WarmupCosineLR): `LearningRate` ints[0].
+/// WarmupCosineLR): `LearningRate` ints[0]. With i = step - 1 (DeepSpeed's
+/// last_batch_iteration at the step's update), W = max(2, warmup) when
+/// warmup > 0 (no warmup when 0), T = total:
+///
+///   - warmup, i < W: warmupStart + (base - warmupStart) * g with
+///     g = log(i+1)/log(W) when warmupLog (DeepSpeed's default), else i/W;
+///   - WarmupConstant: base after the warmup;
+///   - WarmupLinearDecay: decayEnd + (base - decayEnd) * g with
+///     g = max(0, (T-i) / max(1, T-W));
+///   - WarmupCosineDecay: decayEnd + (base - decayEnd) * (1 + cos(pi r))/2
+///     with r = min(1, (i-W+1)/(T-W)) (clamped: DeepSpeed's rises again
+///     past T).
+///
+/// WarmupDecayLR decays to its warmup_min_lr: set decayEnd = warmupStart.
+/// WarmupCosineLR's ratios become warmupStart = warmup_min_ratio * base and
+/// decayEnd = cos_min_ratio * base.
 enum class LrScheduleKind : uint32_t {
   Constant = 0,
   WarmupConstant = 1,
   WarmupLinearDecay = 2,
   WarmupCosineDecay = 3,
 };
+
+/// The learning rate of a LearningRate instruction at 1-based `step`.
+double scheduledLearningRate(LrScheduleKind kind, int64_t warmup, int64_t total,
+                             bool warmupLog, double base, double warmupStart,
+                             double decayEnd, int64_t step);
 
 struct Instruction {
   Opcode opcode = Opcode::Add;
@@ -156,6 +229,9 @@ struct Plan {
   uint32_t version = kPlanFormatVersion;
   // Model shape the data loader must honour.
   int64_t vocabSize = 0, seqLength = 0, microBatchSize = 0;
+  /// Micro-batches per optimizer step (gradient accumulation); dsc-run's
+  /// --microbatches overrides it.
+  int64_t microBatches = 1;
   std::vector<Arena> arenas;
   std::vector<Buffer> buffers;
   std::vector<Program> programs;
@@ -163,7 +239,52 @@ struct Plan {
   // Well-known buffers (index into buffers).
   uint32_t tokens = 0, targets = 0, loss = 0;
   int64_t gradNorm = -1, learningRate = -1; // -1 when absent
+  /// The Constant scalar holding 1/microBatches, the backward's seed
+  /// (CrossEntropyGrad's dloss), or -1. The executor rewrites it when run
+  /// with another micro-batch count, so the accumulated gradients stay the
+  /// mean over micro-batches.
+  int64_t lossScale = -1;
+
+  /// The program called `name`, or null.
+  const Program *findProgram(const std::string &name) const;
+  /// The buffer called `name`, or -1.
+  int64_t findBuffer(const std::string &name) const;
 };
+
+//===----------------------------------------------------------------------===//
+// Names, sizes and the opcode table
+//===----------------------------------------------------------------------===//
+
+/// What an opcode takes, as data: validatePlan checks counts against it and
+/// describeOpcode prints it. A count of -1 means "one or more".
+struct OpcodeInfo {
+  Opcode opcode;
+  const char *name;    // "Matmul"
+  const char *inputs;  // "a, b"
+  const char *outputs; // "c"
+  int numInputs, numOutputs;
+  const char *ints;   // space-separated names, "" when none
+  const char *floats; // space-separated names, "" when none
+  int numInts, numFloats;
+};
+
+/// The table entry of a raw opcode value, or null for an unknown one.
+const OpcodeInfo *lookupOpcode(uint32_t raw);
+/// The whole table, in opcode order.
+const std::vector<OpcodeInfo> &opcodeTable();
+/// "Matmul", or "opcode 99" for an unknown value.
+std::string opcodeName(Opcode op);
+/// One line: "Matmul: in(a, b) out(c) ints(batch m ...) floats()".
+std::string describeOpcode(Opcode op);
+
+const char *dtypeName(DType t);     // "f32", ...
+uint64_t dtypeSize(DType t);        // bytes per element
+const char *roleName(BufferRole r); // "parameter", ...
+const char *tierName(Tier t);       // "device", ...
+/// Product of the dims (1 for a scalar); -1 on a negative dim or overflow.
+int64_t numElements(const std::vector<int64_t> &shape);
+/// "[4, 64, 256]".
+std::string shapeString(const std::vector<int64_t> &shape);
 
 } // namespace dsc::rt
 

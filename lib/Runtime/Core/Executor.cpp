@@ -63,43 +63,22 @@ int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
   return p;
 }
 
-/// Round an element count up so the next scratch piece stays 64-byte aligned.
-int64_t padded(int64_t elems) { return (elems + 15) / 16 * 16; }
+bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
-bool isFloatOp(Opcode op) {
-  return op != Opcode::Zero;
-}
-
-/// Copies the box `part` at `offsets` inside `whole` (both row-major, same
-/// rank): toPart reads whole -> part, else writes part -> whole.
-void copyBox(uint8_t *whole, const std::vector<int64_t> &wholeShape,
-             uint8_t *part, const std::vector<int64_t> &partShape,
-             const std::vector<int64_t> &offsets, size_t elem, bool toPart) {
-  const size_t rank = wholeShape.size();
-  if (numElements(partShape) == 0)
-    return;
-  if (rank == 0) {
-    std::memcpy(toPart ? part : whole, toPart ? whole : part, elem);
-    return;
-  }
-  std::vector<int64_t> wholeStride(rank, 1);
-  for (size_t d = rank - 1; d > 0; --d)
-    wholeStride[d - 1] = wholeStride[d] * wholeShape[d];
-  const int64_t run = partShape.back();
-  const int64_t rows = numElements(partShape) / run;
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t w = 0;
-    for (size_t d = 0; d < rank; ++d)
-      w += (idx[d] + offsets[d]) * wholeStride[d];
-    uint8_t *wp = whole + w * elem, *pp = part + r * run * elem;
-    std::memcpy(toPart ? pp : wp, toPart ? wp : pp, run * elem);
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++idx[d] < partShape[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+/// The kernel's view of an Attention/AttentionGrad instruction; `seed` is
+/// the dropout seed of this run.
+AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
+                                uint64_t seed) {
+  const Buffer &q = plan.buffers[inst.inputs[0]];
+  AttentionShape s;
+  s.batch = q.shape[0];
+  s.seq = q.shape[1];
+  s.hidden = q.shape[2];
+  s.heads = inst.ints[0];
+  s.causal = inst.ints[1] != 0;
+  s.dropout = float(inst.floats[0]);
+  s.seed = seed;
+  return s;
 }
 
 } // namespace
@@ -112,8 +91,7 @@ Executor::Executor(Plan plan, uint64_t seed) : thePlan(std::move(plan)) {
   validatePlan(thePlan);
   threads = std::max(1, omp_get_max_threads());
 
-  // What the CPU backend supports, and the scratch each instruction needs
-  // (in elements of its float type; sized for f64, the widest).
+  // What the CPU backend supports, and the scratch each instruction needs.
   int64_t scratchElems = 0;
   for (const Program &prog : thePlan.programs) {
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
@@ -135,40 +113,17 @@ Executor::Executor(Plan plan, uint64_t seed) : thePlan(std::move(plan)) {
         for (uint32_t id : inst.outputs)
           checkFloat(id);
       }
+      // Only attention needs scratch: the other backward kernels recompute
+      // their statistics in place when given no saved ones.
       int64_t need = 0;
-      switch (inst.opcode) {
-      case Opcode::LayerNorm:
-        need = 2 * padded(rowsOf(thePlan.buffers[inst.inputs[0]]));
-        break;
-      case Opcode::LayerNormGrad: {
-        const Buffer &x = thePlan.buffers[inst.inputs[0]];
-        need = padded(numElements(x.shape)) + 2 * padded(rowsOf(x)) +
-               2 * padded(lastDim(x));
-        break;
-      }
-      case Opcode::CrossEntropy:
-      case Opcode::CrossEntropyGrad:
-        need = padded(rowsOf(thePlan.buffers[inst.inputs[0]]));
-        break;
-      case Opcode::Attention:
-      case Opcode::AttentionGrad: {
-        if (inst.ints[1] != 1)
-          fail("the CPU backend runs causal attention only (causal = 1)");
-        if (inst.floats[0] != 0.0)
-          fail("the CPU backend has no attention dropout (dropout = 0)");
-        const Buffer &q = thePlan.buffers[inst.inputs[0]];
-        AttentionShape s{q.shape[0], q.shape[1], q.shape[2], inst.ints[0]};
-        need = padded(s.lseSize()) + padded(attentionScratchSize(s, threads));
-        if (inst.opcode == Opcode::AttentionGrad)
-          need += padded(numElements(q.shape));
-        break;
-      }
-      default:
-        break;
-      }
+      if (inst.opcode == Opcode::Attention ||
+          inst.opcode == Opcode::AttentionGrad)
+        need =
+            attentionScratchSize(attentionShapeOf(thePlan, inst, 0), threads);
       scratchElems = std::max(scratchElems, need);
     }
   }
+  // Sized for f64, the widest float the CPU backend runs.
   scratchSize = uint64_t(scratchElems) * sizeof(double);
   if (scratchSize)
     scratch = static_cast<uint8_t *>(::operator new(scratchSize, kArenaAlign));
@@ -219,24 +174,25 @@ void Executor::initialize(uint64_t newSeed) {
       continue;
     BufferView view = buffer(id);
     const int64_t n = view.size();
-    const bool ones = b.init.kind == InitKind::Ones;
+    const bool normal = b.init.kind == InitKind::Normal;
+    const double value = b.init.kind == InitKind::Ones ? 1.0 : b.init.value;
     const double stddev = b.init.std;
-    const uint64_t key =
-        splitmix64(seed ^ splitmix64(fnv1a64(
-                              reinterpret_cast<const uint8_t *>(b.name.data()),
-                              b.name.size())));
+    const uint64_t key = splitmix64(
+        seed ^
+        splitmix64(fnv1a64(reinterpret_cast<const uint8_t *>(b.name.data()),
+                           b.name.size())));
     auto fill = [&](auto *p) {
       using T = std::remove_pointer_t<decltype(p)>;
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i)
-        p[i] = ones ? T(1) : T(stddev * normalAt(key, uint64_t(i)));
+        p[i] = normal ? T(stddev * normalAt(key, uint64_t(i))) : T(value);
     };
     if (b.dtype == DType::F32)
       fill(view.as<float>());
     else if (b.dtype == DType::F64)
       fill(view.as<double>());
-    else if (b.dtype == DType::I32 && ones)
-      std::fill_n(view.as<int32_t>(), n, 1);
+    else if (b.dtype == DType::I32 && !normal)
+      std::fill_n(view.as<int32_t>(), n, int32_t(value));
     else
       throw Error("buffer '" + b.name + "': the CPU backend cannot " +
                   "initialize " + dtypeName(b.dtype) + " buffers");
@@ -285,8 +241,7 @@ std::vector<double> Executor::read(const std::string &name) {
 }
 
 static double readScalar(const BufferView &v) {
-  return v.desc->dtype == DType::F64 ? *v.as<double>()
-                                     : double(*v.as<float>());
+  return v.desc->dtype == DType::F64 ? *v.as<double>() : double(*v.as<float>());
 }
 static void writeScalar(const BufferView &v, double x) {
   if (v.desc->dtype == DType::F64)
@@ -402,6 +357,14 @@ StepResult Executor::trainStep(
   return r;
 }
 
+uint64_t Executor::runSeed(int64_t instructionSeed) const {
+  // A fresh dropout mask per (seed, step, micro-batch); the backward, run in
+  // the same program, derives the same one.
+  return splitmix64(uint64_t(instructionSeed) ^
+                    splitmix64(seed ^ splitmix64(uint64_t(currentStep) * 1024 +
+                                                 uint64_t(microBatch))));
+}
+
 void Executor::runInstruction(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
   // Zero works on bytes; every other op on the dtype of its first float
@@ -415,9 +378,9 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     }
     return;
   }
-  DType t = thePlan.buffers[inst.outputs.empty() ? inst.inputs[0]
-                                                 : inst.outputs[0]]
-                .dtype;
+  DType t =
+      thePlan.buffers[inst.outputs.empty() ? inst.inputs[0] : inst.outputs[0]]
+          .dtype;
   if (t == DType::F64)
     execute<double>(prog, index);
   else
@@ -440,9 +403,7 @@ void Executor::execute(const Program &prog, size_t index) {
     return thePlan.buffers[inst.outputs[i]];
   };
   auto in = [&](size_t i) { return buffer(inst.inputs[i]).template as<T>(); };
-  auto out = [&](size_t i) {
-    return buffer(inst.outputs[i]).template as<T>();
-  };
+  auto out = [&](size_t i) { return buffer(inst.outputs[i]).template as<T>(); };
   auto ids = [&](size_t i) {
     return buffer(inst.inputs[i]).template as<int32_t>();
   };
@@ -469,35 +430,17 @@ void Executor::execute(const Program &prog, size_t index) {
     const Buffer &table = outB(0);
     int64_t n = numElements(inB(1).shape);
     checkIds(ids(1), n, table.shape[0], "token id");
-    embeddingBackward(in(0), ids(1), out(0), n, table.shape[0],
-                      table.shape[1], ints[0] != 0);
+    embeddingBackward(in(0), ids(1), out(0), n, table.shape[0], table.shape[1],
+                      ints[0] != 0);
     break;
   }
-  case Opcode::PositionEmbedding: {
-    const int64_t batch = ints[0], seq = ints[1], h = inB(0).shape[1];
-    const T *table = in(0);
-    T *y = out(0);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < batch * seq; ++r)
-      std::memcpy(y + r * h, table + (r % seq) * h, h * sizeof(T));
+  case Opcode::PositionEmbedding:
+    positionEmbeddingForward(in(0), out(0), ints[0], ints[1], inB(0).shape[1]);
     break;
-  }
-  case Opcode::PositionEmbeddingGrad: {
-    const int64_t batch = ints[0], seq = ints[1];
-    const Buffer &table = outB(0);
-    const int64_t h = table.shape[1];
-    const T *dy = in(0);
-    T *dt = out(0);
-    if (!ints[2])
-      std::memset(dt, 0, table.bytes);
-    // Rows are independent; each sums its batch entries in order.
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < seq; ++s)
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t j = 0; j < h; ++j)
-          dt[s * h + j] += dy[(b * seq + s) * h + j];
+  case Opcode::PositionEmbeddingGrad:
+    positionEmbeddingBackward(in(0), out(0), ints[0], ints[1], outB(0).shape[0],
+                              outB(0).shape[1], ints[2] != 0);
     break;
-  }
   case Opcode::Matmul: {
     MatmulShape s;
     s.batch = ints[0];
@@ -522,48 +465,41 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::Gelu:
     geluForward(in(0), out(0), numElements(inB(0).shape));
     break;
-  case Opcode::LayerNorm: {
-    int64_t rows = rowsOf(inB(0)), cols = lastDim(inB(0));
-    layerNormForward(in(0), in(1), in(2), out(0), scr, scr + padded(rows),
-                     rows, cols, T(inst.floats[0]));
+  case Opcode::LayerNorm:
+    layerNormForward<T>(in(0), in(1), in(2), out(0), nullptr, nullptr,
+                        rowsOf(inB(0)), lastDim(inB(0)), T(inst.floats[0]));
     break;
-  }
   case Opcode::Softmax:
     softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
     break;
   case Opcode::Attention:
   case Opcode::AttentionGrad: {
-    const Buffer &q = inB(0);
-    AttentionShape s{q.shape[0], q.shape[1], q.shape[2], ints[0]};
-    T *lse = scr;
-    T *work = lse + padded(s.lseSize());
-    int64_t workSize = attentionScratchSize(s, threads);
-    if (inst.opcode == Opcode::Attention) {
-      if (!attentionForward(in(0), in(1), in(2), out(0), lse, work, workSize,
-                            s))
-        fail("attention scratch too small");
-      break;
-    }
-    // Recompute the logsumexp the forward did not keep.
-    T *o = work + padded(workSize);
-    if (!attentionForward(in(0), in(1), in(2), o, lse, work, workSize, s) ||
-        !attentionBackward<T>(in(0), in(1), in(2), lse, in(3), out(0), out(1),
-                           out(2), work, workSize, s, false))
-      fail("attention scratch too small");
+    // The backward recomputes the probabilities block by block (from q, k
+    // and a recomputed logsumexp); the forward keeps nothing.
+    AttentionShape s = attentionShapeOf(thePlan, inst, runSeed(ints[2]));
+    int64_t workSize = int64_t(scratchSize / sizeof(T));
+    bool ok = inst.opcode == Opcode::Attention
+                  ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,
+                                        scr, workSize, s)
+                  : attentionBackward<T>(in(0), in(1), in(2), nullptr, in(3),
+                                         out(0), out(1), out(2), scr, workSize,
+                                         s, AccumulateMask(0));
+    if (!ok)
+      fail("attention scratch of " + std::to_string(workSize) +
+           " elements is too small");
     break;
   }
   case Opcode::CrossEntropy: {
     int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
     checkIds(ids(1), rows, vocab, "target id");
-    *out(0) = crossEntropyForward(in(0), ids(1), scr, rows, vocab);
+    *out(0) = crossEntropyForward<T>(in(0), ids(1), nullptr, rows, vocab);
     break;
   }
   case Opcode::CrossEntropyGrad: {
     int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
     checkIds(ids(1), rows, vocab, "target id");
-    crossEntropyForward(in(0), ids(1), scr, rows, vocab);
-    crossEntropyBackward(in(0), ids(1), scr, *in(2), out(0), rows, vocab,
-                         false);
+    crossEntropyBackward<T>(in(0), ids(1), nullptr, *in(2), out(0), rows, vocab,
+                            false);
     break;
   }
   case Opcode::Copy:
@@ -579,15 +515,12 @@ void Executor::execute(const Program &prog, size_t index) {
     break;
   }
   case Opcode::Slice:
-    copyBox(reinterpret_cast<uint8_t *>(in(0)), inB(0).shape,
-            reinterpret_cast<uint8_t *>(out(0)), outB(0).shape, ints,
-            dtypeSize(inB(0).dtype), /*toPart=*/true);
+    sliceForward(in(0), out(0), inB(0).shape.data(), outB(0).shape.data(),
+                 ints.data(), int(ints.size()));
     break;
   case Opcode::SliceGrad:
-    std::memset(out(0), 0, outB(0).bytes);
-    copyBox(reinterpret_cast<uint8_t *>(out(0)), outB(0).shape,
-            reinterpret_cast<uint8_t *>(in(0)), inB(0).shape, ints,
-            dtypeSize(inB(0).dtype), /*toPart=*/false);
+    sliceBackward(in(0), out(0), outB(0).shape.data(), inB(0).shape.data(),
+                  ints.data(), int(ints.size()), false);
     break;
   case Opcode::Concat: {
     const Buffer &y = outB(0);
@@ -603,17 +536,10 @@ void Executor::execute(const Program &prog, size_t index) {
                   product(y.shape, dim + 1, y.shape.size()));
     break;
   }
-  case Opcode::Dropout: {
-    // Fresh mask per (step, micro-batch); the backward, run in the same
-    // program, reproduces it from the same seed.
-    uint64_t s = splitmix64(uint64_t(ints[0]) ^
-                            splitmix64(seed ^ splitmix64(
-                                                  uint64_t(currentStep) * 1024 +
-                                                  uint64_t(microBatch))));
+  case Opcode::Dropout:
     dropoutForward(in(0), out(0), numElements(inB(0).shape),
-                   float(inst.floats[0]), s);
+                   float(inst.floats[0]), runSeed(ints[0]));
     break;
-  }
   case Opcode::BiasGrad:
     biasAddBackward<T>(in(0), nullptr, out(0), rowsOf(inB(0)), lastDim(inB(0)),
                        ints[0] != 0);
@@ -625,35 +551,12 @@ void Executor::execute(const Program &prog, size_t index) {
     softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
                     false);
     break;
-  case Opcode::LayerNormGrad: {
-    const int64_t rows = rowsOf(inB(0)), cols = lastDim(inB(0));
-    const int64_t n = rows * cols;
-    T *y = scr, *mean = y + padded(n), *rstd = mean + padded(rows);
-    T *gScr = rstd + padded(rows), *bScr = gScr + padded(cols);
-    // Recompute the forward's statistics bit for bit (beta does not affect
-    // them; y is scratch).
-    layerNormForward(in(0), in(1), in(1), y, mean, rstd, rows, cols,
-                     T(inst.floats[0]));
-    const int64_t mask = ints[0];
-    if (mask == 0 || mask == 7) {
-      layerNormBackward<T>(in(0), in(1), mean, rstd, in(2), out(0), out(1),
-                        out(2), rows, cols, mask == 7);
-      break;
-    }
-    // Mixed: the accumulating results go to scratch, then add in.
-    T *dx = (mask & 1) ? y : out(0);
-    T *dg = (mask & 2) ? gScr : out(1);
-    T *db = (mask & 4) ? bScr : out(2);
-    layerNormBackward<T>(in(0), in(1), mean, rstd, in(2), dx, dg, db, rows, cols,
-                      false);
-    if (mask & 1)
-      addForward(out(0), dx, out(0), n);
-    if (mask & 2)
-      addForward(out(1), dg, out(1), cols);
-    if (mask & 4)
-      addForward(out(2), db, out(2), cols);
+  case Opcode::LayerNormGrad:
+    // No saved statistics: the kernel recomputes mean and rstd per row.
+    layerNormBackward<T>(in(0), in(1), nullptr, nullptr, in(2), out(0), out(1),
+                         out(2), rowsOf(inB(0)), lastDim(inB(0)),
+                         T(inst.floats[0]), AccumulateMask(uint32_t(ints[0])));
     break;
-  }
   case Opcode::Accumulate:
     addForward(out(0), in(0), out(0), numElements(inB(0).shape));
     break;
@@ -679,10 +582,9 @@ void Executor::execute(const Program &prog, size_t index) {
     break;
   }
   case Opcode::LearningRate:
-    *out(0) = T(scheduledLearningRate(LrScheduleKind(ints[0]), ints[1],
-                                      ints[2], ints[3] != 0, inst.floats[0],
-                                      inst.floats[1], inst.floats[2],
-                                      currentStep));
+    *out(0) = T(scheduledLearningRate(
+        LrScheduleKind(ints[0]), ints[1], ints[2], ints[3] != 0, inst.floats[0],
+        inst.floats[1], inst.floats[2], currentStep));
     break;
   case Opcode::AdamW: {
     AdamWConfig cfg;

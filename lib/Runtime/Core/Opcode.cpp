@@ -38,8 +38,8 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "", "", 0, 0},
       {Opcode::Copy, "Copy", "x", "y", 1, 1, "", "", 0, 0},
       // Transpose and Slice take one int per dim of x: counted at validation.
-      {Opcode::Transpose, "Transpose", "x", "y", 1, 1, "permutation...", "",
-       -1, 0},
+      {Opcode::Transpose, "Transpose", "x", "y", 1, 1, "permutation...", "", -1,
+       0},
       {Opcode::Slice, "Slice", "x", "y", 1, 1, "offsets...", "", -1, 0},
       {Opcode::Concat, "Concat", "x0, x1, ...", "y", -1, 1, "dim", "", 1, 0},
       {Opcode::Dropout, "Dropout", "x", "y", 1, 1, "seed", "p", 1, 1},
@@ -53,8 +53,8 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
       {Opcode::LayerNormGrad, "LayerNormGrad", "x, gamma, dy",
        "dx, dgamma, dbeta", 3, 3, "accumulate", "eps", 1, 1},
       {Opcode::SoftmaxGrad, "SoftmaxGrad", "y, dy", "dx", 2, 1, "", "", 0, 0},
-      {Opcode::AttentionGrad, "AttentionGrad", "q, k, v, dout", "dq, dk, dv",
-       4, 3, "heads causal seed", "dropout", 3, 1},
+      {Opcode::AttentionGrad, "AttentionGrad", "q, k, v, dout", "dq, dk, dv", 4,
+       3, "heads causal seed", "dropout", 3, 1},
       {Opcode::CrossEntropyGrad, "CrossEntropyGrad", "logits, targets, dloss",
        "dlogits", 3, 1, "", "", 0, 0},
       {Opcode::SliceGrad, "SliceGrad", "dy", "dx", 1, 1, "offsets...", "", -1,
@@ -90,8 +90,8 @@ std::string dsc::rt::describeOpcode(Opcode op) {
   const OpcodeInfo *info = lookupOpcode(uint32_t(op));
   if (!info)
     return opcodeName(op) + ": unknown";
-  std::string s = std::string(info->name) + ": in(" + info->inputs +
-                  ") out(" + info->outputs + ")";
+  std::string s = std::string(info->name) + ": in(" + info->inputs + ") out(" +
+                  info->outputs + ")";
   if (*info->ints)
     s += std::string(" ints(") + info->ints + ")";
   if (*info->floats)
@@ -147,8 +147,8 @@ const char *dsc::rt::roleName(BufferRole r) {
     return "loss";
   case BufferRole::Scalar:
     return "scalar";
-  case BufferRole::LossScale:
-    return "loss scale";
+  case BufferRole::Constant:
+    return "constant";
   }
   return "unknown role";
 }

@@ -192,6 +192,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u32(uint32_t(b.role));
     body.u32(uint32_t(b.init.kind));
     body.f64(b.init.std);
+    body.f64(b.init.value);
     body.u32(uint32_t(b.shape.size()));
     for (int64_t d : b.shape)
       body.i64(d);
@@ -239,8 +240,8 @@ void dsc::rt::writePlanFile(const Plan &plan, const std::string &path) {
   std::vector<uint8_t> bytes = writePlan(plan);
   std::ofstream os(path, std::ios::binary | std::ios::trunc);
   if (!os)
-    throw Error("cannot open plan file '" + path + "' for writing: " +
-                std::strerror(errno));
+    throw Error("cannot open plan file '" + path +
+                "' for writing: " + std::strerror(errno));
   os.write(reinterpret_cast<const char *>(bytes.data()),
            std::streamsize(bytes.size()));
   os.close();
@@ -253,8 +254,8 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   if (size == 0 && data == nullptr)
     data = reinterpret_cast<const uint8_t *>("");
   Reader header(data, size, 0, what);
-  header.need(sizeof(kPlanMagic), "header magic (file has " +
-                                      std::to_string(size) + " bytes)");
+  header.need(sizeof(kPlanMagic),
+              "header magic (file has " + std::to_string(size) + " bytes)");
   if (std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0)
     header.fail("not a dsc plan: the file does not start with the magic "
                 "\"DSCPLAN\\0\"");
@@ -314,12 +315,13 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   plan.arenas.resize(r.count("arenas", 12));
   for (size_t i = 0; i < plan.arenas.size(); ++i) {
     std::string f = "arenas[" + std::to_string(i) + "]";
-    plan.arenas[i].tier = checkedEnum<Tier>(r, f + ".tier", 2);
+    plan.arenas[i].tier =
+        checkedEnum<Tier>(r, f + ".tier", uint32_t(Tier::Nvme));
     plan.arenas[i].bytes = r.u64(f + ".bytes");
   }
 
-  // name, arena, offset, bytes, dtype, role, init kind, std, rank.
-  constexpr size_t kMinBufferBytes = 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 4;
+  // name, arena, offset, bytes, dtype, role, init kind, std, value, rank.
+  constexpr size_t kMinBufferBytes = 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 4;
   plan.buffers.resize(r.count("buffers", kMinBufferBytes));
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     Buffer &b = plan.buffers[i];
@@ -328,10 +330,13 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     b.arena = r.u32(f + " arena");
     b.offset = r.u64(f + " offset");
     b.bytes = r.u64(f + " bytes");
-    b.dtype = checkedEnum<DType>(r, f + " dtype", 4);
-    b.role = checkedEnum<BufferRole>(r, f + " role", 8);
-    b.init.kind = checkedEnum<InitKind>(r, f + " init kind", 3);
+    b.dtype = checkedEnum<DType>(r, f + " dtype", uint32_t(DType::F16));
+    b.role =
+        checkedEnum<BufferRole>(r, f + " role", uint32_t(BufferRole::Constant));
+    b.init.kind = checkedEnum<InitKind>(r, f + " init kind",
+                                        uint32_t(InitKind::Constant));
     b.init.std = r.f64(f + " init std");
+    b.init.value = r.f64(f + " init value");
     b.shape.resize(r.count(f + " shape", 8));
     for (int64_t &d : b.shape)
       d = r.i64(f + " shape");
@@ -390,8 +395,8 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
 Plan dsc::rt::readPlanFile(const std::string &path) {
   std::ifstream is(path, std::ios::binary);
   if (!is)
-    throw Error("cannot open plan file '" + path + "': " +
-                std::strerror(errno));
+    throw Error("cannot open plan file '" + path +
+                "': " + std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(is)),
                              std::istreambuf_iterator<char>());
   if (is.bad())

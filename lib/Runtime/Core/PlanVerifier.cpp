@@ -28,8 +28,7 @@ bool isFloat(DType t) { return t != DType::I32; }
 
 /// a * b, or -1 on overflow or a negative factor.
 int64_t mulChecked(int64_t a, int64_t b) {
-  if (a < 0 || b < 0 ||
-      (b != 0 && a > std::numeric_limits<int64_t>::max() / b))
+  if (a < 0 || b < 0 || (b != 0 && a > std::numeric_limits<int64_t>::max() / b))
     return -1;
   return a * b;
 }
@@ -51,9 +50,9 @@ void checkBuffer(const Plan &plan, size_t id) {
   auto fail = [&](const std::string &msg) { throw Error(what + ": " + msg); };
   if (uint32_t(b.dtype) > uint32_t(DType::F16))
     fail("unknown dtype " + std::to_string(uint32_t(b.dtype)));
-  if (uint32_t(b.role) > uint32_t(BufferRole::LossScale))
+  if (uint32_t(b.role) > uint32_t(BufferRole::Constant))
     fail("unknown role " + std::to_string(uint32_t(b.role)));
-  if (uint32_t(b.init.kind) > uint32_t(InitKind::Normal))
+  if (uint32_t(b.init.kind) > uint32_t(InitKind::Constant))
     fail("unknown init kind " + std::to_string(uint32_t(b.init.kind)));
   if (b.arena >= plan.arenas.size())
     fail("arena " + std::to_string(b.arena) + " does not exist (the plan has " +
@@ -65,8 +64,7 @@ void checkBuffer(const Plan &plan, size_t id) {
               ? std::string("overflow")
               : std::to_string(b.offset + b.bytes)) +
          ") overflow arena " + std::to_string(b.arena) + " (" +
-         tierName(arena.tier) + ", " + std::to_string(arena.bytes) +
-         " bytes)");
+         tierName(arena.tier) + ", " + std::to_string(arena.bytes) + " bytes)");
   if (b.shape.size() > size_t(kMaxRank))
     fail("rank " + std::to_string(b.shape.size()) + " exceeds the maximum " +
          std::to_string(kMaxRank));
@@ -86,6 +84,10 @@ void checkBuffer(const Plan &plan, size_t id) {
   if (b.init.kind == InitKind::Normal &&
       (!isFloat(b.dtype) || !std::isfinite(b.init.std) || b.init.std < 0))
     fail("normal init needs a float buffer and a finite std >= 0");
+  if (b.init.kind == InitKind::Constant && !std::isfinite(b.init.value))
+    fail("constant init value is not finite");
+  if (b.role == BufferRole::Constant && b.init.kind == InitKind::None)
+    fail("a constant buffer needs an initializer");
 }
 
 /// Refuses any overlap of a persistent buffer (every role but Temporary)
@@ -167,7 +169,7 @@ void checkWellKnown(const Plan &plan) {
   if (plan.learningRate != -1)
     check(plan.learningRate, "learningRate", BufferRole::Scalar);
   if (plan.lossScale != -1)
-    check(plan.lossScale, "lossScale", BufferRole::LossScale);
+    check(plan.lossScale, "lossScale", BufferRole::Constant);
 }
 
 //===----------------------------------------------------------------------===//
@@ -378,6 +380,8 @@ void InstructionChecker::aliasing() {
   }
   for (size_t o = 0; o < inst.outputs.size(); ++o) {
     const Buffer &y = out(o);
+    if (y.role == BufferRole::Constant)
+      fail(outName(o) + " is a constant; no instruction may write it");
     for (size_t o2 = o + 1; o2 < inst.outputs.size(); ++o2)
       if (overlaps(y, out(o2)))
         fail(outName(o) + " overlaps " + outName(o2));
@@ -386,8 +390,8 @@ void InstructionChecker::aliasing() {
       if (!overlaps(x, y))
         continue;
       bool same = x.offset == y.offset && x.bytes == y.bytes;
-      bool allowed = elementwise && same &&
-                     !(inst.opcode == Opcode::BiasAdd && i == 1);
+      bool allowed =
+          elementwise && same && !(inst.opcode == Opcode::BiasAdd && i == 1);
       if (!allowed)
         fail(outName(o) + " overlaps " + inName(i) +
              (elementwise ? "; only an exact in-place alias is allowed"

@@ -1,0 +1,152 @@
+//===- Executor.h - Runs a plan's programs on the CPU -----------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The executor owns one 64-byte-aligned allocation per plan arena, fills the
+// parameters from a seed, and runs programs by dispatching each instruction
+// to the CPU kernels (CpuKernels.h) for its F32 or F64 buffers. It also owns
+// the scratch that backward ops use to recompute forward statistics.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_EXECUTOR_H
+#define DSC_RUNTIME_EXECUTOR_H
+
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// One executed instruction, for a Chrome trace. Times are microseconds on
+/// the steady clock since the executor was constructed.
+struct InstructionEvent {
+  const Program *program = nullptr;
+  size_t index = 0;
+  const Instruction *instruction = nullptr;
+  double startUs = 0, durationUs = 0;
+  /// The lane it ran on: 0 is the compute stream (the only one on the CPU).
+  int stream = 0;
+};
+using InstructionHook = std::function<void(const InstructionEvent &)>;
+
+/// A buffer of the plan and where it lives in the executor's arenas.
+struct BufferView {
+  const Buffer *desc = nullptr;
+  void *data = nullptr;
+  int64_t size() const { return numElements(desc->shape); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// What trainStep reports.
+struct StepResult {
+  double loss = 0;         // mean over the micro-batches
+  double gradNorm = 0;     // NaN when the plan computes none
+  double learningRate = 0; // NaN when the plan has no lr buffer
+};
+
+class Executor {
+public:
+  /// Validates the plan (validatePlan), checks that the CPU backend supports
+  /// it (float buffers are F32 or F64), allocates the arenas and scratch,
+  /// and initializes with `seed`. Throws Error.
+  explicit Executor(Plan plan, uint64_t seed = 1234);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const Plan &plan() const { return thePlan; }
+  /// Bytes allocated for arena `arena`: equals the plan's arena size.
+  uint64_t allocatedBytes(uint32_t arena) const;
+  /// Executor-owned scratch (attention's per-thread blocks), not in any
+  /// arena and not in the plan's peak.
+  uint64_t scratchBytes() const { return scratchSize; }
+
+  /// Zeroes every arena, then fills each buffer with an initializer:
+  /// Normal draws N(0, std^2) from a counter-based generator keyed by
+  /// (seed, FNV-1a of the buffer's name, element index), so the values do not
+  /// depend on the thread count, the buffer order or the arena layout.
+  /// Resets the step to 1.
+  void initialize(uint64_t seed);
+
+  /// Copy a [microBatchSize, seqLength] batch into the well-known buffers.
+  void setTokens(const int32_t *data, size_t count);
+  void setTargets(const int32_t *data, size_t count);
+  int32_t *tokens();
+  int32_t *targets();
+  /// Writes the plan's lossScale constant (if any): the backward's seed.
+  /// trainStep sets 1/microBatches, so any micro-batch count works.
+  void setLossScale(double scale);
+
+  /// Runs program `name`. Throws Error for an unknown program or a bad
+  /// input found at run time (a token id outside the vocab).
+  void runProgram(const std::string &name);
+  /// One training step: for each of `microBatches` micro-batches, `fill`
+  /// writes tokens and targets, then forward_backward runs; then optimizer
+  /// runs and the step advances.
+  StepResult
+  trainStep(const std::function<void(int64_t microBatch, int32_t *tokens,
+                                     int32_t *targets)> &fill,
+            int64_t microBatches);
+
+  /// The loss buffer's value (after forward_backward or forward).
+  double loss() const;
+  /// The gradNorm/learningRate buffers' values; NaN when absent.
+  double gradNorm() const;
+  double learningRate() const;
+
+  /// The 1-based training step that the next optimizer run performs;
+  /// LearningRate and AdamW read it.
+  int64_t step() const { return currentStep; }
+  void setStep(int64_t step) { currentStep = step; }
+  /// Mixed into dropout seeds with the step, so each micro-batch draws a
+  /// fresh mask that its backward reproduces.
+  void setMicroBatch(int64_t index) { microBatch = index; }
+  /// Replaces every LearningRate instruction's base lr (dsc-run --lr); the
+  /// warmup start and decay end scale with it. Throws Error if the plan
+  /// has no LearningRate instruction.
+  void setBaseLearningRate(double lr);
+
+  /// A buffer by name (parameters, their state, well-known buffers); throws
+  /// Error naming it when absent.
+  BufferView buffer(const std::string &name);
+  BufferView buffer(uint32_t id);
+  /// A float buffer's values as doubles (tests, checkpoints).
+  std::vector<double> read(const std::string &name);
+
+  /// Called after each instruction with its timing; none by default (no
+  /// clock reads when unset).
+  void setInstructionHook(InstructionHook hook) {
+    instructionHook = std::move(hook);
+  }
+  /// Microseconds since construction on the executor's clock.
+  double nowUs() const;
+
+private:
+  void runInstruction(const Program &prog, size_t index);
+  /// The dropout seed of an instruction in the current step/micro-batch.
+  uint64_t runSeed(int64_t instructionSeed) const;
+  template <typename T> void execute(const Program &prog, size_t index);
+
+  Plan thePlan;
+  std::vector<uint8_t *> arenas;
+  uint8_t *scratch = nullptr;
+  uint64_t scratchSize = 0;
+  int threads = 1;
+  int64_t currentStep = 1;
+  int64_t microBatch = 0;
+  uint64_t seed = 0;
+  double startNs = 0;
+  InstructionHook instructionHook;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_EXECUTOR_H

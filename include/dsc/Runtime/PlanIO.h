@@ -1,0 +1,86 @@
+//===- PlanIO.h - Plan files and plan validation ----------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The binary plan file the compiler writes and dsc-run reads, and the
+// semantic checks that every plan passes before it runs: a plan file is
+// untrusted input, so nothing in it is used before it has been checked.
+//
+// Layout (little-endian throughout):
+//   header  magic "DSCPLAN\0" (8 bytes), u32 format version, u32 reserved (0),
+//           u64 body length, u64 FNV-1a 64 of the body
+//   body    model   i64 vocabSize seqLength microBatchSize microBatches
+//           wellknown u32 tokens targets loss, i64 gradNorm learningRate
+//                   lossScale
+//           strings u32 count, then per string u32 length + bytes
+//           arenas  u32 count, then per arena u32 tier, u64 bytes
+//           buffers u32 count, then per buffer u32 name (string index),
+//                   u32 arena, u64 offset, u64 bytes, u32 dtype, u32 role,
+//                   u32 init kind, f64 init std, f64 init value, u32 rank,
+//                   i64 dims[rank]
+//           programs u32 count, then per program u32 name, u32 instruction
+//                   count, then per instruction u32 opcode, u32 name,
+//                   u32 n + u32 inputs[n], u32 n + u32 outputs[n],
+//                   u32 n + i64 ints[n], u32 n + f64 floats[n]
+//           summary u32 n + u64 peakBytesPerArena[n], u64 flopsPerMicroBatch,
+//                   u64 collectiveBytesPerStep
+//   Nothing may follow the summary.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_PLANIO_H
+#define DSC_RUNTIME_PLANIO_H
+
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Plan.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// The file's first 8 bytes.
+constexpr char kPlanMagic[8] = {'D', 'S', 'C', 'P', 'L', 'A', 'N', '\0'};
+/// Bytes before the body: magic, version, reserved, length, checksum.
+constexpr size_t kPlanHeaderSize = 32;
+
+/// FNV-1a, 64-bit: the body checksum.
+uint64_t fnv1a64(const uint8_t *data, size_t size);
+
+/// Serializes `plan` (at kPlanFormatVersion; plan.version is not consulted).
+/// Does not validate: call validatePlan first to catch a compiler bug before
+/// it reaches a file.
+std::vector<uint8_t> writePlan(const Plan &plan);
+/// writePlan to a file. Throws Error naming the path if it cannot be written.
+void writePlanFile(const Plan &plan, const std::string &path);
+
+/// Parses and validates a plan. Throws Error naming the section, field,
+/// buffer or instruction at fault on a wrong magic, another format version,
+/// a checksum mismatch, truncation, trailing bytes, a count larger than the
+/// remaining bytes can hold, an unknown enum value, or anything validatePlan
+/// refuses. `what` names the source in messages ("plan file 'x.plan'").
+Plan readPlan(const uint8_t *data, size_t size,
+              const std::string &what = "plan");
+/// readPlan of a whole file; a missing or unreadable file is an Error too.
+Plan readPlanFile(const std::string &path);
+
+/// The semantic checks on a plan, in order: the model shape; arenas; each
+/// buffer (known enums, arena index, offset aligned to its element size,
+/// offset + bytes within its arena, bytes == elements * dtype size);
+/// persistent buffers (every role but Temporary) overlap no other buffer;
+/// the well-known buffers (tokens/targets I32 [microBatchSize, seqLength],
+/// loss/gradNorm/learningRate float scalars of their role, lossScale a
+/// Constant float scalar); no instruction writes a Constant buffer;
+/// program names unique; and every instruction against its opcode
+/// (operand/result/int/float counts, ids in range, dtypes, shapes, its
+/// results overlapping none of its operands unless it works in place).
+/// Throws Error naming the program, the instruction's index and its name.
+void validatePlan(const Plan &plan);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_PLANIO_H

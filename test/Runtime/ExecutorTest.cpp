@@ -1,0 +1,327 @@
+//===- ExecutorTest.cpp - The executor on a hand-built plan ---------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Runs the tiny language model of PlanTestSupport.h: its loss against a
+// direct computation, its gradients against central finite differences in
+// f64, a training step that lowers the loss, arena sizes against the plan,
+// bitwise reproducibility for a seed, and the run-time errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestSupport.h"
+
+#include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/PlanIO.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace dsc::rt;
+using namespace dsc::rt::test;
+
+namespace {
+
+const TinyShape kShape;
+
+/// A fixed batch: tokens and their successors.
+void fillBatch(Executor &ex, int64_t salt = 0) {
+  const int64_t n = kShape.batch * kShape.seq;
+  std::vector<int32_t> tokens(n), targets(n);
+  for (int64_t i = 0; i < n; ++i) {
+    tokens[i] = int32_t((3 * i + 1 + salt) % kShape.vocab);
+    targets[i] = int32_t((3 * i + 4 + salt) % kShape.vocab);
+  }
+  ex.setTokens(tokens.data(), tokens.size());
+  ex.setTargets(targets.data(), targets.size());
+}
+
+/// The loss computed from the executor's parameters with plain loops.
+double referenceLoss(Executor &ex) {
+  std::vector<double> wte = ex.read("wte.weight");
+  std::vector<double> head = ex.read("head.weight");
+  const int64_t V = kShape.vocab, H = kShape.hidden;
+  const int64_t rows = kShape.batch * kShape.seq;
+  const int32_t *tok = ex.tokens(), *tgt = ex.targets();
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> logits(V, 0.0);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t h = 0; h < H; ++h)
+        logits[v] += wte[tok[r] * H + h] * head[h * V + v];
+    double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (double l : logits)
+      sum += std::exp(l - mx);
+    total += mx + std::log(sum) - logits[tgt[r]];
+  }
+  return total / double(rows);
+}
+
+TEST(Executor, LossMatchesADirectComputation) {
+  Executor ex(makeTinyPlan(DType::F64), 42);
+  fillBatch(ex);
+  ex.runProgram("forward");
+  EXPECT_NEAR(ex.loss(), referenceLoss(ex), 1e-12);
+  // And exactly what the kernels give when called by hand.
+  std::vector<double> wte = ex.read("wte.weight"),
+                      head = ex.read("head.weight");
+  const int64_t rows = kShape.batch * kShape.seq;
+  std::vector<double> x(rows * kShape.hidden), logits(rows * kShape.vocab);
+  embeddingForward(wte.data(), ex.tokens(), x.data(), rows, kShape.vocab,
+                   kShape.hidden);
+  MatmulShape s;
+  s.m = rows;
+  s.n = kShape.vocab;
+  s.k = kShape.hidden;
+  matmulForward(x.data(), head.data(), logits.data(), s);
+  double loss = crossEntropyForward<double>(logits.data(), ex.targets(),
+                                            nullptr, rows, kShape.vocab);
+  EXPECT_EQ(ex.loss(), loss);
+}
+
+TEST(Executor, GradientsMatchFiniteDifferences) {
+  Executor ex(makeTinyPlan(DType::F64), 7);
+  fillBatch(ex);
+  ex.runProgram("forward_backward");
+  for (const char *name : {"wte.weight", "head.weight"}) {
+    std::vector<double> grad = ex.read(std::string(name) + ".grad");
+    BufferView p = ex.buffer(name);
+    double *w = p.as<double>();
+    for (int64_t i = 0; i < p.size(); i += 5) {
+      const double h = 1e-6, saved = w[i];
+      w[i] = saved + h;
+      ex.runProgram("forward");
+      double up = ex.loss();
+      w[i] = saved - h;
+      ex.runProgram("forward");
+      double down = ex.loss();
+      w[i] = saved;
+      double fd = (up - down) / (2 * h);
+      EXPECT_NEAR(grad[i], fd, 1e-7 + 1e-6 * std::fabs(fd))
+          << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Executor, GradientsAccumulateOverMicroBatches) {
+  Executor ex(makeTinyPlan(DType::F64), 7);
+  fillBatch(ex);
+  ex.runProgram("forward_backward");
+  std::vector<double> once = ex.read("head.weight.grad");
+  ex.runProgram("forward_backward");
+  std::vector<double> twice = ex.read("head.weight.grad");
+  for (size_t i = 0; i < once.size(); ++i)
+    EXPECT_NEAR(twice[i], 2 * once[i], 1e-14);
+}
+
+TEST(Executor, TrainingLowersTheLoss) {
+  Executor ex(makeTinyPlan(DType::F64), 3);
+  fillBatch(ex);
+  ex.runProgram("forward");
+  double first = ex.loss();
+  auto fill = [&](int64_t, int32_t *, int32_t *) { /* batch stays */ };
+  StepResult r = ex.trainStep(fill, 1);
+  EXPECT_DOUBLE_EQ(r.loss, first);
+  EXPECT_EQ(ex.step(), 2);
+  EXPECT_DOUBLE_EQ(r.learningRate, 0.05);
+  EXPECT_GT(r.gradNorm, 0.0);
+  ex.runProgram("forward");
+  double second = ex.loss();
+  EXPECT_LT(second, first);
+  for (int i = 0; i < 30; ++i)
+    ex.trainStep(fill, 1);
+  ex.runProgram("forward");
+  EXPECT_LT(ex.loss(), 0.5 * first);
+  // The optimizer zeroed the gradients.
+  for (double g : ex.read("head.weight.grad"))
+    EXPECT_EQ(g, 0.0);
+}
+
+TEST(Executor, GradNormIsTheGlobalL2Norm) {
+  Executor ex(makeTinyPlan(DType::F64, kShape, 0.05, /*maxNorm=*/0.0), 3);
+  fillBatch(ex);
+  ex.runProgram("forward_backward");
+  double sq = 0;
+  for (const char *g : {"wte.weight.grad", "head.weight.grad"})
+    for (double v : ex.read(g))
+      sq += v * v;
+  ex.runProgram("optimizer");
+  EXPECT_NEAR(ex.gradNorm(), std::sqrt(sq), 1e-12);
+}
+
+TEST(Executor, ClippingScalesTheGradients) {
+  Plan plan = makeTinyPlan(DType::F64);
+  // A program that only clips: gradients of ones, norm 2 over 4 elements.
+  plan.buffers[plan.findBuffer("wte.weight.grad")].init = {InitKind::Ones};
+  plan.programs.push_back(
+      {"clip",
+       {makeInst(Opcode::GlobalNormClip,
+                 {uint32_t(plan.findBuffer("wte.weight.grad"))},
+                 {uint32_t(plan.gradNorm)}, "clip", {}, {8.0})}});
+  Executor ex(plan, 1);
+  ex.runProgram("clip");
+  double norm = std::sqrt(double(kShape.vocab * kShape.hidden));
+  EXPECT_NEAR(ex.gradNorm(), norm, 1e-12);
+  for (double g : ex.read("wte.weight.grad"))
+    EXPECT_NEAR(g, 8.0 / (norm + 1e-6), 1e-9);
+}
+
+TEST(Executor, AllocatedBytesEqualThePlan) {
+  Plan plan = makeTinyPlan(DType::F32);
+  plan.arenas.push_back({Tier::Host, 1000});
+  plan.summary.peakBytesPerArena.push_back(1000);
+  Executor ex(plan, 1);
+  for (uint32_t a = 0; a < plan.arenas.size(); ++a) {
+    EXPECT_EQ(ex.allocatedBytes(a), plan.arenas[a].bytes);
+    EXPECT_EQ(ex.allocatedBytes(a), plan.summary.peakBytesPerArena[a]);
+    // 64-byte aligned.
+    BufferView first = ex.buffer(plan.buffers[0].name);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first.data) % 64, 0u);
+  }
+  EXPECT_THROW(ex.allocatedBytes(7), Error);
+}
+
+TEST(Executor, SameSeedGivesIdenticalBits) {
+  auto train = [](uint64_t seed) {
+    Executor ex(makeTinyPlan(DType::F32), seed);
+    fillBatch(ex);
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i)
+      losses.push_back(
+          ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 1).loss);
+    std::vector<float> w(ex.buffer("head.weight").size());
+    std::memcpy(w.data(), ex.buffer("head.weight").data, w.size() * 4);
+    return std::make_pair(losses, w);
+  };
+  auto a = train(11), b = train(11), c = train(12);
+  EXPECT_EQ(a.first, b.first);
+  EXPECT_EQ(std::memcmp(a.second.data(), b.second.data(), a.second.size() * 4),
+            0);
+  EXPECT_NE(a.first, c.first);
+}
+
+TEST(Executor, InitDependsOnNameAndSeedOnly) {
+  Plan plan = makeTinyPlan(DType::F64);
+  Executor a(plan, 5);
+  // Another layout: an extra parameter first, everything shifted.
+  Plan moved = makeTinyPlan(DType::F64);
+  for (Buffer &b : moved.buffers)
+    b.offset += 1024;
+  moved.arenas[0].bytes += 1024;
+  moved.summary.peakBytesPerArena[0] += 1024;
+  Executor b(moved, 5);
+  EXPECT_EQ(a.read("wte.weight"), b.read("wte.weight"));
+  EXPECT_NE(a.read("wte.weight"), a.read("head.weight"));
+  // Roughly N(0, 0.5^2).
+  std::vector<double> w = a.read("wte.weight");
+  double sq = 0;
+  for (double v : w)
+    sq += v * v;
+  EXPECT_NEAR(std::sqrt(sq / double(w.size())), 0.5, 0.1);
+  EXPECT_EQ(a.read("loss.grad_seed")[0], 1.0);
+  EXPECT_EQ(a.read("wte.weight.exp_avg")[0], 0.0);
+}
+
+TEST(Executor, F32AgreesWithF64) {
+  Executor a(makeTinyPlan(DType::F32), 9), b(makeTinyPlan(DType::F64), 9);
+  fillBatch(a);
+  fillBatch(b);
+  a.runProgram("forward");
+  b.runProgram("forward");
+  EXPECT_NEAR(a.loss(), b.loss(), 1e-5);
+}
+
+TEST(Executor, MicroBatchesSetTheLossScale) {
+  Executor ex(makeTinyPlan(DType::F64), 2);
+  fillBatch(ex);
+  ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 4);
+  EXPECT_EQ(ex.read("loss.grad_seed")[0], 0.25);
+}
+
+TEST(Executor, TokenOutsideTheVocabIsAnError) {
+  Executor ex(makeTinyPlan(DType::F64), 2);
+  fillBatch(ex);
+  ex.tokens()[3] = 99;
+  try {
+    ex.runProgram("forward");
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("instruction 0 'wte' (Embedding)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("token id 99 at position 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 16)"), std::string::npos) << msg;
+  }
+}
+
+TEST(Executor, UnknownProgramNamesTheOnesThereAre) {
+  Executor ex(makeTinyPlan(DType::F64), 2);
+  try {
+    ex.runProgram("backward");
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("no program 'backward' (it has "
+                                         "'forward', 'forward_backward', "
+                                         "'optimizer')"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Executor, RefusesAnInvalidPlan) {
+  Plan plan = makeTinyPlan(DType::F64);
+  plan.buffers[2].offset = plan.arenas[0].bytes;
+  EXPECT_THROW(Executor ex(plan), Error);
+  plan = makeTinyPlan(DType::BF16);
+  try {
+    Executor ex(plan);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("f32 and f64 buffers, not bf16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Executor, InstructionHookSeesEveryInstruction) {
+  Executor ex(makeTinyPlan(DType::F64), 2);
+  fillBatch(ex);
+  std::vector<InstructionEvent> events;
+  ex.setInstructionHook(
+      [&](const InstructionEvent &e) { events.push_back(e); });
+  ex.runProgram("forward_backward");
+  ASSERT_EQ(events.size(), 7u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].index, i);
+    EXPECT_GE(events[i].durationUs, 0.0);
+    EXPECT_EQ(events[i].stream, 0);
+    if (i) {
+      EXPECT_GE(events[i].startUs, events[i - 1].startUs);
+    }
+  }
+  EXPECT_EQ(events[1].instruction->name, "head");
+}
+
+TEST(Executor, BaseLearningRateOverride) {
+  Executor ex(makeTinyPlan(DType::F64), 2);
+  fillBatch(ex);
+  ex.setBaseLearningRate(0.125);
+  StepResult r = ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 1);
+  EXPECT_EQ(r.learningRate, 0.125);
+}
+
+TEST(Executor, PlanFromAFileRuns) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan(DType::F32));
+  Executor ex(readPlan(bytes.data(), bytes.size()), 4);
+  fillBatch(ex);
+  ex.runProgram("forward");
+  EXPECT_TRUE(std::isfinite(ex.loss()));
+}
+
+} // namespace

@@ -1,0 +1,555 @@
+//===- PlanTest.cpp - Plan files: round trip, corruption, validation ------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A plan file is untrusted input: these tests corrupt one in every way the
+// reader distinguishes (and at every truncation point) and check that each
+// is an Error naming the cause, never a crash; and that validatePlan names
+// the buffer or instruction at fault.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestSupport.h"
+
+#include "dsc/Runtime/PlanIO.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
+
+using namespace dsc::rt;
+using namespace dsc::rt::test;
+
+namespace {
+
+/// Runs `fn`, expects an Error, and returns its message.
+template <typename Fn> std::string errorOf(Fn fn) {
+  try {
+    fn();
+  } catch (const Error &e) {
+    return e.what();
+  } catch (const std::exception &e) {
+    return std::string("unexpected non-Error exception: ") + e.what();
+  }
+  return "no error";
+}
+
+#define EXPECT_ERROR_HAS(expr, ...)                                            \
+  do {                                                                         \
+    std::string msg = errorOf([&] { (void)(expr); });                          \
+    for (const char *part : {__VA_ARGS__})                                     \
+      EXPECT_NE(msg.find(part), std::string::npos)                             \
+          << "message: " << msg << "\nmissing: " << part;                      \
+  } while (0)
+
+void putU32(std::vector<uint8_t> &bytes, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    bytes[at + i] = uint8_t(v >> (8 * i));
+}
+void putU64(std::vector<uint8_t> &bytes, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    bytes[at + i] = uint8_t(v >> (8 * i));
+}
+
+/// Rewrites the header's body length and checksum to match the body, so a
+/// test reaches the body parser with whatever body it made.
+void resealHeader(std::vector<uint8_t> &bytes) {
+  uint64_t len = bytes.size() - kPlanHeaderSize;
+  putU64(bytes, 16, len);
+  putU64(bytes, 24, fnv1a64(bytes.data() + kPlanHeaderSize, len));
+}
+
+Plan roundTrip(const Plan &plan) {
+  std::vector<uint8_t> bytes = writePlan(plan);
+  return readPlan(bytes.data(), bytes.size());
+}
+
+void expectEqual(const Plan &a, const Plan &b) {
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.vocabSize, b.vocabSize);
+  EXPECT_EQ(a.seqLength, b.seqLength);
+  EXPECT_EQ(a.microBatchSize, b.microBatchSize);
+  EXPECT_EQ(a.microBatches, b.microBatches);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.targets, b.targets);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.gradNorm, b.gradNorm);
+  EXPECT_EQ(a.learningRate, b.learningRate);
+  EXPECT_EQ(a.lossScale, b.lossScale);
+  ASSERT_EQ(a.arenas.size(), b.arenas.size());
+  for (size_t i = 0; i < a.arenas.size(); ++i) {
+    EXPECT_EQ(a.arenas[i].tier, b.arenas[i].tier);
+    EXPECT_EQ(a.arenas[i].bytes, b.arenas[i].bytes);
+  }
+  ASSERT_EQ(a.buffers.size(), b.buffers.size());
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    const Buffer &x = a.buffers[i], &y = b.buffers[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.arena, y.arena);
+    EXPECT_EQ(x.offset, y.offset);
+    EXPECT_EQ(x.bytes, y.bytes);
+    EXPECT_EQ(x.dtype, y.dtype);
+    EXPECT_EQ(x.shape, y.shape);
+    EXPECT_EQ(x.role, y.role);
+    EXPECT_EQ(x.init.kind, y.init.kind);
+    EXPECT_EQ(x.init.std, y.init.std);
+    EXPECT_EQ(x.init.value, y.init.value);
+  }
+  ASSERT_EQ(a.programs.size(), b.programs.size());
+  for (size_t p = 0; p < a.programs.size(); ++p) {
+    EXPECT_EQ(a.programs[p].name, b.programs[p].name);
+    ASSERT_EQ(a.programs[p].instructions.size(),
+              b.programs[p].instructions.size());
+    for (size_t i = 0; i < a.programs[p].instructions.size(); ++i) {
+      const Instruction &x = a.programs[p].instructions[i];
+      const Instruction &y = b.programs[p].instructions[i];
+      EXPECT_EQ(x.opcode, y.opcode);
+      EXPECT_EQ(x.name, y.name);
+      EXPECT_EQ(x.inputs, y.inputs);
+      EXPECT_EQ(x.outputs, y.outputs);
+      EXPECT_EQ(x.ints, y.ints);
+      EXPECT_EQ(x.floats, y.floats);
+    }
+  }
+  EXPECT_EQ(a.summary.peakBytesPerArena, b.summary.peakBytesPerArena);
+  EXPECT_EQ(a.summary.flopsPerMicroBatch, b.summary.flopsPerMicroBatch);
+  EXPECT_EQ(a.summary.collectiveBytesPerStep, b.summary.collectiveBytesPerStep);
+}
+
+Instruction &instructionNamed(Plan &plan, const std::string &name) {
+  for (Program &p : plan.programs)
+    for (Instruction &inst : p.instructions)
+      if (inst.name == name)
+        return inst;
+  throw std::logic_error("no instruction " + name);
+}
+
+uint32_t bufferId(const Plan &plan, const std::string &name) {
+  return uint32_t(plan.findBuffer(name));
+}
+
+//===----------------------------------------------------------------------===//
+// Round trip
+//===----------------------------------------------------------------------===//
+
+TEST(PlanIO, RoundTripEqualsTheOriginal) {
+  Plan plan = makeTinyPlan(DType::F32);
+  plan.summary.collectiveBytesPerStep = 12345;
+  plan.arenas.push_back({Tier::Host, 4096});
+  plan.summary.peakBytesPerArena.push_back(4000);
+  validatePlan(plan);
+  Plan back = roundTrip(plan);
+  expectEqual(plan, back);
+  // Serializing again gives the same bytes (the format has one spelling).
+  EXPECT_EQ(writePlan(plan), writePlan(back));
+}
+
+TEST(PlanIO, FileRoundTrip) {
+  Plan plan = makeTinyPlan();
+  std::string path = ::testing::TempDir() + "/dsc-plan-roundtrip.plan";
+  writePlanFile(plan, path);
+  expectEqual(plan, readPlanFile(path));
+  std::remove(path.c_str());
+}
+
+TEST(PlanIO, MissingFileIsAnError) {
+  EXPECT_ERROR_HAS(readPlanFile("/nonexistent/dir/x.plan"),
+                   "cannot open plan file '/nonexistent/dir/x.plan'");
+}
+
+TEST(PlanIO, HeaderLayout) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  ASSERT_GT(bytes.size(), kPlanHeaderSize);
+  EXPECT_EQ(std::memcmp(bytes.data(), "DSCPLAN\0", 8), 0);
+  EXPECT_EQ(bytes[8], kPlanFormatVersion);
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i)
+    len |= uint64_t(bytes[16 + i]) << (8 * i);
+  EXPECT_EQ(len, bytes.size() - kPlanHeaderSize);
+}
+
+//===----------------------------------------------------------------------===//
+// Corrupt files
+//===----------------------------------------------------------------------===//
+
+TEST(PlanIO, WrongMagic) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  bytes[0] = 'X';
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size(), "plan file 'p'"),
+                   "plan file 'p'", "not a dsc plan", "DSCPLAN");
+}
+
+TEST(PlanIO, OtherVersionNamesBoth) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  putU32(bytes, 8, kPlanFormatVersion + 1);
+  std::string other = "version " + std::to_string(kPlanFormatVersion + 1);
+  std::string ours = "version " + std::to_string(kPlanFormatVersion);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()), other.c_str(),
+                   ours.c_str(), "not supported");
+}
+
+TEST(PlanIO, CorruptChecksum) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  bytes[kPlanHeaderSize + 40] ^= 0x10;
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()), "checksum mismatch",
+                   "corrupt");
+  bytes = writePlan(makeTinyPlan());
+  bytes[30] ^= 1; // the stored checksum itself
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()), "checksum mismatch");
+}
+
+TEST(PlanIO, EveryTruncationIsAnError) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  // As cut: the header's length no longer matches.
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + len);
+    std::string msg = errorOf([&] { readPlan(cut.data(), cut.size()); });
+    EXPECT_TRUE(msg.find("truncated") != std::string::npos ||
+                msg.find("body length") != std::string::npos)
+        << "prefix " << len << ": " << msg;
+  }
+  // With the header resealed, so that the body parser meets the end of
+  // the data at every field.
+  for (size_t len = kPlanHeaderSize; len < bytes.size(); ++len) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + len);
+    resealHeader(cut);
+    std::string msg = errorOf([&] { readPlan(cut.data(), cut.size()); });
+    EXPECT_TRUE(msg.find("truncated in") != std::string::npos ||
+                msg.find("remain") != std::string::npos)
+        << "body prefix " << len - kPlanHeaderSize << ": " << msg;
+  }
+}
+
+TEST(PlanIO, TruncationNamesTheField) {
+  Plan plan = makeTinyPlan();
+  std::vector<uint8_t> bytes = writePlan(plan);
+  // Cut in the middle of the summary's last field.
+  bytes.resize(bytes.size() - 3);
+  resealHeader(bytes);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "truncated in summary collectiveBytesPerStep",
+                   "needs 8 bytes", "5 remain");
+}
+
+TEST(PlanIO, TrailingBytesAreAnError) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  bytes.push_back(0);
+  resealHeader(bytes);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "1 unexpected bytes after the summary");
+}
+
+TEST(PlanIO, HugeCountIsCappedByTheRemainingBytes) {
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  // The string count follows the model (4 x i64) and well-known fields
+  // (3 x u32 + 3 x i64).
+  size_t at = kPlanHeaderSize + 32 + 12 + 24;
+  putU32(bytes, at, 0xffffffffu);
+  resealHeader(bytes);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "strings count 4294967295 needs at least");
+}
+
+TEST(PlanIO, UnknownOpcodeNamesTheInstruction) {
+  Plan plan = makeTinyPlan();
+  plan.programs[0].instructions[1].opcode = Opcode(999);
+  std::vector<uint8_t> bytes = writePlan(plan);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "program 'forward' instruction 1 has unknown opcode 999");
+}
+
+TEST(PlanIO, UnknownEnumNamesTheBuffer) {
+  Plan plan = makeTinyPlan();
+  plan.buffers[2].dtype = DType(17);
+  std::vector<uint8_t> bytes = writePlan(plan);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "buffers[2] 'wte.weight' dtype has unknown value 17");
+}
+
+TEST(PlanIO, ValidationRunsOnRead) {
+  Plan plan = makeTinyPlan();
+  plan.buffers[bufferId(plan, "head.weight")].offset += 1u << 20;
+  std::vector<uint8_t> bytes = writePlan(plan);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size(), "plan file 'x'"),
+                   "plan file 'x'", "'head.weight'", "overflow arena 0");
+}
+
+TEST(PlanIO, RandomByteFlipsNeverCrash) {
+  const std::vector<uint8_t> good = writePlan(makeTinyPlan());
+  std::mt19937 rng(7);
+  int accepted = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<uint8_t> bytes = good;
+    int flips = 1 + int(rng() % 4);
+    for (int f = 0; f < flips; ++f)
+      bytes[kPlanHeaderSize + rng() % (bytes.size() - kPlanHeaderSize)] =
+          uint8_t(rng());
+    resealHeader(bytes);
+    try {
+      Plan p = readPlan(bytes.data(), bytes.size());
+      validatePlan(p); // what is accepted is valid
+      ++accepted;
+    } catch (const Error &) {
+    }
+  }
+  // Most flips land in names, floats or padding-free fields that stay valid
+  // or fail; either way nothing crashed. Some must be refused.
+  EXPECT_LT(accepted, 3000);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+TEST(PlanValidate, TheTinyPlanIsValid) {
+  EXPECT_NO_THROW(validatePlan(makeTinyPlan(DType::F64)));
+  EXPECT_NO_THROW(validatePlan(makeTinyPlan(DType::F32)));
+}
+
+TEST(PlanValidate, BufferOverflowingItsArena) {
+  Plan plan = makeTinyPlan();
+  uint32_t id = bufferId(plan, "logits");
+  plan.buffers[id].offset = plan.arenas[0].bytes - 8;
+  std::string arenaSize = std::to_string(plan.arenas[0].bytes) + " bytes";
+  EXPECT_ERROR_HAS(validatePlan(plan), "buffer", "'logits'", "overflow arena 0",
+                   "device", arenaSize.c_str());
+}
+
+TEST(PlanValidate, ArenaIndexOutOfRange) {
+  Plan plan = makeTinyPlan();
+  plan.buffers[3].arena = 5;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'head.weight'",
+                   "arena 5 does not exist", "1 arenas");
+}
+
+TEST(PlanValidate, BytesMustMatchTheShape) {
+  Plan plan = makeTinyPlan();
+  plan.buffers[2].bytes -= 8;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'wte.weight'", "[16, 8] x f64 needs",
+                   "1024");
+}
+
+TEST(PlanValidate, MisalignedOffset) {
+  Plan plan = makeTinyPlan();
+  plan.buffers[2].offset += 4;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'wte.weight'",
+                   "not a multiple of its 8-byte element");
+}
+
+TEST(PlanValidate, PersistentBuffersMayNotOverlap) {
+  Plan plan = makeTinyPlan();
+  uint32_t logits = bufferId(plan, "logits");
+  plan.buffers[logits].offset =
+      plan.buffers[bufferId(plan, "head.weight")].offset;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'logits'", "overlaps", "'head.weight'",
+                   "persistent");
+}
+
+TEST(PlanValidate, TemporariesMayShareBytes) {
+  Plan plan = makeTinyPlan();
+  // x and dx share bytes in the tiny plan already.
+  EXPECT_EQ(plan.buffers[bufferId(plan, "x")].offset,
+            plan.buffers[bufferId(plan, "dx")].offset);
+  EXPECT_NO_THROW(validatePlan(plan));
+}
+
+TEST(PlanValidate, WellKnownTokens) {
+  Plan plan = makeTinyPlan();
+  plan.microBatchSize = 3;
+  EXPECT_ERROR_HAS(validatePlan(plan), "well-known tokens", "'tokens'",
+                   "must be i32 [3, 4]");
+  plan = makeTinyPlan();
+  plan.loss = bufferId(plan, "x");
+  EXPECT_ERROR_HAS(validatePlan(plan), "well-known loss", "'x'",
+                   "role temporary, expected loss");
+  plan = makeTinyPlan();
+  plan.gradNorm = 1000;
+  EXPECT_ERROR_HAS(validatePlan(plan), "well-known gradNorm buffer 1000",
+                   "out of range");
+}
+
+TEST(PlanValidate, WrongOperandCount) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "head.grad_input").inputs.pop_back();
+  EXPECT_ERROR_HAS(validatePlan(plan),
+                   "program 'forward_backward' instruction 5 "
+                   "'head.grad_input' (Matmul)",
+                   "expects 2 inputs but has 1", "in(a, b) out(c)");
+}
+
+TEST(PlanValidate, WrongIntCount) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "wte.grad").ints.clear();
+  EXPECT_ERROR_HAS(validatePlan(plan), "'wte.grad' (EmbeddingGrad)",
+                   "expects 1 ints but has 0");
+}
+
+TEST(PlanValidate, OutOfRangeBufferId) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "loss").inputs[1] = 99;
+  std::string count =
+      "the plan has " + std::to_string(plan.buffers.size()) + " buffers";
+  EXPECT_ERROR_HAS(validatePlan(plan),
+                   "program 'forward' instruction 2 'loss' (CrossEntropy)",
+                   "input 1 is buffer 99", count.c_str());
+}
+
+TEST(PlanValidate, MatmulShapeMismatch) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "head").ints[2] = 15; // n != vocab
+  EXPECT_ERROR_HAS(validatePlan(plan), "instruction 1 'head' (Matmul)",
+                   "has 128 elements, expected 120");
+  plan = makeTinyPlan();
+  instructionNamed(plan, "head").ints[5] = 1; // read head [8, 16] as [n, k]
+  EXPECT_ERROR_HAS(validatePlan(plan), "'head' (Matmul)", "'head.weight'",
+                   "must end in k = 8 (transB)");
+}
+
+TEST(PlanValidate, EmbeddingIdsMustBeI32) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "wte").inputs[1] = bufferId(plan, "logits");
+  EXPECT_ERROR_HAS(validatePlan(plan), "'wte' (Embedding)", "'logits'",
+                   "holds token ids and must be i32");
+}
+
+TEST(PlanValidate, FloatOperandsShareOneDType) {
+  Plan plan = makeTinyPlan(DType::F64);
+  uint32_t head = bufferId(plan, "head.weight");
+  plan.buffers[head].dtype = DType::F32;
+  plan.buffers[head].bytes /= 2;
+  EXPECT_ERROR_HAS(validatePlan(plan), "instruction 1 'head' (Matmul)",
+                   "has dtype f32", "has f64", "share one dtype");
+}
+
+TEST(PlanValidate, InPlaceOnlyWhereAllowed) {
+  Plan plan = makeTinyPlan();
+  uint32_t logits = bufferId(plan, "logits");
+  // Elementwise ops may run on the very same bytes...
+  plan.programs.push_back(
+      {"p", {makeInst(Opcode::Gelu, {logits}, {logits}, "gelu")}});
+  EXPECT_NO_THROW(validatePlan(plan));
+  // ...a row-wise one may not.
+  plan.programs.back().instructions[0] =
+      makeInst(Opcode::Softmax, {logits}, {logits}, "softmax");
+  EXPECT_ERROR_HAS(validatePlan(plan), "instruction 0 'softmax' (Softmax)",
+                   "output 0 buffer", "overlaps input 0",
+                   "cannot run in place");
+}
+
+TEST(PlanValidate, ConstantsAreNeverWritten) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "loss").outputs[0] = bufferId(plan, "loss.grad_seed");
+  EXPECT_ERROR_HAS(validatePlan(plan), "'loss.grad_seed'",
+                   "is a constant; no instruction may write it");
+}
+
+TEST(PlanValidate, AttributeRanges) {
+  Plan plan = makeTinyPlan();
+  instructionNamed(plan, "wte.adamw").floats[1] = 1.5;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'wte.adamw' (AdamW)",
+                   "float beta2 = 1.5");
+  plan = makeTinyPlan();
+  instructionNamed(plan, "lr").ints[0] = 9;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'lr' (LearningRate)", "int kind = 9");
+  plan = makeTinyPlan();
+  instructionNamed(plan, "clip").floats[0] = std::nan("");
+  EXPECT_ERROR_HAS(validatePlan(plan), "'clip' (GlobalNormClip)",
+                   "float 0 is not finite");
+}
+
+TEST(PlanValidate, DuplicateProgram) {
+  Plan plan = makeTinyPlan();
+  plan.programs.push_back(plan.programs[0]);
+  EXPECT_ERROR_HAS(validatePlan(plan), "program 'forward' appears twice");
+}
+
+TEST(PlanValidate, LayoutOps) {
+  Plan plan = makeTinyPlan();
+  uint32_t x = bufferId(plan, "x");           // [2, 4, 8]
+  uint32_t logits = bufferId(plan, "logits"); // [2, 4, 16]
+  Program p{"layout", {}};
+  // Slice [2, 4, 8] out of [2, 4, 16] at offset 8 in the last dim.
+  p.instructions.push_back(
+      makeInst(Opcode::Slice, {logits}, {x}, "slice", {0, 0, 8}));
+  plan.programs.push_back(p);
+  EXPECT_NO_THROW(validatePlan(plan));
+  plan.programs.back().instructions[0].ints = {0, 0, 9};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'slice' (Slice)",
+                   "offset 9 + size 8 in dim 2 exceeds");
+  plan.programs.back().instructions[0] =
+      makeInst(Opcode::Transpose, {x}, {x}, "t", {0, 2, 1});
+  EXPECT_ERROR_HAS(validatePlan(plan), "'t' (Transpose)", "dim 1 must be 8");
+}
+
+//===----------------------------------------------------------------------===//
+// The opcode table and the schedules
+//===----------------------------------------------------------------------===//
+
+TEST(PlanOpcodes, TableIsConsistent) {
+  std::set<std::string> names;
+  for (const OpcodeInfo &info : opcodeTable()) {
+    EXPECT_TRUE(names.insert(info.name).second) << info.name;
+    EXPECT_EQ(lookupOpcode(uint32_t(info.opcode)), &info);
+    // The counts agree with the listed names.
+    auto words = [](const char *s) {
+      int n = 0;
+      for (const char *p = s; *p;) {
+        while (*p == ' ')
+          ++p;
+        if (!*p)
+          break;
+        ++n;
+        while (*p && *p != ' ')
+          ++p;
+      }
+      return n;
+    };
+    if (info.numInts >= 0) {
+      EXPECT_EQ(words(info.ints), info.numInts) << info.name;
+    }
+    EXPECT_EQ(words(info.floats), info.numFloats) << info.name;
+  }
+  EXPECT_EQ(describeOpcode(Opcode::Matmul),
+            "Matmul: in(a, b) out(c) ints(batch m n k transA transB "
+            "broadcastB accumulate)");
+  EXPECT_EQ(describeOpcode(Opcode::AdamW),
+            "AdamW: in(grad, lr) out(param, m, v) ints(decay) "
+            "floats(beta1 beta2 eps wd)");
+  EXPECT_EQ(lookupOpcode(999), nullptr);
+  EXPECT_EQ(opcodeName(Opcode(999)), "opcode 999");
+}
+
+TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {
+  using K = LrScheduleKind;
+  auto lr = [](K k, int64_t w, int64_t t, bool log, int64_t step) {
+    return scheduledLearningRate(k, w, t, log, 1.0, 0.0, 0.1, step);
+  };
+  EXPECT_DOUBLE_EQ(lr(K::Constant, 4, 8, false, 1), 1.0);
+  // WarmupLR, linear: i/W with i = step - 1.
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 1), 0.0);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 2), 0.25);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 5), 1.0);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 100), 1.0);
+  // WarmupLR, log (DeepSpeed's default): log(i+1)/log(W).
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, true, 2),
+                   std::log(2.0) / std::log(4.0));
+  // WarmupDecayLR: decayEnd + (base - decayEnd) (T - i)/(T - W).
+  EXPECT_DOUBLE_EQ(lr(K::WarmupLinearDecay, 4, 8, false, 6),
+                   0.1 + 0.9 * 3.0 / 4.0);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupLinearDecay, 4, 8, false, 50), 0.1);
+  // WarmupCosineLR: (1 + cos(pi (i - W + 1)/(T - W)))/2, clamped past T.
+  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 5),
+                   0.1 + 0.9 * (1 + std::cos(M_PI * 0.25)) / 2);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 8), 0.1);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 80), 0.1);
+  // A warmup of one step is DeepSpeed's two.
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 1, 8, false, 2), 0.5);
+}
+
+} // namespace
