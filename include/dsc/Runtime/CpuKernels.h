@@ -9,13 +9,18 @@
 //
 // Conventions shared by every kernel in this header:
 //  - Tensors are raw pointers to contiguous row-major storage; shapes are
-//    passed explicitly as element counts. Nothing here allocates arena memory
-//    or throws; preconditions are the caller's (the plan verifier's) job.
+//    passed explicitly as element counts. Nothing here throws; shape and
+//    range preconditions are the caller's (the plan verifier's) job. The
+//    only allocations are small per-call scratch where the caller passes
+//    none (LayerNorm/CrossEntropy statistics, attention blocks).
 //  - Templates are explicitly instantiated for `float` (training) and
-//    `double` (the finite-difference oracle in test/Runtime).
+//    `double` (the finite-difference oracle in test/Runtime). The float
+//    instantiations use a vectorized exp (< 2 ulp) instead of libm's.
 //  - Backward kernels take `accumulate`: false overwrites each gradient
-//    output, true adds into it (fan-out of a value, micro-batch accumulation).
-//    A gradient pointer may be null when that gradient is not needed.
+//    output, true adds into it (fan-out of a value, micro-batch
+//    accumulation); LayerNorm and attention take a per-result
+//    AccumulateMask, as the plan encodes it. A gradient pointer may be null
+//    when that gradient is not needed.
 //  - Threading is OpenMP with a static schedule; every reduction is done in a
 //    fixed order, so results are bitwise reproducible for a given thread
 //    count (most are independent of the thread count; see each kernel).
@@ -173,7 +178,7 @@ void softmaxBackward(const T *y, const T *dY, T *dX, int64_t rows, int64_t cols,
                      bool accumulate);
 
 //===----------------------------------------------------------------------===//
-// Fused causal self-attention
+// Fused multi-head self-attention (causal or not, with optional dropout)
 //===----------------------------------------------------------------------===//
 
 /// q, k, v, out are [batch, seq, hidden] with `heads` heads of hidden/heads
