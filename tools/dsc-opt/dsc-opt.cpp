@@ -16,6 +16,7 @@
 
 int main(int argc, char **argv) {
   mlir::dsc::registerDscPasses();
+  mlir::dsc::registerDscPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::dsc::DscDialect, mlir::arith::ArithDialect,

@@ -9,6 +9,7 @@
 #define DSC_TRANSFORMS_PASSES_H
 
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 
 namespace mlir::dsc {
 
@@ -17,6 +18,42 @@ namespace mlir::dsc {
 
 #define GEN_PASS_REGISTRATION
 #include "dsc/Transforms/Passes.h.inc"
+
+/// Options of the whole-chain pipeline `--dsc-compile`.
+struct CompileOptions : public PassPipelineOptions<CompileOptions> {
+  Option<int64_t> microbatches{*this, "microbatches",
+                               llvm::cl::desc("Micro-batches per step"),
+                               llvm::cl::init(1)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("adamw or sgd"),
+                                llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Peak learning rate"),
+                    llvm::cl::init(6.0e-4)};
+  Option<double> minLr{*this, "min-lr",
+                       llvm::cl::desc("Final learning rate of the decay"),
+                       llvm::cl::init(6.0e-5)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("constant, warmup, warmup_linear or warmup_cosine"),
+      llvm::cl::init("warmup_cosine")};
+  Option<int64_t> warmup{*this, "warmup", llvm::cl::desc("Warmup steps"),
+                         llvm::cl::init(10)};
+  Option<int64_t> steps{*this, "steps",
+                        llvm::cl::desc("Steps of the run (end of the decay)"),
+                        llvm::cl::init(200)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("AdamW decay of matrices"),
+                             llvm::cl::init(0.1)};
+  Option<double> clipGradNorm{*this, "clip-grad-norm",
+                              llvm::cl::desc("Max global gradient norm"),
+                              llvm::cl::init(1.0)};
+};
+
+/// Adds autodiff, the optimizer and memory planning to `pm`.
+void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options);
+
+/// Registers `--dsc-compile`.
+void registerDscPipelines();
 
 } // namespace mlir::dsc
 

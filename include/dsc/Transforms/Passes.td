@@ -83,4 +83,137 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+
+def DscAutodiffPass : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds the backward pass of a loss function";
+  let description = [{
+    Differentiates the loss function `func` (default `@loss`, which must
+    return the scalar result of a `dsc.cross_entropy`) in reverse mode, op by
+    op through `DifferentiableOpInterface`, and emits
+    `@forward_backward`: the forward ops, then their vector-Jacobian
+    products, and for every parameter a `dsc.accumulate` of its gradient
+    into a zero-initialized `dsc.state @grad.<name> ... gradient of @<name>`.
+    The original function is kept as the evaluation (forward-only) program.
+
+    Running `@forward_backward` once per micro-batch sums the gradients;
+    `grad-scale` (the seed of the loss gradient, `1/microbatches` for
+    gradient accumulation) makes that sum an average.
+
+    Before:
+    ```mlir
+    func.func @loss(%ids, %t) -> tensor<f32> {
+      %w = dsc.get_parameter @wte.weight : tensor<256x64xf32>
+      ...
+      %l = dsc.cross_entropy %logits, %t : ... -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    After (added):
+    ```mlir
+    dsc.state @grad.wte.weight : tensor<256x64xf32> gradient of @wte.weight
+    func.func @forward_backward(%ids, %t) -> tensor<f32> {
+      ... forward ...
+      %seed = arith.constant dense<1.0> : tensor<f32>
+      %dlogits = dsc.cross_entropy_grad %logits, %t, %seed : ...
+      ... backward ...
+      dsc.accumulate %dw into @grad.wte.weight : tensor<256x64xf32>
+      return %l : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
+           "The loss function to differentiate">,
+    Option<"gradScale", "grad-scale", "double", /*default=*/"1.0",
+           "Seed of the loss gradient (1/microbatches averages accumulated "
+           "gradients)">,
+  ];
+  let statistics = [
+    Statistic<"numGradientOps", "gradient-ops", "Ops emitted by the backward pass">,
+    Statistic<"numParameters", "parameters", "Parameters that receive a gradient">,
+  ];
+}
+
+def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Makes the optimizer step and its state explicit";
+  let description = [{
+    Emits `func.func @optimizer() -> (tensor<f32>, tensor<f32>)`, run once
+    per step after the micro-batches' `@forward_backward`: the learning rate
+    of the step (`dsc.learning_rate`), global gradient-norm clipping over all
+    gradients (`dsc.clip_grad_norm`), one update per parameter (`dsc.adamw`
+    with `dsc.state` moments `@adam.m.<name>`/`@adam.v.<name>`, or `dsc.sgd`
+    with `@sgd.momentum.<name>`), and zeroing of the gradients. It returns the
+    gradient norm and the learning rate for the step log. Weight decay is
+    not applied to biases and normalization weights (rank-1 parameters).
+    Requires `--dsc-autodiff` first.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"6.0e-4", "Peak learning rate">,
+    Option<"minLr", "min-lr", "double", /*default=*/"6.0e-5",
+           "Learning rate at the end of a decaying schedule">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"warmup_cosine\"",
+           "constant, warmup, warmup_linear or warmup_cosine">,
+    Option<"warmup", "warmup", "int64_t", /*default=*/"10", "Warmup steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"200",
+           "Steps of the whole run (end of the decay)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1.0e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
+           "Decoupled weight decay of matrices">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "Nesterov SGD">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"1.0",
+           "Max global gradient norm (0 disables clipping)">,
+  ];
+}
+
+
+def DscPlanMemoryPass : Pass<"dsc-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Plans every buffer of the training programs statically";
+  let description = [{
+    Assigns each tensor a byte offset in the device arena. Persistent buffers
+    (parameters, `dsc.state`, constants, program inputs and returned values)
+    are laid out first, end to end; every other value of `@forward_backward`,
+    `@optimizer` and the loss function is a temporary placed by a linear scan
+    over its live range (definition to last use) with best-fit reuse of freed
+    ranges. The programs never run at the same time, so their temporaries
+    share one region after the persistent one. Offsets are 64-byte aligned.
+
+    Annotations (the plan form, read by the lowering to the runtime plan):
+    `dsc.offset` on declarations, `dsc.offsets` (one per result) on ops,
+    `dsc.input_offsets` on functions, and on the module `dsc.memory =
+    {persistent_bytes, temporary_bytes, arena_bytes}` plus per-program peaks
+    in `dsc.program_peaks`.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
+           "Byte alignment of every buffer">,
+  ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Buffers planned">,
+    Statistic<"reusedBytes", "reused-bytes", "Bytes saved by reusing freed ranges">,
+  ];
+}
+
+
+def DscPlanSummaryPass : Pass<"dsc-plan-summary", "::mlir::ModuleOp"> {
+  let summary = "Prints a compiled plan's summary as one JSON object";
+  let description = [{
+    For a module compiled by `--dsc-compile`, prints on stdout: planned bytes
+    per tier (persistent, temporary, arena) and per program, the parameter
+    count, model FLOPs of one micro-batch's forward and backward and of a
+    step, and the bytes moved by collectives per step.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step, for the per-step totals">,
+    Option<"lossFunction", "func", "std::string", /*default=*/"\"loss\"",
+           "The forward (loss) function">,
+  ];
+}
+
 #endif // DSC_TRANSFORMS_PASSES_TD

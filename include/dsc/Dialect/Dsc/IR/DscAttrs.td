@@ -45,6 +45,24 @@ def Dsc_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction", [
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_StateKind : I32EnumAttr<"StateKind", "kind of persistent state", [
+  I32EnumAttrCase<"Gradient", 0, "gradient">,
+  I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,
+  I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">,
+  I32EnumAttrCase<"Momentum", 3, "momentum">
+]> {
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_LrSchedule : I32EnumAttr<"LrSchedule", "learning-rate schedule", [
+  I32EnumAttrCase<"Constant", 0, "constant">,
+  I32EnumAttrCase<"WarmupConstant", 1, "warmup">,
+  I32EnumAttrCase<"WarmupLinear", 2, "warmup_linear">,
+  I32EnumAttrCase<"WarmupCosine", 3, "warmup_cosine">
+]> {
+  let cppNamespace = "::mlir::dsc";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//

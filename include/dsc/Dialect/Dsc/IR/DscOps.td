@@ -23,6 +23,11 @@ class Dsc_ComputeOp<string mnemonic, list<Trait> traits = []>
     : Dsc_Op<mnemonic, !listconcat(traits,
           [Pure, DeclareOpInterfaceMethods<Dsc_CostOpInterface>])>;
 
+// A forward graph op: a compute op that --dsc-autodiff can differentiate.
+class Dsc_GraphOp<string mnemonic, list<Trait> traits = []>
+    : Dsc_ComputeOp<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>])>;
+
 //===----------------------------------------------------------------------===//
 // Parameters
 //===----------------------------------------------------------------------===//
@@ -70,7 +75,7 @@ def Dsc_GetParameterOp : Dsc_Op<"get_parameter",
 // Graph ops
 //===----------------------------------------------------------------------===//
 
-def Dsc_EmbeddingOp : Dsc_ComputeOp<"embedding"> {
+def Dsc_EmbeddingOp : Dsc_GraphOp<"embedding"> {
   let summary = "Token embedding lookup";
   let description = [{
     Gathers rows of `table` (`V x H`) by the integer `ids`; the result has
@@ -89,7 +94,7 @@ def Dsc_EmbeddingOp : Dsc_ComputeOp<"embedding"> {
   let hasVerifier = 1;
 }
 
-def Dsc_PositionEmbeddingOp : Dsc_ComputeOp<"position_embedding"> {
+def Dsc_PositionEmbeddingOp : Dsc_GraphOp<"position_embedding"> {
   let summary = "Learned absolute position embedding";
   let description = [{
     Takes the first `S` rows of the position table (`P x H`, `S <= P`) and
@@ -105,7 +110,7 @@ def Dsc_PositionEmbeddingOp : Dsc_ComputeOp<"position_embedding"> {
   let hasVerifier = 1;
 }
 
-def Dsc_MatmulOp : Dsc_ComputeOp<"matmul"> {
+def Dsc_MatmulOp : Dsc_GraphOp<"matmul"> {
   let summary = "Batched matrix product with transpose flags";
   let description = [{
     `result[..., m, n] = sum_k op(lhs)[..., m, k] * op(rhs)[..., k, n]`, where
@@ -131,7 +136,7 @@ def Dsc_MatmulOp : Dsc_ComputeOp<"matmul"> {
 }
 
 class Dsc_BinaryElementwiseOp<string mnemonic, string what>
-    : Dsc_ComputeOp<mnemonic, [SameOperandsAndResultType]> {
+    : Dsc_GraphOp<mnemonic, [SameOperandsAndResultType]> {
   let summary = "Elementwise " # what;
   let description = [{
     Both operands and the result have the same shape and element type.
@@ -148,7 +153,7 @@ class Dsc_BinaryElementwiseOp<string mnemonic, string what>
 def Dsc_AddOp : Dsc_BinaryElementwiseOp<"add", "sum">;
 def Dsc_MulOp : Dsc_BinaryElementwiseOp<"mul", "product">;
 
-def Dsc_BiasAddOp : Dsc_ComputeOp<"bias_add", [AllTypesMatch<["input", "result"]>]> {
+def Dsc_BiasAddOp : Dsc_GraphOp<"bias_add", [AllTypesMatch<["input", "result"]>]> {
   let summary = "Adds a bias vector along the last dimension";
   let description = [{
     `result[..., n] = input[..., n] + bias[n]`.
@@ -163,7 +168,7 @@ def Dsc_BiasAddOp : Dsc_ComputeOp<"bias_add", [AllTypesMatch<["input", "result"]
   let hasVerifier = 1;
 }
 
-def Dsc_GeluOp : Dsc_ComputeOp<"gelu", [SameOperandsAndResultType]> {
+def Dsc_GeluOp : Dsc_GraphOp<"gelu", [SameOperandsAndResultType]> {
   let summary = "GELU activation, tanh approximation";
   let description = [{
     `0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))`, the form GPT-2 and
@@ -178,7 +183,7 @@ def Dsc_GeluOp : Dsc_ComputeOp<"gelu", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Dsc_LayerNormOp : Dsc_ComputeOp<"layer_norm",
+def Dsc_LayerNormOp : Dsc_GraphOp<"layer_norm",
     [AllTypesMatch<["input", "result"]>]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{
@@ -200,7 +205,7 @@ def Dsc_LayerNormOp : Dsc_ComputeOp<"layer_norm",
   let hasVerifier = 1;
 }
 
-def Dsc_SoftmaxOp : Dsc_ComputeOp<"softmax", [SameOperandsAndResultType]> {
+def Dsc_SoftmaxOp : Dsc_GraphOp<"softmax", [SameOperandsAndResultType]> {
   let summary = "Softmax over the last dimension";
   let description = [{
     Numerically stable softmax along the innermost dimension.
@@ -214,7 +219,7 @@ def Dsc_SoftmaxOp : Dsc_ComputeOp<"softmax", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Dsc_AttentionOp : Dsc_ComputeOp<"attention",
+def Dsc_AttentionOp : Dsc_GraphOp<"attention",
     [AllTypesMatch<["query", "key", "value", "result"]>]> {
   let summary = "Fused multi-head (causal) self-attention";
   let description = [{
@@ -240,7 +245,7 @@ def Dsc_AttentionOp : Dsc_ComputeOp<"attention",
   let hasVerifier = 1;
 }
 
-def Dsc_CrossEntropyOp : Dsc_ComputeOp<"cross_entropy"> {
+def Dsc_CrossEntropyOp : Dsc_GraphOp<"cross_entropy"> {
   let summary = "Mean softmax cross-entropy over tokens";
   let description = [{
     `logits` is `[..., V]` and `targets` is `logits.shape[:-1]` of class ids;
@@ -260,7 +265,7 @@ def Dsc_CrossEntropyOp : Dsc_ComputeOp<"cross_entropy"> {
   let hasVerifier = 1;
 }
 
-def Dsc_ReshapeOp : Dsc_ComputeOp<"reshape"> {
+def Dsc_ReshapeOp : Dsc_GraphOp<"reshape"> {
   let summary = "Reshape with the same number of elements";
   let description = [{
     ```mlir
@@ -273,7 +278,7 @@ def Dsc_ReshapeOp : Dsc_ComputeOp<"reshape"> {
   let hasVerifier = 1;
 }
 
-def Dsc_TransposeOp : Dsc_ComputeOp<"transpose"> {
+def Dsc_TransposeOp : Dsc_GraphOp<"transpose"> {
   let summary = "Permutes the dimensions of a tensor";
   let description = [{
     `result.shape[i] = input.shape[permutation[i]]`.
@@ -290,7 +295,7 @@ def Dsc_TransposeOp : Dsc_ComputeOp<"transpose"> {
   let hasVerifier = 1;
 }
 
-def Dsc_SliceOp : Dsc_ComputeOp<"slice"> {
+def Dsc_SliceOp : Dsc_GraphOp<"slice"> {
   let summary = "Static slice with unit strides";
   let description = [{
     `result = input[offsets[0] : offsets[0] + sizes[0], ...]`; the result's
@@ -310,7 +315,7 @@ def Dsc_SliceOp : Dsc_ComputeOp<"slice"> {
   let hasVerifier = 1;
 }
 
-def Dsc_ConcatOp : Dsc_ComputeOp<"concat"> {
+def Dsc_ConcatOp : Dsc_GraphOp<"concat"> {
   let summary = "Concatenates tensors along one dimension";
   let description = [{
     ```mlir
@@ -324,7 +329,7 @@ def Dsc_ConcatOp : Dsc_ComputeOp<"concat"> {
   let hasVerifier = 1;
 }
 
-def Dsc_DropoutOp : Dsc_ComputeOp<"dropout", [SameOperandsAndResultType]> {
+def Dsc_DropoutOp : Dsc_GraphOp<"dropout", [SameOperandsAndResultType]> {
   let summary = "Inverted dropout with a deterministic mask";
   let description = [{
     Zeroes each element with probability `p` and scales the rest by
@@ -582,5 +587,8 @@ def Dsc_YieldOp : Dsc_Op<"yield", [Pure, Terminator, ReturnLike,
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
   let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
 }
+
+include "dsc/Dialect/Dsc/IR/DscGradOps.td"
+include "dsc/Dialect/Dsc/IR/DscOptimizerOps.td"
 
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_TD

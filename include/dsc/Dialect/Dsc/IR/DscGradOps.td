@@ -1,0 +1,226 @@
+//===- DscGradOps.td - dsc backward and state ops ----------*- tablegen -*-===//
+//
+// Ops that --dsc-autodiff emits: gradients of the graph ops that have no
+// expression in forward ops, persistent state (gradients, optimizer moments)
+// and accumulation into it. Included from DscOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_DIALECT_DSC_IR_DSCGRADOPS_TD
+#define DSC_DIALECT_DSC_IR_DSCGRADOPS_TD
+
+//===----------------------------------------------------------------------===//
+// Persistent state
+//===----------------------------------------------------------------------===//
+
+def Dsc_StateOp : Dsc_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Declares persistent training state of a parameter";
+  let description = [{
+    Zero-initialized state that lives across steps and belongs to one
+    parameter: its accumulated gradient, or an optimizer moment. ZeRO shards
+    these along `dp`; checkpoints save the optimizer moments.
+
+    ```mlir
+    dsc.state @grad.wte.weight : tensor<256x64xf32> gradient of @wte.weight
+    dsc.state @adam.m.wte.weight : tensor<256x64xf32> exp_avg of @wte.weight
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Dsc_FloatTensor>:$type,
+                       Dsc_StateKind:$kind, FlatSymbolRefAttr:$of);
+  let assemblyFormat = "$sym_name `:` $type $kind `of` $of attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Dsc_AccumulateOp : Dsc_Op<"accumulate",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Adds a value into persistent state";
+  let description = [{
+    `state += value`. Autodiff accumulates each parameter's gradient into its
+    `gradient` state, so running the program for several micro-batches sums
+    their gradients (gradient accumulation).
+
+    ```mlir
+    dsc.accumulate %g into @grad.wte.weight : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$value, FlatSymbolRefAttr:$state);
+  let assemblyFormat = "$value `into` $state attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+def Dsc_EmbeddingGradOp : Dsc_ComputeOp<"embedding_grad"> {
+  let summary = "Gradient of an embedding table";
+  let description = [{
+    Scatter-adds the rows of `grad` (`ids.shape + [H]`) into a zero table of
+    the result type at the positions `ids`.
+
+    ```mlir
+    %dw = dsc.embedding_grad %dy, %ids
+        : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_IndexTensor:$ids);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $ids attr-dict `:` type($grad) `,` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_PositionEmbeddingGradOp : Dsc_ComputeOp<"position_embedding_grad"> {
+  let summary = "Gradient of a learned position table";
+  let description = [{
+    Sums `grad` (`[B, S, H]`) over the batch into the first `S` rows of a
+    zero table of the result type (`[P, H]`).
+
+    ```mlir
+    %dw = dsc.position_embedding_grad %dy : tensor<2x8x64xf32> -> tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_BiasGradOp : Dsc_ComputeOp<"bias_grad"> {
+  let summary = "Gradient of a bias: sum over all but the last dimension";
+  let description = [{
+    ```mlir
+    %db = dsc.bias_grad %dy : tensor<2x8x64xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_GeluGradOp : Dsc_ComputeOp<"gelu_grad",
+    [AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "Gradient of the tanh-form GELU";
+  let description = [{
+    ```mlir
+    %dx = dsc.gelu_grad %x, %dy : tensor<2x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def Dsc_LayerNormGradOp : Dsc_ComputeOp<"layer_norm_grad",
+    [AllTypesMatch<["input", "grad", "input_grad"]>,
+     AllTypesMatch<["gamma", "gamma_grad", "beta_grad"]>]> {
+  let summary = "Gradients of layer normalization";
+  let description = [{
+    Gradients with respect to the input, gamma and beta. The row statistics
+    are recomputed from `input` rather than kept from the forward pass: they
+    cost one pass over the row, and not keeping them saves 2·rows floats per
+    layer norm for the whole forward/backward gap.
+
+    ```mlir
+    %dx, %dg, %db = dsc.layer_norm_grad %x, %g, %dy {epsilon = 1.000000e-05 : f64}
+        : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
+                       Dsc_FloatTensor:$grad,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
+                      Dsc_FloatTensor:$beta_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+}
+
+def Dsc_SoftmaxGradOp : Dsc_ComputeOp<"softmax_grad",
+    [AllTypesMatch<["output", "grad", "result"]>]> {
+  let summary = "Gradient of softmax from its output";
+  let description = [{
+    `dx = y ⊙ (dy − sum(dy ⊙ y))` over the last dimension.
+
+    ```mlir
+    %dx = dsc.softmax_grad %y, %dy : tensor<2x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$output, Dsc_FloatTensor:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($result)";
+}
+
+def Dsc_AttentionGradOp : Dsc_ComputeOp<"attention_grad",
+    [AllTypesMatch<["query", "key", "value", "grad", "query_grad", "key_grad",
+                    "value_grad"]>]> {
+  let summary = "Gradients of fused multi-head attention";
+  let description = [{
+    Gradients with respect to `q`, `k` and `v`, recomputing the attention
+    probabilities block by block from `q`, `k` and the row logsumexp (as
+    FlashAttention does) instead of keeping the `[B, heads, S, S]` matrix.
+    Attributes are those of the forward `dsc.attention`.
+
+    ```mlir
+    %dq, %dk, %dv = dsc.attention_grad %q, %k, %v, %dout {num_heads = 4 : i64, causal}
+        : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$query, Dsc_FloatTensor:$key,
+                       Dsc_FloatTensor:$value, Dsc_FloatTensor:$grad,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
+  let results = (outs Dsc_FloatTensor:$query_grad, Dsc_FloatTensor:$key_grad,
+                      Dsc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad attr-dict `:` type($query)
+  }];
+}
+
+def Dsc_CrossEntropyGradOp : Dsc_ComputeOp<"cross_entropy_grad",
+    [AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Gradient of the mean cross-entropy with respect to logits";
+  let description = [{
+    `dlogits = (softmax(logits) − onehot(targets)) · dloss / tokens`.
+
+    ```mlir
+    %dl = dsc.cross_entropy_grad %logits, %targets, %dloss
+        : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets,
+                       0DTensorOf<[F16, BF16, F32, F64]>:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,` type($targets) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_SliceGradOp : Dsc_ComputeOp<"slice_grad"> {
+  let summary = "Gradient of a static slice";
+  let description = [{
+    A zero tensor of the result type (the sliced input's type) with `grad`
+    placed at `offsets`.
+
+    ```mlir
+    %dx = dsc.slice_grad %dq [0, 0, 0] : tensor<2x8x64xf32> -> tensor<2x8x192xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, DenseI64ArrayAttr:$offsets);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad $offsets attr-dict `:` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DSC_DIALECT_DSC_IR_DSCGRADOPS_TD

@@ -1,0 +1,116 @@
+//===- DscOptimizerOps.td - dsc optimizer ops --------------*- tablegen -*-===//
+//
+// Ops that --dsc-optimizer emits: the learning-rate schedule, global
+// gradient-norm clipping and in-place parameter updates over named state, so
+// that the update and its state are explicit in the IR (ZeRO shards them).
+// Included from DscOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_DIALECT_DSC_IR_DSCOPTIMIZEROPS_TD
+#define DSC_DIALECT_DSC_IR_DSCOPTIMIZEROPS_TD
+
+def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
+  let summary = "The learning rate of the current step";
+  let description = [{
+    DeepSpeed's schedules as a function of the 1-based step `t`: `constant`
+    is `base`; `warmup` (WarmupLR) ramps linearly from 0 to `base` over
+    `warmup_steps` and stays; `warmup_linear` (WarmupDecayLR) then decays
+    linearly to `min` at `total_steps`; `warmup_cosine` (WarmupCosineLR)
+    decays along a half cosine to `min` at `total_steps`.
+
+    ```mlir
+    %lr = dsc.learning_rate warmup_cosine base = 6.000000e-04 min = 6.000000e-05
+        warmup = 10 total = 200 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Dsc_LrSchedule:$schedule, F64Attr:$base, F64Attr:$min,
+                       I64Attr:$warmup, I64Attr:$total);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = [{
+    $schedule `base` `=` $base `min` `=` $min `warmup` `=` $warmup `total` `=` $total
+    attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_ClipGradNormOp : Dsc_Op<"clip_grad_norm",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Global L2 norm of gradients, clipped in place";
+  let description = [{
+    Computes the L2 norm over all `gradients` together and, when `max_norm`
+    is positive and the norm exceeds it, scales every gradient by
+    `max_norm / norm` (torch.nn.utils.clip_grad_norm_). Returns the norm
+    before clipping, which the step log reports.
+
+    ```mlir
+    %norm = dsc.clip_grad_norm [@grad.wte.weight, @grad.ln_f.weight]
+        max_norm = 1.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$gradients, F64Attr:$max_norm);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$gradients `max_norm` `=` $max_norm attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_AdamWOp : Dsc_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "One AdamW update of a parameter, in place";
+  let description = [{
+    Decoupled weight decay and bias-corrected moments, as torch.optim.AdamW:
+    `p -= lr·wd·p; m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
+    p -= lr·m̂/(sqrt(v̂) + eps)`. `--dsc-optimizer` sets `weight_decay` to 0 for
+    biases and normalization weights, as Megatron-LM and nanoGPT do.
+
+    ```mlir
+    dsc.adamw @wte.weight grad = @grad.wte.weight exp_avg = @adam.m.wte.weight
+        exp_avg_sq = @adam.v.wte.weight lr = %lr beta1 = 9.000000e-01
+        beta2 = 9.500000e-01 eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                       0DTensorOf<[F32, F64]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `grad` `=` $grad `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq
+    `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2 `eps` `=` $eps
+    `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_SgdOp : Dsc_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "One SGD-with-momentum update of a parameter, in place";
+  let description = [{
+    torch.optim.SGD: `g += wd·p; buf = momentum·buf + g;
+    p -= lr·(nesterov ? g + momentum·buf : buf)`.
+
+    ```mlir
+    dsc.sgd @wte.weight grad = @grad.wte.weight momentum_buffer = @sgd.buf.wte.weight
+        lr = %lr momentum = 9.000000e-01 weight_decay = 0.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$momentum_buffer,
+                       0DTensorOf<[F32, F64]>:$lr, F64Attr:$momentum,
+                       F64Attr:$weight_decay, UnitAttr:$nesterov);
+  let assemblyFormat = [{
+    $param `grad` `=` $grad `momentum_buffer` `=` $momentum_buffer `lr` `=` $lr
+    `momentum` `=` $momentum `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_ZeroOp : Dsc_Op<"zero", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Zeroes persistent state (gradients after an update)";
+  let description = [{
+    ```mlir
+    dsc.zero [@grad.wte.weight, @grad.ln_f.weight]
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$states);
+  let assemblyFormat = "$states attr-dict";
+}
+
+#endif // DSC_DIALECT_DSC_IR_DSCOPTIMIZEROPS_TD

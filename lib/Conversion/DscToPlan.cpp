@@ -1,0 +1,523 @@
+//===- DscToPlan.cpp - lower a planned module to a runtime plan -*- C++ -*-===//
+//
+// Walks the memory-planned programs and emits one runtime instruction per
+// op, with the shapes the executor checks and the attributes each opcode
+// takes (see the opcode table in dsc/Runtime/Plan.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Conversion/DscToPlan.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+FailureOr<rt::DType> dtypeOf(Type type) {
+  Type element = cast<RankedTensorType>(type).getElementType();
+  if (element.isF32())
+    return rt::DType::F32;
+  if (element.isF64())
+    return rt::DType::F64;
+  if (element.isInteger(32))
+    return rt::DType::I32;
+  if (element.isBF16())
+    return rt::DType::BF16;
+  if (element.isF16())
+    return rt::DType::F16;
+  return failure();
+}
+
+/// The op's layer-style name (`h.3.mlp.fc`) for traces and errors.
+std::string nameOf(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return named.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string name = nameOf(inner); !name.empty())
+        return name;
+  return {};
+}
+
+class PlanBuilder {
+public:
+  explicit PlanBuilder(ModuleOp module) : module(module) {}
+
+  FailureOr<rt::Plan> build(StringRef lossFunction);
+
+private:
+  /// A buffer for `type` at `offset`; persistent ones are shared by offset.
+  FailureOr<uint32_t> addBuffer(Location loc, Type type, int64_t offset,
+                                rt::BufferRole role, const std::string &name,
+                                rt::BufferInit init = {});
+  LogicalResult lowerProgram(func::FuncOp func, StringRef programName);
+  LogicalResult lowerOp(Operation &op, rt::Instruction &inst, bool &skip);
+  uint32_t declBuffer(FlatSymbolRefAttr name) {
+    return declBuffers.lookup(name.getAttr());
+  }
+
+  ModuleOp module;
+  rt::Plan plan;
+  llvm::DenseMap<Value, uint32_t> valueBuffers;
+  llvm::DenseMap<Attribute, uint32_t> declBuffers;
+  std::map<int64_t, uint32_t> persistentByOffset;
+  func::FuncOp currentFunc;
+};
+
+FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
+                                           int64_t offset, rt::BufferRole role,
+                                           const std::string &name,
+                                           rt::BufferInit init) {
+  bool persistent = role != rt::BufferRole::Temporary;
+  if (persistent)
+    if (auto it = persistentByOffset.find(offset);
+        it != persistentByOffset.end())
+      return it->second;
+  FailureOr<rt::DType> dtype = dtypeOf(type);
+  if (failed(dtype))
+    return emitError(loc, "the runtime has no element type for ") << type;
+  auto tensor = cast<RankedTensorType>(type);
+  rt::Buffer buffer;
+  buffer.name = name;
+  buffer.arena = 0;
+  buffer.offset = offset;
+  buffer.dtype = *dtype;
+  buffer.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  buffer.bytes = tensor.getNumElements() * rt::dtypeSize(*dtype);
+  buffer.role = role;
+  buffer.init = init;
+  plan.buffers.push_back(std::move(buffer));
+  uint32_t id = plan.buffers.size() - 1;
+  if (persistent)
+    persistentByOffset[offset] = id;
+  return id;
+}
+
+FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
+  auto memory = module->getAttrOfType<DictionaryAttr>("dsc.memory");
+  if (!memory)
+    return module.emitError("lowering to a plan needs a memory-planned module;"
+                            " run --dsc-plan-memory (or --dsc-compile) first");
+  int64_t arenaBytes = cast<IntegerAttr>(memory.get("arena_bytes")).getInt();
+  plan.arenas.push_back({rt::Tier::Device, static_cast<uint64_t>(arenaBytes)});
+  plan.summary.peakBytesPerArena.push_back(arenaBytes);
+
+  // Declarations.
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto param = dyn_cast<ParameterOp>(op)) {
+      rt::BufferInit init;
+      InitAttr attr = param.getInit();
+      switch (attr.getKind()) {
+      case InitKind::Zeros:
+        init.kind = rt::InitKind::Zeros;
+        break;
+      case InitKind::Ones:
+        init.kind = rt::InitKind::Ones;
+        break;
+      case InitKind::Normal:
+      case InitKind::ScaledNormal:
+        init.kind = rt::InitKind::Normal;
+        init.std = attr.getEffectiveStd();
+        break;
+      }
+      FailureOr<uint32_t> id =
+          addBuffer(param.getLoc(), param.getType(),
+                    cast<IntegerAttr>(param->getAttr("dsc.offset")).getInt(),
+                    rt::BufferRole::Parameter, param.getSymName().str(), init);
+      if (failed(id))
+        return failure();
+      declBuffers[param.getSymNameAttr()] = *id;
+    } else if (auto state = dyn_cast<StateOp>(op)) {
+      rt::BufferInit init;
+      init.kind = rt::InitKind::Zeros;
+      FailureOr<uint32_t> id =
+          addBuffer(state.getLoc(), state.getType(),
+                    cast<IntegerAttr>(state->getAttr("dsc.offset")).getInt(),
+                    state.getKind() == StateKind::Gradient
+                        ? rt::BufferRole::Gradient
+                        : rt::BufferRole::OptimizerState,
+                    state.getSymName().str(), init);
+      if (failed(id))
+        return failure();
+      declBuffers[state.getSymNameAttr()] = *id;
+    }
+  }
+
+  // The shape of the data comes from the training program's inputs.
+  auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+  auto opt = module.lookupSymbol<func::FuncOp>("optimizer");
+  auto loss = module.lookupSymbol<func::FuncOp>(lossFunction);
+  if (!fb || !opt || !loss)
+    return module.emitError("lowering to a plan needs @")
+           << lossFunction << ", @forward_backward and @optimizer; run "
+           << "--dsc-autodiff and --dsc-optimizer first";
+  if (fb.getNumArguments() != 2)
+    return fb.emitError("@forward_backward must take (tokens, targets)");
+  auto tokensType = cast<RankedTensorType>(fb.getArgument(0).getType());
+  if (tokensType.getRank() != 2 || !tokensType.getElementType().isInteger(32))
+    return fb.emitError("tokens must be an i32 [batch, seq] tensor");
+  plan.microBatchSize = tokensType.getDimSize(0);
+  plan.seqLength = tokensType.getDimSize(1);
+  if (auto model = module->getAttrOfType<DictionaryAttr>("dsc.model"))
+    if (auto vocab = model.getAs<IntegerAttr>("vocab_size"))
+      plan.vocabSize = vocab.getInt();
+
+  for (auto [func, name] :
+       {std::make_pair(loss, "forward"), std::make_pair(fb, "forward_backward"),
+        std::make_pair(opt, "optimizer")})
+    if (failed(lowerProgram(func, name)))
+      return failure();
+
+  // Model FLOPs of one micro-batch's forward and backward.
+  fb.walk([&](CostOpInterface op) {
+    plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
+  });
+  if (plan.vocabSize == 0)
+    return module.emitError("cannot tell the vocabulary size: the module has "
+                            "no dsc.model attribute");
+  return std::move(plan);
+}
+
+LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
+                                        StringRef programName) {
+  currentFunc = func;
+  auto inputOffsets =
+      func->getAttrOfType<DenseI64ArrayAttr>("dsc.input_offsets");
+  if (!inputOffsets)
+    return func.emitError("function was not memory-planned");
+  for (BlockArgument arg : func.getArguments()) {
+    bool isTokens = arg.getArgNumber() == 0;
+    FailureOr<uint32_t> id =
+        addBuffer(arg.getLoc(), arg.getType(), inputOffsets[arg.getArgNumber()],
+                  isTokens ? rt::BufferRole::Tokens : rt::BufferRole::Targets,
+                  isTokens ? "tokens" : "targets");
+    if (failed(id))
+      return failure();
+    valueBuffers[arg] = *id;
+    (isTokens ? plan.tokens : plan.targets) = *id;
+  }
+
+  // Results and constants are persistent; name them for the executor.
+  Block &block = func.getBody().front();
+  Operation *terminator = block.getTerminator();
+  llvm::DenseMap<Value, std::pair<rt::BufferRole, std::string>> special;
+  for (auto [index, result] : llvm::enumerate(terminator->getOperands())) {
+    if (programName == "forward_backward")
+      special[result] = {rt::BufferRole::Loss, "loss"};
+    else if (programName == "forward")
+      special[result] = {rt::BufferRole::Scalar, "eval_loss"};
+    else
+      special[result] = {rt::BufferRole::Scalar,
+                         index == 0 ? "grad_norm" : "learning_rate"};
+  }
+
+  rt::Program program;
+  program.name = programName.str();
+  unsigned tempIndex = 0;
+  for (Operation &op : block.without_terminator()) {
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("dsc.offsets");
+    if (op.getNumResults() && !offsets)
+      return op.emitOpError("has no planned offsets; run --dsc-plan-memory");
+    // Result buffers.
+    for (auto [i, result] : llvm::enumerate(op.getResults())) {
+      if (auto read = dyn_cast<GetParameterOp>(op)) {
+        valueBuffers[result] = declBuffer(read.getNameAttr());
+        continue;
+      }
+      rt::BufferRole role = rt::BufferRole::Temporary;
+      std::string name;
+      rt::BufferInit init;
+      if (auto it = special.find(result); it != special.end()) {
+        role = it->second.first;
+        name = it->second.second;
+      } else if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+        auto splat = dyn_cast<SplatElementsAttr>(constant.getValue());
+        if (!splat || !isa<FloatType>(splat.getElementType()))
+          return op.emitOpError("only float splat constants can be lowered");
+        role = rt::BufferRole::Constant;
+        name = (programName + ".constant" + Twine(tempIndex++)).str();
+        init.kind = rt::InitKind::Constant;
+        init.value = splat.getSplatValue<APFloat>().convertToDouble();
+      } else {
+        std::string where = nameOf(op.getLoc());
+        name = (programName + "." + (where.empty() ? "tmp" : where) + "." +
+                Twine(tempIndex++))
+                   .str();
+      }
+      FailureOr<uint32_t> id = addBuffer(op.getLoc(), result.getType(),
+                                         offsets[i], role, name, init);
+      if (failed(id))
+        return failure();
+      valueBuffers[result] = *id;
+      if (role == rt::BufferRole::Loss)
+        plan.loss = *id;
+      else if (name == "grad_norm")
+        plan.gradNorm = *id;
+      else if (name == "learning_rate")
+        plan.learningRate = *id;
+    }
+
+    rt::Instruction inst;
+    inst.name = nameOf(op.getLoc());
+    bool skip = false;
+    if (failed(lowerOp(op, inst, skip)))
+      return failure();
+    if (skip)
+      continue;
+    if (inst.inputs.empty())
+      for (Value operand : op.getOperands())
+        inst.inputs.push_back(valueBuffers.lookup(operand));
+    if (inst.outputs.empty())
+      for (Value result : op.getResults())
+        inst.outputs.push_back(valueBuffers.lookup(result));
+    program.instructions.push_back(std::move(inst));
+  }
+  plan.programs.push_back(std::move(program));
+  return success();
+}
+
+LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
+                                   bool &skip) {
+  using rt::Opcode;
+  auto shapeOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  auto f64 = [](FloatAttr attr) { return attr.getValueAsDouble(); };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case<GetParameterOp, arith::ConstantOp>([&](auto) {
+        skip = true;
+        return success();
+      })
+      .Case<EmbeddingOp>([&](auto) {
+        inst.opcode = Opcode::Embedding;
+        return success();
+      })
+      .Case<PositionEmbeddingOp>([&](PositionEmbeddingOp pos) {
+        inst.opcode = Opcode::PositionEmbedding;
+        ArrayRef<int64_t> shape = shapeOf(pos.getResult());
+        inst.ints = {shape[0], shape[1]};
+        return success();
+      })
+      .Case<MatmulOp>([&](MatmulOp mm) {
+        inst.opcode = Opcode::Matmul;
+        ArrayRef<int64_t> lhs = shapeOf(mm.getLhs()),
+                          rhs = shapeOf(mm.getRhs());
+        ArrayRef<int64_t> out = shapeOf(mm.getResult());
+        int64_t batch = 1;
+        for (int64_t d : out.drop_back(2))
+          batch *= d;
+        int64_t k = lhs[lhs.size() - (mm.getTransposeLhs() ? 2 : 1)];
+        bool broadcast = rhs.size() == 2 && lhs.size() > 2;
+        inst.ints = {batch,
+                     out[out.size() - 2],
+                     out.back(),
+                     k,
+                     mm.getTransposeLhs(),
+                     mm.getTransposeRhs(),
+                     broadcast,
+                     0};
+        return success();
+      })
+      .Case<AddOp>([&](auto) {
+        inst.opcode = Opcode::Add;
+        return success();
+      })
+      .Case<MulOp>([&](auto) {
+        inst.opcode = Opcode::Mul;
+        return success();
+      })
+      .Case<BiasAddOp>([&](auto) {
+        inst.opcode = Opcode::BiasAdd;
+        return success();
+      })
+      .Case<GeluOp>([&](auto) {
+        inst.opcode = Opcode::Gelu;
+        return success();
+      })
+      .Case<LayerNormOp>([&](LayerNormOp ln) {
+        inst.opcode = Opcode::LayerNorm;
+        inst.floats = {f64(ln.getEpsilonAttr())};
+        return success();
+      })
+      .Case<SoftmaxOp>([&](auto) {
+        inst.opcode = Opcode::Softmax;
+        return success();
+      })
+      .Case<AttentionOp>([&](AttentionOp at) {
+        inst.opcode = Opcode::Attention;
+        inst.ints = {at.getNumHeadsAttr().getInt(), at.getCausal(),
+                     at.getSeedAttr().getInt()};
+        inst.floats = {f64(at.getDropoutAttr())};
+        return success();
+      })
+      .Case<CrossEntropyOp>([&](auto) {
+        inst.opcode = Opcode::CrossEntropy;
+        return success();
+      })
+      .Case<ReshapeOp>([&](ReshapeOp reshape) {
+        // A view shares its input's bytes: nothing to run.
+        uint32_t in = valueBuffers.lookup(reshape.getInput());
+        uint32_t out = valueBuffers.lookup(reshape.getResult());
+        skip = plan.buffers[in].offset == plan.buffers[out].offset;
+        inst.opcode = Opcode::Copy;
+        return success();
+      })
+      .Case<TransposeOp>([&](TransposeOp tr) {
+        inst.opcode = Opcode::Transpose;
+        inst.ints.assign(tr.getPermutation().begin(),
+                         tr.getPermutation().end());
+        return success();
+      })
+      .Case<SliceOp>([&](SliceOp sl) {
+        inst.opcode = Opcode::Slice;
+        inst.ints.assign(sl.getOffsets().begin(), sl.getOffsets().end());
+        return success();
+      })
+      .Case<ConcatOp>([&](ConcatOp cc) {
+        inst.opcode = Opcode::Concat;
+        inst.ints = {cc.getDimAttr().getInt()};
+        return success();
+      })
+      .Case<DropoutOp>([&](DropoutOp dr) {
+        inst.opcode = Opcode::Dropout;
+        inst.ints = {dr.getSeedAttr().getInt()};
+        inst.floats = {f64(dr.getPAttr())};
+        return success();
+      })
+      .Case<EmbeddingGradOp>([&](auto) {
+        inst.opcode = Opcode::EmbeddingGrad;
+        inst.ints = {0};
+        return success();
+      })
+      .Case<PositionEmbeddingGradOp>([&](PositionEmbeddingGradOp pg) {
+        inst.opcode = Opcode::PositionEmbeddingGrad;
+        ArrayRef<int64_t> shape = shapeOf(pg.getGrad());
+        inst.ints = {shape[0], shape[1], 0};
+        return success();
+      })
+      .Case<BiasGradOp>([&](auto) {
+        inst.opcode = Opcode::BiasGrad;
+        inst.ints = {0};
+        return success();
+      })
+      .Case<GeluGradOp>([&](auto) {
+        inst.opcode = Opcode::GeluGrad;
+        return success();
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp lg) {
+        inst.opcode = Opcode::LayerNormGrad;
+        inst.ints = {0};
+        inst.floats = {f64(lg.getEpsilonAttr())};
+        return success();
+      })
+      .Case<SoftmaxGradOp>([&](auto) {
+        inst.opcode = Opcode::SoftmaxGrad;
+        return success();
+      })
+      .Case<AttentionGradOp>([&](AttentionGradOp ag) {
+        inst.opcode = Opcode::AttentionGrad;
+        inst.ints = {ag.getNumHeadsAttr().getInt(), ag.getCausal(),
+                     ag.getSeedAttr().getInt()};
+        inst.floats = {f64(ag.getDropoutAttr())};
+        return success();
+      })
+      .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp cg) {
+        inst.opcode = Opcode::CrossEntropyGrad;
+        if (auto constant = cg.getGrad().getDefiningOp<arith::ConstantOp>())
+          plan.lossScale = valueBuffers.lookup(constant.getResult());
+        return success();
+      })
+      .Case<SliceGradOp>([&](SliceGradOp sg) {
+        inst.opcode = Opcode::SliceGrad;
+        inst.ints.assign(sg.getOffsets().begin(), sg.getOffsets().end());
+        return success();
+      })
+      .Case<AccumulateOp>([&](AccumulateOp acc) {
+        inst.opcode = Opcode::Accumulate;
+        inst.inputs = {valueBuffers.lookup(acc.getValue())};
+        inst.outputs = {declBuffer(acc.getStateAttr())};
+        return success();
+      })
+      .Case<LearningRateOp>([&](LearningRateOp lr) {
+        inst.opcode = Opcode::LearningRate;
+        rt::LrScheduleKind kind = rt::LrScheduleKind::Constant;
+        switch (lr.getSchedule()) {
+        case LrSchedule::Constant:
+          kind = rt::LrScheduleKind::Constant;
+          break;
+        case LrSchedule::WarmupConstant:
+          kind = rt::LrScheduleKind::WarmupConstant;
+          break;
+        case LrSchedule::WarmupLinear:
+          kind = rt::LrScheduleKind::WarmupLinearDecay;
+          break;
+        case LrSchedule::WarmupCosine:
+          kind = rt::LrScheduleKind::WarmupCosineDecay;
+          break;
+        }
+        // Linear warmup from 0; decay ends at `min`.
+        inst.ints = {static_cast<int64_t>(kind), lr.getWarmupAttr().getInt(),
+                     lr.getTotalAttr().getInt(), 0};
+        inst.floats = {f64(lr.getBaseAttr()), 0.0, f64(lr.getMinAttr())};
+        inst.inputs = {};
+        return success();
+      })
+      .Case<ClipGradNormOp>([&](ClipGradNormOp clip) {
+        inst.opcode = Opcode::GlobalNormClip;
+        for (Attribute grad : clip.getGradients())
+          inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(grad)));
+        inst.floats = {f64(clip.getMaxNormAttr())};
+        return success();
+      })
+      .Case<AdamWOp>([&](AdamWOp adam) {
+        inst.opcode = Opcode::AdamW;
+        inst.inputs = {declBuffer(adam.getGradAttr()),
+                       valueBuffers.lookup(adam.getLr())};
+        inst.outputs = {declBuffer(adam.getParamAttr()),
+                        declBuffer(adam.getExpAvgAttr()),
+                        declBuffer(adam.getExpAvgSqAttr())};
+        double wd = f64(adam.getWeightDecayAttr());
+        inst.ints = {wd > 0.0};
+        inst.floats = {f64(adam.getBeta1Attr()), f64(adam.getBeta2Attr()),
+                       f64(adam.getEpsAttr()), wd};
+        return success();
+      })
+      .Case<SgdOp>([&](SgdOp sgd) {
+        inst.opcode = Opcode::Sgd;
+        inst.inputs = {declBuffer(sgd.getGradAttr()),
+                       valueBuffers.lookup(sgd.getLr())};
+        inst.outputs = {declBuffer(sgd.getParamAttr()),
+                        declBuffer(sgd.getMomentumBufferAttr())};
+        inst.ints = {sgd.getNesterov()};
+        inst.floats = {f64(sgd.getMomentumAttr()),
+                       f64(sgd.getWeightDecayAttr())};
+        return success();
+      })
+      .Case<ZeroOp>([&](ZeroOp zero) {
+        inst.opcode = Opcode::Zero;
+        for (Attribute state : zero.getStates())
+          inst.outputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(state)));
+        inst.inputs = {};
+        return success();
+      })
+      .Default([&](Operation *other) {
+        return other->emitOpError("has no runtime instruction; it cannot be "
+                                  "lowered to a plan");
+      });
+}
+
+} // namespace
+
+FailureOr<rt::Plan> mlir::dsc::lowerToPlan(ModuleOp module,
+                                           StringRef lossFunction) {
+  return PlanBuilder(module).build(lossFunction);
+}

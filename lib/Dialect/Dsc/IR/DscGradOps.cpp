@@ -1,0 +1,153 @@
+//===- DscGradOps.cpp - dsc backward and state ops --------------*- C++ -*-===//
+//
+// Verifiers and costs of the gradient ops --dsc-autodiff emits, and symbol
+// checks of the persistent-state ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+static int64_t bytesOf(Value v) {
+  RankedTensorType type = tensorOf(v);
+  return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// Reads every operand and writes every result once, with `flopsPerElement`
+/// vector FLOPs per element of the first operand.
+static OpCost streamingCost(Operation *op, int64_t flopsPerElement) {
+  OpCost cost;
+  for (Value operand : op->getOperands())
+    cost.bytesRead += bytesOf(operand);
+  for (Value result : op->getResults())
+    cost.bytesWritten += bytesOf(result);
+  if (op->getNumOperands())
+    cost.vectorFlops =
+        flopsPerElement * tensorOf(op->getOperand(0)).getNumElements();
+  return cost;
+}
+
+//===----------------------------------------------------------------------===//
+// StateOp, AccumulateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param = tables.lookupNearestSymbolFrom<ParameterOp>(*this, getOfAttr());
+  if (!param)
+    return emitOpError("'") << getOf() << "' does not name a dsc.parameter";
+  if (param.getType() != getType())
+    return emitOpError("state type ")
+           << getType() << " differs from parameter '@" << getOf()
+           << "' of type " << param.getType();
+  return success();
+}
+
+LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, getStateAttr());
+  if (!state)
+    return emitOpError("'") << getState() << "' does not name a dsc.state";
+  if (state.getType() != getValue().getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from state '@" << getState()
+           << "' of type " << state.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType table = tensorOf(getResult()), grad = tensorOf(getGrad());
+  if (table.getRank() != 2)
+    return emitOpError("result must be a rank-2 [vocab, hidden] table");
+  SmallVector<int64_t> expected(tensorOf(getIds()).getShape());
+  expected.push_back(table.getDimSize(1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected) ||
+      grad.getElementType() != table.getElementType())
+    return emitOpError("grad type ")
+           << grad << " must be ids shape + [hidden] with the table's "
+           << "element type";
+  return success();
+}
+
+LogicalResult PositionEmbeddingGradOp::verify() {
+  RankedTensorType table = tensorOf(getResult()), grad = tensorOf(getGrad());
+  if (table.getRank() != 2 || grad.getRank() != 3 ||
+      grad.getDimSize(2) != table.getDimSize(1) ||
+      grad.getDimSize(1) > table.getDimSize(0) ||
+      grad.getElementType() != table.getElementType())
+    return emitOpError("grad ")
+           << grad << " must be [batch, seq <= positions, hidden] of table "
+           << table;
+  return success();
+}
+
+LogicalResult BiasGradOp::verify() {
+  RankedTensorType grad = tensorOf(getGrad()), bias = tensorOf(getResult());
+  if (grad.getRank() < 1 || bias.getRank() != 1 ||
+      bias.getDimSize(0) != grad.getShape().back() ||
+      bias.getElementType() != grad.getElementType())
+    return emitOpError("result ")
+           << bias << " must be a vector of the grad's last dimension";
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  RankedTensorType logits = tensorOf(getLogits());
+  if (logits.getRank() < 2 ||
+      tensorOf(getTargets()).getShape() != logits.getShape().drop_back())
+    return emitOpError("targets must have the logits shape without the vocab "
+                       "dimension");
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  RankedTensorType grad = tensorOf(getGrad()), input = tensorOf(getResult());
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (grad.getRank() != input.getRank() ||
+      static_cast<int64_t>(offsets.size()) != input.getRank() ||
+      grad.getElementType() != input.getElementType())
+    return emitOpError("grad, offsets and result must have the same rank and "
+                       "element type");
+  for (int64_t d = 0, e = input.getRank(); d < e; ++d)
+    if (offsets[d] < 0 || offsets[d] + grad.getDimSize(d) > input.getDimSize(d))
+      return emitOpError("slice of dimension ")
+             << d << " at offset " << offsets[d] << " with size "
+             << grad.getDimSize(d) << " does not fit in "
+             << input.getDimSize(d);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Costs. Backward FLOPs follow Megatron-LM's accounting: each dense product
+// of the forward pass costs two in the backward (input and weight gradient).
+//===----------------------------------------------------------------------===//
+
+OpCost EmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
+OpCost PositionEmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
+OpCost BiasGradOp::getCost() { return streamingCost(*this, 1); }
+OpCost GeluGradOp::getCost() { return streamingCost(*this, 12); }
+OpCost LayerNormGradOp::getCost() { return streamingCost(*this, 16); }
+OpCost SoftmaxGradOp::getCost() { return streamingCost(*this, 4); }
+OpCost CrossEntropyGradOp::getCost() { return streamingCost(*this, 6); }
+OpCost SliceGradOp::getCost() { return streamingCost(*this, 0); }
+
+OpCost AttentionGradOp::getCost() {
+  RankedTensorType query = tensorOf(getQuery());
+  int64_t batch = query.getDimSize(0), seq = query.getDimSize(1);
+  int64_t hidden = query.getDimSize(2);
+  OpCost cost = streamingCost(*this, 0);
+  // dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q: twice the forward's two
+  // products. (Recomputing P from the logsumexp adds q·kᵀ again; that is
+  // hardware work, not model FLOPs.)
+  cost.matmulFlops = 8 * batch * seq * seq * hidden;
+  cost.vectorFlops = 6 * batch * getNumHeadsAttr().getInt() * seq * seq;
+  return cost;
+}

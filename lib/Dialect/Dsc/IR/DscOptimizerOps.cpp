@@ -1,0 +1,133 @@
+//===- DscOptimizerOps.cpp - dsc optimizer op verifiers ---------*- C++ -*-===//
+//
+// Checks of the learning-rate schedule, clipping and update ops: every named
+// state exists, has the parameter's type and the right kind, and every
+// hyper-parameter is in range.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+/// Checks that `name` is a dsc.state of `kind` belonging to `param`.
+static LogicalResult verifyStateOf(Operation *op, SymbolTableCollection &tables,
+                                   FlatSymbolRefAttr name, StateKind kind,
+                                   ParameterOp param, StringRef role) {
+  auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
+  if (!state)
+    return op->emitOpError(role)
+           << " '" << name << "' does not name a dsc.state";
+  if (state.getKind() != kind)
+    return op->emitOpError(role)
+           << " '" << name << "' is a " << stringifyStateKind(state.getKind())
+           << " state, expected " << stringifyStateKind(kind);
+  if (state.getOf() != param.getSymName())
+    return op->emitOpError(role)
+           << " '" << name << "' belongs to '@" << state.getOf()
+           << "', not to '@" << param.getSymName() << "'";
+  return success();
+}
+
+static FailureOr<ParameterOp> lookupParam(Operation *op,
+                                          SymbolTableCollection &tables,
+                                          FlatSymbolRefAttr name) {
+  auto param = tables.lookupNearestSymbolFrom<ParameterOp>(op, name);
+  if (!param)
+    return op->emitOpError("'") << name << "' does not name a dsc.parameter";
+  return param;
+}
+
+static LogicalResult verifyStateList(Operation *op,
+                                     SymbolTableCollection &tables,
+                                     ArrayAttr states, bool gradientsOnly) {
+  for (Attribute attr : states) {
+    auto name = dyn_cast<FlatSymbolRefAttr>(attr);
+    if (!name)
+      return op->emitOpError("expects flat symbol references, got ") << attr;
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
+    if (!state)
+      return op->emitOpError("'") << name << "' does not name a dsc.state";
+    if (gradientsOnly && state.getKind() != StateKind::Gradient)
+      return op->emitOpError("'") << name << "' is not a gradient state";
+  }
+  return success();
+}
+
+LogicalResult LearningRateOp::verify() {
+  double base = getBase().convertToDouble(), min = getMin().convertToDouble();
+  int64_t warmup = getWarmupAttr().getInt(), total = getTotalAttr().getInt();
+  if (!(base > 0.0))
+    return emitOpError("base learning rate must be > 0, got ") << base;
+  if (!(min >= 0.0 && min <= base))
+    return emitOpError("min learning rate must be in [0, base = ")
+           << base << "], got " << min;
+  if (warmup < 0 || total < 0)
+    return emitOpError("warmup and total steps must be >= 0");
+  if ((getSchedule() == LrSchedule::WarmupLinear ||
+       getSchedule() == LrSchedule::WarmupCosine) &&
+      total <= warmup)
+    return emitOpError("a decaying schedule needs total steps (")
+           << total << ") > warmup steps (" << warmup << ")";
+  return success();
+}
+
+LogicalResult ClipGradNormOp::verify() {
+  if (getMaxNorm().convertToDouble() < 0.0)
+    return emitOpError("max_norm must be >= 0 (0 disables clipping)");
+  return success();
+}
+
+LogicalResult ClipGradNormOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyStateList(*this, tables, getGradients(), /*gradientsOnly=*/true);
+}
+
+LogicalResult ZeroOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyStateList(*this, tables, getStates(), /*gradientsOnly=*/false);
+}
+
+LogicalResult AdamWOp::verify() {
+  double beta1 = getBeta1().convertToDouble();
+  double beta2 = getBeta2().convertToDouble();
+  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
+    return emitOpError("betas must be in [0, 1), got (")
+           << beta1 << ", " << beta2 << ")";
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError("eps must be > 0");
+  if (getWeightDecay().convertToDouble() < 0.0)
+    return emitOpError("weight_decay must be >= 0");
+  return success();
+}
+
+LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  return failure(
+      failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
+                           *param, "grad")) ||
+      failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
+                           *param, "exp_avg")) ||
+      failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
+                           StateKind::ExpAvgSq, *param, "exp_avg_sq")));
+}
+
+LogicalResult SgdOp::verify() {
+  if (getMomentum().convertToDouble() < 0.0)
+    return emitOpError("momentum must be >= 0");
+  if (getWeightDecay().convertToDouble() < 0.0)
+    return emitOpError("weight_decay must be >= 0");
+  return success();
+}
+
+LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  return failure(
+      failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
+                           *param, "grad")) ||
+      failed(verifyStateOf(*this, tables, getMomentumBufferAttr(),
+                           StateKind::Momentum, *param, "momentum_buffer")));
+}

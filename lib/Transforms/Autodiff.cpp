@@ -1,0 +1,182 @@
+//===- Autodiff.cpp - --dsc-autodiff ----------------------------*- C++ -*-===//
+//
+// Reverse-mode differentiation of a loss function: clones it as
+// @forward_backward and appends, in reverse program order, each op's
+// vector-Jacobian product (DifferentiableOpInterface), accumulating
+// parameter gradients into dsc.state buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCAUTODIFFPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// Name of the gradient state of parameter `param`.
+std::string gradientName(StringRef param) { return ("grad." + param).str(); }
+
+struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    auto loss = symbols.lookup<func::FuncOp>(funcName);
+    if (!loss) {
+      module.emitError("--dsc-autodiff: no function @")
+          << funcName << " to differentiate";
+      return signalPassFailure();
+    }
+    if (symbols.lookup("forward_backward")) {
+      loss.emitError("--dsc-autodiff: the module already has a "
+                     "@forward_backward function");
+      return signalPassFailure();
+    }
+    if (failed(differentiate(loss, symbols)))
+      return signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
+    if (!loss.getBody().hasOneBlock())
+      return loss.emitError("--dsc-autodiff: @")
+             << funcName << " must have a single block";
+    auto ret = cast<func::ReturnOp>(loss.getBody().front().getTerminator());
+    if (ret.getNumOperands() != 1 ||
+        !ret.getOperand(0).getDefiningOp<CrossEntropyOp>())
+      return loss.emitError("--dsc-autodiff: @")
+             << funcName << " must return one value, the result of a "
+             << "dsc.cross_entropy";
+
+    // Clone the loss function; differentiate the clone.
+    OpBuilder moduleBuilder(loss);
+    moduleBuilder.setInsertionPointAfter(loss);
+    auto fb = cast<func::FuncOp>(moduleBuilder.clone(*loss));
+    fb.setSymName("forward_backward");
+    symbols.insert(fb);
+
+    Block &body = fb.getBody().front();
+    auto fbReturn = cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder b(fbReturn);
+    Value lossValue = fbReturn.getOperand(0);
+    auto lossType = cast<RankedTensorType>(lossValue.getType());
+    Value seed = arith::ConstantOp::create(
+        b, lossValue.getLoc(),
+        DenseElementsAttr::get(
+            lossType,
+            b.getFloatAttr(lossType.getElementType(), gradScale.getValue())));
+
+    llvm::DenseMap<Value, Value> grads;
+    grads[lossValue] = seed;
+    auto addGrad = [&](Value value, Value grad) {
+      auto [it, inserted] = grads.try_emplace(value, grad);
+      if (!inserted) {
+        it->second = AddOp::create(b, grad.getLoc(), it->second, grad);
+        ++numGradientOps;
+      }
+    };
+
+    // Where new dsc.state declarations go: after the last module-level
+    // parameter or state, so that the module keeps reading top to bottom.
+    ModuleOp module = getOperation();
+    Operation *lastDecl = nullptr;
+    for (Operation &op : module.getBody()->getOperations())
+      if (isa<ParameterOp, StateOp>(op))
+        lastDecl = &op;
+
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator())
+      forwardOps.push_back(&op);
+
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value result : op->getResults()) {
+        Value grad = grads.lookup(result);
+        resultGrads.push_back(grad);
+        any |= static_cast<bool>(grad);
+      }
+      if (!any)
+        continue;
+
+      if (auto read = dyn_cast<GetParameterOp>(op)) {
+        if (failed(accumulateIntoState(read, resultGrads[0], symbols, b,
+                                       lastDecl)))
+          return failure();
+        continue;
+      }
+      auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
+      if (!differentiable)
+        return op->emitOpError("is on the path to the loss but has no "
+                               "differentiation rule");
+      // A result that does not reach the loss contributes a zero gradient;
+      // only ops with one result (or all results reached) are supported.
+      for (auto [result, grad] : llvm::zip(op->getResults(), resultGrads))
+        if (!grad)
+          return op->emitOpError("result #")
+                 << cast<OpResult>(result).getResultNumber()
+                 << " does not reach the loss while another result does; "
+                    "this is not supported yet";
+      Operation *before = b.getInsertionBlock()->empty()
+                              ? nullptr
+                              : &*std::prev(b.getInsertionPoint());
+      SmallVector<Value> operandGrads;
+      if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
+        return failure();
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitOpError("differentiation rule returned ")
+               << operandGrads.size() << " gradients for "
+               << op->getNumOperands() << " operands";
+      for (Operation *it = before ? before->getNextNode() : &body.front();
+           it && it != fbReturn.getOperation(); it = it->getNextNode())
+        ++numGradientOps;
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+        if (grad)
+          addGrad(operand, grad);
+    }
+    return success();
+  }
+
+  /// dsc.accumulate of a parameter read's gradient into @grad.<name>,
+  /// declaring the state on first use.
+  LogicalResult accumulateIntoState(GetParameterOp read, Value grad,
+                                    SymbolTable &symbols, OpBuilder &b,
+                                    Operation *&lastDecl) {
+    std::string name = gradientName(read.getName());
+    auto state = symbols.lookup<StateOp>(name);
+    if (!state) {
+      if (symbols.lookup(name))
+        return read.emitOpError("cannot create gradient state @")
+               << name << ": the symbol exists and is not a dsc.state";
+      OpBuilder declBuilder(getOperation().getContext());
+      if (lastDecl)
+        declBuilder.setInsertionPointAfter(lastDecl);
+      else
+        declBuilder.setInsertionPointToStart(getOperation().getBody());
+      state = StateOp::create(declBuilder, read.getLoc(), name, read.getType(),
+                              StateKind::Gradient, read.getName());
+      symbols.insert(state);
+      lastDecl = state;
+      ++numParameters;
+    }
+    AccumulateOp::create(b, read.getLoc(), grad,
+                         FlatSymbolRefAttr::get(state.getSymNameAttr()));
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,48 @@
+//===- Pipelines.cpp - --dsc-compile ----------------------------*- C++ -*-===//
+//
+// The whole chain from a graph to a memory-planned training plan, as one
+// registered pipeline so that dsc-opt and dsc-run compile identically.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
+                                     const CompileOptions &options) {
+  DscAutodiffPassOptions autodiff;
+  // The loss gradient's seed 1/m turns the micro-batches' summed gradients
+  // into their mean, as DeepSpeed's gradient accumulation does.
+  autodiff.gradScale = 1.0 / static_cast<double>(options.microbatches);
+  pm.addPass(createDscAutodiffPass(autodiff));
+
+  DscOptimizerPassOptions optimizer;
+  optimizer.optimizer = options.optimizer;
+  optimizer.lr = options.lr;
+  optimizer.minLr = options.minLr;
+  optimizer.schedule = options.schedule;
+  optimizer.warmup = options.warmup;
+  optimizer.totalSteps = options.steps;
+  optimizer.weightDecay = options.weightDecay;
+  optimizer.clipGradNorm = options.clipGradNorm;
+  pm.addPass(createDscOptimizerPass(optimizer));
+
+  pm.addPass(createDscPlanMemoryPass());
+}
+
+void mlir::dsc::registerDscPipelines() {
+  PassPipelineRegistration<CompileOptions>(
+      "dsc-compile",
+      "Compile a model graph into a memory-planned training plan "
+      "(autodiff, optimizer, memory planning)",
+      [](OpPassManager &pm, const CompileOptions &options) {
+        if (options.microbatches < 1)
+          llvm::report_fatal_error("--dsc-compile: microbatches must be >= 1");
+        buildCompilePipeline(pm, options);
+      });
+}

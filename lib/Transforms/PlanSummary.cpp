@@ -1,0 +1,95 @@
+//===- PlanSummary.cpp - --dsc-plan-summary ---------------------*- C++ -*-===//
+//
+// Prints what a compiled plan will cost: planned bytes, model FLOPs and
+// collective bytes, as one JSON object that tests and tools can read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCPLANSUMMARYPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+struct DscPlanSummaryPass
+    : mlir::dsc::impl::DscPlanSummaryPassBase<DscPlanSummaryPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto memory = module->getAttrOfType<DictionaryAttr>("dsc.memory");
+    auto peaks = module->getAttrOfType<DictionaryAttr>("dsc.program_peaks");
+    if (!memory || !peaks) {
+      module.emitError("--dsc-plan-summary needs a compiled module; run "
+                       "--dsc-compile first");
+      return signalPassFailure();
+    }
+    if (microbatches < 1) {
+      module.emitError("--dsc-plan-summary: microbatches must be >= 1");
+      return signalPassFailure();
+    }
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    int64_t parameters = 0, gradients = 0, optimizerState = 0;
+    for (Operation &op : module.getBody()->getOperations()) {
+      if (auto param = dyn_cast<ParameterOp>(op))
+        parameters += param.getNumElements();
+      else if (auto state = dyn_cast<StateOp>(op))
+        (state.getKind() == StateKind::Gradient ? gradients : optimizerState) +=
+            state.getTensorType().getNumElements();
+    }
+    // Model FLOPs: the loss function is the forward pass; the training
+    // program is forward and backward (3x the forward's dense FLOPs).
+    int64_t flops = 0, forwardFlops = 0;
+    if (fb)
+      fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
+    if (auto loss = module.lookupSymbol<func::FuncOp>(lossFunction))
+      loss.walk([&](CostOpInterface op) {
+        forwardFlops += op.getCost().matmulFlops;
+      });
+    auto get = [](DictionaryAttr dict, StringRef key) {
+      auto value = dict.getAs<IntegerAttr>(key);
+      return value ? value.getInt() : 0;
+    };
+
+    llvm::json::OStream json(llvm::outs(), /*IndentSize=*/2);
+    json.object([&] {
+      json.attributeObject("bytes", [&] {
+        json.attributeObject("device", [&] {
+          json.attribute("persistent", get(memory, "persistent_bytes"));
+          json.attribute("temporary", get(memory, "temporary_bytes"));
+          json.attribute("peak", get(memory, "arena_bytes"));
+        });
+        json.attribute("host", 0);
+        json.attribute("nvme", 0);
+      });
+      json.attributeObject("program_temporary_bytes", [&] {
+        for (NamedAttribute peak : peaks)
+          json.attribute(peak.getName().getValue(),
+                         cast<IntegerAttr>(peak.getValue()).getInt());
+      });
+      json.attribute("parameters", parameters);
+      json.attribute("gradient_elements", gradients);
+      json.attribute("optimizer_state_elements", optimizerState);
+      json.attribute("microbatches", static_cast<int64_t>(microbatches));
+      json.attribute("forward_flops_per_microbatch", forwardFlops);
+      json.attribute("flops_per_microbatch", flops);
+      json.attribute("flops_per_step", flops * microbatches);
+      json.attributeObject("collective_bytes_per_step", [] {});
+    });
+    llvm::outs() << "\n";
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
