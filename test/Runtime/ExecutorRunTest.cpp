@@ -1,0 +1,310 @@
+//===- ExecutorRunTest.cpp - dsc-run's driver, in-process ----------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// dsc-run's runtime half (tools/dsc-run, library DscRunDriver) on the tiny
+// plan of PlanTestSupport.h: option parsing and its messages, a training run
+// with its log line, JSON-lines file and Chrome trace, and the bad inputs
+// that must end in "dsc-run: error: ..." and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestSupport.h"
+
+#include "ChromeTrace.h"
+#include "Metrics.h"
+#include "RunOptions.h"
+#include "RunPlan.h"
+
+#include "dsc/Runtime/PlanIO.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+using namespace dsc::rt;
+using namespace dsc::rt::test;
+using namespace dsc::run;
+
+namespace {
+
+/// A byte-level tiny model (vocab 256) that trains on the embedded corpus.
+const TinyShape kBytes{256, 16, 2, 8};
+
+std::string tempPath(const std::string &name) {
+  return ::testing::TempDir() + "/dsc-run-test-" + name;
+}
+
+std::string writeTinyPlan(const std::string &name, TinyShape s = kBytes) {
+  std::string path = tempPath(name);
+  writePlanFile(makeTinyPlan(DType::F32, s, 0.01), path);
+  return path;
+}
+
+std::string slurp(const std::string &path) {
+  std::ifstream is(path);
+  std::stringstream ss;
+  ss << is.rdbuf();
+  return ss.str();
+}
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+Outcome runTool(const std::vector<std::string> &args) {
+  std::ostringstream out, err;
+  int code = dscRunMain(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string parseError(const std::vector<std::string> &args) {
+  try {
+    parseRunOptions(args);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
+TEST(DscRunOptions, ParsesEveryFlag) {
+  RunOptions o =
+      parseRunOptions({"m.plan", "--steps", "7", "--data=corpus.txt", "--seed",
+                       "9", "--lr", "3e-4", "--log-interval=2", "--log-json",
+                       "m.jsonl", "--trace", "t.json", "--microbatches", "4"});
+  EXPECT_EQ(o.input, "m.plan");
+  EXPECT_EQ(o.steps, 7);
+  EXPECT_EQ(o.data, "corpus.txt");
+  EXPECT_EQ(o.seed, 9u);
+  ASSERT_TRUE(o.learningRate.has_value());
+  EXPECT_DOUBLE_EQ(*o.learningRate, 3e-4);
+  EXPECT_EQ(o.logInterval, 2);
+  EXPECT_EQ(o.logJson, "m.jsonl");
+  EXPECT_EQ(o.trace, "t.json");
+  EXPECT_EQ(o.microBatches, 4);
+  RunOptions d = parseRunOptions({"m.plan"});
+  EXPECT_EQ(d.steps, 200);
+  EXPECT_EQ(d.data, "");
+  EXPECT_FALSE(d.learningRate.has_value());
+  EXPECT_TRUE(parseRunOptions({"--help"}).help);
+}
+
+TEST(DscRunOptions, ErrorsNameTheFlag) {
+  EXPECT_EQ(parseError({"m.plan", "--steps", "12x"}),
+            "--steps expects an integer, got '12x'");
+  EXPECT_EQ(parseError({"m.plan", "--steps", "0"}),
+            "--steps must be at least 1, got 0");
+  EXPECT_EQ(parseError({"m.plan", "--lr", "fast"}),
+            "--lr expects a number, got 'fast'");
+  EXPECT_EQ(parseError({"m.plan", "--lr", "-1"}),
+            "--lr must not be negative, got -1");
+  EXPECT_EQ(parseError({"m.plan", "--seed"}), "--seed expects a value");
+  EXPECT_EQ(parseError({"m.plan", "--step", "3"}),
+            "unknown option '--step' (dsc-run --help lists them)");
+  EXPECT_EQ(parseError({}), "no plan given (usage: dsc-run PLAN [options])");
+  EXPECT_EQ(parseError({"a.plan", "b.plan"}),
+            "one plan expected, got 'a.plan' and 'b.plan'");
+}
+
+//===----------------------------------------------------------------------===//
+// Output formats
+//===----------------------------------------------------------------------===//
+
+TEST(DscRunMetrics, MegatronLogLine) {
+  StepMetrics m;
+  m.iteration = 10;
+  m.iterations = 200;
+  m.consumedSamples = 40;
+  m.msPerIteration = 12.34;
+  m.tflops = 0.0123;
+  m.learningRate = 1e-3;
+  m.loss = 4.5;
+  m.gradNorm = 1.25;
+  EXPECT_EQ(formatLogLine(m),
+            " iteration       10/     200 | consumed samples:           40 |"
+            " elapsed time per iteration (ms): 12.3 | throughput (TFLOP/s):"
+            " 0.012 | learning rate: 1.000000E-03 | lm loss: 4.500000E+00 |"
+            " grad norm: 1.250 |");
+  m.gradNorm = std::nan("");
+  EXPECT_EQ(formatJsonLine(m),
+            "{\"iteration\": 10, \"iterations\": 200, \"consumed_samples\": "
+            "40, \"elapsed_time_per_iteration_ms\": 12.34, "
+            "\"throughput_tflops\": 0.0123, \"learning_rate\": 0.001, "
+            "\"lm_loss\": 4.5, \"grad_norm\": null}");
+  EXPECT_EQ(jsonString("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+}
+
+//===----------------------------------------------------------------------===//
+// Runs
+//===----------------------------------------------------------------------===//
+
+TEST(DscRun, TrainsAndWritesLogJsonAndTrace) {
+  std::string plan = writeTinyPlan("train.plan");
+  std::string json = tempPath("train.jsonl"), trace = tempPath("trace.json");
+  Outcome o = runTool({plan, "--steps", "6", "--log-interval", "3",
+                       "--log-json", json, "--trace", trace, "--seed", "5"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  EXPECT_NE(o.out.find(" iteration        3/       6 | consumed samples:"
+                       "            6 |"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find(" iteration        6/       6 |"), std::string::npos);
+  EXPECT_EQ(o.out.find(" iteration        2/"), std::string::npos);
+  EXPECT_NE(o.out.find("| lm loss: "), std::string::npos);
+  EXPECT_NE(o.out.find("| grad norm: "), std::string::npos);
+  EXPECT_NE(o.out.find("embedded default corpus"), std::string::npos) << o.out;
+
+  std::string lines = slurp(json);
+  int count = 0;
+  for (size_t at = 0;
+       (at = lines.find("\"lm_loss\": ", at)) != std::string::npos; ++at)
+    ++count;
+  EXPECT_EQ(count, 6) << lines;
+  EXPECT_EQ(lines.rfind("{\"iteration\": 1, \"iterations\": 6", 0), 0u);
+  EXPECT_NE(lines.find("{\"iteration\": 6, \"iterations\": 6, "
+                       "\"consumed_samples\": 12,"),
+            std::string::npos);
+
+  std::string t = slurp(trace);
+  EXPECT_EQ(t.rfind("{\"traceEvents\": [", 0), 0u);
+  EXPECT_NE(t.find("\"ph\": \"X\""), std::string::npos);
+  EXPECT_NE(t.find("\"name\": \"compute\""), std::string::npos);
+  EXPECT_NE(t.find("\"name\": \"head.grad_weight\", \"cat\": \"Matmul\""),
+            std::string::npos);
+  EXPECT_NE(t.find("\"name\": \"iteration 6\""), std::string::npos);
+  EXPECT_NE(t.find("\"displayTimeUnit\": \"ms\"}"), std::string::npos);
+  std::remove(plan.c_str());
+  std::remove(json.c_str());
+  std::remove(trace.c_str());
+}
+
+TEST(DscRun, LossFallsAndRepeatsBitForBit) {
+  std::string plan = writeTinyPlan("falls.plan");
+  RunOptions o = parseRunOptions({plan, "--steps", "40", "--lr", "0.02"});
+  std::ostringstream sink;
+  RunResult a, b;
+  EXPECT_EQ(runPlan(readPlanFile(plan), o, sink, &a), 0);
+  EXPECT_EQ(runPlan(readPlanFile(plan), o, sink, &b), 0);
+  ASSERT_EQ(a.losses.size(), 40u);
+  EXPECT_TRUE(std::isfinite(a.losses.front()));
+  EXPECT_LT(a.losses.back(), a.losses.front() - 0.5);
+  EXPECT_EQ(a.losses, b.losses);
+  Plan p = readPlanFile(plan);
+  ASSERT_EQ(a.allocatedBytesPerArena.size(), 1u);
+  EXPECT_EQ(a.allocatedBytesPerArena[0], p.summary.peakBytesPerArena[0]);
+  std::remove(plan.c_str());
+}
+
+TEST(DscRun, MicroBatchesConsumeMoreSamples) {
+  std::string plan = writeTinyPlan("micro.plan");
+  Outcome o = runTool({plan, "--steps", "2", "--microbatches", "3"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  // 2 steps x 3 micro-batches x 2 samples.
+  EXPECT_NE(o.out.find("consumed samples:           12 |"), std::string::npos)
+      << o.out;
+  std::remove(plan.c_str());
+}
+
+TEST(DscRun, ByteFileData) {
+  std::string plan = writeTinyPlan("bytes.plan");
+  std::string data = tempPath("bytes.txt");
+  std::ofstream(data) << "the quick brown fox jumps over the lazy dog\n";
+  Outcome o = runTool({plan, "--steps", "1", "--data", data});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find(data), std::string::npos) << o.out;
+  std::remove(plan.c_str());
+  std::remove(data.c_str());
+}
+
+//===----------------------------------------------------------------------===//
+// Bad input: a message and exit code 1, never a crash
+//===----------------------------------------------------------------------===//
+
+void expectError(const Outcome &o, const std::string &part) {
+  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.err.rfind("dsc-run: error: ", 0), 0u) << o.err;
+  EXPECT_NE(o.err.find(part), std::string::npos) << o.err;
+}
+
+TEST(DscRun, MissingPlanFile) {
+  expectError(runTool({"/nonexistent/m.plan"}),
+              "cannot open plan file '/nonexistent/m.plan'");
+}
+
+TEST(DscRun, CorruptPlanFile) {
+  std::string path = writeTinyPlan("corrupt.plan");
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  expectError(runTool({path}), "checksum mismatch");
+  std::remove(path.c_str());
+}
+
+TEST(DscRun, PlanOfAnotherVersion) {
+  std::string path = writeTinyPlan("version.plan");
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.put('\x07');
+  }
+  expectError(runTool({path}), "plan format version 7 is not supported: this "
+                               "runtime reads version 1");
+  std::remove(path.c_str());
+}
+
+TEST(DscRun, DataVocabDoesNotFitThePlan) {
+  std::string path = writeTinyPlan("vocab.plan", TinyShape{});
+  expectError(runTool({path, "--steps", "1"}),
+              "the data's vocabulary (256 tokens");
+  std::remove(path.c_str());
+}
+
+TEST(DscRun, MissingDataFile) {
+  std::string path = writeTinyPlan("nodata.plan");
+  Outcome o = runTool({path, "--data", "/nonexistent/corpus.txt"});
+  expectError(o, "/nonexistent/corpus.txt");
+  std::remove(path.c_str());
+}
+
+TEST(DscRun, PlanThatCannotTrain) {
+  Plan plan = makeTinyPlan(DType::F32, kBytes);
+  plan.programs.pop_back(); // no optimizer
+  std::string path = tempPath("noopt.plan");
+  writePlanFile(plan, path);
+  expectError(runTool({path}), "has no 'optimizer' program");
+  std::remove(path.c_str());
+}
+
+TEST(DscRun, UnwritableOutputs) {
+  std::string path = writeTinyPlan("out.plan");
+  expectError(runTool({path, "--steps", "1", "--log-json", "/nonexistent/x"}),
+              "cannot open --log-json file '/nonexistent/x'");
+  expectError(runTool({path, "--steps", "1", "--trace", "/nonexistent/t"}),
+              "cannot open trace file '/nonexistent/t'");
+  std::remove(path.c_str());
+}
+
+TEST(DscRun, BadFlag) {
+  expectError(runTool({"m.plan", "--steps"}), "--steps expects a value");
+}
+
+TEST(DscRun, Help) {
+  Outcome o = runTool({"--help"});
+  EXPECT_EQ(o.code, 0);
+  EXPECT_NE(o.out.find("usage: dsc-run PLAN"), std::string::npos);
+}
+
+} // namespace

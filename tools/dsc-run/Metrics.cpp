@@ -1,0 +1,94 @@
+//===- Metrics.cpp - dsc-run's log line and JSON-lines metrics ------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Formats follow Megatron-LM's training_log(): iteration {:8d}/{:8d},
+// consumed samples {:12d}, ms {:.1f}, learning rate and loss {:.6E}, grad
+// norm {:.3f}. Throughput gets three decimals: CPU runs are well under one
+// TFLOP/s.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace dsc::run;
+
+namespace {
+
+std::string format(const char *fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  return format("%.17g", v);
+}
+
+} // namespace
+
+std::string dsc::run::formatLogLine(const StepMetrics &m) {
+  char head[96];
+  std::snprintf(head, sizeof(head),
+                " iteration %8lld/%8lld | consumed samples: %12lld |",
+                (long long)m.iteration, (long long)m.iterations,
+                (long long)m.consumedSamples);
+  std::string line = head;
+  line +=
+      " elapsed time per iteration (ms): " + format("%.1f", m.msPerIteration) +
+      " |";
+  line += " throughput (TFLOP/s): " + format("%.3f", m.tflops) + " |";
+  line += " learning rate: " + format("%.6E", m.learningRate) + " |";
+  line += " lm loss: " + format("%.6E", m.loss) + " |";
+  if (!std::isnan(m.gradNorm))
+    line += " grad norm: " + format("%.3f", m.gradNorm) + " |";
+  return line;
+}
+
+std::string dsc::run::formatJsonLine(const StepMetrics &m) {
+  return "{\"iteration\": " + std::to_string(m.iteration) +
+         ", \"iterations\": " + std::to_string(m.iterations) +
+         ", \"consumed_samples\": " + std::to_string(m.consumedSamples) +
+         ", \"elapsed_time_per_iteration_ms\": " +
+         jsonNumber(m.msPerIteration) +
+         ", \"throughput_tflops\": " + jsonNumber(m.tflops) +
+         ", \"learning_rate\": " + jsonNumber(m.learningRate) +
+         ", \"lm_loss\": " + jsonNumber(m.loss) +
+         ", \"grad_norm\": " + jsonNumber(m.gradNorm) + "}";
+}
+
+std::string dsc::run::jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+        out += buf;
+      } else {
+        out += char(c);
+      }
+    }
+  }
+  return out + "\"";
+}

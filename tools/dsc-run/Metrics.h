@@ -1,0 +1,47 @@
+//===- Metrics.h - dsc-run's log line and JSON-lines metrics ----*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// One training step's numbers, printed as the Megatron-LM log line people
+// grep for and as one JSON object per line for scripts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_TOOLS_DSCRUN_METRICS_H
+#define DSC_TOOLS_DSCRUN_METRICS_H
+
+#include <cstdint>
+#include <string>
+
+namespace dsc::run {
+
+struct StepMetrics {
+  int64_t iteration = 0, iterations = 0;
+  int64_t consumedSamples = 0;
+  double msPerIteration = 0;
+  double tflops = 0; // achieved model TFLOP/s
+  double learningRate = 0;
+  double loss = 0;
+  double gradNorm = 0; // NaN when the plan computes none
+};
+
+/// " iteration       10/     200 | consumed samples:          40 | elapsed
+/// time per iteration (ms): 12.3 | throughput (TFLOP/s): 0.012 | learning
+/// rate: 1.000000E-03 | lm loss: 4.123456E+00 | grad norm: 1.234 |"
+/// (Megatron's field formats; one line, no newline).
+std::string formatLogLine(const StepMetrics &m);
+
+/// {"iteration": 10, "iterations": 200, "consumed_samples": 40,
+/// "elapsed_time_per_iteration_ms": ..., "throughput_tflops": ...,
+/// "learning_rate": ..., "lm_loss": ..., "grad_norm": ...} with doubles
+/// printed exactly (%.17g) and NaN/Inf as null. No newline.
+std::string formatJsonLine(const StepMetrics &m);
+
+/// A JSON string literal (quotes, escapes) of `s`.
+std::string jsonString(const std::string &s);
+
+} // namespace dsc::run
+
+#endif // DSC_TOOLS_DSCRUN_METRICS_H

@@ -1,0 +1,131 @@
+//===- RunOptions.cpp - dsc-run's command line ----------------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A strict argv parser: every value is checked whole (no "12abc" read as
+// 12), and every error names the flag and what was expected.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunOptions.h"
+
+#include "dsc/Runtime/Error.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+using namespace dsc::run;
+using dsc::rt::Error;
+
+std::string dsc::run::usage() {
+  return "usage: dsc-run PLAN [options]\n"
+         "\n"
+         "Trains with a dsc plan (written by dsc-opt --dsc-compile) on the "
+         "CPU.\n"
+         "\n"
+         "options:\n"
+         "  --steps N            training steps (default 200)\n"
+         "  --data FILE|PREFIX   byte-level text file, or a Megatron indexed\n"
+         "                       dataset PREFIX(.bin/.idx); default: the\n"
+         "                       embedded corpus\n"
+         "  --seed S             parameter init, data order, dropout "
+         "(default 1234)\n"
+         "  --lr X               base learning rate of the plan's schedule\n"
+         "  --microbatches M     micro-batches per step (default: the "
+         "plan's)\n"
+         "  --log-interval K     print a log line every K steps (default 1)\n"
+         "  --log-json FILE      write one JSON object of metrics per step\n"
+         "  --trace FILE         write a Chrome trace (chrome://tracing, "
+         "Perfetto)\n"
+         "  --help               this text\n";
+}
+
+namespace {
+
+int64_t parseInt(const std::string &flag, const std::string &text,
+                 int64_t min) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    throw Error(flag + " expects an integer, got '" + text + "'");
+  if (v < min)
+    throw Error(flag + " must be at least " + std::to_string(min) + ", got " +
+                text);
+  return v;
+}
+
+double parseDouble(const std::string &flag, const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw Error(flag + " expects a number, got '" + text + "'");
+  if (v < 0)
+    throw Error(flag + " must not be negative, got " + text);
+  return v;
+}
+
+} // namespace
+
+RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
+  RunOptions o;
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    std::string flag = arg, value;
+    bool hasValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      hasValue = true;
+    }
+    auto next = [&]() -> std::string {
+      if (hasValue)
+        return value;
+      if (i + 1 >= args.size())
+        throw Error(flag + " expects a value");
+      return args[++i];
+    };
+    if (flag == "--steps")
+      o.steps = parseInt(flag, next(), 1);
+    else if (flag == "--data")
+      o.data = next();
+    else if (flag == "--seed")
+      o.seed = uint64_t(parseInt(flag, next(), 0));
+    else if (flag == "--lr")
+      o.learningRate = parseDouble(flag, next());
+    else if (flag == "--log-interval")
+      o.logInterval = parseInt(flag, next(), 1);
+    else if (flag == "--log-json")
+      o.logJson = next();
+    else if (flag == "--trace")
+      o.trace = next();
+    else if (flag == "--microbatches")
+      o.microBatches = parseInt(flag, next(), 1);
+    else
+      throw Error("unknown option '" + flag + "' (dsc-run --help lists them)");
+    if (o.data.empty() && flag == "--data")
+      throw Error("--data expects a file or prefix");
+  }
+  if (o.help)
+    return o;
+  if (positional.empty())
+    throw Error("no plan given (usage: dsc-run PLAN [options])");
+  if (positional.size() > 1)
+    throw Error("one plan expected, got '" + positional[0] + "' and '" +
+                positional[1] + "'");
+  o.input = positional[0];
+  return o;
+}

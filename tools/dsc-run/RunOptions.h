@@ -1,0 +1,51 @@
+//===- RunOptions.h - dsc-run's command line --------------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// What dsc-run was asked to do, and the argv parser that fills it. Plain
+// C++ (no LLVM option library) so the runtime half of dsc-run, and its
+// tests, need nothing from MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_TOOLS_DSCRUN_RUNOPTIONS_H
+#define DSC_TOOLS_DSCRUN_RUNOPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsc::run {
+
+struct RunOptions {
+  /// The plan file (later also a graph-level .mlir module to compile).
+  std::string input;
+  int64_t steps = 200;
+  /// --data: "" for the embedded corpus, a file (byte-level tokens) or a
+  /// Megatron indexed-dataset prefix.
+  std::string data;
+  uint64_t seed = 1234;
+  /// --lr: replaces the schedule's base learning rate.
+  std::optional<double> learningRate;
+  int64_t logInterval = 1;
+  std::string logJson; // JSON-lines metrics file, "" for none
+  std::string trace;   // Chrome trace file, "" for none
+  /// --microbatches: gradient-accumulation steps; 0 keeps the plan's.
+  int64_t microBatches = 0;
+  bool help = false;
+};
+
+/// Parses `args` (argv without the program name). Accepts `--flag value` and
+/// `--flag=value`. Throws dsc::rt::Error naming the flag on an unknown flag,
+/// a missing or malformed value, or a missing/extra positional argument.
+RunOptions parseRunOptions(const std::vector<std::string> &args);
+
+/// The --help text.
+std::string usage();
+
+} // namespace dsc::run
+
+#endif // DSC_TOOLS_DSCRUN_RUNOPTIONS_H
