@@ -289,6 +289,22 @@ TEST(Executor, RefusesAnInvalidPlan) {
   }
 }
 
+TEST(Executor, APlanLargerThanTheMachineIsRefused) {
+  Plan plan = makeTinyPlan(DType::F64);
+  plan.arenas[0].bytes = uint64_t(1) << 62;
+  plan.summary.peakBytesPerArena[0] = plan.arenas[0].bytes;
+  try {
+    Executor ex(plan);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("arena 0 (device) 4611686018427387904"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("bytes of memory"), std::string::npos) << msg;
+  }
+}
+
 TEST(Executor, InstructionHookSeesEveryInstruction) {
   Executor ex(makeTinyPlan(DType::F64), 2);
   fillBatch(ex);

@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <regex>
 #include <set>
 
 using namespace dsc::rt;
@@ -161,6 +163,10 @@ TEST(PlanIO, FileRoundTrip) {
 TEST(PlanIO, MissingFileIsAnError) {
   EXPECT_ERROR_HAS(readPlanFile("/nonexistent/dir/x.plan"),
                    "cannot open plan file '/nonexistent/dir/x.plan'");
+}
+
+TEST(PlanIO, DirectoryIsAnError) {
+  EXPECT_ERROR_HAS(readPlanFile(::testing::TempDir()), "is a directory");
 }
 
 TEST(PlanIO, HeaderLayout) {
@@ -523,6 +529,71 @@ TEST(PlanOpcodes, TableIsConsistent) {
             "floats(beta1 beta2 eps wd)");
   EXPECT_EQ(lookupOpcode(999), nullptr);
   EXPECT_EQ(opcodeName(Opcode(999)), "opcode 999");
+}
+
+/// The operand names of a Plan.h comment: "table [V,H], ids [...]" ->
+/// "table, ids" (shapes, "scalar" and "i32" are commentary).
+std::string operandNames(std::string text) {
+  text = std::regex_replace(text, std::regex(R"(\s*\[[^\]]*\])"), "");
+  text = std::regex_replace(text, std::regex(R"(\s+(scalar|i32)\b)"), "");
+  return text;
+}
+
+TEST(PlanOpcodes, PlanHeaderCommentsAgreeWithTheTable) {
+  std::ifstream is(std::string(DSC_SOURCE_DIR) + "/include/dsc/Runtime/Plan.h");
+  ASSERT_TRUE(is) << "cannot read Plan.h";
+  std::string line, comment;
+  bool inEnum = false;
+  int seen = 0;
+  const std::regex enumerator(R"(^\s*(\w+) = (\d+),)");
+  while (std::getline(is, line)) {
+    if (line.find("enum class Opcode") != std::string::npos) {
+      inEnum = true;
+      continue;
+    }
+    if (!inEnum)
+      continue;
+    if (line.find("};") != std::string::npos)
+      break;
+    std::smatch m;
+    if (size_t at = line.find("///"); at != std::string::npos) {
+      comment += " " + line.substr(at + 3);
+      continue;
+    }
+    if (!std::regex_search(line, m, enumerator)) {
+      comment.clear();
+      continue;
+    }
+    ++seen;
+    const OpcodeInfo *info = lookupOpcode(uint32_t(std::stoul(m[2])));
+    ASSERT_NE(info, nullptr) << m[1];
+    EXPECT_EQ(info->name, m[1].str());
+    std::smatch part;
+    std::string in, out, ints, floats;
+    if (std::regex_search(comment, part, std::regex(R"(\bin\(([^)]*)\))")))
+      in = operandNames(part[1]);
+    if (std::regex_search(comment, part, std::regex(R"(\bout\(([^)]*)\))")))
+      out = operandNames(part[1]);
+    if (std::regex_search(comment, part, std::regex(R"(ints: ([\w ]+))")))
+      ints = part[1];
+    if (std::regex_search(comment, part, std::regex(R"(floats: ([\w ]+))")))
+      floats = part[1];
+    auto trim = [](std::string s) {
+      s.erase(s.find_last_not_of(' ') + 1);
+      return s;
+    };
+    auto dots = [](std::string s) {
+      if (s.size() > 3 && s.compare(s.size() - 3, 3, "...") == 0)
+        s.resize(s.size() - 3);
+      return s;
+    };
+    EXPECT_EQ(in, info->inputs) << info->name << ":" << comment;
+    EXPECT_EQ(out, info->outputs) << info->name << ":" << comment;
+    EXPECT_EQ(trim(ints), dots(info->ints)) << info->name << ":" << comment;
+    EXPECT_EQ(trim(floats), info->floats) << info->name << ":" << comment;
+    comment.clear();
+  }
+  EXPECT_EQ(size_t(seen), opcodeTable().size());
 }
 
 TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {

@@ -131,6 +131,7 @@ public:
 
 private:
   void runInstruction(const Program &prog, size_t index);
+  void releaseMemory();
   /// The dropout seed of an instruction in the current step/micro-batch.
   uint64_t runSeed(int64_t instructionSeed) const;
   template <typename T> void execute(const Program &prog, size_t index);

@@ -16,6 +16,7 @@
 #include "dsc/Runtime/PlanIO.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -125,26 +126,62 @@ Executor::Executor(Plan plan, uint64_t seed) : thePlan(std::move(plan)) {
   }
   // Sized for f64, the widest float the CPU backend runs.
   scratchSize = uint64_t(scratchElems) * sizeof(double);
-  if (scratchSize)
-    scratch = static_cast<uint8_t *>(::operator new(scratchSize, kArenaAlign));
+
+  // Linux overcommits: an arena larger than the machine would "allocate"
+  // and then die in initialize()'s memset. Refuse it by name instead.
+  uint64_t total = scratchSize;
+  for (const Arena &a : thePlan.arenas)
+    total += a.bytes;
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0 &&
+      total / uint64_t(pageSize) > uint64_t(pages)) {
+    std::string arenaList;
+    for (size_t a = 0; a < thePlan.arenas.size(); ++a)
+      arenaList += (a ? ", " : "") + std::string("arena ") + std::to_string(a) +
+                   " (" + tierName(thePlan.arenas[a].tier) + ") " +
+                   std::to_string(thePlan.arenas[a].bytes);
+    throw Error("the plan needs " + std::to_string(total) + " bytes (" +
+                arenaList + ", scratch " + std::to_string(scratchSize) +
+                ") but this machine has " +
+                std::to_string(uint64_t(pages) * uint64_t(pageSize)) +
+                " bytes of memory");
+  }
 
   arenas.reserve(thePlan.arenas.size());
-  for (const Arena &a : thePlan.arenas)
-    arenas.push_back(
-        a.bytes ? static_cast<uint8_t *>(::operator new(a.bytes, kArenaAlign))
-                : nullptr);
+  // A plan can ask for more than the machine has: say which allocation.
+  std::string what = "scratch (" + std::to_string(scratchSize) + " bytes)";
+  try {
+    if (scratchSize)
+      scratch =
+          static_cast<uint8_t *>(::operator new(scratchSize, kArenaAlign));
+    for (size_t a = 0; a < thePlan.arenas.size(); ++a) {
+      const Arena &arena = thePlan.arenas[a];
+      what = "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
+             std::to_string(arena.bytes) + " bytes)";
+      arenas.push_back(arena.bytes ? static_cast<uint8_t *>(::operator new(
+                                         arena.bytes, kArenaAlign))
+                                   : nullptr);
+    }
+  } catch (const std::bad_alloc &) {
+    releaseMemory();
+    throw Error("cannot allocate " + what + ": out of memory");
+  }
   startNs = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now().time_since_epoch())
                        .count());
   initialize(seed);
 }
 
-Executor::~Executor() {
+Executor::~Executor() { releaseMemory(); }
+
+void Executor::releaseMemory() {
   for (uint8_t *a : arenas)
     if (a)
       ::operator delete(a, kArenaAlign);
+  arenas.clear();
   if (scratch)
     ::operator delete(scratch, kArenaAlign);
+  scratch = nullptr;
 }
 
 uint64_t Executor::allocatedBytes(uint32_t arena) const {

@@ -13,6 +13,7 @@
 #include "dsc/Runtime/PlanIO.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <unordered_map>
@@ -393,12 +394,20 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
 }
 
 Plan dsc::rt::readPlanFile(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("plan file '" + path + "' is a directory");
   std::ifstream is(path, std::ios::binary);
   if (!is)
     throw Error("cannot open plan file '" + path +
                 "': " + std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(is)),
-                             std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(is),
+                 std::istreambuf_iterator<char>());
+  } catch (const std::exception &e) {
+    throw Error("cannot read plan file '" + path + "': " + e.what());
+  }
   if (is.bad())
     throw Error("cannot read plan file '" + path + "'");
   return readPlan(bytes.data(), bytes.size(), "plan file '" + path + "'");

@@ -619,6 +619,11 @@ void InstructionChecker::shapes() {
   case Opcode::Zero:
     break;
   case Opcode::GlobalNormClip:
+    // Each gradient is counted and scaled once.
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
+        if (overlaps(in(i), in(j)))
+          fail(inName(j) + " overlaps " + inName(i));
     scalar(out(0), outName(0));
     floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
     break;
