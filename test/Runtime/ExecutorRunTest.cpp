@@ -301,6 +301,28 @@ TEST(DscRun, BadFlag) {
   expectError(runTool({"m.plan", "--steps"}), "--steps expects a value");
 }
 
+TEST(DscRun, PrintPlan) {
+  std::string plan = writeTinyPlan("print.plan");
+  Outcome o = runTool({plan, "--print-plan"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("plan version 1: vocab 256, sequence 8, micro-batch "
+                       "2 x 1\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("'wte.weight': parameter f32 [256, 16] at arena 0 ["),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("init normal(std 0.5)"), std::string::npos);
+  EXPECT_NE(o.out.find("program 'optimizer' (5 instructions)"),
+            std::string::npos);
+  EXPECT_NE(o.out.find("  1 Matmul 'head' in(%14 'x', %3 'head.weight') "
+                       "out(%15 'logits') ints(1 16 256 16 0 0 0 0)"),
+            std::string::npos)
+      << o.out;
+  EXPECT_EQ(o.out.find("iteration"), std::string::npos);
+  std::remove(plan.c_str());
+}
+
 TEST(DscRun, Help) {
   Outcome o = runTool({"--help"});
   EXPECT_EQ(o.code, 0);

@@ -40,6 +40,7 @@ std::string dsc::run::usage() {
          "  --log-json FILE      write one JSON object of metrics per step\n"
          "  --trace FILE         write a Chrome trace (chrome://tracing, "
          "Perfetto)\n"
+         "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
 
@@ -82,6 +83,10 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
     }
     if (arg == "--help" || arg == "-h") {
       o.help = true;
+      continue;
+    }
+    if (arg == "--print-plan") {
+      o.printPlan = true;
       continue;
     }
     std::string flag = arg, value;

@@ -35,6 +35,8 @@ struct RunOptions {
   std::string trace;   // Chrome trace file, "" for none
   /// --microbatches: gradient-accumulation steps; 0 keeps the plan's.
   int64_t microBatches = 0;
+  /// --print-plan: print the plan as text and exit (no training).
+  bool printPlan = false;
   bool help = false;
 };
 

@@ -206,7 +206,12 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
       out << usage();
       return 0;
     }
-    return runPlan(loadPlan(options.input), options, out);
+    Plan plan = loadPlan(options.input);
+    if (options.printPlan) {
+      out << formatPlan(plan);
+      return 0;
+    }
+    return runPlan(std::move(plan), options, out);
   } catch (const Error &e) {
     err << "dsc-run: error: " << e.what() << std::endl;
   } catch (const std::bad_alloc &) {

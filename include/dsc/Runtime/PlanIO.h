@@ -81,6 +81,11 @@ Plan readPlanFile(const std::string &path);
 /// Throws Error naming the program, the instruction's index and its name.
 void validatePlan(const Plan &plan);
 
+/// The plan as text, one line per arena, buffer and instruction
+/// ("  3 Matmul 'h.0.mlp.fc' in(%12 'x', %4 'h.0.mlp.fc.weight') out(%13)
+/// ints(1 256 1024 256 0 0 0 0)"), for dsc-run --print-plan and FileCheck.
+std::string formatPlan(const Plan &plan);
+
 } // namespace dsc::rt
 
 #endif // DSC_RUNTIME_PLANIO_H

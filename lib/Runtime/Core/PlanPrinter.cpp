@@ -1,0 +1,105 @@
+//===- PlanPrinter.cpp - A plan as readable text --------------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// `dsc-run --print-plan`: one line per arena, buffer and instruction, so a
+// plan file can be read, diffed and FileCheck-ed without the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/PlanIO.h"
+
+#include <sstream>
+
+using namespace dsc::rt;
+
+namespace {
+
+std::string bufferRef(const Plan &plan, uint32_t id) {
+  std::string s = "%" + std::to_string(id);
+  if (id < plan.buffers.size() && !plan.buffers[id].name.empty())
+    s += " '" + plan.buffers[id].name + "'";
+  return s;
+}
+
+} // namespace
+
+std::string dsc::rt::formatPlan(const Plan &plan) {
+  std::ostringstream os;
+  os << "plan version " << plan.version << ": vocab " << plan.vocabSize
+     << ", sequence " << plan.seqLength << ", micro-batch "
+     << plan.microBatchSize << " x " << plan.microBatches << "\n";
+  os << "well-known: tokens %" << plan.tokens << ", targets %" << plan.targets
+     << ", loss %" << plan.loss;
+  if (plan.gradNorm >= 0)
+    os << ", gradNorm %" << plan.gradNorm;
+  if (plan.learningRate >= 0)
+    os << ", learningRate %" << plan.learningRate;
+  if (plan.lossScale >= 0)
+    os << ", lossScale %" << plan.lossScale;
+  os << "\n";
+  for (size_t a = 0; a < plan.arenas.size(); ++a) {
+    os << "arena " << a << ": " << tierName(plan.arenas[a].tier) << ", "
+       << plan.arenas[a].bytes << " bytes";
+    if (a < plan.summary.peakBytesPerArena.size())
+      os << " (planned peak " << plan.summary.peakBytesPerArena[a] << ")";
+    os << "\n";
+  }
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const Buffer &b = plan.buffers[i];
+    os << "%" << i << " '" << b.name << "': " << roleName(b.role) << " "
+       << dtypeName(b.dtype) << " " << shapeString(b.shape) << " at arena "
+       << b.arena << " [" << b.offset << ", " << b.offset + b.bytes << ")";
+    switch (b.init.kind) {
+    case InitKind::None:
+      break;
+    case InitKind::Zeros:
+      os << " init zeros";
+      break;
+    case InitKind::Ones:
+      os << " init ones";
+      break;
+    case InitKind::Normal:
+      os << " init normal(std " << b.init.std << ")";
+      break;
+    case InitKind::Constant:
+      os << " init constant(" << b.init.value << ")";
+      break;
+    }
+    os << "\n";
+  }
+  for (const Program &p : plan.programs) {
+    os << "program '" << p.name << "' (" << p.instructions.size()
+       << " instructions)\n";
+    for (size_t i = 0; i < p.instructions.size(); ++i) {
+      const Instruction &inst = p.instructions[i];
+      os << "  " << i << " " << opcodeName(inst.opcode) << " '" << inst.name
+         << "' in(";
+      for (size_t k = 0; k < inst.inputs.size(); ++k)
+        os << (k ? ", " : "") << bufferRef(plan, inst.inputs[k]);
+      os << ") out(";
+      for (size_t k = 0; k < inst.outputs.size(); ++k)
+        os << (k ? ", " : "") << bufferRef(plan, inst.outputs[k]);
+      os << ")";
+      if (!inst.ints.empty()) {
+        os << " ints(";
+        for (size_t k = 0; k < inst.ints.size(); ++k)
+          os << (k ? " " : "") << inst.ints[k];
+        os << ")";
+      }
+      if (!inst.floats.empty()) {
+        os << " floats(";
+        for (size_t k = 0; k < inst.floats.size(); ++k)
+          os << (k ? " " : "") << inst.floats[k];
+        os << ")";
+      }
+      os << "\n";
+    }
+  }
+  os << "summary: " << plan.summary.flopsPerMicroBatch
+     << " FLOPs per micro-batch, " << plan.summary.collectiveBytesPerStep
+     << " collective bytes per step\n";
+  return os.str();
+}
