@@ -79,6 +79,36 @@ TEST(Forward, MatmulMatchesNaiveLoops) {
   }
 }
 
+/// Shapes large enough that the GEMM is split across threads, by rows
+/// (m >= n) and by columns (m < n), with blocks not a multiple of the split.
+TEST(Forward, MatmulSplitAcrossThreadsMatchesNaiveLoops) {
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{333, 130}, {70, 451}}) {
+    for (int mask = 0; mask < 4; ++mask) {
+      MatmulShape s;
+      s.m = m, s.n = n, s.k = 97;
+      s.transA = mask & 1, s.transB = mask & 2;
+      std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
+      for (size_t i = 0; i < a.size(); ++i)
+        a[i] = float(std::sin(0.1 * double(i)));
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = float(std::cos(0.07 * double(i)));
+      matmulForward(a.data(), b.data(), c.data(), s);
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < s.k; ++l)
+            want += double(s.transA ? a[l * s.m + i] : a[i * s.k + l]) *
+                    double(s.transB ? b[j * s.k + l] : b[l * s.n + j]);
+          ASSERT_NEAR(c[i * s.n + j], want, 1e-4)
+              << m << "x" << n << " mask " << mask << " at " << i << "," << j;
+        }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST(Forward, AttentionMatchesNaiveLoops) {
   for (bool causal : {true, false}) {
     AttentionShape s;
