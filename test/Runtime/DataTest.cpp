@@ -89,6 +89,7 @@ TEST_F(ByteTokensTest, ReadsAnyFileAsBytes) {
 TEST_F(ByteTokensTest, MissingAndEmptyFilesAreErrors) {
   EXPECT_MSG(errorOf([&] { ByteTokens::fromFile(path("nope.txt")); }),
              "nope.txt", "No such file");
+  EXPECT_MSG(errorOf([&] { ByteTokens::fromFile(dir); }), "is a directory");
   spit(path("empty.txt"), "");
   EXPECT_MSG(errorOf([&] { ByteTokens::fromFile(path("empty.txt")); }),
              "empty.txt", "empty");

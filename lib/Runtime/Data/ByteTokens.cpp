@@ -15,12 +15,16 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace dsc::rt;
 
 TokenSource::~TokenSource() = default;
 
 std::unique_ptr<ByteTokens> ByteTokens::fromFile(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error("byte-level data file '" + path + "' is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("cannot open byte-level data file '" + path +
