@@ -200,6 +200,12 @@ TEST_F(IndexedDatasetTest, BadMagic) {
              "MMIDIDY\\x00\\x00", "MMapIndexedDataset");
 }
 
+TEST_F(IndexedDatasetTest, OldTntIdxFormatIsRecognized) {
+  patchIdx(0, "TNTIDX\0\0", 8);
+  EXPECT_MSG(openError(), ".idx", "old IndexedDataset format",
+             "--dataset-impl mmap");
+}
+
 TEST_F(IndexedDatasetTest, BadVersion) {
   uint64_t v = 2;
   patchIdx(9, &v, 8);

@@ -174,6 +174,11 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string &prefix,
                       " bytes, an index header "
                       "needs " +
                       std::to_string(kHeaderSize));
+  // Megatron's older, non-mmap IndexedDataset: say how to convert.
+  if (std::memcmp(idx.data, "TNTIDX\0\0", 8) == 0)
+    fail(idxPath, "this is the old IndexedDataset format (magic 'TNTIDX'); "
+                  "preprocess again with --dataset-impl mmap to get the "
+                  "MMapIndexedDataset format ('MMIDIDX')");
   if (std::memcmp(idx.data, kMagic, sizeof(kMagic)) != 0)
     fail(idxPath, "bad magic '" + printable(idx.data, sizeof(kMagic)) +
                       "': expected 'MMIDIDX\\x00\\x00' (a Megatron "
