@@ -148,6 +148,8 @@ TEST(DscRunMetrics, MegatronLogLine) {
 // Runs
 //===----------------------------------------------------------------------===//
 
+void expectError(const Outcome &o, const std::string &part);
+
 TEST(DscRun, TrainsAndWritesLogJsonAndTrace) {
   std::string plan = writeTinyPlan("train.plan");
   std::string json = tempPath("train.jsonl"), trace = tempPath("trace.json");
@@ -204,6 +206,42 @@ TEST(DscRun, LossFallsAndRepeatsBitForBit) {
   ASSERT_EQ(a.allocatedBytesPerArena.size(), 1u);
   EXPECT_EQ(a.allocatedBytesPerArena[0], p.summary.peakBytesPerArena[0]);
   std::remove(plan.c_str());
+}
+
+TEST(DscRun, SaveAndResume) {
+  std::string plan = writeTinyPlan("resume.plan");
+  std::string ckpt = tempPath("resume.ckpt");
+  std::string full = tempPath("full.jsonl"), part = tempPath("part.jsonl");
+  // Six steps straight, and three + three through a checkpoint.
+  ASSERT_EQ(runTool({plan, "--steps", "6", "--log-json", full}).code, 0);
+  Outcome first = runTool({plan, "--steps", "3", "--save", ckpt});
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("checkpoint in '" + ckpt + "'"), std::string::npos);
+  Outcome second =
+      runTool({plan, "--steps", "6", "--load", ckpt, "--log-json", part});
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("resumed from '" + ckpt +
+                            "' at iteration 4 (6 samples consumed)"),
+            std::string::npos)
+      << second.out;
+  EXPECT_EQ(second.out.find(" iteration        3/"), std::string::npos);
+  // The resumed steps log the same losses as the straight run.
+  auto lossOf = [](const std::string &jsonl, int iteration) {
+    std::string key = "{\"iteration\": " + std::to_string(iteration) + ",";
+    size_t at = jsonl.find(key);
+    if (at == std::string::npos)
+      return std::string("missing");
+    at = jsonl.find("\"lm_loss\": ", at);
+    return jsonl.substr(at, jsonl.find(',', at) - at);
+  };
+  std::string a = slurp(full), b = slurp(part);
+  for (int it = 4; it <= 6; ++it)
+    EXPECT_EQ(lossOf(a, it), lossOf(b, it)) << "iteration " << it;
+  EXPECT_EQ(lossOf(b, 3), "missing");
+  expectError(runTool({plan, "--steps", "2", "--load", ckpt}),
+              "has done 3 steps already; --steps 2 is the total to reach");
+  for (const std::string &f : {plan, ckpt, full, part})
+    std::remove(f.c_str());
 }
 
 TEST(DscRun, MicroBatchesConsumeMoreSamples) {

@@ -21,6 +21,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 using namespace dsc::rt;
 using namespace dsc::rt::test;
@@ -330,6 +332,98 @@ TEST(Executor, BaseLearningRateOverride) {
   ex.setBaseLearningRate(0.125);
   StepResult r = ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 1);
   EXPECT_EQ(r.learningRate, 0.125);
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+void step(Executor &ex) {
+  ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 1);
+}
+
+TEST(Executor, ResumingFromACheckpointIsBitwiseIdentical) {
+  std::string path = ::testing::TempDir() + "/dsc-executor-test.ckpt";
+  Executor a(makeTinyPlan(DType::F32), 8);
+  fillBatch(a);
+  for (int i = 0; i < 3; ++i)
+    step(a);
+  a.saveCheckpoint(path, 123);
+  std::vector<double> lossesA;
+  for (int i = 0; i < 2; ++i)
+    lossesA.push_back(
+        a.trainStep([](int64_t, int32_t *, int32_t *) {}, 1).loss);
+
+  // Another seed and another memory layout: the names carry the state.
+  Plan moved = makeTinyPlan(DType::F32);
+  for (Buffer &buf : moved.buffers)
+    buf.offset += 4096;
+  moved.arenas[0].bytes += 4096;
+  moved.summary.peakBytesPerArena[0] += 4096;
+  Executor b(moved, 99);
+  fillBatch(b);
+  EXPECT_EQ(b.loadCheckpoint(path), 123);
+  EXPECT_EQ(b.step(), 4);
+  std::vector<double> lossesB;
+  for (int i = 0; i < 2; ++i)
+    lossesB.push_back(
+        b.trainStep([](int64_t, int32_t *, int32_t *) {}, 1).loss);
+  EXPECT_EQ(lossesA, lossesB);
+  EXPECT_EQ(a.read("head.weight"), b.read("head.weight"));
+  EXPECT_EQ(a.read("wte.weight.exp_avg_sq"), b.read("wte.weight.exp_avg_sq"));
+  std::remove(path.c_str());
+}
+
+TEST(Executor, ABadCheckpointChangesNothing) {
+  std::string path = ::testing::TempDir() + "/dsc-executor-bad.ckpt";
+  Executor a(makeTinyPlan(DType::F64), 1);
+  a.saveCheckpoint(path);
+  std::ifstream is(path, std::ios::binary);
+  std::vector<char> good((std::istreambuf_iterator<char>(is)),
+                         std::istreambuf_iterator<char>());
+  is.close();
+
+  Executor b(makeTinyPlan(DType::F64), 2);
+  std::vector<double> before = b.read("wte.weight");
+  auto load = [&](const std::vector<char> &bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), std::streamsize(bytes.size()));
+    try {
+      b.loadCheckpoint(path);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::vector<char> corrupt = good;
+  corrupt[corrupt.size() / 2] ^= 1;
+  EXPECT_NE(load(corrupt).find("checksum mismatch"), std::string::npos);
+  for (size_t len = 0; len < good.size(); len += 7) {
+    std::string msg = load(std::vector<char>(good.begin(), good.begin() + len));
+    EXPECT_NE(msg.find("checkpoint '"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(b.read("wte.weight"), before);
+  EXPECT_EQ(b.step(), 1);
+
+  // A checkpoint of another model names the buffer that does not fit.
+  TinyShape wider;
+  wider.hidden = 12;
+  Executor c(makeTinyPlan(DType::F64, wider), 1);
+  c.saveCheckpoint(path);
+  std::string msg;
+  try {
+    b.loadCheckpoint(path);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("buffer 'wte.weight' is f64 [16, 12] in the checkpoint "
+                     "but f64 [16, 8] in the plan"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(b.read("wte.weight"), before);
+  std::remove(path.c_str());
+  EXPECT_THROW(b.loadCheckpoint("/nonexistent/x.ckpt"), Error);
 }
 
 TEST(Executor, PlanFromAFileRuns) {

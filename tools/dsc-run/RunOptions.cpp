@@ -27,7 +27,7 @@ std::string dsc::run::usage() {
          "CPU.\n"
          "\n"
          "options:\n"
-         "  --steps N            training steps (default 200)\n"
+         "  --steps N            training steps in all (default 200)\n"
          "  --data FILE|PREFIX   byte-level text file, or a Megatron indexed\n"
          "                       dataset PREFIX(.bin/.idx); default: the\n"
          "                       embedded corpus\n"
@@ -40,6 +40,10 @@ std::string dsc::run::usage() {
          "  --log-json FILE      write one JSON object of metrics per step\n"
          "  --trace FILE         write a Chrome trace (chrome://tracing, "
          "Perfetto)\n"
+         "  --save FILE          write a checkpoint at the end (and every\n"
+         "                       --save-interval K steps)\n"
+         "  --load FILE          resume from a checkpoint; --steps is the "
+         "total\n"
          "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
@@ -117,6 +121,12 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.logJson = next();
     else if (flag == "--trace")
       o.trace = next();
+    else if (flag == "--save")
+      o.save = next();
+    else if (flag == "--save-interval")
+      o.saveInterval = parseInt(flag, next(), 1);
+    else if (flag == "--load")
+      o.load = next();
     else if (flag == "--microbatches")
       o.microBatches = parseInt(flag, next(), 1);
     else

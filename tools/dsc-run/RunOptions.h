@@ -35,6 +35,10 @@ struct RunOptions {
   std::string trace;   // Chrome trace file, "" for none
   /// --microbatches: gradient-accumulation steps; 0 keeps the plan's.
   int64_t microBatches = 0;
+  /// --save: checkpoint file written every saveInterval steps and at the
+  /// end; --load: checkpoint to resume from (--steps stays the total).
+  std::string save, load;
+  int64_t saveInterval = 0; // 0: only at the end
   /// --print-plan: print the plan as text and exit (no training).
   bool printPlan = false;
   bool help = false;

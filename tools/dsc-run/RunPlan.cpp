@@ -127,14 +127,28 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
     });
   }
 
+  int64_t consumed = 0, firstIteration = 1;
+  if (!options.load.empty()) {
+    consumed = ex.loadCheckpoint(options.load);
+    firstIteration = ex.step();
+    if (firstIteration > options.steps)
+      throw Error("checkpoint '" + options.load + "' has done " +
+                  std::to_string(firstIteration - 1) +
+                  " steps already; --steps " + std::to_string(options.steps) +
+                  " is the total to reach");
+    out << "dsc-run: resumed from '" << options.load << "' at iteration "
+        << firstIteration << " (" << consumed << " samples consumed)\n";
+  }
+
   const int64_t samplesPerStep = p.microBatchSize * microBatches;
   const double flopsPerStep =
       double(p.summary.flopsPerMicroBatch) * double(microBatches);
   const auto runStart = std::chrono::steady_clock::now();
   double intervalSeconds = 0, intervalLoss = 0;
   int64_t intervalSteps = 0;
-  for (int64_t step = 0; step < options.steps; ++step) {
-    const int64_t firstSample = step * samplesPerStep;
+  for (int64_t iteration = firstIteration; iteration <= options.steps;
+       ++iteration) {
+    const int64_t firstSample = consumed;
     const double traceStart = ex.nowUs();
     const auto t0 = std::chrono::steady_clock::now();
     StepResult r = ex.trainStep(
@@ -145,15 +159,17 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
         microBatches);
     const double seconds = secondsSince(t0);
     if (trace)
-      trace->add("iteration " + std::to_string(step + 1), "step", 0, traceStart,
-                 ex.nowUs() - traceStart);
+      trace->add("iteration " + std::to_string(iteration), "step", 0,
+                 traceStart, ex.nowUs() - traceStart);
     if (result)
       result->losses.push_back(r.loss);
 
+    consumed += samplesPerStep;
+
     StepMetrics m;
-    m.iteration = step + 1;
+    m.iteration = iteration;
     m.iterations = options.steps;
-    m.consumedSamples = (step + 1) * samplesPerStep;
+    m.consumedSamples = consumed;
     m.msPerIteration = seconds * 1e3;
     m.tflops = seconds > 0 ? flopsPerStep / seconds / 1e12 : 0.0;
     m.learningRate = r.learningRate;
@@ -166,7 +182,7 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
     intervalSeconds += seconds;
     intervalLoss += r.loss;
     ++intervalSteps;
-    if ((step + 1) % options.logInterval == 0 || step + 1 == options.steps) {
+    if (iteration % options.logInterval == 0 || iteration == options.steps) {
       StepMetrics avg = m;
       avg.msPerIteration = intervalSeconds / double(intervalSteps) * 1e3;
       avg.tflops = intervalSeconds > 0 ? flopsPerStep * double(intervalSteps) /
@@ -177,6 +193,10 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
       intervalSeconds = intervalLoss = 0;
       intervalSteps = 0;
     }
+    if (!options.save.empty() &&
+        ((options.saveInterval && iteration % options.saveInterval == 0) ||
+         iteration == options.steps))
+      ex.saveCheckpoint(options.save, consumed);
   }
   if (json.is_open()) {
     json.close();
@@ -187,13 +207,16 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
     trace->write(options.trace);
   char tail[128];
   std::snprintf(tail, sizeof(tail), "dsc-run: %lld steps in %.2f s",
-                (long long)options.steps, secondsSince(runStart));
+                (long long)(options.steps - firstIteration + 1),
+                secondsSince(runStart));
   out << tail;
   if (trace)
     out << "; trace (" << trace->size() << " events) in '" << options.trace
         << "'";
-  if (json.is_open() || !options.logJson.empty())
+  if (!options.logJson.empty())
     out << "; metrics in '" << options.logJson << "'";
+  if (!options.save.empty())
+    out << "; checkpoint in '" << options.save << "'";
   out << "\n";
   return 0;
 }

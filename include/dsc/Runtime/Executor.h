@@ -121,6 +121,17 @@ public:
   /// A float buffer's values as doubles (tests, checkpoints).
   std::vector<double> read(const std::string &name);
 
+  /// Saves the parameters and optimizer state (by name), the step and
+  /// `consumedSamples` to `path`, through a temporary file renamed into
+  /// place so a failed save leaves any previous checkpoint intact.
+  void saveCheckpoint(const std::string &path, int64_t consumedSamples = 0);
+  /// Restores a checkpoint saved from a plan with the same parameter and
+  /// optimizer-state names, dtypes and shapes (the memory layout may
+  /// differ); zeroes the gradients; returns its consumed-sample count.
+  /// Throws Error naming the file and the buffer at fault, and then has
+  /// changed nothing.
+  int64_t loadCheckpoint(const std::string &path);
+
   /// Called after each instruction with its timing; none by default (no
   /// clock reads when unset).
   void setInstructionHook(InstructionHook hook) {
