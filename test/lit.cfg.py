@@ -31,7 +31,8 @@ if config.dsc_have_cuda:
     config.available_features.add("cuda")
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
-tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore")]
+tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore"),
+         ToolSubst("dsc-gradcheck", unresolved="ignore")]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.dsc_tools_dir, append_path=False)

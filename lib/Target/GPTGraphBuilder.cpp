@@ -30,8 +30,11 @@ private:
   Location named(const Twine &name) {
     return NameLoc::get(StringAttr::get(context, name), fileLoc);
   }
-  RankedTensorType f32(ArrayRef<int64_t> shape) {
-    return RankedTensorType::get(shape, builder.getF32Type());
+  /// A tensor of the model's float type (f32, or f64 for gradient checks).
+  RankedTensorType floatTensor(ArrayRef<int64_t> shape) {
+    Type element =
+        config.useF64 ? Type(builder.getF64Type()) : Type(builder.getF32Type());
+    return RankedTensorType::get(shape, element);
   }
   InitAttr normal() {
     return InitAttr::get(context, InitKind::Normal,
@@ -64,7 +67,7 @@ private:
 
 Value GPTGraphBuilder::param(StringRef name, ArrayRef<int64_t> shape,
                              InitAttr init) {
-  RankedTensorType type = f32(shape);
+  RankedTensorType type = floatTensor(shape);
   ParameterOp::create(moduleBuilder, named(name), name, type, init);
   return GetParameterOp::create(builder, named(name), type,
                                 FlatSymbolRefAttr::get(context, name));
@@ -86,9 +89,10 @@ Value GPTGraphBuilder::linear(const Twine &prefix, Value x, int64_t in,
   shape.push_back(out);
   Value weight = param((prefix + ".weight").str(), {in, out}, init);
   Value bias = param((prefix + ".bias").str(), {out}, fill(InitKind::Zeros));
-  Value y = MatmulOp::create(builder, named(prefix), f32(shape), x, weight,
-                             /*transpose_lhs=*/false,
-                             /*transpose_rhs=*/false);
+  Value y =
+      MatmulOp::create(builder, named(prefix), floatTensor(shape), x, weight,
+                       /*transpose_lhs=*/false,
+                       /*transpose_rhs=*/false);
   return BiasAddOp::create(builder, named(prefix), y.getType(), y, bias);
 }
 
@@ -104,7 +108,7 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
   std::string prefix = "h." + std::to_string(layer);
   int64_t b = config.microBatchSize, s = config.seqLength;
   int64_t h = config.hiddenSize;
-  RankedTensorType act = f32({b, s, h});
+  RankedTensorType act = floatTensor({b, s, h});
 
   // Attention sub-block: x + proj(attn(ln_1(x))).
   Value ln1 = layerNorm(prefix + ".ln_1", x);
@@ -140,7 +144,7 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   int64_t b = config.microBatchSize, s = config.seqLength;
   int64_t h = config.hiddenSize, v = config.vocabSize;
   auto tokensType = RankedTensorType::get({b, s}, builder.getI32Type());
-  auto lossType = RankedTensorType::get({}, builder.getF32Type());
+  auto lossType = floatTensor({});
 
   // Parameters are declared before the function, in the order they are
   // first used, so that the module reads top to bottom like the model.
@@ -154,10 +158,10 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
 
   Value wte = param("wte.weight", {v, h}, normal());
   Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h}, normal());
-  Value x =
-      EmbeddingOp::create(builder, named("wte"), f32({b, s, h}), wte, tokens);
-  Value pos =
-      PositionEmbeddingOp::create(builder, named("wpe"), f32({b, s, h}), wpe);
+  Value x = EmbeddingOp::create(builder, named("wte"), floatTensor({b, s, h}),
+                                wte, tokens);
+  Value pos = PositionEmbeddingOp::create(builder, named("wpe"),
+                                          floatTensor({b, s, h}), wpe);
   x = AddOp::create(builder, named("wpe"), x, pos);
   x = dropout("drop", x, config.hiddenDropout);
 
@@ -168,9 +172,10 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   Value head = config.tieWordEmbeddings
                    ? wte
                    : param("lm_head.weight", {v, h}, normal());
-  Value logits = MatmulOp::create(builder, named("lm_head"), f32({b, s, v}), x,
-                                  head, /*transpose_lhs=*/false,
-                                  /*transpose_rhs=*/true);
+  Value logits =
+      MatmulOp::create(builder, named("lm_head"), floatTensor({b, s, v}), x,
+                       head, /*transpose_lhs=*/false,
+                       /*transpose_rhs=*/true);
   Value loss =
       CrossEntropyOp::create(builder, named("loss"), lossType, logits, targets);
   func::ReturnOp::create(builder, fileLoc, loss);

@@ -10,9 +10,15 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
+
+static llvm::cl::opt<std::string> importElementType(
+    "import-neox-element-type", llvm::cl::init("f32"),
+    llvm::cl::desc("Float type of an imported model: f32, or f64 for "
+                   "finite-difference checks"));
 
 void mlir::dsc::registerImportNeoXTranslation() {
   TranslateToMLIRRegistration registration(
@@ -24,6 +30,13 @@ void mlir::dsc::registerImportNeoXTranslation() {
         std::optional<GPTConfig> config = parseNeoXConfig(sourceMgr, context);
         if (!config)
           return nullptr;
+        if (importElementType != "f32" && importElementType != "f64") {
+          emitError(UnknownLoc::get(context),
+                    "--import-neox-element-type must be f32 or f64, got '")
+              << importElementType << "'";
+          return nullptr;
+        }
+        config->useF64 = importElementType == "f64";
         auto name = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
                         ->getBufferIdentifier();
         OwningOpRef<ModuleOp> module =

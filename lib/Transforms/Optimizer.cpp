@@ -80,7 +80,10 @@ struct DscOptimizerPass
     OpBuilder b(context);
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    // Scalars are f32 (f64 for f64 models, which the gradient checks use).
+    Type element = gradients.front().getTensorType().getElementType();
+    auto scalar = RankedTensorType::get(
+        {}, element.isF64() ? element : Type(b.getF32Type()));
     auto func = func::FuncOp::create(b, loc, "optimizer",
                                      b.getFunctionType({}, {scalar, scalar}));
     b.setInsertionPointToStart(func.addEntryBlock());

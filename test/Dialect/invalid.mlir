@@ -690,3 +690,19 @@ func.func @f() {
   }
   return
 }
+
+// -----
+
+func.func @f(%l: tensor<2x8x256xf64>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{the loss must be f64 for f64 logits, got 'f32'}}
+  %0 = dsc.cross_entropy %l, %t : tensor<2x8x256xf64>, tensor<2x8xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{the loss must be f32 (accumulated in f32), got 'f64'}}
+  %0 = dsc.cross_entropy %l, %t : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f64>
+  return
+}

@@ -35,6 +35,8 @@ struct GPTConfig {
   double attentionDropout = 0.0;
   double layerNormEpsilon = 1e-5;
   int64_t seed = 1234;
+  /// Build the graph in f64 instead of f32 (finite-difference checks).
+  bool useF64 = false;
 
   /// Closed-form parameter count (Megatron-LM / Narayanan et al. 2021):
   /// 12lh²(1 + 13/(12h) + (V+s)/(12lh)) + 2h, plus V·h when untied.

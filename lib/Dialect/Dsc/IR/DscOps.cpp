@@ -190,6 +190,12 @@ LogicalResult CrossEntropyOp::verify() {
   if (logits.getRank() < 2)
     return emitOpError("logits must have rank >= 2 ([tokens..., vocab]), got [")
            << formatShape(logits.getShape()) << "]";
+  Type lossType = tensorOf(getResult()).getElementType();
+  bool f64 = logits.getElementType().isF64();
+  if (f64 != lossType.isF64())
+    return emitOpError("the loss must be ")
+           << (f64 ? "f64 for f64 logits" : "f32 (accumulated in f32)")
+           << ", got " << lossType;
   ArrayRef<int64_t> expected = logits.getShape().drop_back();
   ArrayRef<int64_t> targets = tensorOf(getTargets()).getShape();
   if (targets != expected)

@@ -250,7 +250,8 @@ def Dsc_CrossEntropyOp : Dsc_GraphOp<"cross_entropy"> {
   let description = [{
     `logits` is `[..., V]` and `targets` is `logits.shape[:-1]` of class ids;
     the result is the mean over all tokens of `-log softmax(logits)[target]`,
-    as an f32 scalar tensor.
+    as an f32 scalar tensor (f64 for f64 logits, which the finite-difference
+    checks use).
 
     ```mlir
     %loss = dsc.cross_entropy %logits, %targets
@@ -258,7 +259,7 @@ def Dsc_CrossEntropyOp : Dsc_GraphOp<"cross_entropy"> {
     ```
   }];
   let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets);
-  let results = (outs 0DTensorOf<[F32]>:$result);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->` type($result)
   }];

@@ -1,0 +1,11 @@
+module attributes {dsc.model = {vocab_size = 8 : i64}} {
+  dsc.parameter @a : tensor<2x4x3xf64> init = #dsc.init<normal, std = 1.0>
+  dsc.parameter @b : tensor<2x4x8xf64> init = #dsc.init<normal, std = 1.0>
+  func.func @loss(%ids: tensor<2x3xi32>, %t: tensor<2x3xi32>) -> tensor<f64> {
+    %a = dsc.get_parameter @a : tensor<2x4x3xf64>
+    %b = dsc.get_parameter @b : tensor<2x4x8xf64>
+    %y = dsc.matmul %a, %b {transpose_lhs} : tensor<2x4x3xf64>, tensor<2x4x8xf64> -> tensor<2x3x8xf64>
+    %l = dsc.cross_entropy %y, %t : tensor<2x3x8xf64>, tensor<2x3xi32> -> tensor<f64>
+    return %l : tensor<f64>
+  }
+}
