@@ -37,7 +37,7 @@ namespace {
 const TinyShape kBytes{256, 16, 2, 8};
 
 std::string tempPath(const std::string &name) {
-  return ::testing::TempDir() + "/dsc-run-test-" + name;
+  return uniqueTempPath(::testing::TempDir(), "run-" + name);
 }
 
 std::string writeTinyPlan(const std::string &name, TinyShape s = kBytes) {

@@ -343,7 +343,7 @@ void step(Executor &ex) {
 }
 
 TEST(Executor, ResumingFromACheckpointIsBitwiseIdentical) {
-  std::string path = ::testing::TempDir() + "/dsc-executor-test.ckpt";
+  std::string path = uniqueTempPath(::testing::TempDir(), "resume.ckpt");
   Executor a(makeTinyPlan(DType::F32), 8);
   fillBatch(a);
   for (int i = 0; i < 3; ++i)
@@ -375,7 +375,7 @@ TEST(Executor, ResumingFromACheckpointIsBitwiseIdentical) {
 }
 
 TEST(Executor, ABadCheckpointChangesNothing) {
-  std::string path = ::testing::TempDir() + "/dsc-executor-bad.ckpt";
+  std::string path = uniqueTempPath(::testing::TempDir(), "bad.ckpt");
   Executor a(makeTinyPlan(DType::F64), 1);
   a.saveCheckpoint(path);
   std::ifstream is(path, std::ios::binary);

@@ -154,7 +154,7 @@ TEST(PlanIO, RoundTripEqualsTheOriginal) {
 
 TEST(PlanIO, FileRoundTrip) {
   Plan plan = makeTinyPlan();
-  std::string path = ::testing::TempDir() + "/dsc-plan-roundtrip.plan";
+  std::string path = uniqueTempPath(::testing::TempDir(), "roundtrip.plan");
   writePlanFile(plan, path);
   expectEqual(plan, readPlanFile(path));
   std::remove(path.c_str());

@@ -16,8 +16,16 @@
 #include "dsc/Runtime/Plan.h"
 
 #include <string>
+#include <unistd.h>
 
 namespace dsc::rt::test {
+
+/// A path in the test temp directory unique to this process, so test runs
+/// of several build trees on one machine do not collide.
+inline std::string uniqueTempPath(const std::string &dir,
+                                  const std::string &name) {
+  return dir + "/dsc-test-" + std::to_string(getpid()) + "-" + name;
+}
 
 /// Shape of the tiny model.
 struct TinyShape {
