@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 using namespace dsc::rt;
 using namespace dsc::rt::test;
@@ -270,6 +271,70 @@ TEST(ExecutorOps, DropoutMasksChangeWithTheStep) {
   ex.setStep(1);
   ex.runProgram("forward");
   EXPECT_EQ(ex.loss(), first);
+}
+
+/// validatePlan must be sound: whatever it accepts runs without touching
+/// memory outside the arenas (run this under ASan to make that visible).
+/// Mutates the ops plan at random (ints, operand ids, shapes, offsets) and
+/// runs every program of each mutant that validates.
+TEST(ExecutorOps, WhatValidatesRunsSafely) {
+  const OpsPlan base = makeOpsPlan(DType::F32, 0.1, 0.1);
+  std::mt19937 rng(1234);
+  int accepted = 0, trials = 600;
+  for (int trial = 0; trial < trials; ++trial) {
+    Plan plan = base.plan;
+    Program &prog = plan.programs[1];
+    for (int k = 0; k < 1 + int(rng() % 2); ++k) {
+      Instruction &inst = prog.instructions[rng() % prog.instructions.size()];
+      switch (rng() % 4) {
+      case 0:
+        if (!inst.ints.empty())
+          inst.ints[rng() % inst.ints.size()] = int64_t(rng() % 24) - 2;
+        break;
+      case 1: {
+        auto &ids =
+            (rng() % 2 || inst.inputs.empty()) ? inst.outputs : inst.inputs;
+        if (!ids.empty())
+          ids[rng() % ids.size()] = uint32_t(rng() % plan.buffers.size());
+        break;
+      }
+      case 2: {
+        Buffer &b = plan.buffers[rng() % plan.buffers.size()];
+        if (!b.shape.empty()) {
+          int64_t &d = b.shape[rng() % b.shape.size()];
+          d = std::max<int64_t>(0, d + int64_t(rng() % 5) - 2);
+          if (rng() % 2)
+            b.bytes = uint64_t(numElements(b.shape)) * dtypeSize(b.dtype);
+        }
+        break;
+      }
+      default: {
+        Buffer &b = plan.buffers[rng() % plan.buffers.size()];
+        b.offset = uint64_t(std::max<int64_t>(
+            0, int64_t(b.offset) + (int64_t(rng() % 9) - 4) * 16));
+        break;
+      }
+      }
+    }
+    try {
+      validatePlan(plan);
+    } catch (const Error &) {
+      continue;
+    }
+    ++accepted;
+    Executor ex(plan, 3);
+    fillBatch(ex);
+    for (const Program &p : plan.programs) {
+      try {
+        ex.runProgram(p.name);
+      } catch (const Error &) {
+        // A run-time refusal (a token outside a resized table) is fine.
+      }
+    }
+  }
+  // Some mutants are harmless (an unchanged value, a free offset).
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, trials);
 }
 
 } // namespace

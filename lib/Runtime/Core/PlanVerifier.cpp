@@ -585,6 +585,8 @@ void InstructionChecker::shapes() {
         if (int64_t(d) != dim && x.shape[d] != y.shape[d])
           fail(inName(i) + " differs from " + outName(0) + " in dim " +
                std::to_string(d) + ", which is not the concat dim");
+      if (x.shape[dim] > INT64_MAX - total)
+        fail("the inputs' sizes in dim " + std::to_string(dim) + " overflow");
       total += x.shape[dim];
     }
     if (total != y.shape[dim])
