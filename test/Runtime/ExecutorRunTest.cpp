@@ -326,6 +326,19 @@ TEST(DscRun, PlanThatCannotTrain) {
   std::remove(path.c_str());
 }
 
+TEST(DscRun, DivergenceStopsTheRun) {
+  std::string path = writeTinyPlan("diverge.plan");
+  std::string json = tempPath("diverge.jsonl");
+  Outcome o =
+      runTool({path, "--steps", "50", "--lr", "1e30", "--log-json", json});
+  expectError(o, ": training diverged (try a lower --lr)");
+  EXPECT_NE(o.err.find("iteration "), std::string::npos) << o.err;
+  // The diverged step is logged before the run stops.
+  EXPECT_NE(slurp(json).find("null"), std::string::npos);
+  std::remove(path.c_str());
+  std::remove(json.c_str());
+}
+
 TEST(DscRun, UnwritableOutputs) {
   std::string path = writeTinyPlan("out.plan");
   expectError(runTool({path, "--steps", "1", "--log-json", "/nonexistent/x"}),

@@ -246,6 +246,23 @@ TEST(Executor, MicroBatchesSetTheLossScale) {
   EXPECT_EQ(ex.read("loss.grad_seed")[0], 0.25);
 }
 
+TEST(Executor, MicroBatchCountNeedsALossScale) {
+  Plan plan = makeTinyPlan(DType::F64);
+  plan.lossScale = -1;
+  Executor ex(plan, 2);
+  fillBatch(ex);
+  EXPECT_NO_THROW(ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 1));
+  try {
+    ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 2);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("compiled for 1 micro-batches per "
+                                         "step and has no lossScale buffer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Executor, TokenOutsideTheVocabIsAnError) {
   Executor ex(makeTinyPlan(DType::F64), 2);
   fillBatch(ex);

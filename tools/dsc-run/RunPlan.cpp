@@ -193,6 +193,17 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
       intervalSeconds = intervalLoss = 0;
       intervalSteps = 0;
     }
+    // Megatron stops on a NaN loss or grad norm; so do we, after logging
+    // the step (and before a checkpoint could save the damage).
+    if (!std::isfinite(r.loss) ||
+        (p.gradNorm >= 0 && !std::isfinite(r.gradNorm))) {
+      if (intervalSteps)
+        out << formatLogLine(m) << std::endl;
+      throw Error("iteration " + std::to_string(iteration) + ": " +
+                  (!std::isfinite(r.loss) ? "lm loss" : "grad norm") + " is " +
+                  std::to_string(!std::isfinite(r.loss) ? r.loss : r.gradNorm) +
+                  ": training diverged (try a lower --lr)");
+    }
     if (!options.save.empty() &&
         ((options.saveInterval && iteration % options.saveInterval == 0) ||
          iteration == options.steps))

@@ -377,6 +377,14 @@ StepResult Executor::trainStep(
     int64_t microBatches) {
   if (microBatches < 1)
     throw Error("trainStep needs at least one micro-batch");
+  // Without a lossScale buffer the backward's seed is baked into the plan
+  // for its own micro-batch count; another count would scale the gradients.
+  if (thePlan.lossScale < 0 && microBatches != thePlan.microBatches)
+    throw Error("the plan was compiled for " +
+                std::to_string(thePlan.microBatches) +
+                " micro-batches per step and has no lossScale buffer, so it "
+                "cannot run " +
+                std::to_string(microBatches));
   double lossSum = 0;
   setLossScale(1.0 / double(microBatches));
   for (int64_t m = 0; m < microBatches; ++m) {
