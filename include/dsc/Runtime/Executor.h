@@ -82,7 +82,8 @@ public:
   int32_t *tokens();
   int32_t *targets();
   /// Writes the plan's lossScale constant (if any): the backward's seed.
-  /// trainStep sets 1/microBatches, so any micro-batch count works.
+  /// It starts at its compiled value; trainStep sets 1/microBatches, so any
+  /// micro-batch count averages the gradients.
   void setLossScale(double scale);
 
   /// Runs program `name`. Throws Error for an unknown program or a bad

@@ -234,8 +234,6 @@ void Executor::initialize(uint64_t newSeed) {
       throw Error("buffer '" + b.name + "': the CPU backend cannot " +
                   "initialize " + dtypeName(b.dtype) + " buffers");
   }
-  if (thePlan.lossScale >= 0)
-    setLossScale(1.0 / double(thePlan.microBatches));
 }
 
 //===----------------------------------------------------------------------===//
