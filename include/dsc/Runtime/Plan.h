@@ -8,7 +8,8 @@
 // planned buffers (offsets in one arena per memory tier) and flat, scheduled
 // instruction lists ("programs") over them. The compiler fills a Plan and
 // writes it with writePlan(); dsc-run reads it with readPlan(), which checks
-// every field (a plan file is untrusted input) before anything executes.
+// every field and then validatePlan()'s semantics (PlanIO.h: a plan file is
+// untrusted input) before anything executes.
 //
 // A training step is: for each micro-batch, load tokens/targets into their
 // buffers and run program "forward_backward" (gradients accumulate into the
@@ -240,9 +241,10 @@ struct Plan {
   uint32_t tokens = 0, targets = 0, loss = 0;
   int64_t gradNorm = -1, learningRate = -1; // -1 when absent
   /// The Constant scalar holding 1/microBatches, the backward's seed
-  /// (CrossEntropyGrad's dloss), or -1. The executor rewrites it when run
-  /// with another micro-batch count, so the accumulated gradients stay the
-  /// mean over micro-batches.
+  /// (CrossEntropyGrad's dloss), or -1. The executor's trainStep writes
+  /// 1/M for the M micro-batches it runs, so the accumulated gradients are
+  /// the mean over micro-batches; without it a plan runs only with its own
+  /// microBatches.
   int64_t lossScale = -1;
 
   /// The program called `name`, or null.
@@ -256,7 +258,8 @@ struct Plan {
 //===----------------------------------------------------------------------===//
 
 /// What an opcode takes, as data: validatePlan checks counts against it and
-/// describeOpcode prints it. A count of -1 means "one or more".
+/// describeOpcode prints it. numInputs/numOutputs of -1 mean "one or more";
+/// numInts of -1 means "one per dim" (Transpose, Slice, SliceGrad).
 struct OpcodeInfo {
   Opcode opcode;
   const char *name;    // "Matmul"
@@ -274,7 +277,8 @@ const OpcodeInfo *lookupOpcode(uint32_t raw);
 const std::vector<OpcodeInfo> &opcodeTable();
 /// "Matmul", or "opcode 99" for an unknown value.
 std::string opcodeName(Opcode op);
-/// One line: "Matmul: in(a, b) out(c) ints(batch m ...) floats()".
+/// One line: "Matmul: in(a, b) out(c) ints(batch m n k ...)"; the ints and
+/// floats parts only when the opcode has them.
 std::string describeOpcode(Opcode op);
 
 const char *dtypeName(DType t);     // "f32", ...
