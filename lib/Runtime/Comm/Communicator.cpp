@@ -1,0 +1,319 @@
+//===- Communicator.cpp - Checks and byte accounting for all backends -----===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The backend-independent half of Communicator: argument checks with
+// messages that name the call and the group, the call and byte counters, the
+// ring byte model, and launcher detection for dsc-run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Communicator.h"
+#include "dsc/Runtime/Error.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace dsc::rt {
+
+const char *reduceOpName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "sum";
+  case ReduceOp::Avg:
+    return "avg";
+  case ReduceOp::Max:
+    return "max";
+  case ReduceOp::Min:
+    return "min";
+  }
+  return "unknown-op";
+}
+
+const char *collectiveKindName(CollectiveKind k) {
+  switch (k) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
+  case CollectiveKind::Broadcast:
+    return "broadcast";
+  case CollectiveKind::Send:
+    return "send";
+  case CollectiveKind::Recv:
+    return "recv";
+  case CollectiveKind::Barrier:
+    return "barrier";
+  }
+  return "unknown-collective";
+}
+
+size_t commElementSize(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F64:
+    return 8;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+static const char *dtypeLabel(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "unknown-dtype";
+}
+
+uint64_t CommStats::totalSent() const {
+  uint64_t total = 0;
+  for (uint64_t b : bytesSent)
+    total += b;
+  return total;
+}
+
+CommStats &CommStats::operator+=(const CommStats &other) {
+  for (size_t k = 0; k < kNumCollectiveKinds; ++k) {
+    calls[k] += other.calls[k];
+    bytesSent[k] += other.bytesSent[k];
+    bytesReceived[k] += other.bytesReceived[k];
+  }
+  return *this;
+}
+
+/// Bytes of chunk `c` when `elements` are split into n near-equal chunks.
+static uint64_t chunkBytes(uint64_t elements, size_t elementSize, int n,
+                           int c) {
+  uint64_t base = elements / uint64_t(n), extra = elements % uint64_t(n);
+  return (base + (uint64_t(c) < extra ? 1 : 0)) * elementSize;
+}
+
+uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, size_t elementSize,
+                       int n, int rank, int root) {
+  if (n <= 1 || elementSize == 0)
+    return 0;
+  uint64_t un = uint64_t(n);
+  switch (kind) {
+  case CollectiveKind::AllReduce: {
+    // Reduce-scatter sends every chunk but the rank's own, all-gather every
+    // chunk but its successor's.
+    uint64_t elements = bytes / elementSize;
+    return 2 * bytes - chunkBytes(elements, elementSize, n, rank) -
+           chunkBytes(elements, elementSize, n, (rank + 1) % n);
+  }
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllGather:
+  case CollectiveKind::AllToAll:
+    return bytes / un * (un - 1);
+  case CollectiveKind::Broadcast:
+    return (rank + 1) % n == root ? 0 : bytes;
+  case CollectiveKind::Send:
+    return bytes;
+  case CollectiveKind::Recv:
+  case CollectiveKind::Barrier:
+    return 0;
+  }
+  return 0;
+}
+
+/// Received bytes under the ring model: the rings are symmetric, except for
+/// the broadcast chain (everyone but the root receives) and point-to-point.
+static uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
+                                  size_t elementSize, int n, int rank,
+                                  int root) {
+  switch (kind) {
+  case CollectiveKind::Broadcast:
+    return n > 1 && rank != root ? bytes : 0;
+  case CollectiveKind::Send:
+    return 0;
+  case CollectiveKind::Recv:
+    return bytes;
+  default:
+    return ringBytesSent(kind, bytes, elementSize, n, rank, root);
+  }
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::addRingModel(CollectiveKind k, uint64_t bytes,
+                                size_t elementSize, int root) {
+  addSent(k, ringBytesSent(k, bytes, elementSize, size(), rank(), root));
+  addReceived(k,
+              ringBytesReceived(k, bytes, elementSize, size(), rank(), root));
+}
+
+std::string Communicator::describe(const char *call,
+                                   const std::string &args) const {
+  std::ostringstream os;
+  os << call << "(" << args << ") on " << backendName() << " group [";
+  const std::vector<int> &members = worldRanks();
+  for (size_t i = 0; i < members.size(); ++i)
+    os << (i ? " " : "") << members[i];
+  os << "] (world rank " << worldRank() << ", rank " << rank() << " of "
+     << size() << ")";
+  return os.str();
+}
+
+static std::string countArgs(size_t count, DType dtype) {
+  return std::to_string(count) + " x " + dtypeLabel(dtype);
+}
+
+void Communicator::checkReduction(const char *call, DType dtype,
+                                  ReduceOp op) const {
+  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I32)
+    throw Error(describe(call, dtypeLabel(dtype)) +
+                ": reductions take f32, f64 or i32, not " + dtypeLabel(dtype));
+  if (uint32_t(op) > uint32_t(ReduceOp::Min))
+    throw Error(describe(call, dtypeLabel(dtype)) + ": unknown reduce op " +
+                std::to_string(uint32_t(op)));
+}
+
+void Communicator::checkPeer(const char *call, int peer,
+                             const char *what) const {
+  if (peer < 0 || peer >= size())
+    throw Error(describe(call, std::string(what) + " " + std::to_string(peer)) +
+                ": " + what + " " + std::to_string(peer) +
+                " is not a rank of this group of " + std::to_string(size()));
+}
+
+void Communicator::allReduce(void *buf, size_t count, DType dtype,
+                             ReduceOp op) {
+  checkReduction("all_reduce", dtype, op);
+  countCall(CollectiveKind::AllReduce);
+  doAllReduce(buf, count, dtype, op);
+}
+
+void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
+                                 DType dtype, ReduceOp op) {
+  checkReduction("reduce_scatter", dtype, op);
+  countCall(CollectiveKind::ReduceScatter);
+  doReduceScatter(send, recv, recvCount, dtype, op);
+}
+
+void Communicator::allGather(const void *send, void *recv, size_t sendCount,
+                             DType dtype) {
+  if (commElementSize(dtype) == 0)
+    throw Error(describe("all_gather", countArgs(sendCount, dtype)) +
+                ": unknown dtype");
+  countCall(CollectiveKind::AllGather);
+  doAllGather(send, recv, sendCount, dtype);
+}
+
+void Communicator::allToAll(const void *send, void *recv, size_t countPerRank,
+                            DType dtype) {
+  if (commElementSize(dtype) == 0)
+    throw Error(describe("all_to_all", countArgs(countPerRank, dtype)) +
+                ": unknown dtype");
+  countCall(CollectiveKind::AllToAll);
+  doAllToAll(send, recv, countPerRank, dtype);
+}
+
+void Communicator::broadcast(void *buf, size_t count, DType dtype, int root) {
+  checkPeer("broadcast", root, "root");
+  if (commElementSize(dtype) == 0)
+    throw Error(describe("broadcast", countArgs(count, dtype)) +
+                ": unknown dtype");
+  countCall(CollectiveKind::Broadcast);
+  doBroadcast(buf, count, dtype, root);
+}
+
+void Communicator::checkPointToPoint(const char *call, int peer, DType dtype,
+                                     int tag) const {
+  checkPeer(call, peer, "peer");
+  if (peer == rank())
+    throw Error(describe(call, "peer " + std::to_string(peer)) +
+                ": a rank cannot send to or receive from itself");
+  if (commElementSize(dtype) == 0)
+    throw Error(describe(call, dtypeLabel(dtype)) + ": unknown dtype");
+  if (tag < 0)
+    throw Error(describe(call, "tag " + std::to_string(tag)) +
+                ": tags are non-negative");
+}
+
+void Communicator::send(const void *buf, size_t count, DType dtype, int peer,
+                        int tag) {
+  checkPointToPoint("send", peer, dtype, tag);
+  countCall(CollectiveKind::Send);
+  doSendRecv(buf, count, peer, nullptr, 0, -1, dtype, tag);
+}
+
+void Communicator::recv(void *buf, size_t count, DType dtype, int peer,
+                        int tag) {
+  checkPointToPoint("recv", peer, dtype, tag);
+  countCall(CollectiveKind::Recv);
+  doSendRecv(nullptr, 0, -1, buf, count, peer, dtype, tag);
+}
+
+void Communicator::sendRecv(const void *sendBuf, size_t sendCount, int dst,
+                            void *recvBuf, size_t recvCount, int src,
+                            DType dtype, int tag) {
+  checkPointToPoint("send", dst, dtype, tag);
+  checkPointToPoint("recv", src, dtype, tag);
+  countCall(CollectiveKind::Send);
+  countCall(CollectiveKind::Recv);
+  doSendRecv(sendBuf, sendCount, dst, recvBuf, recvCount, src, dtype, tag);
+}
+
+void Communicator::barrier() {
+  countCall(CollectiveKind::Barrier);
+  doBarrier();
+}
+
+CommStats Communicator::stats() const {
+  CommStats s;
+  for (size_t k = 0; k < kNumCollectiveKinds; ++k) {
+    s.calls[k] = calls[k].load(std::memory_order_relaxed);
+    s.bytesSent[k] = bytesSent[k].load(std::memory_order_relaxed);
+    s.bytesReceived[k] = bytesReceived[k].load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+void Communicator::resetStats() {
+  for (size_t k = 0; k < kNumCollectiveKinds; ++k) {
+    calls[k].store(0, std::memory_order_relaxed);
+    bytesSent[k].store(0, std::memory_order_relaxed);
+    bytesReceived[k].store(0, std::memory_order_relaxed);
+  }
+}
+
+bool launchedByMpi() {
+  // Open MPI's mpirun, then PMIx / PMI launchers (srun, MPICH's hydra,
+  // Intel MPI) and MVAPICH.
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
+                          "PMI_RANK", "MV2_COMM_WORLD_SIZE"}) {
+    const char *value = std::getenv(var);
+    if (value && *value)
+      return true;
+  }
+  return false;
+}
+
+bool haveMpiCommunicator() {
+#ifdef DSC_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+} // namespace dsc::rt
