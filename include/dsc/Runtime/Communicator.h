@@ -86,6 +86,12 @@ struct CommStats {
 /// a chain from the root, every rank but the one before the root forwards S.
 uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, size_t elementSize,
                        int n, int rank, int root = 0);
+/// Bytes that rank `rank` receives in the same algorithms: equal to what it
+/// sends except for uneven all-reduce chunks (it receives all chunks but its
+/// own and its predecessor's), the broadcast chain (every rank but the root
+/// receives S) and point-to-point.
+uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
+                           size_t elementSize, int n, int rank, int root = 0);
 
 /// The rank's interface to a group of ranks. One object belongs to one
 /// thread: its calls are not reentrant, and every rank of the group must

@@ -135,12 +135,18 @@ uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, size_t elementSize,
   return 0;
 }
 
-/// Received bytes under the ring model: the rings are symmetric, except for
-/// the broadcast chain (everyone but the root receives) and point-to-point.
-static uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
-                                  size_t elementSize, int n, int rank,
-                                  int root) {
+uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
+                           size_t elementSize, int n, int rank, int root) {
+  if (n <= 1 || elementSize == 0)
+    return kind == CollectiveKind::Recv ? bytes : 0;
   switch (kind) {
+  case CollectiveKind::AllReduce: {
+    // Reduce-scatter brings every chunk but the predecessor's, all-gather
+    // every chunk but the rank's own.
+    uint64_t elements = bytes / elementSize;
+    return 2 * bytes - chunkBytes(elements, elementSize, n, rank) -
+           chunkBytes(elements, elementSize, n, (rank + n - 1) % n);
+  }
   case CollectiveKind::Broadcast:
     return n > 1 && rank != root ? bytes : 0;
   case CollectiveKind::Send:

@@ -383,8 +383,8 @@ void ThreadComm::waitFor(Lock &lock, Clock::time_point deadline,
     if (world->exited[peerWorld].load()) {
       mine.waitingOn = -1;
       failAndThrow(lock, what + ": world rank " + std::to_string(peerWorld) +
-                             " exited (its thread returned) without " +
-                             stall(p));
+                             " exited (its thread returned) before taking "
+                             "part");
     }
     Clock::time_point now = Clock::now();
     if (now >= deadline) {
@@ -471,11 +471,16 @@ void ThreadComm::waitTicks(Lock &lock, const Call &call, int p,
         return -1;
       },
       [&](int q) {
-        return group->slots[q].seq < mine.seq
-                   ? "world rank " + std::to_string(group->members[q]) +
-                         " did not arrive"
-                   : "world rank " + std::to_string(group->members[q]) +
-                         " arrived but did not finish its part";
+        // Name every rank that never came, not only the neighbour awaited:
+        // the others are stalled behind them.
+        std::vector<int> absent;
+        for (int r = 0; r < size(); ++r)
+          if (group->slots[r].seq < mine.seq)
+            absent.push_back(group->members[r]);
+        if (!absent.empty())
+          return "world rank(s) " + rankList(absent) + " did not arrive";
+        return "world rank " + std::to_string(group->members[q]) +
+               " arrived but did not finish its part";
       });
 }
 
