@@ -36,6 +36,15 @@ struct DscOptimizerPass
           << "'; expected constant, warmup, warmup_linear or warmup_cosine";
       return signalPassFailure();
     }
+    if ((*kind == LrSchedule::WarmupLinear ||
+         *kind == LrSchedule::WarmupCosine) &&
+        totalSteps <= warmup) {
+      module.emitError("--dsc-optimizer: schedule '")
+          << schedule << "' decays after the warmup, so total-steps ("
+          << totalSteps.getValue() << ") must exceed warmup ("
+          << warmup.getValue() << ")";
+      return signalPassFailure();
+    }
     if (optimizer != "adamw" && optimizer != "sgd") {
       module.emitError("--dsc-optimizer: unknown optimizer '")
           << optimizer << "'; expected adamw or sgd";

@@ -21,10 +21,12 @@ using namespace dsc::run;
 using dsc::rt::Error;
 
 std::string dsc::run::usage() {
-  return "usage: dsc-run PLAN [options]\n"
+  return "usage: dsc-run MODEL [options]\n"
          "\n"
-         "Trains with a dsc plan (written by dsc-opt --dsc-compile) on the "
-         "CPU.\n"
+         "Trains on the CPU. MODEL is a plan file (dsc-translate "
+         "--dsc-to-plan),\n"
+         "a graph-level module (.mlir), or a GPT-NeoX config (.yml, .yaml,\n"
+         ".json); the last two are compiled in-process with --dsc-compile.\n"
          "\n"
          "options:\n"
          "  --steps N            training steps in all (default 200)\n"
@@ -44,6 +46,10 @@ std::string dsc::run::usage() {
          "                       --save-interval K steps)\n"
          "  --load FILE          resume from a checkpoint; --steps is the "
          "total\n"
+         "  --compile OPTIONS    more --dsc-compile options for a MODEL that\n"
+         "                       is compiled, e.g. \"warmup=20 min-lr=1e-4\"\n"
+         "                       (steps, lr, microbatches come from the\n"
+         "                       flags above)\n"
          "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
@@ -127,6 +133,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.saveInterval = parseInt(flag, next(), 1);
     else if (flag == "--load")
       o.load = next();
+    else if (flag == "--compile")
+      o.compile = next();
     else if (flag == "--microbatches")
       o.microBatches = parseInt(flag, next(), 1);
     else

@@ -41,6 +41,8 @@ struct RunOptions {
   int64_t saveInterval = 0; // 0: only at the end
   /// --print-plan: print the plan as text and exit (no training).
   bool printPlan = false;
+  /// --compile: extra --dsc-compile options for a model compiled in-process.
+  std::string compile;
   bool help = false;
 };
 

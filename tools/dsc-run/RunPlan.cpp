@@ -30,8 +30,6 @@ using namespace dsc::run;
 using namespace dsc::rt;
 
 Plan dsc::run::loadPlan(const std::string &input) {
-  // Compiling a graph-level module (.mlir) in-process goes here, returning
-  // the Plan the lowering fills.
   return readPlanFile(input);
 }
 
@@ -233,14 +231,15 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
 }
 
 int dsc::run::dscRunMain(const std::vector<std::string> &args,
-                         std::ostream &out, std::ostream &err) {
+                         std::ostream &out, std::ostream &err,
+                         const PlanLoader &loader) {
   try {
     RunOptions options = parseRunOptions(args);
     if (options.help) {
       out << usage();
       return 0;
     }
-    Plan plan = loadPlan(options.input);
+    Plan plan = loader ? loader(options) : loadPlan(options.input);
     if (options.printPlan) {
       out << formatPlan(plan);
       return 0;

@@ -18,13 +18,13 @@
 
 #include "dsc/Runtime/Plan.h"
 
+#include <functional>
 #include <iosfwd>
 #include <vector>
 
 namespace dsc::run {
 
-/// Reads the plan that `input` names. A graph-level module (.mlir) will be
-/// compiled here in-process; today only plan files are accepted.
+/// Reads the plan file `input` names.
 rt::Plan loadPlan(const std::string &input);
 
 /// What a run did, for tests.
@@ -40,10 +40,16 @@ struct RunResult {
 int runPlan(rt::Plan plan, const RunOptions &options, std::ostream &out,
             RunResult *result = nullptr);
 
-/// The whole tool: parses argv, loads, runs. Every failure becomes
-/// "dsc-run: error: <cause>" on `err` and exit code 1.
+/// Turns the parsed options' input into a plan. dsc-run passes one that
+/// also compiles models in-process (CompileModel.h); the default reads plan
+/// files only, which keeps this library free of the compiler.
+using PlanLoader = std::function<rt::Plan(const RunOptions &)>;
+
+/// The whole tool: parses argv, loads (with `loader`, or loadPlan when
+/// empty), runs. Every failure becomes "dsc-run: error: <cause>" on `err`
+/// and exit code 1.
 int dscRunMain(const std::vector<std::string> &args, std::ostream &out,
-               std::ostream &err);
+               std::ostream &err, const PlanLoader &loader = {});
 
 } // namespace dsc::run
 

@@ -4,17 +4,19 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// dsc-run PLAN [--steps N] [--data FILE|PREFIX] [--seed S] [--lr X]
+// dsc-run MODEL|PLAN [--steps N] [--data FILE|PREFIX] [--seed S] [--lr X]
 //   [--microbatches M] [--log-interval K] [--log-json FILE] [--trace FILE]
 // The work is in RunPlan.cpp so that tests can run it in-process.
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileModel.h"
 #include "RunPlan.h"
 
 #include <iostream>
 
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  return dsc::run::dscRunMain(args, std::cout, std::cerr);
+  return dsc::run::dscRunMain(args, std::cout, std::cerr,
+                              dsc::run::loadOrCompile);
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+#===- bench/train-step/bench-train-step.sh - GPT-2 small training step ----===#
+#
+# Compiles GPT-2 small (12 layers, h=768, 12 heads, V=50304) at one sequence
+# length with --dsc-compile, trains a few steps with dsc-run, and reports
+# ms/step and the achieved model FLOP/s as a fraction of the OpenBLAS sgemm
+# ceiling measured in the same run. A report, not a test.
+# Usage: bench-train-step.sh [SEQ=1024] [STEPS=3] [BATCH=4]
+#
+#===-----------------------------------------------------------------------===#
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="${DSC_BUILD_DIR:-$ROOT/build}/bin"
+SEQ="${1:-1024}"
+STEPS="${2:-3}"
+BATCH="${3:-4}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+sed -e "s/^seq-length: .*/seq-length: $SEQ/" \
+    -e "s/^max-position-embeddings: .*/max-position-embeddings: $SEQ/" \
+    -e "s/^train_micro_batch_size_per_gpu: .*/train_micro_batch_size_per_gpu: $BATCH/" \
+    "$ROOT/examples/configs/gpt2-small.yml" > "$WORK/gpt2.yml"
+"$BIN/dsc-translate" --import-neox "$WORK/gpt2.yml" -o "$WORK/graph.mlir"
+"$BIN/dsc-opt" "$WORK/graph.mlir" --dsc-compile="steps=$STEPS warmup=1" -o "$WORK/plan.mlir"
+"$BIN/dsc-opt" "$WORK/plan.mlir" --dsc-plan-summary -o /dev/null > "$WORK/summary.json"
+"$BIN/dsc-translate" --dsc-to-plan "$WORK/plan.mlir" -o "$WORK/model.plan"
+
+ceiling() {
+  "$BIN/dsc-bench-kernels" --filter __none__ --min-time 0.5 2>&1 |
+    awk '/ceiling, start\)/ && /%$/ {print $(NF-1)}' | head -1
+}
+CEIL_START="$(ceiling)"
+"$BIN/dsc-run" "$WORK/model.plan" --steps "$STEPS" --log-interval 1 \
+  --log-json "$WORK/metrics.jsonl" > "$WORK/run.log" 2>&1
+CEIL_END="$(ceiling)"
+
+python3 - "$WORK/summary.json" "$WORK/metrics.jsonl" "$CEIL_START" "$CEIL_END" \
+  "$SEQ" "$BATCH" <<'PY'
+import json, statistics, sys
+summary = json.load(open(sys.argv[1]))
+steps = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+ceiling = max(float(sys.argv[3]), float(sys.argv[4]))  # GFLOP/s, best of two
+seq, batch = int(sys.argv[5]), int(sys.argv[6])
+# The first step pays page faults on a fresh arena; report the rest.
+times = [s["elapsed_time_per_iteration_ms"] for s in steps[1:]] or \
+        [steps[0]["elapsed_time_per_iteration_ms"]]
+ms = statistics.median(times)
+flops = summary["flops_per_step"]
+achieved = flops / (ms / 1e3) / 1e9
+print(f"GPT-2 small  b={batch} s={seq}  params={summary['parameters']:,}")
+print(f"model FLOPs/step (fwd+bwd, Megatron accounting): {flops / 1e9:.1f} GFLOP")
+print(f"planned device bytes: {summary['bytes']['device']['peak'] / 2**30:.2f} GiB")
+print(f"ms/step (median of {len(times)}): {ms:.1f}   tokens/s: {batch * seq / (ms / 1e3):.0f}")
+print(f"achieved: {achieved:.1f} GFLOP/s   sgemm ceiling (same run): {ceiling:.1f} GFLOP/s")
+print(f"fraction of ceiling: {100 * achieved / ceiling:.1f}%")
+print(f"loss: {steps[0]['lm_loss']:.4f} -> {steps[-1]['lm_loss']:.4f}")
+PY

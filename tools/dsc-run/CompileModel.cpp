@@ -1,0 +1,134 @@
+//===- CompileModel.cpp - dsc-run's in-process compiler ---------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Imports or parses the model, runs --dsc-compile and lowers the result to
+// the runtime's plan; compiler diagnostics become the error's message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompileModel.h"
+#include "RunPlan.h"
+
+#include "dsc/Conversion/DscToPlan.h"
+#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/PlanIO.h"
+#include "dsc/Target/GPTGraphBuilder.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <sstream>
+
+using namespace mlir;
+using ::dsc::rt::Error;
+
+namespace {
+
+enum class InputKind { Plan, Module, Config };
+
+InputKind kindOf(llvm::StringRef path) {
+  if (path.ends_with(".mlir"))
+    return InputKind::Module;
+  if (path.ends_with(".yml") || path.ends_with(".yaml") ||
+      path.ends_with(".json"))
+    return InputKind::Config;
+  return InputKind::Plan;
+}
+
+std::string formatDouble(double value) {
+  std::ostringstream os;
+  os.precision(17);
+  os << value;
+  return os.str();
+}
+
+} // namespace
+
+namespace dsc::run {
+
+rt::Plan loadOrCompile(const RunOptions &options) {
+  InputKind kind = kindOf(options.input);
+  if (kind == InputKind::Plan) {
+    if (!options.compile.empty())
+      throw Error("--compile applies to a .mlir module or a config, not to "
+                  "the plan file '" +
+                  options.input + "'");
+    return loadPlan(options.input);
+  }
+
+  DialectRegistry registry;
+  registry
+      .insert<mlir::dsc::DscDialect, arith::ArithDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // Collect diagnostics instead of printing them: they become the error.
+  std::string diagnostics;
+  llvm::raw_string_ostream diagStream(diagnostics);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagStream);
+
+  auto buffer = llvm::MemoryBuffer::getFile(options.input);
+  if (!buffer)
+    throw Error("cannot read '" + options.input +
+                "': " + buffer.getError().message());
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+
+  OwningOpRef<ModuleOp> module;
+  if (kind == InputKind::Module) {
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  } else {
+    std::optional<mlir::dsc::GPTConfig> config =
+        mlir::dsc::parseNeoXConfig(sourceMgr, &context);
+    if (config) {
+      module = mlir::dsc::buildGPTGraph(
+          *config, FileLineColLoc::get(&context, options.input, 1, 1));
+      if (failed(verify(*module)))
+        module = nullptr;
+    }
+  }
+  if (!module)
+    throw Error("cannot load the model '" + options.input + "':\n" +
+                diagnostics);
+
+  std::string pipeline = "steps=" + std::to_string(options.steps);
+  if (options.microBatches > 0)
+    pipeline += " microbatches=" + std::to_string(options.microBatches);
+  if (options.learningRate)
+    pipeline += " lr=" + formatDouble(*options.learningRate);
+  if (!options.compile.empty())
+    pipeline += " " + options.compile;
+  std::unique_ptr<mlir::dsc::CompileOptions> compileOptions =
+      mlir::dsc::CompileOptions::createFromString(pipeline);
+  if (!compileOptions)
+    throw Error("bad --compile options '" + options.compile +
+                "' (see dsc-opt --help, --dsc-compile)");
+  if (compileOptions->microbatches < 1)
+    throw Error("microbatches must be >= 1");
+
+  PassManager pm(&context);
+  mlir::dsc::buildCompilePipeline(pm, *compileOptions);
+  if (failed(pm.run(*module)))
+    throw Error("compiling '" + options.input + "' failed:\n" + diagnostics);
+  FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(*module);
+  if (failed(plan))
+    throw Error("lowering '" + options.input + "' to a plan failed:\n" +
+                diagnostics);
+  plan->microBatches = compileOptions->microbatches;
+  validatePlan(*plan);
+  return std::move(*plan);
+}
+
+} // namespace dsc::run

@@ -1,0 +1,30 @@
+//===- CompileModel.h - dsc-run's in-process compiler -----------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Loads what dsc-run is given: a plan file as is, or a graph-level module or
+// a GPT-NeoX config compiled with the same --dsc-compile pipeline dsc-opt
+// runs, so that `dsc-run model.mlir` and the three-tool chain agree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_TOOLS_DSCRUN_COMPILEMODEL_H
+#define DSC_TOOLS_DSCRUN_COMPILEMODEL_H
+
+#include "RunOptions.h"
+
+#include "dsc/Runtime/Plan.h"
+
+namespace dsc::run {
+
+/// The plan of `options.input`: read from a plan file, or compiled from a
+/// .mlir module or a .yml/.yaml/.json GPT-NeoX config with --dsc-compile
+/// options steps/lr/microbatches taken from the flags plus
+/// `options.compile`. Throws rt::Error with the compiler's diagnostics.
+rt::Plan loadOrCompile(const RunOptions &options);
+
+} // namespace dsc::run
+
+#endif // DSC_TOOLS_DSCRUN_COMPILEMODEL_H
