@@ -1,0 +1,274 @@
+//===- CudaKernels.h - CUDA forward/backward kernels ------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The CUDA backend's compute kernels, one entry point per CpuKernels.h kernel
+// with the same semantics, so a plan runs on either backend.
+//
+// Conventions (differences from CpuKernels.h are listed, the rest is equal):
+//  - Every pointer is device memory unless named `host*`; every call is
+//    asynchronous on the `stream` it takes and returns the launch status.
+//    Nothing here synchronizes the device or throws.
+//  - Element type T is float, __nv_bfloat16 or __half for activations and
+//    gradients; arithmetic is fp32. Saved statistics (LayerNorm mean/rstd,
+//    logsumexps) are always fp32 so a bf16 forward does not round them.
+//  - Scalars the CPU kernels return (cross-entropy loss, sum of squares)
+//    are written to device memory instead, so a step never waits on the host.
+//  - Reductions are deterministic (fixed order, no float atomics): a step
+//    gives the same bits on every run on the same GPU and launch config.
+//  - Scratch comes from the stream-ordered allocator (cudaMallocAsync), which
+//    is pooled; the executor's device arena replaces it later.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_CUDAKERNELS_H
+#define DSC_RUNTIME_CUDAKERNELS_H
+
+#include "dsc/Runtime/CpuKernels.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dsc::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Matmul (cuBLASLt)
+//===----------------------------------------------------------------------===//
+
+/// How fp32 GEMMs multiply: exact fp32, or TF32 tensor cores (10-bit
+/// mantissa inputs, fp32 accumulation). bf16/fp16 inputs always accumulate
+/// in fp32 and ignore this.
+enum class MathMode { Fp32, Tf32 };
+
+/// cuBLASLt's handle and workspace, one per stream that runs GEMMs (the
+/// workspace must not be shared by concurrent GEMMs).
+struct MatmulContext {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceSize = 0;
+  MathMode math = MathMode::Fp32;
+};
+
+/// Creates the handle and a workspace of `workspaceBytes` (32 MiB is what
+/// cuBLAS recommends for Hopper).
+cublasStatus_t createMatmulContext(MatmulContext &ctx,
+                                   size_t workspaceBytes = size_t(32) << 20,
+                                   MathMode math = MathMode::Fp32);
+void destroyMatmulContext(MatmulContext &ctx);
+
+/// cuBLASLt epilogues fused into the forward GEMM. Bias is [n] (per column
+/// of the row-major C). GeluBias with `aux` non-null also stores the
+/// pre-GELU values [batch*m, n] there for the backward (geluBackward).
+enum class Epilogue { None, Bias, Gelu, GeluBias };
+
+/// C = alpha * op(A) op(B) + beta * C, the general form the forward and
+/// backward share. Row-major, MatmulShape as on the CPU (broadcastB: one B
+/// for every batch entry).
+template <typename T>
+cublasStatus_t gemm(MatmulContext &ctx, const T *a, const T *b, T *c,
+                    const MatmulShape &s, float alpha, float beta,
+                    cudaStream_t stream, Epilogue epilogue = Epilogue::None,
+                    const T *bias = nullptr, T *aux = nullptr);
+
+/// C = op(A) op(B) (C += ... when accumulate), as matmulForward.
+template <typename T>
+cublasStatus_t matmulForward(MatmulContext &ctx, const T *a, const T *b, T *c,
+                             const MatmulShape &s, bool accumulate,
+                             cudaStream_t stream);
+
+/// dA, dB as matmulBackward (either may be null). With broadcastB, dB sums
+/// over the batch.
+template <typename T>
+cublasStatus_t matmulBackward(MatmulContext &ctx, const T *a, const T *b,
+                              const T *dC, T *dA, T *dB, const MatmulShape &s,
+                              bool accumulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t addForward(const T *a, const T *b, T *y, int64_t n,
+                       cudaStream_t stream);
+/// y[r, :] = x[r, :] + bias[:].
+template <typename T>
+cudaError_t biasAddForward(const T *x, const T *bias, T *y, int64_t rows,
+                           int64_t cols, cudaStream_t stream);
+/// dBias = sum over rows of dY (fixed order); dX is not touched (it is dY).
+template <typename T>
+cudaError_t biasGrad(const T *dY, T *dBias, int64_t rows, int64_t cols,
+                     bool accumulate, cudaStream_t stream);
+/// y = alpha * x (may alias).
+template <typename T>
+cudaError_t scaleForward(const T *x, T *y, int64_t n, float alpha,
+                         cudaStream_t stream);
+/// y = x converted (fp32 master weights to bf16/fp16 compute copies and back).
+template <typename From, typename To>
+cudaError_t convert(const From *x, To *y, int64_t n, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// GELU (tanh approximation)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t geluForward(const T *x, T *y, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t geluBackward(const T *x, const T *dY, T *dX, int64_t n,
+                         bool accumulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// LayerNorm (one warp per row)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t layerNormForward(const T *x, const T *gamma, const T *beta, T *y,
+                             float *mean, float *rstd, int64_t rows,
+                             int64_t cols, float eps, cudaStream_t stream);
+/// dGamma/dBeta reduce over rows in two fixed-order passes (row chunks, then
+/// chunk partials), so no atomics.
+template <typename T>
+cudaError_t layerNormBackward(const T *x, const T *gamma, const float *mean,
+                              const float *rstd, const T *dY, T *dX, T *dGamma,
+                              T *dBeta, int64_t rows, int64_t cols, float eps,
+                              AccumulateMask accumulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Softmax over the last dimension
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t softmaxForward(const T *x, T *y, int64_t rows, int64_t cols,
+                           cudaStream_t stream);
+template <typename T>
+cudaError_t softmaxBackward(const T *y, const T *dY, T *dX, int64_t rows,
+                            int64_t cols, bool accumulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Fused attention (FlashAttention-style: no S x S matrix in memory)
+//===----------------------------------------------------------------------===//
+
+/// True when the kernels support this head dim (16, 32, 64, 128).
+bool attentionSupported(const AttentionShape &s);
+
+/// Same layout, mask, dropout indices and saved logsumexp [batch, heads,
+/// seq] as the CPU kernel (lse may be null). Online softmax over key tiles.
+/// Returns cudaErrorInvalidValue for an unsupported head dim.
+template <typename T>
+cudaError_t attentionForward(const T *q, const T *k, const T *v, T *out,
+                             float *lse, const AttentionShape &s,
+                             cudaStream_t stream);
+
+/// dq, dk, dv (any may be null). dq is computed per query row and dk/dv per
+/// key row, each summing in a fixed order (no atomics). Without a saved lse
+/// it is recomputed into scratch first.
+template <typename T>
+cudaError_t attentionBackward(const T *q, const T *k, const T *v,
+                              const float *lse, const T *dOut, T *dq, T *dk,
+                              T *dv, const AttentionShape &s,
+                              AccumulateMask accumulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+/// As on the CPU; the count of out-of-range ids goes to `badCount` (device,
+/// may be null) instead of being returned.
+template <typename T>
+cudaError_t embeddingForward(const T *table, const int32_t *ids, T *out,
+                             int64_t n, int64_t vocab, int64_t hidden,
+                             int64_t *badCount, cudaStream_t stream);
+/// Deterministic scatter-add: ids are stably radix-sorted with their
+/// positions, then each distinct id's rows are summed in position order by
+/// one warp -- the CPU kernel's order, hence the same fp32 bits.
+template <typename T>
+cudaError_t embeddingBackward(const T *dOut, const int32_t *ids, T *dTable,
+                              int64_t n, int64_t vocab, int64_t hidden,
+                              bool accumulate, cudaStream_t stream);
+template <typename T>
+cudaError_t positionEmbeddingForward(const T *table, T *out, int64_t batch,
+                                     int64_t seq, int64_t hidden,
+                                     cudaStream_t stream);
+template <typename T>
+cudaError_t positionEmbeddingBackward(const T *dOut, T *dTable, int64_t batch,
+                                      int64_t seq, int64_t positions,
+                                      int64_t hidden, bool accumulate,
+                                      cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Cross entropy fused with the logits' softmax
+//===----------------------------------------------------------------------===//
+
+/// *loss = mean over rows of lse - logits[target] (NaN for a bad target),
+/// summed in row order in double. lse [rows] fp32 may be null.
+template <typename T>
+cudaError_t crossEntropyForward(const T *logits, const int32_t *targets,
+                                float *lse, float *loss, int64_t rows,
+                                int64_t vocab, cudaStream_t stream);
+/// dLogits = (softmax - onehot) * dLoss / rows; dLoss is a host scalar
+/// (the loss scale for fp16 training).
+template <typename T>
+cudaError_t crossEntropyBackward(const T *logits, const int32_t *targets,
+                                 const float *lse, float dLoss, T *dLogits,
+                                 int64_t rows, int64_t vocab, bool accumulate,
+                                 cudaStream_t stream);
+/// Forward and backward in one kernel (each row read twice, not four times):
+/// what a training step uses when nothing else needs the logits.
+/// dLogits may alias logits.
+template <typename T>
+cudaError_t crossEntropyFused(const T *logits, const int32_t *targets,
+                              float *loss, float dLoss, T *dLogits,
+                              int64_t rows, int64_t vocab, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Dropout (the CPU kernel's counter-based RNG: identical masks)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t dropoutForward(const T *x, T *y, int64_t n, float p, uint64_t seed,
+                           uint64_t offset, cudaStream_t stream);
+template <typename T>
+cudaError_t dropoutBackward(const T *dY, T *dX, int64_t n, float p,
+                            uint64_t seed, bool accumulate, uint64_t offset,
+                            cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Optimizer, grad norm, clipping
+//===----------------------------------------------------------------------===//
+
+/// One AdamW step over fp32 master weights and fp32 moments, with the CPU
+/// kernel's operation order. The gradient (fp32 or bf16/fp16) is first
+/// multiplied by `gradScale` (1/lossScale times the clip factor). When
+/// `lowp` is non-null, the updated weights are also written there rounded
+/// to its type (the compute copy for the next forward).
+template <typename G, typename Low = __nv_bfloat16>
+cudaError_t adamwStep(float *param, const G *grad, float *m, float *v,
+                      int64_t n, const AdamWConfig &cfg, int64_t step,
+                      bool decay, float gradScale, Low *lowp,
+                      cudaStream_t stream);
+
+/// *out = sum of squares over `count` device buffers (host arrays of device
+/// pointers and sizes), in double over the CPU kernel's 4096-element blocks.
+/// A non-finite gradient makes it non-finite (the overflow check of loss
+/// scaling reads it).
+template <typename T>
+cudaError_t sumOfSquares(const T *const *hostBuffers, const int64_t *hostSizes,
+                         int count, double *out, cudaStream_t stream);
+
+/// Multiplies every buffer by clipScale(sqrt(*sumSq) * normScale, maxNorm),
+/// computed on the device (no host round trip). A non-finite norm leaves
+/// the buffers unchanged (the step will be skipped).
+template <typename T>
+cudaError_t clipGradients(T *const *hostBuffers, const int64_t *hostSizes,
+                          int count, const double *sumSq, double normScale,
+                          double maxNorm, cudaStream_t stream);
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_CUDAKERNELS_H

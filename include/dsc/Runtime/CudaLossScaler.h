@@ -1,0 +1,103 @@
+//===- CudaLossScaler.h - Dynamic loss scaling for fp16 ---------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// DeepSpeed's DynamicLossScaler state machine on the host: the GPU reports
+// whether the step's gradients overflowed, this decides the next scale.
+// Header-only and CUDA-free, so it is unit-tested on machines without GPUs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_CUDALOSSSCALER_H
+#define DSC_RUNTIME_CUDALOSSSCALER_H
+
+#include <algorithm>
+#include <cstdint>
+
+namespace dsc::rt::cuda {
+
+/// DeepSpeed's defaults (deepspeed/runtime/fp16/loss_scaler.py and the
+/// `fp16` config: initial_scale_power 16, loss_scale_window 1000,
+/// hysteresis 2, min_loss_scale 1).
+struct LossScalerConfig {
+  double initialScale = 65536.0;
+  double scaleFactor = 2.0;
+  int64_t scaleWindow = 1000;
+  int hysteresis = 2;
+  double minScale = 1.0;
+  /// DeepSpeed's consecutive_hysteresis: refill the hysteresis budget on
+  /// every good step rather than only when the scale grows.
+  bool consecutiveHysteresis = false;
+};
+
+/// What one update decided.
+enum class LossScaleEvent {
+  Ok,            // finite grads, scale unchanged: apply the step
+  Grew,          // finite grads, window complete: scale *= factor
+  SkippedKept,   // overflow absorbed by hysteresis: skip, scale kept
+  SkippedShrunk, // overflow: skip the step, scale /= factor
+  SkippedAtMin,  // overflow at the minimum scale: DeepSpeed raises here;
+                 // the caller decides (dsc-run reports an error)
+};
+
+/// Call update(overflow) once per optimizer step, after the gradients'
+/// finiteness is known and before applying the step: a Skipped* event
+/// means the step must not be applied. Same transitions as DeepSpeed's
+/// DynamicLossScaler.update_scale, including its iteration counting (the
+/// first growth happens after scaleWindow clean steps).
+class DynamicLossScaler {
+public:
+  explicit DynamicLossScaler(const LossScalerConfig &cfg = LossScalerConfig())
+      : cfg(cfg), curScale(cfg.initialScale), curHysteresis(cfg.hysteresis) {}
+
+  double scale() const { return curScale; }
+  /// Multiplier that turns scaled gradients back into true ones.
+  double inverseScale() const { return 1.0 / curScale; }
+  int64_t iteration() const { return curIter; }
+  int64_t skippedSteps() const { return skipped; }
+  int hysteresisLeft() const { return curHysteresis; }
+
+  LossScaleEvent update(bool overflow) {
+    LossScaleEvent event = LossScaleEvent::Ok;
+    if (overflow) {
+      ++skipped;
+      if (cfg.hysteresis == 1 || curHysteresis == 1) {
+        if (curScale <= cfg.minScale) {
+          event = LossScaleEvent::SkippedAtMin;
+        } else {
+          curScale = std::max(curScale / cfg.scaleFactor, cfg.minScale);
+          event = LossScaleEvent::SkippedShrunk;
+        }
+      } else {
+        --curHysteresis;
+        event = LossScaleEvent::SkippedKept;
+      }
+      lastOverflowIter = curIter;
+    } else {
+      if (cfg.consecutiveHysteresis)
+        curHysteresis = cfg.hysteresis;
+      if ((curIter - lastOverflowIter) % cfg.scaleWindow == 0) {
+        if (!cfg.consecutiveHysteresis)
+          curHysteresis = cfg.hysteresis;
+        curScale *= cfg.scaleFactor;
+        event = LossScaleEvent::Grew;
+      }
+    }
+    ++curIter;
+    return event;
+  }
+
+private:
+  LossScalerConfig cfg;
+  double curScale;
+  int curHysteresis;
+  int64_t curIter = 0;
+  int64_t lastOverflowIter = -1;
+  int64_t skipped = 0;
+};
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_CUDALOSSSCALER_H

@@ -1,0 +1,431 @@
+//===- Attention.cu - Fused causal attention forward and backward ---------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// FlashAttention-style on [B, S, H] q/k/v: key (or query) tiles are staged
+// in shared memory and scores exist only in registers, so nothing of size
+// S x S is ever stored. Same masks, dropout indices and lse as the CPU.
+//
+// Work split: the forward and dq give each query row to TPR adjacent lanes
+// (each owning DPT = HD / TPR dims, dot products reduced by shuffles); dk/dv
+// give each key row to TPR lanes and loop over query tiles. dq and dk/dv are
+// separate kernels so every sum has one owner and a fixed order (no float
+// atomics). The backward's D_i = sum_j P_ij dP_ij is computed in the dq
+// kernel's first pass, because the CPU contract gives the backward no `out`.
+// These are SIMT kernels (fp32 FMA); tensor-core tiles are the next step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaSupport.cuh"
+
+using namespace dsc::rt;
+using namespace dsc::rt::cuda;
+using namespace dsc::rt::cuda::detail;
+
+namespace {
+constexpr int kRows = 64; // query (or key) rows per block
+constexpr int kTile = 32; // key (or query) rows per shared-memory tile
+
+struct Params {
+  int64_t seq, hidden, heads, totalHeads, batchOffset, headOffset;
+  float scale, inv;
+  bool causal, drop;
+  uint64_t key, thr;
+};
+
+Params paramsOf(const AttentionShape &s) {
+  Params p;
+  p.seq = s.seq;
+  p.hidden = s.hidden;
+  p.heads = s.heads;
+  p.totalHeads = s.totalHeads ? s.totalHeads : s.heads;
+  p.batchOffset = s.batchOffset;
+  p.headOffset = s.headOffset;
+  p.scale = 1.0f / sqrtf(float(s.headDim()));
+  p.causal = s.causal;
+  p.drop = s.dropout > 0.0f;
+  p.inv = s.dropout < 1.0f ? 1.0f / (1.0f - s.dropout) : 0.0f;
+  p.key = mix64(s.seed);
+  p.thr = dropoutThreshold(s.dropout);
+  return p;
+}
+
+template <int HD> struct Split {
+  static constexpr int DPT = HD < 32 ? HD : 32; // dims per thread
+  static constexpr int TPR = HD / DPT;          // threads per row
+  static constexpr int Threads = kRows * TPR;
+  // Row stride in shared memory; each thread's segment is padded by one so
+  // the TPR lanes of a row hit different banks.
+  static constexpr int Stride = TPR * (DPT + 1);
+  __device__ static int at(int row, int part, int d) {
+    return row * Stride + part * (DPT + 1) + d;
+  }
+};
+
+/// Sum over the TPR adjacent lanes of a row (all lanes call it).
+template <int TPR> __device__ __forceinline__ float rowSum(float v) {
+#pragma unroll
+  for (int o = TPR / 2; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// The per-(batch, head) offsets both kernels share (as headOf on the CPU).
+struct Head {
+  int64_t off;      // element offset of the head's [S, hd] columns
+  uint64_t maskRow; // dropout index of (i = 0, j = 0)
+  int64_t bh;
+};
+template <int HD> __device__ Head headOf(const Params &p) {
+  const int64_t bh = blockIdx.y, b = bh / p.heads, h = bh % p.heads;
+  Head r;
+  r.off = b * p.seq * p.hidden + h * HD;
+  r.maskRow = uint64_t(((p.batchOffset + b) * p.totalHeads + p.headOffset + h) *
+                       p.seq * p.seq);
+  r.bh = bh;
+  return r;
+}
+
+/// Loads rows [r0, r0 + kTile) of the head's columns into shared `dst` as
+/// fp32 (zero past the sequence).
+template <int HD, typename T>
+__device__ void loadTile(float *dst, const T *src, int64_t off, int64_t r0,
+                         const Params &p) {
+  using S = Split<HD>;
+  for (int e = threadIdx.x; e < kTile * HD; e += blockDim.x) {
+    const int r = e / HD, c = e % HD;
+    const int64_t row = r0 + r;
+    dst[S::at(r, c / S::DPT, c % S::DPT)] =
+        row < p.seq ? toF(src[off + row * p.hidden + c]) : 0.0f;
+  }
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(Split<HD>::Threads)
+    forwardKernel(const T *q, const T *k, const T *v, T *out, float *lse,
+                  Params p) {
+  using S = Split<HD>;
+  constexpr int DPT = S::DPT, TPR = S::TPR;
+  __shared__ float ks[kTile * S::Stride], vs[kTile * S::Stride];
+  const Head hv = headOf<HD>(p);
+  const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;
+  const int64_t i = int64_t(blockIdx.x) * kRows + row;
+  const bool valid = i < p.seq;
+  float qr[DPT], acc[DPT];
+#pragma unroll
+  for (int d = 0; d < DPT; ++d) {
+    qr[d] =
+        valid ? toF(q[hv.off + i * p.hidden + part * DPT + d]) * p.scale : 0.0f;
+    acc[d] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const int64_t keyEnd =
+      p.causal ? min(p.seq, int64_t(blockIdx.x + 1) * kRows) : p.seq;
+  for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) {
+    __syncthreads();
+    loadTile<HD>(ks, k, hv.off, j0, p);
+    loadTile<HD>(vs, v, hv.off, j0, p);
+    __syncthreads();
+    float sc[kTile];
+    float tileMax = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < kTile; ++jj) {
+      float s = 0.0f;
+#pragma unroll
+      for (int d = 0; d < DPT; ++d)
+        s += qr[d] * ks[S::at(jj, part, d)];
+      s = rowSum<TPR>(s);
+      const int64_t j = j0 + jj;
+      if (j >= p.seq || (p.causal && j > i))
+        s = -INFINITY;
+      sc[jj] = s;
+      tileMax = fmaxf(tileMax, s);
+    }
+    const float newM = fmaxf(m, tileMax);
+    // newM is finite from the first tile on (key 0 is never masked).
+    const float corr = expf(m - newM);
+    l *= corr;
+#pragma unroll
+    for (int d = 0; d < DPT; ++d)
+      acc[d] *= corr;
+    m = newM;
+#pragma unroll
+    for (int jj = 0; jj < kTile; ++jj) {
+      float pr = expf(sc[jj] - m);
+      l += pr;
+      if (p.drop)
+        pr = dropoutKeepBit(p.key, hv.maskRow + uint64_t(i * p.seq + j0 + jj),
+                            p.thr)
+                 ? pr * p.inv
+                 : 0.0f;
+#pragma unroll
+      for (int d = 0; d < DPT; ++d)
+        acc[d] += pr * vs[S::at(jj, part, d)];
+    }
+  }
+  if (!valid)
+    return;
+  const float invL = 1.0f / l;
+  if (out) {
+#pragma unroll
+    for (int d = 0; d < DPT; ++d)
+      out[hv.off + i * p.hidden + part * DPT + d] = fromF<T>(acc[d] * invL);
+  }
+  if (lse && part == 0)
+    lse[hv.bh * p.seq + i] = m + logf(l);
+}
+
+/// dq per query row, and D_i (saved for the dk/dv kernel). Pass 1 over the
+/// key tiles sums D_i = sum_j P_ij dP_ij; pass 2 sums dq.
+template <typename T, int HD>
+__global__ void __launch_bounds__(Split<HD>::Threads)
+    dqKernel(const T *q, const T *k, const T *v, const float *lse,
+             const T *dOut, T *dq, float *dRow, bool acc, Params p) {
+  using S = Split<HD>;
+  constexpr int DPT = S::DPT, TPR = S::TPR;
+  __shared__ float ks[kTile * S::Stride], vs[kTile * S::Stride];
+  const Head hv = headOf<HD>(p);
+  const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;
+  const int64_t i = int64_t(blockIdx.x) * kRows + row;
+  const bool valid = i < p.seq;
+  float qr[DPT], dor[DPT], g[DPT];
+#pragma unroll
+  for (int d = 0; d < DPT; ++d) {
+    const int64_t e = hv.off + i * p.hidden + part * DPT + d;
+    qr[d] = valid ? toF(q[e]) * p.scale : 0.0f;
+    dor[d] = valid ? toF(dOut[e]) : 0.0f;
+    g[d] = 0.0f;
+  }
+  const float li = valid ? lse[hv.bh * p.seq + i] : 0.0f;
+  const int64_t keyEnd =
+      p.causal ? min(p.seq, int64_t(blockIdx.x + 1) * kRows) : p.seq;
+  float D = 0.0f;
+  // Without dq only D_i is wanted: skip the second pass.
+  for (int pass = 0; pass < (dq ? 2 : 1); ++pass) {
+    for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) {
+      __syncthreads();
+      loadTile<HD>(ks, k, hv.off, j0, p);
+      loadTile<HD>(vs, v, hv.off, j0, p);
+      __syncthreads();
+#pragma unroll 4
+      for (int jj = 0; jj < kTile; ++jj) {
+        float s = 0.0f, dp = 0.0f;
+#pragma unroll
+        for (int d = 0; d < DPT; ++d) {
+          s += qr[d] * ks[S::at(jj, part, d)];
+          dp += dor[d] * vs[S::at(jj, part, d)];
+        }
+        s = rowSum<TPR>(s);
+        dp = rowSum<TPR>(dp);
+        const int64_t j = j0 + jj;
+        const bool masked = j >= p.seq || (p.causal && j > i);
+        const float pr = masked ? 0.0f : expf(s - li);
+        if (p.drop)
+          dp =
+              dropoutKeepBit(p.key, hv.maskRow + uint64_t(i * p.seq + j), p.thr)
+                  ? dp * p.inv
+                  : 0.0f;
+        if (pass == 0) {
+          D += pr * dp;
+        } else {
+          const float ds = pr * (dp - D);
+#pragma unroll
+          for (int d = 0; d < DPT; ++d)
+            g[d] += ds * ks[S::at(jj, part, d)];
+        }
+      }
+    }
+  }
+  if (!valid)
+    return;
+  if (part == 0)
+    dRow[hv.bh * p.seq + i] = D;
+  if (dq) {
+#pragma unroll
+    for (int d = 0; d < DPT; ++d)
+      put(dq + hv.off + i * p.hidden + part * DPT + d, g[d] * p.scale, acc);
+  }
+}
+
+/// dk and dv per key row: loops over the query tiles that can see it.
+template <typename T, int HD>
+__global__ void __launch_bounds__(Split<HD>::Threads)
+    dkvKernel(const T *q, const T *k, const T *v, const float *lse,
+              const float *dRow, const T *dOut, T *dk, T *dv, bool accK,
+              bool accV, Params p) {
+  using S = Split<HD>;
+  constexpr int DPT = S::DPT, TPR = S::TPR;
+  __shared__ float qs[kTile * S::Stride], dos[kTile * S::Stride];
+  __shared__ float ls[kTile], ds_[kTile];
+  const Head hv = headOf<HD>(p);
+  const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;
+  const int64_t j = int64_t(blockIdx.x) * kRows + row;
+  const bool valid = j < p.seq;
+  float kr[DPT], vr[DPT], gk[DPT], gv[DPT];
+#pragma unroll
+  for (int d = 0; d < DPT; ++d) {
+    const int64_t e = hv.off + j * p.hidden + part * DPT + d;
+    kr[d] = valid ? toF(k[e]) * p.scale : 0.0f;
+    vr[d] = valid ? toF(v[e]) : 0.0f;
+    gk[d] = gv[d] = 0.0f;
+  }
+  // Causal: queries before this block's first key see none of its keys.
+  const int64_t qStart =
+      p.causal ? (int64_t(blockIdx.x) * kRows / kTile) * kTile : 0;
+  for (int64_t i0 = qStart; i0 < p.seq; i0 += kTile) {
+    __syncthreads();
+    loadTile<HD>(qs, q, hv.off, i0, p);
+    loadTile<HD>(dos, dOut, hv.off, i0, p);
+    for (int t = threadIdx.x; t < kTile; t += blockDim.x) {
+      const int64_t i = i0 + t;
+      ls[t] = i < p.seq ? lse[hv.bh * p.seq + i] : 0.0f;
+      ds_[t] = i < p.seq ? dRow[hv.bh * p.seq + i] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int ii = 0; ii < kTile; ++ii) {
+      float s = 0.0f, dp = 0.0f;
+#pragma unroll
+      for (int d = 0; d < DPT; ++d) {
+        s += kr[d] * qs[S::at(ii, part, d)];
+        dp += vr[d] * dos[S::at(ii, part, d)];
+      }
+      s = rowSum<TPR>(s);
+      dp = rowSum<TPR>(dp);
+      const int64_t i = i0 + ii;
+      const bool masked = i >= p.seq || !valid || (p.causal && j > i);
+      const float pr = masked ? 0.0f : expf(s - ls[ii]);
+      float keep = 1.0f;
+      if (p.drop)
+        keep =
+            dropoutKeepBit(p.key, hv.maskRow + uint64_t(i * p.seq + j), p.thr)
+                ? p.inv
+                : 0.0f;
+      const float pd = pr * keep;
+      const float dsij = pr * (dp * keep - ds_[ii]);
+#pragma unroll
+      for (int d = 0; d < DPT; ++d) {
+        gv[d] += pd * dos[S::at(ii, part, d)];
+        gk[d] += dsij * qs[S::at(ii, part, d)];
+      }
+    }
+  }
+  if (!valid)
+    return;
+#pragma unroll
+  for (int d = 0; d < DPT; ++d) {
+    const int64_t e = hv.off + j * p.hidden + part * DPT + d;
+    if (dk)
+      put(dk + e, gk[d] * p.scale, accK);
+    if (dv)
+      put(dv + e, gv[d], accV);
+  }
+}
+
+template <typename T, int HD>
+cudaError_t forwardHd(const T *q, const T *k, const T *v, T *out, float *lse,
+                      const AttentionShape &s, cudaStream_t stream) {
+  const dim3 grid(unsigned((s.seq + kRows - 1) / kRows),
+                  unsigned(s.batch * s.heads));
+  forwardKernel<T, HD>
+      <<<grid, Split<HD>::Threads, 0, stream>>>(q, k, v, out, lse, paramsOf(s));
+  return cudaGetLastError();
+}
+
+template <typename T, int HD>
+cudaError_t backwardHd(const T *q, const T *k, const T *v, const float *lse,
+                       const T *dOut, T *dq, T *dk, T *dv,
+                       const AttentionShape &s, AccumulateMask accumulate,
+                       cudaStream_t stream) {
+  const int64_t rows = s.lseSize();
+  float *scratch = nullptr;
+  if (cudaError_t e = cudaMallocAsync(
+          (void **)&scratch, (lse ? 1 : 2) * rows * sizeof(float), stream))
+    return e;
+  float *dRow = scratch;
+  const Params p = paramsOf(s);
+  const dim3 grid(unsigned((s.seq + kRows - 1) / kRows),
+                  unsigned(s.batch * s.heads));
+  if (!lse) {
+    float *own = scratch + rows;
+    forwardKernel<T, HD>
+        <<<grid, Split<HD>::Threads, 0, stream>>>(q, k, v, nullptr, own, p);
+    lse = own;
+  }
+  // D_i is needed by dk/dv even when dq is not.
+  dqKernel<T, HD><<<grid, Split<HD>::Threads, 0, stream>>>(
+      q, k, v, lse, dOut, dq, dRow, accumulate[0], p);
+  if (dk || dv)
+    dkvKernel<T, HD><<<grid, Split<HD>::Threads, 0, stream>>>(
+        q, k, v, lse, dRow, dOut, dk, dv, accumulate[1], accumulate[2], p);
+  cudaError_t launch = cudaGetLastError();
+  cudaError_t freed = cudaFreeAsync(scratch, stream);
+  return launch ? launch : freed;
+}
+} // namespace
+
+bool dsc::rt::cuda::attentionSupported(const AttentionShape &s) {
+  if (s.heads <= 0 || s.hidden % s.heads)
+    return false;
+  const int64_t hd = s.headDim();
+  return hd == 16 || hd == 32 || hd == 64 || hd == 128;
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::attentionForward(const T *q, const T *k, const T *v,
+                                            T *out, float *lse,
+                                            const AttentionShape &s,
+                                            cudaStream_t stream) {
+  if (!attentionSupported(s))
+    return cudaErrorInvalidValue;
+  if (s.batch * s.seq == 0)
+    return cudaSuccess;
+  switch (s.headDim()) {
+  case 16:
+    return forwardHd<T, 16>(q, k, v, out, lse, s, stream);
+  case 32:
+    return forwardHd<T, 32>(q, k, v, out, lse, s, stream);
+  case 64:
+    return forwardHd<T, 64>(q, k, v, out, lse, s, stream);
+  default:
+    return forwardHd<T, 128>(q, k, v, out, lse, s, stream);
+  }
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::attentionBackward(const T *q, const T *k, const T *v,
+                                             const float *lse, const T *dOut,
+                                             T *dq, T *dk, T *dv,
+                                             const AttentionShape &s,
+                                             AccumulateMask accumulate,
+                                             cudaStream_t stream) {
+  if (!attentionSupported(s))
+    return cudaErrorInvalidValue;
+  if (s.batch * s.seq == 0 || (!dq && !dk && !dv))
+    return cudaSuccess;
+  switch (s.headDim()) {
+  case 16:
+    return backwardHd<T, 16>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
+                             stream);
+  case 32:
+    return backwardHd<T, 32>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
+                             stream);
+  case 64:
+    return backwardHd<T, 64>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
+                             stream);
+  default:
+    return backwardHd<T, 128>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
+                              stream);
+  }
+}
+
+#define INSTANTIATE(T)                                                         \
+  template cudaError_t dsc::rt::cuda::attentionForward<T>(                     \
+      const T *, const T *, const T *, T *, float *, const AttentionShape &,   \
+      cudaStream_t);                                                           \
+  template cudaError_t dsc::rt::cuda::attentionBackward<T>(                    \
+      const T *, const T *, const T *, const float *, const T *, T *, T *,     \
+      T *, const AttentionShape &, AccumulateMask, cudaStream_t);
+DSC_CUDA_INSTANTIATE_ALL(INSTANTIATE)

@@ -1,0 +1,106 @@
+//===- CudaSupport.cuh - Helpers shared by the CUDA kernels -----*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private helpers for lib/Runtime/Cuda: fp32 load/store of any element type,
+// warp and block reductions, the dropout hash, instantiation macros.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_LIB_RUNTIME_CUDA_CUDASUPPORT_CUH
+#define DSC_LIB_RUNTIME_CUDA_CUDASUPPORT_CUH
+
+#include "dsc/Runtime/CudaKernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dsc::rt::cuda::detail {
+
+/// Every kernel computes in fp32; these are its only loads and stores.
+__device__ __forceinline__ float toF(float x) { return x; }
+__device__ __forceinline__ float toF(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float toF(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T fromF(float x);
+template <> __device__ __forceinline__ float fromF<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 fromF(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half fromF(float x) {
+  return __float2half_rn(x);
+}
+
+/// The overwrite-or-accumulate store of the CPU kernels (`put`).
+template <typename T>
+__device__ __forceinline__ void put(T *p, float v, bool acc) {
+  *p = fromF<T>(acc ? toF(*p) + v : v);
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Sum (or max) over a block of at most 1024 threads; every thread gets the
+/// result. `shared` holds 32 floats. The order is fixed by the launch shape,
+/// so results are reproducible.
+template <bool IsMax>
+__device__ __forceinline__ float blockReduce(float v, float *shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  v = IsMax ? warpMax(v) : warpSum(v);
+  __syncthreads(); // shared may still be read by a previous reduction
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? shared[lane] : (IsMax ? -INFINITY : 0.0f);
+  return IsMax ? warpMax(r) : warpSum(r);
+}
+
+/// The CPU's dropout hash (KernelSupport.h), bit for bit: splitmix64.
+__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline uint64_t dropoutThreshold(float p) {
+  double t = double(p) * double(1u << 24);
+  return t <= 0 ? 0 : (t >= double(1u << 24) ? (1u << 24) : uint64_t(t + 0.5));
+}
+__device__ __forceinline__ bool dropoutKeepBit(uint64_t seedKey, uint64_t index,
+                                               uint64_t threshold) {
+  return (mix64(seedKey + index) >> 40) >= threshold;
+}
+
+/// Blocks for a grid-stride loop over n elements.
+inline unsigned gridFor(int64_t n, int threads = 256) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1)
+    b = 1;
+  return unsigned(b > 65535 * 16 ? 65535 * 16 : b);
+}
+
+} // namespace dsc::rt::cuda::detail
+
+#define DSC_CUDA_INSTANTIATE_ALL(MACRO)                                        \
+  MACRO(float)                                                                 \
+  MACRO(__nv_bfloat16)                                                         \
+  MACRO(__half)
+
+#endif // DSC_LIB_RUNTIME_CUDA_CUDASUPPORT_CUH

@@ -1,0 +1,200 @@
+//===- Elementwise.cu - Elementwise CUDA kernels --------------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Add, bias, scale, dtype conversion, GELU and dropout: memory-bound loops,
+// one grid-stride kernel each, fp32 arithmetic whatever the element type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaSupport.cuh"
+
+using namespace dsc::rt::cuda;
+using namespace dsc::rt::cuda::detail;
+
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+
+#define GRID_STRIDE(i, n)                                                      \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+template <typename T>
+__global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
+  GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(a[i]) + toF(b[i])); }
+}
+
+template <typename T>
+__global__ void biasAddKernel(const T *x, const T *bias, T *y, int64_t n,
+                              int64_t cols) {
+  GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(x[i]) + toF(bias[i % cols])); }
+}
+
+/// Block (32, 32) owns 32 columns; thread row ty sums rows ty, ty + 32, ...
+/// and the 32 partials are added in ty order: a fixed order, no atomics.
+template <typename T>
+__global__ void biasGradKernel(const T *dY, T *dBias, int64_t rows,
+                               int64_t cols, bool acc) {
+  __shared__ float part[32][33];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 32)
+      s += toF(dY[r * cols + c]);
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float t = 0.0f;
+    for (int i = 0; i < 32; ++i)
+      t += part[i][threadIdx.x];
+    put(dBias + c, t, acc);
+  }
+}
+
+template <typename T>
+__global__ void scaleKernel(const T *x, T *y, int64_t n, float alpha) {
+  GRID_STRIDE(i, n) { y[i] = fromF<T>(alpha * toF(x[i])); }
+}
+
+template <typename From, typename To>
+__global__ void convertKernel(const From *x, To *y, int64_t n) {
+  GRID_STRIDE(i, n) { y[i] = fromF<To>(toF(x[i])); }
+}
+
+template <typename T>
+__global__ void geluForwardKernel(const T *x, T *y, int64_t n) {
+  GRID_STRIDE(i, n) {
+    float xi = toF(x[i]);
+    y[i] =
+        fromF<T>(0.5f * xi *
+                 (1.0f + tanhf(kSqrt2OverPi * (xi + kCubic * xi * xi * xi))));
+  }
+}
+
+template <typename T>
+__global__ void geluBackwardKernel(const T *x, const T *dY, T *dX, int64_t n,
+                                   bool acc) {
+  GRID_STRIDE(i, n) {
+    float xi = toF(x[i]);
+    float t = tanhf(kSqrt2OverPi * (xi + kCubic * xi * xi * xi));
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * xi * xi);
+    float g = 0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * du;
+    put(dX + i, toF(dY[i]) * g, acc);
+  }
+}
+
+template <typename T>
+__global__ void dropoutKernel(const T *x, T *y, int64_t n, uint64_t key,
+                              uint64_t thr, float inv, bool acc) {
+  GRID_STRIDE(i, n) {
+    float v = dropoutKeepBit(key, uint64_t(i), thr) ? toF(x[i]) * inv : 0.0f;
+    put(y + i, v, acc);
+  }
+}
+} // namespace
+
+template <typename T>
+cudaError_t dsc::rt::cuda::addForward(const T *a, const T *b, T *y, int64_t n,
+                                      cudaStream_t stream) {
+  addKernel<<<gridFor(n), 256, 0, stream>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::biasAddForward(const T *x, const T *bias, T *y,
+                                          int64_t rows, int64_t cols,
+                                          cudaStream_t stream) {
+  biasAddKernel<<<gridFor(rows * cols), 256, 0, stream>>>(x, bias, y,
+                                                          rows * cols, cols);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::biasGrad(const T *dY, T *dBias, int64_t rows,
+                                    int64_t cols, bool accumulate,
+                                    cudaStream_t stream) {
+  biasGradKernel<<<unsigned((cols + 31) / 32), dim3(32, 32), 0, stream>>>(
+      dY, dBias, rows, cols, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::scaleForward(const T *x, T *y, int64_t n,
+                                        float alpha, cudaStream_t stream) {
+  scaleKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n, alpha);
+  return cudaGetLastError();
+}
+
+template <typename From, typename To>
+cudaError_t dsc::rt::cuda::convert(const From *x, To *y, int64_t n,
+                                   cudaStream_t stream) {
+  convertKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::geluForward(const T *x, T *y, int64_t n,
+                                       cudaStream_t stream) {
+  geluForwardKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::geluBackward(const T *x, const T *dY, T *dX,
+                                        int64_t n, bool accumulate,
+                                        cudaStream_t stream) {
+  geluBackwardKernel<<<gridFor(n), 256, 0, stream>>>(x, dY, dX, n, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::dropoutForward(const T *x, T *y, int64_t n, float p,
+                                          uint64_t seed, uint64_t offset,
+                                          cudaStream_t stream) {
+  const float inv = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  dropoutKernel<<<gridFor(n), 256, 0, stream>>>(
+      x, y, n, mix64(seed) + offset, dropoutThreshold(p), inv, false);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::dropoutBackward(const T *dY, T *dX, int64_t n,
+                                           float p, uint64_t seed,
+                                           bool accumulate, uint64_t offset,
+                                           cudaStream_t stream) {
+  const float inv = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  dropoutKernel<<<gridFor(n), 256, 0, stream>>>(
+      dY, dX, n, mix64(seed) + offset, dropoutThreshold(p), inv, accumulate);
+  return cudaGetLastError();
+}
+
+#define INSTANTIATE(T)                                                         \
+  template cudaError_t dsc::rt::cuda::addForward<T>(const T *, const T *, T *, \
+                                                    int64_t, cudaStream_t);    \
+  template cudaError_t dsc::rt::cuda::biasAddForward<T>(                       \
+      const T *, const T *, T *, int64_t, int64_t, cudaStream_t);              \
+  template cudaError_t dsc::rt::cuda::biasGrad<T>(                             \
+      const T *, T *, int64_t, int64_t, bool, cudaStream_t);                   \
+  template cudaError_t dsc::rt::cuda::scaleForward<T>(const T *, T *, int64_t, \
+                                                      float, cudaStream_t);    \
+  template cudaError_t dsc::rt::cuda::geluForward<T>(const T *, T *, int64_t,  \
+                                                     cudaStream_t);            \
+  template cudaError_t dsc::rt::cuda::geluBackward<T>(                         \
+      const T *, const T *, T *, int64_t, bool, cudaStream_t);                 \
+  template cudaError_t dsc::rt::cuda::dropoutForward<T>(                       \
+      const T *, T *, int64_t, float, uint64_t, uint64_t, cudaStream_t);       \
+  template cudaError_t dsc::rt::cuda::dropoutBackward<T>(                      \
+      const T *, T *, int64_t, float, uint64_t, bool, uint64_t, cudaStream_t);
+DSC_CUDA_INSTANTIATE_ALL(INSTANTIATE)
+
+#define INSTANTIATE_CONVERT(A, B)                                              \
+  template cudaError_t dsc::rt::cuda::convert<A, B>(const A *, B *, int64_t,   \
+                                                    cudaStream_t);
+INSTANTIATE_CONVERT(float, float)
+INSTANTIATE_CONVERT(float, __nv_bfloat16)
+INSTANTIATE_CONVERT(float, __half)
+INSTANTIATE_CONVERT(__nv_bfloat16, float)
+INSTANTIATE_CONVERT(__half, float)

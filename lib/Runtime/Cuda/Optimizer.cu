@@ -1,0 +1,194 @@
+//===- Optimizer.cu - AdamW, grad norm and clipping on CUDA ---------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Fused AdamW over flat fp32 master buffers (mixed precision: low-precision
+// grads in, a low-precision weight copy out) and a fixed-order grad norm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaSupport.cuh"
+
+#include <cmath>
+#include <vector>
+
+using namespace dsc::rt;
+using namespace dsc::rt::cuda;
+using namespace dsc::rt::cuda::detail;
+
+namespace {
+/// The CPU kernel's block: partial sums over the same element ranges.
+constexpr int64_t kNormBlock = 4096;
+constexpr int kThreads = 256;
+
+struct AdamWConsts {
+  float decayMul, b1, b2, c1, c2, stepSize, invSqrtBc2, eps, gradScale;
+};
+
+template <typename G, typename Low>
+__global__ void adamwKernel(float *param, const G *grad, float *m, float *v,
+                            int64_t n, AdamWConsts k, Low *lowp) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    // torch.optim.AdamW's order, as in the CPU kernel.
+    const float g = toF(grad[i]) * k.gradScale;
+    const float p = param[i] * k.decayMul;
+    const float mi = k.b1 * m[i] + k.c1 * g;
+    const float vi = k.b2 * v[i] + k.c2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float np = p - k.stepSize * mi / (sqrtf(vi) * k.invSqrtBc2 + k.eps);
+    param[i] = np;
+    if (lowp)
+      lowp[i] = fromF<Low>(np);
+  }
+}
+
+__device__ double warpSumD(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// Fixed-shape block sum in double: every thread gets the result.
+__device__ double blockSumD(double v) {
+  __shared__ double red[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warpSumD(v);
+  __syncthreads();
+  if (lane == 0)
+    red[warp] = v;
+  __syncthreads();
+  double r = lane < int(blockDim.x >> 5) ? red[lane] : 0.0;
+  return warpSumD(r);
+}
+
+/// partial[b] = sum of squares of elements [b*4096, (b+1)*4096) of one
+/// buffer, in double.
+template <typename T>
+__global__ void squaresKernel(const T *x, int64_t n, double *partial) {
+  const int64_t base = int64_t(blockIdx.x) * kNormBlock;
+  const int64_t end = min(n, base + kNormBlock);
+  double s = 0;
+  for (int64_t i = base + threadIdx.x; i < end; i += blockDim.x) {
+    double d = double(toF(x[i]));
+    s += d * d;
+  }
+  s = blockSumD(s);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = s;
+}
+
+/// One block adds all partials (strided per thread, then the tree): the
+/// order depends only on the count.
+__global__ void sumPartialsKernel(const double *partial, int64_t count,
+                                  double *out) {
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    s += partial[i];
+  s = blockSumD(s);
+  if (threadIdx.x == 0)
+    *out = s;
+}
+
+/// x *= clipScale(sqrt(*sumSq) * normScale, maxNorm), computed per thread
+/// from the device scalar so the host never waits for the norm.
+template <typename T>
+__global__ void clipKernel(T *x, int64_t n, const double *sumSq,
+                           double normScale, double maxNorm) {
+  const double norm = sqrt(*sumSq) * normScale;
+  if (!isfinite(norm))
+    return;
+  const double coef = maxNorm / (norm + 1e-6);
+  if (coef >= 1.0)
+    return;
+  const float c = float(coef);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = fromF<T>(toF(x[i]) * c);
+}
+} // namespace
+
+template <typename G, typename Low>
+cudaError_t dsc::rt::cuda::adamwStep(float *param, const G *grad, float *m,
+                                     float *v, int64_t n,
+                                     const AdamWConfig &cfg, int64_t step,
+                                     bool decay, float gradScale, Low *lowp,
+                                     cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  const double bc1 = 1.0 - std::pow(cfg.beta1, double(step));
+  const double bc2 = 1.0 - std::pow(cfg.beta2, double(step));
+  AdamWConsts k;
+  k.decayMul = float(decay ? 1.0 - cfg.lr * cfg.weightDecay : 1.0);
+  k.b1 = float(cfg.beta1);
+  k.b2 = float(cfg.beta2);
+  k.c1 = float(1.0 - cfg.beta1);
+  k.c2 = float(1.0 - cfg.beta2);
+  k.stepSize = float(cfg.lr / bc1);
+  k.invSqrtBc2 = float(1.0 / std::sqrt(bc2));
+  k.eps = float(cfg.eps);
+  k.gradScale = gradScale;
+  adamwKernel<<<gridFor(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v,
+                                                             n, k, lowp);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::sumOfSquares(const T *const *hostBuffers,
+                                        const int64_t *hostSizes, int count,
+                                        double *out, cudaStream_t stream) {
+  int64_t blocks = 0;
+  for (int b = 0; b < count; ++b)
+    blocks += (hostSizes[b] + kNormBlock - 1) / kNormBlock;
+  if (blocks == 0)
+    return cudaMemsetAsync(out, 0, sizeof(double), stream);
+  double *partial = nullptr;
+  if (cudaError_t e =
+          cudaMallocAsync((void **)&partial, blocks * sizeof(double), stream))
+    return e;
+  int64_t at = 0;
+  for (int b = 0; b < count; ++b) {
+    const int64_t nb = (hostSizes[b] + kNormBlock - 1) / kNormBlock;
+    if (nb)
+      squaresKernel<<<unsigned(nb), kThreads, 0, stream>>>(
+          hostBuffers[b], hostSizes[b], partial + at);
+    at += nb;
+  }
+  sumPartialsKernel<<<1, 1024, 0, stream>>>(partial, blocks, out);
+  cudaError_t launch = cudaGetLastError();
+  cudaError_t freed = cudaFreeAsync(partial, stream);
+  return launch ? launch : freed;
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::clipGradients(T *const *hostBuffers,
+                                         const int64_t *hostSizes, int count,
+                                         const double *sumSq, double normScale,
+                                         double maxNorm, cudaStream_t stream) {
+  for (int b = 0; b < count; ++b)
+    if (hostSizes[b])
+      clipKernel<<<gridFor(hostSizes[b], kThreads), kThreads, 0, stream>>>(
+          hostBuffers[b], hostSizes[b], sumSq, normScale, maxNorm);
+  return cudaGetLastError();
+}
+
+#define INSTANTIATE_ADAMW(G, L)                                                \
+  template cudaError_t dsc::rt::cuda::adamwStep<G, L>(                         \
+      float *, const G *, float *, float *, int64_t, const AdamWConfig &,      \
+      int64_t, bool, float, L *, cudaStream_t);
+INSTANTIATE_ADAMW(float, __nv_bfloat16)
+INSTANTIATE_ADAMW(float, __half)
+INSTANTIATE_ADAMW(__nv_bfloat16, __nv_bfloat16)
+INSTANTIATE_ADAMW(__half, __half)
+
+#define INSTANTIATE(T)                                                         \
+  template cudaError_t dsc::rt::cuda::sumOfSquares<T>(                         \
+      const T *const *, const int64_t *, int, double *, cudaStream_t);         \
+  template cudaError_t dsc::rt::cuda::clipGradients<T>(                        \
+      T *const *, const int64_t *, int, const double *, double, double,        \
+      cudaStream_t);
+DSC_CUDA_INSTANTIATE_ALL(INSTANTIATE)

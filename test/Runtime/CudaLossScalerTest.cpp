@@ -1,0 +1,94 @@
+//===- CudaLossScalerTest.cpp - DeepSpeed-style dynamic loss scaling ------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The loss scaler's transitions against DeepSpeed's DynamicLossScaler
+// (defaults 2^16, window 1000, hysteresis 2, min 1). Host only: runs on
+// every machine, GPU or not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CudaLossScaler.h"
+
+#include <gtest/gtest.h>
+
+using namespace dsc::rt::cuda;
+
+namespace {
+TEST(CudaLossScaler, DeepSpeedDefaults) {
+  DynamicLossScaler s;
+  EXPECT_EQ(s.scale(), 65536.0);
+  EXPECT_EQ(s.hysteresisLeft(), 2);
+  EXPECT_EQ(s.skippedSteps(), 0);
+}
+
+TEST(CudaLossScaler, GrowsAfterAWindowOfCleanSteps) {
+  DynamicLossScaler s;
+  // DeepSpeed grows when (iter - last_overflow) % window == 0 with
+  // last_overflow = -1 at the start: on the 1000th clean step.
+  for (int i = 0; i < 999; ++i)
+    EXPECT_EQ(s.update(false), LossScaleEvent::Ok) << i;
+  EXPECT_EQ(s.scale(), 65536.0);
+  EXPECT_EQ(s.update(false), LossScaleEvent::Grew);
+  EXPECT_EQ(s.scale(), 131072.0);
+  for (int i = 0; i < 999; ++i)
+    s.update(false);
+  EXPECT_EQ(s.update(false), LossScaleEvent::Grew);
+  EXPECT_EQ(s.scale(), 262144.0);
+}
+
+TEST(CudaLossScaler, HysteresisAbsorbsOneOverflow) {
+  DynamicLossScaler s;
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedKept);
+  EXPECT_EQ(s.scale(), 65536.0);
+  EXPECT_EQ(s.hysteresisLeft(), 1);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedShrunk);
+  EXPECT_EQ(s.scale(), 32768.0);
+  // Without consecutive_hysteresis the budget stays spent: the next
+  // overflow shrinks at once.
+  EXPECT_EQ(s.update(false), LossScaleEvent::Ok);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedShrunk);
+  EXPECT_EQ(s.scale(), 16384.0);
+  EXPECT_EQ(s.skippedSteps(), 3);
+}
+
+TEST(CudaLossScaler, WindowRestartsAtTheLastOverflow) {
+  DynamicLossScaler s;
+  for (int i = 0; i < 500; ++i)
+    s.update(false);
+  s.update(true); // iteration 500 overflows (hysteresis absorbs it)
+  EXPECT_EQ(s.scale(), 65536.0);
+  for (int i = 0; i < 999; ++i)
+    EXPECT_NE(s.update(false), LossScaleEvent::Grew) << i;
+  EXPECT_EQ(s.update(false), LossScaleEvent::Grew);
+  EXPECT_EQ(s.scale(), 131072.0);
+  // Growth refills the hysteresis budget.
+  EXPECT_EQ(s.hysteresisLeft(), 2);
+}
+
+TEST(CudaLossScaler, NeverBelowMinimum) {
+  LossScalerConfig cfg;
+  cfg.initialScale = 4.0;
+  cfg.hysteresis = 1;
+  DynamicLossScaler s(cfg);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedShrunk);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedShrunk);
+  EXPECT_EQ(s.scale(), 1.0);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedAtMin);
+  EXPECT_EQ(s.scale(), 1.0);
+  EXPECT_EQ(s.inverseScale(), 1.0);
+}
+
+TEST(CudaLossScaler, ConsecutiveHysteresisRefillsOnCleanSteps) {
+  LossScalerConfig cfg;
+  cfg.consecutiveHysteresis = true;
+  DynamicLossScaler s(cfg);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedKept);
+  EXPECT_EQ(s.update(false), LossScaleEvent::Ok);
+  EXPECT_EQ(s.hysteresisLeft(), 2);
+  EXPECT_EQ(s.update(true), LossScaleEvent::SkippedKept);
+  EXPECT_EQ(s.scale(), 65536.0);
+}
+} // namespace
