@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -666,6 +667,46 @@ TEST(CommThreadsFailure, BadArgumentsAreRefused) {
   ThreadWorld world(1);
   auto first = world.communicator(0);
   EXPECT_THROW(world.communicator(0), Error);
+}
+
+TEST(CommThreadsOptions, TimeoutFromEnvironment) {
+  ::setenv("DSC_COMM_TIMEOUT", "2.5", 1);
+  EXPECT_EQ(ThreadWorldOptions::fromEnvironment().timeout.count(), 2500);
+  ::setenv("DSC_COMM_TIMEOUT", "soon", 1);
+  try {
+    ThreadWorldOptions::fromEnvironment();
+    ADD_FAILURE() << "DSC_COMM_TIMEOUT=soon was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("DSC_COMM_TIMEOUT='soon'"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("DSC_COMM_TIMEOUT");
+  EXPECT_EQ(ThreadWorldOptions::fromEnvironment().timeout,
+            std::chrono::milliseconds(std::chrono::seconds(300)));
+}
+
+TEST(CommRingModel, StatsReadOut) {
+  std::vector<CommStats> stats(2);
+  runRanks(
+      2,
+      [&](Communicator &c) {
+        float v[4] = {1, 2, 3, 4};
+        c.allReduce(v, 4, DType::F32, ReduceOp::Sum);
+        c.barrier();
+        stats[size_t(c.rank())] = c.stats();
+        c.resetStats();
+        if (c.stats().totalSent() != 0)
+          ADD_FAILURE() << "resetStats left counts";
+      },
+      relaxed());
+  EXPECT_EQ(formatCommStats(stats[0]),
+            "all_reduce 1 call 16 B sent 16 B received, barrier 1 call 0 B "
+            "sent 0 B received");
+  CommStats sum = stats[0];
+  sum += stats[1];
+  EXPECT_EQ(sum.totalSent(), 32u);
+  EXPECT_EQ(formatCommStats(CommStats()), "no communication");
 }
 
 TEST(CommRingModel, Formulas) {

@@ -75,6 +75,10 @@ struct CommStats {
   CommStats &operator+=(const CommStats &other);
 };
 
+/// "all_reduce 3 calls 24576 B sent 24576 B received, barrier 1 call ...",
+/// kinds without calls left out; "no communication" when none.
+std::string formatCommStats(const CommStats &stats);
+
 /// Bytes that rank `rank` of `n` sends in the ring algorithm of `kind` over
 /// `bytes` bytes (the whole buffer for AllReduce, the whole gathered / the
 /// whole input buffer for AllGather / ReduceScatter, the input buffer of
@@ -127,7 +131,8 @@ public:
 
   /// In place: every rank ends with the element-wise reduction of all
   /// ranks' `buf`. Avg is the sum divided by size() (integer division for
-  /// I32). Reductions take F32, F64 and I32.
+  /// I32). Every backend reduces F32, F64 and I32; canReduce says whether
+  /// this one also reduces BF16 / F16 (NCCL does).
   void allReduce(void *buf, size_t count, DType dtype, ReduceOp op);
   /// `send` holds size()·recvCount elements; rank r receives the reduction
   /// of every rank's elements [r·recvCount, (r+1)·recvCount).
@@ -162,6 +167,9 @@ public:
   /// This communicator's counters (not its parent's or its splits').
   CommStats stats() const;
   void resetStats();
+
+  /// Whether reductions (allReduce, reduceScatter) take `dtype` here.
+  virtual bool canReduce(DType dtype) const;
 
 protected:
   Communicator() = default;

@@ -35,6 +35,10 @@ struct ThreadWorldOptions {
   /// with a message naming the ranks that did not arrive. Long by default:
   /// a rank may legitimately compute for minutes between collectives.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+
+  /// The defaults, with the timeout from DSC_COMM_TIMEOUT (seconds, e.g.
+  /// "30" or "2.5") when it is set; a malformed value is an Error naming it.
+  static ThreadWorldOptions fromEnvironment();
 };
 
 /// The state N thread ranks share. Create it once, hand communicator(r) to

@@ -160,6 +160,25 @@ uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
 
 Communicator::~Communicator() = default;
 
+bool Communicator::canReduce(DType dtype) const {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32;
+}
+
+std::string formatCommStats(const CommStats &stats) {
+  std::ostringstream os;
+  bool first = true;
+  for (size_t k = 0; k < kNumCollectiveKinds; ++k) {
+    if (!stats.calls[k])
+      continue;
+    os << (first ? "" : ", ") << collectiveKindName(CollectiveKind(k)) << " "
+       << stats.calls[k] << (stats.calls[k] == 1 ? " call " : " calls ")
+       << stats.bytesSent[k] << " B sent " << stats.bytesReceived[k]
+       << " B received";
+    first = false;
+  }
+  return first ? "no communication" : os.str();
+}
+
 void Communicator::addRingModel(CollectiveKind k, uint64_t bytes,
                                 size_t elementSize, int root) {
   addSent(k, ringBytesSent(k, bytes, elementSize, size(), rank(), root));
@@ -185,9 +204,10 @@ static std::string countArgs(size_t count, DType dtype) {
 
 void Communicator::checkReduction(const char *call, DType dtype,
                                   ReduceOp op) const {
-  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I32)
-    throw Error(describe(call, dtypeLabel(dtype)) +
-                ": reductions take f32, f64 or i32, not " + dtypeLabel(dtype));
+  if (commElementSize(dtype) == 0 || !canReduce(dtype))
+    throw Error(describe(call, dtypeLabel(dtype)) + ": the " + backendName() +
+                " communicator does not reduce " + dtypeLabel(dtype) +
+                " (f32, f64 and i32 are reduced by every backend)");
   if (uint32_t(op) > uint32_t(ReduceOp::Min))
     throw Error(describe(call, dtypeLabel(dtype)) + ": unknown reduce op " +
                 std::to_string(uint32_t(op)));

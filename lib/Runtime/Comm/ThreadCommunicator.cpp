@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -839,6 +840,22 @@ void ThreadComm::doSendRecv(const void *sendBuf, size_t sendCount, int dst,
 //===----------------------------------------------------------------------===//
 // ThreadWorld and runRanks
 //===----------------------------------------------------------------------===//
+
+ThreadWorldOptions ThreadWorldOptions::fromEnvironment() {
+  ThreadWorldOptions options;
+  const char *text = std::getenv("DSC_COMM_TIMEOUT");
+  if (!text || !*text)
+    return options;
+  char *end = nullptr;
+  double secs = std::strtod(text, &end);
+  // Up to a year: longer would overflow the deadline arithmetic.
+  if (end == text || *end != '\0' || !(secs > 0) || secs > 3.2e7)
+    throw Error(std::string("DSC_COMM_TIMEOUT='") + text +
+                "' is not a positive number of seconds");
+  options.timeout =
+      std::chrono::milliseconds(std::max<int64_t>(1, int64_t(secs * 1000.0)));
+  return options;
+}
 
 ThreadWorld::ThreadWorld(int size, ThreadWorldOptions options) {
   if (size < 1)
