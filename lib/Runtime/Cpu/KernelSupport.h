@@ -76,9 +76,15 @@ void parallelGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
 /// softmax or loss can tell apart. NaN propagates.
 inline float fastExp(float x) {
   x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
-  // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no libm call).
-  const float shifter = 12582912.0f;
-  float n = (x * 1.44269504088896341f + shifter) - shifter;
+  // Round x * log2(e) to an integer n with the 1.5 * 2^23 trick: n then sits
+  // in the low mantissa bits of t, read back without a float-to-int
+  // conversion (undefined for NaN, which must just propagate).
+  const float shifter = 12582912.0f; // bits 0x4B400000
+  float t = x * 1.44269504088896341f + shifter;
+  float n = t - shifter;
+  int32_t tBits;
+  std::memcpy(&tBits, &t, sizeof(tBits));
+  const int32_t ni = tBits - 0x4B400000;
   float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -87,7 +93,8 @@ inline float fastExp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float y = p * r * r + r + 1.0f;
-  int32_t bits = (int32_t(n) + 127) << 23;
+  // 2^n, built in the exponent field (n is within [-126, 127] here).
+  int32_t bits = int32_t(uint32_t(ni + 127) << 23);
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return y * scale;
