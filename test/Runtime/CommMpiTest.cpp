@@ -200,8 +200,7 @@ void checkErrors(Communicator &c) {
       } catch (const Error &e) {
         threw =
             std::string(e.what()).find("MPI_Recv failed") != std::string::npos;
-        if (!threw)
-          std::fprintf(stderr, "rank 1: unexpected message: %s\n", e.what());
+        std::printf("rank 1: the truncated recv threw: %s\n", e.what());
       }
       expect(threw, "truncated recv throws Error naming MPI_Recv", r);
     }

@@ -601,6 +601,22 @@ TEST(CommThreadsFailure, ExitedRankFailsWaitersAtOnce) {
             std::string::npos)
       << run.message;
   EXPECT_LT(run.seconds, 10.0);
+
+  // Without runRanks: dropping the world communicator is leaving.
+  ThreadWorld world(2, options);
+  std::string seen;
+  std::thread leaver([&] { world.communicator(1).reset(); });
+  std::thread stayer([&] {
+    auto c = world.communicator(0);
+    try {
+      c->barrier();
+    } catch (const Error &e) {
+      seen = e.what();
+    }
+  });
+  leaver.join();
+  stayer.join();
+  EXPECT_NE(seen.find("world rank 1 exited"), std::string::npos) << seen;
 }
 
 TEST(CommThreadsFailure, MismatchedCollectivesAreNamed) {

@@ -53,7 +53,10 @@ public:
   int size() const;
   /// Rank `rank`'s world communicator; one per rank (asking twice is an
   /// error), used only by that rank's thread. It keeps the world's state
-  /// alive, so it may outlive this object.
+  /// alive, so it may outlive this object. Destroying it counts as the rank
+  /// leaving (see markExited): a thread that fails should call fail() before
+  /// the communicator is destroyed, or its peers learn only that it left
+  /// (runRanks does this).
   std::unique_ptr<Communicator> communicator(int rank);
 
   /// Fails the world: every rank blocked in or later entering a collective

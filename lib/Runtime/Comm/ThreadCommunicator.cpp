@@ -284,6 +284,14 @@ public:
   ThreadComm(std::shared_ptr<ThreadWorldState> world,
              std::shared_ptr<Group> group, int me)
       : world(std::move(world)), group(std::move(group)), me(me) {}
+  ~ThreadComm() override {
+    // A rank's world communicator going away is the rank leaving: peers
+    // still waiting for it fail at once rather than at the timeout.
+    if (group == world->world) {
+      world->exited[worldRank()].store(true);
+      world->wakeEveryone();
+    }
+  }
 
   int rank() const override { return me; }
   int size() const override { return group->size(); }
@@ -909,8 +917,11 @@ void runRanks(int n, const std::function<void(Communicator &)> &body,
   std::vector<std::thread> threads;
   threads.reserve(size_t(n));
   auto runOne = [&world, &body](int r) {
+    // Outlives the catch: its destruction marks the rank as gone, which must
+    // not overtake the failure that names the cause.
+    std::unique_ptr<Communicator> comm;
     try {
-      std::unique_ptr<Communicator> comm = world.communicator(r);
+      comm = world.communicator(r);
       body(*comm);
     } catch (const std::exception &e) {
       world.fail(r, e.what());
