@@ -65,6 +65,16 @@ cublasStatus_t layout(cublasLtMatrixLayout_t &desc, cudaDataType_t type,
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/// The largest power of two (<= 256) dividing the address: cuBLASLt's
+/// heuristic assumes 256-byte operands unless told, and per-entry loops pass
+/// interior pointers.
+uint32_t alignmentOf(const void *p) {
+  uint32_t a = 256;
+  while (a > 1 && (reinterpret_cast<uintptr_t>(p) % a))
+    a >>= 1;
+  return a;
+}
+
 MatmulShape shape(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
                   bool tb, bool bcast) {
   MatmulShape s;
@@ -180,6 +190,20 @@ cublasStatus_t dsc::rt::cuda::gemm(MatmulContext &ctx, const T *a, const T *b,
   const uint64_t ws = ctx.workspaceSize;
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t alignA = alignmentOf(b), alignB = alignmentOf(a),
+                 alignC = alignmentOf(c);
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
+      sizeof(alignA)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB,
+      sizeof(alignB)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
+      sizeof(alignC)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
+      sizeof(alignC)));
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   LT_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c,

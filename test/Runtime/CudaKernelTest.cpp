@@ -1,0 +1,633 @@
+//===- CudaKernelTest.cpp - CUDA kernels against the CPU kernels ----------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every CUDA kernel against its CPU twin (CpuKernels.h) on random inputs:
+// fp32 within ~1e-5, TF32 within ~1e-3, bf16 within ~1e-2 relative L2 norm.
+// Without a device the program exits with kSkipCode, which ctest reports as
+// skipped (SKIP_RETURN_CODE); run directly, each test says GTEST_SKIP.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/CudaKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace dsc::rt;
+namespace cu = dsc::rt::cuda;
+
+namespace {
+constexpr int kSkipCode = 77;
+
+bool haveDevice() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define CUDA_OK(...) ASSERT_EQ(cudaSuccess, (__VA_ARGS__)) << #__VA_ARGS__
+#define LT_OK(...)                                                             \
+  ASSERT_EQ(CUBLAS_STATUS_SUCCESS, (__VA_ARGS__)) << #__VA_ARGS__
+
+// Host conversions: the CPU reference sees exactly the rounded inputs the
+// device sees, so only the kernels' own rounding is measured.
+template <typename T> T fromFloat(float x);
+template <> float fromFloat<float>(float x) { return x; }
+template <> __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __half fromFloat<__half>(float x) { return __float2half_rn(x); }
+inline float toFloat(float x) { return x; }
+inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+inline float toFloat(__half x) { return __half2float(x); }
+
+/// A device copy of a host vector of floats, stored as T.
+template <typename T> class Dev {
+public:
+  explicit Dev(size_t n) : n(n) {
+    if (cudaMalloc((void **)&p, std::max<size_t>(n, 1) * sizeof(T)) !=
+        cudaSuccess)
+      p = nullptr;
+  }
+  explicit Dev(const std::vector<float> &h) : Dev(h.size()) { upload(h); }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev &) = delete;
+  Dev &operator=(const Dev &) = delete;
+  void upload(const std::vector<float> &h) {
+    std::vector<T> t(h.size());
+    for (size_t i = 0; i < h.size(); ++i)
+      t[i] = fromFloat<T>(h[i]);
+    cudaMemcpy(p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<float> download() const {
+    cudaDeviceSynchronize();
+    std::vector<T> t(n);
+    cudaMemcpy(t.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; ++i)
+      h[i] = toFloat(t[i]);
+    return h;
+  }
+  T *get() const { return p; }
+
+private:
+  T *p = nullptr;
+  size_t n;
+};
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(g);
+  return v;
+}
+
+/// Rounds through T, so the CPU gets what the device stores.
+template <typename T> std::vector<float> rounded(std::vector<float> v) {
+  for (float &x : v)
+    x = toFloat(fromFloat<T>(x));
+  return v;
+}
+
+double relNorm(const std::vector<float> &got, const std::vector<float> &want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double d = double(got[i]) - double(want[i]);
+    num += d * d;
+    den += double(want[i]) * double(want[i]);
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+template <typename T> double tol() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-2;
+}
+
+class CudaKernel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!haveDevice())
+      GTEST_SKIP() << "no CUDA device: CUDA kernel tests skipped";
+    cudaStreamCreate(&stream);
+  }
+  void TearDown() override {
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+  cudaStream_t stream = nullptr;
+};
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void checkMatmul(cudaStream_t stream, cu::MathMode math, double tolerance) {
+  cu::MatmulContext ctx;
+  LT_OK(cu::createMatmulContext(ctx, size_t(32) << 20, math));
+  for (int variant = 0; variant < 8; ++variant) {
+    MatmulShape s;
+    s.batch = 3;
+    s.m = 17;
+    s.n = 24;
+    s.k = 40;
+    s.transA = variant & 1;
+    s.transB = variant & 2;
+    s.broadcastB = variant & 4;
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    const size_t na = s.batch * s.m * s.k,
+                 nb = (s.broadcastB ? 1 : s.batch) * s.k * s.n,
+                 nc = s.batch * s.m * s.n;
+    auto a = rounded<T>(randn(na, 1)), b = rounded<T>(randn(nb, 2)),
+         dC = rounded<T>(randn(nc, 3)), c0 = rounded<T>(randn(nc, 4));
+    for (bool acc : {false, true}) {
+      std::vector<float> c = c0;
+      matmulForward(a.data(), b.data(), c.data(), s, acc);
+      Dev<T> da(a), db(b), dc(c0);
+      LT_OK(
+          cu::matmulForward(ctx, da.get(), db.get(), dc.get(), s, acc, stream));
+      EXPECT_LT(relNorm(dc.download(), c), tolerance) << "forward acc=" << acc;
+
+      std::vector<float> gA = rounded<T>(randn(na, 5)),
+                         gB = rounded<T>(randn(nb, 6));
+      Dev<T> dgA(gA), dgB(gB), ddC(dC);
+      matmulBackward(a.data(), b.data(), dC.data(), gA.data(), gB.data(), s,
+                     acc);
+      LT_OK(cu::matmulBackward(ctx, da.get(), db.get(), ddC.get(), dgA.get(),
+                               dgB.get(), s, acc, stream));
+      EXPECT_LT(relNorm(dgA.download(), gA), tolerance) << "dA acc=" << acc;
+      EXPECT_LT(relNorm(dgB.download(), gB), tolerance) << "dB acc=" << acc;
+    }
+  }
+  cu::destroyMatmulContext(ctx);
+}
+
+TEST_F(CudaKernel, MatmulFp32) {
+  checkMatmul<float>(stream, cu::MathMode::Fp32, 1e-5);
+}
+TEST_F(CudaKernel, MatmulTf32) {
+  checkMatmul<float>(stream, cu::MathMode::Tf32, 2e-3);
+}
+TEST_F(CudaKernel, MatmulBf16) {
+  checkMatmul<__nv_bfloat16>(stream, cu::MathMode::Fp32, 1e-2);
+}
+TEST_F(CudaKernel, MatmulFp16) {
+  checkMatmul<__half>(stream, cu::MathMode::Fp32, 1e-2);
+}
+
+TEST_F(CudaKernel, MatmulGeluBiasEpilogue) {
+  cu::MatmulContext ctx;
+  LT_OK(cu::createMatmulContext(ctx));
+  MatmulShape s;
+  s.batch = 1;
+  s.m = 64;
+  s.n = 96;
+  s.k = 32;
+  auto a = rounded<__nv_bfloat16>(randn(s.m * s.k, 1));
+  auto b = rounded<__nv_bfloat16>(randn(s.k * s.n, 2, 0.2f));
+  auto bias = rounded<__nv_bfloat16>(randn(s.n, 3));
+  std::vector<float> pre(s.m * s.n), y(s.m * s.n);
+  matmulForward(a.data(), b.data(), pre.data(), s);
+  biasAddForward(pre.data(), bias.data(), pre.data(), s.m, s.n);
+  geluForward(pre.data(), y.data(), s.m * s.n);
+  Dev<__nv_bfloat16> da(a), db(b), dbias(bias), dy(s.m * s.n), daux(s.m * s.n),
+      dyb(s.m * s.n);
+  LT_OK(cu::gemm(ctx, da.get(), db.get(), dy.get(), s, 1.0f, 0.0f, stream,
+                 cu::Epilogue::GeluBias, dbias.get(), daux.get()));
+  EXPECT_LT(relNorm(dy.download(), y), 1e-2);
+  EXPECT_LT(relNorm(daux.download(), pre), 1e-2);
+  LT_OK(cu::gemm(ctx, da.get(), db.get(), dyb.get(), s, 1.0f, 0.0f, stream,
+                 cu::Epilogue::Bias, dbias.get()));
+  EXPECT_LT(relNorm(dyb.download(), pre), 1e-2);
+  cu::destroyMatmulContext(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise, GELU, dropout
+//===----------------------------------------------------------------------===//
+
+template <typename T> void checkElementwise(cudaStream_t stream) {
+  const int64_t rows = 37, cols = 129, n = rows * cols;
+  auto x = rounded<T>(randn(n, 1, 2.0f)), dy = rounded<T>(randn(n, 2));
+  auto bias = rounded<T>(randn(cols, 3));
+  Dev<T> dx(x), ddy(dy), dout(n), dbias(bias), dg(cols);
+  std::vector<float> y(n), g(n);
+  geluForward(x.data(), y.data(), n);
+  ASSERT_EQ(cudaSuccess, cu::geluForward(dx.get(), dout.get(), n, stream));
+  EXPECT_LT(relNorm(dout.download(), y), tol<T>());
+  geluBackward(x.data(), dy.data(), g.data(), n, false);
+  ASSERT_EQ(cudaSuccess, cu::geluBackward(dx.get(), ddy.get(), dout.get(), n,
+                                          false, stream));
+  EXPECT_LT(relNorm(dout.download(), g), tol<T>());
+
+  biasAddForward(x.data(), bias.data(), y.data(), rows, cols);
+  ASSERT_EQ(cudaSuccess, cu::biasAddForward(dx.get(), dbias.get(), dout.get(),
+                                            rows, cols, stream));
+  EXPECT_LT(relNorm(dout.download(), y), tol<T>());
+  std::vector<float> gb(cols), gx(n);
+  biasAddBackward(dy.data(), gx.data(), gb.data(), rows, cols, false);
+  ASSERT_EQ(cudaSuccess,
+            cu::biasGrad(ddy.get(), dg.get(), rows, cols, false, stream));
+  EXPECT_LT(relNorm(dg.download(), gb), tol<T>());
+
+  // Dropout: the same mask bits as the CPU, offsets included.
+  for (uint64_t offset : {uint64_t(0), uint64_t(12345)}) {
+    dropoutForward(x.data(), y.data(), n, 0.3f, 42, offset);
+    ASSERT_EQ(cudaSuccess, cu::dropoutForward(dx.get(), dout.get(), n, 0.3f, 42,
+                                              offset, stream));
+    auto got = dout.download();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i] == 0.0f, y[i] == 0.0f) << "mask differs at " << i;
+    EXPECT_LT(relNorm(got, y), tol<T>());
+    dropoutBackward(dy.data(), g.data(), n, 0.3f, 42, false, offset);
+    ASSERT_EQ(cudaSuccess, cu::dropoutBackward(ddy.get(), dout.get(), n, 0.3f,
+                                               42, false, offset, stream));
+    EXPECT_LT(relNorm(dout.download(), g), tol<T>());
+  }
+}
+TEST_F(CudaKernel, ElementwiseFp32) { checkElementwise<float>(stream); }
+TEST_F(CudaKernel, ElementwiseBf16) { checkElementwise<__nv_bfloat16>(stream); }
+
+TEST_F(CudaKernel, DropoutMaskIsBitExactInFp32) {
+  const int64_t n = 100003;
+  auto x = randn(n, 9);
+  std::vector<float> y(n);
+  dropoutForward(x.data(), y.data(), n, 0.1f, 7, 3);
+  Dev<float> dx(x), dy(n);
+  CUDA_OK(cu::dropoutForward(dx.get(), dy.get(), n, 0.1f, 7, 3, stream));
+  auto got = dy.download();
+  EXPECT_EQ(0, std::memcmp(got.data(), y.data(), n * sizeof(float)));
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNorm, softmax
+//===----------------------------------------------------------------------===//
+
+template <typename T> void checkLayerNorm(cudaStream_t stream) {
+  const int64_t rows = 300, cols = 200, n = rows * cols; // 3 row chunks
+  const float eps = 1e-5f;
+  auto x = rounded<T>(randn(n, 1, 3.0f)), dy = rounded<T>(randn(n, 2));
+  for (float &v : x)
+    v += 5.0f; // a large mean: the two-pass variance matters
+  x = rounded<T>(x);
+  auto gamma = rounded<T>(randn(cols, 3)), beta = rounded<T>(randn(cols, 4));
+  std::vector<float> y(n), mean(rows), rstd(rows);
+  layerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(),
+                   rstd.data(), rows, cols, eps);
+  Dev<T> dx(x), dg(gamma), db(beta), dout(n), ddy(dy);
+  Dev<float> dmean(rows), drstd(rows);
+  ASSERT_EQ(cudaSuccess,
+            cu::layerNormForward(dx.get(), dg.get(), db.get(), dout.get(),
+                                 dmean.get(), drstd.get(), rows, cols, eps,
+                                 stream));
+  EXPECT_LT(relNorm(dout.download(), y), tol<T>());
+  EXPECT_LT(relNorm(dmean.download(), mean), 1e-5);
+  EXPECT_LT(relNorm(drstd.download(), rstd), 1e-5);
+  for (bool saved : {true, false}) {
+    for (uint32_t accBits : {0u, 7u}) {
+      SCOPED_TRACE(std::string("saved=") + (saved ? "1" : "0") +
+                   " acc=" + std::to_string(accBits));
+      std::vector<float> gx = dy, gg = gamma, gb = beta; // accumulate bases
+      layerNormBackward(x.data(), gamma.data(), mean.data(), rstd.data(),
+                        dy.data(), gx.data(), gg.data(), gb.data(), rows, cols,
+                        eps, AccumulateMask(accBits));
+      Dev<T> dgx(dy), dgg(gamma), dgb(beta);
+      ASSERT_EQ(cudaSuccess,
+                cu::layerNormBackward(
+                    dx.get(), dg.get(), saved ? dmean.get() : nullptr,
+                    saved ? drstd.get() : nullptr, ddy.get(), dgx.get(),
+                    dgg.get(), dgb.get(), rows, cols, eps,
+                    AccumulateMask(accBits), stream));
+      EXPECT_LT(relNorm(dgx.download(), gx), tol<T>());
+      EXPECT_LT(relNorm(dgg.download(), gg), tol<T>());
+      EXPECT_LT(relNorm(dgb.download(), gb), tol<T>());
+    }
+  }
+}
+TEST_F(CudaKernel, LayerNormFp32) { checkLayerNorm<float>(stream); }
+TEST_F(CudaKernel, LayerNormBf16) { checkLayerNorm<__nv_bfloat16>(stream); }
+
+template <typename T> void checkSoftmax(cudaStream_t stream) {
+  for (int64_t cols : {int64_t(7), int64_t(1000), int64_t(5000)}) {
+    const int64_t rows = 33, n = rows * cols;
+    auto x = rounded<T>(randn(n, 1, 3.0f)), dy = rounded<T>(randn(n, 2));
+    std::vector<float> y(n), g(n);
+    softmaxForward(x.data(), y.data(), rows, cols);
+    Dev<T> dx(x), dyv(n), ddy(dy), dg(n);
+    ASSERT_EQ(cudaSuccess,
+              cu::softmaxForward(dx.get(), dyv.get(), rows, cols, stream));
+    EXPECT_LT(relNorm(dyv.download(), y), tol<T>()) << cols;
+    // The backward from the device's own forward output, as in training.
+    auto yd = dyv.download();
+    softmaxBackward(yd.data(), dy.data(), g.data(), rows, cols, false);
+    ASSERT_EQ(cudaSuccess, cu::softmaxBackward(dyv.get(), ddy.get(), dg.get(),
+                                               rows, cols, false, stream));
+    EXPECT_LT(relNorm(dg.download(), g), tol<T>()) << cols;
+  }
+}
+TEST_F(CudaKernel, SoftmaxFp32) { checkSoftmax<float>(stream); }
+TEST_F(CudaKernel, SoftmaxBf16) { checkSoftmax<__nv_bfloat16>(stream); }
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void checkAttention(cudaStream_t stream, AttentionShape s) {
+  const int64_t n = s.batch * s.seq * s.hidden;
+  auto q = rounded<T>(randn(n, 1)), k = rounded<T>(randn(n, 2)),
+       v = rounded<T>(randn(n, 3)), dO = rounded<T>(randn(n, 4));
+  std::vector<float> out(n), lse(s.lseSize());
+  ASSERT_TRUE(attentionForward(q.data(), k.data(), v.data(), out.data(),
+                               lse.data(), (float *)nullptr, 0, s));
+  Dev<T> dq(q), dk(k), dv(v), ddO(dO), dout(n);
+  Dev<float> dlse(s.lseSize());
+  ASSERT_EQ(cudaSuccess,
+            cu::attentionForward(dq.get(), dk.get(), dv.get(), dout.get(),
+                                 dlse.get(), s, stream));
+  EXPECT_LT(relNorm(dout.download(), out), tol<T>());
+  EXPECT_LT(relNorm(dlse.download(), lse),
+            (std::is_same_v<T, float> ? 1e-5 : 1e-3));
+
+  for (bool savedLse : {true, false}) {
+    for (uint32_t accBits : {0u, 5u}) {
+      SCOPED_TRACE(std::string("lse=") + (savedLse ? "1" : "0") +
+                   " acc=" + std::to_string(accBits));
+      std::vector<float> gq = dO, gk = q, gv = k; // accumulate bases
+      ASSERT_TRUE(attentionBackward(q.data(), k.data(), v.data(), lse.data(),
+                                    dO.data(), gq.data(), gk.data(), gv.data(),
+                                    (float *)nullptr, 0, s,
+                                    AccumulateMask(accBits)));
+      Dev<T> dgq(dO), dgk(q), dgv(k);
+      ASSERT_EQ(cudaSuccess,
+                cu::attentionBackward(
+                    dq.get(), dk.get(), dv.get(),
+                    savedLse ? dlse.get() : nullptr, ddO.get(), dgq.get(),
+                    dgk.get(), dgv.get(), s, AccumulateMask(accBits), stream));
+      EXPECT_LT(relNorm(dgq.download(), gq), tol<T>()) << "dq";
+      EXPECT_LT(relNorm(dgk.download(), gk), tol<T>()) << "dk";
+      EXPECT_LT(relNorm(dgv.download(), gv), tol<T>()) << "dv";
+    }
+  }
+}
+
+AttentionShape attnShape(int64_t batch, int64_t seq, int64_t hidden,
+                         int64_t heads, bool causal, float dropout) {
+  AttentionShape s;
+  s.batch = batch;
+  s.seq = seq;
+  s.hidden = hidden;
+  s.heads = heads;
+  s.causal = causal;
+  s.dropout = dropout;
+  s.seed = 1234;
+  return s;
+}
+
+TEST_F(CudaKernel, AttentionFp32) {
+  // Sequences that end mid-tile; head dims 16, 32, 64, 128.
+  checkAttention<float>(stream, attnShape(2, 77, 64, 4, true, 0.0f));
+  checkAttention<float>(stream, attnShape(2, 77, 64, 4, false, 0.0f));
+  checkAttention<float>(stream, attnShape(1, 130, 64, 2, true, 0.0f));
+  checkAttention<float>(stream, attnShape(1, 70, 128, 2, true, 0.0f));
+  checkAttention<float>(stream, attnShape(1, 65, 128, 1, false, 0.0f));
+}
+TEST_F(CudaKernel, AttentionDropoutSlicedFp32) {
+  // Dropout masks must match the CPU's, also for a rank holding a slice of
+  // the batch and heads.
+  AttentionShape s = attnShape(2, 50, 64, 2, true, 0.2f);
+  s.batchOffset = 3;
+  s.headOffset = 2;
+  s.totalHeads = 8;
+  checkAttention<float>(stream, s);
+}
+TEST_F(CudaKernel, AttentionBf16) {
+  checkAttention<__nv_bfloat16>(stream, attnShape(2, 150, 128, 2, true, 0.0f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 99, 64, 4, true, 0.1f));
+}
+TEST_F(CudaKernel, AttentionRejectsOddHeadDim) {
+  AttentionShape s = attnShape(1, 8, 24, 1, true, 0.0f);
+  EXPECT_FALSE(cu::attentionSupported(s));
+  EXPECT_EQ(cudaErrorInvalidValue,
+            cu::attentionForward<float>(nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, s, stream));
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, cross entropy
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernel, EmbeddingFp32BitExact) {
+  const int64_t vocab = 50, hidden = 70, n = 400;
+  std::vector<int32_t> ids(n);
+  std::mt19937 g(5);
+  for (auto &id : ids)
+    id = int32_t(g() % 20); // many repeats
+  ids[7] = -1;
+  ids[9] = int32_t(vocab); // out of range: zero row, skipped in backward
+  auto table = randn(vocab * hidden, 1), dOut = randn(n * hidden, 2);
+  std::vector<float> out(n * hidden), dTable(vocab * hidden);
+  const int64_t bad =
+      embeddingForward(table.data(), ids.data(), out.data(), n, vocab, hidden);
+  int32_t *dIds = nullptr;
+  CUDA_OK(cudaMalloc((void **)&dIds, n * sizeof(int32_t)));
+  CUDA_OK(cudaMemcpy(dIds, ids.data(), n * sizeof(int32_t),
+                     cudaMemcpyHostToDevice));
+  int64_t *dBad = nullptr;
+  CUDA_OK(cudaMalloc((void **)&dBad, sizeof(int64_t)));
+  Dev<float> dtable(table), dout(n * hidden), ddOut(dOut), dgt(vocab * hidden);
+  CUDA_OK(cu::embeddingForward(dtable.get(), dIds, dout.get(), n, vocab, hidden,
+                               dBad, stream));
+  auto got = dout.download();
+  EXPECT_EQ(0, std::memcmp(got.data(), out.data(), got.size() * 4));
+  int64_t gotBad = 0;
+  CUDA_OK(cudaMemcpy(&gotBad, dBad, sizeof(int64_t), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad, gotBad);
+  for (bool acc : {false, true}) {
+    embeddingBackward(dOut.data(), ids.data(), dTable.data(), n, vocab, hidden,
+                      acc);
+    CUDA_OK(cu::embeddingBackward(ddOut.get(), dIds, dgt.get(), n, vocab,
+                                  hidden, acc, stream));
+    auto gt = dgt.download();
+    // Same summation order as the CPU: the same bits.
+    EXPECT_EQ(0, std::memcmp(gt.data(), dTable.data(), gt.size() * 4))
+        << "acc=" << acc;
+  }
+  // Learned positions.
+  const int64_t batch = 3, seq = 11, positions = 16;
+  auto pt = randn(positions * hidden, 3), pd = randn(batch * seq * hidden, 4);
+  std::vector<float> po(batch * seq * hidden), pg(positions * hidden);
+  positionEmbeddingForward(pt.data(), po.data(), batch, seq, hidden);
+  positionEmbeddingBackward(pd.data(), pg.data(), batch, seq, positions, hidden,
+                            false);
+  Dev<float> dpt(pt), dpo(po.size()), dpd(pd), dpg(pg.size());
+  CUDA_OK(cu::positionEmbeddingForward(dpt.get(), dpo.get(), batch, seq, hidden,
+                                       stream));
+  CUDA_OK(cu::positionEmbeddingBackward(dpd.get(), dpg.get(), batch, seq,
+                                        positions, hidden, false, stream));
+  EXPECT_EQ(relNorm(dpo.download(), po), 0.0);
+  EXPECT_LT(relNorm(dpg.download(), pg), 1e-6);
+  cudaFree(dIds);
+  cudaFree(dBad);
+}
+
+template <typename T> void checkCrossEntropy(cudaStream_t stream) {
+  const int64_t rows = 37, vocab = 5003;
+  auto logits = rounded<T>(randn(rows * vocab, 1, 2.0f));
+  std::vector<int32_t> targets(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    targets[r] = int32_t((r * 131) % vocab);
+  std::vector<float> lse(rows), g(rows * vocab);
+  const float loss = crossEntropyForward(logits.data(), targets.data(),
+                                         lse.data(), rows, vocab);
+  crossEntropyBackward(logits.data(), targets.data(), lse.data(), 2.0f,
+                       g.data(), rows, vocab, false);
+  int32_t *dT = nullptr;
+  float *dLoss = nullptr;
+  CUDA_OK(cudaMalloc((void **)&dT, rows * sizeof(int32_t)));
+  CUDA_OK(cudaMalloc((void **)&dLoss, sizeof(float)));
+  CUDA_OK(cudaMemcpy(dT, targets.data(), rows * sizeof(int32_t),
+                     cudaMemcpyHostToDevice));
+  Dev<T> dl(logits), dg(rows * vocab), dfused(logits);
+  Dev<float> dlse(rows);
+  CUDA_OK(cu::crossEntropyForward(dl.get(), dT, dlse.get(), dLoss, rows, vocab,
+                                  stream));
+  float got = 0;
+  CUDA_OK(cudaMemcpy(&got, dLoss, sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(got, loss, 1e-5 * std::abs(loss) + 1e-6);
+  EXPECT_LT(relNorm(dlse.download(), lse), 1e-5);
+  CUDA_OK(cu::crossEntropyBackward(dl.get(), dT, dlse.get(), 2.0f, dg.get(),
+                                   rows, vocab, false, stream));
+  EXPECT_LT(relNorm(dg.download(), g), tol<T>());
+  // Fused, in place over the logits.
+  CUDA_OK(cu::crossEntropyFused(dfused.get(), dT, dLoss, 2.0f, dfused.get(),
+                                rows, vocab, stream));
+  EXPECT_LT(relNorm(dfused.download(), g), tol<T>());
+  CUDA_OK(cudaMemcpy(&got, dLoss, sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(got, loss, 1e-5 * std::abs(loss) + 1e-6);
+  // A bad target makes the loss NaN, as on the CPU.
+  targets[3] = -2;
+  CUDA_OK(cudaMemcpy(dT, targets.data(), rows * sizeof(int32_t),
+                     cudaMemcpyHostToDevice));
+  CUDA_OK(cu::crossEntropyForward(dl.get(), dT, nullptr, dLoss, rows, vocab,
+                                  stream));
+  CUDA_OK(cudaMemcpy(&got, dLoss, sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::isnan(got));
+  cudaFree(dT);
+  cudaFree(dLoss);
+}
+TEST_F(CudaKernel, CrossEntropyFp32) { checkCrossEntropy<float>(stream); }
+TEST_F(CudaKernel, CrossEntropyBf16) {
+  checkCrossEntropy<__nv_bfloat16>(stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer, grad norm
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernel, AdamWMatchesCpu) {
+  const int64_t n = 10007;
+  AdamWConfig cfg;
+  cfg.lr = 3e-3;
+  cfg.weightDecay = 0.1;
+  auto p = randn(n, 1), m = std::vector<float>(n, 0.0f), v = m;
+  Dev<float> dp(p), dm(m), dv(v);
+  Dev<__nv_bfloat16> dlow(n);
+  for (int64_t step = 1; step <= 5; ++step) {
+    auto g = randn(n, 100 + uint32_t(step));
+    adamwStep(p.data(), g.data(), m.data(), v.data(), n, cfg, step, true);
+    Dev<float> dg(g);
+    CUDA_OK(cu::adamwStep(dp.get(), dg.get(), dm.get(), dv.get(), n, cfg, step,
+                          true, 1.0f, dlow.get(), stream));
+  }
+  EXPECT_LT(relNorm(dp.download(), p), 1e-6);
+  EXPECT_LT(relNorm(dm.download(), m), 1e-6);
+  EXPECT_LT(relNorm(dv.download(), v), 1e-6);
+  EXPECT_LT(relNorm(dlow.download(), p), 1e-2);
+
+  // bf16 gradients, scaled by 1/1024 as after loss scaling.
+  auto g = rounded<__nv_bfloat16>(randn(n, 200, 1024.0f));
+  std::vector<float> unscaled = g;
+  for (float &x : unscaled)
+    x /= 1024.0f;
+  adamwStep(p.data(), unscaled.data(), m.data(), v.data(), n, cfg, 6, false);
+  Dev<__nv_bfloat16> dg(g);
+  CUDA_OK(cu::adamwStep<__nv_bfloat16, __nv_bfloat16>(
+      dp.get(), dg.get(), dm.get(), dv.get(), n, cfg, 6, false, 1.0f / 1024.0f,
+      nullptr, stream));
+  EXPECT_LT(relNorm(dp.download(), p), 1e-6);
+}
+
+TEST_F(CudaKernel, GradNormAndClip) {
+  std::vector<std::vector<float>> bufs = {randn(5000, 1), randn(4096, 2),
+                                          randn(1, 3), randn(123457, 4)};
+  std::vector<const float *> hostPtrs;
+  std::vector<int64_t> sizes;
+  std::vector<std::unique_ptr<Dev<float>>> devs;
+  std::vector<float *> devPtrs;
+  for (auto &b : bufs) {
+    hostPtrs.push_back(b.data());
+    sizes.push_back(int64_t(b.size()));
+    devs.push_back(std::make_unique<Dev<float>>(b));
+    devPtrs.push_back(devs.back()->get());
+  }
+  const double want = sumOfSquares(hostPtrs.data(), sizes.data(), 4);
+  double *dSum = nullptr;
+  CUDA_OK(cudaMalloc((void **)&dSum, sizeof(double)));
+  CUDA_OK(
+      cu::sumOfSquares<float>(devPtrs.data(), sizes.data(), 4, dSum, stream));
+  double got = 0;
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(&got, dSum, sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(got, want, 1e-12 * want);
+  const double maxNorm = 1.0, coef = clipScale(std::sqrt(want), maxNorm);
+  ASSERT_LT(coef, 1.0);
+  CUDA_OK(cu::clipGradients<float>(devPtrs.data(), sizes.data(), 4, dSum, 1.0,
+                                   maxNorm, stream));
+  for (size_t b = 0; b < bufs.size(); ++b) {
+    std::vector<float> w = bufs[b];
+    for (float &x : w)
+      x = float(x * float(coef));
+    EXPECT_LT(relNorm(devs[b]->download(), w), 1e-6) << b;
+  }
+  // A non-finite gradient shows in the sum (the loss scaler's overflow).
+  const float inf = INFINITY;
+  CUDA_OK(cudaMemcpy(devPtrs[2], &inf, sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(
+      cu::sumOfSquares<float>(devPtrs.data(), sizes.data(), 4, dSum, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(&got, dSum, sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_FALSE(std::isfinite(got));
+  cudaFree(dSum);
+}
+} // namespace
+
+/// Exits with kSkipCode when there is no device, so ctest reports "skipped"
+/// rather than a pass of tests that ran nothing. Listing tests (ctest's
+/// discovery) works without a device.
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+#ifdef GTEST_FLAG_GET
+  const bool listing = GTEST_FLAG_GET(list_tests);
+#else
+  const bool listing = ::testing::GTEST_FLAG(list_tests);
+#endif
+  if (!listing && !haveDevice()) {
+    std::printf("no CUDA device: CUDA kernel tests skipped\n");
+    return kSkipCode;
+  }
+  return RUN_ALL_TESTS();
+}

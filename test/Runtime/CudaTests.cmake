@@ -1,0 +1,27 @@
+#===- test/Runtime/CudaTests.cmake - CUDA backend unit tests ---------------===#
+#
+# Included from test/Runtime/CMakeLists.txt.
+# DscCudaLossScalerTest: the host-side dynamic loss scaler (header-only, no
+#   CUDA): built and run everywhere, labels "runtime" and "cuda".
+# DscCudaKernelTests (only with DSC_HAVE_CUDA): every CUDA kernel against
+#   its CPU twin. Without a device the binary exits 77, which ctest reports
+#   as skipped: `ctest -L cuda` says the CUDA tests were skipped, not passed.
+#
+#===------------------------------------------------------------------------===#
+add_executable(DscCudaLossScalerTest CudaLossScalerTest.cpp)
+target_include_directories(DscCudaLossScalerTest PRIVATE
+                           ${DSC_SOURCE_DIR}/include)
+target_link_libraries(DscCudaLossScalerTest PRIVATE GTest::gtest_main)
+gtest_discover_tests(DscCudaLossScalerTest
+  TEST_PREFIX "runtime." PROPERTIES LABELS "runtime;cuda" DISCOVERY_TIMEOUT 60)
+
+if(DSC_HAVE_CUDA AND TARGET DscRuntimeCuda)
+  add_executable(DscCudaKernelTests CudaKernelTest.cpp)
+  target_link_libraries(DscCudaKernelTests PRIVATE DscRuntimeCuda
+                        DscRuntimeCpu GTest::gtest)
+  gtest_discover_tests(DscCudaKernelTests
+    TEST_PREFIX "cuda."
+    PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
+               ENVIRONMENT "${DSC_RT_TEST_ENV}"
+    DISCOVERY_TIMEOUT 60)
+endif()
