@@ -106,7 +106,10 @@ uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
 /// Every call either completes or throws dsc::rt::Error naming the call, the
 /// group and the cause: a failed or aborted rank, a timeout, a mismatch, an
 /// MPI error. Counts are in elements of `dtype`; buffers are host memory
-/// (device memory for the NCCL communicator).
+/// (device memory for the NCCL communicator). The host backends have
+/// finished a call when it returns; a device backend may instead enqueue it
+/// on its stream (the CUDA executor orders it with events), and then reports
+/// errors at its next synchronization.
 class Communicator {
 public:
   virtual ~Communicator();
@@ -135,7 +138,8 @@ public:
   /// this one also reduces BF16 / F16 (NCCL does).
   void allReduce(void *buf, size_t count, DType dtype, ReduceOp op);
   /// `send` holds size()·recvCount elements; rank r receives the reduction
-  /// of every rank's elements [r·recvCount, (r+1)·recvCount).
+  /// of every rank's elements [r·recvCount, (r+1)·recvCount). The buffers
+  /// must not overlap (MPI_Reduce_scatter_block's rule).
   void reduceScatter(const void *send, void *recv, size_t recvCount,
                      DType dtype, ReduceOp op);
   /// `recv` (size()·sendCount elements) receives rank r's `send` at
