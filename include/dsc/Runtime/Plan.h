@@ -173,6 +173,15 @@ enum class Opcode : uint32_t {
   /// in(grad, lr) out(param, momentum), updated in place; ints: nesterov;
   /// floats: momentum wd
   Sgd = 68,
+  // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
+  // the ranks that differ from it only in the coordinates of the axes in
+  // `axes`, a bit mask over Plan::mesh (bit i = axis i).
+  //
+  // AllReduce: in(x0, x1, ...) out(x0, x1, ...) -- in place, the outputs
+  // are the inputs in the same order. ints: axes reduce (0 sum, 1 average,
+  // 2 max, 3 min). Buffers that are contiguous in their arena, in order, are
+  // one bucket and are reduced with one collective call.
+  AllReduce = 80,
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,
@@ -246,6 +255,20 @@ struct Plan {
   /// the mean over micro-batches; without it a plan runs only with its own
   /// microBatches.
   int64_t lossScale = -1;
+
+  /// The device mesh the plan's collectives run over, outermost axis first;
+  /// empty for a one-rank plan. World ranks are laid out row-major with the
+  /// last axis innermost (Megatron's order: tp innermost), so the rank with
+  /// coordinates (c0, c1, ...) is sum(c_i * prod(size_j, j > i)). A rank's
+  /// coordinate along an axis named "dp" selects its data: of each step's
+  /// dp * microBatches micro-batches, data-parallel rank d trains on
+  /// [d * microBatches, (d + 1) * microBatches), so one rank with
+  /// dp * microBatches micro-batches sees the same samples.
+  struct MeshAxis {
+    std::string name;
+    int64_t size = 1;
+  };
+  std::vector<MeshAxis> mesh;
 
   /// The program called `name`, or null.
   const Program *findProgram(const std::string &name) const;
