@@ -308,7 +308,7 @@ TEST(BatchSampler, TargetsAreInputsShiftedByOne) {
   s.batchAt(0, in.data(), tg.data());
   const std::string &text = src->text();
   for (int b = 0; b < 4; ++b) {
-    int64_t start = s.windowOf(b) * 64;
+    int64_t start = s.windowStart(s.windowOf(b));
     for (int j = 0; j < 64; ++j) {
       ASSERT_EQ(in[b * 64 + j], (unsigned char)text[start + j]);
       ASSERT_EQ(tg[b * 64 + j], (unsigned char)text[start + j + 1]);
@@ -349,6 +349,30 @@ TEST(BatchSampler, EachEpochVisitsEveryWindowOnce) {
             s.windowOf(100) * 1000 + s.windowOf(101));
 }
 
+TEST(BatchSampler, TrainAndValidRangesNeverShareATokenWindow) {
+  auto src = defaultCorpusTokens();
+  auto [train, valid] = splitTrainValid(src->size(), 0.1);
+  EXPECT_EQ(train.end, valid.begin);
+  EXPECT_EQ(valid.end, src->size());
+  const int64_t seq = 32;
+  BatchSampler t(*src, 4, seq, 1, 256, train), v(*src, 4, seq, 1, 256, valid);
+  EXPECT_EQ(v.numWindows(), (valid.end - valid.begin - 1) / seq);
+  for (int64_t i = 0; i < 2 * t.numWindows(); ++i) {
+    int64_t start = t.windowStart(t.windowOf(i));
+    ASSERT_GE(start, 0);
+    ASSERT_LE(start + seq + 1, train.end);
+  }
+  for (int64_t i = 0; i < 2 * v.numWindows(); ++i) {
+    int64_t start = v.windowStart(v.windowOf(i));
+    ASSERT_GE(start, valid.begin);
+    ASSERT_LE(start + seq + 1, valid.end);
+  }
+  // The validation batch reads the validation text.
+  std::vector<int32_t> in(4 * seq), tg(4 * seq);
+  v.batchAt(0, in.data(), tg.data());
+  EXPECT_EQ(in[0], (unsigned char)src->text()[v.windowStart(v.windowOf(0))]);
+}
+
 TEST(BatchSampler, RejectsBadConfigurations) {
   auto src = ByteTokens::fromText("short", "five bytes");
   auto err = [](const std::function<void()> &f) -> std::string {
@@ -364,6 +388,15 @@ TEST(BatchSampler, RejectsBadConfigurations) {
   EXPECT_MSG(err([&] { BatchSampler(*src, 1, 2, 0, 100); }), "five bytes",
              "up to 255", "vocab is 100");
   EXPECT_MSG(err([&] { BatchSampler(*src, 0, 2, 0, 256); }), "batch 0");
+  EXPECT_MSG(err([&] {
+               BatchSampler(*src, 1, 2, 0, 256, TokenRange{2, 9});
+             }),
+             "token range [2, 9)", "not inside", "5 tokens");
+  EXPECT_MSG(err([&] {
+               BatchSampler(*src, 1, 2, 0, 256, TokenRange{3, 5});
+             }),
+             "2 tokens in its range", "sequence length 2");
+  EXPECT_MSG(err([&] { splitTrainValid(100, 1.5); }), "[0, 1)", "1.5");
 }
 
 } // namespace

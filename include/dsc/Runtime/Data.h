@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dsc::rt {
@@ -168,19 +169,32 @@ std::unique_ptr<TokenSource> openTokenSource(const std::string &spec,
 // Batch sampler
 //===----------------------------------------------------------------------===//
 
-/// Cuts a token stream into windows of seq + 1 tokens (window w is tokens
-/// [w*seq, w*seq + seq + 1), so consecutive windows share one token, as in
-/// Megatron's GPT dataset) and visits them in a seeded pseudo-random order,
-/// a fresh permutation each epoch. Sample i is a pure function of (seed, i):
-/// no state to checkpoint beyond the consumed-sample count, and data-parallel
-/// ranks can take disjoint sample ranges.
+/// A half-open range [begin, end) of a token stream; end = -1 means the end
+/// of the stream.
+struct TokenRange {
+  int64_t begin = 0, end = -1;
+};
+
+/// Splits a stream of `total` tokens into a training range and a validation
+/// range holding the last `validFraction` of it (Megatron's --split without
+/// a test part). The ranges do not overlap, so no validation window shares
+/// a token with a training window.
+std::pair<TokenRange, TokenRange> splitTrainValid(int64_t total,
+                                                  double validFraction);
+
+/// Cuts a token range into windows of seq + 1 tokens (window w is tokens
+/// [begin + w*seq, begin + w*seq + seq + 1), so consecutive windows share one
+/// token, as in Megatron's GPT dataset) and visits them in a seeded
+/// pseudo-random order, a fresh permutation each epoch. Sample i is a pure
+/// function of (seed, i): no state to checkpoint beyond the consumed-sample
+/// count, and data-parallel ranks can take disjoint sample ranges.
 class BatchSampler {
 public:
-  /// Throws Error if the source is shorter than one window, if batch or seq
-  /// is not positive, or if its vocab exceeds `modelVocab`. The source must
-  /// outlive the sampler.
+  /// Throws Error if the range is shorter than one window or not inside the
+  /// source, if batch or seq is not positive, or if the source's vocab
+  /// exceeds `modelVocab`. The source must outlive the sampler.
   BatchSampler(const TokenSource &source, int64_t batch, int64_t seq,
-               uint64_t seed, int64_t modelVocab);
+               uint64_t seed, int64_t modelVocab, TokenRange range = {});
 
   int64_t batchSize() const { return batch; }
   int64_t seqLength() const { return seq; }
@@ -188,6 +202,8 @@ public:
   int64_t numWindows() const { return windows; }
   /// The window that global sample `i` reads (epoch i / numWindows()).
   int64_t windowOf(int64_t sample) const;
+  /// The stream offset of window w's first token.
+  int64_t windowStart(int64_t w) const { return begin + w * seq; }
 
   /// Fills inputs and targets, each [count, seq], with samples
   /// [firstSample, firstSample + count): targets are inputs shifted by one.
@@ -200,7 +216,7 @@ public:
 
 private:
   const TokenSource &source;
-  int64_t batch, seq, windows;
+  int64_t batch, seq, windows, begin;
   uint64_t seed;
 };
 

@@ -50,9 +50,20 @@ uint64_t permute(uint64_t x, uint64_t n, uint64_t key) {
 }
 } // namespace
 
+std::pair<TokenRange, TokenRange>
+dsc::rt::splitTrainValid(int64_t total, double validFraction) {
+  if (!(validFraction >= 0.0 && validFraction < 1.0))
+    throw Error("validation fraction must be in [0, 1), got " +
+                std::to_string(validFraction));
+  const int64_t valid = int64_t(double(total) * validFraction);
+  return {TokenRange{0, total - valid}, TokenRange{total - valid, total}};
+}
+
 BatchSampler::BatchSampler(const TokenSource &source, int64_t batch,
-                           int64_t seq, uint64_t seed, int64_t modelVocab)
-    : source(source), batch(batch), seq(seq), windows(0), seed(seed) {
+                           int64_t seq, uint64_t seed, int64_t modelVocab,
+                           TokenRange range)
+    : source(source), batch(batch), seq(seq), windows(0), begin(range.begin),
+      seed(seed) {
   if (batch <= 0 || seq <= 0)
     throw Error("batch size and sequence length must be positive, got batch " +
                 std::to_string(batch) + " and sequence length " +
@@ -61,11 +72,19 @@ BatchSampler::BatchSampler(const TokenSource &source, int64_t batch,
     throw Error(source.describe() + " has token ids up to " +
                 std::to_string(source.vocabSize() - 1) +
                 ", but the model's vocab is " + std::to_string(modelVocab));
-  if (source.size() < seq + 1)
-    throw Error(source.describe() + " has " + std::to_string(source.size()) +
-                " tokens, fewer than one training window of sequence length " +
+  const int64_t end = range.end < 0 ? source.size() : range.end;
+  if (range.begin < 0 || range.begin > end || end > source.size())
+    throw Error("token range [" + std::to_string(range.begin) + ", " +
+                std::to_string(end) + ") is not inside " + source.describe() +
+                " (" + std::to_string(source.size()) + " tokens)");
+  if (end - range.begin < seq + 1)
+    throw Error(source.describe() + " has " +
+                std::to_string(end - range.begin) +
+                (end - range.begin == source.size() ? " tokens"
+                                                    : " tokens in its range") +
+                ", fewer than one training window of sequence length " +
                 std::to_string(seq) + " + 1");
-  windows = (source.size() - 1) / seq;
+  windows = (end - range.begin - 1) / seq;
 }
 
 int64_t BatchSampler::windowOf(int64_t sample) const {
@@ -79,7 +98,7 @@ void BatchSampler::sample(int64_t firstSample, int64_t count, int32_t *inputs,
                           int32_t *targets) const {
   std::vector<int32_t> window(seq + 1);
   for (int64_t b = 0; b < count; ++b) {
-    source.read(windowOf(firstSample + b) * seq, seq + 1, window.data());
+    source.read(windowStart(windowOf(firstSample + b)), seq + 1, window.data());
     std::copy(window.begin(), window.end() - 1, inputs + b * seq);
     std::copy(window.begin() + 1, window.end(), targets + b * seq);
   }
