@@ -6,7 +6,7 @@
 # On a fresh GPU machine (CUDA + cmake + a C++ compiler, OpenBLAS/OpenMP and
 # GTest from the distro; no network, no MLIR needed): configures the
 # runtime-only build (bench/cuda as the project root), builds only the CUDA
-# targets, runs the `cuda`-labelled tests, then the GPT-2-small bf16
+# targets, runs the CUDA tests (label `cuda`) and the loss scaler's, then the GPT-2-small bf16
 # training-step benchmark, and prints one table. Full logs go to $OUT when
 # set (else <build>/logs). Budget: < 8 min on an H200 including the build.
 #
@@ -67,11 +67,15 @@ say "build done"
 
 # 3. CUDA tests (each gtest case is a ctest test; label `cuda`).
 if [[ ${#TARGETS[@]} -gt 1 ]]; then
-  say "ctest -L cuda"
-  (cd "$BUILD" && ctest -L cuda --output-on-failure --timeout 300 -j 1) \
+  say "ctest: label cuda and the loss scaler"
+  (cd "$BUILD" && ctest -R '^cuda\.|CudaLossScaler' --output-on-failure \
+    --timeout 300 -j 1) \
     >"$LOGS/ctest.log" 2>&1 || fail "CUDA tests (see $LOGS/ctest.log)"
-  grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$LOGS/ctest.log" |
+  grep -E "tests passed|tests failed|\*\*\*Failed|Not Run" "$LOGS/ctest.log" |
     tee -a "$LOGS/summary.txt"
+  SKIPPED=$(grep -c "\*\*\*Skipped" "$LOGS/ctest.log")
+  # On a GPU machine a skipped CUDA test means the device was not usable.
+  ((SKIPPED > 0)) && fail "$SKIPPED CUDA tests skipped (no usable device)"
   # The full gtest output of the kernel tests, for the record.
   "$BUILD/bin/DscCudaKernelTests" >"$LOGS/kernel-tests.log" 2>&1
 else
@@ -82,10 +86,14 @@ fi
 BATCHES=${DSC_BENCH_BATCHES:-4,8,16}
 STEPS=${DSC_BENCH_STEPS:-10}
 say "bench: batches $BATCHES, $STEPS timed steps each"
-if ! timeout 300 "$BUILD/bin/dsc-bench-cuda-gpt2" --batches "$BATCHES" \
-    --steps "$STEPS" >"$LOGS/bench.log" 2>&1; then
-  fail "bench (see $LOGS/bench.log)"
-fi
+timeout 300 "$BUILD/bin/dsc-bench-cuda-gpt2" --batches "$BATCHES" \
+  --steps "$STEPS" >"$LOGS/bench.log" 2>&1
+case $? in
+0) ;;
+77) fail "no CUDA device: bench skipped (this script needs a GPU)" ;;
+124) fail "bench timed out after 300 s (see $LOGS/bench.log)" ;;
+*) fail "bench (see $LOGS/bench.log)" ;;
+esac
 echo
 cat "$LOGS/bench.log" | tee -a "$LOGS/summary.txt"
 echo

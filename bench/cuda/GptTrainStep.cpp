@@ -315,6 +315,16 @@ double gemmCeiling(cudaStream_t st, int64_t M, int64_t N, int64_t K) {
   return 2.0 * M * N * K * iters / (ms * 1e-3) / 1e12;
 }
 
+/// The kernels' scratch comes from cudaMallocAsync: keep freed memory in
+/// the pool instead of returning it to the driver at every synchronization.
+void keepPoolMemory() {
+  cudaMemPool_t pool;
+  CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  uint64_t threshold = ~uint64_t(0);
+  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                             &threshold));
+}
+
 /// Dense bf16 tensor-core peak by device name (vendor datasheets, SXM
 /// parts); --peak-tflops overrides it.
 double peakFor(const std::string &name) {
@@ -355,6 +365,7 @@ int main(int argc, char **argv) {
     std::printf("no CUDA device: benchmark skipped\n");
     return 77;
   }
+  keepPoolMemory();
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   if (peak <= 0)
@@ -408,6 +419,7 @@ int main(int argc, char **argv) {
     // Step's buffers are process-lifetime; free the device between sizes.
     CK(cudaDeviceSynchronize());
     CK(cudaDeviceReset());
+    keepPoolMemory();
     CK(cudaStreamCreate(&st));
   }
   return 0;

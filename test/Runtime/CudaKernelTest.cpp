@@ -272,6 +272,100 @@ TEST_F(CudaKernel, DropoutMaskIsBitExactInFp32) {
   EXPECT_EQ(0, std::memcmp(got.data(), y.data(), n * sizeof(float)));
 }
 
+TEST_F(CudaKernel, MulAddScaleBackwardFp32) {
+  const int64_t n = 5000;
+  auto a = randn(n, 1), b = randn(n, 2), dy = randn(n, 3), base = randn(n, 4);
+  Dev<float> da(a), db(b), ddy(dy), dy2(n);
+  std::vector<float> y(n);
+  mulForward(a.data(), b.data(), y.data(), n);
+  CUDA_OK(cu::mulForward(da.get(), db.get(), dy2.get(), n, stream));
+  EXPECT_EQ(relNorm(dy2.download(), y), 0.0);
+  for (bool acc : {false, true}) {
+    std::vector<float> ga = base, gb = base;
+    Dev<float> dga(base), dgb(base);
+    mulBackward(a.data(), b.data(), dy.data(), ga.data(), gb.data(), n, acc);
+    CUDA_OK(cu::mulBackward(da.get(), db.get(), ddy.get(), dga.get(), dgb.get(),
+                            n, acc, stream));
+    EXPECT_LT(relNorm(dga.download(), ga), 1e-6);
+    EXPECT_LT(relNorm(dgb.download(), gb), 1e-6);
+    ga = base, gb = base;
+    dga.upload(base), dgb.upload(base);
+    addBackward(dy.data(), ga.data(), gb.data(), n, acc);
+    CUDA_OK(cu::addBackward(ddy.get(), dga.get(), dgb.get(), n, acc, stream));
+    EXPECT_LT(relNorm(dga.download(), ga), 1e-6);
+    EXPECT_LT(relNorm(dgb.download(), gb), 1e-6);
+    ga = base;
+    dga.upload(base);
+    scaleBackward(dy.data(), ga.data(), n, 0.25f, acc);
+    CUDA_OK(cu::scaleBackward(ddy.get(), dga.get(), n, 0.25f, acc, stream));
+    EXPECT_LT(relNorm(dga.download(), ga), 1e-6);
+  }
+  std::vector<float> acc = base;
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] += dy[i];
+  Dev<float> dacc(base);
+  CUDA_OK(cu::accumulate(ddy.get(), dacc.get(), n, stream));
+  EXPECT_EQ(relNorm(dacc.download(), acc), 0.0);
+}
+
+TEST_F(CudaKernel, LayoutMatchesCpu) {
+  // Transpose [3, 5, 7] by (2, 0, 1), and back.
+  const int64_t shape[3] = {3, 5, 7};
+  const int perm[3] = {2, 0, 1};
+  const int64_t n = 105;
+  auto x = randn(n, 1), dy = randn(n, 2), base = randn(n, 3);
+  std::vector<float> y(n);
+  transposeForward(x.data(), y.data(), shape, perm, 3);
+  Dev<float> dx(x), dout(n), ddy(dy);
+  CUDA_OK(cu::transposeForward(dx.get(), dout.get(), shape, perm, 3, stream));
+  EXPECT_EQ(relNorm(dout.download(), y), 0.0);
+  for (bool acc : {false, true}) {
+    std::vector<float> g = base;
+    Dev<float> dg(base);
+    transposeBackward(dy.data(), g.data(), shape, perm, 3, acc);
+    CUDA_OK(cu::transposeBackward(ddy.get(), dg.get(), shape, perm, 3, acc,
+                                  stream));
+    EXPECT_EQ(relNorm(dg.download(), g), 0.0) << acc;
+  }
+  // Slice a [2, 3, 4] box at (1, 1, 2) out of [4, 6, 9].
+  const int64_t inShape[3] = {4, 6, 9}, outShape[3] = {2, 3, 4},
+                offsets[3] = {1, 1, 2};
+  auto big = randn(216, 4), small = randn(24, 5), bigBase = randn(216, 6);
+  std::vector<float> sl(24);
+  sliceForward(big.data(), sl.data(), inShape, outShape, offsets, 3);
+  Dev<float> dbig(big), dsl(24), dsmall(small);
+  CUDA_OK(cu::sliceForward(dbig.get(), dsl.get(), inShape, outShape, offsets, 3,
+                           stream));
+  EXPECT_EQ(relNorm(dsl.download(), sl), 0.0);
+  for (bool acc : {false, true}) {
+    std::vector<float> g = bigBase;
+    Dev<float> dg(bigBase);
+    sliceBackward(small.data(), g.data(), inShape, outShape, offsets, 3, acc);
+    CUDA_OK(cu::sliceBackward(dsmall.get(), dg.get(), inShape, outShape,
+                              offsets, 3, acc, stream));
+    EXPECT_EQ(relNorm(dg.download(), g), 0.0) << acc;
+  }
+  // Concat [2, {3, 1, 4}, 5]; the middle gradient is not wanted.
+  const int64_t dims[3] = {3, 1, 4}, outer = 2, inner = 5;
+  std::vector<std::vector<float>> parts = {randn(30, 7), randn(10, 8),
+                                           randn(40, 9)};
+  std::vector<float> cat(80);
+  const float *hostIns[3] = {parts[0].data(), parts[1].data(), parts[2].data()};
+  concatForward(hostIns, dims, 3, cat.data(), outer, inner);
+  Dev<float> p0(parts[0]), p1(parts[1]), p2(parts[2]), dcat(80);
+  const float *devIns[3] = {p0.get(), p1.get(), p2.get()};
+  CUDA_OK(cu::concatForward(devIns, dims, 3, dcat.get(), outer, inner, stream));
+  EXPECT_EQ(relNorm(dcat.download(), cat), 0.0);
+  std::vector<float> g0 = parts[0], g2 = parts[2];
+  float *hostGrads[3] = {g0.data(), nullptr, g2.data()};
+  concatBackward(cat.data(), hostGrads, dims, 3, outer, inner, true);
+  float *devGrads[3] = {p0.get(), nullptr, p2.get()};
+  CUDA_OK(cu::concatBackward(dcat.get(), devGrads, dims, 3, outer, inner, true,
+                             stream));
+  EXPECT_EQ(relNorm(p0.download(), g0), 0.0);
+  EXPECT_EQ(relNorm(p2.download(), g2), 0.0);
+}
+
 //===----------------------------------------------------------------------===//
 // LayerNorm, softmax
 //===----------------------------------------------------------------------===//

@@ -113,6 +113,54 @@ cudaError_t scaleForward(const T *x, T *y, int64_t n, float alpha,
 template <typename From, typename To>
 cudaError_t convert(const From *x, To *y, int64_t n, cudaStream_t stream);
 
+/// dA = dB = dY (either may be null).
+template <typename T>
+cudaError_t addBackward(const T *dY, T *dA, T *dB, int64_t n, bool accumulate,
+                        cudaStream_t stream);
+/// y = a * b; its backward dA = dY * b, dB = dY * a.
+template <typename T>
+cudaError_t mulForward(const T *a, const T *b, T *y, int64_t n,
+                       cudaStream_t stream);
+template <typename T>
+cudaError_t mulBackward(const T *a, const T *b, const T *dY, T *dA, T *dB,
+                        int64_t n, bool accumulate, cudaStream_t stream);
+/// dX = alpha * dY.
+template <typename T>
+cudaError_t scaleBackward(const T *dY, T *dX, int64_t n, float alpha,
+                          bool accumulate, cudaStream_t stream);
+/// y += x (the plan's Accumulate).
+template <typename T>
+cudaError_t accumulate(const T *x, T *y, int64_t n, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Layout: transpose, slice, concat (shapes and pointer lists are host arrays)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t transposeForward(const T *in, T *out, const int64_t *inShape,
+                             const int *perm, int rank, cudaStream_t stream);
+template <typename T>
+cudaError_t transposeBackward(const T *dOut, T *dIn, const int64_t *inShape,
+                              const int *perm, int rank, bool accumulate,
+                              cudaStream_t stream);
+template <typename T>
+cudaError_t sliceForward(const T *in, T *out, const int64_t *inShape,
+                         const int64_t *outShape, const int64_t *offsets,
+                         int rank, cudaStream_t stream);
+template <typename T>
+cudaError_t sliceBackward(const T *dOut, T *dIn, const int64_t *inShape,
+                          const int64_t *outShape, const int64_t *offsets,
+                          int rank, bool accumulate, cudaStream_t stream);
+/// `ins`/`dIns` are host arrays of device pointers (null dIns are skipped).
+template <typename T>
+cudaError_t concatForward(const T *const *ins, const int64_t *dims, int count,
+                          T *out, int64_t outer, int64_t inner,
+                          cudaStream_t stream);
+template <typename T>
+cudaError_t concatBackward(const T *dOut, T *const *dIns, const int64_t *dims,
+                           int count, int64_t outer, int64_t inner,
+                           bool accumulate, cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // GELU (tanh approximation)
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,23 @@ __global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
   GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(a[i]) + toF(b[i])); }
 }
 
+/// y (+)= alpha * x * (b ? b : 1): add's, scale's and mul's backward.
+template <typename T>
+__global__ void axbKernel(const T *x, const T *b, T *y, int64_t n, float alpha,
+                          bool acc) {
+  GRID_STRIDE(i, n) {
+    float v = alpha * toF(x[i]);
+    if (b)
+      v *= toF(b[i]);
+    put(y + i, v, acc);
+  }
+}
+
+template <typename T>
+__global__ void mulKernel(const T *a, const T *b, T *y, int64_t n) {
+  GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(a[i]) * toF(b[i])); }
+}
+
 template <typename T>
 __global__ void biasAddKernel(const T *x, const T *bias, T *y, int64_t n,
                               int64_t cols) {
@@ -104,6 +121,54 @@ cudaError_t dsc::rt::cuda::addForward(const T *a, const T *b, T *y, int64_t n,
 }
 
 template <typename T>
+cudaError_t dsc::rt::cuda::addBackward(const T *dY, T *dA, T *dB, int64_t n,
+                                       bool accumulate, cudaStream_t stream) {
+  if (dA)
+    axbKernel<T>
+        <<<gridFor(n), 256, 0, stream>>>(dY, nullptr, dA, n, 1.0f, accumulate);
+  if (dB)
+    axbKernel<T>
+        <<<gridFor(n), 256, 0, stream>>>(dY, nullptr, dB, n, 1.0f, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::mulForward(const T *a, const T *b, T *y, int64_t n,
+                                      cudaStream_t stream) {
+  mulKernel<<<gridFor(n), 256, 0, stream>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::mulBackward(const T *a, const T *b, const T *dY,
+                                       T *dA, T *dB, int64_t n, bool accumulate,
+                                       cudaStream_t stream) {
+  if (dA)
+    axbKernel<T>
+        <<<gridFor(n), 256, 0, stream>>>(dY, b, dA, n, 1.0f, accumulate);
+  if (dB)
+    axbKernel<T>
+        <<<gridFor(n), 256, 0, stream>>>(dY, a, dB, n, 1.0f, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::scaleBackward(const T *dY, T *dX, int64_t n,
+                                         float alpha, bool accumulate,
+                                         cudaStream_t stream) {
+  axbKernel<T>
+      <<<gridFor(n), 256, 0, stream>>>(dY, nullptr, dX, n, alpha, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::accumulate(const T *x, T *y, int64_t n,
+                                      cudaStream_t stream) {
+  axbKernel<T><<<gridFor(n), 256, 0, stream>>>(x, nullptr, y, n, 1.0f, true);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t dsc::rt::cuda::biasAddForward(const T *x, const T *bias, T *y,
                                           int64_t rows, int64_t cols,
                                           cudaStream_t stream) {
@@ -174,6 +239,16 @@ cudaError_t dsc::rt::cuda::dropoutBackward(const T *dY, T *dX, int64_t n,
 #define INSTANTIATE(T)                                                         \
   template cudaError_t dsc::rt::cuda::addForward<T>(const T *, const T *, T *, \
                                                     int64_t, cudaStream_t);    \
+  template cudaError_t dsc::rt::cuda::addBackward<T>(                          \
+      const T *, T *, T *, int64_t, bool, cudaStream_t);                       \
+  template cudaError_t dsc::rt::cuda::mulForward<T>(const T *, const T *, T *, \
+                                                    int64_t, cudaStream_t);    \
+  template cudaError_t dsc::rt::cuda::mulBackward<T>(                          \
+      const T *, const T *, const T *, T *, T *, int64_t, bool, cudaStream_t); \
+  template cudaError_t dsc::rt::cuda::scaleBackward<T>(                        \
+      const T *, T *, int64_t, float, bool, cudaStream_t);                     \
+  template cudaError_t dsc::rt::cuda::accumulate<T>(const T *, T *, int64_t,   \
+                                                    cudaStream_t);             \
   template cudaError_t dsc::rt::cuda::biasAddForward<T>(                       \
       const T *, const T *, T *, int64_t, int64_t, cudaStream_t);              \
   template cudaError_t dsc::rt::cuda::biasGrad<T>(                             \
