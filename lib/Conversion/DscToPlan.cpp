@@ -71,6 +71,7 @@ private:
   llvm::DenseMap<Attribute, uint32_t> declBuffers;
   std::map<int64_t, uint32_t> persistentByOffset;
   func::FuncOp currentFunc;
+  MeshOp meshOp;
 };
 
 FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
@@ -150,6 +151,16 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
         return failure();
       declBuffers[state.getSymNameAttr()] = *id;
     }
+  }
+
+  // The mesh the collectives run over (one-rank plans have none).
+  for (auto mesh : module.getOps<MeshOp>()) {
+    if (!plan.mesh.empty())
+      return mesh.emitError("a plan supports one mesh");
+    for (auto [name, size] : llvm::zip(
+             mesh.getAxes().getAsValueRange<StringAttr>(), mesh.getShape()))
+      plan.mesh.push_back({name.str(), size});
+    meshOp = mesh;
   }
 
   // The shape of the data comes from the training program's inputs.
@@ -507,6 +518,31 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         for (Attribute state : zero.getStates())
           inst.outputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(state)));
         inst.inputs = {};
+        return success();
+      })
+      .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {
+        inst.opcode = Opcode::AllReduce;
+        if (!meshOp || reduce.getMesh() != meshOp.getSymName())
+          return LogicalResult(
+              reduce.emitOpError("runs over a mesh the plan does not have"));
+        int64_t axesMask = 0, groupSize = 1;
+        for (StringRef axis :
+             reduce.getMeshAxes().getAsValueRange<StringAttr>()) {
+          unsigned index = *meshOp.getAxisIndex(axis);
+          axesMask |= int64_t(1) << index;
+          groupSize *= meshOp.getShape()[index];
+        }
+        uint64_t bytes = 0;
+        for (Attribute state : reduce.getStates()) {
+          uint32_t id = declBuffer(cast<FlatSymbolRefAttr>(state));
+          inst.inputs.push_back(id);
+          bytes += plan.buffers[id].bytes;
+        }
+        inst.outputs = inst.inputs;
+        inst.ints = {axesMask, static_cast<int64_t>(reduce.getReduction())};
+        // Ring all-reduce: each rank sends 2(n-1)/n of the bucket.
+        plan.summary.collectiveBytesPerStep +=
+            2 * (groupSize - 1) * bytes / groupSize;
         return success();
       })
       .Default([&](Operation *other) {

@@ -32,6 +32,13 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   optimizer.clipGradNorm = options.clipGradNorm;
   pm.addPass(createDscOptimizerPass(optimizer));
 
+  if (options.dp > 1) {
+    DscDataParallelPassOptions dataParallel;
+    dataParallel.dp = options.dp;
+    dataParallel.bucketBytes = options.bucketBytes;
+    pm.addPass(createDscDataParallelPass(dataParallel));
+  }
+
   pm.addPass(createDscPlanMemoryPass());
 }
 
@@ -43,6 +50,8 @@ void mlir::dsc::registerDscPipelines() {
       [](OpPassManager &pm, const CompileOptions &options) {
         if (options.microbatches < 1)
           llvm::report_fatal_error("--dsc-compile: microbatches must be >= 1");
+        if (options.dp < 1)
+          llvm::report_fatal_error("--dsc-compile: dp must be >= 1");
         buildCompilePipeline(pm, options);
       });
 }

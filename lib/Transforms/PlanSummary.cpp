@@ -57,6 +57,27 @@ struct DscPlanSummaryPass
       loss.walk([&](CostOpInterface op) {
         forwardFlops += op.getCost().matmulFlops;
       });
+    // Bytes each rank sends per step in ring collectives: an all-reduce of
+    // S bytes over n ranks sends 2(n-1)/n * S.
+    int64_t allReduceBytes = 0;
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](AllReduceStatesOp reduce) {
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+            reduce, reduce.getMeshAttr());
+        int64_t n = 1;
+        for (StringRef axis :
+             reduce.getMeshAxes().getAsValueRange<StringAttr>())
+          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+        int64_t bytes = 0;
+        for (Attribute name : reduce.getStates()) {
+          auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+              reduce, cast<FlatSymbolRefAttr>(name));
+          RankedTensorType type = state.getTensorType();
+          bytes +=
+              type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+        }
+        allReduceBytes += 2 * (n - 1) * bytes / n;
+      });
     auto get = [](DictionaryAttr dict, StringRef key) {
       auto value = dict.getAs<IntegerAttr>(key);
       return value ? value.getInt() : 0;
@@ -85,7 +106,9 @@ struct DscPlanSummaryPass
       json.attribute("forward_flops_per_microbatch", forwardFlops);
       json.attribute("flops_per_microbatch", flops);
       json.attribute("flops_per_step", flops * microbatches);
-      json.attributeObject("collective_bytes_per_step", [] {});
+      json.attributeObject("collective_bytes_per_step", [&] {
+        json.attribute("all_reduce", allReduceBytes);
+      });
     });
     llvm::outs() << "\n";
     markAllAnalysesPreserved();

@@ -21,6 +21,13 @@ namespace mlir::dsc {
 
 /// Options of the whole-chain pipeline `--dsc-compile`.
 struct CompileOptions : public PassPipelineOptions<CompileOptions> {
+  Option<int64_t> dp{*this, "dp",
+                     llvm::cl::desc("Data-parallel ranks (mesh axis dp)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),
+      llvm::cl::init(26214400)};
   Option<int64_t> microbatches{*this, "microbatches",
                                llvm::cl::desc("Micro-batches per step"),
                                llvm::cl::init(1)};

@@ -216,4 +216,43 @@ def DscPlanSummaryPass : Pass<"dsc-plan-summary", "::mlir::ModuleOp"> {
   ];
 }
 
+
+def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Replicates the training step over a data-parallel mesh axis";
+  let description = [{
+    Every rank of the `dp` axis runs the same programs on its own
+    micro-batches; before the optimizer step, the accumulated gradients are
+    averaged over `dp` with in-place all-reduces (`dsc.all_reduce_states`),
+    so every rank applies the same update and the replicas stay identical.
+    This is DeepSpeed's and PyTorch DDP's data parallelism at the
+    gradient-accumulation boundary.
+
+    Gradients are grouped into buckets of at most `bucket-bytes` in
+    declaration order (the order autodiff produces them, last layer first),
+    as DDP's `bucket_cap_mb` and DeepSpeed's `reduce_bucket_size` do, so the
+    runtime issues one collective per bucket over contiguous memory.
+
+    Declares `dsc.mesh @mesh axes = ["dp"] shape = [dp]` unless the module
+    has a mesh, which must then have a `dp` axis of that size. Requires
+    `--dsc-optimizer` first. Per rank and step the all-reduces move
+    2·(dp−1)/dp times the gradient bytes (ring algorithm).
+
+    ```mlir
+    func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+      dsc.all_reduce_states [@grad.ln_f.bias, @grad.ln_f.weight, ...]
+          on @mesh axes = ["dp"] reduction = avg
+      %lr = dsc.learning_rate ...
+    ```
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1",
+           "Data-parallel ranks">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "Largest all-reduce bucket in bytes (default 25 MiB)">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "All-reduce buckets">,
+  ];
+}
+
 #endif // DSC_TRANSFORMS_PASSES_TD

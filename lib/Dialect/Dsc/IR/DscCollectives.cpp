@@ -160,6 +160,20 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
   return getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
 }
 
+LogicalResult
+AllReduceStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes())))
+    return failure();
+  if (getStates().empty())
+    return emitOpError("needs at least one state to reduce");
+  for (Attribute attr : getStates()) {
+    auto name = dyn_cast<FlatSymbolRefAttr>(attr);
+    if (!name || !tables.lookupNearestSymbolFrom<StateOp>(*this, name))
+      return emitOpError("'") << attr << "' does not name a dsc.state";
+  }
+  return success();
+}
+
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> group =
       getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());

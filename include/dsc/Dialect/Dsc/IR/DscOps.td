@@ -423,6 +423,28 @@ def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce", [AllTypesMatch<["input", "r
   }];
 }
 
+def Dsc_AllReduceStatesOp : Dsc_CollectiveOp<"all_reduce_states"> {
+  let summary = "In-place all-reduce of persistent state (a gradient bucket)";
+  let description = [{
+    Reduces the named `dsc.state` buffers in place over the mesh axes, as
+    one bucket: the runtime issues one collective over buffers that are
+    contiguous in memory. Data parallelism averages the accumulated
+    gradients over `dp` this way before the optimizer uses them.
+
+    ```mlir
+    dsc.all_reduce_states [@grad.h.0.mlp.fc.weight, @grad.h.0.mlp.fc.bias]
+        on @mesh axes = ["dp"] reduction = avg
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$states, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes,
+                       DefaultValuedProp<EnumProp<Dsc_ReductionKind>,
+                                         "::mlir::dsc::ReductionKind::Sum">:$reduction);
+  let assemblyFormat = [{
+    $states `on` $mesh `axes` `=` $mesh_axes (`reduction` `=` $reduction^)? attr-dict
+  }];
+}
+
 def Dsc_ReduceScatterOp : Dsc_CollectiveOp<"reduce_scatter"> {
   let summary = "Reduce-scatter over mesh axes";
   let description = [{

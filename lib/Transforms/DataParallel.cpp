@@ -1,0 +1,108 @@
+//===- DataParallel.cpp - --dsc-data-parallel -------------------*- C++ -*-===//
+//
+// Data parallelism at the gradient-accumulation boundary: the optimizer
+// program first averages the accumulated gradients over the dp axis, in
+// buckets of contiguous gradients.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCDATAPARALLELPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+int64_t bytesOf(RankedTensorType type) {
+  return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+struct DscDataParallelPass
+    : mlir::dsc::impl::DscDataParallelPassBase<DscDataParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (dp < 1) {
+      module.emitError("--dsc-data-parallel: dp must be >= 1, got ")
+          << dp.getValue();
+      return signalPassFailure();
+    }
+    if (bucketBytes < 1) {
+      module.emitError("--dsc-data-parallel: bucket-bytes must be >= 1");
+      return signalPassFailure();
+    }
+    FailureOr<MeshOp> mesh = getOrCreateMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+    if (!optimizer || optimizer.isExternal()) {
+      module.emitError("--dsc-data-parallel: no @optimizer; run "
+                       "--dsc-autodiff and --dsc-optimizer first");
+      return signalPassFailure();
+    }
+
+    // Buckets of consecutive gradients, each at most bucketBytes (a single
+    // larger gradient is a bucket of its own).
+    SmallVector<SmallVector<Attribute>> buckets;
+    int64_t filled = 0;
+    for (auto state : module.getOps<StateOp>()) {
+      if (state.getKind() != StateKind::Gradient)
+        continue;
+      int64_t bytes = bytesOf(state.getTensorType());
+      if (buckets.empty() || filled + bytes > bucketBytes) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
+      filled += bytes;
+    }
+    if (buckets.empty()) {
+      module.emitError("--dsc-data-parallel: no gradient states to reduce");
+      return signalPassFailure();
+    }
+
+    OpBuilder b(optimizer.getBody());
+    b.setInsertionPointToStart(&optimizer.getBody().front());
+    auto meshRef = FlatSymbolRefAttr::get(mesh->getSymNameAttr());
+    ArrayAttr axes = b.getStrArrayAttr({"dp"});
+    for (ArrayRef<Attribute> bucket : buckets) {
+      auto reduce = AllReduceStatesOp::create(
+          b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef, axes);
+      reduce.setReduction(ReductionKind::Average);
+      ++numBuckets;
+    }
+  }
+
+  /// The module's mesh (which must have a dp axis of size dp), or a new
+  /// one-axis mesh.
+  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
+    auto meshes = module.getOps<MeshOp>();
+    if (!meshes.empty()) {
+      MeshOp mesh = *meshes.begin();
+      std::optional<unsigned> axis = mesh.getAxisIndex("dp");
+      if (!axis || mesh.getShape()[*axis] != dp) {
+        mesh.emitError("--dsc-data-parallel: mesh @")
+            << mesh.getSymName() << " needs a 'dp' axis of size "
+            << dp.getValue();
+        return failure();
+      }
+      return mesh;
+    }
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    return MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr({"dp"}),
+                          b.getDenseI64ArrayAttr({dp}));
+  }
+};
+
+} // namespace
