@@ -84,6 +84,11 @@ void expectEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.gradNorm, b.gradNorm);
   EXPECT_EQ(a.learningRate, b.learningRate);
   EXPECT_EQ(a.lossScale, b.lossScale);
+  ASSERT_EQ(a.mesh.size(), b.mesh.size());
+  for (size_t i = 0; i < a.mesh.size(); ++i) {
+    EXPECT_EQ(a.mesh[i].name, b.mesh[i].name);
+    EXPECT_EQ(a.mesh[i].size, b.mesh[i].size);
+  }
   ASSERT_EQ(a.arenas.size(), b.arenas.size());
   for (size_t i = 0; i < a.arenas.size(); ++i) {
     EXPECT_EQ(a.arenas[i].tier, b.arenas[i].tier);
@@ -136,6 +141,21 @@ uint32_t bufferId(const Plan &plan, const std::string &name) {
   return uint32_t(plan.findBuffer(name));
 }
 
+/// The tiny plan on a dp=2 x tp=2 mesh, its gradients averaged over dp at
+/// the start of the optimizer program.
+Plan makeMeshPlan() {
+  Plan plan = makeTinyPlan(DType::F32);
+  plan.mesh = {{"dp", 2}, {"tp", 2}};
+  uint32_t gWte = bufferId(plan, "wte.weight.grad");
+  uint32_t gHead = bufferId(plan, "head.weight.grad");
+  Program &opt = plan.programs[2];
+  opt.instructions.insert(opt.instructions.begin(),
+                          makeInst(Opcode::AllReduce, {gWte, gHead},
+                                   {gWte, gHead}, "grads.all_reduce", {1, 1}));
+  plan.summary.collectiveBytesPerStep = 4096;
+  return plan;
+}
+
 //===----------------------------------------------------------------------===//
 // Round trip
 //===----------------------------------------------------------------------===//
@@ -150,6 +170,28 @@ TEST(PlanIO, RoundTripEqualsTheOriginal) {
   expectEqual(plan, back);
   // Serializing again gives the same bytes (the format has one spelling).
   EXPECT_EQ(writePlan(plan), writePlan(back));
+}
+
+TEST(PlanIO, RoundTripOfAMeshAndAllReduce) {
+  Plan plan = makeMeshPlan();
+  validatePlan(plan);
+  Plan back = roundTrip(plan);
+  expectEqual(plan, back);
+  EXPECT_EQ(meshString(back.mesh), "dp=2 tp=2");
+  EXPECT_EQ(writePlan(plan), writePlan(back));
+  std::string text = formatPlan(back);
+  EXPECT_NE(text.find("mesh: dp=2 tp=2 (4 ranks)"), std::string::npos) << text;
+  EXPECT_NE(text.find("AllReduce 'grads.all_reduce'"), std::string::npos)
+      << text;
+}
+
+TEST(PlanIO, VersionOneIsRefusedNamingBoth) {
+  EXPECT_EQ(kPlanFormatVersion, 2u);
+  std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
+  putU32(bytes, 8, 1);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "plan format version 1 is not supported",
+                   "this runtime reads version 2");
 }
 
 TEST(PlanIO, FileRoundTrip) {
@@ -287,7 +329,7 @@ TEST(PlanIO, ValidationRunsOnRead) {
 }
 
 TEST(PlanIO, RandomByteFlipsNeverCrash) {
-  const std::vector<uint8_t> good = writePlan(makeTinyPlan());
+  const std::vector<uint8_t> good = writePlan(makeMeshPlan());
   std::mt19937 rng(7);
   int accepted = 0;
   for (int trial = 0; trial < 3000; ++trial) {
@@ -446,6 +488,73 @@ TEST(PlanValidate, InPlaceOnlyWhereAllowed) {
   EXPECT_ERROR_HAS(validatePlan(plan), "instruction 0 'softmax' (Softmax)",
                    "output 0 buffer", "overlaps input 0",
                    "cannot run in place");
+}
+
+TEST(PlanValidate, Mesh) {
+  Plan plan = makeMeshPlan();
+  EXPECT_NO_THROW(validatePlan(plan));
+  EXPECT_EQ(meshRanks(plan.mesh), 4);
+  EXPECT_EQ(meshCoordinates(plan.mesh, 3), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(meshCoordinates(plan.mesh, 2), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(findMeshAxis(plan.mesh, "tp"), 1);
+  EXPECT_EQ(findMeshAxis(plan.mesh, "pp"), -1);
+  plan.mesh[1].name = "dp";
+  EXPECT_ERROR_HAS(validatePlan(plan), "mesh axis 1 'dp' appears twice");
+  plan.mesh[1].name = "";
+  EXPECT_ERROR_HAS(validatePlan(plan), "mesh axis 1 has an empty name");
+  plan.mesh[1] = {"tp", 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "mesh axis 1 'tp' has size 0",
+                   "sizes must be >= 1");
+  plan.mesh[1] = {"tp", int64_t(1) << 31};
+  EXPECT_ERROR_HAS(validatePlan(plan), "the mesh dp=2 tp=2147483648",
+                   "more ranks than an int holds");
+  plan.mesh[1] = {"tp", int64_t(1) << 62};
+  EXPECT_EQ(meshRanks(plan.mesh), -1);
+  EXPECT_ERROR_HAS(validatePlan(plan), "more ranks than an int holds");
+}
+
+TEST(PlanValidate, AllReduce) {
+  Plan plan = makeMeshPlan();
+  Instruction &ar = instructionNamed(plan, "grads.all_reduce");
+  const std::string where = "program 'optimizer' instruction 0 "
+                            "'grads.all_reduce' (AllReduce)";
+  ar.ints[0] = 3; // over dp and tp
+  EXPECT_NO_THROW(validatePlan(plan));
+  for (int64_t bad : {0, 4, -1}) {
+    ar.ints[0] = bad;
+    EXPECT_ERROR_HAS(validatePlan(plan), where.c_str(),
+                     ("int axes = " + std::to_string(bad)).c_str(),
+                     "non-zero bit mask over the mesh's 2 axes (dp=2 tp=2)",
+                     "[1, 3]");
+  }
+  ar.ints[0] = 1;
+  ar.ints[1] = 4;
+  EXPECT_ERROR_HAS(validatePlan(plan), "int reduce = 4 is outside [0, 3]");
+  ar.ints[1] = 1;
+  // In place: the same ids in the same order.
+  std::swap(ar.outputs[0], ar.outputs[1]);
+  EXPECT_ERROR_HAS(validatePlan(plan), where.c_str(),
+                   "its outputs must be its inputs",
+                   "output 0 is buffer 5 but input 0 is buffer 4");
+  std::swap(ar.outputs[0], ar.outputs[1]);
+  ar.outputs.pop_back();
+  EXPECT_ERROR_HAS(validatePlan(plan), "2 inputs and 1 outputs");
+  ar.outputs = ar.inputs;
+  // One buffer twice is refused (it would be reduced twice).
+  ar.inputs = ar.outputs = {ar.inputs[0], ar.inputs[0]};
+  EXPECT_ERROR_HAS(validatePlan(plan), "overlaps");
+  ar.inputs = ar.outputs = {};
+  EXPECT_ERROR_HAS(validatePlan(plan), "expects one or more inputs");
+  // Float buffers only.
+  ar.inputs = ar.outputs = {plan.tokens};
+  EXPECT_ERROR_HAS(validatePlan(plan), "must be a float buffer");
+  ar.inputs = ar.outputs = {bufferId(plan, "wte.weight.grad")};
+  EXPECT_NO_THROW(validatePlan(plan));
+  // A collective needs a mesh.
+  plan.mesh.clear();
+  EXPECT_ERROR_HAS(validatePlan(plan), where.c_str(),
+                   "a collective needs the plan's mesh, but the plan has "
+                   "none");
 }
 
 TEST(PlanValidate, ConstantsAreNeverWritten) {

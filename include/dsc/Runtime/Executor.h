@@ -9,16 +9,25 @@
 // to the CPU kernels (CpuKernels.h) for its F32 or F64 buffers. It also owns
 // the scratch that backward ops use to recompute forward statistics.
 //
+// A plan with a mesh (Plan::mesh) runs on every rank of a Communicator, one
+// Executor per rank: the executor derives the rank's mesh coordinates from
+// its world rank, splits one group communicator per distinct `axes` mask of
+// its collectives at construction (every rank constructs its executor, so
+// the splits match), and runs AllReduce over them, one call per bucket of
+// buffers contiguous in their arena.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DSC_RUNTIME_EXECUTOR_H
 #define DSC_RUNTIME_EXECUTOR_H
 
+#include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Plan.h"
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +41,12 @@ struct InstructionEvent {
   size_t index = 0;
   const Instruction *instruction = nullptr;
   double startUs = 0, durationUs = 0;
-  /// The lane it ran on: 0 is the compute stream (the only one on the CPU).
+  /// The lane it ran on: 0 is the compute stream, 1 communication
+  /// (collectives; on the CPU they run in turn with compute).
   int stream = 0;
+  /// A collective (AllReduce, ...); then `bytesSent` is what this rank sent.
+  bool collective = false;
+  uint64_t bytesSent = 0;
 };
 using InstructionHook = std::function<void(const InstructionEvent &)>;
 
@@ -50,14 +63,23 @@ struct StepResult {
   double loss = 0;         // mean over the micro-batches
   double gradNorm = 0;     // NaN when the plan computes none
   double learningRate = 0; // NaN when the plan has no lr buffer
+  /// Bytes this rank sent in the plan's collectives during the step (the
+  /// communicators' counters: measured under threads, the ring model under
+  /// MPI); compare with PlanSummary::collectiveBytesPerStep.
+  uint64_t collectiveBytesSent = 0;
 };
 
 class Executor {
 public:
   /// Validates the plan (validatePlan), checks that the CPU backend supports
   /// it (float buffers are F32 or F64), allocates the arenas and scratch,
-  /// and initializes with `seed`. Throws Error.
-  explicit Executor(Plan plan, uint64_t seed = 1234);
+  /// and initializes with `seed`. A plan with a mesh needs `world` (not
+  /// owned; it must outlive the executor) spanning exactly the mesh's ranks;
+  /// the constructor then splits the groups its collectives use, a
+  /// collective call every rank makes. A plan without a mesh takes no world
+  /// or a one-rank one. Throws Error.
+  explicit Executor(Plan plan, uint64_t seed = 1234,
+                    Communicator *world = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -133,6 +155,18 @@ public:
   /// changed nothing.
   int64_t loadCheckpoint(const std::string &path);
 
+  /// The world communicator (null for a one-rank plan run without one).
+  Communicator *world() const { return worldComm; }
+  /// This rank's coordinates on the plan's mesh (empty without a mesh).
+  const std::vector<int64_t> &meshCoordinates() const { return coords; }
+  /// The group of the ranks differing from this one only on the axes in
+  /// `axes` (a mask over Plan::mesh), as split at construction; null when
+  /// no collective of the plan uses that mask.
+  Communicator *group(int64_t axes) const;
+  /// The plan's collectives' counters: the sum over the groups (the world
+  /// communicator's own traffic, e.g. dsc-run's loss average, is not in it).
+  CommStats collectiveStats() const;
+
   /// Called after each instruction with its timing; none by default (no
   /// clock reads when unset).
   void setInstructionHook(InstructionHook hook) {
@@ -147,6 +181,8 @@ private:
   /// The dropout seed of an instruction in the current step/micro-batch.
   uint64_t runSeed(int64_t instructionSeed) const;
   template <typename T> void execute(const Program &prog, size_t index);
+  void runAllReduce(const Program &prog, size_t index);
+  void setUpMesh(Communicator *world);
 
   Plan thePlan;
   std::vector<uint8_t *> arenas;
@@ -158,6 +194,10 @@ private:
   uint64_t seed = 0;
   double startNs = 0;
   InstructionHook instructionHook;
+  Communicator *worldComm = nullptr;
+  std::vector<int64_t> coords;
+  /// Group communicators by `axes` mask.
+  std::map<int64_t, std::unique_ptr<Communicator>> groups;
 };
 
 } // namespace dsc::rt

@@ -29,7 +29,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint32_t kPlanFormatVersion = 2;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -175,12 +175,12 @@ enum class Opcode : uint32_t {
   Sgd = 68,
   // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
   // the ranks that differ from it only in the coordinates of the axes in
-  // `axes`, a bit mask over Plan::mesh (bit i = axis i).
-  //
-  // AllReduce: in(x0, x1, ...) out(x0, x1, ...) -- in place, the outputs
-  // are the inputs in the same order. ints: axes reduce (0 sum, 1 average,
-  // 2 max, 3 min). Buffers that are contiguous in their arena, in order, are
-  // one bucket and are reduced with one collective call.
+  // `axes`, a bit mask over Plan::mesh (bit i = axis i); validatePlan
+  // refuses a collective in a plan without a mesh.
+  /// in(x0, x1, ...) out(x0, x1, ...): in place, the outputs are the inputs
+  /// in the same order (float buffers of one dtype); ints: axes reduce
+  /// (reduce 0 sum, 1 average, 2 max, 3 min). Buffers that are contiguous
+  /// in their arena, in order, are one bucket, reduced with one collective.
   AllReduce = 80,
 };
 
@@ -312,6 +312,18 @@ const char *tierName(Tier t);       // "device", ...
 int64_t numElements(const std::vector<int64_t> &shape);
 /// "[4, 64, 256]".
 std::string shapeString(const std::vector<int64_t> &shape);
+
+/// The ranks a mesh spans: the product of its sizes, 1 for an empty mesh
+/// (a one-rank plan); -1 when a size is below 1 or the product overflows.
+int64_t meshRanks(const std::vector<Plan::MeshAxis> &mesh);
+/// "dp=2 tp=4"; "" for an empty mesh.
+std::string meshString(const std::vector<Plan::MeshAxis> &mesh);
+/// The coordinates of world rank `rank` (row-major, last axis innermost).
+std::vector<int64_t> meshCoordinates(const std::vector<Plan::MeshAxis> &mesh,
+                                     int64_t rank);
+/// The index of the axis called `name`, or -1.
+int64_t findMeshAxis(const std::vector<Plan::MeshAxis> &mesh,
+                     const std::string &name);
 
 } // namespace dsc::rt
 

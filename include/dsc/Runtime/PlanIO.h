@@ -15,6 +15,8 @@
 //           wellknown u32 tokens targets loss, i64 gradNorm learningRate
 //                   lossScale
 //           strings u32 count, then per string u32 length + bytes
+//           mesh    u32 count, then per axis u32 name (string index),
+//                   i64 size (format version 2)
 //           arenas  u32 count, then per arena u32 tier, u64 bytes
 //           buffers u32 count, then per buffer u32 name (string index),
 //                   u32 arena, u64 offset, u64 bytes, u32 dtype, u32 role,
@@ -68,8 +70,9 @@ Plan readPlan(const uint8_t *data, size_t size,
 /// readPlan of a whole file; a missing or unreadable file is an Error too.
 Plan readPlanFile(const std::string &path);
 
-/// The semantic checks on a plan, in order: the model shape; arenas; each
-/// buffer (known enums, arena index, offset aligned to its element size,
+/// The semantic checks on a plan, in order: the model shape; the mesh (axis
+/// names non-empty and unique, sizes >= 1, at most INT_MAX ranks); arenas;
+/// each buffer (known enums, arena index, offset aligned to its element size,
 /// offset + bytes within its arena, bytes == elements * dtype size);
 /// persistent buffers (every role but Temporary) overlap no other buffer;
 /// the well-known buffers (tokens/targets I32 [microBatchSize, seqLength],
@@ -77,7 +80,8 @@ Plan readPlanFile(const std::string &path);
 /// Constant float scalar); no instruction writes a Constant buffer;
 /// program names unique; and every instruction against its opcode
 /// (operand/result/int/float counts, ids in range, dtypes, shapes, its
-/// results overlapping none of its operands unless it works in place).
+/// results overlapping none of its operands unless it works in place;
+/// a collective's axes within the mesh).
 /// Throws Error naming the program, the instruction's index and its name.
 void validatePlan(const Plan &plan);
 

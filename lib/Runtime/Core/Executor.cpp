@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <set>
 
 using namespace dsc::rt;
 
@@ -66,6 +67,8 @@ int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
 
 bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
+bool isCollective(Opcode op) { return op == Opcode::AllReduce; }
+
 /// The kernel's view of an Attention/AttentionGrad instruction; `seed` is
 /// the dropout seed of this run.
 AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
@@ -88,9 +91,28 @@ AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
 // Construction, arenas, initialization
 //===----------------------------------------------------------------------===//
 
-Executor::Executor(Plan plan, uint64_t seed) : thePlan(std::move(plan)) {
+Executor::Executor(Plan plan, uint64_t seed, Communicator *world)
+    : thePlan(std::move(plan)) {
   validatePlan(thePlan);
   threads = std::max(1, omp_get_max_threads());
+
+  // The mesh against the world, before anything is allocated.
+  const int64_t meshSize = meshRanks(thePlan.mesh);
+  if (thePlan.mesh.empty()) {
+    if (world && world->size() != 1)
+      throw Error("the plan has no mesh (it runs on one rank) but the "
+                  "communicator has " +
+                  std::to_string(world->size()) + " ranks");
+  } else if (!world) {
+    throw Error("the plan's mesh " + meshString(thePlan.mesh) + " needs " +
+                std::to_string(meshSize) +
+                " ranks, but the executor was given no communicator");
+  } else if (world->size() != meshSize) {
+    throw Error("the plan's mesh " + meshString(thePlan.mesh) + " needs " +
+                std::to_string(meshSize) + " ranks, but the communicator has " +
+                std::to_string(world->size()));
+  }
+  worldComm = world;
 
   // What the CPU backend supports, and the scratch each instruction needs.
   int64_t scratchElems = 0;
@@ -170,6 +192,47 @@ Executor::Executor(Plan plan, uint64_t seed) : thePlan(std::move(plan)) {
                        std::chrono::steady_clock::now().time_since_epoch())
                        .count());
   initialize(seed);
+  setUpMesh(world);
+}
+
+void Executor::setUpMesh(Communicator *world) {
+  if (thePlan.mesh.empty())
+    return;
+  coords = dsc::rt::meshCoordinates(thePlan.mesh, world->rank());
+  // Every rank has the same plan, so every rank splits the same masks in
+  // the same (ascending) order, as split's collective contract needs.
+  std::set<int64_t> masks;
+  for (const Program &prog : thePlan.programs)
+    for (const Instruction &inst : prog.instructions)
+      if (isCollective(inst.opcode))
+        masks.insert(inst.ints[0]);
+  for (int64_t mask : masks) {
+    // The color numbers the rank's coordinates on the axes outside the
+    // mask (row-major); ranks agreeing there form one group, ordered by
+    // world rank.
+    int64_t color = 0;
+    for (size_t a = 0; a < thePlan.mesh.size(); ++a)
+      if (!(mask >> a & 1))
+        color = color * thePlan.mesh[a].size + coords[a];
+    std::unique_ptr<Communicator> group =
+        world->split(int(color), world->rank());
+    if (!group)
+      throw Error("splitting the group of mesh axes mask " +
+                  std::to_string(mask) + " returned no communicator");
+    groups[mask] = std::move(group);
+  }
+}
+
+Communicator *Executor::group(int64_t axes) const {
+  auto it = groups.find(axes);
+  return it == groups.end() ? nullptr : it->second.get();
+}
+
+CommStats Executor::collectiveStats() const {
+  CommStats total;
+  for (const auto &[mask, comm] : groups)
+    total += comm->stats();
+  return total;
 }
 
 Executor::~Executor() { releaseMemory(); }
@@ -363,10 +426,20 @@ void Executor::runProgram(const std::string &name) {
       runInstruction(*prog, i);
       continue;
     }
+    const Instruction &inst = prog->instructions[i];
+    Communicator *comm =
+        isCollective(inst.opcode) ? group(inst.ints[0]) : nullptr;
+    uint64_t sentBefore = comm ? comm->stats().totalSent() : 0;
     double t0 = nowUs();
     runInstruction(*prog, i);
     double t1 = nowUs();
-    instructionHook({prog, i, &prog->instructions[i], t0, t1 - t0, 0});
+    InstructionEvent event{prog, i, &inst, t0, t1 - t0, 0};
+    if (comm) {
+      event.stream = 1;
+      event.collective = true;
+      event.bytesSent = comm->stats().totalSent() - sentBefore;
+    }
+    instructionHook(event);
   }
 }
 
@@ -384,6 +457,7 @@ StepResult Executor::trainStep(
                 "cannot run " +
                 std::to_string(microBatches));
   double lossSum = 0;
+  const uint64_t sentBefore = collectiveStats().totalSent();
   setLossScale(1.0 / double(microBatches));
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(m);
@@ -396,6 +470,7 @@ StepResult Executor::trainStep(
   r.loss = lossSum / double(microBatches);
   r.gradNorm = gradNorm();
   r.learningRate = learningRate();
+  r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   ++currentStep;
   return r;
 }
@@ -413,6 +488,10 @@ void Executor::runInstruction(const Program &prog, size_t index) {
   // Zero works on bytes; every other op on the dtype of its first float
   // operand (validatePlan made them agree). Layout ops on i32 move bits
   // like f32.
+  if (inst.opcode == Opcode::AllReduce) {
+    runAllReduce(prog, index);
+    return;
+  }
   if (inst.opcode == Opcode::Zero) {
     for (uint32_t id : inst.outputs) {
       BufferView v = buffer(id);
@@ -428,6 +507,45 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     execute<double>(prog, index);
   else
     execute<float>(prog, index);
+}
+
+void Executor::runAllReduce(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  Communicator *comm = group(inst.ints[0]);
+  const ReduceOp op = ReduceOp(inst.ints[1]);
+  auto fail = [&](const std::string &msg) {
+    throw Error("program '" + prog.name + "' instruction " +
+                std::to_string(index) + " '" + inst.name + "' (" +
+                opcodeName(inst.opcode) + "): " + msg);
+  };
+  if (!comm)
+    fail("no group for mesh axes mask " + std::to_string(inst.ints[0]));
+  // Runs of buffers contiguous in one arena, in operand order, are one
+  // bucket and one call.
+  const std::vector<uint32_t> &ids = inst.inputs;
+  for (size_t i = 0; i < ids.size();) {
+    const Buffer &first = thePlan.buffers[ids[i]];
+    uint64_t end = first.offset + first.bytes;
+    size_t j = i + 1;
+    for (; j < ids.size(); ++j) {
+      const Buffer &next = thePlan.buffers[ids[j]];
+      if (next.arena != first.arena || next.offset != end ||
+          next.dtype != first.dtype)
+        break;
+      end += next.bytes;
+    }
+    const uint64_t bytes = end - first.offset;
+    if (bytes) {
+      try {
+        comm->allReduce(arenas[first.arena] + first.offset,
+                        size_t(bytes / dtypeSize(first.dtype)), first.dtype,
+                        op);
+      } catch (const Error &e) {
+        fail(e.what());
+      }
+    }
+    i = j;
+  }
 }
 
 template <typename T>
@@ -604,6 +722,7 @@ void Executor::execute(const Program &prog, size_t index) {
     addForward(out(0), in(0), out(0), numElements(inB(0).shape));
     break;
   case Opcode::Zero:
+  case Opcode::AllReduce:
     break; // handled in runInstruction
   case Opcode::GlobalNormClip: {
     std::vector<const T *> ptrs;

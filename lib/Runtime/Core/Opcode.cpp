@@ -69,6 +69,9 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "beta1 beta2 eps wd", 1, 4},
       {Opcode::Sgd, "Sgd", "grad, lr", "param, momentum", 2, 2, "nesterov",
        "momentum wd", 1, 2},
+      // In place: validatePlan checks that the outputs are the inputs.
+      {Opcode::AllReduce, "AllReduce", "x0, x1, ...", "x0, x1, ...", -1, -1,
+       "axes reduce", "", 2, 0},
   };
   return table;
 }
@@ -180,6 +183,43 @@ std::string dsc::rt::shapeString(const std::vector<int64_t> &shape) {
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+int64_t dsc::rt::meshRanks(const std::vector<Plan::MeshAxis> &mesh) {
+  int64_t n = 1;
+  for (const Plan::MeshAxis &axis : mesh) {
+    if (axis.size < 1 || n > std::numeric_limits<int64_t>::max() / axis.size)
+      return -1;
+    n *= axis.size;
+  }
+  return n;
+}
+
+std::string dsc::rt::meshString(const std::vector<Plan::MeshAxis> &mesh) {
+  std::string s;
+  for (const Plan::MeshAxis &axis : mesh)
+    s += (s.empty() ? "" : " ") + axis.name + "=" + std::to_string(axis.size);
+  return s;
+}
+
+std::vector<int64_t>
+dsc::rt::meshCoordinates(const std::vector<Plan::MeshAxis> &mesh,
+                         int64_t rank) {
+  std::vector<int64_t> coords(mesh.size());
+  for (size_t i = mesh.size(); i-- > 0;) {
+    int64_t size = std::max<int64_t>(1, mesh[i].size);
+    coords[i] = rank % size;
+    rank /= size;
+  }
+  return coords;
+}
+
+int64_t dsc::rt::findMeshAxis(const std::vector<Plan::MeshAxis> &mesh,
+                              const std::string &name) {
+  for (size_t i = 0; i < mesh.size(); ++i)
+    if (mesh[i].name == name)
+      return int64_t(i);
+  return -1;
 }
 
 const Program *Plan::findProgram(const std::string &name) const {

@@ -151,6 +151,8 @@ std::string bufferField(size_t i, const char *field) {
 
 std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   StringTable names;
+  for (const Plan::MeshAxis &axis : plan.mesh)
+    names.intern(axis.name);
   for (const Buffer &b : plan.buffers)
     names.intern(b.name);
   for (const Program &p : plan.programs) {
@@ -175,6 +177,12 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   for (const std::string &s : names.strings) {
     body.u32(uint32_t(s.size()));
     body.bytes(s.data(), s.size());
+  }
+
+  body.u32(uint32_t(plan.mesh.size()));
+  for (const Plan::MeshAxis &axis : plan.mesh) {
+    body.u32(names.intern(axis.name));
+    body.i64(axis.size);
   }
 
   body.u32(uint32_t(plan.arenas.size()));
@@ -312,6 +320,14 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
              std::to_string(strings.size()) + " strings");
     return strings[idx];
   };
+
+  // name, size.
+  plan.mesh.resize(r.count("mesh", 12));
+  for (size_t i = 0; i < plan.mesh.size(); ++i) {
+    std::string f = "mesh[" + std::to_string(i) + "]";
+    plan.mesh[i].name = name(f + ".name");
+    plan.mesh[i].size = r.i64(f + " '" + plan.mesh[i].name + "' size");
+  }
 
   plan.arenas.resize(r.count("arenas", 12));
   for (size_t i = 0; i < plan.arenas.size(); ++i) {

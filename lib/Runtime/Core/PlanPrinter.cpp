@@ -31,6 +31,9 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   os << "plan version " << plan.version << ": vocab " << plan.vocabSize
      << ", sequence " << plan.seqLength << ", micro-batch "
      << plan.microBatchSize << " x " << plan.microBatches << "\n";
+  if (!plan.mesh.empty())
+    os << "mesh: " << meshString(plan.mesh) << " (" << meshRanks(plan.mesh)
+       << " ranks)\n";
   os << "well-known: tokens %" << plan.tokens << ", targets %" << plan.targets
      << ", loss %" << plan.loss;
   if (plan.gradNorm >= 0)

@@ -255,6 +255,17 @@ private:
     return v;
   }
   void attentionShapes(size_t numIn, size_t numOut);
+  /// ": output 1 is buffer 7, input 1 is buffer 9" (AllReduce's message).
+  std::string firstDifference() const {
+    for (size_t i = 0; i < std::min(inst.inputs.size(), inst.outputs.size());
+         ++i)
+      if (inst.inputs[i] != inst.outputs[i])
+        return "; output " + std::to_string(i) + " is buffer " +
+               std::to_string(inst.outputs[i]) + " but input " +
+               std::to_string(i) + " is buffer " +
+               std::to_string(inst.inputs[i]);
+    return "";
+  }
   void sliceShapes(const Buffer &whole, const std::string &wholeName,
                    const Buffer &part, const std::string &partName);
 
@@ -392,6 +403,10 @@ void InstructionChecker::aliasing() {
       bool same = x.offset == y.offset && x.bytes == y.bytes;
       bool allowed =
           elementwise && same && !(inst.opcode == Opcode::BiasAdd && i == 1);
+      // A collective works in place on its own operand (the same id, which
+      // shapes() checked).
+      if (inst.opcode == Opcode::AllReduce)
+        allowed = i == o;
       if (!allowed)
         fail(outName(o) + " overlaps " + inName(i) +
              (elementwise ? "; only an exact in-place alias is allowed"
@@ -639,6 +654,27 @@ void InstructionChecker::shapes() {
     floatAt(1, "warmupStart", 0.0, std::numeric_limits<double>::max());
     floatAt(2, "decayEnd", 0.0, std::numeric_limits<double>::max());
     break;
+  case Opcode::AllReduce: {
+    if (inst.outputs != inst.inputs)
+      fail("works in place: its outputs must be its inputs, the same buffer "
+           "ids in the same order, but it has " +
+           std::to_string(inst.inputs.size()) + " inputs and " +
+           std::to_string(inst.outputs.size()) + " outputs" +
+           firstDifference());
+    if (plan.mesh.empty())
+      fail("a collective needs the plan's mesh, but the plan has none (a "
+           "one-rank plan)");
+    int64_t axes = inst.ints[0];
+    int64_t limit = int64_t(1) << plan.mesh.size();
+    if (axes < 1 || axes >= limit)
+      fail("int axes = " + std::to_string(axes) +
+           " must be a non-zero bit mask over the mesh's " +
+           std::to_string(plan.mesh.size()) + " axes (" +
+           meshString(plan.mesh) + "), i.e. in [1, " +
+           std::to_string(limit - 1) + "]");
+    intAt(1, "reduce", 0, 3);
+    break;
+  }
   case Opcode::AdamW:
   case Opcode::Sgd: {
     scalar(in(1), inName(1));
@@ -673,6 +709,23 @@ void dsc::rt::validatePlan(const Plan &plan) {
                 std::to_string(plan.seqLength) + ", microBatchSize " +
                 std::to_string(plan.microBatchSize) + ", microBatches " +
                 std::to_string(plan.microBatches));
+  std::set<std::string> axisNames;
+  for (size_t i = 0; i < plan.mesh.size(); ++i) {
+    const Plan::MeshAxis &axis = plan.mesh[i];
+    std::string what = "mesh axis " + std::to_string(i);
+    if (axis.name.empty())
+      throw Error(what + " has an empty name");
+    what += " '" + axis.name + "'";
+    if (!axisNames.insert(axis.name).second)
+      throw Error(what + " appears twice in the mesh");
+    if (axis.size < 1)
+      throw Error(what + " has size " + std::to_string(axis.size) +
+                  "; sizes must be >= 1");
+  }
+  if (int64_t ranks = meshRanks(plan.mesh);
+      ranks < 0 || ranks > std::numeric_limits<int>::max())
+    throw Error("the mesh " + meshString(plan.mesh) +
+                " spans more ranks than an int holds");
   for (size_t a = 0; a < plan.arenas.size(); ++a)
     if (uint32_t(plan.arenas[a].tier) > uint32_t(Tier::Nvme))
       throw Error("arena " + std::to_string(a) + " has unknown tier " +
