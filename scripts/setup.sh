@@ -35,6 +35,10 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# ccache keys on the command line, which holds absolute include paths; a
+# base dir makes them relative, so a fresh clone elsewhere reuses the cache.
+export CCACHE_BASEDIR="$ROOT"
+
 if [[ ! -f "$BUILD/build.ninja" ]]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD" \
     -DCMAKE_BUILD_TYPE=Release \
