@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -299,7 +300,7 @@ TEST(DscRun, PlanOfAnotherVersion) {
     f.put('\x07');
   }
   expectError(runTool({path}), "plan format version 7 is not supported: this "
-                               "runtime reads version 1");
+                               "runtime reads version 2");
   std::remove(path.c_str());
 }
 
@@ -356,7 +357,7 @@ TEST(DscRun, PrintPlan) {
   std::string plan = writeTinyPlan("print.plan");
   Outcome o = runTool({plan, "--print-plan"});
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_NE(o.out.find("plan version 1: vocab 256, sequence 8, micro-batch "
+  EXPECT_NE(o.out.find("plan version 2: vocab 256, sequence 8, micro-batch "
                        "2 x 1\n"),
             std::string::npos)
       << o.out;
@@ -377,7 +378,144 @@ TEST(DscRun, PrintPlan) {
 TEST(DscRun, Help) {
   Outcome o = runTool({"--help"});
   EXPECT_EQ(o.code, 0);
-  EXPECT_NE(o.out.find("usage: dsc-run PLAN"), std::string::npos);
+  EXPECT_NE(o.out.find("usage: dsc-run MODEL"), std::string::npos);
+  EXPECT_NE(o.out.find("--np N"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Ranks (--np): data parallelism on thread ranks
+//===----------------------------------------------------------------------===//
+
+/// The byte-level tiny plan on mesh dp=`dp`, its gradients averaged over dp
+/// at the start of the optimizer program, with the ring model's bytes as
+/// the plan's prediction.
+Plan makeDataParallelPlan(int64_t dp) {
+  Plan plan = makeTinyPlan(DType::F32, kBytes, 0.01);
+  plan.mesh = {{"dp", dp}};
+  uint32_t gWte = uint32_t(plan.findBuffer("wte.weight.grad"));
+  uint32_t gHead = uint32_t(plan.findBuffer("head.weight.grad"));
+  Program &opt = plan.programs[2];
+  opt.instructions.insert(opt.instructions.begin(),
+                          makeInst(Opcode::AllReduce, {gWte, gHead},
+                                   {gWte, gHead}, "grads.all_reduce", {1, 1}));
+  plan.summary.collectiveBytesPerStep = ringBytesSent(
+      CollectiveKind::AllReduce,
+      plan.buffers[gWte].bytes + plan.buffers[gHead].bytes, 4, int(dp), 0);
+  validatePlan(plan);
+  return plan;
+}
+
+TEST(DscRunRanks, TwoRanksTrainLikeOneRankWithTwoMicroBatches) {
+  std::ostringstream sink, twoOut;
+  RunResult one, oneMesh, two;
+  RunOptions o = parseRunOptions(
+      {"tiny", "--steps", "8", "--microbatches", "2", "--lr", "0.02"});
+  ASSERT_EQ(runPlan(makeTinyPlan(DType::F32, kBytes, 0.01), o, sink, &one), 0);
+  o.np = 1;
+  ASSERT_EQ(runPlan(makeDataParallelPlan(1), o, sink, &oneMesh), 0);
+  o.np = 2;
+  o.microBatches = 1;
+  ASSERT_EQ(runPlan(makeDataParallelPlan(2), o, twoOut, &two), 0);
+  ASSERT_EQ(one.losses.size(), 8u);
+  ASSERT_EQ(two.losses.size(), 8u);
+  for (size_t s = 0; s < 8; ++s) {
+    // dp=1 with its no-op all-reduce is the plain plan, bit for bit.
+    EXPECT_EQ(oneMesh.losses[s], one.losses[s]) << s;
+    EXPECT_NEAR(two.losses[s], one.losses[s], 1e-5 * one.losses[s]) << s;
+    EXPECT_EQ(two.collectiveBytesPerStep[s],
+              makeDataParallelPlan(2).summary.collectiveBytesPerStep);
+    EXPECT_EQ(oneMesh.collectiveBytesPerStep[s], 0u);
+  }
+  const std::string text = twoOut.str();
+  EXPECT_NE(text.find("dsc-run: mesh dp=2 on 2 ranks (threads); each of the "
+                      "2 data-parallel ranks trains 1 micro-batches of the "
+                      "step's 2"),
+            std::string::npos)
+      << text;
+  // Consumed samples count both ranks' micro-batches (2 x 2 per step).
+  EXPECT_NE(text.find(" iteration        8/       8 | consumed samples:"
+                      "           32 |"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("collective bytes per step (rank 0): measured " +
+                      std::to_string(two.collectiveBytesPerStep[0]) +
+                      ", planned " +
+                      std::to_string(two.collectiveBytesPerStep[0])),
+            std::string::npos)
+      << text;
+  // Rank 1 printed nothing: one header.
+  EXPECT_EQ(text.find("dsc-run: plan"), text.rfind("dsc-run: plan"));
+}
+
+TEST(DscRunRanks, TracePerRankAndJsonFromRankZero) {
+  std::string plan = tempPath("dp2.plan");
+  writePlanFile(makeDataParallelPlan(2), plan);
+  std::string json = tempPath("dp2.jsonl"), trace = tempPath("dp2.trace.json");
+  std::string trace1 = tempPath("dp2.trace.rank1.json");
+  EXPECT_EQ(traceFileOfRank(trace, 1), trace1);
+  EXPECT_EQ(traceFileOfRank(trace, 0), trace);
+  EXPECT_EQ(traceFileOfRank("out/t", 3), "out/t.rank3");
+  EXPECT_EQ(traceFileOfRank("a.b/t", 2), "a.b/t.rank2");
+  Outcome o = runTool({plan, "--np", "2", "--steps", "3", "--log-json", json,
+                       "--trace", trace});
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::string lines = slurp(json);
+  EXPECT_NE(
+      lines.find("\"collective_bytes\": " +
+                 std::to_string(
+                     makeDataParallelPlan(2).summary.collectiveBytesPerStep) +
+                 "}"),
+      std::string::npos)
+      << lines;
+  for (const std::string &path : {trace, trace1}) {
+    std::string t = slurp(path);
+    EXPECT_NE(t.find("\"name\": \"communication\""), std::string::npos) << path;
+    EXPECT_NE(t.find("\"name\": \"grads.all_reduce\", \"cat\": \"AllReduce\", "
+                     "\"ph\": \"X\", \"pid\": 0, \"tid\": 1"),
+              std::string::npos)
+        << path;
+    EXPECT_NE(t.find("\"bytes_sent\": "), std::string::npos) << path;
+    std::remove(path.c_str());
+  }
+  std::remove(plan.c_str());
+  std::remove(json.c_str());
+}
+
+TEST(DscRunRanks, TheMeshMustMatchTheRanks) {
+  std::string plan = tempPath("dp2m.plan");
+  writePlanFile(makeDataParallelPlan(2), plan);
+  expectError(runTool({plan, "--np", "4"}),
+              "dsc-run: error: the plan's mesh dp=2 needs 2 ranks, got --np 4");
+  expectError(runTool({plan}),
+              "the plan's mesh dp=2 needs 2 ranks, got 1 (no --np)");
+  std::string single = writeTinyPlan("single.plan");
+  expectError(runTool({single, "--np", "2"}),
+              "the plan has no mesh, so it runs on 1 rank, got --np 2 "
+              "(compile it with --compile \"dp=2\")");
+  EXPECT_EQ(parseError({"m.plan", "--np", "0"}),
+            "--np must be at least 1, got 0");
+  std::remove(plan.c_str());
+  std::remove(single.c_str());
+}
+
+TEST(DscRunRanks, AFailingRankStopsTheRunNamingIt) {
+  RunOptions o = parseRunOptions({"tiny", "--steps", "5", "--np", "2"});
+  RunHooks hooks;
+  hooks.beforeStep = [](int rank, int64_t iteration) {
+    if (rank == 1 && iteration == 3)
+      throw Error("injected failure");
+  };
+  std::ostringstream sink;
+  std::string msg;
+  try {
+    runPlan(makeDataParallelPlan(2), o, sink, nullptr, nullptr, hooks);
+  } catch (const Error &e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg, "rank 1 failed: injected failure");
+  EXPECT_NE(sink.str().find(" iteration        2/       5 |"),
+            std::string::npos);
+  EXPECT_EQ(sink.str().find(" iteration        3/"), std::string::npos);
 }
 
 } // namespace

@@ -61,7 +61,11 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
          ", \"throughput_tflops\": " + jsonNumber(m.tflops) +
          ", \"learning_rate\": " + jsonNumber(m.learningRate) +
          ", \"lm_loss\": " + jsonNumber(m.loss) +
-         ", \"grad_norm\": " + jsonNumber(m.gradNorm) + "}";
+         ", \"grad_norm\": " + jsonNumber(m.gradNorm) +
+         (m.collectiveBytes >= 0
+              ? ", \"collective_bytes\": " + std::to_string(m.collectiveBytes)
+              : std::string()) +
+         "}";
 }
 
 std::string dsc::run::jsonString(const std::string &s) {

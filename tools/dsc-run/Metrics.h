@@ -25,6 +25,9 @@ struct StepMetrics {
   double learningRate = 0;
   double loss = 0;
   double gradNorm = 0; // NaN when the plan computes none
+  /// Bytes this rank sent in the plan's collectives; -1 (left out of the
+  /// JSON) for a plan without a mesh.
+  int64_t collectiveBytes = -1;
 };
 
 /// " iteration       10/     200 | consumed samples:          40 | elapsed
@@ -35,7 +38,8 @@ std::string formatLogLine(const StepMetrics &m);
 
 /// {"iteration": 10, "iterations": 200, "consumed_samples": 40,
 /// "elapsed_time_per_iteration_ms": ..., "throughput_tflops": ...,
-/// "learning_rate": ..., "lm_loss": ..., "grad_norm": ...} with doubles
+/// "learning_rate": ..., "lm_loss": ..., "grad_norm": ...[,
+/// "collective_bytes": ...]} with doubles
 /// printed exactly (%.17g) and NaN/Inf as null. No newline.
 std::string formatJsonLine(const StepMetrics &m);
 

@@ -50,6 +50,12 @@ std::string dsc::run::usage() {
          "                       is compiled, e.g. \"warmup=20 min-lr=1e-4\"\n"
          "                       (steps, lr, microbatches come from the\n"
          "                       flags above)\n"
+         "  --np N               run N ranks as threads of this process; the\n"
+         "                       plan's mesh must span N ranks (compile with\n"
+         "                       --compile \"dp=N\"). Under mpirun each "
+         "process\n"
+         "                       is one rank and --np, if given, must equal\n"
+         "                       the number of processes\n"
          "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
@@ -135,6 +141,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.load = next();
     else if (flag == "--compile")
       o.compile = next();
+    else if (flag == "--np")
+      o.np = parseInt(flag, next(), 1);
     else if (flag == "--microbatches")
       o.microBatches = parseInt(flag, next(), 1);
     else

@@ -43,6 +43,9 @@ struct RunOptions {
   bool printPlan = false;
   /// --compile: extra --dsc-compile options for a model compiled in-process.
   std::string compile;
+  /// --np: ranks to run as threads of this process (0: not given, one rank;
+  /// under mpirun the MPI world decides and --np must agree with it).
+  int64_t np = 0;
   bool help = false;
 };
 

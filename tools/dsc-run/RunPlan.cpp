@@ -6,7 +6,10 @@
 //
 // The training loop around the executor: a seeded batch sampler over the
 // chosen token source, micro-batches per step, Megatron-style log lines,
-// JSON-lines metrics and a Chrome trace with one lane per stream.
+// JSON-lines metrics and a Chrome trace with one lane per stream. A plan
+// with a mesh runs one such loop per rank (threads or MPI processes), each
+// rank with its own executor and arenas; rank 0 prints and writes the
+// metrics, every rank writes its own trace.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,14 +20,21 @@
 
 #include "dsc/Runtime/Data.h"
 #include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/MpiCommunicator.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/ThreadCommunicator.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 using namespace dsc::run;
 using namespace dsc::rt;
@@ -55,12 +65,29 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 } // namespace
 
-int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
-                      RunResult *result) {
-  for (const char *name : {"forward_backward", "optimizer"})
-    if (!plan.findProgram(name))
-      throw Error("plan '" + options.input + "' has no '" + name +
-                  "' program, so it cannot train");
+std::string dsc::run::traceFileOfRank(const std::string &path, int rank) {
+  if (rank == 0)
+    return path;
+  std::string tag = ".rank" + std::to_string(rank);
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == (slash == std::string::npos ? 0 : slash + 1))
+    return path + tag;
+  return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+namespace {
+
+/// One rank's training run; `world` is null for a one-rank plan without a
+/// mesh. Only world rank 0 writes to `out`, the JSON lines and checkpoints.
+int runRank(Plan plan, const RunOptions &options, std::ostream &out,
+            RunResult *result, Communicator *world, const RunHooks &hooks) {
+  const int worldRank = world ? world->rank() : 0;
+  const int worldSize = world ? world->size() : 1;
+  const bool primary = worldRank == 0;
+  std::ostream nullOut(nullptr);
+  std::ostream &log = primary ? out : nullOut;
   const int64_t microBatches =
       options.microBatches ? options.microBatches : plan.microBatches;
 
@@ -78,50 +105,69 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
 
   // Outputs next: an unwritable path fails before training, not after.
   std::ofstream json;
-  if (!options.logJson.empty()) {
+  if (primary && !options.logJson.empty()) {
     json.open(options.logJson, std::ios::trunc);
     if (!json)
       throw Error("cannot open --log-json file '" + options.logJson +
                   "': " + std::strerror(errno));
   }
 
-  Executor ex(std::move(plan), options.seed);
+  Executor ex(std::move(plan), options.seed, world);
   const Plan &p = ex.plan();
   if (options.learningRate)
     ex.setBaseLearningRate(*options.learningRate);
 
-  out << "dsc-run: plan '" << options.input << "': vocab " << p.vocabSize
+  // The data-parallel coordinate: rank d of D takes micro-batches
+  // [d*M, (d+1)*M) of each step's D*M (Plan::mesh).
+  const int64_t dpAxis = findMeshAxis(p.mesh, "dp");
+  const int64_t dpSize = dpAxis >= 0 ? p.mesh[dpAxis].size : 1;
+  const int64_t dpRank = dpAxis >= 0 ? ex.meshCoordinates()[dpAxis] : 0;
+
+  log << "dsc-run: plan '" << options.input << "': vocab " << p.vocabSize
       << ", sequence " << p.seqLength << ", micro-batch " << p.microBatchSize
       << " x " << microBatches << " per step, " << p.buffers.size()
       << " buffers\n";
-  out << "dsc-run: data: " << source->describe() << " (" << source->size()
+  if (!p.mesh.empty())
+    log << "dsc-run: mesh " << meshString(p.mesh) << " on " << worldSize
+        << " ranks (" << world->backendName() << "); each of the " << dpSize
+        << " data-parallel ranks trains " << microBatches
+        << " micro-batches of the step's " << dpSize * microBatches << "\n";
+  log << "dsc-run: data: " << source->describe() << " (" << source->size()
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";
   for (uint32_t a = 0; a < p.arenas.size(); ++a) {
-    out << "dsc-run: arena " << a << " (" << tierName(p.arenas[a].tier)
+    log << "dsc-run: arena " << a << " (" << tierName(p.arenas[a].tier)
         << "): allocated " << ex.allocatedBytes(a) << " bytes ("
         << humanBytes(ex.allocatedBytes(a)) << ")";
     if (a < p.summary.peakBytesPerArena.size())
-      out << ", planned peak " << p.summary.peakBytesPerArena[a] << " bytes";
-    out << "\n";
+      log << ", planned peak " << p.summary.peakBytesPerArena[a] << " bytes";
+    log << (p.mesh.empty() ? "" : " per rank") << "\n";
   }
   if (result) {
     result->losses.clear();
     result->allocatedBytesPerArena.clear();
+    result->collectiveBytesPerStep.clear();
     for (uint32_t a = 0; a < p.arenas.size(); ++a)
       result->allocatedBytesPerArena.push_back(ex.allocatedBytes(a));
   }
 
   std::unique_ptr<ChromeTrace> trace;
-  if (!options.trace.empty()) {
-    trace = std::make_unique<ChromeTrace>("dsc-run rank 0");
+  const std::string tracePath =
+      options.trace.empty() ? "" : traceFileOfRank(options.trace, worldRank);
+  if (!tracePath.empty()) {
+    trace = std::make_unique<ChromeTrace>("dsc-run rank " +
+                                          std::to_string(worldRank));
     trace->nameLane(0, "compute");
+    if (!p.mesh.empty())
+      trace->nameLane(1, "communication");
     ex.setInstructionHook([&](const InstructionEvent &e) {
       const Instruction &inst = *e.instruction;
       std::string opcode = opcodeName(inst.opcode);
+      std::string args = "\"program\": " + jsonString(e.program->name) +
+                         ", \"index\": " + std::to_string(e.index);
+      if (e.collective)
+        args += ", \"bytes_sent\": " + std::to_string(e.bytesSent);
       trace->add(inst.name.empty() ? opcode : inst.name, opcode, e.stream,
-                 e.startUs, e.durationUs,
-                 "\"program\": " + jsonString(e.program->name) +
-                     ", \"index\": " + std::to_string(e.index));
+                 e.startUs, e.durationUs, args);
     });
   }
 
@@ -134,19 +180,25 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
                   std::to_string(firstIteration - 1) +
                   " steps already; --steps " + std::to_string(options.steps) +
                   " is the total to reach");
-    out << "dsc-run: resumed from '" << options.load << "' at iteration "
+    log << "dsc-run: resumed from '" << options.load << "' at iteration "
         << firstIteration << " (" << consumed << " samples consumed)\n";
   }
 
-  const int64_t samplesPerStep = p.microBatchSize * microBatches;
+  // Consumed samples count the whole data-parallel step; throughput is this
+  // rank's (Megatron's per-GPU TFLOP/s).
+  const int64_t samplesPerStep = p.microBatchSize * microBatches * dpSize;
   const double flopsPerStep =
       double(p.summary.flopsPerMicroBatch) * double(microBatches);
   const auto runStart = std::chrono::steady_clock::now();
   double intervalSeconds = 0, intervalLoss = 0;
   int64_t intervalSteps = 0;
+  uint64_t lastCollectiveBytes = 0;
   for (int64_t iteration = firstIteration; iteration <= options.steps;
        ++iteration) {
-    const int64_t firstSample = consumed;
+    if (hooks.beforeStep)
+      hooks.beforeStep(worldRank, iteration);
+    const int64_t firstSample =
+        consumed + dpRank * microBatches * p.microBatchSize;
     const double traceStart = ex.nowUs();
     const auto t0 = std::chrono::steady_clock::now();
     StepResult r = ex.trainStep(
@@ -155,12 +207,18 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
                          tokens, targets);
         },
         microBatches);
+    // The step's loss is the mean over every rank's micro-batches.
+    if (world && worldSize > 1)
+      world->allReduce(&r.loss, 1, DType::F64, ReduceOp::Avg);
     const double seconds = secondsSince(t0);
     if (trace)
       trace->add("iteration " + std::to_string(iteration), "step", 0,
                  traceStart, ex.nowUs() - traceStart);
-    if (result)
+    lastCollectiveBytes = r.collectiveBytesSent;
+    if (result) {
       result->losses.push_back(r.loss);
+      result->collectiveBytesPerStep.push_back(r.collectiveBytesSent);
+    }
 
     consumed += samplesPerStep;
 
@@ -173,6 +231,8 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
     m.learningRate = r.learningRate;
     m.loss = r.loss;
     m.gradNorm = r.gradNorm;
+    if (!p.mesh.empty())
+      m.collectiveBytes = int64_t(r.collectiveBytesSent);
     if (json.is_open())
       json << formatJsonLine(m) << "\n";
 
@@ -187,22 +247,24 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
                                              intervalSeconds / 1e12
                                        : 0.0;
       avg.loss = intervalLoss / double(intervalSteps);
-      out << formatLogLine(avg) << std::endl;
+      log << formatLogLine(avg) << std::endl;
       intervalSeconds = intervalLoss = 0;
       intervalSteps = 0;
     }
     // Megatron stops on a NaN loss or grad norm; so do we, after logging
-    // the step (and before a checkpoint could save the damage).
+    // the step (and before a checkpoint could save the damage). Every rank
+    // sees the same averaged loss and grad norm, so all stop here.
     if (!std::isfinite(r.loss) ||
         (p.gradNorm >= 0 && !std::isfinite(r.gradNorm))) {
       if (intervalSteps)
-        out << formatLogLine(m) << std::endl;
+        log << formatLogLine(m) << std::endl;
       throw Error("iteration " + std::to_string(iteration) + ": " +
                   (!std::isfinite(r.loss) ? "lm loss" : "grad norm") + " is " +
                   std::to_string(!std::isfinite(r.loss) ? r.loss : r.gradNorm) +
                   ": training diverged (try a lower --lr)");
     }
-    if (!options.save.empty() &&
+    // The ranks hold the same parameters and state: rank 0 saves them.
+    if (primary && !options.save.empty() &&
         ((options.saveInterval && iteration % options.saveInterval == 0) ||
          iteration == options.steps))
       ex.saveCheckpoint(options.save, consumed);
@@ -213,44 +275,135 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
       throw Error("cannot write --log-json file '" + options.logJson + "'");
   }
   if (trace)
-    trace->write(options.trace);
+    trace->write(tracePath);
+  if (!p.mesh.empty()) {
+    CommStats stats = ex.collectiveStats();
+    log << "dsc-run: collective bytes per step (rank 0): measured "
+        << lastCollectiveBytes << ", planned "
+        << p.summary.collectiveBytesPerStep
+        << "; in all: " << formatCommStats(stats) << "\n";
+  }
   char tail[128];
   std::snprintf(tail, sizeof(tail), "dsc-run: %lld steps in %.2f s",
                 (long long)(options.steps - firstIteration + 1),
                 secondsSince(runStart));
-  out << tail;
+  log << tail;
   if (trace)
-    out << "; trace (" << trace->size() << " events) in '" << options.trace
-        << "'";
+    log << "; trace (" << trace->size() << " events) in '" << options.trace
+        << "'" << (worldSize > 1 ? " (rank 0; the others beside it)" : "");
   if (!options.logJson.empty())
-    out << "; metrics in '" << options.logJson << "'";
+    log << "; metrics in '" << options.logJson << "'";
   if (!options.save.empty())
-    out << "; checkpoint in '" << options.save << "'";
-  out << "\n";
+    log << "; checkpoint in '" << options.save << "'";
+  log << "\n";
+  return 0;
+}
+
+/// "the plan's mesh dp=2 needs 2 ranks, got --np 4".
+void checkRankCount(const Plan &plan, int64_t ranks, const std::string &got) {
+  const int64_t need = meshRanks(plan.mesh);
+  if (need == ranks)
+    return;
+  if (plan.mesh.empty())
+    throw Error("the plan has no mesh, so it runs on 1 rank, got " + got +
+                " (compile it with --compile \"dp=" + std::to_string(ranks) +
+                "\")");
+  throw Error("the plan's mesh " + meshString(plan.mesh) + " needs " +
+              std::to_string(need) + " ranks, got " + got);
+}
+
+} // namespace
+
+int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
+                      RunResult *result, Communicator *world,
+                      const RunHooks &hooks) {
+  for (const char *name : {"forward_backward", "optimizer"})
+    if (!plan.findProgram(name))
+      throw Error("plan '" + options.input + "' has no '" + name +
+                  "' program, so it cannot train");
+  if (world) {
+    if (options.np && options.np != world->size())
+      throw Error("--np " + std::to_string(options.np) +
+                  " disagrees with the " + world->backendName() + " world of " +
+                  std::to_string(world->size()) +
+                  " ranks (under mpirun, -np sets the rank count)");
+    checkRankCount(plan, world->size(),
+                   std::to_string(world->size()) + " " + world->backendName() +
+                       " ranks");
+    return runRank(std::move(plan), options, out, result, world, hooks);
+  }
+  const int64_t ranks = options.np ? options.np : 1;
+  checkRankCount(plan, ranks,
+                 options.np ? "--np " + std::to_string(options.np)
+                            : std::string("1 (no --np)"));
+  if (plan.mesh.empty())
+    return runRank(std::move(plan), options, out, result, nullptr, hooks);
+
+  // One thread per rank, each with its own executor; the kernels' OpenMP
+  // threads share the cores.
+  const int threadsPerRank =
+      std::max(1, int(std::thread::hardware_concurrency()) / int(ranks));
+  runRanks(
+      int(ranks),
+      [&](Communicator &comm) {
+        omp_set_num_threads(threadsPerRank);
+        runRank(plan, options, out, comm.rank() == 0 ? result : nullptr, &comm,
+                hooks);
+      },
+      ThreadWorldOptions::fromEnvironment());
   return 0;
 }
 
 int dsc::run::dscRunMain(const std::vector<std::string> &args,
                          std::ostream &out, std::ostream &err,
                          const PlanLoader &loader) {
+  // Under mpirun this process is one rank of the MPI world; destroyed last,
+  // after every executor's groups (it finalizes MPI).
+  std::unique_ptr<Communicator> mpiWorld;
+  std::string message;
   try {
     RunOptions options = parseRunOptions(args);
     if (options.help) {
       out << usage();
       return 0;
     }
+    if (launchedByMpi()) {
+      mpiWorld = createMpiWorldCommunicator(nullptr, nullptr);
+      // One process per rank: share the node's cores among its processes
+      // unless the user chose (OMP_NUM_THREADS).
+      if (!std::getenv("OMP_NUM_THREADS")) {
+        const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        int perNode = local ? std::atoi(local) : mpiWorld->size();
+        omp_set_num_threads(
+            std::max(1, int(std::thread::hardware_concurrency()) /
+                            std::max(1, perNode)));
+      }
+    }
     Plan plan = loader ? loader(options) : loadPlan(options.input);
     if (options.printPlan) {
-      out << formatPlan(plan);
+      if (!mpiWorld || mpiWorld->rank() == 0)
+        out << formatPlan(plan);
       return 0;
     }
-    return runPlan(std::move(plan), options, out);
+    return runPlan(std::move(plan), options, out, nullptr, mpiWorld.get());
   } catch (const Error &e) {
-    err << "dsc-run: error: " << e.what() << std::endl;
+    message = e.what();
   } catch (const std::bad_alloc &) {
-    err << "dsc-run: error: out of memory" << std::endl;
+    message = "out of memory";
   } catch (const std::exception &e) {
-    err << "dsc-run: error: " << e.what() << std::endl;
+    message = e.what();
   }
+  if (mpiWorld && mpiWorld->size() > 1) {
+    // The other ranks may be blocked in a collective with this one: end the
+    // job, naming this rank (MPI_Abort; does not return).
+    err << "dsc-run: error: rank " << mpiWorld->rank() << ": " << message
+        << std::endl;
+    try {
+      mpiWorld->abort(message);
+    } catch (...) {
+    }
+    return 1;
+  }
+  err << "dsc-run: error: " << message << std::endl;
   return 1;
 }
