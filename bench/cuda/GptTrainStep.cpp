@@ -245,7 +245,7 @@ struct Step {
                             mm(BT, H, H), false, st));
       CK(cu::biasGrad(dx, G(p.bproj), BT, H, false, st));
       CK(cu::attentionBackward(a.q, a.k, a.v, a.lse, dtmp, dq, dk, dv, attn(),
-                               AccumulateMask(0), st));
+                               AccumulateMask(0), st, a.att));
       LT(cu::matmulBackward(ctx, a.ln1, W(p.wq), dq, dtmp, G(p.wq),
                             mm(BT, H, H), false, st));
       LT(cu::matmulBackward(ctx, a.ln1, W(p.wk), dk, dtmp, G(p.wk),

@@ -456,9 +456,12 @@ void checkAttention(cudaStream_t stream, AttentionShape s) {
   EXPECT_LT(relNorm(dlse.download(), lse),
             (std::is_same_v<T, float> ? 1e-5 : 1e-3));
 
-  for (bool savedLse : {true, false}) {
+  // Saved lse; recomputed lse; saved lse and the forward's output (D_i
+  // from dO . O instead of a pass over the keys).
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool savedLse = mode != 1, withOut = mode == 2;
     for (uint32_t accBits : {0u, 5u}) {
-      SCOPED_TRACE(std::string("lse=") + (savedLse ? "1" : "0") +
+      SCOPED_TRACE("mode=" + std::to_string(mode) +
                    " acc=" + std::to_string(accBits));
       std::vector<float> gq = dO, gk = q, gv = k; // accumulate bases
       ASSERT_TRUE(attentionBackward(q.data(), k.data(), v.data(), lse.data(),
@@ -467,10 +470,11 @@ void checkAttention(cudaStream_t stream, AttentionShape s) {
                                     AccumulateMask(accBits)));
       Dev<T> dgq(dO), dgk(q), dgv(k);
       ASSERT_EQ(cudaSuccess,
-                cu::attentionBackward(
-                    dq.get(), dk.get(), dv.get(),
-                    savedLse ? dlse.get() : nullptr, ddO.get(), dgq.get(),
-                    dgk.get(), dgv.get(), s, AccumulateMask(accBits), stream));
+                cu::attentionBackward(dq.get(), dk.get(), dv.get(),
+                                      savedLse ? dlse.get() : nullptr,
+                                      ddO.get(), dgq.get(), dgk.get(),
+                                      dgv.get(), s, AccumulateMask(accBits),
+                                      stream, withOut ? dout.get() : nullptr));
       EXPECT_LT(relNorm(dgq.download(), gq), tol<T>()) << "dq";
       EXPECT_LT(relNorm(dgk.download(), gk), tol<T>()) << "dk";
       EXPECT_LT(relNorm(dgv.download(), gv), tol<T>()) << "dv";

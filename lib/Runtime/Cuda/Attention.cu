@@ -178,11 +178,13 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
 }
 
 /// dq per query row, and D_i (saved for the dk/dv kernel). Pass 1 over the
-/// key tiles sums D_i = sum_j P_ij dP_ij; pass 2 sums dq.
+/// key tiles sums D_i = sum_j P_ij dP_ij; pass 2 sums dq. With haveD, D_i
+/// was computed from the forward's output (dRowFromOutKernel): pass 2 only.
 template <typename T, int HD>
 __global__ void __launch_bounds__(Split<HD>::Threads)
     dqKernel(const T *q, const T *k, const T *v, const float *lse,
-             const T *dOut, T *dq, float *dRow, bool acc, Params p) {
+             const T *dOut, T *dq, float *dRow, bool haveD, bool acc,
+             Params p) {
   using S = Split<HD>;
   constexpr int DPT = S::DPT, TPR = S::TPR;
   __shared__ float ks[kTile * S::Stride], vs[kTile * S::Stride];
@@ -201,9 +203,9 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
   const float li = valid ? lse[hv.bh * p.seq + i] : 0.0f;
   const int64_t keyEnd =
       p.causal ? min(p.seq, int64_t(blockIdx.x + 1) * kRows) : p.seq;
-  float D = 0.0f;
+  float D = haveD && valid ? dRow[hv.bh * p.seq + i] : 0.0f;
   // Without dq only D_i is wanted: skip the second pass.
-  for (int pass = 0; pass < (dq ? 2 : 1); ++pass) {
+  for (int pass = haveD ? 1 : 0; pass < (dq ? 2 : 1); ++pass) {
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) {
       __syncthreads();
       loadTile<HD>(ks, k, hv.off, j0, p);
@@ -240,7 +242,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
   }
   if (!valid)
     return;
-  if (part == 0)
+  if (part == 0 && !haveD)
     dRow[hv.bh * p.seq + i] = D;
   if (dq) {
 #pragma unroll
@@ -324,6 +326,26 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
   }
 }
 
+/// D_i = dO_i . O_i, which equals sum_j P_ij dP_ij (with dropout too: O is
+/// the dropped P times V): one dot product per row instead of a pass over
+/// the keys. A warp per (batch, head, row).
+template <typename T>
+__global__ void dRowFromOutKernel(const T *out, const T *dOut, float *dRow,
+                                  int64_t rows, int64_t seq, int64_t hidden,
+                                  int64_t heads, int hd) {
+  const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (r >= rows)
+    return;
+  const int64_t bh = r / seq, i = r % seq, b = bh / heads, h = bh % heads;
+  const int64_t off = (b * seq + i) * hidden + h * hd;
+  float d = 0.0f;
+  for (int c = threadIdx.x & 31; c < hd; c += 32)
+    d += toF(out[off + c]) * toF(dOut[off + c]);
+  d = warpSum(d);
+  if ((threadIdx.x & 31) == 0)
+    dRow[r] = d;
+}
+
 template <typename T, int HD>
 cudaError_t forwardHd(const T *q, const T *k, const T *v, T *out, float *lse,
                       const AttentionShape &s, cudaStream_t stream) {
@@ -338,7 +360,7 @@ template <typename T, int HD>
 cudaError_t backwardHd(const T *q, const T *k, const T *v, const float *lse,
                        const T *dOut, T *dq, T *dk, T *dv,
                        const AttentionShape &s, AccumulateMask accumulate,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const T *out) {
   const int64_t rows = s.lseSize();
   float *scratch = nullptr;
   if (cudaError_t e = cudaMallocAsync(
@@ -355,8 +377,13 @@ cudaError_t backwardHd(const T *q, const T *k, const T *v, const float *lse,
     lse = own;
   }
   // D_i is needed by dk/dv even when dq is not.
-  dqKernel<T, HD><<<grid, Split<HD>::Threads, 0, stream>>>(
-      q, k, v, lse, dOut, dq, dRow, accumulate[0], p);
+  const bool haveD = out != nullptr;
+  if (haveD)
+    dRowFromOutKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(
+        out, dOut, dRow, rows, s.seq, s.hidden, s.heads, HD);
+  if (dq || !haveD)
+    dqKernel<T, HD><<<grid, Split<HD>::Threads, 0, stream>>>(
+        q, k, v, lse, dOut, dq, dRow, haveD, accumulate[0], p);
   if (dk || dv)
     dkvKernel<T, HD><<<grid, Split<HD>::Threads, 0, stream>>>(
         q, k, v, lse, dRow, dOut, dk, dv, accumulate[1], accumulate[2], p);
@@ -395,12 +422,10 @@ cudaError_t dsc::rt::cuda::attentionForward(const T *q, const T *k, const T *v,
 }
 
 template <typename T>
-cudaError_t dsc::rt::cuda::attentionBackward(const T *q, const T *k, const T *v,
-                                             const float *lse, const T *dOut,
-                                             T *dq, T *dk, T *dv,
-                                             const AttentionShape &s,
-                                             AccumulateMask accumulate,
-                                             cudaStream_t stream) {
+cudaError_t dsc::rt::cuda::attentionBackward(
+    const T *q, const T *k, const T *v, const float *lse, const T *dOut, T *dq,
+    T *dk, T *dv, const AttentionShape &s, AccumulateMask accumulate,
+    cudaStream_t stream, const T *out) {
   if (!attentionSupported(s))
     return cudaErrorInvalidValue;
   if (s.batch * s.seq == 0 || (!dq && !dk && !dv))
@@ -408,16 +433,16 @@ cudaError_t dsc::rt::cuda::attentionBackward(const T *q, const T *k, const T *v,
   switch (s.headDim()) {
   case 16:
     return backwardHd<T, 16>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
-                             stream);
+                             stream, out);
   case 32:
     return backwardHd<T, 32>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
-                             stream);
+                             stream, out);
   case 64:
     return backwardHd<T, 64>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
-                             stream);
+                             stream, out);
   default:
     return backwardHd<T, 128>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
-                              stream);
+                              stream, out);
   }
 }
 
@@ -427,5 +452,5 @@ cudaError_t dsc::rt::cuda::attentionBackward(const T *q, const T *k, const T *v,
       cudaStream_t);                                                           \
   template cudaError_t dsc::rt::cuda::attentionBackward<T>(                    \
       const T *, const T *, const T *, const float *, const T *, T *, T *,     \
-      T *, const AttentionShape &, AccumulateMask, cudaStream_t);
+      T *, const AttentionShape &, AccumulateMask, cudaStream_t, const T *);
 DSC_CUDA_INSTANTIATE_ALL(INSTANTIATE)

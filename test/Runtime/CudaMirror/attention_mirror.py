@@ -77,6 +77,8 @@ def run(B,S,Hd,NH,causal,p,seed,boff=0,hoff=0,tot=0):
                   else:
                     if j<S: g+=pr*(dp-D)*Kk[j]
             Drow[i]=D; dq[b,i,c]=g*scale
+            # dRowFromOutKernel's shortcut: D_i = dO_i . O_i, dropout included.
+            assert abs(D-DO[i]@out[b,i,c])<1e-9*(1+abs(D))
         # dkv kernel
         for bx in range((S+kRows-1)//kRows):
           qStart=(bx*kRows//kTile)*kTile if causal else 0
