@@ -56,13 +56,47 @@ template <int HD> struct Split {
   static constexpr int DPT = HD < 32 ? HD : 32; // dims per thread
   static constexpr int TPR = HD / DPT;          // threads per row
   static constexpr int Threads = kRows * TPR;
-  // Row stride in shared memory; each thread's segment is padded by one so
-  // the TPR lanes of a row hit different banks.
-  static constexpr int Stride = TPR * (DPT + 1);
+  // Each thread's segment of a shared-memory row is padded by 4 floats:
+  // the TPR lanes of a row hit different banks, and segments stay 16-byte
+  // aligned so they are read as float4 (one LDS.128 per 4 FMAs; a warp's
+  // lanes read at most TPR distinct addresses, which are broadcast).
+  static constexpr int Pad = DPT + 4;
+  static constexpr int Stride = TPR * Pad;
   __device__ static int at(int row, int part, int d) {
-    return row * Stride + part * (DPT + 1) + d;
+    return row * Stride + part * Pad + d;
   }
 };
+
+/// sum_d r[d] * seg[d] over a 16-byte aligned shared-memory segment.
+template <int N>
+__device__ __forceinline__ float dotSeg(const float *r, const float *seg) {
+  static_assert(N % 4 == 0, "segments are read as float4");
+  const float4 *s4 = reinterpret_cast<const float4 *>(seg);
+  float acc = 0.0f;
+#pragma unroll
+  for (int d = 0; d < N / 4; ++d) {
+    const float4 x = s4[d];
+    acc += r[4 * d] * x.x;
+    acc += r[4 * d + 1] * x.y;
+    acc += r[4 * d + 2] * x.z;
+    acc += r[4 * d + 3] * x.w;
+  }
+  return acc;
+}
+
+/// acc[d] += a * seg[d] over a 16-byte aligned shared-memory segment.
+template <int N>
+__device__ __forceinline__ void axpySeg(float a, const float *seg, float *acc) {
+  const float4 *s4 = reinterpret_cast<const float4 *>(seg);
+#pragma unroll
+  for (int d = 0; d < N / 4; ++d) {
+    const float4 x = s4[d];
+    acc[4 * d] += a * x.x;
+    acc[4 * d + 1] += a * x.y;
+    acc[4 * d + 2] += a * x.z;
+    acc[4 * d + 3] += a * x.w;
+  }
+}
 
 /// Sum over the TPR adjacent lanes of a row (all lanes call it).
 template <int TPR> __device__ __forceinline__ float rowSum(float v) {
@@ -108,7 +142,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
                   Params p) {
   using S = Split<HD>;
   constexpr int DPT = S::DPT, TPR = S::TPR;
-  __shared__ float ks[kTile * S::Stride], vs[kTile * S::Stride];
+  __shared__ __align__(16) float ks[kTile * S::Stride], vs[kTile * S::Stride];
   const Head hv = headOf<HD>(p);
   const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;
   const int64_t i = int64_t(blockIdx.x) * kRows + row;
@@ -132,11 +166,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
     float tileMax = -INFINITY;
 #pragma unroll
     for (int jj = 0; jj < kTile; ++jj) {
-      float s = 0.0f;
-#pragma unroll
-      for (int d = 0; d < DPT; ++d)
-        s += qr[d] * ks[S::at(jj, part, d)];
-      s = rowSum<TPR>(s);
+      float s = rowSum<TPR>(dotSeg<DPT>(qr, ks + S::at(jj, part, 0)));
       const int64_t j = j0 + jj;
       if (j >= p.seq || (p.causal && j > i))
         s = -INFINITY;
@@ -160,9 +190,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
                             p.thr)
                  ? pr * p.inv
                  : 0.0f;
-#pragma unroll
-      for (int d = 0; d < DPT; ++d)
-        acc[d] += pr * vs[S::at(jj, part, d)];
+      axpySeg<DPT>(pr, vs + S::at(jj, part, 0), acc);
     }
   }
   if (!valid)
@@ -187,7 +215,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
              Params p) {
   using S = Split<HD>;
   constexpr int DPT = S::DPT, TPR = S::TPR;
-  __shared__ float ks[kTile * S::Stride], vs[kTile * S::Stride];
+  __shared__ __align__(16) float ks[kTile * S::Stride], vs[kTile * S::Stride];
   const Head hv = headOf<HD>(p);
   const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;
   const int64_t i = int64_t(blockIdx.x) * kRows + row;
@@ -213,14 +241,8 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
       __syncthreads();
 #pragma unroll 4
       for (int jj = 0; jj < kTile; ++jj) {
-        float s = 0.0f, dp = 0.0f;
-#pragma unroll
-        for (int d = 0; d < DPT; ++d) {
-          s += qr[d] * ks[S::at(jj, part, d)];
-          dp += dor[d] * vs[S::at(jj, part, d)];
-        }
-        s = rowSum<TPR>(s);
-        dp = rowSum<TPR>(dp);
+        const float s = rowSum<TPR>(dotSeg<DPT>(qr, ks + S::at(jj, part, 0)));
+        float dp = rowSum<TPR>(dotSeg<DPT>(dor, vs + S::at(jj, part, 0)));
         const int64_t j = j0 + jj;
         const bool masked = j >= p.seq || (p.causal && j > i);
         const float pr = masked ? 0.0f : expf(s - li);
@@ -233,9 +255,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
           D += pr * dp;
         } else {
           const float ds = pr * (dp - D);
-#pragma unroll
-          for (int d = 0; d < DPT; ++d)
-            g[d] += ds * ks[S::at(jj, part, d)];
+          axpySeg<DPT>(ds, ks + S::at(jj, part, 0), g);
         }
       }
     }
@@ -259,7 +279,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
               bool accV, Params p) {
   using S = Split<HD>;
   constexpr int DPT = S::DPT, TPR = S::TPR;
-  __shared__ float qs[kTile * S::Stride], dos[kTile * S::Stride];
+  __shared__ __align__(16) float qs[kTile * S::Stride], dos[kTile * S::Stride];
   __shared__ float ls[kTile], ds_[kTile];
   const Head hv = headOf<HD>(p);
   const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;
@@ -288,14 +308,8 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
     __syncthreads();
 #pragma unroll 4
     for (int ii = 0; ii < kTile; ++ii) {
-      float s = 0.0f, dp = 0.0f;
-#pragma unroll
-      for (int d = 0; d < DPT; ++d) {
-        s += kr[d] * qs[S::at(ii, part, d)];
-        dp += vr[d] * dos[S::at(ii, part, d)];
-      }
-      s = rowSum<TPR>(s);
-      dp = rowSum<TPR>(dp);
+      const float s = rowSum<TPR>(dotSeg<DPT>(kr, qs + S::at(ii, part, 0)));
+      const float dp = rowSum<TPR>(dotSeg<DPT>(vr, dos + S::at(ii, part, 0)));
       const int64_t i = i0 + ii;
       const bool masked = i >= p.seq || !valid || (p.causal && j > i);
       const float pr = masked ? 0.0f : expf(s - ls[ii]);
@@ -307,11 +321,8 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
                 : 0.0f;
       const float pd = pr * keep;
       const float dsij = pr * (dp * keep - ds_[ii]);
-#pragma unroll
-      for (int d = 0; d < DPT; ++d) {
-        gv[d] += pd * dos[S::at(ii, part, d)];
-        gk[d] += dsij * qs[S::at(ii, part, d)];
-      }
+      axpySeg<DPT>(pd, dos + S::at(ii, part, 0), gv);
+      axpySeg<DPT>(dsij, qs + S::at(ii, part, 0), gk);
     }
   }
   if (!valid)
