@@ -29,6 +29,7 @@ llvm_config.use_default_substitutions()
 
 if config.dsc_have_cuda:
     config.available_features.add("cuda")
+if __import__("shutil").which("mpirun"): config.available_features.add("mpirun"); config.substitutions.append(("%mpirun", "env PATH=" + os.environ["PATH"] + " " + __import__("shutil").which("mpirun")))  # mpirun needs the system PATH; dsc-run-np-mpi.test
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
 tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore"),
