@@ -19,6 +19,7 @@
 #include "RunPlan.h"
 
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/ThreadCommunicator.h"
 
 #include <gtest/gtest.h>
 
@@ -516,6 +517,37 @@ TEST(DscRunRanks, AFailingRankStopsTheRunNamingIt) {
   EXPECT_NE(sink.str().find(" iteration        2/       5 |"),
             std::string::npos);
   EXPECT_EQ(sink.str().find(" iteration        3/"), std::string::npos);
+}
+
+TEST(DscRunRanks, AGivenWorldRunsOneRankPerCaller) {
+  // The MPI path of dsc-run (one rank per process, the world handed in),
+  // driven by thread ranks: the same losses as --np 2.
+  RunOptions o = parseRunOptions({"tiny", "--steps", "4", "--lr", "0.02"});
+  std::ostringstream out0, sink;
+  RunResult viaWorld, viaNp;
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](Communicator &world) {
+    std::ostringstream mine;
+    runPlan(makeDataParallelPlan(2), o, world.rank() == 0 ? out0 : mine,
+            world.rank() == 0 ? &viaWorld : nullptr, &world);
+    EXPECT_EQ(mine.str(), "") << "rank " << world.rank() << " printed";
+    RunOptions bad = o;
+    bad.np = 3;
+    try {
+      runPlan(makeDataParallelPlan(2), bad, mine, nullptr, &world);
+    } catch (const Error &e) {
+      errors[world.rank()] = e.what();
+    }
+  });
+  o.np = 2;
+  ASSERT_EQ(runPlan(makeDataParallelPlan(2), o, sink, &viaNp), 0);
+  EXPECT_EQ(viaWorld.losses, viaNp.losses);
+  EXPECT_NE(out0.str().find("dsc-run: mesh dp=2 on 2 ranks (threads)"),
+            std::string::npos)
+      << out0.str();
+  for (const std::string &e : errors)
+    EXPECT_EQ(e, "--np 3 disagrees with the threads world of 2 ranks (under "
+                 "mpirun, -np sets the rank count)");
 }
 
 } // namespace
