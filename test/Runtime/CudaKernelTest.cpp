@@ -669,6 +669,27 @@ TEST_F(CudaKernel, AdamWMatchesCpu) {
   EXPECT_LT(relNorm(dp.download(), p), 1e-6);
 }
 
+TEST_F(CudaKernel, SgdMatchesCpu) {
+  const int64_t n = 3001;
+  for (bool nesterov : {false, true}) {
+    SgdConfig cfg;
+    cfg.lr = 0.05;
+    cfg.weightDecay = 0.01;
+    cfg.nesterov = nesterov;
+    auto p = randn(n, 1), buf = std::vector<float>(n, 0.0f);
+    Dev<float> dp(p), dbuf(buf);
+    for (int step = 0; step < 3; ++step) {
+      auto g = randn(n, 50 + uint32_t(step));
+      sgdStep(p.data(), g.data(), buf.data(), n, cfg);
+      Dev<float> dg(g);
+      CUDA_OK(cu::sgdStep<float, __nv_bfloat16>(dp.get(), dg.get(), dbuf.get(),
+                                                n, cfg, 1.0f, nullptr, stream));
+    }
+    EXPECT_LT(relNorm(dp.download(), p), 1e-6) << nesterov;
+    EXPECT_LT(relNorm(dbuf.download(), buf), 1e-6) << nesterov;
+  }
+}
+
 TEST_F(CudaKernel, GradNormAndClip) {
   std::vector<std::vector<float>> bufs = {randn(5000, 1), randn(4096, 2),
                                           randn(1, 3), randn(123457, 4)};

@@ -305,6 +305,13 @@ cudaError_t adamwStep(float *param, const G *grad, float *m, float *v,
                       bool decay, float gradScale, Low *lowp,
                       cudaStream_t stream);
 
+/// torch.optim.SGD over fp32 master weights and momentum, as sgdStep; the
+/// gradient is multiplied by `gradScale` first, `lowp` as in adamwStep.
+template <typename G, typename Low = __nv_bfloat16>
+cudaError_t sgdStep(float *param, const G *grad, float *momentumBuf, int64_t n,
+                    const SgdConfig &cfg, float gradScale, Low *lowp,
+                    cudaStream_t stream);
+
 /// *out = sum of squares over `count` device buffers (host arrays of device
 /// pointers and sizes), in double over the CPU kernel's 4096-element blocks.
 /// A non-finite gradient makes it non-finite (the overflow check of loss

@@ -46,6 +46,23 @@ __global__ void adamwKernel(float *param, const G *grad, float *m, float *v,
   }
 }
 
+template <typename G, typename Low>
+__global__ void sgdKernel(float *param, const G *grad, float *buf, int64_t n,
+                          float lr, float mu, float wd, bool nesterov,
+                          float gradScale, Low *lowp) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    // The CPU kernel's order: g += wd p; buf = mu buf + g; p -= lr * step.
+    const float g = toF(grad[i]) * gradScale + wd * param[i];
+    const float b = mu * buf[i] + g;
+    buf[i] = b;
+    const float np = param[i] - lr * (nesterov ? g + mu * b : b);
+    param[i] = np;
+    if (lowp)
+      lowp[i] = fromF<Low>(np);
+  }
+}
+
 __device__ double warpSumD(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
@@ -137,6 +154,19 @@ cudaError_t dsc::rt::cuda::adamwStep(float *param, const G *grad, float *m,
   return cudaGetLastError();
 }
 
+template <typename G, typename Low>
+cudaError_t dsc::rt::cuda::sgdStep(float *param, const G *grad,
+                                   float *momentumBuf, int64_t n,
+                                   const SgdConfig &cfg, float gradScale,
+                                   Low *lowp, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  sgdKernel<<<gridFor(n, kThreads), kThreads, 0, stream>>>(
+      param, grad, momentumBuf, n, float(cfg.lr), float(cfg.momentum),
+      float(cfg.weightDecay), cfg.nesterov, gradScale, lowp);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t dsc::rt::cuda::sumOfSquares(const T *const *hostBuffers,
                                         const int64_t *hostSizes, int count,
@@ -184,6 +214,15 @@ INSTANTIATE_ADAMW(float, __nv_bfloat16)
 INSTANTIATE_ADAMW(float, __half)
 INSTANTIATE_ADAMW(__nv_bfloat16, __nv_bfloat16)
 INSTANTIATE_ADAMW(__half, __half)
+
+#define INSTANTIATE_SGD(G, L)                                                  \
+  template cudaError_t dsc::rt::cuda::sgdStep<G, L>(                           \
+      float *, const G *, float *, int64_t, const SgdConfig &, float, L *,     \
+      cudaStream_t);
+INSTANTIATE_SGD(float, __nv_bfloat16)
+INSTANTIATE_SGD(float, __half)
+INSTANTIATE_SGD(__nv_bfloat16, __nv_bfloat16)
+INSTANTIATE_SGD(__half, __half)
 
 #define INSTANTIATE(T)                                                         \
   template cudaError_t dsc::rt::cuda::sumOfSquares<T>(                         \
