@@ -304,8 +304,37 @@ std::string opcodeName(Opcode op);
 /// floats parts only when the opcode has them.
 std::string describeOpcode(Opcode op);
 
-const char *dtypeName(DType t);     // "f32", ...
-uint64_t dtypeSize(DType t);        // bytes per element
+/// "f32", ...; inline so that libraries below Core (the communicators)
+/// name dtypes the same way without linking it.
+inline const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "unknown dtype";
+}
+/// Bytes per element (0 for an unknown value).
+inline uint64_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F64:
+    return 8;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  }
+  return 0;
+}
 const char *roleName(BufferRole r); // "parameter", ...
 const char *tierName(Tier t);       // "device", ...
 /// Product of the dims (1 for a scalar); -1 on a negative dim or overflow.

@@ -68,22 +68,6 @@ size_t commElementSize(DType t) {
   return 0;
 }
 
-static const char *dtypeLabel(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  }
-  return "unknown-dtype";
-}
-
 uint64_t CommStats::totalSent() const {
   uint64_t total = 0;
   for (uint64_t b : bytesSent)
@@ -199,17 +183,17 @@ std::string Communicator::describe(const char *call,
 }
 
 static std::string countArgs(size_t count, DType dtype) {
-  return std::to_string(count) + " x " + dtypeLabel(dtype);
+  return std::to_string(count) + " x " + dtypeName(dtype);
 }
 
 void Communicator::checkReduction(const char *call, DType dtype,
                                   ReduceOp op) const {
   if (commElementSize(dtype) == 0 || !canReduce(dtype))
-    throw Error(describe(call, dtypeLabel(dtype)) + ": the " + backendName() +
-                " communicator does not reduce " + dtypeLabel(dtype) +
+    throw Error(describe(call, dtypeName(dtype)) + ": the " + backendName() +
+                " communicator does not reduce " + dtypeName(dtype) +
                 " (f32, f64 and i32 are reduced by every backend)");
   if (uint32_t(op) > uint32_t(ReduceOp::Min))
-    throw Error(describe(call, dtypeLabel(dtype)) + ": unknown reduce op " +
+    throw Error(describe(call, dtypeName(dtype)) + ": unknown reduce op " +
                 std::to_string(uint32_t(op)));
 }
 
@@ -269,7 +253,7 @@ void Communicator::checkPointToPoint(const char *call, int peer, DType dtype,
     throw Error(describe(call, "peer " + std::to_string(peer)) +
                 ": a rank cannot send to or receive from itself");
   if (commElementSize(dtype) == 0)
-    throw Error(describe(call, dtypeLabel(dtype)) + ": unknown dtype");
+    throw Error(describe(call, dtypeName(dtype)) + ": unknown dtype");
   if (tag < 0)
     throw Error(describe(call, "tag " + std::to_string(tag)) +
                 ": tags are non-negative");

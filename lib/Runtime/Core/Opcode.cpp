@@ -102,36 +102,6 @@ std::string dsc::rt::describeOpcode(Opcode op) {
   return s;
 }
 
-const char *dsc::rt::dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  }
-  return "unknown dtype";
-}
-
-uint64_t dsc::rt::dtypeSize(DType t) {
-  switch (t) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F64:
-    return 8;
-  case DType::BF16:
-  case DType::F16:
-    return 2;
-  }
-  return 0;
-}
-
 const char *dsc::rt::roleName(BufferRole r) {
   switch (r) {
   case BufferRole::Temporary:
