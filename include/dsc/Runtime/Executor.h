@@ -182,6 +182,7 @@ private:
   uint64_t runSeed(int64_t instructionSeed) const;
   template <typename T> void execute(const Program &prog, size_t index);
   void runAllReduce(const Program &prog, size_t index);
+  void runAllGather(const Program &prog, size_t index);
   void setUpMesh(Communicator *world);
 
   Plan thePlan;

@@ -173,6 +173,12 @@ enum class Opcode : uint32_t {
   /// in(grad, lr) out(param, momentum), updated in place; ints: nesterov;
   /// floats: momentum wd
   Sgd = 68,
+  /// in(grad, lr) out(param, m, v), updated in place: ZeRO-1's AdamW of
+  /// this rank's shard. The flattened param and grad are D equal chunks (D
+  /// = the size of the group of `axes`); m and v hold only the chunk at
+  /// this rank's index in that group, which is the one updated;
+  /// ints: decay axes; floats: beta1 beta2 eps wd
+  AdamWShard = 69,
   // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
   // the ranks that differ from it only in the coordinates of the axes in
   // `axes`, a bit mask over Plan::mesh (bit i = axis i); validatePlan
@@ -182,6 +188,11 @@ enum class Opcode : uint32_t {
   /// (reduce 0 sum, 1 average, 2 max, 3 min). Buffers that are contiguous
   /// in their arena, in order, are one bucket, reduced with one collective.
   AllReduce = 80,
+  /// in(x0, x1, ...) out(x0, x1, ...): in place, the outputs are the inputs
+  /// in the same order; each buffer's flattened elements are D equal chunks
+  /// (D = the group size), this rank holds the chunk at its index in the
+  /// group and receives the others (ZeRO's parameter all-gather); ints: axes
+  AllGather = 81,
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,

@@ -67,7 +67,18 @@ int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
 
 bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
-bool isCollective(Opcode op) { return op == Opcode::AllReduce; }
+bool isCollective(Opcode op) {
+  return op == Opcode::AllReduce || op == Opcode::AllGather;
+}
+
+/// The mesh-axes mask an instruction works over, or 0 when it has none.
+int64_t groupMaskOf(const Instruction &inst) {
+  if (isCollective(inst.opcode))
+    return inst.ints[0];
+  if (inst.opcode == Opcode::AdamWShard)
+    return inst.ints[1];
+  return 0;
+}
 
 /// The kernel's view of an Attention/AttentionGrad instruction; `seed` is
 /// the dropout seed of this run.
@@ -204,8 +215,8 @@ void Executor::setUpMesh(Communicator *world) {
   std::set<int64_t> masks;
   for (const Program &prog : thePlan.programs)
     for (const Instruction &inst : prog.instructions)
-      if (isCollective(inst.opcode))
-        masks.insert(inst.ints[0]);
+      if (int64_t mask = groupMaskOf(inst))
+        masks.insert(mask);
   for (int64_t mask : masks) {
     // The color numbers the rank's coordinates on the axes outside the
     // mask (row-major); ranks agreeing there form one group, ordered by
@@ -492,6 +503,10 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     runAllReduce(prog, index);
     return;
   }
+  if (inst.opcode == Opcode::AllGather) {
+    runAllGather(prog, index);
+    return;
+  }
   if (inst.opcode == Opcode::Zero) {
     for (uint32_t id : inst.outputs) {
       BufferView v = buffer(id);
@@ -545,6 +560,31 @@ void Executor::runAllReduce(const Program &prog, size_t index) {
       }
     }
     i = j;
+  }
+}
+
+void Executor::runAllGather(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  Communicator *comm = group(inst.ints[0]);
+  auto fail = [&](const std::string &msg) {
+    throw Error("program '" + prog.name + "' instruction " +
+                std::to_string(index) + " '" + inst.name + "' (" +
+                opcodeName(inst.opcode) + "): " + msg);
+  };
+  if (!comm)
+    fail("no group for mesh axes mask " + std::to_string(inst.ints[0]));
+  // Each buffer gathers in place: this rank's chunk is already where the
+  // gathered buffer wants it (the send block aliases its block of recv).
+  for (uint32_t id : inst.inputs) {
+    const Buffer &b = thePlan.buffers[id];
+    const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
+    uint8_t *base = arenas[b.arena] + b.offset;
+    try {
+      comm->allGather(base + chunk * dtypeSize(b.dtype) * comm->rank(), base,
+                      chunk, b.dtype);
+    } catch (const Error &e) {
+      fail(e.what());
+    }
   }
 }
 
@@ -723,6 +763,7 @@ void Executor::execute(const Program &prog, size_t index) {
     break;
   case Opcode::Zero:
   case Opcode::AllReduce:
+  case Opcode::AllGather:
     break; // handled in runInstruction
   case Opcode::GlobalNormClip: {
     std::vector<const T *> ptrs;
@@ -756,6 +797,25 @@ void Executor::execute(const Program &prog, size_t index) {
     cfg.eps = inst.floats[2];
     cfg.weightDecay = inst.floats[3];
     adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
+              currentStep, ints[0] != 0);
+    break;
+  }
+  case Opcode::AdamWShard: {
+    // Update only this rank's chunk of the flattened parameter; m and v
+    // are that chunk's moments.
+    Communicator *comm = group(ints[1]);
+    if (!comm)
+      fail("no group for mesh axes mask " + std::to_string(ints[1]));
+    const int64_t chunk =
+        numElements(thePlan.buffers[inst.outputs[1]].shape);
+    const int64_t offset = chunk * comm->rank();
+    AdamWConfig cfg;
+    cfg.lr = double(*in(1));
+    cfg.beta1 = inst.floats[0];
+    cfg.beta2 = inst.floats[1];
+    cfg.eps = inst.floats[2];
+    cfg.weightDecay = inst.floats[3];
+    adamwStep(out(0) + offset, in(0) + offset, out(1), out(2), chunk, cfg,
               currentStep, ints[0] != 0);
     break;
   }

@@ -69,9 +69,13 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "beta1 beta2 eps wd", 1, 4},
       {Opcode::Sgd, "Sgd", "grad, lr", "param, momentum", 2, 2, "nesterov",
        "momentum wd", 1, 2},
+      {Opcode::AdamWShard, "AdamWShard", "grad, lr", "param, m, v", 2, 3,
+       "decay axes", "beta1 beta2 eps wd", 2, 4},
       // In place: validatePlan checks that the outputs are the inputs.
       {Opcode::AllReduce, "AllReduce", "x0, x1, ...", "x0, x1, ...", -1, -1,
        "axes reduce", "", 2, 0},
+      {Opcode::AllGather, "AllGather", "x0, x1, ...", "x0, x1, ...", -1, -1,
+       "axes", "", 1, 0},
   };
   return table;
 }

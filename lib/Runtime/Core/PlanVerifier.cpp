@@ -185,6 +185,14 @@ public:
   void run();
 
 private:
+  /// Ranks in the group of mesh axes `mask` (already checked in range).
+  int64_t meshGroupSize(int64_t mask) const {
+    int64_t size = 1;
+    for (size_t a = 0; a < plan.mesh.size(); ++a)
+      if (mask >> a & 1)
+        size *= plan.mesh[a].size;
+    return size;
+  }
   [[noreturn]] void fail(const std::string &msg) const {
     throw Error("program '" + prog.name + "' instruction " +
                 std::to_string(index) + " '" + inst.name + "' (" +
@@ -405,7 +413,7 @@ void InstructionChecker::aliasing() {
           elementwise && same && !(inst.opcode == Opcode::BiasAdd && i == 1);
       // A collective works in place on its own operand (the same id, which
       // shapes() checked).
-      if (inst.opcode == Opcode::AllReduce)
+      if (inst.opcode == Opcode::AllReduce || inst.opcode == Opcode::AllGather)
         allowed = i == o;
       if (!allowed)
         fail(outName(o) + " overlaps " + inName(i) +
@@ -654,7 +662,8 @@ void InstructionChecker::shapes() {
     floatAt(1, "warmupStart", 0.0, std::numeric_limits<double>::max());
     floatAt(2, "decayEnd", 0.0, std::numeric_limits<double>::max());
     break;
-  case Opcode::AllReduce: {
+  case Opcode::AllReduce:
+  case Opcode::AllGather: {
     if (inst.outputs != inst.inputs)
       fail("works in place: its outputs must be its inputs, the same buffer "
            "ids in the same order, but it has " +
@@ -672,7 +681,45 @@ void InstructionChecker::shapes() {
            std::to_string(plan.mesh.size()) + " axes (" +
            meshString(plan.mesh) + "), i.e. in [1, " +
            std::to_string(limit - 1) + "]");
-    intAt(1, "reduce", 0, 3);
+    if (inst.opcode == Opcode::AllReduce) {
+      intAt(1, "reduce", 0, 3);
+      break;
+    }
+    int64_t groupSize = meshGroupSize(axes);
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      if (numElements(in(i).shape) % groupSize != 0)
+        fail(inName(i) + " has " + std::to_string(numElements(in(i).shape)) +
+             " elements, not divisible into the group's " +
+             std::to_string(groupSize) + " chunks");
+    break;
+  }
+  case Opcode::AdamWShard: {
+    scalar(in(1), inName(1));
+    sameShape(in(0), inName(0), out(0), outName(0));
+    intAt(0, "decay", 0, 1);
+    if (plan.mesh.empty())
+      fail("a sharded update needs the plan's mesh, but the plan has none");
+    int64_t axes = inst.ints[1];
+    if (axes < 1 || axes >= (int64_t(1) << plan.mesh.size()))
+      fail("int axes = " + std::to_string(axes) +
+           " must be a non-zero bit mask over the mesh's axes (" +
+           meshString(plan.mesh) + ")");
+    int64_t groupSize = meshGroupSize(axes);
+    int64_t n = numElements(out(0).shape);
+    if (n % groupSize != 0)
+      fail(outName(0) + " has " + std::to_string(n) +
+           " elements, not divisible into the group's " +
+           std::to_string(groupSize) + " shards");
+    for (size_t o = 1; o < 3; ++o)
+      if (numElements(out(o).shape) * groupSize != n)
+        fail(outName(o) + " has " + std::to_string(numElements(out(o).shape)) +
+             " elements; a shard of " + std::to_string(n) + " over " +
+             std::to_string(groupSize) + " ranks has " +
+             std::to_string(n / groupSize));
+    floatAt(0, "beta1", 0.0, 1.0, /*hiOpen=*/true);
+    floatAt(1, "beta2", 0.0, 1.0, /*hiOpen=*/true);
+    floatAt(2, "eps", 0.0, 1.0);
+    floatAt(3, "wd", 0.0, std::numeric_limits<double>::max());
     break;
   }
   case Opcode::AdamW:
