@@ -64,6 +64,24 @@ private:
   uint32_t declBuffer(FlatSymbolRefAttr name) {
     return declBuffers.lookup(name.getAttr());
   }
+  /// The plan's bit mask of mesh axes `axes` (op's mesh must be the plan's).
+  FailureOr<int64_t> axesMaskOf(Operation *op, FlatSymbolRefAttr mesh,
+                                ArrayAttr axes) {
+    if (!meshOp || mesh.getValue() != meshOp.getSymName())
+      return op->emitOpError("runs over a mesh the plan does not have");
+    int64_t mask = 0;
+    for (StringRef axis : axes.getAsValueRange<StringAttr>())
+      mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
+    return mask;
+  }
+  /// Ranks in one group of the plan's mesh axes `mask`.
+  int64_t groupSizeOf(int64_t mask) {
+    int64_t size = 1;
+    for (auto [index, axisSize] : llvm::enumerate(meshOp.getShape()))
+      if (mask >> index & 1)
+        size *= axisSize;
+    return size;
+  }
 
   ModuleOp module;
   rt::Plan plan;
@@ -489,8 +507,17 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.floats = {f64(clip.getMaxNormAttr())};
         return success();
       })
-      .Case<AdamWOp>([&](AdamWOp adam) {
+      .Case<AdamWOp>([&](AdamWOp adam) -> LogicalResult {
         inst.opcode = Opcode::AdamW;
+        int64_t shardMask = 0;
+        if (adam.getShardAxesAttr()) {
+          FailureOr<int64_t> mask =
+              axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
+          if (failed(mask))
+            return failure();
+          inst.opcode = Opcode::AdamWShard;
+          shardMask = *mask;
+        }
         inst.inputs = {declBuffer(adam.getGradAttr()),
                        valueBuffers.lookup(adam.getLr())};
         inst.outputs = {declBuffer(adam.getParamAttr()),
@@ -498,6 +525,8 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                         declBuffer(adam.getExpAvgSqAttr())};
         double wd = f64(adam.getWeightDecayAttr());
         inst.ints = {wd > 0.0};
+        if (shardMask)
+          inst.ints.push_back(shardMask);
         inst.floats = {f64(adam.getBeta1Attr()), f64(adam.getBeta2Attr()),
                        f64(adam.getEpsAttr()), wd};
         return success();
@@ -518,6 +547,26 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         for (Attribute state : zero.getStates())
           inst.outputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(state)));
         inst.inputs = {};
+        return success();
+      })
+      .Case<AllGatherStatesOp>([&](AllGatherStatesOp gather) -> LogicalResult {
+        inst.opcode = Opcode::AllGather;
+        FailureOr<int64_t> mask =
+            axesMaskOf(gather, gather.getMeshAttr(), gather.getMeshAxes());
+        if (failed(mask))
+          return failure();
+        int64_t groupSize = groupSizeOf(*mask);
+        uint64_t bytes = 0;
+        for (Attribute name : gather.getBuffers()) {
+          uint32_t id = declBuffer(cast<FlatSymbolRefAttr>(name));
+          inst.inputs.push_back(id);
+          bytes += plan.buffers[id].bytes;
+        }
+        inst.outputs = inst.inputs;
+        inst.ints = {*mask};
+        // Ring all-gather: each rank sends (n-1)/n of the buffers.
+        plan.summary.collectiveBytesPerStep +=
+            (groupSize - 1) * bytes / groupSize;
         return success();
       })
       .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {

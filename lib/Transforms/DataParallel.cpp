@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCDATAPARALLELPASS
@@ -35,6 +36,11 @@ struct DscDataParallelPass
     if (dp < 1) {
       module.emitError("--dsc-data-parallel: dp must be >= 1, got ")
           << dp.getValue();
+      return signalPassFailure();
+    }
+    if (zero != 0 && zero != 1) {
+      module.emitError("--dsc-data-parallel: ZeRO stage ")
+          << zero.getValue() << " is not implemented yet; use zero=0 or zero=1";
       return signalPassFailure();
     }
     if (bucketBytes < 1) {
@@ -81,6 +87,71 @@ struct DscDataParallelPass
       reduce.setReduction(ReductionKind::Average);
       ++numBuckets;
     }
+    if (zero == 1 && failed(shardOptimizerStates(module, optimizer, meshRef)))
+      return signalPassFailure();
+  }
+
+  /// ZeRO-1: shards every AdamW update's moments over dp and gathers the
+  /// updated parameters after the last update.
+  LogicalResult shardOptimizerStates(ModuleOp module, func::FuncOp optimizer,
+                                     FlatSymbolRefAttr meshRef) {
+    SymbolTable symbols(module);
+    Builder attrs(module.getContext());
+    ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
+    SmallVector<ParameterOp> sharded;
+    Operation *lastUpdate = nullptr;
+    for (Operation &op : optimizer.getBody().front()) {
+      if (isa<SgdOp>(op))
+        return op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW "
+                              "state; SGD is not supported");
+      auto adam = dyn_cast<AdamWOp>(op);
+      if (!adam)
+        continue;
+      lastUpdate = adam;
+      auto param = symbols.lookup<ParameterOp>(adam.getParam());
+      int64_t n = param.getNumElements();
+      if (n % dp != 0)
+        continue; // Too small or odd-sized: keep a replicated update.
+      auto shardType = RankedTensorType::get(
+          {n / dp}, param.getTensorType().getElementType());
+      for (StringRef name : {adam.getExpAvg(), adam.getExpAvgSq()}) {
+        auto state = symbols.lookup<StateOp>(name);
+        OpBuilder b(state);
+        auto shard = StateOp::create(b, state.getLoc(), name, shardType,
+                                     state.getKind(), state.getOf());
+        symbols.erase(state);
+        symbols.insert(shard);
+      }
+      adam.setMeshAttr(meshRef);
+      adam.setShardAxesAttr(axes);
+      sharded.push_back(param);
+      ++numShardedParams;
+    }
+    if (!lastUpdate)
+      return success(); // No optimizer state to shard.
+
+    // Gather in buckets of at most bucketBytes, in update order.
+    OpBuilder b(lastUpdate->getContext());
+    b.setInsertionPointAfter(lastUpdate);
+    SmallVector<Attribute> bucket;
+    int64_t filled = 0;
+    auto flush = [&] {
+      if (bucket.empty())
+        return;
+      AllGatherStatesOp::create(b, optimizer.getLoc(), b.getArrayAttr(bucket),
+                                meshRef, axes);
+      bucket.clear();
+      filled = 0;
+    };
+    for (ParameterOp param : sharded) {
+      int64_t bytes = bytesOf(param.getTensorType());
+      if (!bucket.empty() && filled + bytes > bucketBytes)
+        flush();
+      bucket.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+      filled += bytes;
+    }
+    flush();
+    return success();
   }
 
   /// The module's mesh (which must have a dp axis of size dp), or a new

@@ -119,7 +119,9 @@ struct DscOptimizerPass
         AdamWOp::create(b, grad.getLoc(), grad.getOfAttr(), gradRef, m, v, lr,
                         b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
                         b.getF64FloatAttr(eps),
-                        b.getF64FloatAttr(decay ? weightDecay : 0.0));
+                        b.getF64FloatAttr(decay ? weightDecay : 0.0),
+                        /*mesh=*/FlatSymbolRefAttr(),
+                        /*shard_axes=*/ArrayAttr());
       } else {
         FlatSymbolRefAttr buf =
             declareState(grad, "sgd.momentum.", StateKind::Momentum);

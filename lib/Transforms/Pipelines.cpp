@@ -32,10 +32,11 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   optimizer.clipGradNorm = options.clipGradNorm;
   pm.addPass(createDscOptimizerPass(optimizer));
 
-  if (options.dp > 1) {
+  if (options.dp > 1 || options.zero != 0) {
     DscDataParallelPassOptions dataParallel;
     dataParallel.dp = options.dp;
     dataParallel.bucketBytes = options.bucketBytes;
+    dataParallel.zero = options.zero;
     pm.addPass(createDscDataParallelPass(dataParallel));
   }
 

@@ -78,6 +78,27 @@ struct DscPlanSummaryPass
         }
         allReduceBytes += 2 * (n - 1) * bytes / n;
       });
+    int64_t allGatherBytes = 0;
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](AllGatherStatesOp gather) {
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+            gather, gather.getMeshAttr());
+        int64_t n = 1;
+        for (StringRef axis :
+             gather.getMeshAxes().getAsValueRange<StringAttr>())
+          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+        int64_t bytes = 0;
+        for (Attribute name : gather.getBuffers()) {
+          auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+              gather, cast<FlatSymbolRefAttr>(name));
+          if (!param)
+            continue;
+          RankedTensorType type = param.getTensorType();
+          bytes +=
+              type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+        }
+        allGatherBytes += (n - 1) * bytes / n;
+      });
     auto get = [](DictionaryAttr dict, StringRef key) {
       auto value = dict.getAs<IntegerAttr>(key);
       return value ? value.getInt() : 0;
@@ -108,6 +129,7 @@ struct DscPlanSummaryPass
       json.attribute("flops_per_step", flops * microbatches);
       json.attributeObject("collective_bytes_per_step", [&] {
         json.attribute("all_reduce", allReduceBytes);
+        json.attribute("all_gather", allGatherBytes);
       });
     });
     llvm::outs() << "\n";

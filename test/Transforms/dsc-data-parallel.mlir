@@ -1,5 +1,5 @@
-// RUN: dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=1024" -split-input-file -verify-diagnostics | FileCheck %s
-// RUN: dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=1024" -split-input-file -verify-diagnostics --dsc-plan-memory --dsc-plan-summary -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=BYTES
+// RUN: dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=1024 zero=1" -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=1024 zero=1" -split-input-file -verify-diagnostics --dsc-plan-memory --dsc-plan-summary -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=BYTES
 
 // Gradients (declaration order: 512 + 256 + 1024 + 64 bytes) are averaged
 // over dp in buckets of at most 1024 bytes, before the optimizer uses them.
@@ -42,4 +42,39 @@ func.func @optimizer() {
 
 // expected-error @+1 {{--dsc-data-parallel: no @optimizer; run --dsc-autodiff and --dsc-optimizer first}}
 module {
+}
+
+// -----
+
+// ZeRO-1: the moments of a parameter dp divides shrink to rank-1 shards and
+// its update is sharded; the parameters are gathered after the updates. A
+// parameter of 6 elements (not divisible by 4) keeps a replicated update.
+// CHECK-LABEL: dsc.state @adam.m.w : tensor<32xf32> exp_avg of @w
+// CHECK: dsc.state @adam.v.w : tensor<32xf32> exp_avg_sq of @w
+// CHECK: dsc.state @adam.m.odd : tensor<6xf32> exp_avg of @odd
+// CHECK-LABEL: func.func @optimizer
+// CHECK: dsc.all_reduce_states [@grad.w, @grad.odd] on @mesh axes = ["dp"] reduction = avg
+// CHECK: dsc.adamw @w {{.*}} sharded on @mesh axes = ["dp"]
+// CHECK: dsc.adamw @odd {{.*}} weight_decay = 0.000000e+00 : tensor<f32>
+// CHECK-NEXT: dsc.all_gather_states [@w] on @mesh axes = ["dp"]
+// CHECK-NEXT: dsc.zero
+// all-reduce: 1.5 * (512 + 24) = 804; all-gather of @w: 0.75 * 512 = 384.
+// BYTES: "all_reduce": 804
+// BYTES: "all_gather": 384
+
+dsc.parameter @w : tensor<16x8xf32> init = #dsc.init<zeros>
+dsc.parameter @odd : tensor<6xf32> init = #dsc.init<zeros>
+dsc.state @grad.w : tensor<16x8xf32> gradient of @w
+dsc.state @grad.odd : tensor<6xf32> gradient of @odd
+dsc.state @adam.m.w : tensor<16x8xf32> exp_avg of @w
+dsc.state @adam.v.w : tensor<16x8xf32> exp_avg_sq of @w
+dsc.state @adam.m.odd : tensor<6xf32> exp_avg of @odd
+dsc.state @adam.v.odd : tensor<6xf32> exp_avg_sq of @odd
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+  %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
+  %n = dsc.clip_grad_norm [@grad.w, @grad.odd] max_norm = 1.0 : tensor<f32>
+  dsc.adamw @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.1 : tensor<f32>
+  dsc.adamw @odd grad = @grad.odd exp_avg = @adam.m.odd exp_avg_sq = @adam.v.odd lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
+  dsc.zero [@grad.w, @grad.odd]
+  return %n, %lr : tensor<f32>, tensor<f32>
 }

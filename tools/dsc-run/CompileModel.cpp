@@ -74,6 +74,8 @@ rt::Plan loadOrCompile(const RunOptions &options) {
       .insert<mlir::dsc::DscDialect, arith::ArithDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics become the error message: name the place, not the module.
+  context.printOpOnDiagnostic(false);
   // Collect diagnostics instead of printing them: they become the error.
   std::string diagnostics;
   llvm::raw_string_ostream diagStream(diagnostics);

@@ -237,6 +237,15 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
     `--dsc-optimizer` first. Per rank and step the all-reduces move
     2·(dp−1)/dp times the gradient bytes (ring algorithm).
 
+    `zero=1` is ZeRO stage 1: each AdamW update becomes `sharded on @mesh
+    axes = ["dp"]`, its moments shrink to rank-1 shards of numel/dp
+    elements, each rank updates its chunk of the flattened parameter, and
+    `dsc.all_gather_states` (bucketed like the gradients) makes the
+    parameters whole again, adding (dp−1)/dp of the parameter bytes of
+    traffic. The update is elementwise, so the result equals plain data
+    parallelism exactly. A parameter whose size dp does not divide keeps a
+    replicated update.
+
     ```mlir
     func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
       dsc.all_reduce_states [@grad.ln_f.bias, @grad.ln_f.weight, ...]
@@ -249,9 +258,14 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
            "Data-parallel ranks">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
            "Largest all-reduce bucket in bytes (default 25 MiB)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage: 0 (replicated optimizer) or 1 (optimizer states "
+           "sharded over dp)">,
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "All-reduce buckets">,
+    Statistic<"numShardedParams", "sharded-params",
+               "Parameters whose optimizer states ZeRO-1 shards">,
   ];
 }
 

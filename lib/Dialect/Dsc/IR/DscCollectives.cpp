@@ -103,6 +103,13 @@ static LogicalResult verifyScaledShape(Operation *op, RankedTensorType input,
   return success();
 }
 
+FailureOr<int64_t> mlir::dsc::getMeshGroupSize(Operation *op,
+                                               SymbolTableCollection &tables,
+                                               FlatSymbolRefAttr mesh,
+                                               ArrayAttr axes) {
+  return getGroupSizeOf(op, tables, mesh, axes);
+}
+
 //===----------------------------------------------------------------------===//
 // GetParameterOp
 //===----------------------------------------------------------------------===//

@@ -41,11 +41,22 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto param = tables.lookupNearestSymbolFrom<ParameterOp>(*this, getOfAttr());
   if (!param)
     return emitOpError("'") << getOf() << "' does not name a dsc.parameter";
-  if (param.getType() != getType())
-    return emitOpError("state type ")
-           << getType() << " differs from parameter '@" << getOf()
-           << "' of type " << param.getType();
-  return success();
+  if (param.getType() == getType())
+    return success();
+  // An optimizer moment may be a ZeRO shard: a rank-1 chunk of the
+  // flattened parameter whose size divides the parameter's.
+  RankedTensorType type = getTensorType();
+  int64_t n = param.getNumElements();
+  if (getKind() != StateKind::Gradient && type.getRank() == 1 &&
+      type.getElementType() == param.getTensorType().getElementType() &&
+      type.getNumElements() > 0 && n % type.getNumElements() == 0)
+    return success();
+  return emitOpError("state type ")
+         << getType() << " differs from parameter '@" << getOf() << "' of type "
+         << param.getType()
+         << (getKind() == StateKind::Gradient
+                 ? ""
+                 : " and is not a rank-1 shard of it");
 }
 
 LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {

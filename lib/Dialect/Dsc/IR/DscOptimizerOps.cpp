@@ -104,13 +104,68 @@ LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
   if (failed(param))
     return failure();
-  return failure(
-      failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
+  if (failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
                            *param, "grad")) ||
       failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
                            *param, "exp_avg")) ||
       failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
-                           StateKind::ExpAvgSq, *param, "exp_avg_sq")));
+                           StateKind::ExpAvgSq, *param, "exp_avg_sq")))
+    return failure();
+  // Unsharded moments have the parameter's type; ZeRO-1 moments hold
+  // numel/D elements for a group of D ranks.
+  int64_t n = param->getNumElements(), shards = 1;
+  if (getMeshAttr() || getShardAxesAttr()) {
+    if (!getMeshAttr() || !getShardAxesAttr())
+      return emitOpError("a sharded update needs both a mesh and shard axes");
+    FailureOr<int64_t> group =
+        getMeshGroupSize(*this, tables, getMeshAttr(), getShardAxesAttr());
+    if (failed(group))
+      return failure();
+    shards = *group;
+    if (n % shards != 0)
+      return emitOpError("parameter '@")
+             << getParam() << "' has " << n << " elements, not divisible into "
+             << shards << " shards";
+  }
+  for (FlatSymbolRefAttr name : {getExpAvgAttr(), getExpAvgSqAttr()}) {
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, name);
+    int64_t have = state.getTensorType().getNumElements();
+    if (have * shards != n)
+      return emitOpError("state '")
+             << name << "' has " << have << " elements; "
+             << (shards == 1 ? "an unsharded update needs the parameter's "
+                             : "a shard over the group needs ")
+             << n / shards;
+  }
+  return success();
+}
+
+LogicalResult
+AllGatherStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  if (getBuffers().empty())
+    return emitOpError("needs at least one buffer to gather");
+  for (Attribute attr : getBuffers()) {
+    auto name = dyn_cast<FlatSymbolRefAttr>(attr);
+    Operation *decl =
+        name ? tables.lookupNearestSymbolFrom(*this, name) : nullptr;
+    RankedTensorType type;
+    if (auto param = dyn_cast_or_null<ParameterOp>(decl))
+      type = param.getTensorType();
+    else if (auto state = dyn_cast_or_null<StateOp>(decl))
+      type = state.getTensorType();
+    else
+      return emitOpError("'")
+             << attr << "' does not name a dsc.parameter or dsc.state";
+    if (type.getNumElements() % *group != 0)
+      return emitOpError("'")
+             << attr << "' has " << type.getNumElements()
+             << " elements, not divisible into " << *group << " chunks";
+  }
+  return success();
 }
 
 LogicalResult SgdOp::verify() {

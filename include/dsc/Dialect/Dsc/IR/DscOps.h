@@ -22,4 +22,12 @@
 #define GET_OP_CLASSES
 #include "dsc/Dialect/Dsc/IR/DscOps.h.inc"
 
+namespace mlir::dsc {
+/// Ranks in one group of `axes` of the mesh `mesh` names, or an error on
+/// `op` naming what is wrong (no such mesh, unknown or repeated axis).
+FailureOr<int64_t> getMeshGroupSize(Operation *op,
+                                    SymbolTableCollection &tables,
+                                    FlatSymbolRefAttr mesh, ArrayAttr axes);
+} // namespace mlir::dsc
+
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_H

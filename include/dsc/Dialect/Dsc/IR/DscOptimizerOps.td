@@ -62,6 +62,11 @@ def Dsc_AdamWOp : Dsc_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     p -= lr·m̂/(sqrt(v̂) + eps)`. `--dsc-optimizer` sets `weight_decay` to 0 for
     biases and normalization weights, as Megatron-LM and nanoGPT do.
 
+    With `sharded on @mesh axes = [...]` (ZeRO stage 1) the moments hold one
+    of the group's D equal chunks of the flattened parameter (rank-1
+    tensors of numel/D elements) and the op updates only this rank's chunk;
+    a `dsc.all_gather_states` then makes the parameter whole again.
+
     ```mlir
     dsc.adamw @wte.weight grad = @grad.wte.weight exp_avg = @adam.m.wte.weight
         exp_avg_sq = @adam.v.wte.weight lr = %lr beta1 = 9.000000e-01
@@ -71,11 +76,14 @@ def Dsc_AdamWOp : Dsc_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
                        0DTensorOf<[F32, F64]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$shard_axes);
   let assemblyFormat = [{
     $param `grad` `=` $grad `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq
     `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2 `eps` `=` $eps
-    `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+    `weight_decay` `=` $weight_decay (`sharded` `on` $mesh^ `axes` `=` $shard_axes)?
+    attr-dict `:` type($lr)
   }];
   let hasVerifier = 1;
 }
@@ -100,6 +108,24 @@ def Dsc_SgdOp : Dsc_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]
     `momentum` `=` $momentum `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
   }];
   let hasVerifier = 1;
+}
+
+def Dsc_AllGatherStatesOp : Dsc_Op<"all_gather_states",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "In-place all-gather of sharded parameters (ZeRO)";
+  let description = [{
+    Each named parameter (or state) is D equal chunks of its flattened
+    elements over the group of `mesh_axes`; this rank holds the chunk at its
+    index in the group and receives the others. ZeRO-1 gathers the
+    parameters each rank updated for its own shard.
+
+    ```mlir
+    dsc.all_gather_states [@wte.weight, @h.0.mlp.fc.weight] on @mesh axes = ["dp"]
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$buffers, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes);
+  let assemblyFormat = "$buffers `on` $mesh `axes` `=` $mesh_axes attr-dict";
 }
 
 def Dsc_ZeroOp : Dsc_Op<"zero", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
