@@ -500,11 +500,24 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.inputs = {};
         return success();
       })
-      .Case<ClipGradNormOp>([&](ClipGradNormOp clip) {
+      .Case<ClipGradNormOp>([&](ClipGradNormOp clip) -> LogicalResult {
         inst.opcode = Opcode::GlobalNormClip;
         for (Attribute grad : clip.getGradients())
           inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(grad)));
         inst.floats = {f64(clip.getMaxNormAttr())};
+        if (!clip.getShardedAttr())
+          return success();
+        FailureOr<int64_t> mask =
+            axesMaskOf(clip, clip.getMeshAttr(), clip.getShardAxesAttr());
+        if (failed(mask))
+          return failure();
+        inst.opcode = Opcode::GlobalNormClipShard;
+        inst.ints = {*mask};
+        for (bool flag : clip.getShardedAttr().asArrayRef())
+          inst.ints.push_back(flag);
+        // The partial sums of squares are all-reduced as one f64.
+        int64_t n = groupSizeOf(*mask);
+        plan.summary.collectiveBytesPerStep += 2 * (n - 1) * 8 / n;
         return success();
       })
       .Case<AdamWOp>([&](AdamWOp adam) -> LogicalResult {
@@ -569,6 +582,27 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
             (groupSize - 1) * bytes / groupSize;
         return success();
       })
+      .Case<ReduceScatterStatesOp>(
+          [&](ReduceScatterStatesOp scatter) -> LogicalResult {
+            inst.opcode = Opcode::ReduceScatter;
+            FailureOr<int64_t> mask = axesMaskOf(scatter, scatter.getMeshAttr(),
+                                                 scatter.getMeshAxes());
+            if (failed(mask))
+              return failure();
+            int64_t groupSize = groupSizeOf(*mask);
+            uint64_t bytes = 0;
+            for (Attribute name : scatter.getStates()) {
+              uint32_t id = declBuffer(cast<FlatSymbolRefAttr>(name));
+              inst.inputs.push_back(id);
+              bytes += plan.buffers[id].bytes;
+            }
+            inst.outputs = inst.inputs;
+            inst.ints = {*mask, static_cast<int64_t>(scatter.getReduction())};
+            // Ring reduce-scatter: each rank sends (n-1)/n of the buffers.
+            plan.summary.collectiveBytesPerStep +=
+                (groupSize - 1) * bytes / groupSize;
+            return success();
+          })
       .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {
         inst.opcode = Opcode::AllReduce;
         if (!meshOp || reduce.getMesh() != meshOp.getSymName())

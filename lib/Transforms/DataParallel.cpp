@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCDATAPARALLELPASS
@@ -57,13 +58,35 @@ struct DscDataParallelPass
       return signalPassFailure();
     }
 
-    // Buckets of consecutive gradients, each at most bucketBytes (a single
-    // larger gradient is a bucket of its own).
-    SmallVector<SmallVector<Attribute>> buckets;
-    int64_t filled = 0;
+    // ZeRO-1 shards the update of every AdamW parameter that dp divides;
+    // their gradients are reduce-scattered (each rank needs only its
+    // chunk), the others all-reduced.
+    llvm::StringSet<> shardedParams;
+    if (zero == 1) {
+      for (Operation &op : optimizer.getBody().front()) {
+        if (isa<SgdOp>(op)) {
+          op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW state; "
+                         "SGD is not supported");
+          return signalPassFailure();
+        }
+        if (auto adam = dyn_cast<AdamWOp>(op)) {
+          auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
+          if (param.getNumElements() % dp == 0)
+            shardedParams.insert(adam.getParam());
+        }
+      }
+    }
+
+    // Buckets of consecutive gradients of one kind, each at most
+    // bucketBytes (a single larger gradient is a bucket of its own).
+    SmallVector<SmallVector<Attribute>> reduceBuckets, scatterBuckets;
+    int64_t reduceFilled = 0, scatterFilled = 0;
     for (auto state : module.getOps<StateOp>()) {
       if (state.getKind() != StateKind::Gradient)
         continue;
+      bool sharded = shardedParams.contains(state.getOf());
+      auto &buckets = sharded ? scatterBuckets : reduceBuckets;
+      int64_t &filled = sharded ? scatterFilled : reduceFilled;
       int64_t bytes = bytesOf(state.getTensorType());
       if (buckets.empty() || filled + bytes > bucketBytes) {
         buckets.emplace_back();
@@ -72,7 +95,7 @@ struct DscDataParallelPass
       buckets.back().push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
       filled += bytes;
     }
-    if (buckets.empty()) {
+    if (reduceBuckets.empty() && scatterBuckets.empty()) {
       module.emitError("--dsc-data-parallel: no gradient states to reduce");
       return signalPassFailure();
     }
@@ -81,37 +104,56 @@ struct DscDataParallelPass
     b.setInsertionPointToStart(&optimizer.getBody().front());
     auto meshRef = FlatSymbolRefAttr::get(mesh->getSymNameAttr());
     ArrayAttr axes = b.getStrArrayAttr({"dp"});
-    for (ArrayRef<Attribute> bucket : buckets) {
+    for (ArrayRef<Attribute> bucket : scatterBuckets) {
+      auto scatter = ReduceScatterStatesOp::create(
+          b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef, axes);
+      scatter.setReduction(ReductionKind::Average);
+      ++numBuckets;
+    }
+    for (ArrayRef<Attribute> bucket : reduceBuckets) {
       auto reduce = AllReduceStatesOp::create(
           b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef, axes);
       reduce.setReduction(ReductionKind::Average);
       ++numBuckets;
     }
-    if (zero == 1 && failed(shardOptimizerStates(module, optimizer, meshRef)))
-      return signalPassFailure();
+    if (zero == 1 && !shardedParams.empty()) {
+      // The norm of partially valid gradients is summed over the group.
+      optimizer.walk([&](ClipGradNormOp clip) {
+        SmallVector<bool> flags;
+        for (Attribute name : clip.getGradients()) {
+          auto state = module.lookupSymbol<StateOp>(
+              cast<FlatSymbolRefAttr>(name).getValue());
+          flags.push_back(shardedParams.contains(state.getOf()));
+        }
+        clip.setMeshAttr(meshRef);
+        clip.setShardAxesAttr(axes);
+        clip.setShardedAttr(b.getDenseBoolArrayAttr(flags));
+      });
+      if (failed(
+              shardOptimizerStates(module, optimizer, meshRef, shardedParams)))
+        return signalPassFailure();
+    }
   }
 
   /// ZeRO-1: shards every AdamW update's moments over dp and gathers the
   /// updated parameters after the last update.
   LogicalResult shardOptimizerStates(ModuleOp module, func::FuncOp optimizer,
-                                     FlatSymbolRefAttr meshRef) {
+                                     FlatSymbolRefAttr meshRef,
+                                     const llvm::StringSet<> &shardedParams) {
     SymbolTable symbols(module);
     Builder attrs(module.getContext());
     ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
     SmallVector<ParameterOp> sharded;
     Operation *lastUpdate = nullptr;
     for (Operation &op : optimizer.getBody().front()) {
-      if (isa<SgdOp>(op))
-        return op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW "
-                              "state; SGD is not supported");
       auto adam = dyn_cast<AdamWOp>(op);
       if (!adam)
         continue;
       lastUpdate = adam;
       auto param = symbols.lookup<ParameterOp>(adam.getParam());
       int64_t n = param.getNumElements();
-      if (n % dp != 0)
-        continue; // Too small or odd-sized: keep a replicated update.
+      if (!shardedParams.contains(adam.getParam()))
+        continue; // Odd-sized: keep a replicated update.
       auto shardType = RankedTensorType::get(
           {n / dp}, param.getTensorType().getElementType());
       for (StringRef name : {adam.getExpAvg(), adam.getExpAvgSq()}) {

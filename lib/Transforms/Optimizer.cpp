@@ -105,8 +105,10 @@ struct DscOptimizerPass
     for (StateOp grad : gradients)
       gradientRefs.push_back(FlatSymbolRefAttr::get(grad.getSymNameAttr()));
     ArrayAttr gradientList = b.getArrayAttr(gradientRefs);
-    Value norm = ClipGradNormOp::create(b, loc, scalar, gradientList,
-                                        b.getF64FloatAttr(clipGradNorm));
+    Value norm = ClipGradNormOp::create(
+        b, loc, scalar, gradientList, b.getF64FloatAttr(clipGradNorm),
+        /*mesh=*/FlatSymbolRefAttr(), /*shard_axes=*/ArrayAttr(),
+        /*sharded=*/DenseBoolArrayAttr());
 
     for (StateOp grad : gradients) {
       // Megatron-LM and nanoGPT decay matrices only, not biases and norms.

@@ -78,6 +78,38 @@ struct DscPlanSummaryPass
         }
         allReduceBytes += 2 * (n - 1) * bytes / n;
       });
+    // Sharded gradient norms all-reduce one f64 partial sum each.
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](ClipGradNormOp clip) {
+        if (!clip.getShardedAttr())
+          return;
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+            clip, clip.getMeshAttr());
+        int64_t n = 1;
+        for (StringRef axis :
+             clip.getShardAxesAttr().getAsValueRange<StringAttr>())
+          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+        allReduceBytes += 2 * (n - 1) * 8 / n;
+      });
+    int64_t reduceScatterBytes = 0;
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](ReduceScatterStatesOp scatter) {
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+            scatter, scatter.getMeshAttr());
+        int64_t n = 1;
+        for (StringRef axis :
+             scatter.getMeshAxes().getAsValueRange<StringAttr>())
+          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+        int64_t bytes = 0;
+        for (Attribute name : scatter.getStates()) {
+          auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+              scatter, cast<FlatSymbolRefAttr>(name));
+          RankedTensorType type = state.getTensorType();
+          bytes +=
+              type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+        }
+        reduceScatterBytes += (n - 1) * bytes / n;
+      });
     int64_t allGatherBytes = 0;
     for (auto func : module.getOps<func::FuncOp>())
       func.walk([&](AllGatherStatesOp gather) {
@@ -129,6 +161,7 @@ struct DscPlanSummaryPass
       json.attribute("flops_per_step", flops * microbatches);
       json.attributeObject("collective_bytes_per_step", [&] {
         json.attribute("all_reduce", allReduceBytes);
+        json.attribute("reduce_scatter", reduceScatterBytes);
         json.attribute("all_gather", allGatherBytes);
       });
     });

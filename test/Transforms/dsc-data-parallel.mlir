@@ -46,20 +46,26 @@ module {
 
 // -----
 
-// ZeRO-1: the moments of a parameter dp divides shrink to rank-1 shards and
-// its update is sharded; the parameters are gathered after the updates. A
-// parameter of 6 elements (not divisible by 4) keeps a replicated update.
+// ZeRO-1: the gradient of a parameter dp divides is reduce-scattered, its
+// moments shrink to rank-1 shards, its update is sharded, and the parameter
+// is gathered after the updates; the norm sums each rank's valid chunks. A
+// parameter of 6 elements (not divisible by 4) stays replicated.
 // CHECK-LABEL: dsc.state @adam.m.w : tensor<32xf32> exp_avg of @w
 // CHECK: dsc.state @adam.v.w : tensor<32xf32> exp_avg_sq of @w
 // CHECK: dsc.state @adam.m.odd : tensor<6xf32> exp_avg of @odd
 // CHECK-LABEL: func.func @optimizer
-// CHECK: dsc.all_reduce_states [@grad.w, @grad.odd] on @mesh axes = ["dp"] reduction = avg
+// CHECK-NEXT: dsc.reduce_scatter_states [@grad.w] on @mesh axes = ["dp"] reduction = avg
+// CHECK-NEXT: dsc.all_reduce_states [@grad.odd] on @mesh axes = ["dp"] reduction = avg
+// CHECK: dsc.clip_grad_norm [@grad.w, @grad.odd] max_norm = 1.000000e+00 sharded on @mesh axes = ["dp"] shards = [true, false]
 // CHECK: dsc.adamw @w {{.*}} sharded on @mesh axes = ["dp"]
 // CHECK: dsc.adamw @odd {{.*}} weight_decay = 0.000000e+00 : tensor<f32>
 // CHECK-NEXT: dsc.all_gather_states [@w] on @mesh axes = ["dp"]
 // CHECK-NEXT: dsc.zero
-// all-reduce: 1.5 * (512 + 24) = 804; all-gather of @w: 0.75 * 512 = 384.
-// BYTES: "all_reduce": 804
+// @grad.w (512 bytes) is reduce-scattered: 0.75 * 512 = 384; @grad.odd is
+// all-reduced, 1.5 * 24 = 36, plus the norm's f64 partial sum, 1.5 * 8 = 12;
+// the all-gather of @w sends 0.75 * 512 = 384.
+// BYTES: "all_reduce": 48
+// BYTES: "reduce_scatter": 384,
 // BYTES: "all_gather": 384
 
 dsc.parameter @w : tensor<16x8xf32> init = #dsc.init<zeros>

@@ -183,6 +183,7 @@ private:
   template <typename T> void execute(const Program &prog, size_t index);
   void runAllReduce(const Program &prog, size_t index);
   void runAllGather(const Program &prog, size_t index);
+  void runReduceScatter(const Program &prog, size_t index);
   void setUpMesh(Communicator *world);
 
   Plan thePlan;

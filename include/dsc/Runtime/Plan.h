@@ -179,6 +179,13 @@ enum class Opcode : uint32_t {
   /// this rank's index in that group, which is the one updated;
   /// ints: decay axes; floats: beta1 beta2 eps wd
   AdamWShard = 69,
+  /// in(grads...) out(norm scalar): GlobalNormClip when some gradients are
+  /// ZeRO shards: a sharded gradient counts only this rank's chunk (the one
+  /// its ReduceScatter left valid), a replicated one 1/D of its sum of
+  /// squares; the sums are added over the group of `axes`, and only the
+  /// valid chunks are scaled. One `sharded` flag (0/1) per input;
+  /// ints: axes sharded...; floats: max_norm
+  GlobalNormClipShard = 70,
   // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
   // the ranks that differ from it only in the coordinates of the axes in
   // `axes`, a bit mask over Plan::mesh (bit i = axis i); validatePlan
@@ -193,6 +200,12 @@ enum class Opcode : uint32_t {
   /// (D = the group size), this rank holds the chunk at its index in the
   /// group and receives the others (ZeRO's parameter all-gather); ints: axes
   AllGather = 81,
+  /// in(x0, x1, ...) out(x0, x1, ...): in place; each buffer's flattened
+  /// elements are D equal chunks; the group's buffers are reduced and the
+  /// chunk at this rank's index receives the result (ZeRO's gradient
+  /// reduce-scatter; the other chunks are left as they were);
+  /// ints: axes reduce
+  ReduceScatter = 82,
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,

@@ -237,14 +237,14 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
     `--dsc-optimizer` first. Per rank and step the all-reduces move
     2·(dp−1)/dp times the gradient bytes (ring algorithm).
 
-    `zero=1` is ZeRO stage 1: each AdamW update becomes `sharded on @mesh
-    axes = ["dp"]`, its moments shrink to rank-1 shards of numel/dp
-    elements, each rank updates its chunk of the flattened parameter, and
-    `dsc.all_gather_states` (bucketed like the gradients) makes the
-    parameters whole again, adding (dp−1)/dp of the parameter bytes of
-    traffic. The update is elementwise, so the result equals plain data
-    parallelism exactly. A parameter whose size dp does not divide keeps a
-    replicated update.
+    `zero=1` is ZeRO stage 1: the gradients of parameters dp divides are
+    reduce-scattered (`dsc.reduce_scatter_states`) instead of all-reduced,
+    each AdamW update becomes `sharded on @mesh axes = ["dp"]` with moments
+    shrunk to rank-1 shards of numel/dp elements, the gradient norm sums
+    each rank's valid chunks over dp, and `dsc.all_gather_states` makes the
+    parameters whole again: 2·(dp−1)/dp of the parameter bytes per rank, as
+    the ZeRO paper counts, with the optimizer state divided by dp. A
+    parameter whose size dp does not divide stays replicated.
 
     ```mlir
     func.func @optimizer() -> (tensor<f32>, tensor<f32>) {

@@ -68,7 +68,8 @@ int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
 bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
 bool isCollective(Opcode op) {
-  return op == Opcode::AllReduce || op == Opcode::AllGather;
+  return op == Opcode::AllReduce || op == Opcode::AllGather ||
+         op == Opcode::ReduceScatter;
 }
 
 /// The mesh-axes mask an instruction works over, or 0 when it has none.
@@ -77,6 +78,8 @@ int64_t groupMaskOf(const Instruction &inst) {
     return inst.ints[0];
   if (inst.opcode == Opcode::AdamWShard)
     return inst.ints[1];
+  if (inst.opcode == Opcode::GlobalNormClipShard)
+    return inst.ints[0];
   return 0;
 }
 
@@ -507,6 +510,10 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     runAllGather(prog, index);
     return;
   }
+  if (inst.opcode == Opcode::ReduceScatter) {
+    runReduceScatter(prog, index);
+    return;
+  }
   if (inst.opcode == Opcode::Zero) {
     for (uint32_t id : inst.outputs) {
       BufferView v = buffer(id);
@@ -585,6 +592,35 @@ void Executor::runAllGather(const Program &prog, size_t index) {
     } catch (const Error &e) {
       fail(e.what());
     }
+  }
+}
+
+void Executor::runReduceScatter(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  Communicator *comm = group(inst.ints[0]);
+  auto fail = [&](const std::string &msg) {
+    throw Error("program '" + prog.name + "' instruction " +
+                std::to_string(index) + " '" + inst.name + "' (" +
+                opcodeName(inst.opcode) + "): " + msg);
+  };
+  if (!comm)
+    fail("no group for mesh axes mask " + std::to_string(inst.ints[0]));
+  const ReduceOp op = ReduceOp(inst.ints[1]);
+  // The communicator's send and receive buffers must not overlap: receive
+  // this rank's chunk into a staging copy, then put it in place.
+  std::vector<uint8_t> staging;
+  for (uint32_t id : inst.inputs) {
+    const Buffer &b = thePlan.buffers[id];
+    const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
+    const size_t chunkBytes = chunk * dtypeSize(b.dtype);
+    uint8_t *base = arenas[b.arena] + b.offset;
+    staging.resize(chunkBytes);
+    try {
+      comm->reduceScatter(base, staging.data(), chunk, b.dtype, op);
+    } catch (const Error &e) {
+      fail(e.what());
+    }
+    std::memcpy(base + chunkBytes * comm->rank(), staging.data(), chunkBytes);
   }
 }
 
@@ -764,7 +800,40 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::Zero:
   case Opcode::AllReduce:
   case Opcode::AllGather:
+  case Opcode::ReduceScatter:
     break; // handled in runInstruction
+  case Opcode::GlobalNormClipShard: {
+    // Sum of squares of what this rank holds (its chunk of a sharded
+    // gradient, 1/D of a replicated one, which every rank holds whole),
+    // added over the group in the communicator's fixed order.
+    Communicator *comm = group(ints[0]);
+    if (!comm)
+      fail("no group for mesh axes mask " + std::to_string(ints[0]));
+    const int64_t ranks = comm->size(), rank = comm->rank();
+    double sum = 0;
+    std::vector<std::pair<T *, int64_t>> held;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      int64_t n = numElements(inB(i).shape);
+      bool sharded = ints[i + 1] != 0;
+      int64_t count = sharded ? n / ranks : n;
+      T *data = in(i) + (sharded ? count * rank : 0);
+      const T *ptr = data;
+      double part = sumOfSquares(&ptr, &count, 1);
+      sum += sharded ? part : part / double(ranks);
+      held.push_back({data, count});
+    }
+    comm->allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
+    double norm = std::sqrt(sum);
+    *out(0) = T(norm);
+    double maxNorm = inst.floats[0];
+    if (maxNorm > 0 && std::isfinite(norm)) {
+      double scale = clipScale(norm, maxNorm);
+      if (scale < 1.0)
+        for (auto [data, count] : held)
+          scaleForward(data, data, count, T(scale));
+    }
+    break;
+  }
   case Opcode::GlobalNormClip: {
     std::vector<const T *> ptrs;
     std::vector<int64_t> sizes;
@@ -806,8 +875,7 @@ void Executor::execute(const Program &prog, size_t index) {
     Communicator *comm = group(ints[1]);
     if (!comm)
       fail("no group for mesh axes mask " + std::to_string(ints[1]));
-    const int64_t chunk =
-        numElements(thePlan.buffers[inst.outputs[1]].shape);
+    const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
     const int64_t offset = chunk * comm->rank();
     AdamWConfig cfg;
     cfg.lr = double(*in(1));

@@ -71,11 +71,15 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "momentum wd", 1, 2},
       {Opcode::AdamWShard, "AdamWShard", "grad, lr", "param, m, v", 2, 3,
        "decay axes", "beta1 beta2 eps wd", 2, 4},
+      {Opcode::GlobalNormClipShard, "GlobalNormClipShard", "grads...", "norm",
+       -1, 1, "axes sharded...", "max_norm", -1, 1},
       // In place: validatePlan checks that the outputs are the inputs.
       {Opcode::AllReduce, "AllReduce", "x0, x1, ...", "x0, x1, ...", -1, -1,
        "axes reduce", "", 2, 0},
       {Opcode::AllGather, "AllGather", "x0, x1, ...", "x0, x1, ...", -1, -1,
        "axes", "", 1, 0},
+      {Opcode::ReduceScatter, "ReduceScatter", "x0, x1, ...", "x0, x1, ...", -1,
+       -1, "axes reduce", "", 2, 0},
   };
   return table;
 }

@@ -313,9 +313,12 @@ void InstructionChecker::counts() {
       fail("output " + std::to_string(i) + " is buffer " +
            std::to_string(inst.outputs[i]) + " but the plan has " +
            std::to_string(plan.buffers.size()) + " buffers");
-  // Transpose and Slice take one int per dim of their (whole) tensor.
+  // Transpose and Slice take one int per dim of their (whole) tensor;
+  // GlobalNormClipShard takes the axes and one flag per gradient.
   int wantInts = info->numInts;
-  if (wantInts < 0)
+  if (wantInts < 0 && inst.opcode == Opcode::GlobalNormClipShard)
+    wantInts = int(inst.inputs.size()) + 1;
+  else if (wantInts < 0)
     wantInts = int(inst.opcode == Opcode::SliceGrad ? out(0).shape.size()
                                                     : in(0).shape.size());
   count(inst.ints.size(), wantInts, "ints");
@@ -413,7 +416,9 @@ void InstructionChecker::aliasing() {
           elementwise && same && !(inst.opcode == Opcode::BiasAdd && i == 1);
       // A collective works in place on its own operand (the same id, which
       // shapes() checked).
-      if (inst.opcode == Opcode::AllReduce || inst.opcode == Opcode::AllGather)
+      if (inst.opcode == Opcode::AllReduce ||
+          inst.opcode == Opcode::AllGather ||
+          inst.opcode == Opcode::ReduceScatter)
         allowed = i == o;
       if (!allowed)
         fail(outName(o) + " overlaps " + inName(i) +
@@ -652,6 +657,35 @@ void InstructionChecker::shapes() {
     scalar(out(0), outName(0));
     floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
     break;
+  case Opcode::GlobalNormClipShard: {
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
+        if (overlaps(in(i), in(j)))
+          fail(inName(j) + " overlaps " + inName(i));
+    scalar(out(0), outName(0));
+    floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
+    if (plan.mesh.empty())
+      fail("a sharded norm needs the plan's mesh, but the plan has none");
+    if (inst.ints.size() != inst.inputs.size() + 1)
+      fail("needs ints axes and one sharded flag per input: " +
+           std::to_string(inst.inputs.size() + 1) + " ints, got " +
+           std::to_string(inst.ints.size()));
+    int64_t axes = inst.ints[0];
+    if (axes < 1 || axes >= (int64_t(1) << plan.mesh.size()))
+      fail("int axes = " + std::to_string(axes) +
+           " must be a non-zero bit mask over the mesh's axes (" +
+           meshString(plan.mesh) + ")");
+    int64_t groupSize = meshGroupSize(axes);
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      intAt(i + 1, "sharded", 0, 1);
+      if (inst.ints[i + 1] && numElements(in(i).shape) % groupSize != 0)
+        fail(inName(i) + " is sharded but its " +
+             std::to_string(numElements(in(i).shape)) +
+             " elements do not divide into " + std::to_string(groupSize) +
+             " chunks");
+    }
+    break;
+  }
   case Opcode::LearningRate:
     scalar(out(0), outName(0));
     intAt(0, "kind", 0, int64_t(LrScheduleKind::WarmupCosineDecay));
@@ -663,7 +697,8 @@ void InstructionChecker::shapes() {
     floatAt(2, "decayEnd", 0.0, std::numeric_limits<double>::max());
     break;
   case Opcode::AllReduce:
-  case Opcode::AllGather: {
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter: {
     if (inst.outputs != inst.inputs)
       fail("works in place: its outputs must be its inputs, the same buffer "
            "ids in the same order, but it has " +
@@ -681,10 +716,10 @@ void InstructionChecker::shapes() {
            std::to_string(plan.mesh.size()) + " axes (" +
            meshString(plan.mesh) + "), i.e. in [1, " +
            std::to_string(limit - 1) + "]");
-    if (inst.opcode == Opcode::AllReduce) {
+    if (inst.opcode != Opcode::AllGather)
       intAt(1, "reduce", 0, 3);
+    if (inst.opcode == Opcode::AllReduce)
       break;
-    }
     int64_t groupSize = meshGroupSize(axes);
     for (size_t i = 0; i < inst.inputs.size(); ++i)
       if (numElements(in(i).shape) % groupSize != 0)

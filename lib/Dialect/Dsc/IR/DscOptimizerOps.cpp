@@ -80,7 +80,53 @@ LogicalResult ClipGradNormOp::verify() {
 }
 
 LogicalResult ClipGradNormOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyStateList(*this, tables, getGradients(), /*gradientsOnly=*/true);
+  if (failed(verifyStateList(*this, tables, getGradients(),
+                             /*gradientsOnly=*/true)))
+    return failure();
+  if (!getMeshAttr() && !getShardAxesAttr() && !getShardedAttr())
+    return success();
+  if (!getMeshAttr() || !getShardAxesAttr() || !getShardedAttr())
+    return emitOpError("a sharded norm needs a mesh, shard axes and one "
+                       "sharded flag per gradient");
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getShardAxesAttr());
+  if (failed(group))
+    return failure();
+  ArrayRef<bool> flags = getShardedAttr().asArrayRef();
+  if (flags.size() != getGradients().size())
+    return emitOpError("has ") << flags.size() << " sharded flags for "
+                               << getGradients().size() << " gradients";
+  for (auto [name, flag] : llvm::zip(getGradients(), flags)) {
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(
+        *this, cast<FlatSymbolRefAttr>(name));
+    if (flag && state.getTensorType().getNumElements() % *group != 0)
+      return emitOpError("gradient '")
+             << name << "' is sharded but does not divide into " << *group
+             << " chunks";
+  }
+  return success();
+}
+
+LogicalResult
+ReduceScatterStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  if (getStates().empty())
+    return emitOpError("needs at least one state");
+  for (Attribute attr : getStates()) {
+    auto name = dyn_cast<FlatSymbolRefAttr>(attr);
+    auto state =
+        name ? tables.lookupNearestSymbolFrom<StateOp>(*this, name) : nullptr;
+    if (!state)
+      return emitOpError("'") << attr << "' does not name a dsc.state";
+    if (state.getTensorType().getNumElements() % *group != 0)
+      return emitOpError("'")
+             << attr << "' has " << state.getTensorType().getNumElements()
+             << " elements, not divisible into " << *group << " chunks";
+  }
+  return success();
 }
 
 LogicalResult ZeroOp::verifySymbolUses(SymbolTableCollection &tables) {

@@ -43,14 +43,26 @@ def Dsc_ClipGradNormOp : Dsc_Op<"clip_grad_norm",
     `max_norm / norm` (torch.nn.utils.clip_grad_norm_). Returns the norm
     before clipping, which the step log reports.
 
+    Under ZeRO (`sharded on @mesh axes = [...] shards = [...]`, one flag per
+    gradient) a sharded gradient is valid only in this rank's chunk after
+    its reduce-scatter: each rank sums the squares of what it holds and the
+    sums are added over the group, so every rank gets the same norm.
+
     ```mlir
     %norm = dsc.clip_grad_norm [@grad.wte.weight, @grad.ln_f.weight]
         max_norm = 1.000000e+00 : tensor<f32>
     ```
   }];
-  let arguments = (ins SymbolRefArrayAttr:$gradients, F64Attr:$max_norm);
+  let arguments = (ins SymbolRefArrayAttr:$gradients, F64Attr:$max_norm,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$shard_axes,
+                       OptionalAttr<DenseBoolArrayAttr>:$sharded);
   let results = (outs 0DTensorOf<[F32, F64]>:$result);
-  let assemblyFormat = "$gradients `max_norm` `=` $max_norm attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $gradients `max_norm` `=` $max_norm
+    (`sharded` `on` $mesh^ `axes` `=` $shard_axes `shards` `=` $sharded)?
+    attr-dict `:` type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -126,6 +138,28 @@ def Dsc_AllGatherStatesOp : Dsc_Op<"all_gather_states",
   let arguments = (ins SymbolRefArrayAttr:$buffers, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$mesh_axes);
   let assemblyFormat = "$buffers `on` $mesh `axes` `=` $mesh_axes attr-dict";
+}
+
+def Dsc_ReduceScatterStatesOp : Dsc_Op<"reduce_scatter_states",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "In-place reduce-scatter of gradient states (ZeRO)";
+  let description = [{
+    Each named state is D equal chunks of its flattened elements over the
+    group of `mesh_axes`; the group's states are reduced and this rank's
+    chunk receives the result. ZeRO averages each gradient only into the
+    shard its rank updates.
+
+    ```mlir
+    dsc.reduce_scatter_states [@grad.wte.weight] on @mesh axes = ["dp"] reduction = avg
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$states, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes,
+                       DefaultValuedProp<EnumProp<Dsc_ReductionKind>,
+                                         "::mlir::dsc::ReductionKind::Sum">:$reduction);
+  let assemblyFormat = [{
+    $states `on` $mesh `axes` `=` $mesh_axes (`reduction` `=` $reduction^)? attr-dict
+  }];
 }
 
 def Dsc_ZeroOp : Dsc_Op<"zero", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
