@@ -733,3 +733,55 @@ TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {
 }
 
 } // namespace
+
+// ZeRO-1's instructions: the reduce-scatter and all-gather work in place on
+// buffers the group divides; the sharded AdamW's moments are one chunk of
+// the parameter; the sharded norm has one flag per gradient.
+TEST(PlanValidate, ZeroStageOneInstructions) {
+  Plan plan = makeMeshPlan();
+  uint32_t gWte = bufferId(plan, "wte.weight.grad");
+  uint32_t wte = bufferId(plan, "wte.weight");
+  Program &opt = plan.programs[2];
+  opt.instructions.insert(
+      opt.instructions.begin() + 1,
+      makeInst(Opcode::ReduceScatter, {gWte}, {gWte}, "rs", {1, 1}));
+  opt.instructions.push_back(
+      makeInst(Opcode::AllGather, {wte}, {wte}, "ag", {1}));
+  EXPECT_NO_THROW(validatePlan(plan));
+  Plan back = roundTrip(plan);
+  expectEqual(plan, back);
+
+  Instruction &rs = instructionNamed(plan, "rs");
+  rs.outputs = {bufferId(plan, "head.weight.grad")};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'rs' (ReduceScatter)",
+                   "its outputs must be its inputs");
+  rs.outputs = rs.inputs;
+  rs.ints[1] = 7;
+  EXPECT_ERROR_HAS(validatePlan(plan), "int reduce = 7 is outside [0, 3]");
+  rs.ints[1] = 1;
+
+  // The norm: axes plus one 0/1 flag per gradient.
+  Instruction &clip = instructionNamed(plan, "clip");
+  clip.opcode = Opcode::GlobalNormClipShard;
+  clip.ints = {1, 1, 0};
+  EXPECT_NO_THROW(validatePlan(plan));
+  clip.ints = {1, 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'clip' (GlobalNormClipShard)",
+                   "expects 3 ints but has 2");
+  clip.ints = {1, 2, 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int sharded = 2 is outside [0, 1]");
+  clip.ints = {8, 1, 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 8 must be a non-zero bit "
+                                       "mask over the mesh's axes");
+  clip.ints = {1, 1, 0};
+
+  // A sharded AdamW whose moments are the whole parameter is refused: each
+  // rank keeps 1/D of them.
+  Instruction &adam = instructionNamed(plan, "wte.adamw");
+  adam.opcode = Opcode::AdamWShard;
+  adam.ints = {1, 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'wte.adamw' (AdamWShard)",
+                   "a shard of 128 over 2 ranks has 64");
+  adam.ints = {1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "expects 2 ints but has 1");
+}
