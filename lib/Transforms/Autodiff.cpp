@@ -131,9 +131,7 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
                  << cast<OpResult>(result).getResultNumber()
                  << " does not reach the loss while another result does; "
                     "this is not supported yet";
-      Operation *before = b.getInsertionBlock()->empty()
-                              ? nullptr
-                              : &*std::prev(b.getInsertionPoint());
+      size_t opsBefore = body.getOperations().size();
       SmallVector<Value> operandGrads;
       if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
         return failure();
@@ -141,9 +139,7 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
         return op->emitOpError("differentiation rule returned ")
                << operandGrads.size() << " gradients for "
                << op->getNumOperands() << " operands";
-      for (Operation *it = before ? before->getNextNode() : &body.front();
-           it && it != fbReturn.getOperation(); it = it->getNextNode())
-        ++numGradientOps;
+      numGradientOps += body.getOperations().size() - opsBefore;
       for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
         if (grad)
           addGrad(operand, grad);
