@@ -181,6 +181,13 @@ private:
   /// The dropout seed of an instruction in the current step/micro-batch.
   uint64_t runSeed(int64_t instructionSeed) const;
   template <typename T> void execute(const Program &prog, size_t index);
+  /// Throws Error naming the program, the instruction and `msg`.
+  [[noreturn]] void failAt(const Program &prog, size_t index,
+                           const std::string &msg) const;
+  /// The group of mesh axes `axes`; an instruction using an unsplit mask
+  /// is an error naming it.
+  Communicator &requireGroup(const Program &prog, size_t index,
+                             int64_t axes) const;
   void runAllReduce(const Program &prog, size_t index);
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);

@@ -531,17 +531,27 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     execute<float>(prog, index);
 }
 
+void Executor::failAt(const Program &prog, size_t index,
+                      const std::string &msg) const {
+  const Instruction &inst = prog.instructions[index];
+  throw Error("program '" + prog.name + "' instruction " +
+              std::to_string(index) + " '" + inst.name + "' (" +
+              opcodeName(inst.opcode) + "): " + msg);
+}
+
+Communicator &Executor::requireGroup(const Program &prog, size_t index,
+                                     int64_t axes) const {
+  Communicator *comm = group(axes);
+  if (!comm)
+    failAt(prog, index, "no group for mesh axes mask " + std::to_string(axes));
+  return *comm;
+}
+
 void Executor::runAllReduce(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  Communicator *comm = group(inst.ints[0]);
+  Communicator *comm = &requireGroup(prog, index, inst.ints[0]);
   const ReduceOp op = ReduceOp(inst.ints[1]);
-  auto fail = [&](const std::string &msg) {
-    throw Error("program '" + prog.name + "' instruction " +
-                std::to_string(index) + " '" + inst.name + "' (" +
-                opcodeName(inst.opcode) + "): " + msg);
-  };
-  if (!comm)
-    fail("no group for mesh axes mask " + std::to_string(inst.ints[0]));
+  auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
   // Runs of buffers contiguous in one arena, in operand order, are one
   // bucket and one call.
   const std::vector<uint32_t> &ids = inst.inputs;
@@ -572,14 +582,8 @@ void Executor::runAllReduce(const Program &prog, size_t index) {
 
 void Executor::runAllGather(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  Communicator *comm = group(inst.ints[0]);
-  auto fail = [&](const std::string &msg) {
-    throw Error("program '" + prog.name + "' instruction " +
-                std::to_string(index) + " '" + inst.name + "' (" +
-                opcodeName(inst.opcode) + "): " + msg);
-  };
-  if (!comm)
-    fail("no group for mesh axes mask " + std::to_string(inst.ints[0]));
+  Communicator *comm = &requireGroup(prog, index, inst.ints[0]);
+  auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
   // Each buffer gathers in place: this rank's chunk is already where the
   // gathered buffer wants it (the send block aliases its block of recv).
   for (uint32_t id : inst.inputs) {
@@ -597,14 +601,8 @@ void Executor::runAllGather(const Program &prog, size_t index) {
 
 void Executor::runReduceScatter(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  Communicator *comm = group(inst.ints[0]);
-  auto fail = [&](const std::string &msg) {
-    throw Error("program '" + prog.name + "' instruction " +
-                std::to_string(index) + " '" + inst.name + "' (" +
-                opcodeName(inst.opcode) + "): " + msg);
-  };
-  if (!comm)
-    fail("no group for mesh axes mask " + std::to_string(inst.ints[0]));
+  Communicator *comm = &requireGroup(prog, index, inst.ints[0]);
+  auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
   const ReduceOp op = ReduceOp(inst.ints[1]);
   // The communicator's send and receive buffers must not overlap: receive
   // this rank's chunk into a staging copy, then put it in place.
@@ -806,9 +804,7 @@ void Executor::execute(const Program &prog, size_t index) {
     // Sum of squares of what this rank holds (its chunk of a sharded
     // gradient, 1/D of a replicated one, which every rank holds whole),
     // added over the group in the communicator's fixed order.
-    Communicator *comm = group(ints[0]);
-    if (!comm)
-      fail("no group for mesh axes mask " + std::to_string(ints[0]));
+    Communicator *comm = &requireGroup(prog, index, ints[0]);
     const int64_t ranks = comm->size(), rank = comm->rank();
     double sum = 0;
     std::vector<std::pair<T *, int64_t>> held;
@@ -872,9 +868,7 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::AdamWShard: {
     // Update only this rank's chunk of the flattened parameter; m and v
     // are that chunk's moments.
-    Communicator *comm = group(ints[1]);
-    if (!comm)
-      fail("no group for mesh axes mask " + std::to_string(ints[1]));
+    Communicator *comm = &requireGroup(prog, index, ints[1]);
     const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
     const int64_t offset = chunk * comm->rank();
     AdamWConfig cfg;
