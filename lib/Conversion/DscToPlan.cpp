@@ -90,6 +90,8 @@ private:
   std::map<int64_t, uint32_t> persistentByOffset;
   func::FuncOp currentFunc;
   MeshOp meshOp;
+  /// Micro-batches per step (--dsc-autodiff records them).
+  int64_t microbatches = 1;
 };
 
 FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
@@ -170,6 +172,10 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
       declBuffers[state.getSymNameAttr()] = *id;
     }
   }
+
+  if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
+    microbatches = std::max<int64_t>(1, m.getInt());
+  plan.microBatches = microbatches;
 
   // The mesh the collectives run over (one-rank plans have none).
   for (auto mesh : module.getOps<MeshOp>()) {
@@ -513,8 +519,17 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           return failure();
         inst.opcode = Opcode::GlobalNormClipShard;
         inst.ints = {*mask};
-        for (bool flag : clip.getShardedAttr().asArrayRef())
-          inst.ints.push_back(flag);
+        // 1: a whole gradient whose chunk is valid (ZeRO-1); 2: a gradient
+        // that is the chunk (ZeRO-2).
+        for (auto [id, flag] :
+             llvm::zip(inst.inputs, clip.getShardedAttr().asArrayRef())) {
+          const rt::Buffer &grad = plan.buffers[id];
+          auto param = module.lookupSymbol<ParameterOp>(
+              grad.name.substr(std::string("grad.").size()));
+          bool whole =
+              !param || rt::numElements(grad.shape) == param.getNumElements();
+          inst.ints.push_back(!flag ? 0 : whole ? 1 : 2);
+        }
         // The partial sums of squares are all-reduced as one f64.
         int64_t n = groupSizeOf(*mask);
         plan.summary.collectiveBytesPerStep += 2 * (n - 1) * 8 / n;
@@ -582,6 +597,24 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
             (groupSize - 1) * bytes / groupSize;
         return success();
       })
+      .Case<ReduceScatterAccumulateOp>(
+          [&](ReduceScatterAccumulateOp scatter) -> LogicalResult {
+            inst.opcode = Opcode::ReduceScatterAccumulate;
+            FailureOr<int64_t> mask = axesMaskOf(scatter, scatter.getMeshAttr(),
+                                                 scatter.getMeshAxes());
+            if (failed(mask))
+              return failure();
+            int64_t groupSize = groupSizeOf(*mask);
+            uint32_t value = valueBuffers.lookup(scatter.getValue());
+            inst.inputs = {value};
+            inst.outputs = {declBuffer(scatter.getStateAttr())};
+            inst.ints = {*mask, static_cast<int64_t>(scatter.getReduction())};
+            // Once per micro-batch: (n-1)/n of the gradient per rank.
+            plan.summary.collectiveBytesPerStep +=
+                microbatches * (groupSize - 1) * plan.buffers[value].bytes /
+                groupSize;
+            return success();
+          })
       .Case<ReduceScatterStatesOp>(
           [&](ReduceScatterStatesOp scatter) -> LogicalResult {
             inst.opcode = Opcode::ReduceScatter;

@@ -17,6 +17,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <cmath>
+
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCAUTODIFFPASS
 #include "dsc/Transforms/Passes.h.inc"
@@ -49,6 +51,14 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
     }
     if (failed(differentiate(loss, symbols)))
       return signalPassFailure();
+    // The micro-batches per step the seed stands for, for the per-step
+    // totals of collectives that run once per micro-batch (ZeRO-2).
+    double microbatches = 1.0 / gradScale;
+    if (gradScale > 0 && microbatches == std::round(microbatches))
+      getOperation()->setAttr(
+          "dsc.microbatches",
+          IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                           static_cast<int64_t>(microbatches)));
   }
 
   LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {

@@ -39,9 +39,9 @@ struct DscDataParallelPass
           << dp.getValue();
       return signalPassFailure();
     }
-    if (zero != 0 && zero != 1) {
+    if (zero < 0 || zero > 2) {
       module.emitError("--dsc-data-parallel: ZeRO stage ")
-          << zero.getValue() << " is not implemented yet; use zero=0 or zero=1";
+          << zero.getValue() << " is not implemented yet; use zero=0, 1 or 2";
       return signalPassFailure();
     }
     if (bucketBytes < 1) {
@@ -62,7 +62,7 @@ struct DscDataParallelPass
     // their gradients are reduce-scattered (each rank needs only its
     // chunk), the others all-reduced.
     llvm::StringSet<> shardedParams;
-    if (zero == 1) {
+    if (zero >= 1) {
       for (Operation &op : optimizer.getBody().front()) {
         if (isa<SgdOp>(op)) {
           op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW state; "
@@ -85,6 +85,9 @@ struct DscDataParallelPass
       if (state.getKind() != StateKind::Gradient)
         continue;
       bool sharded = shardedParams.contains(state.getOf());
+      // ZeRO-2 reduce-scatters these in the backward of every micro-batch.
+      if (sharded && zero == 2)
+        continue;
       auto &buckets = sharded ? scatterBuckets : reduceBuckets;
       int64_t &filled = sharded ? scatterFilled : reduceFilled;
       int64_t bytes = bytesOf(state.getTensorType());
@@ -95,7 +98,8 @@ struct DscDataParallelPass
       buckets.back().push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
       filled += bytes;
     }
-    if (reduceBuckets.empty() && scatterBuckets.empty()) {
+    if (reduceBuckets.empty() && scatterBuckets.empty() &&
+        shardedParams.empty()) {
       module.emitError("--dsc-data-parallel: no gradient states to reduce");
       return signalPassFailure();
     }
@@ -116,7 +120,9 @@ struct DscDataParallelPass
       reduce.setReduction(ReductionKind::Average);
       ++numBuckets;
     }
-    if (zero == 1 && !shardedParams.empty()) {
+    if (zero == 2 && failed(shardGradients(module, meshRef, shardedParams)))
+      return signalPassFailure();
+    if (zero >= 1 && !shardedParams.empty()) {
       // The norm of partially valid gradients is summed over the group.
       optimizer.walk([&](ClipGradNormOp clip) {
         SmallVector<bool> flags;
@@ -133,6 +139,48 @@ struct DscDataParallelPass
               shardOptimizerStates(module, optimizer, meshRef, shardedParams)))
         return signalPassFailure();
     }
+  }
+
+  /// ZeRO-2: the gradients of sharded parameters become rank-1 shards, and
+  /// the backward reduce-scatters each micro-batch's gradient into them.
+  LogicalResult shardGradients(ModuleOp module, FlatSymbolRefAttr meshRef,
+                               const llvm::StringSet<> &shardedParams) {
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    if (!fb)
+      return module.emitError("--dsc-data-parallel: zero=2 needs "
+                              "@forward_backward; run --dsc-autodiff first");
+    SymbolTable symbols(module);
+    Builder attrs(module.getContext());
+    ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
+    llvm::StringSet<> shardedStates;
+    for (auto state : llvm::make_early_inc_range(module.getOps<StateOp>())) {
+      if (state.getKind() != StateKind::Gradient ||
+          !shardedParams.contains(state.getOf()))
+        continue;
+      RankedTensorType type = state.getTensorType();
+      OpBuilder b(state);
+      auto shard =
+          StateOp::create(b, state.getLoc(), state.getSymName(),
+                          RankedTensorType::get({type.getNumElements() / dp},
+                                                type.getElementType()),
+                          state.getKind(), state.getOf());
+      shardedStates.insert(state.getSymName());
+      symbols.erase(state);
+      symbols.insert(shard);
+    }
+    SmallVector<AccumulateOp> accumulates;
+    fb.walk([&](AccumulateOp acc) {
+      if (shardedStates.contains(acc.getState()))
+        accumulates.push_back(acc);
+    });
+    for (AccumulateOp acc : accumulates) {
+      OpBuilder b(acc);
+      auto scatter = ReduceScatterAccumulateOp::create(
+          b, acc.getLoc(), acc.getValue(), acc.getStateAttr(), meshRef, axes);
+      scatter.setReduction(ReductionKind::Average);
+      acc.erase();
+    }
+    return success();
   }
 
   /// ZeRO-1: shards every AdamW update's moments over dp and gathers the

@@ -110,6 +110,23 @@ struct DscPlanSummaryPass
         }
         reduceScatterBytes += (n - 1) * bytes / n;
       });
+    // ZeRO-2 reduce-scatters every micro-batch's gradients in the backward.
+    int64_t perStep = microbatches;
+    if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
+      perStep = m.getInt();
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](ReduceScatterAccumulateOp scatter) {
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+            scatter, scatter.getMeshAttr());
+        int64_t n = 1;
+        for (StringRef axis :
+             scatter.getMeshAxes().getAsValueRange<StringAttr>())
+          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+        auto type = cast<RankedTensorType>(scatter.getValue().getType());
+        int64_t bytes =
+            type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+        reduceScatterBytes += perStep * (n - 1) * bytes / n;
+      });
     int64_t allGatherBytes = 0;
     for (auto func : module.getOps<func::FuncOp>())
       func.walk([&](AllGatherStatesOp gather) {

@@ -768,8 +768,8 @@ TEST(PlanValidate, ZeroStageOneInstructions) {
   clip.ints = {1, 1};
   EXPECT_ERROR_HAS(validatePlan(plan), "'clip' (GlobalNormClipShard)",
                    "expects 3 ints but has 2");
-  clip.ints = {1, 2, 0};
-  EXPECT_ERROR_HAS(validatePlan(plan), "int sharded = 2 is outside [0, 1]");
+  clip.ints = {1, 3, 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int sharded = 3 is outside [0, 2]");
   clip.ints = {8, 1, 0};
   EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 8 must be a non-zero bit "
                                        "mask over the mesh's axes");
@@ -784,4 +784,19 @@ TEST(PlanValidate, ZeroStageOneInstructions) {
                    "a shard of 128 over 2 ranks has 64");
   adam.ints = {1};
   EXPECT_ERROR_HAS(validatePlan(plan), "expects 2 ints but has 1");
+}
+
+// ZeRO-2's accumulation: the reduced micro-batch gradient's chunk goes into
+// a shard of numel/D elements.
+TEST(PlanValidate, ReduceScatterAccumulate) {
+  Plan plan = makeMeshPlan();
+  uint32_t gWte = bufferId(plan, "wte.weight.grad");
+  uint32_t mWte = bufferId(plan, "wte.weight.exp_avg");
+  Program &fb = plan.programs[1];
+  fb.instructions.push_back(
+      makeInst(Opcode::ReduceScatterAccumulate, {gWte}, {mWte}, "rsa", {1, 1}));
+  EXPECT_ERROR_HAS(validatePlan(plan), "'rsa' (ReduceScatterAccumulate)",
+                   "has 128 elements; the chunk of", "over 2 ranks has 64");
+  fb.instructions.back().ints = {0, 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 0 must be a non-zero");
 }

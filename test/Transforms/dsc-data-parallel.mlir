@@ -84,3 +84,4 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
   dsc.zero [@grad.w, @grad.odd]
   return %n, %lr : tensor<f32>, tensor<f32>
 }
+

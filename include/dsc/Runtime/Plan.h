@@ -173,17 +173,20 @@ enum class Opcode : uint32_t {
   /// in(grad, lr) out(param, momentum), updated in place; ints: nesterov;
   /// floats: momentum wd
   Sgd = 68,
-  /// in(grad, lr) out(param, m, v), updated in place: ZeRO-1's AdamW of
-  /// this rank's shard. The flattened param and grad are D equal chunks (D
-  /// = the size of the group of `axes`); m and v hold only the chunk at
-  /// this rank's index in that group, which is the one updated;
+  /// in(grad, lr) out(param, m, v), updated in place: ZeRO's AdamW of
+  /// this rank's shard. The flattened param is D equal chunks (D = the size
+  /// of the group of `axes`); m and v hold only the chunk at this rank's
+  /// index in that group, which is the one updated. grad is either the
+  /// whole gradient (ZeRO-1: its chunk at that index is used) or just this
+  /// rank's chunk (ZeRO-2);
   /// ints: decay axes; floats: beta1 beta2 eps wd
   AdamWShard = 69,
   /// in(grads...) out(norm scalar): GlobalNormClip when some gradients are
-  /// ZeRO shards: a sharded gradient counts only this rank's chunk (the one
-  /// its ReduceScatter left valid), a replicated one 1/D of its sum of
-  /// squares; the sums are added over the group of `axes`, and only the
-  /// valid chunks are scaled. One `sharded` flag (0/1) per input;
+  /// ZeRO shards: a sharded gradient counts only this rank's chunk, a
+  /// replicated one 1/D of its sum of squares; the sums are added over the
+  /// group of `axes`, and only the valid chunks are scaled. One `sharded`
+  /// flag per input: 0 replicated, 1 a whole gradient whose chunk at this
+  /// rank's index is valid (ZeRO-1), 2 a buffer that is the chunk (ZeRO-2);
   /// ints: axes sharded...; floats: max_norm
   GlobalNormClipShard = 70,
   // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
@@ -206,6 +209,11 @@ enum class Opcode : uint32_t {
   /// reduce-scatter; the other chunks are left as they were);
   /// ints: axes reduce
   ReduceScatter = 82,
+  /// in(x) out(shard): ZeRO-2's gradient accumulation: reduces the group's
+  /// x and adds the chunk at this rank's index (of D equal chunks of the
+  /// flattened x) into `shard`, a buffer of numel(x)/D elements;
+  /// ints: axes reduce
+  ReduceScatterAccumulate = 83,
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,

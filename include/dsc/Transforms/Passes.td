@@ -246,6 +246,11 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
     the ZeRO paper counts, with the optimizer state divided by dp. A
     parameter whose size dp does not divide stays replicated.
 
+    `zero=2` also shards the gradients: their `dsc.state` becomes a rank-1
+    shard and the backward of every micro-batch reduce-scatters each
+    gradient into it (`dsc.reduce_scatter_accumulate`), as DeepSpeed's
+    stage 2 does, so no rank keeps a whole accumulated gradient.
+
     ```mlir
     func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
       dsc.all_reduce_states [@grad.ln_f.bias, @grad.ln_f.weight, ...]
@@ -259,8 +264,8 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
            "Largest all-reduce bucket in bytes (default 25 MiB)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "ZeRO stage: 0 (replicated optimizer) or 1 (optimizer states "
-           "sharded over dp)">,
+           "ZeRO stage: 0 (replicated optimizer), 1 (optimizer states "
+           "sharded over dp) or 2 (gradients too)">,
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "All-reduce buckets">,

@@ -69,7 +69,7 @@ bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
 bool isCollective(Opcode op) {
   return op == Opcode::AllReduce || op == Opcode::AllGather ||
-         op == Opcode::ReduceScatter;
+         op == Opcode::ReduceScatter || op == Opcode::ReduceScatterAccumulate;
 }
 
 /// The mesh-axes mask an instruction works over, or 0 when it has none.
@@ -510,7 +510,8 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     runAllGather(prog, index);
     return;
   }
-  if (inst.opcode == Opcode::ReduceScatter) {
+  if (inst.opcode == Opcode::ReduceScatter ||
+      inst.opcode == Opcode::ReduceScatterAccumulate) {
     runReduceScatter(prog, index);
     return;
   }
@@ -607,6 +608,30 @@ void Executor::runReduceScatter(const Program &prog, size_t index) {
   // The communicator's send and receive buffers must not overlap: receive
   // this rank's chunk into a staging copy, then put it in place.
   std::vector<uint8_t> staging;
+  if (inst.opcode == Opcode::ReduceScatterAccumulate) {
+    // ZeRO-2: reduce the micro-batch's gradient and add this rank's chunk
+    // into its shard-sized accumulator.
+    const Buffer &x = thePlan.buffers[inst.inputs[0]];
+    const Buffer &shard = thePlan.buffers[inst.outputs[0]];
+    const size_t chunk = size_t(numElements(shard.shape));
+    staging.resize(chunk * dtypeSize(x.dtype));
+    try {
+      comm->reduceScatter(arenas[x.arena] + x.offset, staging.data(), chunk,
+                          x.dtype, op);
+    } catch (const Error &e) {
+      fail(e.what());
+    }
+    uint8_t *acc = arenas[shard.arena] + shard.offset;
+    if (x.dtype == DType::F64)
+      addForward(reinterpret_cast<double *>(acc),
+                 reinterpret_cast<const double *>(staging.data()),
+                 reinterpret_cast<double *>(acc), int64_t(chunk));
+    else
+      addForward(reinterpret_cast<float *>(acc),
+                 reinterpret_cast<const float *>(staging.data()),
+                 reinterpret_cast<float *>(acc), int64_t(chunk));
+    return;
+  }
   for (uint32_t id : inst.inputs) {
     const Buffer &b = thePlan.buffers[id];
     const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
@@ -799,6 +824,7 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::AllReduce:
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
+  case Opcode::ReduceScatterAccumulate:
     break; // handled in runInstruction
   case Opcode::GlobalNormClipShard: {
     // Sum of squares of what this rank holds (its chunk of a sharded
@@ -810,12 +836,12 @@ void Executor::execute(const Program &prog, size_t index) {
     std::vector<std::pair<T *, int64_t>> held;
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
       int64_t n = numElements(inB(i).shape);
-      bool sharded = ints[i + 1] != 0;
-      int64_t count = sharded ? n / ranks : n;
-      T *data = in(i) + (sharded ? count * rank : 0);
+      int64_t kind = ints[i + 1]; // 0 replicated, 1 chunk of whole, 2 chunk
+      int64_t count = kind == 1 ? n / ranks : n;
+      T *data = in(i) + (kind == 1 ? count * rank : 0);
       const T *ptr = data;
       double part = sumOfSquares(&ptr, &count, 1);
-      sum += sharded ? part : part / double(ranks);
+      sum += kind != 0 ? part : part / double(ranks);
       held.push_back({data, count});
     }
     comm->allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
@@ -871,13 +897,15 @@ void Executor::execute(const Program &prog, size_t index) {
     Communicator *comm = &requireGroup(prog, index, ints[1]);
     const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
     const int64_t offset = chunk * comm->rank();
+    // A ZeRO-2 gradient is this rank's chunk already.
+    const int64_t gradOffset = numElements(inB(0).shape) == chunk ? 0 : offset;
     AdamWConfig cfg;
     cfg.lr = double(*in(1));
     cfg.beta1 = inst.floats[0];
     cfg.beta2 = inst.floats[1];
     cfg.eps = inst.floats[2];
     cfg.weightDecay = inst.floats[3];
-    adamwStep(out(0) + offset, in(0) + offset, out(1), out(2), chunk, cfg,
+    adamwStep(out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
               currentStep, ints[0] != 0);
     break;
   }

@@ -80,6 +80,8 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "axes", "", 1, 0},
       {Opcode::ReduceScatter, "ReduceScatter", "x0, x1, ...", "x0, x1, ...", -1,
        -1, "axes reduce", "", 2, 0},
+      {Opcode::ReduceScatterAccumulate, "ReduceScatterAccumulate", "x", "shard",
+       1, 1, "axes reduce", "", 2, 0},
   };
   return table;
 }

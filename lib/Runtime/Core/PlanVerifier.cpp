@@ -677,8 +677,8 @@ void InstructionChecker::shapes() {
            meshString(plan.mesh) + ")");
     int64_t groupSize = meshGroupSize(axes);
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      intAt(i + 1, "sharded", 0, 1);
-      if (inst.ints[i + 1] && numElements(in(i).shape) % groupSize != 0)
+      intAt(i + 1, "sharded", 0, 2);
+      if (inst.ints[i + 1] == 1 && numElements(in(i).shape) % groupSize != 0)
         fail(inName(i) + " is sharded but its " +
              std::to_string(numElements(in(i).shape)) +
              " elements do not divide into " + std::to_string(groupSize) +
@@ -728,9 +728,26 @@ void InstructionChecker::shapes() {
              std::to_string(groupSize) + " chunks");
     break;
   }
+  case Opcode::ReduceScatterAccumulate: {
+    if (plan.mesh.empty())
+      fail("a collective needs the plan's mesh, but the plan has none (a "
+           "one-rank plan)");
+    int64_t axes = inst.ints[0];
+    if (axes < 1 || axes >= (int64_t(1) << plan.mesh.size()))
+      fail("int axes = " + std::to_string(axes) +
+           " must be a non-zero bit mask over the mesh's axes (" +
+           meshString(plan.mesh) + ")");
+    intAt(1, "reduce", 0, 3);
+    int64_t groupSize = meshGroupSize(axes);
+    if (numElements(out(0).shape) * groupSize != numElements(in(0).shape))
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the chunk of " + inName(0) + " over " +
+           std::to_string(groupSize) + " ranks has " +
+           std::to_string(numElements(in(0).shape) / groupSize));
+    break;
+  }
   case Opcode::AdamWShard: {
     scalar(in(1), inName(1));
-    sameShape(in(0), inName(0), out(0), outName(0));
     intAt(0, "decay", 0, 1);
     if (plan.mesh.empty())
       fail("a sharded update needs the plan's mesh, but the plan has none");
@@ -745,6 +762,12 @@ void InstructionChecker::shapes() {
       fail(outName(0) + " has " + std::to_string(n) +
            " elements, not divisible into the group's " +
            std::to_string(groupSize) + " shards");
+    if (numElements(in(0).shape) != n &&
+        numElements(in(0).shape) * groupSize != n)
+      fail(inName(0) + " has " + std::to_string(numElements(in(0).shape)) +
+           " elements: the whole gradient (" + std::to_string(n) +
+           ") or this rank's chunk (" + std::to_string(n / groupSize) +
+           ") was expected");
     for (size_t o = 1; o < 3; ++o)
       if (numElements(out(o).shape) * groupSize != n)
         fail(outName(o) + " has " + std::to_string(numElements(out(o).shape)) +

@@ -43,20 +43,17 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError("'") << getOf() << "' does not name a dsc.parameter";
   if (param.getType() == getType())
     return success();
-  // An optimizer moment may be a ZeRO shard: a rank-1 chunk of the
-  // flattened parameter whose size divides the parameter's.
+  // A gradient or an optimizer moment may be a ZeRO shard: a rank-1 chunk
+  // of the flattened parameter whose size divides the parameter's.
   RankedTensorType type = getTensorType();
   int64_t n = param.getNumElements();
-  if (getKind() != StateKind::Gradient && type.getRank() == 1 &&
+  if (type.getRank() == 1 &&
       type.getElementType() == param.getTensorType().getElementType() &&
       type.getNumElements() > 0 && n % type.getNumElements() == 0)
     return success();
   return emitOpError("state type ")
          << getType() << " differs from parameter '@" << getOf() << "' of type "
-         << param.getType()
-         << (getKind() == StateKind::Gradient
-                 ? ""
-                 : " and is not a rank-1 shard of it");
+         << param.getType() << " and is not a rank-1 shard of it";
 }
 
 LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -67,6 +64,24 @@ LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError("value type ")
            << getValue().getType() << " differs from state '@" << getState()
            << "' of type " << state.getType();
+  return success();
+}
+
+LogicalResult
+ReduceScatterAccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, getStateAttr());
+  if (!state)
+    return emitOpError("'") << getState() << "' does not name a dsc.state";
+  int64_t n = cast<RankedTensorType>(getValue().getType()).getNumElements();
+  if (state.getTensorType().getNumElements() * *group != n)
+    return emitOpError("state '@")
+           << getState() << "' has " << state.getTensorType().getNumElements()
+           << " elements; this rank's chunk of " << n << " over " << *group
+           << " ranks has " << n / *group;
   return success();
 }
 

@@ -99,7 +99,11 @@ LogicalResult ClipGradNormOp::verifySymbolUses(SymbolTableCollection &tables) {
   for (auto [name, flag] : llvm::zip(getGradients(), flags)) {
     auto state = tables.lookupNearestSymbolFrom<StateOp>(
         *this, cast<FlatSymbolRefAttr>(name));
-    if (flag && state.getTensorType().getNumElements() % *group != 0)
+    // A whole gradient must split into chunks; a shard is one already.
+    auto param =
+        tables.lookupNearestSymbolFrom<ParameterOp>(*this, state.getOfAttr());
+    bool whole = param && param.getType() == state.getType();
+    if (flag && whole && state.getTensorType().getNumElements() % *group != 0)
       return emitOpError("gradient '")
              << name << "' is sharded but does not divide into " << *group
              << " chunks";

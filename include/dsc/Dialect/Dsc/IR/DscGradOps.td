@@ -53,6 +53,31 @@ def Dsc_AccumulateOp : Dsc_Op<"accumulate",
   let assemblyFormat = "$value `into` $state attr-dict `:` type($value)";
 }
 
+def Dsc_ReduceScatterAccumulateOp : Dsc_Op<"reduce_scatter_accumulate",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reduce-scatters a gradient into a sharded accumulator (ZeRO-2)";
+  let description = [{
+    Reduces `value` over the group of `mesh_axes` and adds the chunk at this
+    rank's index (one of D equal chunks of the flattened value) into
+    `state`, a rank-1 gradient shard of numel/D elements. ZeRO stage 2 does
+    this for every micro-batch, so no rank ever keeps a whole accumulated
+    gradient.
+
+    ```mlir
+    dsc.reduce_scatter_accumulate %g into @grad.wte.weight on @mesh axes = ["dp"]
+        reduction = avg : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$value, FlatSymbolRefAttr:$state,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes,
+                       DefaultValuedProp<EnumProp<Dsc_ReductionKind>,
+                                         "::mlir::dsc::ReductionKind::Sum">:$reduction);
+  let assemblyFormat = [{
+    $value `into` $state `on` $mesh `axes` `=` $mesh_axes
+    (`reduction` `=` $reduction^)? attr-dict `:` type($value)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient ops
 //===----------------------------------------------------------------------===//
