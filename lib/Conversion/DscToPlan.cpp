@@ -74,13 +74,25 @@ private:
       mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
     return mask;
   }
-  /// Ranks in one group of the plan's mesh axes `mask`.
-  int64_t groupSizeOf(int64_t mask) {
-    int64_t size = 1;
-    for (auto [index, axisSize] : llvm::enumerate(meshOp.getShape()))
-      if (mask >> index & 1)
-        size *= axisSize;
-    return size;
+  /// An in-place collective over the named parameters or states: the
+  /// outputs are the inputs; ints are the axes mask and, for reductions, the
+  /// reduction kind.
+  LogicalResult lowerInPlaceCollective(Operation *op, rt::Instruction &inst,
+                                       rt::Opcode opcode,
+                                       FlatSymbolRefAttr mesh, ArrayAttr axes,
+                                       ArrayAttr buffers,
+                                       std::optional<ReductionKind> reduction) {
+    inst.opcode = opcode;
+    FailureOr<int64_t> mask = axesMaskOf(op, mesh, axes);
+    if (failed(mask))
+      return failure();
+    for (Attribute name : buffers)
+      inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(name)));
+    inst.outputs = inst.inputs;
+    inst.ints = {*mask};
+    if (reduction)
+      inst.ints.push_back(static_cast<int64_t>(*reduction));
+    return success();
   }
 
   ModuleOp module;
@@ -211,6 +223,9 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
         std::make_pair(opt, "optimizer")})
     if (failed(lowerProgram(func, name)))
       return failure();
+
+  plan.summary.collectiveBytesPerStep =
+      collectiveBytesPerStep(module, microbatches).total();
 
   // Model FLOPs of one micro-batch's forward and backward.
   fb.walk([&](CostOpInterface op) {
@@ -530,9 +545,6 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
               !param || rt::numElements(grad.shape) == param.getNumElements();
           inst.ints.push_back(!flag ? 0 : whole ? 1 : 2);
         }
-        // The partial sums of squares are all-reduced as one f64.
-        int64_t n = groupSizeOf(*mask);
-        plan.summary.collectiveBytesPerStep += 2 * (n - 1) * 8 / n;
         return success();
       })
       .Case<AdamWOp>([&](AdamWOp adam) -> LogicalResult {
@@ -577,25 +589,20 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.inputs = {};
         return success();
       })
-      .Case<AllGatherStatesOp>([&](AllGatherStatesOp gather) -> LogicalResult {
-        inst.opcode = Opcode::AllGather;
-        FailureOr<int64_t> mask =
-            axesMaskOf(gather, gather.getMeshAttr(), gather.getMeshAxes());
-        if (failed(mask))
-          return failure();
-        int64_t groupSize = groupSizeOf(*mask);
-        uint64_t bytes = 0;
-        for (Attribute name : gather.getBuffers()) {
-          uint32_t id = declBuffer(cast<FlatSymbolRefAttr>(name));
-          inst.inputs.push_back(id);
-          bytes += plan.buffers[id].bytes;
-        }
-        inst.outputs = inst.inputs;
-        inst.ints = {*mask};
-        // Ring all-gather: each rank sends (n-1)/n of the buffers.
-        plan.summary.collectiveBytesPerStep +=
-            (groupSize - 1) * bytes / groupSize;
-        return success();
+      .Case<AllGatherStatesOp>([&](AllGatherStatesOp gather) {
+        return lowerInPlaceCollective(
+            gather, inst, Opcode::AllGather, gather.getMeshAttr(),
+            gather.getMeshAxes(), gather.getBuffers(), std::nullopt);
+      })
+      .Case<ReduceScatterStatesOp>([&](ReduceScatterStatesOp scatter) {
+        return lowerInPlaceCollective(
+            scatter, inst, Opcode::ReduceScatter, scatter.getMeshAttr(),
+            scatter.getMeshAxes(), scatter.getStates(), scatter.getReduction());
+      })
+      .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {
+        return lowerInPlaceCollective(
+            reduce, inst, Opcode::AllReduce, reduce.getMeshAttr(),
+            reduce.getMeshAxes(), reduce.getStates(), reduce.getReduction());
       })
       .Case<ReduceScatterAccumulateOp>(
           [&](ReduceScatterAccumulateOp scatter) -> LogicalResult {
@@ -604,63 +611,11 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                                                  scatter.getMeshAxes());
             if (failed(mask))
               return failure();
-            int64_t groupSize = groupSizeOf(*mask);
-            uint32_t value = valueBuffers.lookup(scatter.getValue());
-            inst.inputs = {value};
+            inst.inputs = {valueBuffers.lookup(scatter.getValue())};
             inst.outputs = {declBuffer(scatter.getStateAttr())};
             inst.ints = {*mask, static_cast<int64_t>(scatter.getReduction())};
-            // Once per micro-batch: (n-1)/n of the gradient per rank.
-            plan.summary.collectiveBytesPerStep +=
-                microbatches * (groupSize - 1) * plan.buffers[value].bytes /
-                groupSize;
             return success();
           })
-      .Case<ReduceScatterStatesOp>(
-          [&](ReduceScatterStatesOp scatter) -> LogicalResult {
-            inst.opcode = Opcode::ReduceScatter;
-            FailureOr<int64_t> mask = axesMaskOf(scatter, scatter.getMeshAttr(),
-                                                 scatter.getMeshAxes());
-            if (failed(mask))
-              return failure();
-            int64_t groupSize = groupSizeOf(*mask);
-            uint64_t bytes = 0;
-            for (Attribute name : scatter.getStates()) {
-              uint32_t id = declBuffer(cast<FlatSymbolRefAttr>(name));
-              inst.inputs.push_back(id);
-              bytes += plan.buffers[id].bytes;
-            }
-            inst.outputs = inst.inputs;
-            inst.ints = {*mask, static_cast<int64_t>(scatter.getReduction())};
-            // Ring reduce-scatter: each rank sends (n-1)/n of the buffers.
-            plan.summary.collectiveBytesPerStep +=
-                (groupSize - 1) * bytes / groupSize;
-            return success();
-          })
-      .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {
-        inst.opcode = Opcode::AllReduce;
-        if (!meshOp || reduce.getMesh() != meshOp.getSymName())
-          return LogicalResult(
-              reduce.emitOpError("runs over a mesh the plan does not have"));
-        int64_t axesMask = 0, groupSize = 1;
-        for (StringRef axis :
-             reduce.getMeshAxes().getAsValueRange<StringAttr>()) {
-          unsigned index = *meshOp.getAxisIndex(axis);
-          axesMask |= int64_t(1) << index;
-          groupSize *= meshOp.getShape()[index];
-        }
-        uint64_t bytes = 0;
-        for (Attribute state : reduce.getStates()) {
-          uint32_t id = declBuffer(cast<FlatSymbolRefAttr>(state));
-          inst.inputs.push_back(id);
-          bytes += plan.buffers[id].bytes;
-        }
-        inst.outputs = inst.inputs;
-        inst.ints = {axesMask, static_cast<int64_t>(reduce.getReduction())};
-        // Ring all-reduce: each rank sends 2(n-1)/n of the bucket.
-        plan.summary.collectiveBytesPerStep +=
-            2 * (groupSize - 1) * bytes / groupSize;
-        return success();
-      })
       .Default([&](Operation *other) {
         return other->emitOpError("has no runtime instruction; it cannot be "
                                   "lowered to a plan");

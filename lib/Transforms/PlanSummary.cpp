@@ -57,97 +57,11 @@ struct DscPlanSummaryPass
       loss.walk([&](CostOpInterface op) {
         forwardFlops += op.getCost().matmulFlops;
       });
-    // Bytes each rank sends per step in ring collectives: an all-reduce of
-    // S bytes over n ranks sends 2(n-1)/n * S.
-    int64_t allReduceBytes = 0;
-    for (auto func : module.getOps<func::FuncOp>())
-      func.walk([&](AllReduceStatesOp reduce) {
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-            reduce, reduce.getMeshAttr());
-        int64_t n = 1;
-        for (StringRef axis :
-             reduce.getMeshAxes().getAsValueRange<StringAttr>())
-          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
-        int64_t bytes = 0;
-        for (Attribute name : reduce.getStates()) {
-          auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-              reduce, cast<FlatSymbolRefAttr>(name));
-          RankedTensorType type = state.getTensorType();
-          bytes +=
-              type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-        }
-        allReduceBytes += 2 * (n - 1) * bytes / n;
-      });
-    // Sharded gradient norms all-reduce one f64 partial sum each.
-    for (auto func : module.getOps<func::FuncOp>())
-      func.walk([&](ClipGradNormOp clip) {
-        if (!clip.getShardedAttr())
-          return;
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-            clip, clip.getMeshAttr());
-        int64_t n = 1;
-        for (StringRef axis :
-             clip.getShardAxesAttr().getAsValueRange<StringAttr>())
-          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
-        allReduceBytes += 2 * (n - 1) * 8 / n;
-      });
-    int64_t reduceScatterBytes = 0;
-    for (auto func : module.getOps<func::FuncOp>())
-      func.walk([&](ReduceScatterStatesOp scatter) {
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-            scatter, scatter.getMeshAttr());
-        int64_t n = 1;
-        for (StringRef axis :
-             scatter.getMeshAxes().getAsValueRange<StringAttr>())
-          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
-        int64_t bytes = 0;
-        for (Attribute name : scatter.getStates()) {
-          auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-              scatter, cast<FlatSymbolRefAttr>(name));
-          RankedTensorType type = state.getTensorType();
-          bytes +=
-              type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-        }
-        reduceScatterBytes += (n - 1) * bytes / n;
-      });
-    // ZeRO-2 reduce-scatters every micro-batch's gradients in the backward.
+    // ZeRO-2's reduce-scatters run once per micro-batch.
     int64_t perStep = microbatches;
     if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
       perStep = m.getInt();
-    for (auto func : module.getOps<func::FuncOp>())
-      func.walk([&](ReduceScatterAccumulateOp scatter) {
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-            scatter, scatter.getMeshAttr());
-        int64_t n = 1;
-        for (StringRef axis :
-             scatter.getMeshAxes().getAsValueRange<StringAttr>())
-          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
-        auto type = cast<RankedTensorType>(scatter.getValue().getType());
-        int64_t bytes =
-            type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-        reduceScatterBytes += perStep * (n - 1) * bytes / n;
-      });
-    int64_t allGatherBytes = 0;
-    for (auto func : module.getOps<func::FuncOp>())
-      func.walk([&](AllGatherStatesOp gather) {
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-            gather, gather.getMeshAttr());
-        int64_t n = 1;
-        for (StringRef axis :
-             gather.getMeshAxes().getAsValueRange<StringAttr>())
-          n *= mesh.getShape()[*mesh.getAxisIndex(axis)];
-        int64_t bytes = 0;
-        for (Attribute name : gather.getBuffers()) {
-          auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
-              gather, cast<FlatSymbolRefAttr>(name));
-          if (!param)
-            continue;
-          RankedTensorType type = param.getTensorType();
-          bytes +=
-              type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-        }
-        allGatherBytes += (n - 1) * bytes / n;
-      });
+    CollectiveBytes collectives = collectiveBytesPerStep(module, perStep);
     auto get = [](DictionaryAttr dict, StringRef key) {
       auto value = dict.getAs<IntegerAttr>(key);
       return value ? value.getInt() : 0;
@@ -177,9 +91,9 @@ struct DscPlanSummaryPass
       json.attribute("flops_per_microbatch", flops);
       json.attribute("flops_per_step", flops * microbatches);
       json.attributeObject("collective_bytes_per_step", [&] {
-        json.attribute("all_reduce", allReduceBytes);
-        json.attribute("reduce_scatter", reduceScatterBytes);
-        json.attribute("all_gather", allGatherBytes);
+        json.attribute("all_reduce", collectives.allReduce);
+        json.attribute("reduce_scatter", collectives.reduceScatter);
+        json.attribute("all_gather", collectives.allGather);
       });
     });
     llvm::outs() << "\n";

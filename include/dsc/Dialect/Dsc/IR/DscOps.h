@@ -28,6 +28,15 @@ namespace mlir::dsc {
 FailureOr<int64_t> getMeshGroupSize(Operation *op,
                                     SymbolTableCollection &tables,
                                     FlatSymbolRefAttr mesh, ArrayAttr axes);
+
+/// Bytes one rank sends per training step in a module's collectives, by
+/// kind, under ring algorithms; collectives of the backward count once per
+/// micro-batch.
+struct CollectiveBytes {
+  int64_t allReduce = 0, reduceScatter = 0, allGather = 0;
+  int64_t total() const { return allReduce + reduceScatter + allGather; }
+};
+CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches);
 } // namespace mlir::dsc
 
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_H
