@@ -772,7 +772,7 @@ TEST(PlanValidate, ZeroStageOneInstructions) {
   EXPECT_ERROR_HAS(validatePlan(plan), "int sharded = 3 is outside [0, 2]");
   clip.ints = {8, 1, 0};
   EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 8 must be a non-zero bit "
-                                       "mask over the mesh's axes");
+                                       "mask over the mesh's 2 axes");
   clip.ints = {1, 1, 0};
 
   // A sharded AdamW whose moments are the whole parameter is refused: each

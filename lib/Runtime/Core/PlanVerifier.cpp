@@ -193,6 +193,30 @@ private:
         size *= plan.mesh[a].size;
     return size;
   }
+  /// Checks that the plan has a mesh (`what` needs one) and that int
+  /// `index` is a non-zero mask over its axes; returns the group's size.
+  int64_t meshGroupAt(size_t index, const std::string &what) const {
+    if (plan.mesh.empty())
+      fail("a " + what +
+           " needs the plan's mesh, but the plan has none (a "
+           "one-rank plan)");
+    int64_t axes = inst.ints[index];
+    int64_t limit = int64_t(1) << plan.mesh.size();
+    if (axes < 1 || axes >= limit)
+      fail("int axes = " + std::to_string(axes) +
+           " must be a non-zero bit mask over the mesh's " +
+           std::to_string(plan.mesh.size()) + " axes (" +
+           meshString(plan.mesh) + "), i.e. in [1, " +
+           std::to_string(limit - 1) + "]");
+    return meshGroupSize(axes);
+  }
+  /// AdamW's floats: beta1 beta2 eps wd.
+  void adamFloats() {
+    floatAt(0, "beta1", 0.0, 1.0, /*hiOpen=*/true);
+    floatAt(1, "beta2", 0.0, 1.0, /*hiOpen=*/true);
+    floatAt(2, "eps", 0.0, 1.0);
+    floatAt(3, "wd", 0.0, std::numeric_limits<double>::max());
+  }
   [[noreturn]] void fail(const std::string &msg) const {
     throw Error("program '" + prog.name + "' instruction " +
                 std::to_string(index) + " '" + inst.name + "' (" +
@@ -664,18 +688,7 @@ void InstructionChecker::shapes() {
           fail(inName(j) + " overlaps " + inName(i));
     scalar(out(0), outName(0));
     floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
-    if (plan.mesh.empty())
-      fail("a sharded norm needs the plan's mesh, but the plan has none");
-    if (inst.ints.size() != inst.inputs.size() + 1)
-      fail("needs ints axes and one sharded flag per input: " +
-           std::to_string(inst.inputs.size() + 1) + " ints, got " +
-           std::to_string(inst.ints.size()));
-    int64_t axes = inst.ints[0];
-    if (axes < 1 || axes >= (int64_t(1) << plan.mesh.size()))
-      fail("int axes = " + std::to_string(axes) +
-           " must be a non-zero bit mask over the mesh's axes (" +
-           meshString(plan.mesh) + ")");
-    int64_t groupSize = meshGroupSize(axes);
+    int64_t groupSize = meshGroupAt(0, "sharded norm");
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
       intAt(i + 1, "sharded", 0, 2);
       if (inst.ints[i + 1] == 1 && numElements(in(i).shape) % groupSize != 0)
@@ -705,22 +718,11 @@ void InstructionChecker::shapes() {
            std::to_string(inst.inputs.size()) + " inputs and " +
            std::to_string(inst.outputs.size()) + " outputs" +
            firstDifference());
-    if (plan.mesh.empty())
-      fail("a collective needs the plan's mesh, but the plan has none (a "
-           "one-rank plan)");
-    int64_t axes = inst.ints[0];
-    int64_t limit = int64_t(1) << plan.mesh.size();
-    if (axes < 1 || axes >= limit)
-      fail("int axes = " + std::to_string(axes) +
-           " must be a non-zero bit mask over the mesh's " +
-           std::to_string(plan.mesh.size()) + " axes (" +
-           meshString(plan.mesh) + "), i.e. in [1, " +
-           std::to_string(limit - 1) + "]");
+    int64_t groupSize = meshGroupAt(0, "collective");
     if (inst.opcode != Opcode::AllGather)
       intAt(1, "reduce", 0, 3);
     if (inst.opcode == Opcode::AllReduce)
       break;
-    int64_t groupSize = meshGroupSize(axes);
     for (size_t i = 0; i < inst.inputs.size(); ++i)
       if (numElements(in(i).shape) % groupSize != 0)
         fail(inName(i) + " has " + std::to_string(numElements(in(i).shape)) +
@@ -729,16 +731,8 @@ void InstructionChecker::shapes() {
     break;
   }
   case Opcode::ReduceScatterAccumulate: {
-    if (plan.mesh.empty())
-      fail("a collective needs the plan's mesh, but the plan has none (a "
-           "one-rank plan)");
-    int64_t axes = inst.ints[0];
-    if (axes < 1 || axes >= (int64_t(1) << plan.mesh.size()))
-      fail("int axes = " + std::to_string(axes) +
-           " must be a non-zero bit mask over the mesh's axes (" +
-           meshString(plan.mesh) + ")");
+    int64_t groupSize = meshGroupAt(0, "collective");
     intAt(1, "reduce", 0, 3);
-    int64_t groupSize = meshGroupSize(axes);
     if (numElements(out(0).shape) * groupSize != numElements(in(0).shape))
       fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
            " elements; the chunk of " + inName(0) + " over " +
@@ -749,14 +743,7 @@ void InstructionChecker::shapes() {
   case Opcode::AdamWShard: {
     scalar(in(1), inName(1));
     intAt(0, "decay", 0, 1);
-    if (plan.mesh.empty())
-      fail("a sharded update needs the plan's mesh, but the plan has none");
-    int64_t axes = inst.ints[1];
-    if (axes < 1 || axes >= (int64_t(1) << plan.mesh.size()))
-      fail("int axes = " + std::to_string(axes) +
-           " must be a non-zero bit mask over the mesh's axes (" +
-           meshString(plan.mesh) + ")");
-    int64_t groupSize = meshGroupSize(axes);
+    int64_t groupSize = meshGroupAt(1, "sharded update");
     int64_t n = numElements(out(0).shape);
     if (n % groupSize != 0)
       fail(outName(0) + " has " + std::to_string(n) +
@@ -774,10 +761,7 @@ void InstructionChecker::shapes() {
              " elements; a shard of " + std::to_string(n) + " over " +
              std::to_string(groupSize) + " ranks has " +
              std::to_string(n / groupSize));
-    floatAt(0, "beta1", 0.0, 1.0, /*hiOpen=*/true);
-    floatAt(1, "beta2", 0.0, 1.0, /*hiOpen=*/true);
-    floatAt(2, "eps", 0.0, 1.0);
-    floatAt(3, "wd", 0.0, std::numeric_limits<double>::max());
+    adamFloats();
     break;
   }
   case Opcode::AdamW:
@@ -787,10 +771,7 @@ void InstructionChecker::shapes() {
       sameShape(in(0), inName(0), out(o), outName(o));
     intAt(0, inst.opcode == Opcode::AdamW ? "decay" : "nesterov", 0, 1);
     if (inst.opcode == Opcode::AdamW) {
-      floatAt(0, "beta1", 0.0, 1.0, /*hiOpen=*/true);
-      floatAt(1, "beta2", 0.0, 1.0, /*hiOpen=*/true);
-      floatAt(2, "eps", 0.0, 1.0);
-      floatAt(3, "wd", 0.0, std::numeric_limits<double>::max());
+      adamFloats();
     } else {
       floatAt(0, "momentum", 0.0, 1.0);
       floatAt(1, "wd", 0.0, std::numeric_limits<double>::max());
