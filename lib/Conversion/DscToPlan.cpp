@@ -536,13 +536,12 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.ints = {*mask};
         // 1: a whole gradient whose chunk is valid (ZeRO-1); 2: a gradient
         // that is the chunk (ZeRO-2).
-        for (auto [id, flag] :
-             llvm::zip(inst.inputs, clip.getShardedAttr().asArrayRef())) {
-          const rt::Buffer &grad = plan.buffers[id];
-          auto param = module.lookupSymbol<ParameterOp>(
-              grad.name.substr(std::string("grad.").size()));
-          bool whole =
-              !param || rt::numElements(grad.shape) == param.getNumElements();
+        for (auto [name, flag] : llvm::zip(
+                 clip.getGradients(), clip.getShardedAttr().asArrayRef())) {
+          auto grad = module.lookupSymbol<StateOp>(
+              cast<FlatSymbolRefAttr>(name).getValue());
+          auto param = module.lookupSymbol<ParameterOp>(grad.getOf());
+          bool whole = grad.getType() == param.getType();
           inst.ints.push_back(!flag ? 0 : whole ? 1 : 2);
         }
         return success();
