@@ -95,6 +95,31 @@ private:
     return success();
   }
 
+  /// The part of the whole parameter `param` (or of its state, which has
+  /// `elements` elements) a rank's buffer holds: the parameter's layout,
+  /// and a chunk over dp when ZeRO made the buffer a dp-th of it.
+  rt::ShardLayout layoutOf(ParameterOp param, int64_t elements) {
+    rt::ShardLayout layout;
+    auto maskOf = [&](ArrayRef<StringRef> axes) {
+      int64_t mask = 0;
+      for (StringRef axis : axes)
+        mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
+      return mask;
+    };
+    int64_t paramElements = param.getNumElements();
+    if (ShardLayoutAttr attr = param.getLayoutAttr()) {
+      layout.view.assign(attr.getView().begin(), attr.getView().end());
+      for (unsigned d = 0; d < attr.getView().size(); ++d)
+        layout.viewSplit.push_back(maskOf(attr.getAxesOfDim(d)));
+      layout.chunkAxes = maskOf(attr.getChunkAxisNames());
+      // A ZeRO-3 parameter's states are chunks already, as it is.
+      return layout;
+    }
+    if (elements != paramElements && meshOp && meshOp.getAxisIndex("dp"))
+      layout.chunkAxes = maskOf({"dp"});
+    return layout;
+  }
+
   ModuleOp module;
   rt::Plan plan;
   llvm::DenseMap<Value, uint32_t> valueBuffers;
@@ -144,6 +169,16 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
   plan.arenas.push_back({rt::Tier::Device, static_cast<uint64_t>(arenaBytes)});
   plan.summary.peakBytesPerArena.push_back(arenaBytes);
 
+  // The mesh the collectives run over (one-rank plans have none).
+  for (auto mesh : module.getOps<MeshOp>()) {
+    if (!plan.mesh.empty())
+      return mesh.emitError("a plan supports one mesh");
+    for (auto [name, size] : llvm::zip(
+             mesh.getAxes().getAsValueRange<StringAttr>(), mesh.getShape()))
+      plan.mesh.push_back({name.str(), size});
+    meshOp = mesh;
+  }
+
   // Declarations.
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParameterOp>(op)) {
@@ -168,6 +203,7 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
                     rt::BufferRole::Parameter, param.getSymName().str(), init);
       if (failed(id))
         return failure();
+      plan.buffers[*id].layout = layoutOf(param, param.getNumElements());
       declBuffers[param.getSymNameAttr()] = *id;
     } else if (auto state = dyn_cast<StateOp>(op)) {
       rt::BufferInit init;
@@ -181,6 +217,9 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
                     state.getSymName().str(), init);
       if (failed(id))
         return failure();
+      if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
+        plan.buffers[*id].layout =
+            layoutOf(param, state.getTensorType().getNumElements());
       declBuffers[state.getSymNameAttr()] = *id;
     }
   }
@@ -188,16 +227,6 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
   if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
     microbatches = std::max<int64_t>(1, m.getInt());
   plan.microBatches = microbatches;
-
-  // The mesh the collectives run over (one-rank plans have none).
-  for (auto mesh : module.getOps<MeshOp>()) {
-    if (!plan.mesh.empty())
-      return mesh.emitError("a plan supports one mesh");
-    for (auto [name, size] : llvm::zip(
-             mesh.getAxes().getAsValueRange<StringAttr>(), mesh.getShape()))
-      plan.mesh.push_back({name.str(), size});
-    meshOp = mesh;
-  }
 
   // The shape of the data comes from the training program's inputs.
   auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");

@@ -68,7 +68,8 @@ private:
 Value GPTGraphBuilder::param(StringRef name, ArrayRef<int64_t> shape,
                              InitAttr init) {
   RankedTensorType type = floatTensor(shape);
-  ParameterOp::create(moduleBuilder, named(name), name, type, init);
+  ParameterOp::create(moduleBuilder, named(name), name, type, init,
+                      /*layout=*/nullptr);
   return GetParameterOp::create(builder, named(name), type,
                                 FlatSymbolRefAttr::get(context, name));
 }

@@ -40,6 +40,35 @@ dsc.parameter @w : tensor<0x4xf32> init = #dsc.init<zeros>
 
 // -----
 
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 3]
+// expected-error @+1 {{layout of 'w' splits view dimension 1 (4) into 3 parts, which do not divide it}}
+dsc.parameter @w : tensor<4x2xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], ["tp"]]>
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+// expected-error @+1 {{parameter 'w' has 8 elements but its layout gives each rank 4 of the whole 16}}
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], ["tp"]], chunk = ["dp"]>
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+// expected-error @+1 {{layout of 'w' names mesh axis 'tp' that @mesh does not have}}
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], ["tp"]]>
+
+// -----
+
+// expected-error @+1 {{parameter 'w' has a layout but the module has no dsc.mesh}}
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [16], split = [[]], chunk = ["dp"]>
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+// expected-error @+1 {{layout split has 1 entries for a view of rank 2}}
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[]]>
+
+// -----
+
 func.func @f() {
   // expected-error @+1 {{'dsc.parameter' op expects parent op 'builtin.module'}}
   dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>

@@ -16,6 +16,10 @@ dsc.parameter @h.0.proj.weight : tensor<64x64xf32> init = #dsc.init<scaled_norma
 dsc.parameter @h.0.ln.weight : tensor<64xf32> init = #dsc.init<ones>
 // CHECK: dsc.parameter @h.0.ln.bias : tensor<64xf32> init = <zeros>
 dsc.parameter @h.0.ln.bias : tensor<64xf32> init = #dsc.init<zeros>
+// CHECK: dsc.parameter @h.0.qkv.weight : tensor<64x96xf32> init = <normal, std = 2.000000e-02> layout = <view = [64, 3, 64], split = {{\[}}[], [], ["tp"]]>
+dsc.parameter @h.0.qkv.weight : tensor<64x96xf32> init = #dsc.init<normal, std = 0.02> layout = #dsc.layout<view = [64, 3, 64], split = [[], [], ["tp"]]>
+// CHECK: dsc.parameter @h.0.fc.weight : tensor<1024xf32> init = <normal, std = 2.000000e-02> layout = <view = [64, 64], split = {{\[}}[], ["tp"]], chunk = ["dp"]>
+dsc.parameter @h.0.fc.weight : tensor<1024xf32> init = #dsc.init<normal, std = 0.02> layout = #dsc.layout<view = [64, 64], split = [[], ["tp"]], chunk = ["dp"]>
 
 // CHECK-LABEL: func.func @graph
 func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {

@@ -176,6 +176,9 @@ public:
   double nowUs() const;
 
 private:
+  /// Throws Error when a buffer holds only this rank's part of a tensor.
+  void refuseShardedCheckpoint(const std::string &verb,
+                               const std::string &path) const;
   void runInstruction(const Program &prog, size_t index);
   void releaseMemory();
   /// The dropout seed of an instruction in the current step/micro-batch.

@@ -29,7 +29,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 2;
+constexpr uint32_t kPlanFormatVersion = 3;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -69,6 +69,25 @@ struct BufferInit {
   double value = 0.0;
 };
 
+/// Which part of a whole tensor a rank's buffer holds (tensor slicing,
+/// ZeRO), so that each rank initializes its elements with the values a
+/// one-rank run gives them (and checkpoints can tell a part from a whole).
+/// `view` is the whole tensor's shape seen with the dims a split needs, in
+/// the same element order (the fused QKV weight [H, 3H] as [H, 3, H]);
+/// viewSplit[i] is a bit mask over Plan::mesh of the axes view dim i is
+/// split evenly over (0: not split; several axes split it outermost-first in
+/// mesh order), which selects the rank's box; chunkAxes (ZeRO) is a mask of
+/// axes whose group splits the flattened box into equal chunks, of which the
+/// buffer holds the one at the rank's index in that group. An empty view
+/// means the buffer is the whole tensor (then chunkAxes may still be set:
+/// the buffer is a chunk of the whole).
+struct ShardLayout {
+  std::vector<int64_t> view;
+  std::vector<int64_t> viewSplit;
+  int64_t chunkAxes = 0;
+  bool isWhole() const { return view.empty() && chunkAxes == 0; }
+};
+
 struct Buffer {
   std::string name;   // stable dotted name for parameters and their state
   uint32_t arena = 0; // index into Plan::arenas
@@ -77,6 +96,8 @@ struct Buffer {
   std::vector<int64_t> shape;
   BufferRole role = BufferRole::Temporary;
   BufferInit init;
+  /// This rank's part of the whole tensor (parameters and their state).
+  ShardLayout layout;
 };
 
 struct Arena {

@@ -79,8 +79,22 @@ struct Entry {
 
 } // namespace
 
+void Executor::refuseShardedCheckpoint(const std::string &verb,
+                                      const std::string &path) const {
+  // A rank holds only its part of these; saving rank 0's part as the whole
+  // would lose the others' (distributed checkpoints are not built yet).
+  for (const Buffer &b : thePlan.buffers)
+    if (!b.layout.isWhole())
+      throw Error("cannot " + verb + " checkpoint '" + path + "': buffer '" +
+                  b.name +
+                  "' is sharded over the mesh (ZeRO or tensor slicing) and "
+                  "dsc checkpoints hold whole tensors; train without "
+                  "--save/--load or with zero=0 and tp=1");
+}
+
 void Executor::saveCheckpoint(const std::string &path,
                               int64_t consumedSamples) {
+  refuseShardedCheckpoint("save to", path);
   std::vector<uint8_t> body;
   putLE(body, uint64_t(currentStep), 8);
   putLE(body, uint64_t(consumedSamples), 8);
@@ -137,6 +151,7 @@ void Executor::saveCheckpoint(const std::string &path,
 }
 
 int64_t Executor::loadCheckpoint(const std::string &path) {
+  refuseShardedCheckpoint("load", path);
   const std::string what = "checkpoint '" + path + "'";
   std::ifstream is(path, std::ios::binary);
   if (!is)

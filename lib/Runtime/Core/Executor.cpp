@@ -14,6 +14,7 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/ShardLayout.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <set>
 
 using namespace dsc::rt;
@@ -205,8 +207,9 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world)
   startNs = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now().time_since_epoch())
                        .count());
-  initialize(seed);
+  // The mesh coordinates first: sharded parameters initialize by them.
   setUpMesh(world);
+  initialize(seed);
 }
 
 void Executor::setUpMesh(Communicator *world) {
@@ -295,11 +298,19 @@ void Executor::initialize(uint64_t newSeed) {
         seed ^
         splitmix64(fnv1a64(reinterpret_cast<const uint8_t *>(b.name.data()),
                            b.name.size())));
+    // A rank's part of a sharded parameter draws the whole parameter's
+    // values at its elements' whole indices.
+    const bool sharded = normal && !b.layout.isWhole();
+    std::optional<ShardIndexer> indexer;
+    if (sharded)
+      indexer.emplace(b.layout, n, thePlan.mesh, coords);
     auto fill = [&](auto *p) {
       using T = std::remove_pointer_t<decltype(p)>;
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i)
-        p[i] = normal ? T(stddev * normalAt(key, uint64_t(i))) : T(value);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t at = sharded ? indexer->wholeIndex(i) : i;
+        p[i] = normal ? T(stddev * normalAt(key, uint64_t(at))) : T(value);
+      }
     };
     if (b.dtype == DType::F32)
       fill(view.as<float>());

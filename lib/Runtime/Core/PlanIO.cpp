@@ -205,6 +205,12 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u32(uint32_t(b.shape.size()));
     for (int64_t d : b.shape)
       body.i64(d);
+    body.u32(uint32_t(b.layout.view.size()));
+    for (size_t d = 0; d < b.layout.view.size(); ++d) {
+      body.i64(b.layout.view[d]);
+      body.i64(d < b.layout.viewSplit.size() ? b.layout.viewSplit[d] : 0);
+    }
+    body.i64(b.layout.chunkAxes);
   }
 
   body.u32(uint32_t(plan.programs.size()));
@@ -337,8 +343,10 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     plan.arenas[i].bytes = r.u64(f + ".bytes");
   }
 
-  // name, arena, offset, bytes, dtype, role, init kind, std, value, rank.
-  constexpr size_t kMinBufferBytes = 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 4;
+  // name, arena, offset, bytes, dtype, role, init kind, std, value, rank,
+  // layout view rank, chunk axes.
+  constexpr size_t kMinBufferBytes =
+      4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 4 + 8;
   plan.buffers.resize(r.count("buffers", kMinBufferBytes));
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     Buffer &b = plan.buffers[i];
@@ -357,6 +365,14 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     b.shape.resize(r.count(f + " shape", 8));
     for (int64_t &d : b.shape)
       d = r.i64(f + " shape");
+    // The shard layout: view rank, (dim, split mask) pairs, chunk mask.
+    b.layout.view.resize(r.count(f + " layout view", 16));
+    b.layout.viewSplit.resize(b.layout.view.size());
+    for (size_t d = 0; d < b.layout.view.size(); ++d) {
+      b.layout.view[d] = r.i64(f + " layout view");
+      b.layout.viewSplit[d] = r.i64(f + " layout split");
+    }
+    b.layout.chunkAxes = r.i64(f + " layout chunk axes");
   }
 
   // name, instruction count.

@@ -71,6 +71,13 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
       os << " init constant(" << b.init.value << ")";
       break;
     }
+    if (!b.layout.view.empty()) {
+      os << " part of view " << shapeString(b.layout.view) << " split";
+      for (int64_t mask : b.layout.viewSplit)
+        os << " " << mask;
+    }
+    if (b.layout.chunkAxes)
+      os << " chunk of axes " << b.layout.chunkAxes;
     os << "\n";
   }
   for (const Program &p : plan.programs) {

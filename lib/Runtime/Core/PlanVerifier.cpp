@@ -13,6 +13,7 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/ShardLayout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -88,6 +89,18 @@ void checkBuffer(const Plan &plan, size_t id) {
     fail("constant init value is not finite");
   if (b.role == BufferRole::Constant && b.init.kind == InitKind::None)
     fail("a constant buffer needs an initializer");
+  if (!b.layout.isWhole()) {
+    if (b.role != BufferRole::Parameter && b.role != BufferRole::Gradient &&
+        b.role != BufferRole::OptimizerState)
+      fail("a " + std::string(roleName(b.role)) +
+           " buffer cannot have a shard layout");
+    if (b.layout.view.size() > size_t(kMaxRank))
+      fail("layout view rank " + std::to_string(b.layout.view.size()) +
+           " exceeds the maximum " + std::to_string(kMaxRank));
+    if (std::string fault = checkShardLayout(b.layout, n, plan.mesh);
+        !fault.empty())
+      fail(fault);
+  }
 }
 
 /// Refuses any overlap of a persistent buffer (every role but Temporary)

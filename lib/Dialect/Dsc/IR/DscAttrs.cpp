@@ -116,6 +116,52 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+ShardLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        ArrayRef<int64_t> view, ArrayAttr split,
+                        ArrayAttr chunk) {
+  if (view.empty())
+    return emitError() << "layout view must have at least one dimension";
+  for (int64_t d : view)
+    if (d < 1)
+      return emitError() << "layout view dimensions must be positive, got "
+                         << d;
+  if (split.size() != view.size())
+    return emitError() << "layout split has " << split.size()
+                       << " entries for a view of rank " << view.size();
+  llvm::StringSet<> seen;
+  for (auto [dim, axes] : llvm::enumerate(split))
+    if (failed(verifyAxisList(emitError, axes,
+                              "split axes of view dimension " + Twine(dim),
+                              seen)))
+      return failure();
+  if (chunk && failed(verifyAxisList(emitError, chunk, "chunk axes", seen)))
+    return failure();
+  return success();
+}
+
+int64_t ShardLayoutAttr::getWholeNumElements() const {
+  int64_t n = 1;
+  for (int64_t d : getView())
+    n *= d;
+  return n;
+}
+
+SmallVector<StringRef> ShardLayoutAttr::getAxesOfDim(unsigned dim) const {
+  SmallVector<StringRef> names;
+  for (Attribute axis : cast<ArrayAttr>(getSplit()[dim]))
+    names.push_back(cast<StringAttr>(axis).getValue());
+  return names;
+}
+
+SmallVector<StringRef> ShardLayoutAttr::getChunkAxisNames() const {
+  SmallVector<StringRef> names;
+  if (ArrayAttr chunk = getChunk())
+    for (Attribute axis : chunk)
+      names.push_back(cast<StringAttr>(axis).getValue());
+  return names;
+}
+
 SmallVector<StringRef> ShardingAttr::getAxesOfDim(unsigned dim) const {
   SmallVector<StringRef> names;
   for (Attribute axis : cast<ArrayAttr>(getSplitAxes()[dim]))

@@ -71,6 +71,56 @@ LogicalResult ParameterOp::verify() {
            << getSymName() << "' must have a static shape, got " << type;
   if (type.getNumElements() == 0)
     return emitOpError("parameter '") << getSymName() << "' has no elements";
+  ShardLayoutAttr layout = getLayoutAttr();
+  if (!layout)
+    return success();
+  // The rank's part: the whole view divided by every split and chunk axis.
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  MeshOp mesh;
+  for (auto m : module.getOps<MeshOp>())
+    mesh = m;
+  if (!mesh)
+    return emitOpError("parameter '")
+           << getSymName() << "' has a layout but the module has no dsc.mesh";
+  auto axisSize = [&](StringRef axis) -> FailureOr<int64_t> {
+    std::optional<unsigned> index = mesh.getAxisIndex(axis);
+    if (!index)
+      return emitOpError("layout of '")
+             << getSymName() << "' names mesh axis '" << axis << "' that @"
+             << mesh.getSymName() << " does not have";
+    return mesh.getShape()[*index];
+  };
+  int64_t part = 1;
+  for (auto [dim, size] : llvm::enumerate(layout.getView())) {
+    int64_t parts = 1;
+    for (StringRef axis : layout.getAxesOfDim(dim)) {
+      FailureOr<int64_t> n = axisSize(axis);
+      if (failed(n))
+        return failure();
+      parts *= *n;
+    }
+    if (size % parts != 0)
+      return emitOpError("layout of '")
+             << getSymName() << "' splits view dimension " << dim << " ("
+             << size << ") into " << parts << " parts, which do not divide it";
+    part *= size / parts;
+  }
+  int64_t chunks = 1;
+  for (StringRef axis : layout.getChunkAxisNames()) {
+    FailureOr<int64_t> n = axisSize(axis);
+    if (failed(n))
+      return failure();
+    chunks *= *n;
+  }
+  if (part % chunks != 0)
+    return emitOpError("layout of '")
+           << getSymName() << "' chunks " << part << " elements into "
+           << chunks << " chunks, which do not divide them";
+  if (type.getNumElements() != part / chunks)
+    return emitOpError("parameter '")
+           << getSymName() << "' has " << type.getNumElements()
+           << " elements but its layout gives each rank " << part / chunks
+           << " of the whole " << layout.getWholeNumElements();
   return success();
 }
 

@@ -106,6 +106,49 @@ def Dsc_InitAttr : Dsc_Attr<"Init", "init"> {
   }];
 }
 
+def Dsc_ShardLayoutAttr : Dsc_Attr<"ShardLayout", "layout"> {
+  let summary = "Which part of a whole parameter this rank stores";
+  let description = [{
+    Set on a `dsc.parameter` whose type is one rank's part of a larger
+    parameter (tensor slicing, ZeRO-3). `view` is the whole parameter's shape
+    seen with the dims a split needs, in the same element order (the fused
+    QKV weight `[H, 3H]` as `[H, 3, H]`, so each rank keeps its heads' q, k
+    and v columns); `split` has one entry per view dim: the mesh axes it is
+    split evenly over (empty: not split); the rank's box is the product of
+    its slices. `chunk` (ZeRO-3) flattens the box and keeps only the chunk at
+    the rank's index in the group of those axes, of as many equal chunks as
+    the group has ranks.
+
+    The runtime initializes each rank's elements with the values a one-rank
+    run gives those elements of the whole parameter, so every plan of a
+    model starts from the same weights.
+
+    ```mlir
+    dsc.parameter @h.0.attn.qkv.weight : tensor<128x192xf32>
+        init = <normal, std = 2.000000e-02>
+        layout = <view = [128, 3, 128], split = [[], [], ["tp"]]>
+    dsc.parameter @h.0.mlp.fc.weight : tensor<8192xf32>
+        init = <normal, std = 2.000000e-02>
+        layout = <view = [128, 512], split = [[], ["tp"]], chunk = ["dp"]>
+    ```
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"int64_t">:$view,
+    "::mlir::ArrayAttr":$split,
+    OptionalParameter<"::mlir::ArrayAttr">:$chunk);
+  let assemblyFormat =
+      "`<` `view` `=` `[` $view `]` `,` `split` `=` $split (`,` `chunk` `=` $chunk^)? `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The number of elements of the whole parameter.
+    int64_t getWholeNumElements() const;
+    /// The axes view dim `dim` is split over, as strings.
+    ::llvm::SmallVector<::llvm::StringRef> getAxesOfDim(unsigned dim) const;
+    /// The chunk axes as strings (empty without ZeRO-3).
+    ::llvm::SmallVector<::llvm::StringRef> getChunkAxisNames() const;
+  }];
+}
+
 def Dsc_ShardingAttr : Dsc_Attr<"Sharding", "sharding"> {
   let summary = "How a tensor is laid out over a device mesh";
   let description = [{

@@ -37,7 +37,9 @@ def Dsc_ParameterOp : Dsc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">
   let description = [{
     A parameter of the model: its stable dotted name (used by checkpoints,
     reports and sharding plans), its tensor type and its initializer.
-    Functions read it with `dsc.get_parameter`.
+    Functions read it with `dsc.get_parameter`. With a `layout` (set by
+    tensor slicing and ZeRO-3), the type is this rank's part of the whole
+    parameter the layout describes.
 
     ```mlir
     dsc.parameter @h.0.attn.qkv.weight : tensor<768x2304xf32>
@@ -46,8 +48,10 @@ def Dsc_ParameterOp : Dsc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Dsc_FloatTensor>:$type,
-                       Dsc_InitAttr:$init);
-  let assemblyFormat = "$sym_name `:` $type `init` `=` $init attr-dict";
+                       Dsc_InitAttr:$init,
+                       OptionalAttr<Dsc_ShardLayoutAttr>:$layout);
+  let assemblyFormat =
+      "$sym_name `:` $type `init` `=` $init (`layout` `=` $layout^)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
