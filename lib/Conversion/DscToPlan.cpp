@@ -74,6 +74,66 @@ private:
       mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
     return mask;
   }
+  /// The parameter a gradient state belongs to.
+  ParameterOp paramOfGradient(Attribute name) {
+    auto grad =
+        module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(name).getValue());
+    return module.lookupSymbol<ParameterOp>(grad.getOf());
+  }
+  /// The mask of the mesh axes that split `param` (tensor slicing).
+  int64_t splitMaskOf(ParameterOp param) {
+    int64_t mask = 0;
+    for (int64_t m : layoutOf(param, param.getNumElements()).viewSplit)
+      mask |= m;
+    return mask;
+  }
+  bool anySplitGradient(ClipGradNormOp clip) {
+    return llvm::any_of(clip.getGradients(), [&](Attribute name) {
+      return splitMaskOf(paramOfGradient(name)) != 0;
+    });
+  }
+  /// The global norm when some gradients are tensor-sliced parts (and
+  /// maybe ZeRO chunks): GlobalNormClipParts over every axis involved.
+  LogicalResult lowerNormOfParts(ClipGradNormOp clip, rt::Instruction &inst) {
+    int64_t zeroMask = 0;
+    if (clip.getShardedAttr()) {
+      FailureOr<int64_t> mask =
+          axesMaskOf(clip, clip.getMeshAttr(), clip.getShardAxesAttr());
+      if (failed(mask))
+        return failure();
+      zeroMask = *mask;
+    }
+    inst.opcode = rt::Opcode::GlobalNormClipParts;
+    inst.ints = {0};
+    int64_t axes = 0;
+    for (auto [index, name] : llvm::enumerate(clip.getGradients())) {
+      ParameterOp param = paramOfGradient(name);
+      auto grad = module.lookupSymbol<StateOp>(
+          cast<FlatSymbolRefAttr>(name).getValue());
+      bool sharded =
+          clip.getShardedAttr() && clip.getShardedAttr().asArrayRef()[index];
+      int64_t chunkAxes = sharded ? zeroMask : 0;
+      bool inBuffer = grad.getTensorType().getNumElements() !=
+                      param.getNumElements();
+      int64_t splitAxes = splitMaskOf(param);
+      inst.ints.insert(inst.ints.end(), {chunkAxes, inBuffer, splitAxes});
+      axes |= chunkAxes | splitAxes;
+    }
+    inst.ints[0] = axes | zeroMask;
+    return success();
+  }
+
+  /// ints = {axes mask, rest...} for an op that communicates over a group.
+  LogicalResult lowerMeshInts(Operation *op, FlatSymbolRefAttr mesh,
+                              ArrayAttr axes, rt::Instruction &inst,
+                              ArrayRef<int64_t> rest) {
+    FailureOr<int64_t> mask = axesMaskOf(op, mesh, axes);
+    if (failed(mask))
+      return failure();
+    inst.ints = {*mask};
+    inst.ints.insert(inst.ints.end(), rest.begin(), rest.end());
+    return success();
+  }
   /// An in-place collective over the named parameters or states: the
   /// outputs are the inputs; ints are the axes mask and, for reductions, the
   /// reduction kind.
@@ -112,13 +172,17 @@ private:
       for (unsigned d = 0; d < attr.getView().size(); ++d)
         layout.viewSplit.push_back(maskOf(attr.getAxesOfDim(d)));
       layout.chunkAxes = maskOf(attr.getChunkAxisNames());
-      // A ZeRO-3 parameter's states are chunks already, as it is.
-      return layout;
     }
+    // A ZeRO-1/2 state is a dp-th of its parameter (a ZeRO-3 parameter's
+    // states are chunks already, as it is).
     if (elements != paramElements && meshOp && meshOp.getAxisIndex("dp"))
-      layout.chunkAxes = maskOf({"dp"});
+      layout.chunkAxes |= maskOf({"dp"});
     return layout;
   }
+
+  /// Instructions an op needs before its own (a copy into the buffer an
+  /// in-place collective then works on).
+  SmallVector<rt::Instruction> prelude;
 
   ModuleOp module;
   rt::Plan plan;
@@ -358,6 +422,9 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
     if (inst.outputs.empty())
       for (Value result : op.getResults())
         inst.outputs.push_back(valueBuffers.lookup(result));
+    for (rt::Instruction &before : prelude)
+      program.instructions.push_back(std::move(before));
+    prelude.clear();
     program.instructions.push_back(std::move(inst));
   }
   plan.programs.push_back(std::move(program));
@@ -442,6 +509,62 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.opcode = Opcode::CrossEntropy;
         return success();
       })
+      .Case<CopyToParallelOp>([&](CopyToParallelOp enter) {
+        // Identity forward: a view unless the planner had to copy.
+        uint32_t in = valueBuffers.lookup(enter.getInput());
+        uint32_t out = valueBuffers.lookup(enter.getResult());
+        skip = plan.buffers[in].offset == plan.buffers[out].offset;
+        inst.opcode = Opcode::Copy;
+        return success();
+      })
+      .Case<AllReduceOp>([&](AllReduceOp reduce) -> LogicalResult {
+        // In place on the result's buffer, after a copy when the planner
+        // did not give the result its input's bytes.
+        FailureOr<int64_t> mask =
+            axesMaskOf(reduce, reduce.getMeshAttr(), reduce.getMeshAxes());
+        if (failed(mask))
+          return failure();
+        uint32_t in = valueBuffers.lookup(reduce.getInput());
+        uint32_t out = valueBuffers.lookup(reduce.getResult());
+        if (plan.buffers[in].offset != plan.buffers[out].offset) {
+          rt::Instruction copy;
+          copy.opcode = Opcode::Copy;
+          copy.name = inst.name;
+          copy.inputs = {in};
+          copy.outputs = {out};
+          prelude.push_back(std::move(copy));
+        }
+        inst.opcode = Opcode::AllReduce;
+        inst.inputs = inst.outputs = {out};
+        inst.ints = {*mask, static_cast<int64_t>(reduce.getReduction())};
+        return success();
+      })
+      .Case<VocabParallelEmbeddingOp>(
+          [&](VocabParallelEmbeddingOp op) -> LogicalResult {
+            inst.opcode = Opcode::VocabParallelEmbedding;
+            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                                 {});
+          })
+      .Case<VocabParallelEmbeddingGradOp>(
+          [&](VocabParallelEmbeddingGradOp op) -> LogicalResult {
+            inst.opcode = Opcode::VocabParallelEmbeddingGrad;
+            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                                 {0});
+          })
+      .Case<VocabParallelCrossEntropyOp>(
+          [&](VocabParallelCrossEntropyOp op) -> LogicalResult {
+            inst.opcode = Opcode::VocabParallelCrossEntropy;
+            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                                 {});
+          })
+      .Case<VocabParallelCrossEntropyGradOp>(
+          [&](VocabParallelCrossEntropyGradOp op) -> LogicalResult {
+            inst.opcode = Opcode::VocabParallelCrossEntropyGrad;
+            if (auto constant = op.getGrad().getDefiningOp<arith::ConstantOp>())
+              plan.lossScale = valueBuffers.lookup(constant.getResult());
+            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                                 {});
+          })
       .Case<ReshapeOp>([&](ReshapeOp reshape) {
         // A view shares its input's bytes: nothing to run.
         uint32_t in = valueBuffers.lookup(reshape.getInput());
@@ -555,6 +678,8 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         for (Attribute grad : clip.getGradients())
           inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(grad)));
         inst.floats = {f64(clip.getMaxNormAttr())};
+        if (anySplitGradient(clip))
+          return lowerNormOfParts(clip, inst);
         if (!clip.getShardedAttr())
           return success();
         FailureOr<int64_t> mask =

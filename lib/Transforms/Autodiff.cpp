@@ -67,10 +67,11 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
              << funcName << " must have a single block";
     auto ret = cast<func::ReturnOp>(loss.getBody().front().getTerminator());
     if (ret.getNumOperands() != 1 ||
-        !ret.getOperand(0).getDefiningOp<CrossEntropyOp>())
+        !isa_and_nonnull<CrossEntropyOp, VocabParallelCrossEntropyOp>(
+            ret.getOperand(0).getDefiningOp()))
       return loss.emitError("--dsc-autodiff: @")
              << funcName << " must return one value, the result of a "
-             << "dsc.cross_entropy";
+             << "dsc.cross_entropy or dsc.vocab_parallel_cross_entropy";
 
     // Clone the loss function; differentiate the clone.
     OpBuilder moduleBuilder(loss);

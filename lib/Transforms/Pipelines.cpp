@@ -15,6 +15,21 @@ using namespace mlir::dsc;
 
 void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
                                      const CompileOptions &options) {
+  // The mesh first, so that every sharding pass finds its axis on it.
+  if (options.dp > 1 || options.tp > 1) {
+    DscDeclareMeshPassOptions mesh;
+    mesh.dp = options.dp;
+    mesh.tp = options.tp;
+    pm.addPass(createDscDeclareMeshPass(mesh));
+  }
+  // Tensor slicing rewrites the forward graph; autodiff then derives the
+  // backward's collectives from the conjugate f/g ops.
+  if (options.tp > 1) {
+    DscTensorParallelPassOptions tensorParallel;
+    tensorParallel.tp = options.tp;
+    pm.addPass(createDscTensorParallelPass(tensorParallel));
+  }
+
   DscAutodiffPassOptions autodiff;
   // The loss gradient's seed 1/m turns the micro-batches' summed gradients
   // into their mean, as DeepSpeed's gradient accumulation does.
@@ -53,6 +68,8 @@ void mlir::dsc::registerDscPipelines() {
           llvm::report_fatal_error("--dsc-compile: microbatches must be >= 1");
         if (options.dp < 1)
           llvm::report_fatal_error("--dsc-compile: dp must be >= 1");
+        if (options.tp < 1)
+          llvm::report_fatal_error("--dsc-compile: tp must be >= 1");
         buildCompilePipeline(pm, options);
       });
 }

@@ -211,11 +211,25 @@ struct DscPlanMemoryPass
       return !isa<BlockArgument>(value) && !persistentValues.count(value) &&
              !value.getDefiningOp<GetParameterOp>();
     };
-    for (Operation &op : block.without_terminator())
-      if (auto reshape = dyn_cast<ReshapeOp>(op);
-          reshape && isTemporary(reshape.getResult()) &&
-          isTemporary(rootOf(reshape.getInput())))
-        root[reshape.getResult()] = rootOf(reshape.getInput());
+    // copy_to_parallel is the identity forward: a view too. An all-reduce
+    // works in place on a temporary input that it is the only user of.
+    for (Operation &op : block.without_terminator()) {
+      Value input, result;
+      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+        input = reshape.getInput();
+        result = reshape.getResult();
+      } else if (auto enter = dyn_cast<CopyToParallelOp>(op)) {
+        input = enter.getInput();
+        result = enter.getResult();
+      } else if (auto reduce = dyn_cast<AllReduceOp>(op);
+                 reduce && reduce.getInput().hasOneUse() &&
+                 rootOf(reduce.getInput()) == reduce.getInput()) {
+        input = reduce.getInput();
+        result = reduce.getResult();
+      }
+      if (input && isTemporary(result) && isTemporary(rootOf(input)))
+        root[result] = rootOf(input);
+    }
 
     // Last use of each buffer owner (its definition when unused), extended
     // over the uses of its views.

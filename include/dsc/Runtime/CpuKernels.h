@@ -252,6 +252,27 @@ void crossEntropyBackward(const T *logits, const int32_t *targets, const T *lse,
                           T dLoss, T *dLogits, int64_t rows, int64_t vocab,
                           bool accumulate);
 
+/// Megatron-LM's vocabulary-parallel cross-entropy, per rank: logits are
+/// [rows, cols], this rank's columns [colBegin, colBegin + cols) of the
+/// whole vocabulary. The caller max-reduces `max` over the group after
+/// vocabShardRowMax, sum-reduces `sumExp` and `targetLogit` after
+/// vocabShardRowSums (targetLogit is 0 where the target is another rank's);
+/// the loss is then mean(max + log(sumExp) - targetLogit).
+template <typename T>
+void vocabShardRowMax(const T *logits, int64_t rows, int64_t cols,
+                      double *max);
+template <typename T>
+void vocabShardRowSums(const T *logits, const int32_t *targets,
+                       const double *max, int64_t rows, int64_t cols,
+                       int64_t colBegin, double *sumExp, double *targetLogit);
+/// dLogits = (exp(logits - lse) - onehot(targets)) * dLoss / rows over this
+/// rank's columns, with lse the whole rows' logsumexp.
+template <typename T>
+void vocabShardCrossEntropyBackward(const T *logits, const int32_t *targets,
+                                    const double *lse, T dLoss, T *dLogits,
+                                    int64_t rows, int64_t cols,
+                                    int64_t colBegin, bool accumulate);
+
 //===----------------------------------------------------------------------===//
 // Dropout (counter-based RNG: the mask is a pure function of seed and index)
 //===----------------------------------------------------------------------===//

@@ -210,6 +210,18 @@ enum class Opcode : uint32_t {
   /// rank's index is valid (ZeRO-1), 2 a buffer that is the chunk (ZeRO-2);
   /// ints: axes sharded...; floats: max_norm
   GlobalNormClipShard = 70,
+  /// in(grads...) out(norm scalar): the global norm when gradients are
+  /// parts of whole ones (tensor slicing, with or without ZeRO): each
+  /// gradient's sum of squares counts once per distinct part in the group
+  /// of `axes` and the sums are added over that group; only the valid
+  /// parts are scaled. Three ints per gradient: chunkAxes (ZeRO: its
+  /// flattened elements are equal chunks over the group of this mask, 0
+  /// without ZeRO), inBuffer (1: the buffer is this rank's chunk; 0: the
+  /// buffer is whole and only the chunk at this rank's index is valid) and
+  /// splitAxes (tensor slicing: the ranks that differ on these hold
+  /// different parts of the whole);
+  /// ints: axes (chunkAxes inBuffer splitAxes)...; floats: max_norm
+  GlobalNormClipParts = 71,
   // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
   // the ranks that differ from it only in the coordinates of the axes in
   // `axes`, a bit mask over Plan::mesh (bit i = axis i); validatePlan
@@ -235,6 +247,23 @@ enum class Opcode : uint32_t {
   /// flattened x) into `shard`, a buffer of numel(x)/D elements;
   /// ints: axes reduce
   ReduceScatterAccumulate = 83,
+
+  // Megatron-LM's vocabulary-parallel ops: a rank of the group of `axes`
+  // (index i of n) holds rows [i*R, (i+1)*R) of the whole vocabulary of
+  // R*n tokens; they communicate inside, per token.
+  /// in(table [R,H], ids [...]) out(y [..., H]): the rows of ids in this
+  /// rank's part, zeros for the others; ints: axes
+  VocabParallelEmbedding = 90,
+  /// in(dy [..., H], ids) out(dtable [R,H]): scatter-adds the rows of ids
+  /// in this rank's part; ints: axes accumulate
+  VocabParallelEmbeddingGrad = 91,
+  /// in(logits [..., R], targets i32) out(loss scalar): the mean
+  /// cross-entropy over the whole vocabulary, with three all-reduces of one
+  /// f64 per token (max, sum of exponentials, target logit); ints: axes
+  VocabParallelCrossEntropy = 92,
+  /// in(logits, targets, dloss scalar) out(dlogits): this rank's columns of
+  /// the gradient; all-reduces the max and the sum again; ints: axes
+  VocabParallelCrossEntropyGrad = 93,
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,

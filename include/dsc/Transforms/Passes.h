@@ -24,6 +24,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<int64_t> dp{*this, "dp",
                      llvm::cl::desc("Data-parallel ranks (mesh axis dp)"),
                      llvm::cl::init(1)};
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("Tensor-parallel ranks (mesh axis tp; "
+                                    "Megatron-LM tensor slicing)"),
+                     llvm::cl::init(1)};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),

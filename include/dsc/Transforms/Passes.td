@@ -274,4 +274,70 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
+  let summary = "Declares the device mesh of a parallel plan";
+  let description = [{
+    Adds `dsc.mesh @mesh` with the axes `dp`, `pp`, `tp` whose size is
+    above 1, in Megatron-LM's order (tp innermost, so a tensor-parallel
+    group is consecutive ranks, within a node). The sharding passes then
+    find their axis on it. A module that has a mesh already must have
+    exactly these axes and sizes.
+
+    ```mlir
+    dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+    ```
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+  ];
+}
+
+def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron-LM tensor slicing of a GPT forward graph over tp";
+  let description = [{
+    Rewrites the forward graph (before `--dsc-autodiff`) into one rank's
+    program of Megatron-LM's tensor slicing over the mesh axis `tp`:
+
+    - the fused QKV projection and the MLP's first product are
+      column-parallel: the rank keeps its output columns (for QKV, its
+      heads' q, k and v columns, the view `[h, 3, h]` split on the last
+      dim) and the attention runs on its `heads / tp` heads;
+    - the attention's output projection and the MLP's second product are
+      row-parallel: the rank keeps its input rows and the partial sums are
+      all-reduced (`dsc.all_reduce`, Megatron's `g`) before the replicated
+      bias;
+    - the input of every column-parallel product passes through
+      `dsc.copy_to_parallel` (Megatron's `f`: identity, gradient
+      all-reduced);
+    - the token embedding and the LM head are vocabulary-parallel: each
+      rank keeps `vocab / tp` rows of the table, looks up its tokens
+      (`dsc.vocab_parallel_embedding`, then an all-reduce) and computes its
+      columns of the logits; `dsc.vocab_parallel_cross_entropy` computes the
+      loss with all-reduces of per-token values, so no rank holds the whole
+      logits.
+
+    Split parameters keep their names and get a `#dsc.layout` with the
+    whole parameter's view, so every rank starts from the one-rank run's
+    values. Per layer and micro-batch the forward all-reduces two `[b, s,
+    h]` activations and the backward two more (the `f`s' gradients): the
+    four all-reduces of Megatron-LM. Heads, the MLP width or the vocabulary
+    not divisible by `tp` are errors naming the numbers; attention dropout
+    is refused (split heads would draw other masks than one rank does).
+
+    Declares `dsc.mesh @mesh axes = ["tp"] shape = [tp]` unless the module
+    has a mesh, which must then have a `tp` axis of that size.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
+           "The forward function computing the loss">,
+  ];
+  let statistics = [
+    Statistic<"numSplitParameters", "split-parameters",
+              "Parameters split over tp">,
+  ];
+}
+
 #endif // DSC_TRANSFORMS_PASSES_TD

@@ -74,9 +74,18 @@ bool isCollective(Opcode op) {
          op == Opcode::ReduceScatter || op == Opcode::ReduceScatterAccumulate;
 }
 
+/// Ops that communicate inside their kernel over the group of ints[0].
+bool isVocabParallel(Opcode op) {
+  return op == Opcode::VocabParallelEmbedding ||
+         op == Opcode::VocabParallelEmbeddingGrad ||
+         op == Opcode::VocabParallelCrossEntropy ||
+         op == Opcode::VocabParallelCrossEntropyGrad;
+}
+
 /// The mesh-axes mask an instruction works over, or 0 when it has none.
 int64_t groupMaskOf(const Instruction &inst) {
-  if (isCollective(inst.opcode))
+  if (isCollective(inst.opcode) || isVocabParallel(inst.opcode) ||
+      inst.opcode == Opcode::GlobalNormClipParts)
     return inst.ints[0];
   if (inst.opcode == Opcode::AdamWShard)
     return inst.ints[1];
@@ -864,6 +873,92 @@ void Executor::execute(const Program &prog, size_t index) {
       if (scale < 1.0)
         for (auto [data, count] : held)
           scaleForward(data, data, count, T(scale));
+    }
+    break;
+  }
+  case Opcode::GlobalNormClipParts: {
+    // Each gradient's valid elements, weighted by 1/(its copies in the
+    // group): a part held by R ranks of the group is counted R times by
+    // the all-reduce.
+    Communicator &comm = requireGroup(prog, index, ints[0]);
+    double sum = 0;
+    std::vector<std::pair<T *, int64_t>> held;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const int64_t chunkAxes = ints[3 * i + 1], splitAxes = ints[3 * i + 3];
+      const bool inBuffer = ints[3 * i + 2] != 0;
+      int64_t count = numElements(inB(i).shape);
+      T *data = in(i);
+      if (chunkAxes && !inBuffer) {
+        count /= groupSize(thePlan.mesh, chunkAxes);
+        data += count * groupIndex(thePlan.mesh, coords, chunkAxes);
+      }
+      const int64_t parts = groupSize(thePlan.mesh, chunkAxes) *
+                            groupSize(thePlan.mesh, splitAxes);
+      const double copies = double(comm.size()) / double(parts);
+      const T *ptr = data;
+      sum += sumOfSquares(&ptr, &count, 1) / copies;
+      held.push_back({data, count});
+    }
+    comm.allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
+    double norm = std::sqrt(sum);
+    *out(0) = T(norm);
+    double maxNorm = inst.floats[0];
+    if (maxNorm > 0 && std::isfinite(norm)) {
+      double scale = clipScale(norm, maxNorm);
+      if (scale < 1.0)
+        for (auto [data, count] : held)
+          scaleForward(data, data, count, T(scale));
+    }
+    break;
+  }
+  case Opcode::VocabParallelEmbedding:
+  case Opcode::VocabParallelEmbeddingGrad: {
+    // This rank's rows of the vocabulary: ids map to local rows, the
+    // others to -1, which the kernels skip (zeros forward, nothing back).
+    Communicator &comm = requireGroup(prog, index, ints[0]);
+    const bool fwd = inst.opcode == Opcode::VocabParallelEmbedding;
+    const Buffer &table = fwd ? inB(0) : outB(0);
+    const int64_t rows = table.shape[0], hidden = table.shape[1];
+    const int64_t vocab = rows * comm.size(), begin = rows * comm.rank();
+    const int64_t n = numElements(inB(1).shape);
+    checkIds(ids(1), n, vocab, "token id");
+    std::vector<int32_t> local(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t row = int64_t(ids(1)[i]) - begin;
+      local[i] = row >= 0 && row < rows ? int32_t(row) : -1;
+    }
+    if (fwd)
+      embeddingForward(in(0), local.data(), out(0), n, rows, hidden);
+    else
+      embeddingBackward(in(0), local.data(), out(0), n, rows, hidden,
+                        ints[1] != 0);
+    break;
+  }
+  case Opcode::VocabParallelCrossEntropy:
+  case Opcode::VocabParallelCrossEntropyGrad: {
+    // Megatron's three reductions per token: the max, the sum of
+    // exponentials (and, forward, the target's logit), in f64.
+    Communicator &comm = requireGroup(prog, index, ints[0]);
+    const int64_t cols = lastDim(inB(0)), rows = rowsOf(inB(0));
+    const int64_t begin = cols * comm.rank();
+    checkIds(ids(1), rows, cols * comm.size(), "target id");
+    std::vector<double> max(rows), sumExp(rows), target(rows);
+    vocabShardRowMax(in(0), rows, cols, max.data());
+    comm.allReduce(max.data(), rows, DType::F64, ReduceOp::Max);
+    vocabShardRowSums(in(0), ids(1), max.data(), rows, cols, begin,
+                      sumExp.data(), target.data());
+    comm.allReduce(sumExp.data(), rows, DType::F64, ReduceOp::Sum);
+    if (inst.opcode == Opcode::VocabParallelCrossEntropy) {
+      comm.allReduce(target.data(), rows, DType::F64, ReduceOp::Sum);
+      double total = 0; // row order: independent of threads and ranks
+      for (int64_t r = 0; r < rows; ++r)
+        total += max[r] + std::log(sumExp[r]) - target[r];
+      *out(0) = T(total / double(rows));
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        max[r] += std::log(sumExp[r]); // the logsumexp
+      vocabShardCrossEntropyBackward(in(0), ids(1), max.data(), *in(2),
+                                     out(0), rows, cols, begin, false);
     }
     break;
   }

@@ -73,6 +73,8 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "decay axes", "beta1 beta2 eps wd", 2, 4},
       {Opcode::GlobalNormClipShard, "GlobalNormClipShard", "grads...", "norm",
        -1, 1, "axes sharded...", "max_norm", -1, 1},
+      {Opcode::GlobalNormClipParts, "GlobalNormClipParts", "grads...", "norm",
+       -1, 1, "axes (chunkAxes inBuffer splitAxes)...", "max_norm", -1, 1},
       // In place: validatePlan checks that the outputs are the inputs.
       {Opcode::AllReduce, "AllReduce", "x0, x1, ...", "x0, x1, ...", -1, -1,
        "axes reduce", "", 2, 0},
@@ -82,6 +84,14 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        -1, "axes reduce", "", 2, 0},
       {Opcode::ReduceScatterAccumulate, "ReduceScatterAccumulate", "x", "shard",
        1, 1, "axes reduce", "", 2, 0},
+      {Opcode::VocabParallelEmbedding, "VocabParallelEmbedding", "table, ids",
+       "y", 2, 1, "axes", "", 1, 0},
+      {Opcode::VocabParallelEmbeddingGrad, "VocabParallelEmbeddingGrad",
+       "dy, ids", "dtable", 2, 1, "axes accumulate", "", 2, 0},
+      {Opcode::VocabParallelCrossEntropy, "VocabParallelCrossEntropy",
+       "logits, targets", "loss", 2, 1, "axes", "", 1, 0},
+      {Opcode::VocabParallelCrossEntropyGrad, "VocabParallelCrossEntropyGrad",
+       "logits, targets, dloss", "dlogits", 3, 1, "axes", "", 1, 0},
   };
   return table;
 }

@@ -351,10 +351,13 @@ void InstructionChecker::counts() {
            std::to_string(inst.outputs[i]) + " but the plan has " +
            std::to_string(plan.buffers.size()) + " buffers");
   // Transpose and Slice take one int per dim of their (whole) tensor;
-  // GlobalNormClipShard takes the axes and one flag per gradient.
+  // GlobalNormClipShard takes the axes and one flag per gradient,
+  // GlobalNormClipParts the axes and three ints per gradient.
   int wantInts = info->numInts;
   if (wantInts < 0 && inst.opcode == Opcode::GlobalNormClipShard)
     wantInts = int(inst.inputs.size()) + 1;
+  else if (wantInts < 0 && inst.opcode == Opcode::GlobalNormClipParts)
+    wantInts = 3 * int(inst.inputs.size()) + 1;
   else if (wantInts < 0)
     wantInts = int(inst.opcode == Opcode::SliceGrad ? out(0).shape.size()
                                                     : in(0).shape.size());
@@ -374,6 +377,10 @@ void InstructionChecker::dtypes() {
     case Opcode::EmbeddingGrad:
     case Opcode::CrossEntropy:
     case Opcode::CrossEntropyGrad:
+    case Opcode::VocabParallelEmbedding:
+    case Opcode::VocabParallelEmbeddingGrad:
+    case Opcode::VocabParallelCrossEntropy:
+    case Opcode::VocabParallelCrossEntropyGrad:
       return inputIndex == 1;
     default:
       return false;
@@ -501,8 +508,15 @@ void InstructionChecker::shapes() {
   const std::vector<int64_t> &ints = inst.ints;
   switch (inst.opcode) {
   case Opcode::Embedding:
-  case Opcode::EmbeddingGrad: {
-    bool fwd = inst.opcode == Opcode::Embedding;
+  case Opcode::EmbeddingGrad:
+  case Opcode::VocabParallelEmbedding:
+  case Opcode::VocabParallelEmbeddingGrad: {
+    bool fwd = inst.opcode == Opcode::Embedding ||
+               inst.opcode == Opcode::VocabParallelEmbedding;
+    bool parallel = inst.opcode == Opcode::VocabParallelEmbedding ||
+                    inst.opcode == Opcode::VocabParallelEmbeddingGrad;
+    if (parallel)
+      meshGroupAt(0, "vocabulary-parallel embedding");
     const Buffer &table = fwd ? in(0) : out(0);
     std::string tableName = fwd ? inName(0) : outName(0);
     const Buffer &y = fwd ? out(0) : in(0);
@@ -514,7 +528,7 @@ void InstructionChecker::shapes() {
       fail(yName + " must end in hidden " + std::to_string(h));
     elements(y, yName, mulChecked(n(in(1)), h), "ids x hidden");
     if (!fwd)
-      intAt(0, "accumulate", 0, 1);
+      intAt(parallel ? 1 : 0, "accumulate", 0, 1);
     break;
   }
   case Opcode::PositionEmbedding:
@@ -595,14 +609,20 @@ void InstructionChecker::shapes() {
     attentionShapes(4, 3);
     break;
   case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad: {
+  case Opcode::CrossEntropyGrad:
+  case Opcode::VocabParallelCrossEntropy:
+  case Opcode::VocabParallelCrossEntropyGrad: {
+    if (inst.opcode == Opcode::VocabParallelCrossEntropy ||
+        inst.opcode == Opcode::VocabParallelCrossEntropyGrad)
+      meshGroupAt(0, "vocabulary-parallel cross-entropy");
     const Buffer &logits = in(0);
     minRank(logits, inName(0), 1);
     int64_t v = last(logits);
     if (v < 1)
       fail(inName(0) + " has an empty vocab dim");
     elements(in(1), inName(1), n(logits) / v, "one target per logits row");
-    if (inst.opcode == Opcode::CrossEntropy) {
+    if (inst.opcode == Opcode::CrossEntropy ||
+        inst.opcode == Opcode::VocabParallelCrossEntropy) {
       scalar(out(0), outName(0));
     } else {
       scalar(in(2), inName(2));
@@ -708,6 +728,33 @@ void InstructionChecker::shapes() {
         fail(inName(i) + " is sharded but its " +
              std::to_string(numElements(in(i).shape)) +
              " elements do not divide into " + std::to_string(groupSize) +
+             " chunks");
+    }
+    break;
+  }
+  case Opcode::GlobalNormClipParts: {
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
+        if (overlaps(in(i), in(j)))
+          fail(inName(j) + " overlaps " + inName(i));
+    scalar(out(0), outName(0));
+    floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
+    meshGroupAt(0, "norm of parts");
+    const int64_t axes = inst.ints[0];
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const int64_t chunkAxes = inst.ints[3 * i + 1],
+                    splitAxes = inst.ints[3 * i + 3];
+      intAt(3 * i + 2, "inBuffer", 0, 1);
+      // The parts must be parts within the norm's group.
+      if ((chunkAxes | splitAxes) & ~axes || (chunkAxes & splitAxes))
+        fail(inName(i) + " has chunk axes " + std::to_string(chunkAxes) +
+             " and split axes " + std::to_string(splitAxes) +
+             ", which must be disjoint masks within the norm's axes " +
+             std::to_string(axes));
+      const int64_t chunks = meshGroupSize(chunkAxes);
+      if (!inst.ints[3 * i + 2] && numElements(in(i).shape) % chunks != 0)
+        fail(inName(i) + " has " + std::to_string(numElements(in(i).shape)) +
+             " elements, not divisible into " + std::to_string(chunks) +
              " chunks");
     }
     break;

@@ -7,7 +7,9 @@
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -27,6 +29,14 @@ int64_t groupSize(Operation *op, FlatSymbolRefAttr meshName, ArrayAttr axes) {
   return n;
 }
 
+/// The name of the module's mesh (a clip without ZeRO names none).
+StringAttr meshOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  for (auto mesh : module.getOps<MeshOp>())
+    return mesh.getSymNameAttr();
+  return {};
+}
+
 /// Bytes of the parameters and states `names` refers to.
 int64_t bytesOfSymbols(Operation *op, ArrayAttr names) {
   int64_t bytes = 0;
@@ -43,36 +53,101 @@ int64_t bytesOfSymbols(Operation *op, ArrayAttr names) {
 
 } // namespace
 
+/// The axes the norm of `clip` is summed over: its ZeRO axes and the
+/// axes that split any of its gradients' parameters (tensor slicing).
+static SmallVector<StringRef> normAxesOf(ClipGradNormOp clip) {
+  llvm::SetVector<StringRef> axes;
+  if (ArrayAttr shard = clip.getShardAxesAttr())
+    for (StringRef axis : shard.getAsValueRange<StringAttr>())
+      axes.insert(axis);
+  for (Attribute name : clip.getGradients()) {
+    auto state = dyn_cast_or_null<StateOp>(SymbolTable::lookupNearestSymbolFrom(
+        clip, cast<FlatSymbolRefAttr>(name)));
+    auto param = state ? dyn_cast_or_null<ParameterOp>(
+                             SymbolTable::lookupNearestSymbolFrom(
+                                 clip, state.getOfAttr()))
+                       : ParameterOp();
+    if (!param || !param.getLayoutAttr())
+      continue;
+    for (unsigned d = 0; d < param.getLayoutAttr().getView().size(); ++d)
+      for (StringRef axis : param.getLayoutAttr().getAxesOfDim(d))
+        axes.insert(axis);
+  }
+  return SmallVector<StringRef>(axes.begin(), axes.end());
+}
+
 CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                                                   int64_t microbatches) {
   // Ring algorithms over n ranks: an all-reduce of S bytes sends 2(n-1)/n*S
-  // per rank, a reduce-scatter or an all-gather (n-1)/n*S.
+  // per rank, a reduce-scatter or an all-gather (n-1)/n*S. A step runs
+  // @forward_backward once per micro-batch and @optimizer once; other
+  // functions (the evaluation loss) are not part of it.
   CollectiveBytes total;
-  module.walk([&](Operation *op) {
+  // Rank 0's share when n does not divide the elements: the ring sends all
+  // chunks but its own and then all but its successor's, chunks split
+  // near-equally with the first ones one element longer (the runtime's
+  // split), i.e. 2S - chunk(0) - chunk(1).
+  auto allReduce = [&](int64_t times, int64_t n, int64_t bytes,
+                       int64_t elementSize = 4) {
+    if (n <= 1)
+      return;
+    int64_t elements = bytes / elementSize;
+    auto chunk = [&](int64_t c) {
+      return (elements / n + (c < elements % n ? 1 : 0)) * elementSize;
+    };
+    total.allReduce += times * (2 * bytes - chunk(0) - chunk(1));
+  };
+  auto count = [&](Operation *op, int64_t times) {
     if (auto reduce = dyn_cast<AllReduceStatesOp>(op)) {
       int64_t n = groupSize(op, reduce.getMeshAttr(), reduce.getMeshAxes());
-      total.allReduce +=
-          2 * (n - 1) * bytesOfSymbols(op, reduce.getStates()) / n;
+      allReduce(times, n, bytesOfSymbols(op, reduce.getStates()));
+    } else if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+      int64_t n = groupSize(op, reduce.getMeshAttr(), reduce.getMeshAxes());
+      auto type = cast<RankedTensorType>(reduce.getType());
+      allReduce(times, n, bytesOfType(type),
+                (type.getElementTypeBitWidth() + 7) / 8);
+    } else if (auto loss = dyn_cast<VocabParallelCrossEntropyOp>(op)) {
+      // Three all-reduces of one f64 per token (max, sum, target logit).
+      int64_t n = groupSize(op, loss.getMeshAttr(), loss.getMeshAxes());
+      auto targets = cast<RankedTensorType>(loss.getTargets().getType());
+      allReduce(3 * times, n, targets.getNumElements() * 8, 8);
+    } else if (auto grad = dyn_cast<VocabParallelCrossEntropyGradOp>(op)) {
+      // Two: the max and the sum again.
+      int64_t n = groupSize(op, grad.getMeshAttr(), grad.getMeshAxes());
+      auto targets = cast<RankedTensorType>(grad.getTargets().getType());
+      allReduce(2 * times, n, targets.getNumElements() * 8, 8);
     } else if (auto clip = dyn_cast<ClipGradNormOp>(op)) {
-      // A sharded norm all-reduces one f64 partial sum.
-      if (!clip.getShardedAttr())
+      // A norm over parts all-reduces one f64 partial sum.
+      SmallVector<StringRef> axes = normAxesOf(clip);
+      if (axes.empty())
         return;
-      int64_t n = groupSize(op, clip.getMeshAttr(), clip.getShardAxesAttr());
-      total.allReduce += 2 * (n - 1) * 8 / n;
+      Builder b(op->getContext());
+      int64_t n = groupSize(op, clip.getMeshAttr()
+                                    ? clip.getMeshAttr()
+                                    : FlatSymbolRefAttr::get(meshOf(op)),
+                            b.getStrArrayAttr(axes));
+      allReduce(times, n, 8, 8);
     } else if (auto scatter = dyn_cast<ReduceScatterStatesOp>(op)) {
       int64_t n = groupSize(op, scatter.getMeshAttr(), scatter.getMeshAxes());
       total.reduceScatter +=
-          (n - 1) * bytesOfSymbols(op, scatter.getStates()) / n;
+          times * ((n - 1) * bytesOfSymbols(op, scatter.getStates()) / n);
     } else if (auto scatter = dyn_cast<ReduceScatterAccumulateOp>(op)) {
-      // In the backward: once per micro-batch.
       int64_t n = groupSize(op, scatter.getMeshAttr(), scatter.getMeshAxes());
       total.reduceScatter +=
-          microbatches * (n - 1) *
-          bytesOfType(cast<RankedTensorType>(scatter.getValue().getType())) / n;
+          times *
+          ((n - 1) *
+           bytesOfType(cast<RankedTensorType>(scatter.getValue().getType())) /
+           n);
     } else if (auto gather = dyn_cast<AllGatherStatesOp>(op)) {
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
-      total.allGather += (n - 1) * bytesOfSymbols(op, gather.getBuffers()) / n;
+      total.allGather +=
+          times * ((n - 1) * bytesOfSymbols(op, gather.getBuffers()) / n);
     }
-  });
+  };
+  for (auto [name, times] : {std::pair<StringRef, int64_t>{"forward_backward",
+                                                           microbatches},
+                             {"optimizer", 1}})
+    if (Operation *func = SymbolTable::lookupSymbolIn(module, name))
+      func->walk([&, times = times](Operation *op) { count(op, times); });
   return total;
 }

@@ -410,9 +410,18 @@ class Dsc_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Dsc_Op<mnemonic, !listconcat(traits,
           [DeclareOpInterfaceMethods<SymbolUserOpInterface>])>;
 
-def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
+def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce",
+    [AllTypesMatch<["input", "result"]>,
+     DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>]> {
   let summary = "All-reduce over mesh axes";
   let description = [{
+    Every rank of the group gets the reduction of the group's inputs. Its
+    gradient (a sum or an average) is the result's gradient, unchanged or
+    divided by the group size: the ops after it compute the same values on
+    every rank of the group, so each rank already holds the whole gradient
+    with respect to the reduced value (Megatron-LM's `g`, after a
+    row-parallel product).
+
     ```mlir
     %g = dsc.all_reduce %g0 on @mesh axes = ["dp"] reduction = sum : tensor<768x768xf32>
     ```
@@ -617,5 +626,6 @@ def Dsc_YieldOp : Dsc_Op<"yield", [Pure, Terminator, ReturnLike,
 
 include "dsc/Dialect/Dsc/IR/DscGradOps.td"
 include "dsc/Dialect/Dsc/IR/DscOptimizerOps.td"
+include "dsc/Dialect/Dsc/IR/DscParallelOps.td"
 
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_TD

@@ -1,0 +1,157 @@
+//===- DscParallelOps.cpp - tensor-slicing ops ------------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Verifiers and reverse-mode rules of the ops tensor slicing adds: the
+// conjugate pair copy_to_parallel (f) / all_reduce (g) and the
+// vocabulary-parallel embedding and cross-entropy. Their rules put the
+// backward's collectives in place, so --dsc-autodiff needs no knowledge of
+// tensor slicing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Symbol uses: the mesh and its axes
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+CopyToParallelOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+}
+LogicalResult
+VocabParallelEmbeddingOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+}
+LogicalResult VocabParallelEmbeddingGradOp::verifySymbolUses(
+    SymbolTableCollection &tables) {
+  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+}
+LogicalResult
+VocabParallelCrossEntropyOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+}
+LogicalResult VocabParallelCrossEntropyGradOp::verifySymbolUses(
+    SymbolTableCollection &tables) {
+  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+/// `rows` ([ids..., H]) must be the ids' shape plus the table's hidden size
+/// with the table's element type.
+static LogicalResult verifyLookupShape(Operation *op, RankedTensorType table,
+                                       Value ids, RankedTensorType rows,
+                                       StringRef what) {
+  if (table.getRank() != 2)
+    return op->emitOpError("table must be a rank-2 [vocab rows, hidden] "
+                           "tensor, got ")
+           << table;
+  SmallVector<int64_t> expected(tensorOf(ids).getShape());
+  expected.push_back(table.getDimSize(1));
+  if (rows.getShape() != ArrayRef<int64_t>(expected) ||
+      rows.getElementType() != table.getElementType())
+    return op->emitOpError()
+           << what << " " << rows
+           << " must be the ids shape + [hidden] with the table's element "
+              "type";
+  return success();
+}
+
+LogicalResult VocabParallelEmbeddingOp::verify() {
+  return verifyLookupShape(*this, tensorOf(getTable()), getIds(),
+                           tensorOf(getResult()), "result");
+}
+
+LogicalResult VocabParallelEmbeddingGradOp::verify() {
+  return verifyLookupShape(*this, tensorOf(getResult()), getIds(),
+                           tensorOf(getGrad()), "grad");
+}
+
+/// Logits [tokens..., R] and targets [tokens...].
+static LogicalResult verifyLogits(Operation *op, Value logits, Value targets) {
+  RankedTensorType type = tensorOf(logits);
+  if (type.getRank() < 2)
+    return op->emitOpError("logits must have rank >= 2 ([tokens..., vocab "
+                           "columns]), got ")
+           << type;
+  if (tensorOf(targets).getShape() != type.getShape().drop_back())
+    return op->emitOpError("targets ")
+           << targets.getType()
+           << " must have the logits shape without the vocab dimension";
+  return success();
+}
+
+LogicalResult VocabParallelCrossEntropyOp::verify() {
+  if (failed(verifyLogits(*this, getLogits(), getTargets())))
+    return failure();
+  bool f64 = tensorOf(getLogits()).getElementType().isF64();
+  Type lossType = tensorOf(getResult()).getElementType();
+  if (f64 != lossType.isF64())
+    return emitOpError("the loss must be ")
+           << (f64 ? "f64 for f64 logits" : "f32") << ", got " << lossType;
+  return success();
+}
+
+LogicalResult VocabParallelCrossEntropyGradOp::verify() {
+  return verifyLogits(*this, getLogits(), getTargets());
+}
+
+//===----------------------------------------------------------------------===//
+// Reverse-mode rules
+//===----------------------------------------------------------------------===//
+
+LogicalResult CopyToParallelOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  // Each rank's branch holds a part of the gradient: sum them (f's backward).
+  operandGrads.push_back(
+      AllReduceOp::create(b, getLoc(), resultGrads[0].getType(),
+                          resultGrads[0], getMeshAttr(), getMeshAxes()));
+  return success();
+}
+
+LogicalResult AllReduceOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  switch (getReduction()) {
+  case ReductionKind::Sum:
+    // g's backward: every rank of the group already has the whole gradient.
+    operandGrads.push_back(resultGrads[0]);
+    return success();
+  default:
+    return emitOpError("only a sum all-reduce can be differentiated (the "
+                       "tensor-parallel g); got reduction ")
+           << stringifyReductionKind(getReduction());
+  }
+}
+
+LogicalResult
+VocabParallelEmbeddingOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(VocabParallelEmbeddingGradOp::create(
+      b, getLoc(), getTable().getType(), resultGrads[0], getIds(),
+      getMeshAttr(), getMeshAxes()));
+  operandGrads.push_back(nullptr);
+  return success();
+}
+
+LogicalResult
+VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(VocabParallelCrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), getLogits(), getTargets(),
+      resultGrads[0], getMeshAttr(), getMeshAxes()));
+  operandGrads.push_back(nullptr);
+  return success();
+}

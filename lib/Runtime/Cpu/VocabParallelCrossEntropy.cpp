@@ -1,0 +1,90 @@
+//===- VocabParallelCrossEntropy.cpp - cross-entropy over split logits ----===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The per-rank pieces of Megatron-LM's vocabulary-parallel cross-entropy:
+// each rank holds columns [colBegin, colBegin + cols) of every row of the
+// logits. The executor all-reduces the pieces between the calls (the max,
+// then the sums), so no rank ever holds a whole row. Sums are in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CpuKernels.h"
+
+#include "KernelSupport.h"
+
+#include <cmath>
+
+using namespace dsc::rt;
+using detail::dispatchAccumulate;
+using detail::put;
+
+template <typename T>
+void dsc::rt::vocabShardRowMax(const T *logits, int64_t rows, int64_t cols,
+                               double *max) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *x = logits + r * cols;
+    T mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 1; c < cols; ++c)
+      mx = x[c] > mx ? x[c] : mx;
+    max[r] = double(mx);
+  }
+}
+
+template <typename T>
+void dsc::rt::vocabShardRowSums(const T *logits, const int32_t *targets,
+                                const double *max, int64_t rows, int64_t cols,
+                                int64_t colBegin, double *sumExp,
+                                double *targetLogit) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *x = logits + r * cols;
+    const T mx = T(max[r]);
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < cols; ++c)
+      sum += detail::fastExp(x[c] - mx);
+    sumExp[r] = double(sum);
+    const int64_t t = int64_t(targets[r]) - colBegin;
+    targetLogit[r] = (t >= 0 && t < cols) ? double(x[t]) : 0.0;
+  }
+}
+
+template <typename T>
+void dsc::rt::vocabShardCrossEntropyBackward(
+    const T *logits, const int32_t *targets, const double *lse, T dLoss,
+    T *dLogits, int64_t rows, int64_t cols, int64_t colBegin,
+    bool accumulate) {
+  const T g = dLoss / T(rows);
+  dispatchAccumulate(accumulate, [&](auto acc) {
+    constexpr bool Acc = decltype(acc)::value;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *x = logits + r * cols;
+      T *d = dLogits + r * cols;
+      const T l = T(lse[r]);
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c)
+        put<Acc>(d + c, detail::fastExp(x[c] - l) * g);
+      const int64_t t = int64_t(targets[r]) - colBegin;
+      if (t >= 0 && t < cols)
+        d[t] -= g;
+    }
+  });
+}
+
+#define INSTANTIATE(T)                                                         \
+  template void dsc::rt::vocabShardRowMax<T>(const T *, int64_t, int64_t,      \
+                                             double *);                        \
+  template void dsc::rt::vocabShardRowSums<T>(const T *, const int32_t *,      \
+                                              const double *, int64_t,         \
+                                              int64_t, int64_t, double *,      \
+                                              double *);                       \
+  template void dsc::rt::vocabShardCrossEntropyBackward<T>(                    \
+      const T *, const int32_t *, const double *, T, T *, int64_t, int64_t,    \
+      int64_t, bool);
+DSC_RT_INSTANTIATE_FLOAT_DOUBLE(INSTANTIATE)

@@ -1,0 +1,67 @@
+//===- DeclareMesh.cpp - --dsc-declare-mesh ---------------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCDECLAREMESHPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+struct DscDeclareMeshPass
+    : mlir::dsc::impl::DscDeclareMeshPassBase<DscDeclareMeshPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Builder b(module.getContext());
+    SmallVector<StringRef> names;
+    SmallVector<int64_t> sizes;
+    for (auto [name, size] : {std::pair<StringRef, int64_t>{"dp", dp},
+                              {"pp", pp},
+                              {"tp", tp}}) {
+      if (size < 1) {
+        module.emitError("--dsc-declare-mesh: ")
+            << name << " must be >= 1, got " << size;
+        return signalPassFailure();
+      }
+      if (size > 1) {
+        names.push_back(name);
+        sizes.push_back(size);
+      }
+    }
+    auto meshes = module.getOps<MeshOp>();
+    if (!meshes.empty()) {
+      MeshOp mesh = *meshes.begin();
+      if (mesh.getAxes() != b.getStrArrayAttr(names) ||
+          mesh.getShape() != ArrayRef<int64_t>(sizes)) {
+        mesh.emitError("--dsc-declare-mesh: the module's mesh differs from "
+                       "dp=")
+            << dp.getValue() << " pp=" << pp.getValue()
+            << " tp=" << tp.getValue();
+        return signalPassFailure();
+      }
+      return;
+    }
+    if (names.empty())
+      return; // One rank: no mesh.
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointToStart(module.getBody());
+    MeshOp::create(builder, module.getLoc(), "mesh",
+                   builder.getStrArrayAttr(names),
+                   builder.getDenseI64ArrayAttr(sizes));
+  }
+};
+
+} // namespace

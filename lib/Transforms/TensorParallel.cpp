@@ -1,0 +1,383 @@
+//===- TensorParallel.cpp - --dsc-tensor-parallel ---------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Megatron-LM's tensor slicing of a GPT forward graph over the mesh's `tp`
+// axis. The pass runs before autodiff and rewrites the graph into one rank's
+// SPMD program: column-parallel QKV and first MLP products (their weights
+// split by output column, the attention heads split with them),
+// row-parallel output projections (split by input row, followed by an
+// all-reduce), and the vocabulary-parallel embedding and cross-entropy, so
+// no rank holds the whole vocabulary's logits. Every split parameter keeps
+// its name and gets a #dsc.layout saying which part of the whole it is, so
+// the runtime initializes it with the one-rank run's values.
+//
+// The collectives are differentiable ops (copy_to_parallel is Megatron's f,
+// all_reduce its g), so autodiff derives the backward's all-reduces.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCTENSORPARALLELPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// `type` with its last dimension divided by `parts`.
+RankedTensorType splitLastDim(RankedTensorType type, int64_t parts) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() /= parts;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// How one parameter is split: its view of the whole and the view dim the
+/// tp axis splits.
+struct ParamSplit {
+  SmallVector<int64_t> view;
+  unsigned dim = 0;
+};
+
+struct DscTensorParallelPass
+    : mlir::dsc::impl::DscTensorParallelPassBase<DscTensorParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1) {
+      module.emitError("--dsc-tensor-parallel: tp must be >= 1, got ")
+          << tp.getValue();
+      return signalPassFailure();
+    }
+    if (tp == 1)
+      return;
+    if (module.lookupSymbol("forward_backward")) {
+      module.emitError("--dsc-tensor-parallel slices the forward graph and "
+                       "must run before --dsc-autodiff");
+      return signalPassFailure();
+    }
+    auto loss = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!loss || loss.isExternal()) {
+      module.emitError("--dsc-tensor-parallel: no function @")
+          << funcName.getValue() << " computing the loss";
+      return signalPassFailure();
+    }
+    FailureOr<MeshOp> mesh = getOrCreateMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    meshRef = FlatSymbolRefAttr::get(mesh->getSymNameAttr());
+    axes = Builder(module.getContext()).getStrArrayAttr({"tp"});
+    if (failed(sliceAttention(loss)) || failed(sliceMlp(loss)) ||
+        failed(sliceVocabulary(loss)) || failed(splitParameters(module)))
+      return signalPassFailure();
+  }
+
+private:
+  /// x · W + b with W read from a parameter: the pieces of Megatron's
+  /// linear layers.
+  struct Linear {
+    MatmulOp matmul;
+    GetParameterOp weight;
+    BiasAddOp bias;
+    GetParameterOp biasParam;
+  };
+
+  /// Matches `value = bias_add(matmul(x, W), b)` with W and b parameters.
+  std::optional<Linear> matchLinearOutput(Value value) {
+    auto bias = value.getDefiningOp<BiasAddOp>();
+    if (!bias)
+      return std::nullopt;
+    auto matmul = bias.getInput().getDefiningOp<MatmulOp>();
+    if (!matmul || matmul.getTransposeLhs() || matmul.getTransposeRhs())
+      return std::nullopt;
+    auto weight = matmul.getRhs().getDefiningOp<GetParameterOp>();
+    auto biasParam = bias.getBias().getDefiningOp<GetParameterOp>();
+    if (!weight || !biasParam || !matmul.getResult().hasOneUse())
+      return std::nullopt;
+    return Linear{matmul, weight, bias, biasParam};
+  }
+
+  /// Matches the linear layer whose product reads `value` as its lhs.
+  std::optional<Linear> matchLinearInput(Value value) {
+    if (!value.hasOneUse())
+      return std::nullopt;
+    auto matmul = dyn_cast<MatmulOp>(*value.getUsers().begin());
+    if (!matmul || matmul.getLhs() != value ||
+        !matmul.getResult().hasOneUse())
+      return std::nullopt;
+    auto bias = dyn_cast<BiasAddOp>(*matmul.getResult().getUsers().begin());
+    if (!bias)
+      return std::nullopt;
+    return matchLinearOutput(bias.getResult());
+  }
+
+  /// Column-parallel: the rank keeps output columns; the input enters the
+  /// parallel region through f.
+  void columnParallel(Linear linear, ArrayRef<int64_t> weightView,
+                      ArrayRef<int64_t> biasView) {
+    OpBuilder b(linear.matmul);
+    Value x = linear.matmul.getLhs();
+    auto enter = CopyToParallelOp::create(b, linear.matmul.getLoc(),
+                                          x.getType(), x, meshRef, axes);
+    linear.matmul.getLhsMutable().assign(enter);
+    linear.matmul.getResult().setType(
+        splitLastDim(tensorOf(linear.matmul.getResult()), tp));
+    linear.bias.getResult().setType(linear.matmul.getResult().getType());
+    splits[linear.weight.getName()] = {SmallVector<int64_t>(weightView),
+                                       unsigned(weightView.size() - 1)};
+    splits[linear.biasParam.getName()] = {SmallVector<int64_t>(biasView),
+                                          unsigned(biasView.size() - 1)};
+  }
+
+  /// Row-parallel: the rank keeps input rows and produces a partial sum,
+  /// which g all-reduces before the (replicated) bias.
+  void rowParallel(Linear linear) {
+    OpBuilder b(linear.bias);
+    Value partial = linear.matmul.getResult();
+    auto sum = AllReduceOp::create(b, linear.matmul.getLoc(),
+                                   partial.getType(), partial, meshRef, axes);
+    linear.bias.getInputMutable().assign(sum);
+    RankedTensorType weight = tensorOf(linear.weight.getResult());
+    splits[linear.weight.getName()] = {SmallVector<int64_t>(weight.getShape()),
+                                       0};
+  }
+
+  /// Heads split over tp: the QKV product column-parallel in the [h, 3, h]
+  /// view (each rank keeps its heads' q, k and v), the output projection
+  /// row-parallel.
+  LogicalResult sliceAttention(func::FuncOp func) {
+    SmallVector<AttentionOp> attentions;
+    func.walk([&](AttentionOp op) { attentions.push_back(op); });
+    for (AttentionOp attention : attentions) {
+      int64_t heads = attention.getNumHeadsAttr().getInt();
+      if (heads % tp != 0)
+        return attention.emitOpError("--dsc-tensor-parallel: ")
+               << heads << " attention heads are not divisible by tp=" << tp;
+      if (attention.getDropout().convertToDouble() != 0.0)
+        return attention.emitOpError(
+            "--dsc-tensor-parallel: attention dropout with split heads is "
+            "not supported yet (each rank would draw another mask than the "
+            "one-rank run); set attention-dropout to 0");
+      // q, k, v are three slices of one fused projection.
+      SmallVector<SliceOp, 3> parts;
+      for (Value operand :
+           {attention.getQuery(), attention.getKey(), attention.getValue()})
+        if (auto slice = operand.getDefiningOp<SliceOp>())
+          parts.push_back(slice);
+      if (parts.size() != 3 || parts[0].getInput() != parts[1].getInput() ||
+          parts[0].getInput() != parts[2].getInput())
+        return attention.emitOpError(
+            "--dsc-tensor-parallel: expected q, k and v to be slices of one "
+            "fused QKV projection (Megatron's layout)");
+      std::optional<Linear> qkv = matchLinearOutput(parts[0].getInput());
+      std::optional<Linear> proj = matchLinearInput(attention.getResult());
+      if (!qkv || !proj)
+        return attention.emitOpError(
+            "--dsc-tensor-parallel: expected the fused QKV projection "
+            "x · W + b before the attention and the output projection "
+            "after it");
+      int64_t hidden = tensorOf(attention.getResult()).getShape().back();
+      for (auto [index, slice] : llvm::enumerate(parts)) {
+        ArrayRef<int64_t> offsets = slice.getOffsets();
+        if (offsets.back() != int64_t(index) * hidden ||
+            tensorOf(slice.getResult()).getShape().back() != hidden)
+          return slice.emitOpError("--dsc-tensor-parallel: expected q, k, v "
+                                   "at columns 0, h and 2h of the QKV "
+                                   "projection");
+        if (!slice.getResult().hasOneUse())
+          return slice.emitOpError("--dsc-tensor-parallel: the q/k/v slice "
+                                   "must feed only the attention");
+      }
+      int64_t in = tensorOf(qkv->weight.getResult()).getDimSize(0);
+      columnParallel(*qkv, {in, 3, hidden}, {3, hidden});
+      int64_t local = hidden / tp;
+      for (auto [index, slice] : llvm::enumerate(parts)) {
+        SmallVector<int64_t> offsets(slice.getOffsets()),
+            sizes(slice.getSizes());
+        offsets.back() = int64_t(index) * local;
+        sizes.back() = local;
+        slice.setOffsets(offsets);
+        slice.setSizes(sizes);
+        slice.getResult().setType(splitLastDim(tensorOf(slice.getResult()), tp));
+      }
+      attention.setNumHeads(heads / tp);
+      attention.getResult().setType(
+          splitLastDim(tensorOf(attention.getResult()), tp));
+      rowParallel(*proj);
+    }
+    return success();
+  }
+
+  /// fc column-parallel, GELU on the rank's columns, proj row-parallel.
+  LogicalResult sliceMlp(func::FuncOp func) {
+    SmallVector<GeluOp> gelus;
+    func.walk([&](GeluOp op) { gelus.push_back(op); });
+    for (GeluOp gelu : gelus) {
+      std::optional<Linear> fc = matchLinearOutput(gelu.getInput());
+      std::optional<Linear> proj = matchLinearInput(gelu.getResult());
+      if (!fc || !proj || !gelu.getInput().hasOneUse())
+        return gelu.emitOpError(
+            "--dsc-tensor-parallel: expected the MLP x · W1 + b1 -> gelu -> "
+            "· W2 + b2");
+      int64_t ffn = tensorOf(gelu.getResult()).getShape().back();
+      if (ffn % tp != 0)
+        return gelu.emitOpError("--dsc-tensor-parallel: the MLP width ")
+               << ffn << " is not divisible by tp=" << tp;
+      int64_t in = tensorOf(fc->weight.getResult()).getDimSize(0);
+      columnParallel(*fc, {in, ffn}, {ffn});
+      gelu.getResult().setType(fc->bias.getResult().getType());
+      rowParallel(*proj);
+    }
+    return success();
+  }
+
+  /// The token embedding and the LM head split by vocabulary rows: each
+  /// rank looks up its rows (then g sums the lookups) and computes its
+  /// columns of the logits; the cross-entropy combines them with
+  /// all-reduces of per-token values only.
+  LogicalResult sliceVocabulary(func::FuncOp func) {
+    SmallVector<Operation *> embeddings, losses;
+    func.walk([&](Operation *op) {
+      if (isa<EmbeddingOp>(op))
+        embeddings.push_back(op);
+      else if (isa<CrossEntropyOp>(op))
+        losses.push_back(op);
+    });
+    for (Operation *op : embeddings) {
+      auto embedding = cast<EmbeddingOp>(op);
+      auto table = embedding.getTable().getDefiningOp<GetParameterOp>();
+      if (!table)
+        return embedding.emitOpError(
+            "--dsc-tensor-parallel: the embedding table must be a parameter");
+      RankedTensorType whole = tensorOf(table.getResult());
+      if (failed(checkVocabulary(embedding, whole.getDimSize(0))))
+        return failure();
+      OpBuilder b(embedding);
+      auto lookup = VocabParallelEmbeddingOp::create(
+          b, embedding.getLoc(), embedding.getResult().getType(),
+          embedding.getTable(), embedding.getIds(), meshRef, axes);
+      auto sum = AllReduceOp::create(b, embedding.getLoc(), lookup.getType(),
+                                     lookup, meshRef, axes);
+      embedding.getResult().replaceAllUsesWith(sum.getResult());
+      embedding.erase();
+      splits[table.getName()] = {SmallVector<int64_t>(whole.getShape()), 0};
+    }
+    for (Operation *op : losses) {
+      auto crossEntropy = cast<CrossEntropyOp>(op);
+      auto head = crossEntropy.getLogits().getDefiningOp<MatmulOp>();
+      GetParameterOp weight =
+          head ? head.getRhs().getDefiningOp<GetParameterOp>() : nullptr;
+      if (!head || !weight || !head.getTransposeRhs() ||
+          head.getTransposeLhs() || !head.getResult().hasOneUse())
+        return crossEntropy.emitOpError(
+            "--dsc-tensor-parallel: expected the logits to be x · Wᵀ of a "
+            "[vocab, hidden] parameter (the LM head)");
+      RankedTensorType whole = tensorOf(weight.getResult());
+      if (failed(checkVocabulary(crossEntropy, whole.getDimSize(0))))
+        return failure();
+      OpBuilder b(head);
+      Value x = head.getLhs();
+      auto enter = CopyToParallelOp::create(b, head.getLoc(), x.getType(), x,
+                                            meshRef, axes);
+      head.getLhsMutable().assign(enter);
+      head.getResult().setType(splitLastDim(tensorOf(head.getResult()), tp));
+      b.setInsertionPoint(crossEntropy);
+      auto parallel = VocabParallelCrossEntropyOp::create(
+          b, crossEntropy.getLoc(), crossEntropy.getResult().getType(),
+          crossEntropy.getLogits(), crossEntropy.getTargets(), meshRef, axes);
+      crossEntropy.getResult().replaceAllUsesWith(parallel.getResult());
+      crossEntropy.erase();
+      splits[weight.getName()] = {SmallVector<int64_t>(whole.getShape()), 0};
+    }
+    return success();
+  }
+
+  LogicalResult checkVocabulary(Operation *op, int64_t vocab) {
+    if (vocab % tp != 0)
+      return op->emitOpError("--dsc-tensor-parallel: the vocabulary (")
+             << vocab << " tokens) is not divisible by tp=" << tp
+             << "; pad it (Megatron's make-vocab-size-divisible-by)";
+    return success();
+  }
+
+  /// Gives every split parameter its local type and layout, and retypes
+  /// its reads (an op the pass did not slice that reads one then fails its
+  /// verifier, naming the shapes).
+  LogicalResult splitParameters(ModuleOp module) {
+    MLIRContext *context = module.getContext();
+    Builder b(context);
+    for (auto &[name, split] : splits) {
+      auto param = module.lookupSymbol<ParameterOp>(name);
+      if (param.getLayoutAttr())
+        return param.emitOpError("--dsc-tensor-parallel: parameter '")
+               << name << "' is split already";
+      SmallVector<Attribute> perDim;
+      for (unsigned d = 0; d < split.view.size(); ++d)
+        perDim.push_back(d == split.dim ? Attribute(axes)
+                                        : Attribute(b.getStrArrayAttr({})));
+      auto layout = ShardLayoutAttr::get(context, split.view,
+                                         b.getArrayAttr(perDim), nullptr);
+      // The rank's part of the whole, in the parameter's own rank: the
+      // split view dim belongs to the parameter's dim that contains it.
+      RankedTensorType whole = param.getTensorType();
+      SmallVector<int64_t> local(whole.getShape());
+      if (split.dim == 0)
+        local.front() /= tp;
+      else
+        local.back() /= tp;
+      auto type = RankedTensorType::get(local, whole.getElementType());
+      param.setType(type);
+      param.setLayoutAttr(layout);
+      ++numSplitParameters;
+      module.walk([&](GetParameterOp read) {
+        if (read.getName() == name)
+          read.getResult().setType(type);
+      });
+    }
+    return success();
+  }
+
+  /// The module's mesh (which must have a tp axis of size tp), or a new
+  /// one-axis mesh.
+  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
+    auto meshes = module.getOps<MeshOp>();
+    if (!meshes.empty()) {
+      MeshOp mesh = *meshes.begin();
+      std::optional<unsigned> axis = mesh.getAxisIndex("tp");
+      if (!axis || mesh.getShape()[*axis] != tp) {
+        mesh.emitError("--dsc-tensor-parallel: mesh @")
+            << mesh.getSymName() << " needs a 'tp' axis of size "
+            << tp.getValue();
+        return failure();
+      }
+      return mesh;
+    }
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    return MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr({"tp"}),
+                          b.getDenseI64ArrayAttr({tp}));
+  }
+
+  FlatSymbolRefAttr meshRef;
+  ArrayAttr axes;
+  /// Parameters to split, in the order first met (deterministic).
+  llvm::MapVector<StringRef, ParamSplit> splits;
+};
+
+} // namespace
