@@ -168,7 +168,7 @@ private:
       int64_t heads = attention.getNumHeadsAttr().getInt();
       if (heads % tp != 0)
         return attention.emitOpError("--dsc-tensor-parallel: ")
-               << heads << " attention heads are not divisible by tp=" << tp;
+               << heads << " attention heads are not divisible by tp=" << tp.getValue();
       if (attention.getDropout().convertToDouble() != 0.0)
         return attention.emitOpError(
             "--dsc-tensor-parallel: attention dropout with split heads is "
@@ -238,7 +238,7 @@ private:
       int64_t ffn = tensorOf(gelu.getResult()).getShape().back();
       if (ffn % tp != 0)
         return gelu.emitOpError("--dsc-tensor-parallel: the MLP width ")
-               << ffn << " is not divisible by tp=" << tp;
+               << ffn << " is not divisible by tp=" << tp.getValue();
       int64_t in = tensorOf(fc->weight.getResult()).getDimSize(0);
       columnParallel(*fc, {in, ffn}, {ffn});
       gelu.getResult().setType(fc->bias.getResult().getType());
@@ -311,7 +311,7 @@ private:
   LogicalResult checkVocabulary(Operation *op, int64_t vocab) {
     if (vocab % tp != 0)
       return op->emitOpError("--dsc-tensor-parallel: the vocabulary (")
-             << vocab << " tokens) is not divisible by tp=" << tp
+             << vocab << " tokens) is not divisible by tp=" << tp.getValue()
              << "; pad it (Megatron's make-vocab-size-divisible-by)";
     return success();
   }

@@ -12,7 +12,7 @@
 // CHECK-NEXT: dsc.learning_rate
 // CHECK: dsc.adamw @w {{.*}} sharded on @mesh axes = ["dp"]
 // CHECK: dsc.all_gather_states [@w] on @mesh axes = ["dp"]
-// BYTES: "all_reduce": 48
+// BYTES: "all_reduce": 40
 // BYTES: "reduce_scatter": 384,
 // BYTES: "all_gather": 384
 

@@ -62,9 +62,11 @@ module {
 // CHECK-NEXT: dsc.all_gather_states [@w] on @mesh axes = ["dp"]
 // CHECK-NEXT: dsc.zero
 // @grad.w (512 bytes) is reduce-scattered: 0.75 * 512 = 384; @grad.odd is
-// all-reduced, 1.5 * 24 = 36, plus the norm's f64 partial sum, 1.5 * 8 = 12;
+// all-reduced: rank 0 (whose bytes the summary reports) sends all but its own
+// and all but its successor's of the ring's chunks of 2, 2, 1, 1 elements,
+// 2 * 24 - 8 - 8 = 32, plus the norm's one f64, 2 * 8 - 8 - 0 = 8;
 // the all-gather of @w sends 0.75 * 512 = 384.
-// BYTES: "all_reduce": 48
+// BYTES: "all_reduce": 40
 // BYTES: "reduce_scatter": 384,
 // BYTES: "all_gather": 384
 

@@ -214,13 +214,13 @@ enum class Opcode : uint32_t {
   /// parts of whole ones (tensor slicing, with or without ZeRO): each
   /// gradient's sum of squares counts once per distinct part in the group
   /// of `axes` and the sums are added over that group; only the valid
-  /// parts are scaled. Three ints per gradient: chunkAxes (ZeRO: its
-  /// flattened elements are equal chunks over the group of this mask, 0
-  /// without ZeRO), inBuffer (1: the buffer is this rank's chunk; 0: the
-  /// buffer is whole and only the chunk at this rank's index is valid) and
-  /// splitAxes (tensor slicing: the ranks that differ on these hold
-  /// different parts of the whole);
-  /// ints: axes (chunkAxes inBuffer splitAxes)...; floats: max_norm
+  /// parts are scaled. `parts` are three ints per gradient: chunkAxes
+  /// (ZeRO: its flattened elements are equal chunks over the group of this
+  /// mask, 0 without ZeRO), inBuffer (1: the buffer is this rank's chunk;
+  /// 0: the buffer is whole and only the chunk at this rank's index is
+  /// valid) and splitAxes (tensor slicing: the ranks that differ on these
+  /// hold different parts of the whole);
+  /// ints: axes parts...; floats: max_norm
   GlobalNormClipParts = 71,
   // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
   // the ranks that differ from it only in the coordinates of the axes in

@@ -74,7 +74,7 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
       {Opcode::GlobalNormClipShard, "GlobalNormClipShard", "grads...", "norm",
        -1, 1, "axes sharded...", "max_norm", -1, 1},
       {Opcode::GlobalNormClipParts, "GlobalNormClipParts", "grads...", "norm",
-       -1, 1, "axes (chunkAxes inBuffer splitAxes)...", "max_norm", -1, 1},
+       -1, 1, "axes parts...", "max_norm", -1, 1},
       // In place: validatePlan checks that the outputs are the inputs.
       {Opcode::AllReduce, "AllReduce", "x0, x1, ...", "x0, x1, ...", -1, -1,
        "axes reduce", "", 2, 0},

@@ -7,7 +7,10 @@ ZeRO paper's analysis in fp32 form, computed here from Psi alone:
   bytes sent per rank per step (4-byte elements, ring collectives):
   DP: all-reduce 2(dp-1)/dp*4Psi; ZeRO-1: reduce-scatter + all-gather,
   (dp-1)/dp*4Psi each; ZeRO-2: the reduce-scatter once per micro-batch;
-  ZeRO-1/2 add one f64 all-reduce for the gradient norm.
+  ZeRO-1/2 add one f64 all-reduce for the gradient norm, of which rank 0
+  (whose bytes the summary reports) sends 8: the ring sends every chunk but
+  its own and then every chunk but its successor's, and one element makes
+  one one-element chunk, rank 0's.
 
 usage: check_zero_formulas.py SUMMARY.json DP ZERO MICROBATCHES
 """
@@ -26,7 +29,7 @@ coll = s["collective_bytes_per_step"]
 if zero == 0:
     want_coll = {"all_reduce": 2 * ring(4 * psi), "reduce_scatter": 0, "all_gather": 0}
 else:
-    want_coll = {"all_reduce": 2 * ring(8),
+    want_coll = {"all_reduce": 8,
                  "reduce_scatter": ring(4 * psi) * (m if zero >= 2 else 1),
                  "all_gather": ring(4 * psi)}
 ok = True
