@@ -94,6 +94,21 @@ int64_t groupMaskOf(const Instruction &inst) {
   return 0;
 }
 
+/// The norm sqrt(sumOfSquares), after scaling the valid parts `held` of
+/// the gradients when it exceeds maxNorm > 0 (the sharded norms' end).
+template <typename T>
+double clipHeld(double sumOfSquares, double maxNorm,
+                const std::vector<std::pair<T *, int64_t>> &held) {
+  double norm = std::sqrt(sumOfSquares);
+  if (maxNorm > 0 && std::isfinite(norm)) {
+    double scale = clipScale(norm, maxNorm);
+    if (scale < 1.0)
+      for (auto [data, count] : held)
+        scaleForward(data, data, count, T(scale));
+  }
+  return norm;
+}
+
 /// The kernel's view of an Attention/AttentionGrad instruction; `seed` is
 /// the dropout seed of this run.
 AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
@@ -865,15 +880,7 @@ void Executor::execute(const Program &prog, size_t index) {
       held.push_back({data, count});
     }
     comm->allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
-    double norm = std::sqrt(sum);
-    *out(0) = T(norm);
-    double maxNorm = inst.floats[0];
-    if (maxNorm > 0 && std::isfinite(norm)) {
-      double scale = clipScale(norm, maxNorm);
-      if (scale < 1.0)
-        for (auto [data, count] : held)
-          scaleForward(data, data, count, T(scale));
-    }
+    *out(0) = T(clipHeld(sum, inst.floats[0], held));
     break;
   }
   case Opcode::GlobalNormClipParts: {
@@ -900,15 +907,7 @@ void Executor::execute(const Program &prog, size_t index) {
       held.push_back({data, count});
     }
     comm.allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
-    double norm = std::sqrt(sum);
-    *out(0) = T(norm);
-    double maxNorm = inst.floats[0];
-    if (maxNorm > 0 && std::isfinite(norm)) {
-      double scale = clipScale(norm, maxNorm);
-      if (scale < 1.0)
-        for (auto [data, count] : held)
-          scaleForward(data, data, count, T(scale));
-    }
+    *out(0) = T(clipHeld(sum, inst.floats[0], held));
     break;
   }
   case Opcode::VocabParallelEmbedding:

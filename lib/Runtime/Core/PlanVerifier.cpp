@@ -223,6 +223,16 @@ private:
            std::to_string(limit - 1) + "]");
     return meshGroupSize(axes);
   }
+  /// The global-norm ops: gradients that do not overlap (each is scaled
+  /// in place), a scalar norm, and max_norm.
+  void normOperands() {
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
+        if (overlaps(in(i), in(j)))
+          fail(inName(j) + " overlaps " + inName(i));
+    scalar(out(0), outName(0));
+    floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
+  }
   /// AdamW's floats: beta1 beta2 eps wd.
   void adamFloats() {
     floatAt(0, "beta1", 0.0, 1.0, /*hiOpen=*/true);
@@ -707,20 +717,10 @@ void InstructionChecker::shapes() {
     break;
   case Opcode::GlobalNormClip:
     // Each gradient is counted and scaled once.
-    for (size_t i = 0; i < inst.inputs.size(); ++i)
-      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
-        if (overlaps(in(i), in(j)))
-          fail(inName(j) + " overlaps " + inName(i));
-    scalar(out(0), outName(0));
-    floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
+    normOperands();
     break;
   case Opcode::GlobalNormClipShard: {
-    for (size_t i = 0; i < inst.inputs.size(); ++i)
-      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
-        if (overlaps(in(i), in(j)))
-          fail(inName(j) + " overlaps " + inName(i));
-    scalar(out(0), outName(0));
-    floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
+    normOperands();
     int64_t groupSize = meshGroupAt(0, "sharded norm");
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
       intAt(i + 1, "sharded", 0, 2);
@@ -733,12 +733,7 @@ void InstructionChecker::shapes() {
     break;
   }
   case Opcode::GlobalNormClipParts: {
-    for (size_t i = 0; i < inst.inputs.size(); ++i)
-      for (size_t j = i + 1; j < inst.inputs.size(); ++j)
-        if (overlaps(in(i), in(j)))
-          fail(inName(j) + " overlaps " + inName(i));
-    scalar(out(0), outName(0));
-    floatAt(0, "max_norm", 0.0, std::numeric_limits<double>::max());
+    normOperands();
     meshGroupAt(0, "norm of parts");
     const int64_t axes = inst.ints[0];
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
