@@ -74,6 +74,24 @@ private:
       mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
     return mask;
   }
+  /// The mask of the mesh axes that split an attention's heads (0: none).
+  FailureOr<int64_t> headAxesMaskOf(Operation *op, ArrayAttr axes) {
+    if (!axes)
+      return 0;
+    if (!meshOp)
+      return op->emitOpError("splits its heads over mesh axes but the "
+                             "module has no dsc.mesh");
+    int64_t mask = 0;
+    for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
+      std::optional<unsigned> index = meshOp.getAxisIndex(axis);
+      if (!index)
+        return op->emitOpError("splits its heads over mesh axis '")
+               << axis << "' that @" << meshOp.getSymName()
+               << " does not have";
+      mask |= int64_t(1) << *index;
+    }
+    return mask;
+  }
   /// The parameter a gradient state belongs to.
   ParameterOp paramOfGradient(Attribute name) {
     auto grad =
@@ -498,10 +516,13 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.opcode = Opcode::Softmax;
         return success();
       })
-      .Case<AttentionOp>([&](AttentionOp at) {
+      .Case<AttentionOp>([&](AttentionOp at) -> LogicalResult {
         inst.opcode = Opcode::Attention;
+        FailureOr<int64_t> heads = headAxesMaskOf(at, at.getHeadAxesAttr());
+        if (failed(heads))
+          return failure();
         inst.ints = {at.getNumHeadsAttr().getInt(), at.getCausal(),
-                     at.getSeedAttr().getInt()};
+                     at.getSeedAttr().getInt(), *heads};
         inst.floats = {f64(at.getDropoutAttr())};
         return success();
       })
@@ -625,10 +646,13 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.opcode = Opcode::SoftmaxGrad;
         return success();
       })
-      .Case<AttentionGradOp>([&](AttentionGradOp ag) {
+      .Case<AttentionGradOp>([&](AttentionGradOp ag) -> LogicalResult {
         inst.opcode = Opcode::AttentionGrad;
+        FailureOr<int64_t> heads = headAxesMaskOf(ag, ag.getHeadAxesAttr());
+        if (failed(heads))
+          return failure();
         inst.ints = {ag.getNumHeadsAttr().getInt(), ag.getCausal(),
-                     ag.getSeedAttr().getInt()};
+                     ag.getSeedAttr().getInt(), *heads};
         inst.floats = {f64(ag.getDropoutAttr())};
         return success();
       })

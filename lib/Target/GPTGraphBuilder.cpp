@@ -124,7 +124,8 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
       builder, named(prefix + ".attn"), act, qkvParts[0], qkvParts[1],
       qkvParts[2], builder.getI64IntegerAttr(config.numAttentionHeads),
       builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
-      builder.getI64IntegerAttr(config.seed + 1000 + layer));
+      builder.getI64IntegerAttr(config.seed + 1000 + layer),
+      /*head_axes=*/nullptr);
   Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal());
   proj = dropout(prefix + ".attn.dropout", proj, config.hiddenDropout);
   x = AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);

@@ -169,11 +169,6 @@ private:
       if (heads % tp != 0)
         return attention.emitOpError("--dsc-tensor-parallel: ")
                << heads << " attention heads are not divisible by tp=" << tp.getValue();
-      if (attention.getDropout().convertToDouble() != 0.0)
-        return attention.emitOpError(
-            "--dsc-tensor-parallel: attention dropout with split heads is "
-            "not supported yet (each rank would draw another mask than the "
-            "one-rank run); set attention-dropout to 0");
       // q, k, v are three slices of one fused projection.
       SmallVector<SliceOp, 3> parts;
       for (Value operand :
@@ -217,6 +212,8 @@ private:
         slice.getResult().setType(splitLastDim(tensorOf(slice.getResult()), tp));
       }
       attention.setNumHeads(heads / tp);
+      // Each rank's heads draw the dropout masks one rank draws for them.
+      attention.setHeadAxesAttr(axes);
       attention.getResult().setType(
           splitLastDim(tensorOf(attention.getResult()), tp));
       rowParallel(*proj);

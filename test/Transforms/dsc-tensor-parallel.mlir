@@ -68,5 +68,7 @@
 // RUN: dsc-translate --import-neox %t.vocab.json | not dsc-opt --dsc-tensor-parallel="tp=4" 2>&1 | FileCheck %s --check-prefix=VOCAB
 // VOCAB: error: 'dsc.embedding' op --dsc-tensor-parallel: the vocabulary (66 tokens) is not divisible by tp=4; pad it (Megatron's make-vocab-size-divisible-by)
 // RUN: %python -c "print('{\"num_layers\": 1, \"hidden_size\": 32, \"num_attention_heads\": 4, \"seq_length\": 8, \"max_position_embeddings\": 8, \"vocab_size\": 64, \"attention_dropout\": 0.1}')" > %t.dropout.json
-// RUN: dsc-translate --import-neox %t.dropout.json | not dsc-opt --dsc-tensor-parallel="tp=2" 2>&1 | FileCheck %s --check-prefix=DROPOUT
-// DROPOUT: error: 'dsc.attention' op --dsc-tensor-parallel: attention dropout with split heads is not supported yet
+// Attention dropout stays one rank's: each rank's heads are those at its
+// index in the tp group, and draw those heads' masks.
+// RUN: dsc-translate --import-neox %t.dropout.json | dsc-opt --dsc-tensor-parallel="tp=2" | FileCheck %s --check-prefix=DROPOUT
+// DROPOUT: dsc.attention {{.*}}dropout = 1.000000e-01 : f64, head_axes = ["tp"], num_heads = 2

@@ -130,7 +130,9 @@ public:
   int64_t step() const { return currentStep; }
   void setStep(int64_t step) { currentStep = step; }
   /// Mixed into dropout seeds with the step, so each micro-batch draws a
-  /// fresh mask that its backward reproduces.
+  /// fresh mask that its backward reproduces. trainStep numbers the step's
+  /// micro-batches across data-parallel ranks (rank d's m-th is d*M + m),
+  /// so dp ranks draw the masks one rank taking all dp*M draws.
   void setMicroBatch(int64_t index) { microBatch = index; }
   /// Replaces every LearningRate instruction's base lr (dsc-run --lr); the
   /// warmup start and decay end scale with it. Throws Error if the plan

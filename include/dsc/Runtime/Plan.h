@@ -139,7 +139,11 @@ enum class Opcode : uint32_t {
   LayerNorm = 7,
   /// in(x) out(y), over the last dim
   Softmax = 8,
-  /// in(q, k, v [B,S,H]) out(o); ints: heads causal seed; floats: dropout
+  /// in(q, k, v [B,S,H]) out(o): `heads` heads of H/heads; under tensor
+  /// slicing `headAxes` (a mask, 0 for none) names the group that splits
+  /// the whole attention's heads, these being the ones at the rank's index
+  /// (so dropout draws one rank's masks);
+  /// ints: heads causal seed headAxes; floats: dropout
   Attention = 9,
   /// in(logits [..., V], targets i32) out(loss scalar)
   CrossEntropy = 10,
@@ -169,7 +173,7 @@ enum class Opcode : uint32_t {
   LayerNormGrad = 36,
   /// in(y, dy) out(dx)
   SoftmaxGrad = 37,
-  /// in(q, k, v, dout) out(dq, dk, dv); ints: heads causal seed;
+  /// in(q, k, v, dout) out(dq, dk, dv); ints: heads causal seed headAxes;
   /// floats: dropout
   AttentionGrad = 38,
   /// in(logits, targets, dloss scalar) out(dlogits)

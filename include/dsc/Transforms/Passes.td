@@ -323,8 +323,9 @@ def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
     values. Per layer and micro-batch the forward all-reduces two `[b, s,
     h]` activations and the backward two more (the `f`s' gradients): the
     four all-reduces of Megatron-LM. Heads, the MLP width or the vocabulary
-    not divisible by `tp` are errors naming the numbers; attention dropout
-    is refused (split heads would draw other masks than one rank does).
+    not divisible by `tp` are errors naming the numbers. Each attention
+    gets `head_axes = ["tp"]`, so its dropout draws, for the rank's heads,
+    the masks one rank draws.
 
     Declares `dsc.mesh @mesh axes = ["tp"] shape = [tp]` unless the module
     has a mesh, which must then have a `tp` axis of that size.

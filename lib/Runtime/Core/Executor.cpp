@@ -112,7 +112,8 @@ double clipHeld(double sumOfSquares, double maxNorm,
 /// The kernel's view of an Attention/AttentionGrad instruction; `seed` is
 /// the dropout seed of this run.
 AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
-                                uint64_t seed) {
+                                uint64_t seed,
+                                const std::vector<int64_t> &coords) {
   const Buffer &q = plan.buffers[inst.inputs[0]];
   AttentionShape s;
   s.batch = q.shape[0];
@@ -122,6 +123,11 @@ AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
   s.causal = inst.ints[1] != 0;
   s.dropout = float(inst.floats[0]);
   s.seed = seed;
+  // Heads split over a group: this rank's are those at its index.
+  if (int64_t axes = inst.ints[3]) {
+    s.headOffset = groupIndex(plan.mesh, coords, axes) * s.heads;
+    s.totalHeads = groupSize(plan.mesh, axes) * s.heads;
+  }
   return s;
 }
 
@@ -182,7 +188,7 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world)
       if (inst.opcode == Opcode::Attention ||
           inst.opcode == Opcode::AttentionGrad)
         need =
-            attentionScratchSize(attentionShapeOf(thePlan, inst, 0), threads);
+            attentionScratchSize(attentionShapeOf(thePlan, inst, 0, {}), threads);
       scratchElems = std::max(scratchElems, need);
     }
   }
@@ -508,8 +514,13 @@ StepResult Executor::trainStep(
   double lossSum = 0;
   const uint64_t sentBefore = collectiveStats().totalSent();
   setLossScale(1.0 / double(microBatches));
+  // Data-parallel rank d trains the step's micro-batches [d*M, (d+1)*M):
+  // dropout draws the masks one rank draws for those (Plan::mesh).
+  const int64_t dpAxis = findMeshAxis(thePlan.mesh, "dp");
+  const int64_t firstMicroBatch =
+      dpAxis >= 0 ? coords[dpAxis] * microBatches : 0;
   for (int64_t m = 0; m < microBatches; ++m) {
-    setMicroBatch(m);
+    setMicroBatch(firstMicroBatch + m);
     fill(m, tokens(), targets());
     runProgram("forward_backward");
     lossSum += loss();
@@ -771,7 +782,8 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::AttentionGrad: {
     // The backward recomputes the probabilities block by block (from q, k
     // and a recomputed logsumexp); the forward keeps nothing.
-    AttentionShape s = attentionShapeOf(thePlan, inst, runSeed(ints[2]));
+    AttentionShape s =
+        attentionShapeOf(thePlan, inst, runSeed(ints[2]), coords);
     int64_t workSize = int64_t(scratchSize / sizeof(T));
     bool ok = inst.opcode == Opcode::Attention
                   ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,

@@ -496,6 +496,8 @@ void InstructionChecker::attentionShapes(size_t numIn, size_t numOut) {
          " is not divisible by heads " + std::to_string(heads));
   intAt(1, "causal", 0, 1);
   floatAt(0, "dropout", 0.0, 1.0, /*hiOpen=*/true);
+  if (inst.ints[3] != 0)
+    meshGroupAt(3, "head-split attention");
 }
 
 void InstructionChecker::sliceShapes(const Buffer &whole,

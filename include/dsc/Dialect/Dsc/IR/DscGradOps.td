@@ -202,7 +202,8 @@ def Dsc_AttentionGradOp : Dsc_ComputeOp<"attention_grad",
                        Dsc_FloatTensor:$value, Dsc_FloatTensor:$grad,
                        I64Attr:$num_heads, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<StrArrayAttr>:$head_axes);
   let results = (outs Dsc_FloatTensor:$query_grad, Dsc_FloatTensor:$key_grad,
                       Dsc_FloatTensor:$value_grad);
   let assemblyFormat = [{

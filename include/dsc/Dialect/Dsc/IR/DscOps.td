@@ -234,6 +234,11 @@ def Dsc_AttentionOp : Dsc_GraphOp<"attention",
     `[B, S, H]`. Cost, as Megatron-LM counts it: 4·B·S²·H FLOPs for the two
     products (the causal mask is not subtracted).
 
+    Under tensor slicing, `head_axes` names the mesh axes whose group splits
+    the whole attention's heads: this rank's `num_heads` are the heads at
+    its index in that group, so the dropout mask of each head is the one a
+    single rank would draw for it.
+
     ```mlir
     %a = dsc.attention %q, %k, %v {num_heads = 12 : i64, causal}
         : tensor<4x64x768xf32>
@@ -243,7 +248,8 @@ def Dsc_AttentionOp : Dsc_GraphOp<"attention",
                        Dsc_FloatTensor:$value, I64Attr:$num_heads,
                        UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<StrArrayAttr>:$head_axes);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` type($result)";
   let hasVerifier = 1;
