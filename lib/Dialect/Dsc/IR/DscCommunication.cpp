@@ -189,16 +189,79 @@ void ReduceScatterAccumulateOp::getCommunicationEvents(
 }
 
 void ClipGradNormOp::getCommunicationEvents(
-    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
-  // Unsharded, every rank holds whole gradients and the norm is local.
-  if (!getShardedAttr())
+    SymbolTableCollection &tables,
+    SmallVectorImpl<CommunicationEvent> &events) {
+  // With whole gradients on every rank the norm is local.
+  SmallVector<StringRef> axes = getNormAxes(*this);
+  if (axes.empty())
     return;
+  // Without ZeRO the group is the tensor-slicing axes of the module's mesh.
+  FlatSymbolRefAttr mesh = getMeshAttr();
+  if (!mesh)
+    if (auto module = (*this)->getParentOfType<ModuleOp>())
+      for (auto decl : module.getOps<MeshOp>()) {
+        mesh = FlatSymbolRefAttr::get(decl.getSymNameAttr());
+        break;
+      }
   // Each rank's sum of squares, added over the group in double precision
-  // (the runtime's GlobalNormClipShard).
-  CommunicationEvent event =
-      collective("all_reduce", getMeshAttr(), getShardAxesAttr());
+  // (the runtime's GlobalNormClipShard and GlobalNormClipParts).
+  CommunicationEvent event;
+  event.name = "all_reduce";
+  event.mesh = mesh;
+  event.axes.assign(axes.begin(), axes.end());
   event.reduction = ReductionKind::Sum;
   event.payload.push_back(
       RankedTensorType::get({}, Float64Type::get(getContext())));
   events.push_back(std::move(event));
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor slicing
+//===----------------------------------------------------------------------===//
+
+// Entering a tensor-parallel region and the vocabulary-parallel embedding
+// only compute on this rank's part; their partners (a dsc.all_reduce, or the
+// backward's) communicate.
+
+void CopyToParallelOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &) {}
+
+void VocabParallelEmbeddingOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &) {}
+
+void VocabParallelEmbeddingGradOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &) {}
+
+/// Megatron-LM's per-token reductions of the split softmax, in f64 (one
+/// value per token): the maximum, the sum of exponentials and, forward
+/// only, the target's logit.
+static void appendSoftmaxReductions(Operation *op, FlatSymbolRefAttr mesh,
+                                    ArrayAttr axes, Value targets,
+                                    bool withTarget,
+                                    SmallVectorImpl<CommunicationEvent> &events) {
+  auto perToken = RankedTensorType::get(
+      {cast<RankedTensorType>(targets.getType()).getNumElements()},
+      Float64Type::get(op->getContext()));
+  SmallVector<ReductionKind, 3> reductions = {ReductionKind::Max,
+                                              ReductionKind::Sum};
+  if (withTarget)
+    reductions.push_back(ReductionKind::Sum);
+  for (ReductionKind reduction : reductions) {
+    CommunicationEvent event = collective("all_reduce", mesh, axes);
+    event.reduction = reduction;
+    event.payload.push_back(perToken);
+    events.push_back(std::move(event));
+  }
+}
+
+void VocabParallelCrossEntropyOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
+  appendSoftmaxReductions(*this, getMeshAttr(), getMeshAxes(), getTargets(),
+                          /*withTarget=*/true, events);
+}
+
+void VocabParallelCrossEntropyGradOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
+  appendSoftmaxReductions(*this, getMeshAttr(), getMeshAxes(), getTargets(),
+                          /*withTarget=*/false, events);
 }
