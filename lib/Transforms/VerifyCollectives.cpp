@@ -156,9 +156,12 @@ struct ProgramEvent {
   CommunicationEvent event;
   Operation *op = nullptr;
   std::optional<int64_t> stage;
-  /// The event's axes as indices into the world's axes (resolved once the
-  /// world is known).
+  /// The event's axes as indices into the world's axes, as listed (resolved
+  /// once the world is known).
   SmallVector<unsigned, 2> axes;
+  /// The same, sorted: the communicator, which a runtime identifies by the
+  /// set of axes; the order only says how the group's ranks are numbered.
+  SmallVector<unsigned, 2> group;
 };
 
 /// A function a rank runs `repeat` times in a row, on every rank or only on
@@ -359,14 +362,14 @@ Simulation::Progress
 Simulation::stepCollective(int64_t rank, const Issue &issue,
                            SmallVectorImpl<int64_t> &moved) {
   const ProgramEvent &event = *issue.event;
-  SmallVector<int64_t> members = world.groupOf(rank, event.axes);
+  SmallVector<int64_t> members = world.groupOf(rank, event.group);
   bool ready = true;
   for (int64_t member : members) {
     if (member == rank)
       continue;
     const Issue *other = head(member);
     if (!other || other->event->event.isPointToPoint() ||
-        other->event->axes != event.axes) {
+        other->event->group != event.group) {
       ready = false;
       continue;
     }
@@ -376,10 +379,12 @@ Simulation::stepCollective(int64_t rank, const Issue &issue,
     // whether or not the rest of the group has arrived.
     const CommunicationEvent &mine = event.event;
     const CommunicationEvent &theirs = other->event->event;
-    if (mine.matchesCollective(theirs))
+    if (mine.matchesCollective(theirs) && other->event->axes == event.axes)
       continue;
     std::string detail;
-    if (mine.payload.size() != theirs.payload.size()) {
+    if (other->event->axes != event.axes) {
+      detail = "; they number the group's ranks in different axis orders";
+    } else if (mine.payload.size() != theirs.payload.size()) {
       detail = "; they move " + std::to_string(mine.payload.size()) + " and " +
                std::to_string(theirs.payload.size()) + " buffers";
     } else {
@@ -406,7 +411,7 @@ Simulation::stepCollective(int64_t rank, const Issue &issue,
     ++position[member];
     moved.push_back(member);
   }
-  ++collectivesPerGroup[world.describeAxes(event.axes)][members.front()];
+  ++collectivesPerGroup[world.describeAxes(event.group)][members.front()];
   return Progress::Advanced;
 }
 
@@ -493,11 +498,11 @@ int64_t Simulation::blockerOf(int64_t rank) const {
   const Issue &issue = *head(rank);
   if (issue.event->event.isPointToPoint())
     return peerOf(rank, issue);
-  for (int64_t member : world.groupOf(rank, issue.event->axes)) {
+  for (int64_t member : world.groupOf(rank, issue.event->group)) {
     const Issue *other = head(member);
     if (member != rank &&
         (!other || other->event->event.isPointToPoint() ||
-         other->event->axes != issue.event->axes))
+         other->event->group != issue.event->group))
       return member;
   }
   llvm_unreachable("a collective whose whole group is ready completes");
@@ -639,6 +644,11 @@ LogicalResult DscVerifyCollectivesPass::resolve(const World &world) {
                  << world.getMesh().getSymName();
         event.axes.push_back(*axis);
       }
+      event.group = event.axes;
+      llvm::sort(event.group);
+      if (llvm::adjacent_find(event.group) != event.group.end())
+        return event.op->emitError("--dsc-verify-collectives: a mesh axis is "
+                                   "listed twice in the group");
       if (event.event.isPointToPoint() &&
           (event.axes.size() != 1 || event.event.peer < 0 ||
            event.event.peer >= world.axisSize(event.axes.front())))
