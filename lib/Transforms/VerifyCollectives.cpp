@@ -738,7 +738,7 @@ void DscVerifyCollectivesPass::runOnOperation() {
   // evaluation program, which runs on its own.
   Schedule step{"the training step", {}};
   Schedule eval{"evaluation @" + evalFunc, {}};
-  func::FuncOp forwardBackward, optimizer;
+  func::FuncOp forwardBackward, optimizer, evaluation;
   SmallVector<func::FuncOp> stageFuncs;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal())
@@ -749,7 +749,7 @@ void DscVerifyCollectivesPass::runOnOperation() {
     else if (name == "optimizer")
       optimizer = func;
     else if (name == evalFunc)
-      eval.programs.push_back(0); // fixed up below
+      evaluation = func;
     else if (func->hasAttr(kStageAttr))
       stageFuncs.push_back(func);
   }
@@ -777,8 +777,6 @@ void DscVerifyCollectivesPass::runOnOperation() {
     programs.push_back(std::move(program));
     return success();
   };
-  bool hasEval = !eval.programs.empty();
-  eval.programs.clear();
   if (forwardBackward &&
       failed(addProgram(forwardBackward, microbatches, step)))
     return signalPassFailure();
@@ -787,8 +785,7 @@ void DscVerifyCollectivesPass::runOnOperation() {
       return signalPassFailure();
   if (optimizer && failed(addProgram(optimizer, 1, step)))
     return signalPassFailure();
-  if (hasEval && failed(addProgram(module.lookupSymbol<func::FuncOp>(evalFunc),
-                                   1, eval)))
+  if (evaluation && failed(addProgram(evaluation, 1, eval)))
     return signalPassFailure();
 
   FailureOr<MeshOp> mesh = findWorld();
@@ -807,7 +804,7 @@ void DscVerifyCollectivesPass::runOnOperation() {
     return signalPassFailure();
   if (failed(verify(world, step)))
     return signalPassFailure();
-  if (hasEval && failed(verify(world, eval)))
+  if (evaluation && failed(verify(world, eval)))
     return signalPassFailure();
 }
 

@@ -266,3 +266,20 @@ func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
   dsc.send %x on @mesh axis = "pp" to 0 : tensor<4xf32>
   return
 }
+
+// -----
+
+// One communicator (the axes {dp, pp}), but the stages number its ranks in
+// different orders, so their all-gathers concatenate differently.
+
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error-re @+1 {{collectives diverge in group [dp, pp] of rank 0 (dp=0, pp=0): rank 0 (dp=0, pp=0) issues all_gather of tensor<4xf32> over [dp, pp] gather_dim = 0 in @stage0 at loc({{.*}}), rank 1 (dp=0, pp=1) issues all_gather of tensor<4xf32> over [pp, dp] gather_dim = 0 in @stage1 at loc({{.*}}); they number the group's ranks in different axis orders}}
+  %a = dsc.all_gather %x on @mesh axes = ["dp", "pp"] gather_dim = 0 : tensor<4xf32> -> tensor<16xf32>
+  return
+}
+func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (dp=0, pp=1) issues all_gather of tensor<4xf32> over [pp, dp]}}
+  %a = dsc.all_gather %x on @mesh axes = ["pp", "dp"] gather_dim = 0 : tensor<4xf32> -> tensor<16xf32>
+  return
+}
