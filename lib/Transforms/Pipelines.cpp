@@ -56,13 +56,18 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   }
 
   pm.addPass(createDscPlanMemoryPass());
+
+  // Last, so that it sees every collective the passes above placed: a plan
+  // whose ranks could hang or disagree never leaves the compiler.
+  pm.addPass(createDscVerifyCollectivesPass());
 }
 
 void mlir::dsc::registerDscPipelines() {
   PassPipelineRegistration<CompileOptions>(
       "dsc-compile",
       "Compile a model graph into a memory-planned training plan "
-      "(autodiff, optimizer, memory planning)",
+      "(autodiff, optimizer, data parallelism, memory planning, "
+      "collective verification)",
       [](OpPassManager &pm, const CompileOptions &options) {
         if (options.microbatches < 1)
           llvm::report_fatal_error("--dsc-compile: microbatches must be >= 1");

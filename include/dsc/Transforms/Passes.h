@@ -63,7 +63,8 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                               llvm::cl::init(1.0)};
 };
 
-/// Adds autodiff, the optimizer and memory planning to `pm`.
+/// Adds autodiff, the optimizer, data parallelism, memory planning and the
+/// verification of the plan's collectives to `pm`.
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options);
 
 /// Registers `--dsc-compile`.

@@ -341,4 +341,64 @@ def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscVerifyCollectivesPass
+    : Pass<"dsc-verify-collectives", "::mlir::ModuleOp"> {
+  let summary = "Proves every rank's collectives and transfers match";
+  let description = [{
+    Checks a plan statically, before any rank runs it, for the errors that
+    otherwise hang or corrupt a job: a collective some ranks of a group skip
+    or issue in another order, with another shape, element type, reduction
+    or parameter; a send whose recv is missing, out of order, or receives
+    another type. The pass changes nothing; it fails with an error that
+    names the first two ranks that disagree (world rank and mesh
+    coordinates) and, at each one's op, what that rank issues.
+
+    Model of execution. The world is the ranks of the plan's mesh (one mesh;
+    row-major ranks, last axis innermost). One training step of a rank runs,
+    in order:
+
+    1. `@forward_backward` once per micro-batch (the module's
+       `dsc.microbatches`, default 1);
+    2. every other function carrying `dsc.stage`, once, in module order (a
+       pipeline stage's program, whose schedule covers all micro-batches);
+    3. `@optimizer` once.
+
+    A `func.func` with an integer attribute `dsc.stage = k` runs only on
+    ranks whose coordinate on mesh axis `pp` is `k`, and ops inside
+    `dsc.pipeline_stage k` only on those ranks; everything else runs on
+    every rank. The evaluation function (`eval-func`, default `@loss`) runs
+    alone and is checked as a schedule of its own. Calls are followed.
+
+    Ops describe their communication through `CommunicationOpInterface`. A
+    collective completes when every rank of its group (the ranks that differ
+    only on its axes) has it next; ranks with the same collective next on
+    one group must agree on kind, payload types, reduction and parameters.
+    Send and recv are rendezvous: a send completes when its peer's next
+    event is the recv from it with the same tag, and the two must carry the
+    same type. The pass runs all ranks' sequences to the end; if no rank can
+    move it reports a deadlock: two ranks waiting on each other (or on a
+    rank that has finished its step) and their ops.
+
+    Limits: programs are straight-line (communication inside loops or
+    conditionals is rejected), collective bodies are not checked for
+    numerical agreement, and buffered (eager) sends that a runtime might
+    complete without a waiting recv are treated as rendezvous, so a plan
+    that only works because of buffering is rejected.
+
+    ```
+    dsc-opt --dsc-verify-collectives=report plan.mlir
+    ```
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per verified schedule with per-group event counts">,
+    Option<"evalFunc", "eval-func", "std::string", /*default=*/"\"loss\"",
+           "The evaluation (forward-only) function, checked on its own">,
+  ];
+  let statistics = [
+    Statistic<"numEvents", "events",
+              "Communication events issued over all ranks">,
+  ];
+}
+
 #endif // DSC_TRANSFORMS_PASSES_TD

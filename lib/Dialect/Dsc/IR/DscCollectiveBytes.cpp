@@ -53,9 +53,7 @@ int64_t bytesOfSymbols(Operation *op, ArrayAttr names) {
 
 } // namespace
 
-/// The axes the norm of `clip` is summed over: its ZeRO axes and the
-/// axes that split any of its gradients' parameters (tensor slicing).
-static SmallVector<StringRef> normAxesOf(ClipGradNormOp clip) {
+SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
   llvm::SetVector<StringRef> axes;
   if (ArrayAttr shard = clip.getShardAxesAttr())
     for (StringRef axis : shard.getAsValueRange<StringAttr>())
@@ -118,7 +116,7 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
       allReduce(2 * times, n, targets.getNumElements() * 8, 8);
     } else if (auto clip = dyn_cast<ClipGradNormOp>(op)) {
       // A norm over parts all-reduces one f64 partial sum.
-      SmallVector<StringRef> axes = normAxesOf(clip);
+      SmallVector<StringRef> axes = getNormAxes(clip);
       if (axes.empty())
         return;
       Builder b(op->getContext());

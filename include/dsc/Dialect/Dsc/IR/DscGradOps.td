@@ -54,7 +54,8 @@ def Dsc_AccumulateOp : Dsc_Op<"accumulate",
 }
 
 def Dsc_ReduceScatterAccumulateOp : Dsc_Op<"reduce_scatter_accumulate",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
   let summary = "Reduce-scatters a gradient into a sharded accumulator (ZeRO-2)";
   let description = [{
     Reduces `value` over the group of `mesh_axes` and adds the chunk at this

@@ -1,17 +1,22 @@
 //===- DscInterfaces.h - dsc op interfaces ----------------------*- C++ -*-===//
 //
-// The cost and differentiation interfaces of the dsc graph ops, and the
-// OpCost record the cost interface returns.
+// The cost, differentiation and communication interfaces of the dsc ops, and
+// the records they return (OpCost, CommunicationEvent).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DSC_DIALECT_DSC_IR_DSCINTERFACES_H
 #define DSC_DIALECT_DSC_IR_DSCINTERFACES_H
 
+#include "dsc/Dialect/Dsc/IR/DscAttrs.h"
+
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace mlir::dsc {
 
@@ -34,6 +39,41 @@ struct OpCost {
     bytesWritten += other.bytesWritten;
     return *this;
   }
+};
+
+/// One communication an op makes its rank take part in, as
+/// CommunicationOpInterface describes it. Strings and attributes are owned by
+/// the MLIRContext, so an event stays valid as long as the IR it describes.
+struct CommunicationEvent {
+  enum class Kind { Collective, Send, Recv };
+  Kind kind = Kind::Collective;
+  /// Stable name of what the communicator executes: "all_reduce",
+  /// "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send",
+  /// "recv". Ops that execute the same thing report the same name.
+  llvm::StringRef name;
+  FlatSymbolRefAttr mesh;
+  /// The group's axes for a collective (its members differ from this rank
+  /// only on them, ordered as listed); the peer's single axis for send/recv.
+  llvm::SmallVector<llvm::StringRef, 2> axes;
+  /// The reduction of a reducing collective.
+  std::optional<ReductionKind> reduction;
+  /// What each rank contributes (a collective), sends or receives, in order.
+  llvm::SmallVector<Type, 1> payload;
+  /// Collective parameters every member must agree on (root, scatter_dim,
+  /// ...); null when there are none.
+  DictionaryAttr parameters;
+  /// Send/recv only: the peer's coordinate on `axes[0]`, and the tag that
+  /// pairs a send with its recv.
+  int64_t peer = 0;
+  int64_t tag = 0;
+
+  bool isPointToPoint() const { return kind != Kind::Collective; }
+  /// Whether two ranks' collectives on one group agree (kind, reduction,
+  /// payload types, parameters).
+  bool matchesCollective(const CommunicationEvent &other) const;
+  /// Prints e.g. `all_reduce of tensor<64xf32> over [dp] (sum)` or
+  /// `send of tensor<4x8xf32> to pp=1 tag 0`.
+  void print(llvm::raw_ostream &os) const;
 };
 
 } // namespace mlir::dsc

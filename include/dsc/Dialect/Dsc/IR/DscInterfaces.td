@@ -1,7 +1,8 @@
 //===- DscInterfaces.td - dsc op interfaces ----------------*- tablegen -*-===//
 //
 // Interfaces shared by the graph ops: a cost interface (FLOPs and bytes from
-// the op's types) and a reverse-mode differentiation interface.
+// the op's types), a reverse-mode differentiation interface, and the
+// communication interface through which plan verifiers see collectives.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,48 @@ def Dsc_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
       (ins "::mlir::OpBuilder &":$builder,
            "::mlir::ValueRange":$resultGrads,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+def Dsc_CommunicationOpInterface : OpInterface<"CommunicationOpInterface"> {
+  let cppNamespace = "::mlir::dsc";
+  let description = [{
+    An op that makes its rank take part in communication describes each
+    communication it issues, in issue order, as a `CommunicationEvent`:
+
+    - a collective: its stable kind name (`all_reduce`, `reduce_scatter`,
+      `all_gather`, `all_to_all`, `broadcast`), the mesh, the group axes
+      (the group is the ranks that differ from this one only on those axes),
+      the reduction when it reduces, the payload types (the tensor each rank
+      contributes; for in-place ops over named state, the states' types in
+      order) and the parameters every member must agree on (`root`,
+      `scatter_dim`, ...);
+    - a point-to-point `send` or `recv`: the mesh, the one axis along which
+      the peer lies, the peer's coordinate on it, the tag and the payload.
+
+    An in-place op over named buffers reports the same kind as its
+    value-semantics cousin (`dsc.all_reduce_states` is an `all_reduce`), so
+    that a verifier compares what the communicator executes, not how the IR
+    spells it. An op that communicates only in some configurations (an
+    unsharded `dsc.clip_grad_norm`) reports no event. `--dsc-verify-collectives`
+    proves from these descriptions alone that every rank's sequence of
+    events matches its groups' and peers', so new communicating ops plug in
+    by implementing this interface.
+
+    ```c++
+    SymbolTableCollection tables;
+    SmallVector<CommunicationEvent> events;
+    cast<CommunicationOpInterface>(op).getCommunicationEvents(tables, events);
+    ```
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Appends the communication events one execution of the op issues, in "
+      "the order it issues them; `symbolTables` resolves the buffers an "
+      "in-place op names to their types.",
+      "void", "getCommunicationEvents",
+      (ins "::mlir::SymbolTableCollection &":$symbolTables,
+           "::llvm::SmallVectorImpl<::mlir::dsc::CommunicationEvent> &":$events)>,
   ];
 }
 

@@ -37,6 +37,11 @@ struct CollectiveBytes {
   int64_t total() const { return allReduce + reduceScatter + allGather; }
 };
 CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches);
+
+/// The axes over which `clip` adds the ranks' sums of squares: its ZeRO
+/// axes and the axes that split any of its gradients' parameters (tensor
+/// slicing). Empty when every rank holds whole gradients.
+SmallVector<StringRef> getNormAxes(ClipGradNormOp clip);
 } // namespace mlir::dsc
 
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_H

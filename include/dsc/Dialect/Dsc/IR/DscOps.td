@@ -411,10 +411,13 @@ def Dsc_ShardOp : Dsc_Op<"shard",
 //===----------------------------------------------------------------------===//
 
 // A collective over the ranks that differ only in the coordinates of
-// `mesh_axes`; all ranks of such a group must issue it in the same order.
+// `mesh_axes` (or a point-to-point transfer along one axis); all ranks of
+// such a group must issue it in the same order, which
+// --dsc-verify-collectives checks through CommunicationOpInterface.
 class Dsc_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Dsc_Op<mnemonic, !listconcat(traits,
-          [DeclareOpInterfaceMethods<SymbolUserOpInterface>])>;
+          [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+           DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>])>;
 
 def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce",
     [AllTypesMatch<["input", "result"]>,

@@ -35,7 +35,8 @@ def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
 }
 
 def Dsc_ClipGradNormOp : Dsc_Op<"clip_grad_norm",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
   let summary = "Global L2 norm of gradients, clipped in place";
   let description = [{
     Computes the L2 norm over all `gradients` together and, when `max_norm`
@@ -123,7 +124,8 @@ def Dsc_SgdOp : Dsc_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]
 }
 
 def Dsc_AllGatherStatesOp : Dsc_Op<"all_gather_states",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
   let summary = "In-place all-gather of sharded parameters (ZeRO)";
   let description = [{
     Each named parameter (or state) is D equal chunks of its flattened
@@ -141,7 +143,8 @@ def Dsc_AllGatherStatesOp : Dsc_Op<"all_gather_states",
 }
 
 def Dsc_ReduceScatterStatesOp : Dsc_Op<"reduce_scatter_states",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
   let summary = "In-place reduce-scatter of gradient states (ZeRO)";
   let description = [{
     Each named state is D equal chunks of its flattened elements over the

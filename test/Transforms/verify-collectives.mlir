@@ -1,0 +1,285 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-verify-collectives=report | FileCheck %s
+
+// Every compiled gpt-tiny plan passes (--dsc-compile runs the verifier
+// itself; the second run prints what it proved).
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml | dsc-opt --dsc-compile="dp=2 zero=1" --dsc-verify-collectives=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO1
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml | dsc-opt --dsc-compile="dp=2 zero=2" --dsc-verify-collectives=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO2
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml | dsc-opt --dsc-compile="dp=2 zero=2 microbatches=2" --dsc-verify-collectives=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO2-MB2
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml | dsc-opt --dsc-compile="dp=2 microbatches=2" --dsc-verify-collectives=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=DP
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml | dsc-opt --dsc-compile="dp=2 tp=2 zero=1" --dsc-verify-collectives=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=TP
+
+// ZERO1: remark: verified the training step on 2 ranks of @mesh: 3 events per rank; group [dp]: 1 group x 3 collectives
+// ZERO1: remark: verified evaluation @loss on 2 ranks of @mesh: 0 events per rank
+// ZERO2: remark: verified the training step on 2 ranks of @mesh: 54 events per rank; group [dp]: 1 group x 54 collectives
+// ZERO2-MB2: remark: verified the training step (2 micro-batches) on 2 ranks of @mesh: 106 events per rank; group [dp]: 1 group x 106 collectives
+// DP: remark: verified the training step (2 micro-batches) on 2 ranks of @mesh: 1 events per rank; group [dp]: 1 group x 1 collectives
+// Tensor slicing: the f/g all-reduces and the vocabulary-parallel loss over
+// tp, the sharded norm over dp and tp together.
+// TP: remark: verified the training step on 4 ranks of @mesh: 26 events per rank; group [dp, tp]: 1 group x 1 collectives; group [dp]: 2 groups x 2 collectives; group [tp]: 2 groups x 23 collectives
+// TP: remark: verified evaluation @loss on 4 ranks of @mesh: 12 events per rank; group [tp]: 2 groups x 12 collectives
+
+// Data and tensor parallelism on 2x2 ranks: tensor-parallel all-reduces in
+// the backward and the evaluation program, gradient and parameter
+// collectives (reached through a call) in the optimizer. The module is
+// unchanged.
+
+// CHECK-LABEL: dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-NEXT: dsc.all_reduce %{{.*}} on @mesh axes = ["tp"] : tensor<8x4xf32>
+// CHECK-NEXT: dsc.accumulate
+// CHECK-LABEL: func.func @optimizer
+// CHECK-NEXT: call @sync_grads() : () -> ()
+// CHECK-NEXT: dsc.all_gather_states [@w] on @mesh axes = ["dp"]
+
+// expected-remark @+2 {{verified the training step on 4 ranks of @mesh: 3 events per rank; group [dp]: 2 groups x 2 collectives; group [tp]: 2 groups x 1 collectives}}
+// expected-remark @+1 {{verified evaluation @loss on 4 ranks of @mesh: 1 events per rank; group [tp]: 2 groups x 1 collectives}}
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+dsc.parameter @w : tensor<8x4xf32> init = #dsc.init<zeros>
+dsc.state @grad.w : tensor<8x4xf32> gradient of @w
+func.func @forward_backward(%x: tensor<8x4xf32>) {
+  %y = dsc.all_reduce %x on @mesh axes = ["tp"] : tensor<8x4xf32>
+  dsc.accumulate %y into @grad.w : tensor<8x4xf32>
+  return
+}
+func.func @sync_grads() {
+  dsc.all_reduce_states [@grad.w] on @mesh axes = ["dp"] reduction = avg
+  return
+}
+func.func @optimizer() {
+  call @sync_grads() : () -> ()
+  dsc.all_gather_states [@w] on @mesh axes = ["dp"]
+  return
+}
+func.func @loss(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %y = dsc.all_reduce %x on @mesh axes = ["tp"] : tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// A two-stage pipeline replicated over dp: stage functions exchange the
+// activation and its gradient, and only stage 0 reduces over dp, which is
+// fine because every rank of each of its dp groups is on stage 0.
+
+// CHECK-LABEL: func.func @stage0
+// CHECK-LABEL: func.func @stage1
+
+// expected-remark @+1 {{verified the training step on 4 ranks of @mesh: 2-3 events per rank; group [dp]: 1 group x 1 collectives; along pp: 4 send/recv pairs}}
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+func.func @stage0(%x: tensor<4x8xf32>) attributes {dsc.stage = 0 : i64} {
+  dsc.send %x on @mesh axis = "pp" to 1 tag = 0 : tensor<4x8xf32>
+  %g = dsc.recv on @mesh axis = "pp" from 1 tag = 1 : tensor<4x8xf32>
+  %s = dsc.all_reduce %g on @mesh axes = ["dp"] reduction = avg : tensor<4x8xf32>
+  return
+}
+func.func @stage1() attributes {dsc.stage = 1 : i64} {
+  %a = dsc.recv on @mesh axis = "pp" from 0 tag = 0 : tensor<4x8xf32>
+  dsc.send %a on @mesh axis = "pp" to 0 tag = 1 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// dsc.pipeline_stage bodies run only on their stage; @forward_backward runs
+// once per micro-batch, then @optimizer.
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: dsc.pipeline_stage 0
+
+module attributes {dsc.microbatches = 2 : i64} {
+  // expected-remark @+1 {{verified the training step (2 micro-batches) on 2 ranks of @mesh: 3 events per rank; group [pp]: 1 group x 1 collectives; along pp: 2 send/recv pairs}}
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @forward_backward(%x: tensor<4xf32>) {
+    dsc.pipeline_stage 0 {
+      dsc.send %x on @mesh axis = "pp" to 1 : tensor<4xf32>
+      dsc.yield
+    }
+    dsc.pipeline_stage 1 {
+      %r = dsc.recv on @mesh axis = "pp" from 0 : tensor<4xf32>
+      dsc.yield
+    }
+    return
+  }
+  func.func @optimizer(%n: tensor<f32>) {
+    %m = dsc.all_reduce %n on @mesh axes = ["pp"] reduction = max : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// A plan without communication has nothing to prove.
+
+// CHECK-LABEL: func.func @forward_backward
+// expected-remark @below {{the plan does not communicate; nothing to verify}}
+module {
+  func.func @forward_backward() {
+    return
+  }
+}
+
+// -----
+
+// The two stages disagree on the shape of the activation.
+
+dsc.mesh @mesh axes = ["pp"] shape = [2]
+func.func @stage0(%x: tensor<4x8xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error-re @+1 {{send and recv disagree on the payload type: rank 0 (pp=0) issues send of tensor<4x8xf32> to pp=1 tag 0 in @stage0 at loc({{.*}}), rank 1 (pp=1) issues recv of tensor<8x4xf32> from pp=0 tag 0 in @stage1 at loc({{.*}})}}
+  dsc.send %x on @mesh axis = "pp" to 1 : tensor<4x8xf32>
+  return
+}
+func.func @stage1() attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (pp=1) issues recv of tensor<8x4xf32> from pp=0 tag 0 in @stage1}}
+  %a = dsc.recv on @mesh axis = "pp" from 0 : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// Stage 0 sends two tensors in the order opposite to the one stage 1
+// receives them in: each waits for the other forever.
+
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+func.func @stage0(%a: tensor<4xf32>, %b: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error-re @+1 {{deadlock: rank 0 (dp=0, pp=0) and rank 1 (dp=0, pp=1) wait on each other: rank 0 (dp=0, pp=0) issues send of tensor<4xf32> to pp=1 tag 0 in @stage0 at loc({{.*}}), rank 1 (dp=0, pp=1) issues recv of tensor<4xf32> from pp=0 tag 1 in @stage1 at loc({{.*}})}}
+  dsc.send %a on @mesh axis = "pp" to 1 tag = 0 : tensor<4xf32>
+  dsc.send %b on @mesh axis = "pp" to 1 tag = 1 : tensor<4xf32>
+  return
+}
+func.func @stage1() attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (dp=0, pp=1) issues recv of tensor<4xf32> from pp=0 tag 1 in @stage1}}
+  %b = dsc.recv on @mesh axis = "pp" from 0 tag = 1 : tensor<4xf32>
+  %a = dsc.recv on @mesh axis = "pp" from 0 tag = 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Three stages each send to the next before receiving: a cycle.
+
+dsc.mesh @mesh axes = ["pp"] shape = [3]
+func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error @+1 {{deadlock: rank 0 (pp=0) waits for rank 1 (pp=1) in a cycle of 3 ranks that wait on each other: rank 0 (pp=0) issues send of tensor<4xf32> to pp=1 tag 0 in @stage0}}
+  dsc.send %x on @mesh axis = "pp" to 1 : tensor<4xf32>
+  %r = dsc.recv on @mesh axis = "pp" from 2 : tensor<4xf32>
+  return
+}
+func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (pp=1) issues send of tensor<4xf32> to pp=2 tag 0 in @stage1}}
+  dsc.send %x on @mesh axis = "pp" to 2 : tensor<4xf32>
+  %r = dsc.recv on @mesh axis = "pp" from 0 : tensor<4xf32>
+  return
+}
+func.func @stage2(%x: tensor<4xf32>) attributes {dsc.stage = 2 : i64} {
+  dsc.send %x on @mesh axis = "pp" to 0 : tensor<4xf32>
+  %r = dsc.recv on @mesh axis = "pp" from 1 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// An all-reduce over dp on one stage only is fine (its dp groups lie
+// within the stage); one over pp that only stage 0 issues waits forever.
+
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  %a = dsc.all_reduce %x on @mesh axes = ["dp"] : tensor<4xf32>
+  // expected-error-re @+1 {{rank 0 (dp=0, pp=0) issues all_reduce of tensor<4xf32> over [pp] (sum) in @stage0 at loc({{.*}}), but rank 1 (dp=0, pp=1) of its group [pp] has no more communication in this schedule}}
+  %b = dsc.all_reduce %a on @mesh axes = ["pp"] : tensor<4xf32>
+  return
+}
+func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
+  %a = dsc.all_reduce %x on @mesh axes = ["dp"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+// The two stages reduce over pp with different reductions.
+
+dsc.mesh @mesh axes = ["pp"] shape = [2]
+func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error-re @+1 {{collectives diverge in group [pp] of rank 0 (pp=0): rank 0 (pp=0) issues all_reduce of tensor<4xf32> over [pp] (sum) in @stage0 at loc({{.*}}), rank 1 (pp=1) issues all_reduce of tensor<4xf32> over [pp] (max) in @stage1 at loc({{.*}})}}
+  %a = dsc.all_reduce %x on @mesh axes = ["pp"] reduction = sum : tensor<4xf32>
+  return
+}
+func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (pp=1) issues all_reduce of tensor<4xf32> over [pp] (max) in @stage1}}
+  %a = dsc.all_reduce %x on @mesh axes = ["pp"] reduction = max : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Different kinds (and payloads) on one group.
+
+dsc.mesh @mesh axes = ["pp", "dp"] shape = [2, 2]
+func.func @stage0(%x: tensor<64xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error @+1 {{collectives diverge in group [pp] of rank 0 (pp=0, dp=0): rank 0 (pp=0, dp=0) issues all_reduce of tensor<64xf32> over [pp] (sum)}}
+  %a = dsc.all_reduce %x on @mesh axes = ["pp"] : tensor<64xf32>
+  return
+}
+func.func @stage1(%x: tensor<32xf32>) attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 2 (pp=1, dp=0) issues all_gather of tensor<32xf32> over [pp] gather_dim = 0 in @stage1}}
+  %a = dsc.all_gather %x on @mesh axes = ["pp"] gather_dim = 0 : tensor<32xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Two gradient buckets that differ in one buffer's element type.
+
+dsc.mesh @mesh axes = ["pp"] shape = [2]
+dsc.parameter @a : tensor<8xf32> init = #dsc.init<zeros>
+dsc.parameter @b : tensor<8xf32> init = #dsc.init<zeros>
+dsc.parameter @c : tensor<8xf16> init = #dsc.init<zeros>
+dsc.state @grad.a : tensor<8xf32> gradient of @a
+dsc.state @grad.b : tensor<8xf32> gradient of @b
+dsc.state @grad.c : tensor<8xf16> gradient of @c
+func.func @stage0() attributes {dsc.stage = 0 : i64} {
+  // expected-error @+1 {{collectives diverge in group [pp] of rank 0 (pp=0): rank 0 (pp=0) issues all_reduce of (tensor<8xf32>, tensor<8xf32>) over [pp] (avg)}}
+  dsc.all_reduce_states [@grad.a, @grad.b] on @mesh axes = ["pp"] reduction = avg
+  return
+}
+func.func @stage1() attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (pp=1) issues all_reduce of (tensor<8xf32>, tensor<8xf16>) over [pp] (avg)}}
+  dsc.all_reduce_states [@grad.a, @grad.c] on @mesh axes = ["pp"] reduction = avg
+  return
+}
+
+// -----
+
+// A stage function needs a pp axis to run on.
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+// expected-error @+1 {{runs on pipeline stage 1, but @mesh has no mesh axis 'pp' to run it on}}
+func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
+  %a = dsc.all_reduce %x on @mesh axes = ["dp"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["pp"] shape = [2]
+func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error @+1 {{rank 0 (pp=0) issues send of tensor<4xf32> to pp=0 tag 0 in @stage0}}
+  dsc.send %x on @mesh axis = "pp" to 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// One communicator (the axes {dp, pp}), but the stages number its ranks in
+// different orders, so their all-gathers concatenate differently.
+
+dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+func.func @stage0(%x: tensor<4xf32>) attributes {dsc.stage = 0 : i64} {
+  // expected-error-re @+1 {{collectives diverge in group [dp, pp] of rank 0 (dp=0, pp=0): rank 0 (dp=0, pp=0) issues all_gather of tensor<4xf32> over [dp, pp] gather_dim = 0 in @stage0 at loc({{.*}}), rank 1 (dp=0, pp=1) issues all_gather of tensor<4xf32> over [pp, dp] gather_dim = 0 in @stage1 at loc({{.*}}); they number the group's ranks in different axis orders}}
+  %a = dsc.all_gather %x on @mesh axes = ["dp", "pp"] gather_dim = 0 : tensor<4xf32> -> tensor<16xf32>
+  return
+}
+func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
+  // expected-note @+1 {{rank 1 (dp=0, pp=1) issues all_gather of tensor<4xf32> over [pp, dp]}}
+  %a = dsc.all_gather %x on @mesh axes = ["pp", "dp"] gather_dim = 0 : tensor<4xf32> -> tensor<16xf32>
+  return
+}
