@@ -147,7 +147,8 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
           times * ((n - 1) * bytesOfSymbols(op, gather.getBuffers()) / n);
     }
   };
-  // A pipelined module: rank 0 runs stage 0, whose backward's second
+  // A pipelined module: rank 0 runs stage 0 (which is not the last: it
+  // runs its forward program and sends), whose backward's second
   // argument is the gradient of the activation it sends forward once per
   // micro-batch (the gradients coming back are received, not sent).
   bool pipelined = module->hasAttr("dsc.pipeline");
@@ -157,6 +158,15 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
        {std::pair<StringRef, int64_t>{fbName, microbatches}, {optName, 1}})
     if (Operation *func = SymbolTable::lookupSymbolIn(module, name))
       func->walk([&, times = times](Operation *op) { count(op, times); });
+  // Stage 0's forward runs too (its backward recomputes it), collectives
+  // included (tensor slicing's all-reduces run twice per micro-batch).
+  if (pipelined)
+    for (auto func : module.getOps<FunctionOpInterface>()) {
+      auto stage = func->getAttrOfType<IntegerAttr>("dsc.stage");
+      StringRef name = func.getName();
+      if (stage && stage.getInt() == 0 && name != fbName && name != optName)
+        func->walk([&](Operation *op) { count(op, microbatches); });
+    }
   if (auto fb = dyn_cast_or_null<FunctionOpInterface>(
           SymbolTable::lookupSymbolIn(module, fbName));
       pipelined && fb && fb.getNumArguments() == 2)
