@@ -60,6 +60,10 @@ private:
                                 rt::BufferRole role, const std::string &name,
                                 rt::BufferInit init = {});
   LogicalResult lowerProgram(func::FuncOp func, StringRef programName);
+  /// The tokens' [batch, seq] from `tokensUser`'s first argument.
+  LogicalResult setDataShape(func::FuncOp tokensUser);
+  /// The programs and the boundary buffers of each pipeline stage.
+  LogicalResult buildStages(StringRef lossFunction, DictionaryAttr pipeline);
   LogicalResult lowerOp(Operation &op, rt::Instruction &inst, bool &skip);
   uint32_t declBuffer(FlatSymbolRefAttr name) {
     return declBuffers.lookup(name.getAttr());
@@ -106,6 +110,8 @@ private:
     return mask;
   }
   bool anySplitGradient(ClipGradNormOp clip) {
+    if (clip->hasAttr("dsc.pipeline_local"))
+      return true;
     return llvm::any_of(clip.getGradients(), [&](Attribute name) {
       return splitMaskOf(paramOfGradient(name)) != 0;
     });
@@ -124,6 +130,19 @@ private:
     inst.opcode = rt::Opcode::GlobalNormClipParts;
     inst.ints = {0};
     int64_t axes = 0;
+    // A pipeline stage's own gradients are parts of the model's split over
+    // pp (each stage holds others); shared ones are whole on every stage.
+    auto local = clip->getAttrOfType<DenseBoolArrayAttr>("dsc.pipeline_local");
+    int64_t ppMask = 0;
+    if (local) {
+      std::optional<unsigned> axis =
+          meshOp ? meshOp.getAxisIndex("pp") : std::nullopt;
+      if (!axis)
+        return clip.emitOpError("is a pipeline stage's norm but the plan's "
+                                "mesh has no 'pp' axis");
+      ppMask = int64_t(1) << *axis;
+      axes |= ppMask;
+    }
     for (auto [index, name] : llvm::enumerate(clip.getGradients())) {
       ParameterOp param = paramOfGradient(name);
       auto grad = module.lookupSymbol<StateOp>(
@@ -134,6 +153,8 @@ private:
       bool inBuffer = grad.getTensorType().getNumElements() !=
                       param.getNumElements();
       int64_t splitAxes = splitMaskOf(param);
+      if (local && local.asArrayRef()[index])
+        splitAxes |= ppMask;
       inst.ints.insert(inst.ints.end(), {chunkAxes, inBuffer, splitAxes});
       axes |= chunkAxes | splitAxes;
     }
@@ -209,6 +230,8 @@ private:
   std::map<int64_t, uint32_t> persistentByOffset;
   func::FuncOp currentFunc;
   MeshOp meshOp;
+  /// The pipeline stage whose programs are being lowered, or null.
+  rt::PipelineStage *currentStage = nullptr;
   /// Micro-batches per step (--dsc-autodiff records them).
   int64_t microbatches = 1;
 };
@@ -310,42 +333,111 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
     microbatches = std::max<int64_t>(1, m.getInt());
   plan.microBatches = microbatches;
 
-  // The shape of the data comes from the training program's inputs.
-  auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer");
-  auto loss = module.lookupSymbol<func::FuncOp>(lossFunction);
-  if (!fb || !opt || !loss)
-    return module.emitError("lowering to a plan needs @")
-           << lossFunction << ", @forward_backward and @optimizer; run "
-           << "--dsc-autodiff and --dsc-optimizer first";
-  if (fb.getNumArguments() != 2)
-    return fb.emitError("@forward_backward must take (tokens, targets)");
-  auto tokensType = cast<RankedTensorType>(fb.getArgument(0).getType());
-  if (tokensType.getRank() != 2 || !tokensType.getElementType().isInteger(32))
-    return fb.emitError("tokens must be an i32 [batch, seq] tensor");
-  plan.microBatchSize = tokensType.getDimSize(0);
-  plan.seqLength = tokensType.getDimSize(1);
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("dsc.pipeline")) {
+    if (failed(buildStages(lossFunction, pipeline)))
+      return failure();
+  } else {
+    // The shape of the data comes from the training program's inputs.
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    auto opt = module.lookupSymbol<func::FuncOp>("optimizer");
+    auto loss = module.lookupSymbol<func::FuncOp>(lossFunction);
+    if (!fb || !opt || !loss)
+      return module.emitError("lowering to a plan needs @")
+             << lossFunction << ", @forward_backward and @optimizer; run "
+             << "--dsc-autodiff and --dsc-optimizer first";
+    if (fb.getNumArguments() != 2)
+      return fb.emitError("@forward_backward must take (tokens, targets)");
+    if (failed(setDataShape(fb)))
+      return failure();
+    for (auto [func, name] : {std::make_pair(loss, "forward"),
+                              std::make_pair(fb, "forward_backward"),
+                              std::make_pair(opt, "optimizer")})
+      if (failed(lowerProgram(func, name)))
+        return failure();
+    // Model FLOPs of one micro-batch's forward and backward.
+    fb.walk([&](CostOpInterface op) {
+      plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
+    });
+  }
   if (auto model = module->getAttrOfType<DictionaryAttr>("dsc.model"))
     if (auto vocab = model.getAs<IntegerAttr>("vocab_size"))
       plan.vocabSize = vocab.getInt();
 
-  for (auto [func, name] :
-       {std::make_pair(loss, "forward"), std::make_pair(fb, "forward_backward"),
-        std::make_pair(opt, "optimizer")})
-    if (failed(lowerProgram(func, name)))
-      return failure();
-
   plan.summary.collectiveBytesPerStep =
       collectiveBytesPerStep(module, microbatches).total();
-
-  // Model FLOPs of one micro-batch's forward and backward.
-  fb.walk([&](CostOpInterface op) {
-    plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
-  });
   if (plan.vocabSize == 0)
     return module.emitError("cannot tell the vocabulary size: the module has "
                             "no dsc.model attribute");
   return std::move(plan);
+}
+
+LogicalResult PlanBuilder::setDataShape(func::FuncOp tokensUser) {
+  auto tokensType = cast<RankedTensorType>(tokensUser.getArgument(0).getType());
+  if (tokensType.getRank() != 2 || !tokensType.getElementType().isInteger(32))
+    return tokensUser.emitError("tokens must be an i32 [batch, seq] tensor");
+  plan.microBatchSize = tokensType.getDimSize(0);
+  plan.seqLength = tokensType.getDimSize(1);
+  return success();
+}
+
+LogicalResult PlanBuilder::buildStages(StringRef lossFunction,
+                                       DictionaryAttr pipeline) {
+  auto stagesAttr = pipeline.getAs<IntegerAttr>("stages");
+  auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
+  if (!stagesAttr || !scheduleAttr ||
+      (scheduleAttr.getValue() != "1f1b" && scheduleAttr.getValue() != "gpipe"))
+    return module.emitError("dsc.pipeline must be {stages = P : i64, "
+                            "schedule = \"1f1b\" or \"gpipe\"}");
+  plan.schedule = scheduleAttr.getValue() == "gpipe"
+                      ? rt::PipelineSchedule::GPipe
+                      : rt::PipelineSchedule::OneFOneB;
+  const int64_t numStages = stagesAttr.getInt();
+  uint64_t flops = 0;
+  for (int64_t k = 0; k < numStages; ++k) {
+    std::string suffix = (".stage" + Twine(k)).str();
+    auto fwd = module.lookupSymbol<func::FuncOp>(lossFunction.str() + suffix);
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward" + suffix);
+    auto opt = module.lookupSymbol<func::FuncOp>("optimizer" + suffix);
+    if (!fwd || !fb || !opt)
+      return module.emitError("lowering pipeline stage ")
+             << k << " needs @" << lossFunction << suffix
+             << ", @forward_backward" << suffix << " and @optimizer" << suffix
+             << "; run --dsc-pipeline, --dsc-autodiff and --dsc-optimizer";
+    if (k == 0 && failed(setDataShape(fwd)))
+      return failure();
+    std::string prefix = ("stage" + Twine(k) + ".").str();
+    rt::PipelineStage stage;
+    stage.forward = prefix + "forward";
+    stage.forwardBackward = prefix + "forward_backward";
+    stage.optimizer = prefix + "optimizer";
+    currentStage = &stage;
+    for (auto [func, name] : {std::make_pair(fwd, stage.forward),
+                              std::make_pair(fb, stage.forwardBackward),
+                              std::make_pair(opt, stage.optimizer)})
+      if (failed(lowerProgram(func, name)))
+        return failure();
+    currentStage = nullptr;
+    bool last = k + 1 == numStages;
+    stage.input = valueBuffers.lookup(fwd.getArgument(0));
+    if (!last) {
+      stage.output =
+          valueBuffers.lookup(fwd.getBody().front().getTerminator()->getOperand(0));
+      stage.outputGrad = valueBuffers.lookup(fb.getArgument(1));
+    }
+    plan.stages.push_back(std::move(stage));
+    // Model FLOPs: the stages' backwards together are the model's once.
+    fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
+  }
+  // What one rank runs, on average over the stages (Megatron's per-GPU
+  // model FLOPs).
+  plan.summary.flopsPerMicroBatch = flops / uint64_t(numStages);
+  // The well-known scalars: the last stage's (every stage's norm and
+  // learning rate are equal).
+  const rt::PipelineStage &last = plan.stages.back();
+  plan.loss = uint32_t(last.loss);
+  plan.gradNorm = last.gradNorm;
+  plan.learningRate = last.learningRate;
+  return success();
 }
 
 LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
@@ -356,15 +448,30 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   if (!inputOffsets)
     return func.emitError("function was not memory-planned");
   for (BlockArgument arg : func.getArguments()) {
-    bool isTokens = arg.getArgNumber() == 0;
-    FailureOr<uint32_t> id =
-        addBuffer(arg.getLoc(), arg.getType(), inputOffsets[arg.getArgNumber()],
-                  isTokens ? rt::BufferRole::Tokens : rt::BufferRole::Targets,
-                  isTokens ? "tokens" : "targets");
+    // Token ids come first, targets after; a pipeline stage's float
+    // arguments are its input activation and its output's gradient.
+    bool isFloat = !cast<RankedTensorType>(arg.getType())
+                        .getElementType()
+                        .isInteger(32);
+    bool isTokens = !isFloat && arg.getArgNumber() == 0;
+    rt::BufferRole role = isFloat    ? rt::BufferRole::Boundary
+                          : isTokens ? rt::BufferRole::Tokens
+                                     : rt::BufferRole::Targets;
+    std::string name = isTokens ? "tokens" : !isFloat ? "targets"
+                       : arg.getArgNumber() == 0
+                           ? (programName + ".input").str()
+                           : (programName + ".output_grad").str();
+    if (isFloat && !currentStage)
+      return func.emitError("a program's float arguments must be pipeline "
+                            "boundaries (only stage functions have them)");
+    FailureOr<uint32_t> id = addBuffer(
+        arg.getLoc(), arg.getType(), inputOffsets[arg.getArgNumber()], role,
+        name);
     if (failed(id))
       return failure();
     valueBuffers[arg] = *id;
-    (isTokens ? plan.tokens : plan.targets) = *id;
+    if (!isFloat)
+      (isTokens ? plan.tokens : plan.targets) = *id;
   }
 
   // Results and constants are persistent; name them for the executor.
@@ -372,6 +479,28 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   Operation *terminator = block.getTerminator();
   llvm::DenseMap<Value, std::pair<rt::BufferRole, std::string>> special;
   for (auto [index, result] : llvm::enumerate(terminator->getOperands())) {
+    bool scalar = cast<RankedTensorType>(result.getType()).getNumElements() == 1;
+    if (currentStage) {
+      // A stage's results: its output activation or evaluation loss
+      // (forward), its loss and input gradient (backward), the norm and
+      // learning rate (optimizer).
+      std::string stageName = programName.str();
+      if (programName == currentStage->optimizer)
+        special[result] = {rt::BufferRole::Scalar,
+                           stageName + (index == 0 ? ".grad_norm"
+                                                   : ".learning_rate")};
+      else if (programName == currentStage->forward)
+        special[result] = scalar ? std::make_pair(rt::BufferRole::Scalar,
+                                                  stageName + ".eval_loss")
+                                 : std::make_pair(rt::BufferRole::Boundary,
+                                                  stageName + ".output");
+      else
+        special[result] = scalar ? std::make_pair(rt::BufferRole::Loss,
+                                                  stageName + ".loss")
+                                 : std::make_pair(rt::BufferRole::Boundary,
+                                                  stageName + ".input_grad");
+      continue;
+    }
     if (programName == "forward_backward")
       special[result] = {rt::BufferRole::Loss, "loss"};
     else if (programName == "forward")
@@ -419,7 +548,16 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       if (failed(id))
         return failure();
       valueBuffers[result] = *id;
-      if (role == rt::BufferRole::Loss)
+      if (currentStage) {
+        if (role == rt::BufferRole::Loss)
+          currentStage->loss = *id;
+        else if (StringRef(name).ends_with(".grad_norm"))
+          currentStage->gradNorm = *id;
+        else if (StringRef(name).ends_with(".learning_rate"))
+          currentStage->learningRate = *id;
+        else if (StringRef(name).ends_with(".input_grad"))
+          currentStage->inputGrad = *id;
+      } else if (role == rt::BufferRole::Loss)
         plan.loss = *id;
       else if (name == "grad_norm")
         plan.gradNorm = *id;

@@ -38,19 +38,34 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
+    // A pipelined graph (--dsc-pipeline) has one function per stage,
+    // `@<func>.stage<k>` with `dsc.stage = k`; each gets its own backward.
+    SmallVector<func::FuncOp> stages;
+    std::string stagePrefix = funcName + ".stage";
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr("dsc.stage") && func.getSymName().starts_with(stagePrefix))
+        stages.push_back(func);
     auto loss = symbols.lookup<func::FuncOp>(funcName);
-    if (!loss) {
+    if (!loss && stages.empty()) {
       module.emitError("--dsc-autodiff: no function @")
           << funcName << " to differentiate";
       return signalPassFailure();
     }
     if (symbols.lookup("forward_backward")) {
-      loss.emitError("--dsc-autodiff: the module already has a "
+      (loss ? loss : stages.front())
+          .emitError("--dsc-autodiff: the module already has a "
                      "@forward_backward function");
       return signalPassFailure();
     }
-    if (failed(differentiate(loss, symbols)))
+    if (loss && failed(differentiate(loss, "forward_backward", symbols)))
       return signalPassFailure();
+    for (func::FuncOp stage : stages) {
+      int64_t k = stage->getAttrOfType<IntegerAttr>("dsc.stage").getInt();
+      if (failed(differentiate(stage,
+                               ("forward_backward.stage" + Twine(k)).str(),
+                               symbols)))
+        return signalPassFailure();
+    }
     // The micro-batches per step the seed stands for, for the per-step
     // totals of collectives that run once per micro-batch (ZeRO-2).
     double microbatches = 1.0 / gradScale;
@@ -61,38 +76,58 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
                            static_cast<int64_t>(microbatches)));
   }
 
-  LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
+  /// Emits `fbName`, the backward of `loss`. A pipeline stage
+  /// (`dsc.stage = k`) that returns an activation instead of the loss is a
+  /// vector-Jacobian product: `(input, d output) -> d input` (stage 0 takes
+  /// the tokens and returns nothing); the last stage returns the loss and,
+  /// when it has an activation input, that input's gradient too. The
+  /// backward recomputes the stage's forward, so the schedule keeps only the
+  /// stage input of a micro-batch between its forward and its backward.
+  LogicalResult differentiate(func::FuncOp loss, StringRef fbName,
+                              SymbolTable &symbols) {
     if (!loss.getBody().hasOneBlock())
       return loss.emitError("--dsc-autodiff: @")
-             << funcName << " must have a single block";
+             << loss.getSymName() << " must have a single block";
     auto ret = cast<func::ReturnOp>(loss.getBody().front().getTerminator());
-    if (ret.getNumOperands() != 1 ||
-        !isa_and_nonnull<CrossEntropyOp, VocabParallelCrossEntropyOp>(
-            ret.getOperand(0).getDefiningOp()))
+    auto stageAttr = loss->getAttrOfType<IntegerAttr>("dsc.stage");
+    bool returnsLoss =
+        ret.getNumOperands() == 1 &&
+        isa_and_nonnull<CrossEntropyOp, VocabParallelCrossEntropyOp>(
+            ret.getOperand(0).getDefiningOp());
+    if (!returnsLoss && !(stageAttr && ret.getNumOperands() == 1))
       return loss.emitError("--dsc-autodiff: @")
-             << funcName << " must return one value, the result of a "
-             << "dsc.cross_entropy or dsc.vocab_parallel_cross_entropy";
+             << loss.getSymName() << " must return one value, the result of a "
+             << "dsc.cross_entropy or dsc.vocab_parallel_cross_entropy"
+             << " (or, as a pipeline stage, its output activation)";
+    // A stage after the first receives its input activation as argument 0.
+    bool hasActivationInput = stageAttr && stageAttr.getInt() > 0;
 
     // Clone the loss function; differentiate the clone.
     OpBuilder moduleBuilder(loss);
     moduleBuilder.setInsertionPointAfter(loss);
     auto fb = cast<func::FuncOp>(moduleBuilder.clone(*loss));
-    fb.setSymName("forward_backward");
+    fb.setSymName(fbName);
     symbols.insert(fb);
 
     Block &body = fb.getBody().front();
     auto fbReturn = cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(fbReturn);
     Value lossValue = fbReturn.getOperand(0);
-    auto lossType = cast<RankedTensorType>(lossValue.getType());
-    Value seed = arith::ConstantOp::create(
-        b, lossValue.getLoc(),
-        DenseElementsAttr::get(
-            lossType,
-            b.getFloatAttr(lossType.getElementType(), gradScale.getValue())));
-
     llvm::DenseMap<Value, Value> grads;
-    grads[lossValue] = seed;
+    if (returnsLoss) {
+      auto lossType = cast<RankedTensorType>(lossValue.getType());
+      Value seed = arith::ConstantOp::create(
+          b, lossValue.getLoc(),
+          DenseElementsAttr::get(lossType,
+                                 b.getFloatAttr(lossType.getElementType(),
+                                                gradScale.getValue())));
+      grads[lossValue] = seed;
+    } else {
+      // The output's gradient comes from the next stage.
+      BlockArgument outputGrad =
+          body.addArgument(lossValue.getType(), lossValue.getLoc());
+      grads[lossValue] = outputGrad;
+    }
     auto addGrad = [&](Value value, Value grad) {
       auto [it, inserted] = grads.try_emplace(value, grad);
       if (!inserted) {
@@ -155,6 +190,27 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
         if (grad)
           addGrad(operand, grad);
     }
+    if (!stageAttr)
+      return success();
+
+    // A stage's results: the loss (last stage), then d input (not stage 0).
+    SmallVector<Value> results;
+    if (returnsLoss)
+      results.push_back(lossValue);
+    if (hasActivationInput) {
+      Value inputGrad = grads.lookup(body.getArgument(0));
+      if (!inputGrad || isa<BlockArgument>(inputGrad))
+        return loss.emitError("--dsc-autodiff: stage @")
+               << loss.getSymName()
+               << "'s input activation gets no computed gradient";
+      results.push_back(inputGrad);
+    }
+    fbReturn->setOperands(results);
+    SmallVector<Type> resultTypes;
+    for (Value v : results)
+      resultTypes.push_back(v.getType());
+    fb.setFunctionType(
+        FunctionType::get(fb.getContext(), body.getArgumentTypes(), resultTypes));
     return success();
   }
 

@@ -51,13 +51,39 @@ struct DscDataParallelPass
     FailureOr<MeshOp> mesh = getOrCreateMesh(module);
     if (failed(mesh))
       return signalPassFailure();
-    auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
-    if (!optimizer || optimizer.isExternal()) {
+    // One optimizer, or one per pipeline stage (--dsc-pipeline), each over
+    // the gradients its stage holds.
+    SmallVector<func::FuncOp> optimizers;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() &&
+          (func.getSymName() == "optimizer" ||
+           (func->hasAttr("dsc.stage") &&
+            func.getSymName().starts_with("optimizer."))))
+        optimizers.push_back(func);
+    if (optimizers.empty()) {
       module.emitError("--dsc-data-parallel: no @optimizer; run "
                        "--dsc-autodiff and --dsc-optimizer first");
       return signalPassFailure();
     }
+    if (zero == 2 && optimizers.front()->hasAttr("dsc.stage")) {
+      module.emitError("--dsc-data-parallel: zero=2 with pipeline stages is "
+                       "not implemented yet; use zero=0 or 1");
+      return signalPassFailure();
+    }
+    for (func::FuncOp optimizer : optimizers)
+      if (failed(replicate(module, *mesh, optimizer)))
+        return signalPassFailure();
+  }
 
+  /// Averages (or, with ZeRO, reduce-scatters) over dp the gradients that
+  /// `optimizer` clips and updates.
+  LogicalResult replicate(ModuleOp module, MeshOp mesh,
+                          func::FuncOp optimizer) {
+    llvm::StringSet<> ownGradients;
+    optimizer.walk([&](ZeroOp zeroOp) {
+      for (Attribute name : zeroOp.getStates())
+        ownGradients.insert(cast<FlatSymbolRefAttr>(name).getValue());
+    });
     // ZeRO-1 shards the update of every AdamW parameter that dp divides;
     // their gradients are reduce-scattered (each rank needs only its
     // chunk), the others all-reduced.
@@ -65,9 +91,8 @@ struct DscDataParallelPass
     if (zero >= 1) {
       for (Operation &op : optimizer.getBody().front()) {
         if (isa<SgdOp>(op)) {
-          op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW state; "
-                         "SGD is not supported");
-          return signalPassFailure();
+          return op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW "
+                                "state; SGD is not supported");
         }
         if (auto adam = dyn_cast<AdamWOp>(op)) {
           auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
@@ -82,7 +107,8 @@ struct DscDataParallelPass
     SmallVector<SmallVector<Attribute>> reduceBuckets, scatterBuckets;
     int64_t reduceFilled = 0, scatterFilled = 0;
     for (auto state : module.getOps<StateOp>()) {
-      if (state.getKind() != StateKind::Gradient)
+      if (state.getKind() != StateKind::Gradient ||
+          !ownGradients.contains(state.getSymName()))
         continue;
       bool sharded = shardedParams.contains(state.getOf());
       // ZeRO-2 reduce-scatters these in the backward of every micro-batch.
@@ -100,13 +126,21 @@ struct DscDataParallelPass
     }
     if (reduceBuckets.empty() && scatterBuckets.empty() &&
         shardedParams.empty()) {
-      module.emitError("--dsc-data-parallel: no gradient states to reduce");
-      return signalPassFailure();
+      return optimizer.emitError(
+          "--dsc-data-parallel: no gradient states to reduce");
     }
 
     OpBuilder b(optimizer.getBody());
     b.setInsertionPointToStart(&optimizer.getBody().front());
-    auto meshRef = FlatSymbolRefAttr::get(mesh->getSymNameAttr());
+    // After a pipeline's sum over pp of gradients several stages share
+    // (--dsc-optimizer), so the dp collectives see whole sums.
+    for (Operation &op : optimizer.getBody().front())
+      if (auto reduce = dyn_cast<AllReduceStatesOp>(op);
+          reduce && llvm::is_contained(
+                        reduce.getMeshAxes().getAsValueRange<StringAttr>(),
+                        "pp"))
+        b.setInsertionPointAfter(reduce);
+    auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
     ArrayAttr axes = b.getStrArrayAttr({"dp"});
     for (ArrayRef<Attribute> bucket : scatterBuckets) {
       auto scatter = ReduceScatterStatesOp::create(
@@ -121,7 +155,7 @@ struct DscDataParallelPass
       ++numBuckets;
     }
     if (zero == 2 && failed(shardGradients(module, meshRef, shardedParams)))
-      return signalPassFailure();
+      return failure();
     if (zero >= 1 && !shardedParams.empty()) {
       // The norm of partially valid gradients is summed over the group.
       optimizer.walk([&](ClipGradNormOp clip) {
@@ -137,8 +171,9 @@ struct DscDataParallelPass
       });
       if (failed(
               shardOptimizerStates(module, optimizer, meshRef, shardedParams)))
-        return signalPassFailure();
+        return failure();
     }
+    return success();
   }
 
   /// ZeRO-2: the gradients of sharded parameters become rank-1 shards, and

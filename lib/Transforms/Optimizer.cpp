@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCOPTIMIZERPASS
@@ -50,8 +52,11 @@ struct DscOptimizerPass
           << optimizer << "'; expected adamw or sgd";
       return signalPassFailure();
     }
-    SymbolTable symbols(module);
-    if (symbols.lookup("optimizer")) {
+    SymbolTable symbolTable(module);
+    OpBuilder decls(module.getContext());
+    symbols = &symbolTable;
+    declBuilder = &decls;
+    if (symbols->lookup("optimizer")) {
       module.emitError("--dsc-optimizer: the module already has an "
                        "@optimizer function");
       return signalPassFailure();
@@ -60,7 +65,6 @@ struct DscOptimizerPass
     // Gradient states in declaration order (autodiff's order of first use,
     // reversed), which fixes the order of the norm's reduction.
     SmallVector<StateOp> gradients;
-    Operation *lastDecl = nullptr;
     for (Operation &op : module.getBody()->getOperations()) {
       if (auto state = dyn_cast<StateOp>(op);
           state && state.getKind() == StateKind::Gradient)
@@ -73,44 +77,108 @@ struct DscOptimizerPass
                        "--dsc-autodiff first");
       return signalPassFailure();
     }
+    declBuilder->setInsertionPointAfter(lastDecl);
 
+    // Pipeline stages (--dsc-pipeline): one optimizer per stage over the
+    // gradients its backward accumulates.
+    SmallVector<std::pair<int64_t, llvm::StringSet<>>> stages;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto stage = func->getAttrOfType<IntegerAttr>("dsc.stage");
+      if (!stage || !func.getSymName().starts_with("forward_backward."))
+        continue;
+      llvm::StringSet<> accumulated;
+      func.walk([&](AccumulateOp acc) { accumulated.insert(acc.getState()); });
+      stages.push_back({stage.getInt(), std::move(accumulated)});
+    }
+    if (stages.empty()) {
+      emitOptimizer("optimizer", gradients, gradients, {}, {}, std::nullopt);
+      return;
+    }
+
+    // A gradient accumulated by several stages (a tied embedding, read by
+    // the first and the last) is a sum of the stages' parts: every stage
+    // adds it over pp, counts it once in the norm and updates its copy.
+    llvm::StringMap<int> owners;
+    for (auto &[k, accumulated] : stages)
+      for (auto &entry : accumulated)
+        ++owners[entry.getKey()];
+    SmallVector<StateOp> shared;
+    for (StateOp grad : gradients)
+      if (owners.lookup(grad.getSymName()) > 1)
+        shared.push_back(grad);
+    for (auto &[k, accumulated] : stages) {
+      SmallVector<StateOp> normed, updated;
+      SmallVector<bool> local;
+      for (StateOp grad : gradients) {
+        bool mine = accumulated.contains(grad.getSymName());
+        bool isShared = owners.lookup(grad.getSymName()) > 1;
+        if (!mine && !isShared)
+          continue;
+        normed.push_back(grad);
+        local.push_back(mine && !isShared);
+        if (mine)
+          updated.push_back(grad);
+      }
+      emitOptimizer(("optimizer.stage" + Twine(k)).str(), normed, updated,
+                    local, shared, k);
+    }
+  }
+
+  /// Emits `name`: the learning rate, the norm and clipping of `normed`, an
+  /// update of each of `updated`'s parameters, and the zeroing of `normed`.
+  /// For pipeline stage `stage`: first the `shared` gradients are summed
+  /// over pp, and `local[i]` marks the gradients only this stage holds, so
+  /// the lowering sums the norm over the stages (`dsc.pipeline_local` on the
+  /// clip).
+  void emitOptimizer(StringRef name, ArrayRef<StateOp> normed,
+                     ArrayRef<StateOp> updated, ArrayRef<bool> local,
+                     ArrayRef<StateOp> shared, std::optional<int64_t> stage) {
+    ModuleOp module = getOperation();
     MLIRContext *context = module.getContext();
-    OpBuilder declBuilder(context);
-    declBuilder.setInsertionPointAfter(lastDecl);
-    auto declareState = [&](StateOp grad, StringRef prefix,
-                            StateKind stateKind) -> FlatSymbolRefAttr {
-      std::string name = (prefix + grad.getOf()).str();
-      auto state = StateOp::create(declBuilder, grad.getLoc(), name,
-                                   grad.getType(), stateKind, grad.getOf());
-      symbols.insert(state);
-      return FlatSymbolRefAttr::get(state.getSymNameAttr());
-    };
-
+    auto kind = *symbolizeLrSchedule(schedule);
     OpBuilder b(context);
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     // Scalars are f32 (f64 for f64 models, which the gradient checks use).
-    Type element = gradients.front().getTensorType().getElementType();
+    StateOp first = normed.front();
+    Type element = first.getTensorType().getElementType();
     auto scalar = RankedTensorType::get(
         {}, element.isF64() ? element : Type(b.getF32Type()));
-    auto func = func::FuncOp::create(b, loc, "optimizer",
+    auto func = func::FuncOp::create(b, loc, name,
                                      b.getFunctionType({}, {scalar, scalar}));
+    if (stage)
+      func->setAttr("dsc.stage", b.getI64IntegerAttr(*stage));
     b.setInsertionPointToStart(func.addEntryBlock());
 
+    if (!shared.empty()) {
+      MeshOp mesh = *module.getOps<MeshOp>().begin();
+      SmallVector<Attribute> refs;
+      for (StateOp grad : shared)
+        refs.push_back(FlatSymbolRefAttr::get(grad.getSymNameAttr()));
+      auto reduce = AllReduceStatesOp::create(
+          b, loc, b.getArrayAttr(refs),
+          FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
+          b.getStrArrayAttr({"pp"}));
+      reduce.setReduction(ReductionKind::Sum);
+    }
+
     Value lr = LearningRateOp::create(
-        b, loc, scalar, LrScheduleAttr::get(context, *kind),
+        b, loc, scalar, LrScheduleAttr::get(context, kind),
         b.getF64FloatAttr(this->lr), b.getF64FloatAttr(minLr),
         b.getI64IntegerAttr(warmup), b.getI64IntegerAttr(totalSteps));
     SmallVector<Attribute> gradientRefs;
-    for (StateOp grad : gradients)
+    for (StateOp grad : normed)
       gradientRefs.push_back(FlatSymbolRefAttr::get(grad.getSymNameAttr()));
     ArrayAttr gradientList = b.getArrayAttr(gradientRefs);
-    Value norm = ClipGradNormOp::create(
+    auto clip = ClipGradNormOp::create(
         b, loc, scalar, gradientList, b.getF64FloatAttr(clipGradNorm),
         /*mesh=*/FlatSymbolRefAttr(), /*shard_axes=*/ArrayAttr(),
         /*sharded=*/DenseBoolArrayAttr());
+    if (stage)
+      clip->setAttr("dsc.pipeline_local", b.getDenseBoolArrayAttr(local));
+    Value norm = clip.getResult();
 
-    for (StateOp grad : gradients) {
+    for (StateOp grad : updated) {
       // Megatron-LM and nanoGPT decay matrices only, not biases and norms.
       bool decay = grad.getTensorType().getRank() >= 2;
       auto gradRef = FlatSymbolRefAttr::get(grad.getSymNameAttr());
@@ -136,6 +204,25 @@ struct DscOptimizerPass
     ZeroOp::create(b, loc, gradientList);
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});
   }
+
+  /// The state `prefix<param>` of `grad`'s parameter, declared on first use
+  /// (two stages updating a tied parameter share its declaration: each rank
+  /// holds only its stage's copy).
+  FlatSymbolRefAttr declareState(StateOp grad, StringRef prefix,
+                                 StateKind stateKind) {
+    std::string name = (prefix + grad.getOf()).str();
+    if (auto existing = symbols->lookup<StateOp>(name))
+      return FlatSymbolRefAttr::get(existing.getSymNameAttr());
+    auto state = StateOp::create(*declBuilder, grad.getLoc(), name,
+                                 grad.getType(), stateKind, grad.getOf());
+    symbols->insert(state);
+    return FlatSymbolRefAttr::get(state.getSymNameAttr());
+  }
+
+  // Valid during runOnOperation.
+  SymbolTable *symbols = nullptr;
+  OpBuilder *declBuilder = nullptr;
+  Operation *lastDecl = nullptr;
 };
 
 } // namespace

@@ -16,9 +16,10 @@ using namespace mlir::dsc;
 void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
                                      const CompileOptions &options) {
   // The mesh first, so that every sharding pass finds its axis on it.
-  if (options.dp > 1 || options.tp > 1) {
+  if (options.dp > 1 || options.tp > 1 || options.pp > 1) {
     DscDeclareMeshPassOptions mesh;
     mesh.dp = options.dp;
+    mesh.pp = options.pp;
     mesh.tp = options.tp;
     pm.addPass(createDscDeclareMeshPass(mesh));
   }
@@ -28,6 +29,15 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     DscTensorParallelPassOptions tensorParallel;
     tensorParallel.tp = options.tp;
     pm.addPass(createDscTensorParallelPass(tensorParallel));
+  }
+
+  // Pipeline stages are cut from the (tensor-sliced) forward graph; autodiff
+  // then differentiates each stage.
+  if (options.pp > 1) {
+    DscPipelinePassOptions pipeline;
+    pipeline.pp = options.pp;
+    pipeline.schedule = options.pipelineSchedule;
+    pm.addPass(createDscPipelinePass(pipeline));
   }
 
   DscAutodiffPassOptions autodiff;
@@ -75,6 +85,8 @@ void mlir::dsc::registerDscPipelines() {
           llvm::report_fatal_error("--dsc-compile: dp must be >= 1");
         if (options.tp < 1)
           llvm::report_fatal_error("--dsc-compile: tp must be >= 1");
+        if (options.pp < 1)
+          llvm::report_fatal_error("--dsc-compile: pp must be >= 1");
         buildCompilePipeline(pm, options);
       });
 }

@@ -112,6 +112,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                   "': " + std::strerror(errno));
   }
 
+  // Each pipeline stage holds only its own parameters up to date.
+  if (!plan.stages.empty() && (!options.save.empty() || !options.load.empty()))
+    throw Error("checkpoints of pipelined plans are not supported yet (each "
+                "stage's ranks hold only that stage's parameters)");
+
   Executor ex(std::move(plan), options.seed, world);
   const Plan &p = ex.plan();
   if (options.learningRate)
@@ -132,6 +137,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         << " ranks (" << world->backendName() << "); each of the " << dpSize
         << " data-parallel ranks trains " << microBatches
         << " micro-batches of the step's " << dpSize * microBatches << "\n";
+  if (!p.stages.empty())
+    log << "dsc-run: " << p.stages.size() << " pipeline stages, schedule "
+        << (p.schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b")
+        << " (bubble " << p.stages.size() - 1 << "/" << microBatches
+        << " of the step's stage time)\n";
   log << "dsc-run: data: " << source->describe() << " (" << source->size()
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";
   for (uint32_t a = 0; a < p.arenas.size(); ++a) {
@@ -207,9 +217,16 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                          tokens, targets);
         },
         microBatches);
-    // The step's loss is the mean over every rank's micro-batches.
-    if (world && worldSize > 1)
+    // The step's loss is the mean over every rank's micro-batches; in a
+    // pipeline only the last stage's ranks (one per dp x tp coordinate)
+    // compute it.
+    if (world && worldSize > 1 && p.stages.empty()) {
       world->allReduce(&r.loss, 1, DType::F64, ReduceOp::Avg);
+    } else if (world && worldSize > 1) {
+      double sum[2] = {r.hasLoss ? r.loss : 0.0, r.hasLoss ? 1.0 : 0.0};
+      world->allReduce(sum, 2, DType::F64, ReduceOp::Sum);
+      r.loss = sum[0] / sum[1];
+    }
     const double seconds = secondsSince(t0);
     if (trace)
       trace->add("iteration " + std::to_string(iteration), "step", 0,
@@ -318,7 +335,7 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
                       RunResult *result, Communicator *world,
                       const RunHooks &hooks) {
   for (const char *name : {"forward_backward", "optimizer"})
-    if (!plan.findProgram(name))
+    if (plan.stages.empty() && !plan.findProgram(name))
       throw Error("plan '" + options.input + "' has no '" + name +
                   "' program, so it cannot train");
   if (world) {

@@ -61,6 +61,9 @@ struct BufferView {
 /// What trainStep reports.
 struct StepResult {
   double loss = 0;         // mean over the micro-batches
+  /// False on a pipeline stage other than the last, which computes no loss
+  /// (then `loss` is 0).
+  bool hasLoss = true;
   double gradNorm = 0;     // NaN when the plan computes none
   double learningRate = 0; // NaN when the plan has no lr buffer
   /// Bytes this rank sent in the plan's collectives during the step (the
@@ -113,7 +116,11 @@ public:
   void runProgram(const std::string &name);
   /// One training step: for each of `microBatches` micro-batches, `fill`
   /// writes tokens and targets, then forward_backward runs; then optimizer
-  /// runs and the step advances.
+  /// runs and the step advances. A pipelined plan (Plan::stages) runs this
+  /// rank's stage in the plan's schedule instead: every rank of the pp
+  /// group calls trainStep with the same micro-batch count; `fill` is
+  /// called on the first stage before a micro-batch's forward (tokens) and
+  /// on the last before its backward (targets).
   StepResult
   trainStep(const std::function<void(int64_t microBatch, int32_t *tokens,
                                      int32_t *targets)> &fill,
@@ -157,6 +164,10 @@ public:
   /// changed nothing.
   int64_t loadCheckpoint(const std::string &path);
 
+  /// This rank's pipeline stage (its coordinate on the mesh axis "pp"), or
+  /// -1 for a plan without stages.
+  int64_t stage() const { return stageIndex; }
+
   /// The world communicator (null for a one-rank plan run without one).
   Communicator *world() const { return worldComm; }
   /// This rank's coordinates on the plan's mesh (empty without a mesh).
@@ -197,6 +208,10 @@ private:
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);
   void setUpMesh(Communicator *world);
+  /// trainStep of a pipelined plan (PipelineSchedule.cpp).
+  StepResult trainPipelineStep(
+      const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+      int64_t microBatches);
 
   Plan thePlan;
   std::vector<uint8_t *> arenas;
@@ -212,6 +227,11 @@ private:
   std::vector<int64_t> coords;
   /// Group communicators by `axes` mask.
   std::map<int64_t, std::unique_ptr<Communicator>> groups;
+  /// Pipelining: this rank's stage, the mask of the pp axis, and the stash
+  /// of stage inputs of the micro-batches between forward and backward.
+  int64_t stageIndex = -1;
+  int64_t ppMask = 0;
+  std::vector<std::vector<uint8_t>> stash;
 };
 
 } // namespace dsc::rt

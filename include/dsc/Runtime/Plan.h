@@ -29,7 +29,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 3;
+constexpr uint32_t kPlanFormatVersion = 4;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -48,6 +48,8 @@ enum class BufferRole : uint32_t {
   Scalar = 7,         // f32/f64 scalar the executor reads (grad norm, lr)
   Constant = 8,       // persistent, initialized once from `init`, never
                       // written by an instruction (validatePlan checks)
+  Boundary = 9,       // a pipeline stage's input or output activation, or
+                      // its gradient: filled or sent by the schedule
 };
 
 /// Constant fills every element with BufferInit::value (the compiler's scalar
@@ -314,6 +316,42 @@ struct Program {
   std::vector<Instruction> instructions;
 };
 
+/// One pipeline stage (Plan::stages[k] runs on the ranks whose coordinate
+/// on the mesh axis "pp" is k). Its programs are pure compute; the
+/// executor's schedule moves the boundary buffers between neighbouring
+/// stages with point-to-point messages over the pp group. Buffer ids are
+/// -1 where a stage has no such buffer.
+struct PipelineStage {
+  /// Programs: the forward (input -> output; the last stage's computes the
+  /// evaluation loss), the backward, which recomputes the forward from the
+  /// stage input (input, outputGrad or targets -> inputGrad, loss), and the
+  /// optimizer of the stage's parameters.
+  std::string forward, forwardBackward, optimizer;
+  /// The stage input: the tokens buffer on stage 0, else the activation
+  /// received from stage k-1 (read by both forward and forwardBackward).
+  int64_t input = -1;
+  /// The forward's output activation, sent to stage k+1 (not on the last).
+  int64_t output = -1;
+  /// The gradient of `output`, received from stage k+1 (not on the last).
+  int64_t outputGrad = -1;
+  /// The gradient of `input`, sent to stage k-1 (not on stage 0).
+  int64_t inputGrad = -1;
+  /// The last stage's loss (forwardBackward's), the optimizer's gradient
+  /// norm and learning rate.
+  int64_t loss = -1, gradNorm = -1, learningRate = -1;
+};
+
+/// The order of a pipelined step's forwards and backwards (see
+/// Executor::trainStep).
+enum class PipelineSchedule : uint32_t {
+  /// All M forwards, then all M backwards (GPipe): M stage inputs stashed.
+  GPipe = 0,
+  /// PipeDream-flush as Megatron-LM's non-interleaved schedule: P-k-1
+  /// warmup forwards, then one forward and one backward in turn, then the
+  /// remaining backwards: at most P-k stage inputs stashed.
+  OneFOneB = 1,
+};
+
 /// What the compiler predicted; dsc-run compares and reports.
 struct PlanSummary {
   std::vector<uint64_t> peakBytesPerArena;
@@ -355,6 +393,12 @@ struct Plan {
     int64_t size = 1;
   };
   std::vector<MeshAxis> mesh;
+
+  /// Pipeline stages over the mesh axis "pp", one per coordinate; empty for
+  /// a plan that is not pipelined (every rank runs "forward_backward" and
+  /// "optimizer").
+  std::vector<PipelineStage> stages;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
 
   /// The program called `name`, or null.
   const Program *findProgram(const std::string &name) const;

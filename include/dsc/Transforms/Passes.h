@@ -28,6 +28,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      llvm::cl::desc("Tensor-parallel ranks (mesh axis tp; "
                                     "Megatron-LM tensor slicing)"),
                      llvm::cl::init(1)};
+  Option<int64_t> pp{*this, "pp",
+                     llvm::cl::desc("Pipeline stages (mesh axis pp)"),
+                     llvm::cl::init(1)};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule",
+      llvm::cl::desc("Pipeline schedule: 1f1b (default) or gpipe"),
+      llvm::cl::init("1f1b")};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),

@@ -401,4 +401,69 @@ def DscVerifyCollectivesPass
   ];
 }
 
+def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Cuts a forward graph into pipeline stages over pp";
+  let description = [{
+    Splits the loss function (before `--dsc-autodiff`, after tensor
+    slicing) into `pp` stage functions `@<func>.stage<k>`, each with the
+    integer attribute `dsc.stage = k` (it runs on the ranks whose
+    coordinate on the mesh axis `pp` is k). Cuts fall on transformer-layer
+    boundaries only, where the residual stream between two blocks is the
+    one value that crosses: layers are told by the ops' name locations
+    (`loc("h.3.mlp.fc")`); the embedding belongs to the first layer's
+    stage and the final norm, LM head and loss to the last layer's.
+
+    The cut balances cost, not layer counts: each op weighs its
+    `CostOpInterface` matmul FLOPs plus `vector-weight` times its vector
+    FLOPs (elementwise work runs at a fraction of the matrix units' rate),
+    and the contiguous split that minimizes the heaviest stage is chosen
+    (ties: the earliest cuts). The embedding and the LM head with its
+    vocabulary-wide cross-entropy make the first and the last stage
+    heavier than a layer, so they get fewer layers.
+
+    Stage k < pp-1 takes the previous stage's activation (stage 0: the
+    tokens) and returns its output activation; the last takes the
+    activation and the targets and returns the loss. Parameter reads and
+    constants are cloned into every stage that uses them (a tied
+    embedding is read by the first and the last stage). The original
+    function is erased.
+
+    Before:
+    ```mlir
+    func.func @loss(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>) -> tensor<f32> {
+      ... wte, wpe, h.0 ... h.3, ln_f, lm_head ...
+      return %l : tensor<f32>
+    }
+    ```
+    After (pp=2):
+    ```mlir
+    func.func @loss.stage0(%tokens: tensor<8x64xi32>) -> tensor<8x64x128xf32>
+        attributes {dsc.stage = 0 : i64} { ... wte, wpe, h.0, h.1 ... }
+    func.func @loss.stage1(%x: tensor<8x64x128xf32>, %targets: tensor<8x64xi32>)
+        -> tensor<f32> attributes {dsc.stage = 1 : i64} { ... h.2, h.3, ln_f, lm_head ... }
+    ```
+
+    The schedule is recorded on the module as `dsc.pipeline = {stages = P,
+    schedule = "1f1b"}` for the lowering to the runtime plan.
+
+    Errors name the numbers: fewer layers than stages, a mesh whose `pp`
+    axis has another size, a cut crossed by more than one activation.
+    Declares `dsc.mesh @mesh axes = ["pp"] shape = [pp]` unless the module
+    has a mesh, which must then have a `pp` axis of that size.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
+           "The forward function computing the loss">,
+    Option<"vectorWeight", "vector-weight", "double", /*default=*/"8.0",
+           "Cost of one vector FLOP in matmul FLOPs, for balancing">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "The runtime's schedule of micro-batches: '1f1b' (PipeDream-flush, "
+           "Megatron-LM's default) or 'gpipe'">,
+  ];
+  let statistics = [
+    Statistic<"numStages", "stages", "Pipeline stages created">,
+  ];
+}
+
 #endif // DSC_TRANSFORMS_PASSES_TD

@@ -249,6 +249,13 @@ void Executor::setUpMesh(Communicator *world) {
   // Every rank has the same plan, so every rank splits the same masks in
   // the same (ascending) order, as split's collective contract needs.
   std::set<int64_t> masks;
+  // A pipeline's stages exchange activations over the pp group.
+  if (!thePlan.stages.empty()) {
+    const int64_t axis = findMeshAxis(thePlan.mesh, "pp");
+    ppMask = int64_t(1) << axis;
+    stageIndex = coords[axis];
+    masks.insert(ppMask);
+  }
   for (const Program &prog : thePlan.programs)
     for (const Instruction &inst : prog.instructions)
       if (int64_t mask = groupMaskOf(inst))
@@ -503,6 +510,8 @@ StepResult Executor::trainStep(
     int64_t microBatches) {
   if (microBatches < 1)
     throw Error("trainStep needs at least one micro-batch");
+  if (!thePlan.stages.empty())
+    return trainPipelineStep(fill, microBatches);
   // Without a lossScale buffer the backward's seed is baked into the plan
   // for its own micro-batch count; another count would scale the gradients.
   if (thePlan.lossScale < 0 && microBatches != thePlan.microBatches)

@@ -142,6 +142,8 @@ const char *dsc::rt::roleName(BufferRole r) {
     return "scalar";
   case BufferRole::Constant:
     return "constant";
+  case BufferRole::Boundary:
+    return "boundary";
   }
   return "unknown role";
 }

@@ -160,6 +160,9 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     for (const Instruction &inst : p.instructions)
       names.intern(inst.name);
   }
+  for (const PipelineStage &st : plan.stages)
+    for (const std::string *n : {&st.forward, &st.forwardBackward, &st.optimizer})
+      names.intern(*n);
 
   Writer body;
   body.i64(plan.vocabSize);
@@ -233,6 +236,17 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       for (double v : inst.floats)
         body.f64(v);
     }
+  }
+
+  body.u32(uint32_t(plan.schedule));
+  body.u32(uint32_t(plan.stages.size()));
+  for (const PipelineStage &st : plan.stages) {
+    body.u32(names.intern(st.forward));
+    body.u32(names.intern(st.forwardBackward));
+    body.u32(names.intern(st.optimizer));
+    for (int64_t id : {st.input, st.output, st.outputGrad, st.inputGrad,
+                       st.loss, st.gradNorm, st.learningRate})
+      body.i64(id);
   }
 
   body.u32(uint32_t(plan.summary.peakBytesPerArena.size()));
@@ -357,7 +371,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     b.bytes = r.u64(f + " bytes");
     b.dtype = checkedEnum<DType>(r, f + " dtype", uint32_t(DType::F16));
     b.role =
-        checkedEnum<BufferRole>(r, f + " role", uint32_t(BufferRole::Constant));
+        checkedEnum<BufferRole>(r, f + " role", uint32_t(BufferRole::Boundary));
     b.init.kind = checkedEnum<InitKind>(r, f + " init kind",
                                         uint32_t(InitKind::Constant));
     b.init.std = r.f64(f + " init std");
@@ -405,6 +419,21 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
       for (double &v : inst.floats)
         v = r.f64(f + " floats");
     }
+  }
+
+  // schedule, then per stage: three program names and seven buffer ids.
+  plan.schedule = checkedEnum<PipelineSchedule>(
+      r, "pipeline schedule", uint32_t(PipelineSchedule::OneFOneB));
+  plan.stages.resize(r.count("pipeline stages", 3 * 4 + 7 * 8));
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    PipelineStage &st = plan.stages[k];
+    std::string f = "stages[" + std::to_string(k) + "]";
+    st.forward = name(f + ".forward");
+    st.forwardBackward = name(f + ".forwardBackward");
+    st.optimizer = name(f + ".optimizer");
+    for (int64_t *id : {&st.input, &st.output, &st.outputGrad, &st.inputGrad,
+                        &st.loss, &st.gradNorm, &st.learningRate})
+      *id = r.i64(f + " buffer id");
   }
 
   plan.summary.peakBytesPerArena.resize(

@@ -34,6 +34,20 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   if (!plan.mesh.empty())
     os << "mesh: " << meshString(plan.mesh) << " (" << meshRanks(plan.mesh)
        << " ranks)\n";
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const PipelineStage &st = plan.stages[k];
+    os << "stage " << k << " ("
+       << (plan.schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b")
+       << "): programs '" << st.forward << "', '" << st.forwardBackward
+       << "', '" << st.optimizer << "'; input %" << st.input;
+    if (st.output >= 0)
+      os << ", output %" << st.output << ", output grad %" << st.outputGrad;
+    if (st.inputGrad >= 0)
+      os << ", input grad %" << st.inputGrad;
+    if (st.loss >= 0)
+      os << ", loss %" << st.loss;
+    os << "\n";
+  }
   os << "well-known: tokens %" << plan.tokens << ", targets %" << plan.targets
      << ", loss %" << plan.loss;
   if (plan.gradNorm >= 0)

@@ -51,7 +51,7 @@ void checkBuffer(const Plan &plan, size_t id) {
   auto fail = [&](const std::string &msg) { throw Error(what + ": " + msg); };
   if (uint32_t(b.dtype) > uint32_t(DType::F16))
     fail("unknown dtype " + std::to_string(uint32_t(b.dtype)));
-  if (uint32_t(b.role) > uint32_t(BufferRole::Constant))
+  if (uint32_t(b.role) > uint32_t(BufferRole::Boundary))
     fail("unknown role " + std::to_string(uint32_t(b.role)));
   if (uint32_t(b.init.kind) > uint32_t(InitKind::Constant))
     fail("unknown init kind " + std::to_string(uint32_t(b.init.kind)));
@@ -183,6 +183,67 @@ void checkWellKnown(const Plan &plan) {
     check(plan.learningRate, "learningRate", BufferRole::Scalar);
   if (plan.lossScale != -1)
     check(plan.lossScale, "lossScale", BufferRole::Constant);
+}
+
+/// Pipeline stages: one per coordinate of the mesh axis "pp", their
+/// programs present, their boundary buffers of the roles the schedule
+/// fills, and each message's two ends of one dtype and size.
+void checkStages(const Plan &plan) {
+  if (plan.stages.empty())
+    return;
+  const int64_t axis = findMeshAxis(plan.mesh, "pp");
+  if (axis < 0 || plan.mesh[axis].size != int64_t(plan.stages.size()))
+    throw Error("the plan has " + std::to_string(plan.stages.size()) +
+                " pipeline stages but its mesh (" + meshString(plan.mesh) +
+                ") has no 'pp' axis of that size");
+  const size_t last = plan.stages.size() - 1;
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const PipelineStage &st = plan.stages[k];
+    const std::string where = "pipeline stage " + std::to_string(k);
+    for (const std::string *name :
+         {&st.forward, &st.forwardBackward, &st.optimizer})
+      if (!plan.findProgram(*name))
+        throw Error(where + ": no program '" + *name + "'");
+    auto check = [&](int64_t id, const char *field, BufferRole role,
+                     bool present) {
+      if (!present) {
+        if (id != -1)
+          throw Error(where + ": has a " + field +
+                      " buffer, which this stage cannot have");
+        return;
+      }
+      if (id < 0 || uint64_t(id) >= plan.buffers.size())
+        throw Error(where + ": " + field + " buffer " + std::to_string(id) +
+                    " is out of range");
+      if (plan.buffers[id].role != role)
+        throw Error(where + ": " + field + " " +
+                    describeBuffer(plan, uint32_t(id)) + " has role " +
+                    roleName(plan.buffers[id].role) + ", expected " +
+                    roleName(role));
+    };
+    check(st.input, "input", k == 0 ? BufferRole::Tokens : BufferRole::Boundary,
+          true);
+    check(st.output, "output", BufferRole::Boundary, k != last);
+    check(st.outputGrad, "outputGrad", BufferRole::Boundary, k != last);
+    check(st.inputGrad, "inputGrad", BufferRole::Boundary, k != 0);
+    check(st.loss, "loss", BufferRole::Loss, k == last);
+    check(st.gradNorm, "gradNorm", BufferRole::Scalar, true);
+    check(st.learningRate, "learningRate", BufferRole::Scalar, true);
+    if (k == last)
+      continue;
+    // The messages between k and k+1: both ends alike.
+    const PipelineStage &next = plan.stages[k + 1];
+    for (auto [a, b] : {std::make_pair(st.output, next.input),
+                        std::make_pair(st.outputGrad, next.inputGrad),
+                        std::make_pair(st.output, st.outputGrad)}) {
+      const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
+      if (x.dtype != y.dtype || x.shape != y.shape)
+        throw Error(where + ": " + describeBuffer(plan, uint32_t(a)) +
+                    " and " + describeBuffer(plan, uint32_t(b)) +
+                    " are two ends of one message but differ in dtype or "
+                    "shape");
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -900,4 +961,5 @@ void dsc::rt::validatePlan(const Plan &plan) {
     for (size_t i = 0; i < prog.instructions.size(); ++i)
       InstructionChecker(plan, prog, i).run();
   }
+  checkStages(plan);
 }

@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
@@ -55,6 +56,8 @@ int64_t bytesOfSymbols(Operation *op, ArrayAttr names) {
 
 SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
   llvm::SetVector<StringRef> axes;
+  if (clip->hasAttr("dsc.pipeline_local"))
+    axes.insert("pp");
   if (ArrayAttr shard = clip.getShardAxesAttr())
     for (StringRef axis : shard.getAsValueRange<StringAttr>())
       axes.insert(axis);
@@ -142,10 +145,31 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
           times * ((n - 1) * bytesOfSymbols(op, gather.getBuffers()) / n);
     }
   };
-  for (auto [name, times] : {std::pair<StringRef, int64_t>{"forward_backward",
-                                                           microbatches},
-                             {"optimizer", 1}})
+  // A pipelined module: rank 0 runs stage 0 (which is not the last: it
+  // runs its forward program and sends), whose backward's second
+  // argument is the gradient of the activation it sends forward once per
+  // micro-batch (the gradients coming back are received, not sent).
+  bool pipelined = module->hasAttr("dsc.pipeline");
+  StringRef fbName = pipelined ? "forward_backward.stage0" : "forward_backward";
+  StringRef optName = pipelined ? "optimizer.stage0" : "optimizer";
+  for (auto [name, times] :
+       {std::pair<StringRef, int64_t>{fbName, microbatches}, {optName, 1}})
     if (Operation *func = SymbolTable::lookupSymbolIn(module, name))
       func->walk([&, times = times](Operation *op) { count(op, times); });
+  // Stage 0's forward runs too (its backward recomputes it), collectives
+  // included (tensor slicing's all-reduces run twice per micro-batch).
+  if (pipelined)
+    for (auto func : module.getOps<FunctionOpInterface>()) {
+      auto stage = func->getAttrOfType<IntegerAttr>("dsc.stage");
+      StringRef name = func.getName();
+      if (stage && stage.getInt() == 0 && name != fbName && name != optName)
+        func->walk([&](Operation *op) { count(op, microbatches); });
+    }
+  if (auto fb = dyn_cast_or_null<FunctionOpInterface>(
+          SymbolTable::lookupSymbolIn(module, fbName));
+      pipelined && fb && fb.getNumArguments() == 2)
+    total.pointToPoint =
+        microbatches *
+        bytesOfType(cast<RankedTensorType>(fb.getArgument(1).getType()));
   return total;
 }

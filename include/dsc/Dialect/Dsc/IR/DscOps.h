@@ -34,7 +34,11 @@ FailureOr<int64_t> getMeshGroupSize(Operation *op,
 /// micro-batch.
 struct CollectiveBytes {
   int64_t allReduce = 0, reduceScatter = 0, allGather = 0;
-  int64_t total() const { return allReduce + reduceScatter + allGather; }
+  /// A pipeline stage's activations sent to the next stage.
+  int64_t pointToPoint = 0;
+  int64_t total() const {
+    return allReduce + reduceScatter + allGather + pointToPoint;
+  }
 };
 CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches);
 
