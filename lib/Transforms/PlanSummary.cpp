@@ -40,13 +40,23 @@ struct DscPlanSummaryPass
       return signalPassFailure();
     }
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-    int64_t parameters = 0, gradients = 0, optimizerState = 0;
+    // `parameters` is the model's size (the whole of a sharded parameter);
+    // the element counts and model-state bytes are what one rank stores.
+    int64_t parameters = 0, parameterElements = 0, gradients = 0,
+            optimizerState = 0, modelStateBytes = 0;
+    auto bytesOf = [](RankedTensorType type) {
+      return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+    };
     for (Operation &op : module.getBody()->getOperations()) {
-      if (auto param = dyn_cast<ParameterOp>(op))
-        parameters += param.getNumElements();
-      else if (auto state = dyn_cast<StateOp>(op))
+      if (auto param = dyn_cast<ParameterOp>(op)) {
+        parameters += param.getWholeNumElements();
+        parameterElements += param.getNumElements();
+        modelStateBytes += bytesOf(param.getTensorType());
+      } else if (auto state = dyn_cast<StateOp>(op)) {
         (state.getKind() == StateKind::Gradient ? gradients : optimizerState) +=
             state.getTensorType().getNumElements();
+        modelStateBytes += bytesOf(state.getTensorType());
+      }
     }
     // Model FLOPs: the loss function is the forward pass; the training
     // program is forward and backward (3x the forward's dense FLOPs).
@@ -57,7 +67,8 @@ struct DscPlanSummaryPass
       loss.walk([&](CostOpInterface op) {
         forwardFlops += op.getCost().matmulFlops;
       });
-    // ZeRO-2's reduce-scatters run once per micro-batch.
+    // ZeRO-2's reduce-scatters and ZeRO-3's gathers run once per
+    // micro-batch.
     int64_t perStep = microbatches;
     if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
       perStep = m.getInt();
@@ -84,8 +95,10 @@ struct DscPlanSummaryPass
                          cast<IntegerAttr>(peak.getValue()).getInt());
       });
       json.attribute("parameters", parameters);
+      json.attribute("parameter_elements", parameterElements);
       json.attribute("gradient_elements", gradients);
       json.attribute("optimizer_state_elements", optimizerState);
+      json.attribute("model_state_bytes", modelStateBytes);
       json.attribute("microbatches", static_cast<int64_t>(microbatches));
       json.attribute("forward_flops_per_microbatch", forwardFlops);
       json.attribute("flops_per_microbatch", flops);
