@@ -58,6 +58,24 @@ struct DscPlanSummaryPass
         modelStateBytes += bytesOf(state.getTensorType());
       }
     }
+    // ZeRO-3 gathers every chunked parameter for the forward, and again for
+    // the backward only those the backward reads (a bias or a layer norm's
+    // beta has a gradient that does not depend on it): the elements of the
+    // backward's gathers, per micro-batch.
+    int64_t backwardGathered = 0;
+    if (fb) {
+      Block &top = fb.getBody().front();
+      Operation *lossOp = nullptr;
+      if (top.getTerminator()->getNumOperands())
+        if (Operation *def = top.getTerminator()->getOperand(0).getDefiningOp())
+          lossOp = top.findAncestorOpInBlock(*def);
+      fb.walk([&](GatherParameterOp gather) {
+        Operation *at = top.findAncestorOpInBlock(*gather);
+        if (lossOp && at && lossOp->isBeforeInBlock(at))
+          backwardGathered +=
+              cast<RankedTensorType>(gather.getType()).getNumElements();
+      });
+    }
     // Model FLOPs: the loss function is the forward pass; the training
     // program is forward and backward (3x the forward's dense FLOPs).
     int64_t flops = 0, forwardFlops = 0;
@@ -99,6 +117,7 @@ struct DscPlanSummaryPass
       json.attribute("gradient_elements", gradients);
       json.attribute("optimizer_state_elements", optimizerState);
       json.attribute("model_state_bytes", modelStateBytes);
+      json.attribute("backward_gathered_elements", backwardGathered);
       json.attribute("microbatches", static_cast<int64_t>(microbatches));
       json.attribute("forward_flops_per_microbatch", forwardFlops);
       json.attribute("flops_per_microbatch", flops);
