@@ -40,17 +40,18 @@ struct DscPlanSummaryPass
       return signalPassFailure();
     }
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-    // `parameters` is the model's size (the whole of a sharded parameter);
-    // the element counts and model-state bytes are what one rank stores.
-    int64_t parameters = 0, parameterElements = 0, gradients = 0,
+    // `whole_parameters` is the model's size (the whole of a sharded
+    // parameter); the element counts and model-state bytes are what one
+    // rank stores.
+    int64_t parameters = 0, wholeParameters = 0, gradients = 0,
             optimizerState = 0, modelStateBytes = 0;
     auto bytesOf = [](RankedTensorType type) {
       return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
     };
     for (Operation &op : module.getBody()->getOperations()) {
       if (auto param = dyn_cast<ParameterOp>(op)) {
-        parameters += param.getWholeNumElements();
-        parameterElements += param.getNumElements();
+        parameters += param.getNumElements();
+        wholeParameters += param.getWholeNumElements();
         modelStateBytes += bytesOf(param.getTensorType());
       } else if (auto state = dyn_cast<StateOp>(op)) {
         (state.getKind() == StateKind::Gradient ? gradients : optimizerState) +=
@@ -113,7 +114,7 @@ struct DscPlanSummaryPass
                          cast<IntegerAttr>(peak.getValue()).getInt());
       });
       json.attribute("parameters", parameters);
-      json.attribute("parameter_elements", parameterElements);
+      json.attribute("whole_parameters", wholeParameters);
       json.attribute("gradient_elements", gradients);
       json.attribute("optimizer_state_elements", optimizerState);
       json.attribute("model_state_bytes", modelStateBytes);

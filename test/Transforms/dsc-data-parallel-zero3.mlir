@@ -66,8 +66,8 @@
 // Per rank and micro-batch: two gathers of (4-1)/4 of 4*(96+36) bytes and
 // one reduce-scatter of it; the replicated 12 elements are all-reduced
 // (2*3/4*48) and the norm's f64 (8 for rank 0: one element is one chunk).
-// BYTES: "parameters": 144,
-// BYTES: "parameter_elements": 45,
+// BYTES: "parameters": 45,
+// BYTES: "whole_parameters": 144,
 // BYTES: "gradient_elements": 45,
 // BYTES: "optimizer_state_elements": 90,
 // BYTES: "model_state_bytes": 720,

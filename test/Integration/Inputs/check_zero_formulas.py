@@ -26,10 +26,10 @@ import sys
 
 s = json.load(open(sys.argv[1]))
 dp, zero, m = (int(x) for x in sys.argv[2:5])
-psi = s["parameters"]
+psi = s["whole_parameters"]
 ring = lambda b: (dp - 1) * b // dp
 want = {
-    "parameter_elements": psi // dp if zero >= 3 else psi,
+    "parameters": psi // dp if zero >= 3 else psi,
     "gradient_elements": psi // dp if zero >= 2 else psi,
     "optimizer_state_elements": 2 * psi // dp if zero >= 1 else 2 * psi,
 }
