@@ -851,13 +851,15 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.opcode = Opcode::GlobalNormClipShard;
         inst.ints = {*mask};
         // 1: a whole gradient whose chunk is valid (ZeRO-1); 2: a gradient
-        // that is the chunk (ZeRO-2).
+        // that is the chunk (ZeRO-2, and ZeRO-3 where the parameter is the
+        // chunk too).
         for (auto [name, flag] : llvm::zip(
                  clip.getGradients(), clip.getShardedAttr().asArrayRef())) {
           auto grad = module.lookupSymbol<StateOp>(
               cast<FlatSymbolRefAttr>(name).getValue());
           auto param = module.lookupSymbol<ParameterOp>(grad.getOf());
-          bool whole = grad.getType() == param.getType();
+          bool whole =
+              grad.getType() == param.getType() && !param.isChunked();
           inst.ints.push_back(!flag ? 0 : whole ? 1 : 2);
         }
         return success();
@@ -919,6 +921,18 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
             reduce, inst, Opcode::AllReduce, reduce.getMeshAttr(),
             reduce.getMeshAxes(), reduce.getStates(), reduce.getReduction());
       })
+      .Case<GatherParameterOp>(
+          [&](GatherParameterOp gather) -> LogicalResult {
+            // ZeRO-3: the chunk gathers into the op's temporary result.
+            inst.opcode = Opcode::GatherParameter;
+            FailureOr<int64_t> mask = axesMaskOf(gather, gather.getMeshAttr(),
+                                                 gather.getMeshAxes());
+            if (failed(mask))
+              return failure();
+            inst.inputs = {declBuffer(gather.getNameAttr())};
+            inst.ints = {*mask};
+            return success();
+          })
       .Case<ReduceScatterAccumulateOp>(
           [&](ReduceScatterAccumulateOp scatter) -> LogicalResult {
             inst.opcode = Opcode::ReduceScatterAccumulate;

@@ -2,7 +2,30 @@
 //
 // Data parallelism at the gradient-accumulation boundary: the optimizer
 // program first averages the accumulated gradients over the dp axis, in
-// buckets of contiguous gradients.
+// buckets of contiguous gradients. ZeRO stages 1-3 shard the optimizer
+// states, then the gradients, then the parameters themselves over dp.
+//
+// ZeRO-3 on one parameter, before and after (dp = 2):
+//
+//   dsc.parameter @w : tensor<16x8xf32> init = ...
+//   func.func @forward_backward(...) {
+//     %w = dsc.get_parameter @w : tensor<16x8xf32>
+//     ... forward uses of %w ... %loss = dsc.cross_entropy ...
+//     ... backward uses of %w ...
+//     dsc.accumulate %gw into @grad.w : tensor<16x8xf32>
+//
+//   dsc.parameter @w : tensor<64xf32> init = ...
+//       layout = <view = [16, 8], split = [[], []], chunk = ["dp"]>
+//   func.func @forward_backward(...) {
+//     %w0 = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<16x8xf32>
+//     ... forward uses of %w0 ... %loss = dsc.cross_entropy ...
+//     %w1 = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<16x8xf32>
+//     ... backward uses of %w1 ...
+//     dsc.reduce_scatter_accumulate %gw into @grad.w on @mesh axes = ["dp"]
+//         reduction = avg : tensor<16x8xf32>
+//
+// and the AdamW update of @w runs on the chunks (parameter, gradient and
+// moments all of 64 elements) with nothing gathered after it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,9 +62,9 @@ struct DscDataParallelPass
           << dp.getValue();
       return signalPassFailure();
     }
-    if (zero < 0 || zero > 2) {
+    if (zero < 0 || zero > 3) {
       module.emitError("--dsc-data-parallel: ZeRO stage ")
-          << zero.getValue() << " is not implemented yet; use zero=0, 1 or 2";
+          << zero.getValue() << " does not exist; use zero=0, 1, 2 or 3";
       return signalPassFailure();
     }
     if (bucketBytes < 1) {
@@ -65,9 +88,10 @@ struct DscDataParallelPass
                        "--dsc-autodiff and --dsc-optimizer first");
       return signalPassFailure();
     }
-    if (zero == 2 && optimizers.front()->hasAttr("dsc.stage")) {
-      module.emitError("--dsc-data-parallel: zero=2 with pipeline stages is "
-                       "not implemented yet; use zero=0 or 1");
+    if (zero >= 2 && optimizers.front()->hasAttr("dsc.stage")) {
+      module.emitError("--dsc-data-parallel: zero=")
+          << zero.getValue()
+          << " with pipeline stages is not implemented yet; use zero=0 or 1";
       return signalPassFailure();
     }
     for (func::FuncOp optimizer : optimizers)
@@ -86,16 +110,22 @@ struct DscDataParallelPass
     });
     // ZeRO-1 shards the update of every AdamW parameter that dp divides;
     // their gradients are reduce-scattered (each rank needs only its
-    // chunk), the others all-reduced.
+    // chunk), the others all-reduced. ZeRO-3 chunks these parameters.
     llvm::StringSet<> shardedParams;
     if (zero >= 1) {
       for (Operation &op : optimizer.getBody().front()) {
         if (isa<SgdOp>(op)) {
-          return op.emitOpError("--dsc-data-parallel: ZeRO-1 shards AdamW "
-                                "state; SGD is not supported");
+          return op.emitOpError("--dsc-data-parallel: zero=")
+                 << zero.getValue()
+                 << " shards AdamW state; SGD is not supported (use zero=0 "
+                    "or the adamw optimizer)";
         }
         if (auto adam = dyn_cast<AdamWOp>(op)) {
           auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
+          if (zero == 3 && param.isChunked())
+            return param.emitOpError("--dsc-data-parallel: parameter '@")
+                   << param.getSymName()
+                   << "' is a ZeRO-3 chunk already; run zero=3 once";
           if (param.getNumElements() % dp == 0)
             shardedParams.insert(adam.getParam());
         }
@@ -111,8 +141,8 @@ struct DscDataParallelPass
           !ownGradients.contains(state.getSymName()))
         continue;
       bool sharded = shardedParams.contains(state.getOf());
-      // ZeRO-2 reduce-scatters these in the backward of every micro-batch.
-      if (sharded && zero == 2)
+      // ZeRO-2/3 reduce-scatter these in the backward of every micro-batch.
+      if (sharded && zero >= 2)
         continue;
       auto &buckets = sharded ? scatterBuckets : reduceBuckets;
       int64_t &filled = sharded ? scatterFilled : reduceFilled;
@@ -154,7 +184,7 @@ struct DscDataParallelPass
       reduce.setReduction(ReductionKind::Average);
       ++numBuckets;
     }
-    if (zero == 2 && failed(shardGradients(module, meshRef, shardedParams)))
+    if (zero >= 2 && failed(shardGradients(module, meshRef, shardedParams)))
       return failure();
     if (zero >= 1 && !shardedParams.empty()) {
       // The norm of partially valid gradients is summed over the group.
@@ -173,17 +203,116 @@ struct DscDataParallelPass
               shardOptimizerStates(module, optimizer, meshRef, shardedParams)))
         return failure();
     }
+    if (zero == 3) {
+      chunkParameters(module, shardedParams);
+      gatherParameterReads(module, meshRef, shardedParams);
+    }
     return success();
   }
 
-  /// ZeRO-2: the gradients of sharded parameters become rank-1 shards, and
+  /// ZeRO-3: each sharded parameter keeps only its chunk, a rank-1 tensor
+  /// of numel/dp elements whose layout says which part of the whole it is,
+  /// so that every rank initializes it from the one-rank run's values.
+  void chunkParameters(ModuleOp module,
+                       const llvm::StringSet<> &shardedParams) {
+    SymbolTable symbols(module);
+    MLIRContext *ctx = module.getContext();
+    Builder attrs(ctx);
+    for (auto param : llvm::make_early_inc_range(module.getOps<ParameterOp>())) {
+      if (!shardedParams.contains(param.getSymName()))
+        continue;
+      RankedTensorType type = param.getTensorType();
+      // Tensor slicing made the parameter a box of a larger view already:
+      // keep the box and chunk it; otherwise the view is the whole shape.
+      ShardLayoutAttr layout = param.getLayoutAttr();
+      SmallVector<int64_t> view;
+      ArrayAttr split;
+      if (layout) {
+        view.assign(layout.getView().begin(), layout.getView().end());
+        split = layout.getSplit();
+      } else {
+        view.assign(type.getShape().begin(), type.getShape().end());
+        split = attrs.getArrayAttr(SmallVector<Attribute>(
+            type.getRank(), attrs.getArrayAttr({})));
+      }
+      auto chunked = ShardLayoutAttr::get(ctx, view, split,
+                                          attrs.getStrArrayAttr({"dp"}));
+      OpBuilder b(param);
+      auto chunk = ParameterOp::create(
+          b, param.getLoc(), param.getSymName(),
+          RankedTensorType::get({type.getNumElements() / dp},
+                                type.getElementType()),
+          param.getInit(), chunked);
+      symbols.erase(param);
+      symbols.insert(chunk);
+      ++numChunkedParams;
+    }
+  }
+
+  /// ZeRO-3: every read of a chunked parameter becomes a gather right before
+  /// its first use; in @forward_backward the backward (the ops after the
+  /// loss autodiff seeds) gathers again before its first use, so the
+  /// forward's copy dies after its last forward use and the memory planner
+  /// reuses its bytes, as DeepSpeed's stage 3 fetches and releases.
+  void gatherParameterReads(ModuleOp module, FlatSymbolRefAttr meshRef,
+                            const llvm::StringSet<> &shardedParams) {
+    Builder attrs(module.getContext());
+    ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      Block &top = func.getBody().front();
+      Operation *lossOp = nullptr;
+      if (func.getSymName() == "forward_backward")
+        if (auto ret = dyn_cast<func::ReturnOp>(top.getTerminator());
+            ret && ret.getNumOperands() > 0)
+          lossOp = ret.getOperand(0).getDefiningOp();
+      if (lossOp)
+        lossOp = top.findAncestorOpInBlock(*lossOp);
+      SmallVector<GetParameterOp> reads;
+      func.walk([&](GetParameterOp read) {
+        if (shardedParams.contains(read.getName()))
+          reads.push_back(read);
+      });
+      for (GetParameterOp read : reads) {
+        Block *block = read->getBlock();
+        // Uses by phase (0 forward, 1 backward) and each phase's first user
+        // in the read's block.
+        SmallVector<OpOperand *> uses[2];
+        Operation *first[2] = {nullptr, nullptr};
+        for (OpOperand &use : read.getResult().getUses()) {
+          Operation *user = block->findAncestorOpInBlock(*use.getOwner());
+          Operation *topUser = top.findAncestorOpInBlock(*use.getOwner());
+          int phase = lossOp && topUser && lossOp->isBeforeInBlock(topUser);
+          uses[phase].push_back(&use);
+          if (!first[phase] || user->isBeforeInBlock(first[phase]))
+            first[phase] = user;
+        }
+        for (int phase : {0, 1}) {
+          if (!first[phase])
+            continue;
+          OpBuilder b(first[phase]);
+          auto gather = GatherParameterOp::create(
+              b, read.getLoc(), read.getType(), read.getNameAttr(), meshRef,
+              axes);
+          for (OpOperand *use : uses[phase])
+            use->set(gather.getResult());
+          ++numGathers;
+        }
+        read.erase();
+      }
+    }
+  }
+
+  /// ZeRO-2/3: the gradients of sharded parameters become rank-1 shards, and
   /// the backward reduce-scatters each micro-batch's gradient into them.
   LogicalResult shardGradients(ModuleOp module, FlatSymbolRefAttr meshRef,
                                const llvm::StringSet<> &shardedParams) {
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!fb)
-      return module.emitError("--dsc-data-parallel: zero=2 needs "
-                              "@forward_backward; run --dsc-autodiff first");
+      return module.emitError("--dsc-data-parallel: zero=")
+             << zero.getValue()
+             << " needs @forward_backward; run --dsc-autodiff first";
     SymbolTable symbols(module);
     Builder attrs(module.getContext());
     ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
@@ -218,8 +347,10 @@ struct DscDataParallelPass
     return success();
   }
 
-  /// ZeRO-1: shards every AdamW update's moments over dp and gathers the
-  /// updated parameters after the last update.
+  /// ZeRO-1/2: shards every AdamW update's moments over dp and gathers the
+  /// updated parameters after the last update. ZeRO-3 shards the moments
+  /// the same way, but its parameters are chunks too: the update is a plain
+  /// AdamW of chunk-sized buffers and nothing is gathered after it.
   LogicalResult shardOptimizerStates(ModuleOp module, func::FuncOp optimizer,
                                      FlatSymbolRefAttr meshRef,
                                      const llvm::StringSet<> &shardedParams) {
@@ -247,12 +378,14 @@ struct DscDataParallelPass
         symbols.erase(state);
         symbols.insert(shard);
       }
+      ++numShardedParams;
+      if (zero == 3)
+        continue;
       adam.setMeshAttr(meshRef);
       adam.setShardAxesAttr(axes);
       sharded.push_back(param);
-      ++numShardedParams;
     }
-    if (!lastUpdate)
+    if (!lastUpdate || sharded.empty())
       return success(); // No optimizer state to shard.
 
     // Gather in buckets of at most bucketBytes, in update order.

@@ -40,13 +40,42 @@ struct DscPlanSummaryPass
       return signalPassFailure();
     }
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-    int64_t parameters = 0, gradients = 0, optimizerState = 0;
+    // `whole_parameters` is the model's size (the whole of a sharded
+    // parameter); the element counts and model-state bytes are what one
+    // rank stores.
+    int64_t parameters = 0, wholeParameters = 0, gradients = 0,
+            optimizerState = 0, modelStateBytes = 0;
+    auto bytesOf = [](RankedTensorType type) {
+      return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+    };
     for (Operation &op : module.getBody()->getOperations()) {
-      if (auto param = dyn_cast<ParameterOp>(op))
+      if (auto param = dyn_cast<ParameterOp>(op)) {
         parameters += param.getNumElements();
-      else if (auto state = dyn_cast<StateOp>(op))
+        wholeParameters += param.getWholeNumElements();
+        modelStateBytes += bytesOf(param.getTensorType());
+      } else if (auto state = dyn_cast<StateOp>(op)) {
         (state.getKind() == StateKind::Gradient ? gradients : optimizerState) +=
             state.getTensorType().getNumElements();
+        modelStateBytes += bytesOf(state.getTensorType());
+      }
+    }
+    // ZeRO-3 gathers every chunked parameter for the forward, and again for
+    // the backward only those the backward reads (a bias or a layer norm's
+    // beta has a gradient that does not depend on it): the elements of the
+    // backward's gathers, per micro-batch.
+    int64_t backwardGathered = 0;
+    if (fb) {
+      Block &top = fb.getBody().front();
+      Operation *lossOp = nullptr;
+      if (top.getTerminator()->getNumOperands())
+        if (Operation *def = top.getTerminator()->getOperand(0).getDefiningOp())
+          lossOp = top.findAncestorOpInBlock(*def);
+      fb.walk([&](GatherParameterOp gather) {
+        Operation *at = top.findAncestorOpInBlock(*gather);
+        if (lossOp && at && lossOp->isBeforeInBlock(at))
+          backwardGathered +=
+              cast<RankedTensorType>(gather.getType()).getNumElements();
+      });
     }
     // Model FLOPs: the loss function is the forward pass; the training
     // program is forward and backward (3x the forward's dense FLOPs).
@@ -57,7 +86,8 @@ struct DscPlanSummaryPass
       loss.walk([&](CostOpInterface op) {
         forwardFlops += op.getCost().matmulFlops;
       });
-    // ZeRO-2's reduce-scatters run once per micro-batch.
+    // ZeRO-2's reduce-scatters and ZeRO-3's gathers run once per
+    // micro-batch.
     int64_t perStep = microbatches;
     if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
       perStep = m.getInt();
@@ -84,8 +114,11 @@ struct DscPlanSummaryPass
                          cast<IntegerAttr>(peak.getValue()).getInt());
       });
       json.attribute("parameters", parameters);
+      json.attribute("whole_parameters", wholeParameters);
       json.attribute("gradient_elements", gradients);
       json.attribute("optimizer_state_elements", optimizerState);
+      json.attribute("model_state_bytes", modelStateBytes);
+      json.attribute("backward_gathered_elements", backwardGathered);
       json.attribute("microbatches", static_cast<int64_t>(microbatches));
       json.attribute("forward_flops_per_microbatch", forwardFlops);
       json.attribute("flops_per_microbatch", flops);

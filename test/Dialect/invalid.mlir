@@ -735,3 +735,52 @@ func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) {
   %0 = dsc.cross_entropy %l, %t : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f64>
   return
 }
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+func.func @f() {
+  // expected-error @+1 {{'w' does not name a dsc.parameter}}
+  %w = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<4x4xf32> init = #dsc.init<zeros>
+func.func @f() {
+  // expected-error @+1 {{parameter '@w' is not a ZeRO-3 chunk (its layout has no chunk axes); read it with dsc.get_parameter}}
+  %w = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]>
+func.func @f() {
+  // expected-error @+1 {{gathers over axes ["tp"] but parameter '@w' is chunked over ["dp"]}}
+  %w = dsc.gather_parameter @w on @mesh axes = ["tp"] : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]>
+func.func @f() {
+  // expected-error @+1 {{result type 'tensor<4x2xf32>' has 8 elements; the 2 chunks of parameter '@w' (8 elements each) make 16}}
+  %w = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]>
+func.func @f() {
+  // expected-error @+1 {{result element type 'f64' differs from parameter '@w' of type 'tensor<8xf32>'}}
+  %w = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<4x4xf64>
+  return
+}

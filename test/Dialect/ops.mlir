@@ -25,6 +25,9 @@ dsc.parameter @h.0.fc.weight : tensor<1024xf32> init = #dsc.init<normal, std = 0
 func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {
   // CHECK: %[[WTE:.*]] = dsc.get_parameter @wte.weight : tensor<256x64xf32>
   %wte = dsc.get_parameter @wte.weight : tensor<256x64xf32>
+  // ZeRO-3: this rank's tp box (64x32) gathered from its two dp chunks.
+  // CHECK: dsc.gather_parameter @h.0.fc.weight on @mesh axes = ["dp"] : tensor<64x32xf32>
+  %fc = dsc.gather_parameter @h.0.fc.weight on @mesh axes = ["dp"] : tensor<64x32xf32>
   // CHECK: %[[EMB:.*]] = dsc.embedding %[[WTE]], %{{.*}} : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
   %emb = dsc.embedding %wte, %ids : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
   %wpe = dsc.get_parameter @wpe.weight : tensor<16x64xf32>

@@ -800,3 +800,50 @@ TEST(PlanValidate, ReduceScatterAccumulate) {
   fb.instructions.back().ints = {0, 1};
   EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 0 must be a non-zero");
 }
+
+// ZeRO-3's gather: a parameter chunk (its layout chunked over the gather's
+// axes) into a temporary of D times its elements.
+TEST(PlanValidate, GatherParameter) {
+  Plan plan = makeMeshPlan();
+  uint32_t chunk = addBuffer(plan, "w", DType::F32, {64}, BufferRole::Parameter,
+                             {InitKind::Zeros, 0.0, 0.0});
+  plan.buffers[chunk].layout.view = {16, 8};
+  plan.buffers[chunk].layout.viewSplit = {0, 0};
+  plan.buffers[chunk].layout.chunkAxes = 1;
+  uint32_t whole =
+      addBuffer(plan, "w.gathered", DType::F32, {16, 8}, BufferRole::Temporary);
+  Program &fb = plan.programs[1];
+  fb.instructions.insert(
+      fb.instructions.begin(),
+      makeInst(Opcode::GatherParameter, {chunk}, {whole}, "gather", {1}));
+  EXPECT_NO_THROW(validatePlan(plan));
+  Plan back = roundTrip(plan);
+  expectEqual(plan, back);
+
+  Instruction &gather = instructionNamed(plan, "gather");
+  gather.ints = {3};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'gather' (GatherParameter)",
+                   "is chunked over mesh axes mask 1 but the gather runs over "
+                   "mask 3");
+  gather.ints = {4};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 4 must be a non-zero bit "
+                                       "mask over the mesh's 2 axes");
+  gather.ints = {1};
+  plan.buffers[whole].shape = {8, 8};
+  plan.buffers[whole].bytes = 256;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'gather' (GatherParameter)",
+                   "has 64 elements; the 2 chunks of",
+                   "(64 elements each) make 128");
+  plan.buffers[whole].shape = {16, 8};
+  plan.buffers[whole].bytes = 512;
+  gather.inputs = {bufferId(plan, "wte.weight.exp_avg")};
+  EXPECT_ERROR_HAS(validatePlan(plan), "has role optimizer state; only a "
+                                       "parameter's chunk is gathered");
+  gather.inputs = {chunk};
+  gather.outputs = {bufferId(plan, "wte.weight")};
+  EXPECT_ERROR_HAS(validatePlan(plan), "the gathered parameter must be a "
+                                       "temporary");
+  plan.mesh.clear();
+  gather.outputs = {whole};
+  EXPECT_ANY_THROW(validatePlan(plan));
+}

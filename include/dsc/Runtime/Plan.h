@@ -253,6 +253,13 @@ enum class Opcode : uint32_t {
   /// flattened x) into `shard`, a buffer of numel(x)/D elements;
   /// ints: axes reduce
   ReduceScatterAccumulate = 83,
+  /// in(chunk) out(whole): ZeRO-3's parameter gather: `chunk` is a
+  /// parameter buffer holding one of D equal chunks of the flattened whole
+  /// (D = the group size; its layout's chunkAxes are `axes`), `whole` a
+  /// separate buffer of D * numel(chunk) elements that receives the group's
+  /// chunks in group-rank order (the chunk stays where it is);
+  /// ints: axes
+  GatherParameter = 84,
 
   // Megatron-LM's vocabulary-parallel ops: a rank of the group of `axes`
   // (index i of n) holds rows [i*R, (i+1)*R) of the whole vocabulary of

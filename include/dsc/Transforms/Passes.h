@@ -40,7 +40,7 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),
       llvm::cl::init(26214400)};
   Option<int64_t> zero{*this, "zero",
-                       llvm::cl::desc("ZeRO stage over dp (0 or 1)"),
+                       llvm::cl::desc("ZeRO stage over dp (0-3)"),
                        llvm::cl::init(0)};
   Option<int64_t> microbatches{*this, "microbatches",
                                llvm::cl::desc("Micro-batches per step"),

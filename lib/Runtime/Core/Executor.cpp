@@ -71,7 +71,9 @@ bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
 bool isCollective(Opcode op) {
   return op == Opcode::AllReduce || op == Opcode::AllGather ||
-         op == Opcode::ReduceScatter || op == Opcode::ReduceScatterAccumulate;
+         op == Opcode::ReduceScatter ||
+         op == Opcode::ReduceScatterAccumulate ||
+         op == Opcode::GatherParameter;
 }
 
 /// Ops that communicate inside their kernel over the group of ints[0].
@@ -561,7 +563,8 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     runAllReduce(prog, index);
     return;
   }
-  if (inst.opcode == Opcode::AllGather) {
+  if (inst.opcode == Opcode::AllGather ||
+      inst.opcode == Opcode::GatherParameter) {
     runAllGather(prog, index);
     return;
   }
@@ -640,6 +643,20 @@ void Executor::runAllGather(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
   Communicator *comm = &requireGroup(prog, index, inst.ints[0]);
   auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
+  if (inst.opcode == Opcode::GatherParameter) {
+    // ZeRO-3: the parameter's chunk into a separate temporary; the chunk
+    // itself stays, since the optimizer updates it in place.
+    const Buffer &chunk = thePlan.buffers[inst.inputs[0]];
+    const Buffer &whole = thePlan.buffers[inst.outputs[0]];
+    try {
+      comm->allGather(arenas[chunk.arena] + chunk.offset,
+                      arenas[whole.arena] + whole.offset,
+                      size_t(numElements(chunk.shape)), chunk.dtype);
+    } catch (const Error &e) {
+      fail(e.what());
+    }
+    return;
+  }
   // Each buffer gathers in place: this rank's chunk is already where the
   // gathered buffer wants it (the send block aliases its block of recv).
   for (uint32_t id : inst.inputs) {
@@ -881,6 +898,7 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::ReduceScatterAccumulate:
+  case Opcode::GatherParameter:
     break; // handled in runInstruction
   case Opcode::GlobalNormClipShard: {
     // Sum of squares of what this rank holds (its chunk of a sharded

@@ -84,6 +84,8 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        -1, "axes reduce", "", 2, 0},
       {Opcode::ReduceScatterAccumulate, "ReduceScatterAccumulate", "x", "shard",
        1, 1, "axes reduce", "", 2, 0},
+      {Opcode::GatherParameter, "GatherParameter", "chunk", "whole", 1, 1,
+       "axes", "", 1, 0},
       {Opcode::VocabParallelEmbedding, "VocabParallelEmbedding", "table, ids",
        "y", 2, 1, "axes", "", 1, 0},
       {Opcode::VocabParallelEmbeddingGrad, "VocabParallelEmbeddingGrad",

@@ -858,6 +858,27 @@ void InstructionChecker::shapes() {
            std::to_string(numElements(in(0).shape) / groupSize));
     break;
   }
+  case Opcode::GatherParameter: {
+    int64_t groupSize = meshGroupAt(0, "collective");
+    const Buffer &chunk = in(0);
+    if (chunk.role != BufferRole::Parameter)
+      fail(inName(0) + " has role " + roleName(chunk.role) +
+           "; only a parameter's chunk is gathered");
+    if (chunk.layout.chunkAxes != inst.ints[0])
+      fail(inName(0) + " is chunked over mesh axes mask " +
+           std::to_string(chunk.layout.chunkAxes) +
+           " but the gather runs over mask " + std::to_string(inst.ints[0]));
+    if (out(0).role != BufferRole::Temporary)
+      fail(outName(0) + " has role " + roleName(out(0).role) +
+           "; the gathered parameter must be a temporary");
+    if (numElements(out(0).shape) != numElements(chunk.shape) * groupSize)
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the " + std::to_string(groupSize) + " chunks of " +
+           inName(0) + " (" + std::to_string(numElements(chunk.shape)) +
+           " elements each) make " +
+           std::to_string(numElements(chunk.shape) * groupSize));
+    break;
+  }
   case Opcode::AdamWShard: {
     scalar(in(1), inName(1));
     intAt(0, "decay", 0, 1);

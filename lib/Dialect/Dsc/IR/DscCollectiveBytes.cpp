@@ -143,6 +143,12 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
       total.allGather +=
           times * ((n - 1) * bytesOfSymbols(op, gather.getBuffers()) / n);
+    } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
+      // ZeRO-3: each rank sends its chunk to the n-1 others.
+      int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
+      total.allGather +=
+          times * ((n - 1) *
+                   bytesOfType(cast<RankedTensorType>(gather.getType())) / n);
     }
   };
   // A pipelined module: rank 0 runs stage 0 (which is not the last: it

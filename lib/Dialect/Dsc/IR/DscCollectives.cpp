@@ -128,6 +128,52 @@ GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 //===----------------------------------------------------------------------===//
+// GatherParameterOp
+//===----------------------------------------------------------------------===//
+
+static std::string listNames(ArrayRef<StringRef> names) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(names, os, [&](StringRef n) { os << '"' << n << '"'; });
+  return text + "]";
+}
+
+LogicalResult
+GatherParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param =
+      tables.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!param)
+    return emitOpError("'") << getName() << "' does not name a dsc.parameter";
+  if (!param.isChunked())
+    return emitOpError("parameter '@")
+           << getName() << "' is not a ZeRO-3 chunk (its layout has no chunk "
+           << "axes); read it with dsc.get_parameter";
+  SmallVector<StringRef> chunkAxes = param.getLayoutAttr().getChunkAxisNames();
+  SmallVector<StringRef> axes(getMeshAxes().getAsValueRange<StringAttr>());
+  if (axes != chunkAxes)
+    return emitOpError("gathers over axes ")
+           << listNames(axes) << " but parameter '@" << getName()
+           << "' is chunked over " << listNames(chunkAxes);
+  FailureOr<int64_t> group =
+      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  RankedTensorType result = tensorOf(getResult());
+  int64_t chunk = param.getNumElements();
+  if (result.getElementType() != param.getTensorType().getElementType())
+    return emitOpError("result element type ")
+           << result.getElementType() << " differs from parameter '@"
+           << getName() << "' of type " << param.getType();
+  if (result.getNumElements() != chunk * *group)
+    return emitOpError("result type ")
+           << result << " has " << result.getNumElements()
+           << " elements; the " << *group << " chunks of parameter '@"
+           << getName() << "' (" << chunk << " elements each) make "
+           << chunk * *group;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // ShardOp
 //===----------------------------------------------------------------------===//
 

@@ -188,6 +188,15 @@ void ReduceScatterAccumulateOp::getCommunicationEvents(
   events.push_back(std::move(event));
 }
 
+void GatherParameterOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
+  // ZeRO-3: every rank of the group gathers the same whole tensor.
+  CommunicationEvent event =
+      collective("all_gather", getMeshAttr(), getMeshAxes());
+  event.payload.push_back(getResult().getType());
+  events.push_back(std::move(event));
+}
+
 void ClipGradNormOp::getCommunicationEvents(
     SymbolTableCollection &tables,
     SmallVectorImpl<CommunicationEvent> &events) {

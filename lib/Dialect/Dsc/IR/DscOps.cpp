@@ -64,6 +64,16 @@ static LogicalResult verifyFeatureVector(Operation *op, StringRef name,
 // ParameterOp
 //===----------------------------------------------------------------------===//
 
+int64_t ParameterOp::getWholeNumElements() {
+  ShardLayoutAttr layout = getLayoutAttr();
+  return layout ? layout.getWholeNumElements() : getNumElements();
+}
+
+bool ParameterOp::isChunked() {
+  ShardLayoutAttr layout = getLayoutAttr();
+  return layout && layout.getChunk() && !layout.getChunk().empty();
+}
+
 LogicalResult ParameterOp::verify() {
   RankedTensorType type = getTensorType();
   if (!type.hasStaticShape())

@@ -99,10 +99,12 @@ LogicalResult ClipGradNormOp::verifySymbolUses(SymbolTableCollection &tables) {
   for (auto [name, flag] : llvm::zip(getGradients(), flags)) {
     auto state = tables.lookupNearestSymbolFrom<StateOp>(
         *this, cast<FlatSymbolRefAttr>(name));
-    // A whole gradient must split into chunks; a shard is one already.
+    // A whole gradient must split into chunks; a shard is one already, and
+    // so is the gradient of a ZeRO-3 chunk, which has the chunk's type.
     auto param =
         tables.lookupNearestSymbolFrom<ParameterOp>(*this, state.getOfAttr());
-    bool whole = param && param.getType() == state.getType();
+    bool whole =
+        param && param.getType() == state.getType() && !param.isChunked();
     if (flag && whole && state.getTensorType().getNumElements() % *group != 0)
       return emitOpError("gradient '")
              << name << "' is sharded but does not divide into " << *group

@@ -30,8 +30,9 @@ FailureOr<int64_t> getMeshGroupSize(Operation *op,
                                     FlatSymbolRefAttr mesh, ArrayAttr axes);
 
 /// Bytes one rank sends per training step in a module's collectives, by
-/// kind, under ring algorithms; collectives of the backward count once per
-/// micro-batch.
+/// kind, under ring algorithms: those of @forward_backward count once per
+/// micro-batch, those of @optimizer once, those of other functions (the
+/// evaluation loss) not at all.
 struct CollectiveBytes {
   int64_t allReduce = 0, reduceScatter = 0, allGather = 0;
   /// A pipeline stage's activations sent to the next stage.

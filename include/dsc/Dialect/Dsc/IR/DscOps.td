@@ -59,6 +59,12 @@ def Dsc_ParameterOp : Dsc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">
     }
     /// Number of scalar elements of the parameter.
     int64_t getNumElements() { return getTensorType().getNumElements(); }
+    /// Number of elements of the whole parameter its layout describes (the
+    /// parameter's own count without a layout).
+    int64_t getWholeNumElements();
+    /// Whether this rank stores a ZeRO-3 chunk (the layout has chunk axes),
+    /// which functions read with dsc.gather_parameter.
+    bool isChunked();
   }];
 }
 
@@ -505,6 +511,41 @@ def Dsc_AllGatherOp : Dsc_CollectiveOp<"all_gather"> {
   let assemblyFormat = [{
     $input `on` $mesh `axes` `=` $mesh_axes `gather_dim` `=` $gather_dim attr-dict
     `:` type($input) `->` type($result)
+  }];
+}
+
+def Dsc_GatherParameterOp : Dsc_CollectiveOp<"gather_parameter"> {
+  let summary = "All-gathers a ZeRO-3 parameter chunk into a temporary";
+  let description = [{
+    Under ZeRO stage 3 a rank stores only its chunk of a parameter (the
+    `dsc.parameter` has a layout with `chunk = [...]`). This op all-gathers
+    the chunks of the group of `mesh_axes`, which must be the layout's chunk
+    axes, in group-rank order into a new tensor: the rank's whole box of the
+    parameter (the whole parameter when it is not tensor-sliced). The result
+    is an ordinary temporary, so it dies after its last use and the memory
+    planner reuses its bytes.
+
+    `--dsc-data-parallel="zero=3"` puts one before the first forward use of
+    each chunked parameter and, in `@forward_backward`, a second one before
+    its first use in the backward, as DeepSpeed's stage 3 fetches a
+    parameter before each use and releases it after. It is not `Pure`: two
+    gathers of one parameter are two collectives every rank of the group
+    must issue, and must not be merged or moved.
+
+    ```mlir
+    dsc.parameter @h.0.mlp.fc.weight : tensor<8192xf32>
+        init = #dsc.init<normal, std = 2.000000e-02>
+        layout = #dsc.layout<view = [64, 256], split = [[], []], chunk = ["dp"]>
+    ...
+    %w = dsc.gather_parameter @h.0.mlp.fc.weight on @mesh axes = ["dp"]
+        : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $name `on` $mesh `axes` `=` $mesh_axes attr-dict `:` type($result)
   }];
 }
 
