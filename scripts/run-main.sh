@@ -19,7 +19,7 @@ shift || true
 OUT="${DSC_OUT_DIR:-$BUILD/main}"
 STEPS="${DSC_STEPS:-200}"
 # The parallel plan and its rank count (dp * tp).
-PLAN="${DSC_PLAN-dp=2 tp=2 zero=2}"
+PLAN="${DSC_PLAN-dp=2 tp=2 zero=3}"
 RANKS="${DSC_RANKS:-4}"
 mkdir -p "$OUT"
 

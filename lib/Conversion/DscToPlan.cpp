@@ -150,8 +150,11 @@ private:
       bool sharded =
           clip.getShardedAttr() && clip.getShardedAttr().asArrayRef()[index];
       int64_t chunkAxes = sharded ? zeroMask : 0;
-      bool inBuffer = grad.getTensorType().getNumElements() !=
-                      param.getNumElements();
+      // The buffer is the chunk when it is a dp-th of the parameter
+      // (ZeRO-2) or the parameter is a chunk itself (ZeRO-3).
+      bool inBuffer =
+          grad.getTensorType().getNumElements() != param.getNumElements() ||
+          layoutOf(param, param.getNumElements()).chunkAxes != 0;
       int64_t splitAxes = splitMaskOf(param);
       if (local && local.asArrayRef()[index])
         splitAxes |= ppMask;
