@@ -71,17 +71,17 @@ struct DscDataParallelPass
       module.emitError("--dsc-data-parallel: bucket-bytes must be >= 1");
       return signalPassFailure();
     }
-    FailureOr<MeshOp> mesh = getOrCreateMesh(module);
+    FailureOr<MeshOp> mesh =
+        getOrCreateMeshWithAxis(module, "dp", dp, "dsc-data-parallel");
     if (failed(mesh))
       return signalPassFailure();
     // One optimizer, or one per pipeline stage (--dsc-pipeline), each over
     // the gradients its stage holds.
     SmallVector<func::FuncOp> optimizers;
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() &&
-          (func.getSymName() == "optimizer" ||
-           (func->hasAttr("dsc.stage") &&
-            func.getSymName().starts_with("optimizer."))))
+      if (!func.isExternal() && (func.getSymName() == "optimizer" ||
+                                 (func->hasAttr("dsc.stage") &&
+                                  func.getSymName().starts_with("optimizer."))))
         optimizers.push_back(func);
     if (optimizers.empty()) {
       module.emitError("--dsc-data-parallel: no @optimizer; run "
@@ -166,9 +166,9 @@ struct DscDataParallelPass
     // (--dsc-optimizer), so the dp collectives see whole sums.
     for (Operation &op : optimizer.getBody().front())
       if (auto reduce = dyn_cast<AllReduceStatesOp>(op);
-          reduce && llvm::is_contained(
-                        reduce.getMeshAxes().getAsValueRange<StringAttr>(),
-                        "pp"))
+          reduce &&
+          llvm::is_contained(reduce.getMeshAxes().getAsValueRange<StringAttr>(),
+                             "pp"))
         b.setInsertionPointAfter(reduce);
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
     ArrayAttr axes = b.getStrArrayAttr({"dp"});
@@ -218,7 +218,8 @@ struct DscDataParallelPass
     SymbolTable symbols(module);
     MLIRContext *ctx = module.getContext();
     Builder attrs(ctx);
-    for (auto param : llvm::make_early_inc_range(module.getOps<ParameterOp>())) {
+    for (auto param :
+         llvm::make_early_inc_range(module.getOps<ParameterOp>())) {
       if (!shardedParams.contains(param.getSymName()))
         continue;
       RankedTensorType type = param.getTensorType();
@@ -232,11 +233,11 @@ struct DscDataParallelPass
         split = layout.getSplit();
       } else {
         view.assign(type.getShape().begin(), type.getShape().end());
-        split = attrs.getArrayAttr(SmallVector<Attribute>(
-            type.getRank(), attrs.getArrayAttr({})));
+        split = attrs.getArrayAttr(
+            SmallVector<Attribute>(type.getRank(), attrs.getArrayAttr({})));
       }
-      auto chunked = ShardLayoutAttr::get(ctx, view, split,
-                                          attrs.getStrArrayAttr({"dp"}));
+      auto chunked =
+          ShardLayoutAttr::get(ctx, view, split, attrs.getStrArrayAttr({"dp"}));
       OpBuilder b(param);
       auto chunk = ParameterOp::create(
           b, param.getLoc(), param.getSymName(),
@@ -292,9 +293,9 @@ struct DscDataParallelPass
           if (!first[phase])
             continue;
           OpBuilder b(first[phase]);
-          auto gather = GatherParameterOp::create(
-              b, read.getLoc(), read.getType(), read.getNameAttr(), meshRef,
-              axes);
+          auto gather =
+              GatherParameterOp::create(b, read.getLoc(), read.getType(),
+                                        read.getNameAttr(), meshRef, axes);
           for (OpOperand *use : uses[phase])
             use->set(gather.getResult());
           ++numGathers;
@@ -410,27 +411,6 @@ struct DscDataParallelPass
     }
     flush();
     return success();
-  }
-
-  /// The module's mesh (which must have a dp axis of size dp), or a new
-  /// one-axis mesh.
-  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
-    auto meshes = module.getOps<MeshOp>();
-    if (!meshes.empty()) {
-      MeshOp mesh = *meshes.begin();
-      std::optional<unsigned> axis = mesh.getAxisIndex("dp");
-      if (!axis || mesh.getShape()[*axis] != dp) {
-        mesh.emitError("--dsc-data-parallel: mesh @")
-            << mesh.getSymName() << " needs a 'dp' axis of size "
-            << dp.getValue();
-        return failure();
-      }
-      return mesh;
-    }
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToStart(module.getBody());
-    return MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr({"dp"}),
-                          b.getDenseI64ArrayAttr({dp}));
   }
 };
 

@@ -78,7 +78,8 @@ struct DscTensorParallelPass
           << funcName.getValue() << " computing the loss";
       return signalPassFailure();
     }
-    FailureOr<MeshOp> mesh = getOrCreateMesh(module);
+    FailureOr<MeshOp> mesh =
+        getOrCreateMeshWithAxis(module, "tp", tp, "dsc-tensor-parallel");
     if (failed(mesh))
       return signalPassFailure();
     meshRef = FlatSymbolRefAttr::get(mesh->getSymNameAttr());
@@ -118,8 +119,7 @@ private:
     if (!value.hasOneUse())
       return std::nullopt;
     auto matmul = dyn_cast<MatmulOp>(*value.getUsers().begin());
-    if (!matmul || matmul.getLhs() != value ||
-        !matmul.getResult().hasOneUse())
+    if (!matmul || matmul.getLhs() != value || !matmul.getResult().hasOneUse())
       return std::nullopt;
     auto bias = dyn_cast<BiasAddOp>(*matmul.getResult().getUsers().begin());
     if (!bias)
@@ -150,8 +150,8 @@ private:
   void rowParallel(Linear linear) {
     OpBuilder b(linear.bias);
     Value partial = linear.matmul.getResult();
-    auto sum = AllReduceOp::create(b, linear.matmul.getLoc(),
-                                   partial.getType(), partial, meshRef, axes);
+    auto sum = AllReduceOp::create(b, linear.matmul.getLoc(), partial.getType(),
+                                   partial, meshRef, axes);
     linear.bias.getInputMutable().assign(sum);
     RankedTensorType weight = tensorOf(linear.weight.getResult());
     splits[linear.weight.getName()] = {SmallVector<int64_t>(weight.getShape()),
@@ -168,7 +168,8 @@ private:
       int64_t heads = attention.getNumHeadsAttr().getInt();
       if (heads % tp != 0)
         return attention.emitOpError("--dsc-tensor-parallel: ")
-               << heads << " attention heads are not divisible by tp=" << tp.getValue();
+               << heads
+               << " attention heads are not divisible by tp=" << tp.getValue();
       // q, k, v are three slices of one fused projection.
       SmallVector<SliceOp, 3> parts;
       for (Value operand :
@@ -209,7 +210,8 @@ private:
         sizes.back() = local;
         slice.setOffsets(offsets);
         slice.setSizes(sizes);
-        slice.getResult().setType(splitLastDim(tensorOf(slice.getResult()), tp));
+        slice.getResult().setType(
+            splitLastDim(tensorOf(slice.getResult()), tp));
       }
       attention.setNumHeads(heads / tp);
       // Each rank's heads draw the dropout masks one rank draws for them.
@@ -348,27 +350,6 @@ private:
       });
     }
     return success();
-  }
-
-  /// The module's mesh (which must have a tp axis of size tp), or a new
-  /// one-axis mesh.
-  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
-    auto meshes = module.getOps<MeshOp>();
-    if (!meshes.empty()) {
-      MeshOp mesh = *meshes.begin();
-      std::optional<unsigned> axis = mesh.getAxisIndex("tp");
-      if (!axis || mesh.getShape()[*axis] != tp) {
-        mesh.emitError("--dsc-tensor-parallel: mesh @")
-            << mesh.getSymName() << " needs a 'tp' axis of size "
-            << tp.getValue();
-        return failure();
-      }
-      return mesh;
-    }
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToStart(module.getBody());
-    return MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr({"tp"}),
-                          b.getDenseI64ArrayAttr({tp}));
   }
 
   FlatSymbolRefAttr meshRef;

@@ -8,6 +8,7 @@
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -103,6 +104,26 @@ static LogicalResult verifyScaledShape(Operation *op, RankedTensorType input,
   return success();
 }
 
+FailureOr<MeshOp> mlir::dsc::getOrCreateMeshWithAxis(ModuleOp module,
+                                                     StringRef axis,
+                                                     int64_t size,
+                                                     StringRef pass) {
+  auto meshes = module.getOps<MeshOp>();
+  if (!meshes.empty()) {
+    MeshOp mesh = *meshes.begin();
+    std::optional<unsigned> index = mesh.getAxisIndex(axis);
+    if (!index || mesh.getShape()[*index] != size)
+      return mesh.emitError("--")
+             << pass << ": mesh @" << mesh.getSymName() << " needs a '" << axis
+             << "' axis of size " << size;
+    return mesh;
+  }
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  return MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr({axis}),
+                        b.getDenseI64ArrayAttr({size}));
+}
+
 FailureOr<int64_t> mlir::dsc::getMeshGroupSize(Operation *op,
                                                SymbolTableCollection &tables,
                                                FlatSymbolRefAttr mesh,
@@ -166,10 +187,9 @@ GatherParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
            << getName() << "' of type " << param.getType();
   if (result.getNumElements() != chunk * *group)
     return emitOpError("result type ")
-           << result << " has " << result.getNumElements()
-           << " elements; the " << *group << " chunks of parameter '@"
-           << getName() << "' (" << chunk << " elements each) make "
-           << chunk * *group;
+           << result << " has " << result.getNumElements() << " elements; the "
+           << *group << " chunks of parameter '@" << getName() << "' (" << chunk
+           << " elements each) make " << chunk * *group;
   return success();
 }
 

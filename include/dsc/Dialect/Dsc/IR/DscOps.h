@@ -29,6 +29,12 @@ FailureOr<int64_t> getMeshGroupSize(Operation *op,
                                     SymbolTableCollection &tables,
                                     FlatSymbolRefAttr mesh, ArrayAttr axes);
 
+/// The module's mesh, which must have axis `axis` of size `size`, or, when
+/// the module has none, a new one-axis mesh @mesh; an error naming `pass`
+/// and the axis otherwise.
+FailureOr<MeshOp> getOrCreateMeshWithAxis(ModuleOp module, StringRef axis,
+                                          int64_t size, StringRef pass);
+
 /// Bytes one rank sends per training step in a module's collectives, by
 /// kind, under ring algorithms: those of @forward_backward count once per
 /// micro-batch, those of @optimizer once, those of other functions (the
