@@ -55,6 +55,11 @@ struct DscDataParallelPass
     : mlir::dsc::impl::DscDataParallelPassBase<DscDataParallelPass> {
   using Base::Base;
 
+  /// Parameters whose states (and, for ZeRO-3, themselves) an earlier
+  /// stage's optimizer sharded in this run: a tied embedding is updated by
+  /// the first and the last pipeline stage and must be sharded once.
+  llvm::StringSet<> processed;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (dp < 1) {
@@ -88,12 +93,7 @@ struct DscDataParallelPass
                        "--dsc-autodiff and --dsc-optimizer first");
       return signalPassFailure();
     }
-    if (zero >= 2 && optimizers.front()->hasAttr("dsc.stage")) {
-      module.emitError("--dsc-data-parallel: zero=")
-          << zero.getValue()
-          << " with pipeline stages is not implemented yet; use zero=0 or 1";
-      return signalPassFailure();
-    }
+    processed.clear();
     for (func::FuncOp optimizer : optimizers)
       if (failed(replicate(module, *mesh, optimizer)))
         return signalPassFailure();
@@ -122,11 +122,14 @@ struct DscDataParallelPass
         }
         if (auto adam = dyn_cast<AdamWOp>(op)) {
           auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
-          if (zero == 3 && param.isChunked())
+          // A parameter another stage's optimizer also updates (a tied
+          // embedding) was sharded by the first one already.
+          bool seen = processed.contains(adam.getParam());
+          if (zero == 3 && param.isChunked() && !seen)
             return param.emitOpError("--dsc-data-parallel: parameter '@")
                    << param.getSymName()
                    << "' is a ZeRO-3 chunk already; run zero=3 once";
-          if (param.getNumElements() % dp == 0)
+          if (seen || param.getNumElements() % dp == 0)
             shardedParams.insert(adam.getParam());
         }
       }
@@ -207,6 +210,8 @@ struct DscDataParallelPass
       chunkParameters(module, shardedParams);
       gatherParameterReads(module, meshRef, shardedParams);
     }
+    for (const auto &name : shardedParams)
+      processed.insert(name.getKey());
     return success();
   }
 
@@ -220,7 +225,8 @@ struct DscDataParallelPass
     Builder attrs(ctx);
     for (auto param :
          llvm::make_early_inc_range(module.getOps<ParameterOp>())) {
-      if (!shardedParams.contains(param.getSymName()))
+      if (!shardedParams.contains(param.getSymName()) ||
+          processed.contains(param.getSymName()))
         continue;
       RankedTensorType type = param.getTensorType();
       // Tensor slicing made the parameter a box of a larger view already:
@@ -309,8 +315,13 @@ struct DscDataParallelPass
   /// the backward reduce-scatters each micro-batch's gradient into them.
   LogicalResult shardGradients(ModuleOp module, FlatSymbolRefAttr meshRef,
                                const llvm::StringSet<> &shardedParams) {
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-    if (!fb)
+    // @forward_backward, or one per pipeline stage.
+    SmallVector<func::FuncOp> backwards;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.getSymName() == "forward_backward" ||
+          func.getSymName().starts_with("forward_backward."))
+        backwards.push_back(func);
+    if (backwards.empty())
       return module.emitError("--dsc-data-parallel: zero=")
              << zero.getValue()
              << " needs @forward_backward; run --dsc-autodiff first";
@@ -320,7 +331,8 @@ struct DscDataParallelPass
     llvm::StringSet<> shardedStates;
     for (auto state : llvm::make_early_inc_range(module.getOps<StateOp>())) {
       if (state.getKind() != StateKind::Gradient ||
-          !shardedParams.contains(state.getOf()))
+          !shardedParams.contains(state.getOf()) ||
+          processed.contains(state.getOf()))
         continue;
       RankedTensorType type = state.getTensorType();
       OpBuilder b(state);
@@ -334,10 +346,11 @@ struct DscDataParallelPass
       symbols.insert(shard);
     }
     SmallVector<AccumulateOp> accumulates;
-    fb.walk([&](AccumulateOp acc) {
-      if (shardedStates.contains(acc.getState()))
-        accumulates.push_back(acc);
-    });
+    for (func::FuncOp fb : backwards)
+      fb.walk([&](AccumulateOp acc) {
+        if (shardedStates.contains(acc.getState()))
+          accumulates.push_back(acc);
+      });
     for (AccumulateOp acc : accumulates) {
       OpBuilder b(acc);
       auto scatter = ReduceScatterAccumulateOp::create(
@@ -372,6 +385,8 @@ struct DscDataParallelPass
       auto shardType = RankedTensorType::get(
           {n / dp}, param.getTensorType().getElementType());
       for (StringRef name : {adam.getExpAvg(), adam.getExpAvgSq()}) {
+        if (processed.contains(adam.getParam()))
+          break; // Shared with another stage's update: shrunk already.
         auto state = symbols.lookup<StateOp>(name);
         OpBuilder b(state);
         auto shard = StateOp::create(b, state.getLoc(), name, shardType,
