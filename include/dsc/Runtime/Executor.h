@@ -194,6 +194,9 @@ private:
                                const std::string &path) const;
   void runInstruction(const Program &prog, size_t index);
   void releaseMemory();
+  /// The number, in the whole step, of this rank's first micro-batch: its
+  /// data-parallel coordinate times `microBatches`.
+  int64_t firstMicroBatchOfRank(int64_t microBatches) const;
   /// The dropout seed of an instruction in the current step/micro-batch.
   uint64_t runSeed(int64_t instructionSeed) const;
   template <typename T> void execute(const Program &prog, size_t index);

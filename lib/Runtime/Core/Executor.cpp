@@ -525,11 +525,7 @@ StepResult Executor::trainStep(
   double lossSum = 0;
   const uint64_t sentBefore = collectiveStats().totalSent();
   setLossScale(1.0 / double(microBatches));
-  // Data-parallel rank d trains the step's micro-batches [d*M, (d+1)*M):
-  // dropout draws the masks one rank draws for those (Plan::mesh).
-  const int64_t dpAxis = findMeshAxis(thePlan.mesh, "dp");
-  const int64_t firstMicroBatch =
-      dpAxis >= 0 ? coords[dpAxis] * microBatches : 0;
+  const int64_t firstMicroBatch = firstMicroBatchOfRank(microBatches);
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
     fill(m, tokens(), targets());
@@ -544,6 +540,13 @@ StepResult Executor::trainStep(
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   ++currentStep;
   return r;
+}
+
+int64_t Executor::firstMicroBatchOfRank(int64_t microBatches) const {
+  // Data-parallel rank d trains the step's micro-batches [d*M, (d+1)*M):
+  // dropout draws the masks one rank draws for those (Plan::mesh).
+  const int64_t dpAxis = findMeshAxis(thePlan.mesh, "dp");
+  return dpAxis >= 0 ? coords[dpAxis] * microBatches : 0;
 }
 
 uint64_t Executor::runSeed(int64_t instructionSeed) const {

@@ -129,10 +129,12 @@ StepResult Executor::trainPipelineStep(
 
   int64_t forwards = 0, backwards = 0;
   double lossSum = 0;
+  // Dropout numbers the micro-batches across data-parallel ranks.
+  const int64_t firstMicroBatch = firstMicroBatchOfRank(M);
   // The stage input is in `input` (received, or filled here on stage 0).
   auto forwardStep = [&] {
     const int64_t m = forwards++;
-    setMicroBatch(m);
+    setMicroBatch(firstMicroBatch + m);
     if (first)
       fill(m, tokens(), targets());
     push();
@@ -142,7 +144,7 @@ StepResult Executor::trainPipelineStep(
   };
   auto backwardStep = [&] {
     const int64_t m = backwards++;
-    setMicroBatch(m);
+    setMicroBatch(firstMicroBatch + m);
     pop();
     if (last)
       fill(m, tokens(), targets());
