@@ -843,28 +843,10 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         for (Attribute grad : clip.getGradients())
           inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(grad)));
         inst.floats = {f64(clip.getMaxNormAttr())};
-        if (anySplitGradient(clip))
+        // A norm over parts of gradients (ZeRO chunks, tensor-sliced or
+        // pipeline-stage parts) is summed over the ranks holding them.
+        if (clip.getShardedAttr() || anySplitGradient(clip))
           return lowerNormOfParts(clip, inst);
-        if (!clip.getShardedAttr())
-          return success();
-        FailureOr<int64_t> mask =
-            axesMaskOf(clip, clip.getMeshAttr(), clip.getShardAxesAttr());
-        if (failed(mask))
-          return failure();
-        inst.opcode = Opcode::GlobalNormClipShard;
-        inst.ints = {*mask};
-        // 1: a whole gradient whose chunk is valid (ZeRO-1); 2: a gradient
-        // that is the chunk (ZeRO-2, and ZeRO-3 where the parameter is the
-        // chunk too).
-        for (auto [name, flag] : llvm::zip(
-                 clip.getGradients(), clip.getShardedAttr().asArrayRef())) {
-          auto grad = module.lookupSymbol<StateOp>(
-              cast<FlatSymbolRefAttr>(name).getValue());
-          auto param = module.lookupSymbol<ParameterOp>(grad.getOf());
-          bool whole =
-              grad.getType() == param.getType() && !param.isChunked();
-          inst.ints.push_back(!flag ? 0 : whole ? 1 : 2);
-        }
         return success();
       })
       .Case<AdamWOp>([&](AdamWOp adam) -> LogicalResult {

@@ -760,20 +760,21 @@ TEST(PlanValidate, ZeroStageOneInstructions) {
   EXPECT_ERROR_HAS(validatePlan(plan), "int reduce = 7 is outside [0, 3]");
   rs.ints[1] = 1;
 
-  // The norm: axes plus one 0/1 flag per gradient.
+  // The norm of parts: axes plus (chunkAxes, inBuffer, splitAxes) per
+  // gradient; the first is a ZeRO-1 gradient (whole, its chunk valid).
   Instruction &clip = instructionNamed(plan, "clip");
-  clip.opcode = Opcode::GlobalNormClipShard;
-  clip.ints = {1, 1, 0};
+  clip.opcode = Opcode::GlobalNormClipParts;
+  clip.ints = {1, 1, 0, 0, 0, 0, 0};
   EXPECT_NO_THROW(validatePlan(plan));
-  clip.ints = {1, 1};
-  EXPECT_ERROR_HAS(validatePlan(plan), "'clip' (GlobalNormClipShard)",
-                   "expects 3 ints but has 2");
-  clip.ints = {1, 3, 0};
-  EXPECT_ERROR_HAS(validatePlan(plan), "int sharded = 3 is outside [0, 2]");
-  clip.ints = {8, 1, 0};
+  clip.ints = {1, 1, 0, 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'clip' (GlobalNormClipParts)",
+                   "expects 7 ints but has 4");
+  clip.ints = {1, 1, 3, 0, 0, 0, 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int inBuffer = 3 is outside [0, 1]");
+  clip.ints = {8, 1, 0, 0, 0, 0, 0};
   EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 8 must be a non-zero bit "
                                        "mask over the mesh's 2 axes");
-  clip.ints = {1, 1, 0};
+  clip.ints = {1, 1, 0, 0, 0, 0, 0};
 
   // A sharded AdamW whose moments are the whole parameter is refused: each
   // rank keeps 1/D of them.

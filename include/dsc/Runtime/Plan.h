@@ -208,16 +208,9 @@ enum class Opcode : uint32_t {
   /// rank's chunk (ZeRO-2);
   /// ints: decay axes; floats: beta1 beta2 eps wd
   AdamWShard = 69,
-  /// in(grads...) out(norm scalar): GlobalNormClip when some gradients are
-  /// ZeRO shards: a sharded gradient counts only this rank's chunk, a
-  /// replicated one 1/D of its sum of squares; the sums are added over the
-  /// group of `axes`, and only the valid chunks are scaled. One `sharded`
-  /// flag per input: 0 replicated, 1 a whole gradient whose chunk at this
-  /// rank's index is valid (ZeRO-1), 2 a buffer that is the chunk (ZeRO-2);
-  /// ints: axes sharded...; floats: max_norm
-  GlobalNormClipShard = 70,
   /// in(grads...) out(norm scalar): the global norm when gradients are
-  /// parts of whole ones (tensor slicing, with or without ZeRO): each
+  /// parts of whole ones (ZeRO chunks, tensor slicing, pipeline stages):
+  /// each
   /// gradient's sum of squares counts once per distinct part in the group
   /// of `axes` and the sums are added over that group; only the valid
   /// parts are scaled. `parts` are three ints per gradient: chunkAxes

@@ -91,9 +91,19 @@ int64_t groupMaskOf(const Instruction &inst) {
     return inst.ints[0];
   if (inst.opcode == Opcode::AdamWShard)
     return inst.ints[1];
-  if (inst.opcode == Opcode::GlobalNormClipShard)
-    return inst.ints[0];
   return 0;
+}
+
+/// The hyper-parameters of an AdamW/AdamWShard instruction (floats:
+/// beta1 beta2 eps wd) at learning rate `lr`.
+AdamWConfig adamConfigOf(const Instruction &inst, double lr) {
+  AdamWConfig cfg;
+  cfg.lr = lr;
+  cfg.beta1 = inst.floats[0];
+  cfg.beta2 = inst.floats[1];
+  cfg.eps = inst.floats[2];
+  cfg.weightDecay = inst.floats[3];
+  return cfg;
 }
 
 /// The norm sqrt(sumOfSquares), after scaling the valid parts `held` of
@@ -512,8 +522,6 @@ StepResult Executor::trainStep(
     int64_t microBatches) {
   if (microBatches < 1)
     throw Error("trainStep needs at least one micro-batch");
-  if (!thePlan.stages.empty())
-    return trainPipelineStep(fill, microBatches);
   // Without a lossScale buffer the backward's seed is baked into the plan
   // for its own micro-batch count; another count would scale the gradients.
   if (thePlan.lossScale < 0 && microBatches != thePlan.microBatches)
@@ -522,6 +530,8 @@ StepResult Executor::trainStep(
                 " micro-batches per step and has no lossScale buffer, so it "
                 "cannot run " +
                 std::to_string(microBatches));
+  if (!thePlan.stages.empty())
+    return trainPipelineStep(fill, microBatches);
   double lossSum = 0;
   const uint64_t sentBefore = collectiveStats().totalSent();
   setLossScale(1.0 / double(microBatches));
@@ -903,28 +913,6 @@ void Executor::execute(const Program &prog, size_t index) {
   case Opcode::ReduceScatterAccumulate:
   case Opcode::GatherParameter:
     break; // handled in runInstruction
-  case Opcode::GlobalNormClipShard: {
-    // Sum of squares of what this rank holds (its chunk of a sharded
-    // gradient, 1/D of a replicated one, which every rank holds whole),
-    // added over the group in the communicator's fixed order.
-    Communicator *comm = &requireGroup(prog, index, ints[0]);
-    const int64_t ranks = comm->size(), rank = comm->rank();
-    double sum = 0;
-    std::vector<std::pair<T *, int64_t>> held;
-    for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      int64_t n = numElements(inB(i).shape);
-      int64_t kind = ints[i + 1]; // 0 replicated, 1 chunk of whole, 2 chunk
-      int64_t count = kind == 1 ? n / ranks : n;
-      T *data = in(i) + (kind == 1 ? count * rank : 0);
-      const T *ptr = data;
-      double part = sumOfSquares(&ptr, &count, 1);
-      sum += kind != 0 ? part : part / double(ranks);
-      held.push_back({data, count});
-    }
-    comm->allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
-    *out(0) = T(clipHeld(sum, inst.floats[0], held));
-    break;
-  }
   case Opcode::GlobalNormClipParts: {
     // Each gradient's valid elements, weighted by 1/(its copies in the
     // group): a part held by R ranks of the group is counted R times by
@@ -1028,12 +1016,7 @@ void Executor::execute(const Program &prog, size_t index) {
         inst.floats[1], inst.floats[2], currentStep));
     break;
   case Opcode::AdamW: {
-    AdamWConfig cfg;
-    cfg.lr = double(*in(1));
-    cfg.beta1 = inst.floats[0];
-    cfg.beta2 = inst.floats[1];
-    cfg.eps = inst.floats[2];
-    cfg.weightDecay = inst.floats[3];
+    AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
     adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
               currentStep, ints[0] != 0);
     break;
@@ -1046,12 +1029,7 @@ void Executor::execute(const Program &prog, size_t index) {
     const int64_t offset = chunk * comm->rank();
     // A ZeRO-2 gradient is this rank's chunk already.
     const int64_t gradOffset = numElements(inB(0).shape) == chunk ? 0 : offset;
-    AdamWConfig cfg;
-    cfg.lr = double(*in(1));
-    cfg.beta1 = inst.floats[0];
-    cfg.beta2 = inst.floats[1];
-    cfg.eps = inst.floats[2];
-    cfg.weightDecay = inst.floats[3];
+    AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
     adamwStep(out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
               currentStep, ints[0] != 0);
     break;

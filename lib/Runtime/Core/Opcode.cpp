@@ -71,8 +71,6 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
        "momentum wd", 1, 2},
       {Opcode::AdamWShard, "AdamWShard", "grad, lr", "param, m, v", 2, 3,
        "decay axes", "beta1 beta2 eps wd", 2, 4},
-      {Opcode::GlobalNormClipShard, "GlobalNormClipShard", "grads...", "norm",
-       -1, 1, "axes sharded...", "max_norm", -1, 1},
       {Opcode::GlobalNormClipParts, "GlobalNormClipParts", "grads...", "norm",
        -1, 1, "axes parts...", "max_norm", -1, 1},
       // In place: validatePlan checks that the outputs are the inputs.

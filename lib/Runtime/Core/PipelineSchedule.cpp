@@ -45,16 +45,10 @@ StepResult Executor::trainPipelineStep(
                 std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
 
   // The last stage's backward seeds the loss gradient with 1/M, so the
-  // accumulated gradients are the mean over the step's micro-batches.
-  if (last) {
-    if (thePlan.lossScale < 0 && M != thePlan.microBatches)
-      throw Error("the plan was compiled for " +
-                  std::to_string(thePlan.microBatches) +
-                  " micro-batches per step and has no lossScale buffer, so it "
-                  "cannot run " +
-                  std::to_string(M));
+  // accumulated gradients are the mean over the step's micro-batches
+  // (trainStep checked that the plan can take M).
+  if (last)
     setLossScale(1.0 / double(M));
-  }
 
   BufferView input = buffer(uint32_t(st.input));
   auto view = [&](int64_t id) {

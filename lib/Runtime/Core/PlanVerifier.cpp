@@ -422,12 +422,9 @@ void InstructionChecker::counts() {
            std::to_string(inst.outputs[i]) + " but the plan has " +
            std::to_string(plan.buffers.size()) + " buffers");
   // Transpose and Slice take one int per dim of their (whole) tensor;
-  // GlobalNormClipShard takes the axes and one flag per gradient,
-  // GlobalNormClipParts the axes and three ints per gradient.
+  // GlobalNormClipParts takes the axes and three ints per gradient.
   int wantInts = info->numInts;
-  if (wantInts < 0 && inst.opcode == Opcode::GlobalNormClipShard)
-    wantInts = int(inst.inputs.size()) + 1;
-  else if (wantInts < 0 && inst.opcode == Opcode::GlobalNormClipParts)
+  if (wantInts < 0 && inst.opcode == Opcode::GlobalNormClipParts)
     wantInts = 3 * int(inst.inputs.size()) + 1;
   else if (wantInts < 0)
     wantInts = int(inst.opcode == Opcode::SliceGrad ? out(0).shape.size()
@@ -782,19 +779,6 @@ void InstructionChecker::shapes() {
     // Each gradient is counted and scaled once.
     normOperands();
     break;
-  case Opcode::GlobalNormClipShard: {
-    normOperands();
-    int64_t groupSize = meshGroupAt(0, "sharded norm");
-    for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      intAt(i + 1, "sharded", 0, 2);
-      if (inst.ints[i + 1] == 1 && numElements(in(i).shape) % groupSize != 0)
-        fail(inName(i) + " is sharded but its " +
-             std::to_string(numElements(in(i).shape)) +
-             " elements do not divide into " + std::to_string(groupSize) +
-             " chunks");
-    }
-    break;
-  }
   case Opcode::GlobalNormClipParts: {
     normOperands();
     meshGroupAt(0, "norm of parts");

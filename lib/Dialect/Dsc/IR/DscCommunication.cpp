@@ -213,7 +213,7 @@ void ClipGradNormOp::getCommunicationEvents(
         break;
       }
   // Each rank's sum of squares, added over the group in double precision
-  // (the runtime's GlobalNormClipShard and GlobalNormClipParts).
+  // (the runtime's GlobalNormClipParts).
   CommunicationEvent event;
   event.name = "all_reduce";
   event.mesh = mesh;
