@@ -1,13 +1,15 @@
-//===- Executor.h - Runs a plan's programs on the CPU -----------*- C++ -*-===//
+//===- Executor.h - Runs a plan's programs on a backend ---------*- C++ -*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
 //===----------------------------------------------------------------------===//
 //
-// The executor owns one 64-byte-aligned allocation per plan arena, fills the
-// parameters from a seed, and runs programs by dispatching each instruction
-// to the CPU kernels (CpuKernels.h) for its F32 or F64 buffers. It also owns
-// the scratch that backward ops use to recompute forward statistics.
+// The executor owns one allocation per plan arena, fills the parameters from
+// a seed, and runs programs by handing each compute instruction to its
+// Backend (Backend.h): the CPU kernels on host memory by default, or the
+// CUDA kernels on device memory (CudaBackend.h). Collectives, steps,
+// micro-batches and pipeline schedules are the executor's, whatever the
+// backend.
 //
 // A plan with a mesh (Plan::mesh) runs on every rank of a Communicator, one
 // Executor per rank: the executor derives the rank's mesh coordinates from
@@ -21,6 +23,7 @@
 #ifndef DSC_RUNTIME_EXECUTOR_H
 #define DSC_RUNTIME_EXECUTOR_H
 
+#include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Plan.h"
@@ -50,7 +53,9 @@ struct InstructionEvent {
 };
 using InstructionHook = std::function<void(const InstructionEvent &)>;
 
-/// A buffer of the plan and where it lives in the executor's arenas.
+/// A buffer of the plan and where it lives in the executor's arenas. `data`
+/// is the backend's memory: dereference it only when the backend is
+/// hostAddressable() (the CPU's); else use read / setTokens / checkpoints.
 struct BufferView {
   const Buffer *desc = nullptr;
   void *data = nullptr;
@@ -74,15 +79,16 @@ struct StepResult {
 
 class Executor {
 public:
-  /// Validates the plan (validatePlan), checks that the CPU backend supports
-  /// it (float buffers are F32 or F64), allocates the arenas and scratch,
-  /// and initializes with `seed`. A plan with a mesh needs `world` (not
+  /// Validates the plan (validatePlan), checks that `backend` (default: the
+  /// CPU's) supports it, allocates the arenas and scratch, and initializes
+  /// with `seed`. A plan with a mesh needs `world` (not
   /// owned; it must outlive the executor) spanning exactly the mesh's ranks;
   /// the constructor then splits the groups its collectives use, a
   /// collective call every rank makes. A plan without a mesh takes no world
   /// or a one-rank one. Throws Error.
   explicit Executor(Plan plan, uint64_t seed = 1234,
-                    Communicator *world = nullptr);
+                    Communicator *world = nullptr,
+                    std::unique_ptr<Backend> backend = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -90,9 +96,13 @@ public:
   const Plan &plan() const { return thePlan; }
   /// Bytes allocated for arena `arena`: equals the plan's arena size.
   uint64_t allocatedBytes(uint32_t arena) const;
-  /// Executor-owned scratch (attention's per-thread blocks), not in any
-  /// arena and not in the plan's peak.
-  uint64_t scratchBytes() const { return scratchSize; }
+  /// Scratch outside the arenas (the backend's, e.g. the CPU attention's
+  /// per-thread blocks, and the reduce-scatter staging), not in the plan's
+  /// peak.
+  uint64_t scratchBytes() const {
+    return backendImpl->scratchBytes() + stagingSize;
+  }
+  Backend &backend() const { return *backendImpl; }
 
   /// Zeroes every arena, then fills each buffer with an initializer:
   /// Normal draws N(0, std^2) from a counter-based generator keyed by
@@ -104,6 +114,8 @@ public:
   /// Copy a [microBatchSize, seqLength] batch into the well-known buffers.
   void setTokens(const int32_t *data, size_t count);
   void setTargets(const int32_t *data, size_t count);
+  /// The buffers themselves, for a host-addressable backend (throws Error
+  /// on another).
   int32_t *tokens();
   int32_t *targets();
   /// Writes the plan's lossScale constant (if any): the backward's seed.
@@ -141,6 +153,9 @@ public:
   /// micro-batches across data-parallel ranks (rank d's m-th is d*M + m),
   /// so dp ranks draw the masks one rank taking all dp*M draws.
   void setMicroBatch(int64_t index) { microBatch = index; }
+  /// The dropout seed of an instruction with seed `instructionSeed` in the
+  /// current step and micro-batch (the backends' Dropout and Attention).
+  uint64_t dropoutSeed(int64_t instructionSeed) const;
   /// Replaces every LearningRate instruction's base lr (dsc-run --lr); the
   /// warmup start and decay end scale with it. Throws Error if the plan
   /// has no LearningRate instruction.
@@ -194,12 +209,18 @@ private:
                                const std::string &path) const;
   void runInstruction(const Program &prog, size_t index);
   void releaseMemory();
+  /// Host-addressable view of an i32 buffer (tokens(), targets()).
+  int32_t *hostView(uint32_t id);
+  double readScalar(uint32_t id) const;
+  void writeScalar(uint32_t id, double value);
+  /// Calls `fill` on host staging for micro-batch `microBatchInStep` and
+  /// copies the batch into the tokens and targets buffers.
+  void fillBatch(
+      const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+      int64_t microBatchInStep);
   /// The number, in the whole step, of this rank's first micro-batch: its
   /// data-parallel coordinate times `microBatches`.
   int64_t firstMicroBatchOfRank(int64_t microBatches) const;
-  /// The dropout seed of an instruction in the current step/micro-batch.
-  uint64_t runSeed(int64_t instructionSeed) const;
-  template <typename T> void execute(const Program &prog, size_t index);
   /// Throws Error naming the program, the instruction and `msg`.
   [[noreturn]] void failAt(const Program &prog, size_t index,
                            const std::string &msg) const;
@@ -217,16 +238,21 @@ private:
       int64_t microBatches);
 
   Plan thePlan;
+  std::unique_ptr<Backend> backendImpl;
   std::vector<uint8_t *> arenas;
-  uint8_t *scratch = nullptr;
-  uint64_t scratchSize = 0;
-  int threads = 1;
+  /// Receives a reduce-scatter's chunk (backend memory).
+  uint8_t *staging = nullptr;
+  uint64_t stagingSize = 0;
+  std::vector<int32_t> hostTokens, hostTargets;
   int64_t currentStep = 1;
   int64_t microBatch = 0;
   uint64_t seed = 0;
   double startNs = 0;
   InstructionHook instructionHook;
   Communicator *worldComm = nullptr;
+  /// The backend's world (NCCL over `worldComm`), when it has one; the
+  /// groups are split from it.
+  std::unique_ptr<Communicator> backendWorld;
   std::vector<int64_t> coords;
   /// Group communicators by `axes` mask.
   std::map<int64_t, std::unique_ptr<Communicator>> groups;
@@ -234,7 +260,7 @@ private:
   /// of stage inputs of the micro-batches between forward and backward.
   int64_t stageIndex = -1;
   int64_t ppMask = 0;
-  std::vector<std::vector<uint8_t>> stash;
+  std::vector<uint8_t *> stash; // backend memory, one stage input each
 };
 
 } // namespace dsc::rt

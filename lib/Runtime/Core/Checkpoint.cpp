@@ -114,9 +114,11 @@ void Executor::saveCheckpoint(const std::string &path,
     for (int64_t d : b.shape)
       putLE(body, uint64_t(d), 8);
     putLE(body, b.bytes, 8);
-    const uint8_t *p = static_cast<const uint8_t *>(buffer(id).data);
+    // Appended through the backend: the buffer may be device memory.
+    const size_t at = body.size();
+    body.resize(at + b.bytes);
     if (b.bytes)
-      body.insert(body.end(), p, p + b.bytes);
+      backendImpl->copyOut(body.data() + at, buffer(id).data, b.bytes);
   }
   std::vector<uint8_t> file(kMagic, kMagic + 8);
   putLE(file, kVersion, 4);
@@ -231,12 +233,12 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   for (const auto &[name, entry] : entries) {
     BufferView v = buffer(entry.buffer);
     if (v.desc->bytes)
-      std::memcpy(v.data, entry.data, v.desc->bytes);
+      backendImpl->copyIn(v.data, entry.data, v.desc->bytes);
   }
   // Gradients are zero between steps; a checkpoint is taken between steps.
   for (uint32_t i = 0; i < thePlan.buffers.size(); ++i)
     if (thePlan.buffers[i].role == BufferRole::Gradient && buffer(i).data)
-      std::memset(buffer(i).data, 0, thePlan.buffers[i].bytes);
+      backendImpl->fillZero(buffer(i).data, thePlan.buffers[i].bytes);
   currentStep = step;
   return consumed;
 }

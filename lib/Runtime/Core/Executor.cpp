@@ -1,37 +1,33 @@
-//===- Executor.cpp - Runs a plan's programs on the CPU -------------------===//
+//===- Executor.cpp - Runs a plan's programs on a backend -----------------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
 //===----------------------------------------------------------------------===//
 //
-// Binds each plan instruction to a CPU kernel call over arena memory. The
-// plan was validated before any of this runs, so the code here trusts shapes
-// and ids and checks only what only run time can know (token ids).
+// The plan's meaning on one rank: arenas, initialization, programs, steps,
+// mesh groups and the collectives' buckets. Compute instructions and memory
+// go to the Backend (Backend.h); the plan was validated before any of this
+// runs, so the code here trusts shapes and ids.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Executor.h"
 
+#include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/ShardLayout.h"
-
-#include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <new>
 #include <optional>
 #include <set>
 
 using namespace dsc::rt;
 
 namespace {
-
-constexpr std::align_val_t kArenaAlign{64};
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -52,22 +48,6 @@ double normalAt(uint64_t key, uint64_t i) {
   double u2 = uniformOpen(splitmix64(key ^ splitmix64(2 * i + 1)));
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
-
-int64_t rowsOf(const Buffer &b) {
-  int64_t cols = b.shape.empty() ? 1 : b.shape.back();
-  return cols ? numElements(b.shape) / cols : 0;
-}
-int64_t lastDim(const Buffer &b) {
-  return b.shape.empty() ? 1 : b.shape.back();
-}
-int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i)
-    p *= shape[i];
-  return p;
-}
-
-bool isFloatOp(Opcode op) { return op != Opcode::Zero; }
 
 bool isCollective(Opcode op) {
   return op == Opcode::AllReduce || op == Opcode::AllGather ||
@@ -94,65 +74,18 @@ int64_t groupMaskOf(const Instruction &inst) {
   return 0;
 }
 
-/// The hyper-parameters of an AdamW/AdamWShard instruction (floats:
-/// beta1 beta2 eps wd) at learning rate `lr`.
-AdamWConfig adamConfigOf(const Instruction &inst, double lr) {
-  AdamWConfig cfg;
-  cfg.lr = lr;
-  cfg.beta1 = inst.floats[0];
-  cfg.beta2 = inst.floats[1];
-  cfg.eps = inst.floats[2];
-  cfg.weightDecay = inst.floats[3];
-  return cfg;
-}
-
-/// The norm sqrt(sumOfSquares), after scaling the valid parts `held` of
-/// the gradients when it exceeds maxNorm > 0 (the sharded norms' end).
-template <typename T>
-double clipHeld(double sumOfSquares, double maxNorm,
-                const std::vector<std::pair<T *, int64_t>> &held) {
-  double norm = std::sqrt(sumOfSquares);
-  if (maxNorm > 0 && std::isfinite(norm)) {
-    double scale = clipScale(norm, maxNorm);
-    if (scale < 1.0)
-      for (auto [data, count] : held)
-        scaleForward(data, data, count, T(scale));
-  }
-  return norm;
-}
-
-/// The kernel's view of an Attention/AttentionGrad instruction; `seed` is
-/// the dropout seed of this run.
-AttentionShape attentionShapeOf(const Plan &plan, const Instruction &inst,
-                                uint64_t seed,
-                                const std::vector<int64_t> &coords) {
-  const Buffer &q = plan.buffers[inst.inputs[0]];
-  AttentionShape s;
-  s.batch = q.shape[0];
-  s.seq = q.shape[1];
-  s.hidden = q.shape[2];
-  s.heads = inst.ints[0];
-  s.causal = inst.ints[1] != 0;
-  s.dropout = float(inst.floats[0]);
-  s.seed = seed;
-  // Heads split over a group: this rank's are those at its index.
-  if (int64_t axes = inst.ints[3]) {
-    s.headOffset = groupIndex(plan.mesh, coords, axes) * s.heads;
-    s.totalHeads = groupSize(plan.mesh, axes) * s.heads;
-  }
-  return s;
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
 // Construction, arenas, initialization
 //===----------------------------------------------------------------------===//
 
-Executor::Executor(Plan plan, uint64_t seed, Communicator *world)
-    : thePlan(std::move(plan)) {
+Executor::Executor(Plan plan, uint64_t seed, Communicator *world,
+                   std::unique_ptr<Backend> backendToUse)
+    : thePlan(std::move(plan)), backendImpl(std::move(backendToUse)) {
   validatePlan(thePlan);
-  threads = std::max(1, omp_get_max_threads());
+  if (!backendImpl)
+    backendImpl = createCpuBackend();
 
   // The mesh against the world, before anything is allocated.
   const int64_t meshSize = meshRanks(thePlan.mesh);
@@ -172,79 +105,32 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world)
   }
   worldComm = world;
 
-  // What the CPU backend supports, and the scratch each instruction needs.
-  int64_t scratchElems = 0;
-  for (const Program &prog : thePlan.programs) {
-    for (size_t i = 0; i < prog.instructions.size(); ++i) {
-      const Instruction &inst = prog.instructions[i];
-      auto fail = [&](const std::string &msg) {
-        throw Error("program '" + prog.name + "' instruction " +
-                    std::to_string(i) + " '" + inst.name + "' (" +
-                    opcodeName(inst.opcode) + "): " + msg);
-      };
-      auto checkFloat = [&](uint32_t id) {
-        DType t = thePlan.buffers[id].dtype;
-        if (t == DType::BF16 || t == DType::F16)
-          fail(std::string("the CPU backend runs f32 and f64 buffers, not ") +
-               dtypeName(t) + " (buffer '" + thePlan.buffers[id].name + "')");
-      };
-      if (isFloatOp(inst.opcode)) {
-        for (uint32_t id : inst.inputs)
-          checkFloat(id);
-        for (uint32_t id : inst.outputs)
-          checkFloat(id);
-      }
-      // Only attention needs scratch: the other backward kernels recompute
-      // their statistics in place when given no saved ones.
-      int64_t need = 0;
-      if (inst.opcode == Opcode::Attention ||
-          inst.opcode == Opcode::AttentionGrad)
-        need =
-            attentionScratchSize(attentionShapeOf(thePlan, inst, 0, {}), threads);
-      scratchElems = std::max(scratchElems, need);
-    }
-  }
-  // Sized for f64, the widest float the CPU backend runs.
-  scratchSize = uint64_t(scratchElems) * sizeof(double);
-
-  // Linux overcommits: an arena larger than the machine would "allocate"
-  // and then die in initialize()'s memset. Refuse it by name instead.
-  uint64_t total = scratchSize;
-  for (const Arena &a : thePlan.arenas)
-    total += a.bytes;
-  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && pageSize > 0 &&
-      total / uint64_t(pageSize) > uint64_t(pages)) {
-    std::string arenaList;
-    for (size_t a = 0; a < thePlan.arenas.size(); ++a)
-      arenaList += (a ? ", " : "") + std::string("arena ") + std::to_string(a) +
-                   " (" + tierName(thePlan.arenas[a].tier) + ") " +
-                   std::to_string(thePlan.arenas[a].bytes);
-    throw Error("the plan needs " + std::to_string(total) + " bytes (" +
-                arenaList + ", scratch " + std::to_string(scratchSize) +
-                ") but this machine has " +
-                std::to_string(uint64_t(pages) * uint64_t(pageSize)) +
-                " bytes of memory");
-  }
-
-  arenas.reserve(thePlan.arenas.size());
-  // A plan can ask for more than the machine has: say which allocation.
-  std::string what = "scratch (" + std::to_string(scratchSize) + " bytes)";
+  // What the backend supports and its scratch, then the arenas.
+  backendImpl->prepare(thePlan);
+  arenas.assign(thePlan.arenas.size(), nullptr);
   try {
-    if (scratchSize)
-      scratch =
-          static_cast<uint8_t *>(::operator new(scratchSize, kArenaAlign));
     for (size_t a = 0; a < thePlan.arenas.size(); ++a) {
       const Arena &arena = thePlan.arenas[a];
-      what = "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
-             std::to_string(arena.bytes) + " bytes)";
-      arenas.push_back(arena.bytes ? static_cast<uint8_t *>(::operator new(
-                                         arena.bytes, kArenaAlign))
-                                   : nullptr);
+      arenas[a] = static_cast<uint8_t *>(backendImpl->allocate(
+          arena.bytes, arena.tier,
+          "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
+              std::to_string(arena.bytes) + " bytes)"));
     }
-  } catch (const std::bad_alloc &) {
+    // A reduce-scatter's result is staged outside its input (the
+    // communicators' buffers must not overlap): one staging area for the
+    // largest chunk.
+    for (const Program &prog : thePlan.programs)
+      for (const Instruction &inst : prog.instructions)
+        if (inst.opcode == Opcode::ReduceScatter ||
+            inst.opcode == Opcode::ReduceScatterAccumulate)
+          for (uint32_t id : inst.inputs)
+            stagingSize = std::max(stagingSize, thePlan.buffers[id].bytes);
+    staging = static_cast<uint8_t *>(backendImpl->allocate(
+        stagingSize, Tier::Device,
+        "reduce-scatter staging (" + std::to_string(stagingSize) + " bytes)"));
+  } catch (...) {
     releaseMemory();
-    throw Error("cannot allocate " + what + ": out of memory");
+    throw;
   }
   startNs = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now().time_since_epoch())
@@ -258,6 +144,9 @@ void Executor::setUpMesh(Communicator *world) {
   if (thePlan.mesh.empty())
     return;
   coords = dsc::rt::meshCoordinates(thePlan.mesh, world->rank());
+  // A device backend's collectives move its memory: split its world.
+  backendWorld = backendImpl->makeWorld(*world);
+  Communicator *splitFrom = backendWorld ? backendWorld.get() : world;
   // Every rank has the same plan, so every rank splits the same masks in
   // the same (ascending) order, as split's collective contract needs.
   std::set<int64_t> masks;
@@ -281,7 +170,7 @@ void Executor::setUpMesh(Communicator *world) {
       if (!(mask >> a & 1))
         color = color * thePlan.mesh[a].size + coords[a];
     std::unique_ptr<Communicator> group =
-        world->split(int(color), world->rank());
+        splitFrom->split(int(color), splitFrom->rank());
     if (!group)
       throw Error("splitting the group of mesh axes mask " +
                   std::to_string(mask) + " returned no communicator");
@@ -301,16 +190,28 @@ CommStats Executor::collectiveStats() const {
   return total;
 }
 
-Executor::~Executor() { releaseMemory(); }
+Executor::~Executor() {
+  releaseMemory();
+  // The groups were split from the backend's world: free them first.
+  groups.clear();
+  backendWorld.reset();
+}
 
 void Executor::releaseMemory() {
+  // Device communicators may have work in flight on these buffers.
+  try {
+    backendImpl->synchronize();
+  } catch (const Error &) {
+    // Destruction goes on; the failure was or will be reported elsewhere.
+  }
   for (uint8_t *a : arenas)
-    if (a)
-      ::operator delete(a, kArenaAlign);
+    backendImpl->release(a);
   arenas.clear();
-  if (scratch)
-    ::operator delete(scratch, kArenaAlign);
-  scratch = nullptr;
+  for (uint8_t *s : stash)
+    backendImpl->release(s);
+  stash.clear();
+  backendImpl->release(staging);
+  staging = nullptr;
 }
 
 uint64_t Executor::allocatedBytes(uint32_t arena) const {
@@ -333,7 +234,10 @@ void Executor::initialize(uint64_t newSeed) {
   microBatch = 0;
   for (size_t a = 0; a < arenas.size(); ++a)
     if (arenas[a])
-      std::memset(arenas[a], 0, thePlan.arenas[a].bytes);
+      backendImpl->fillZero(arenas[a], thePlan.arenas[a].bytes);
+  // Values are drawn on the host and copied in, so every backend starts
+  // from the same bits.
+  std::vector<uint8_t> host;
   for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
     const Buffer &b = thePlan.buffers[id];
     if (b.init.kind == InitKind::None || b.init.kind == InitKind::Zeros)
@@ -353,6 +257,7 @@ void Executor::initialize(uint64_t newSeed) {
     std::optional<ShardIndexer> indexer;
     if (sharded)
       indexer.emplace(b.layout, n, thePlan.mesh, coords);
+    host.resize(b.bytes);
     auto fill = [&](auto *p) {
       using T = std::remove_pointer_t<decltype(p)>;
 #pragma omp parallel for schedule(static)
@@ -362,14 +267,16 @@ void Executor::initialize(uint64_t newSeed) {
       }
     };
     if (b.dtype == DType::F32)
-      fill(view.as<float>());
+      fill(reinterpret_cast<float *>(host.data()));
     else if (b.dtype == DType::F64)
-      fill(view.as<double>());
+      fill(reinterpret_cast<double *>(host.data()));
     else if (b.dtype == DType::I32 && !normal)
-      std::fill_n(view.as<int32_t>(), n, int32_t(value));
+      std::fill_n(reinterpret_cast<int32_t *>(host.data()), n, int32_t(value));
     else
-      throw Error("buffer '" + b.name + "': the CPU backend cannot " +
-                  "initialize " + dtypeName(b.dtype) + " buffers");
+      throw Error("buffer '" + b.name + "': cannot initialize " +
+                  std::string(dtypeName(b.dtype)) + " buffers");
+    if (view.data)
+      backendImpl->copyIn(view.data, host.data(), b.bytes);
   }
 }
 
@@ -395,31 +302,49 @@ BufferView Executor::buffer(const std::string &name) {
 std::vector<double> Executor::read(const std::string &name) {
   BufferView v = buffer(name);
   std::vector<double> out(size_t(v.size()));
+  std::vector<uint8_t> host(v.desc->bytes);
+  if (v.data)
+    backendImpl->copyOut(host.data(), v.data, v.desc->bytes);
+  auto convert = [&](const auto *p) { std::copy_n(p, out.size(), out.begin()); };
   switch (v.desc->dtype) {
   case DType::F32:
-    std::copy_n(v.as<float>(), out.size(), out.begin());
+    convert(reinterpret_cast<const float *>(host.data()));
     break;
   case DType::F64:
-    std::copy_n(v.as<double>(), out.size(), out.begin());
+    convert(reinterpret_cast<const double *>(host.data()));
     break;
   case DType::I32:
-    std::copy_n(v.as<int32_t>(), out.size(), out.begin());
+    convert(reinterpret_cast<const int32_t *>(host.data()));
     break;
   default:
     throw Error("buffer '" + name + "': cannot read " +
-                dtypeName(v.desc->dtype) + " values on the CPU");
+                std::string(dtypeName(v.desc->dtype)) + " values");
   }
   return out;
 }
 
-static double readScalar(const BufferView &v) {
-  return v.desc->dtype == DType::F64 ? *v.as<double>() : double(*v.as<float>());
+double Executor::readScalar(uint32_t id) const {
+  const Buffer &b = thePlan.buffers[id];
+  const uint8_t *data = arenas[b.arena] + b.offset;
+  if (b.dtype == DType::F64) {
+    double x;
+    backendImpl->copyOut(&x, data, sizeof x);
+    return x;
+  }
+  float x;
+  backendImpl->copyOut(&x, data, sizeof x);
+  return double(x);
 }
-static void writeScalar(const BufferView &v, double x) {
-  if (v.desc->dtype == DType::F64)
-    *v.as<double>() = x;
-  else
-    *v.as<float>() = float(x);
+
+void Executor::writeScalar(uint32_t id, double value) {
+  const Buffer &b = thePlan.buffers[id];
+  uint8_t *data = arenas[b.arena] + b.offset;
+  if (b.dtype == DType::F64) {
+    backendImpl->copyIn(data, &value, sizeof value);
+  } else {
+    float x = float(value);
+    backendImpl->copyIn(data, &x, sizeof x);
+  }
 }
 
 void Executor::setTokens(const int32_t *data, size_t count) {
@@ -427,7 +352,7 @@ void Executor::setTokens(const int32_t *data, size_t count) {
   if (int64_t(count) != v.size())
     throw Error("setTokens: got " + std::to_string(count) +
                 " tokens for a buffer of " + std::to_string(v.size()));
-  std::copy_n(data, count, v.as<int32_t>());
+  backendImpl->copyIn(v.data, data, count * sizeof(int32_t));
 }
 
 void Executor::setTargets(const int32_t *data, size_t count) {
@@ -435,31 +360,35 @@ void Executor::setTargets(const int32_t *data, size_t count) {
   if (int64_t(count) != v.size())
     throw Error("setTargets: got " + std::to_string(count) +
                 " targets for a buffer of " + std::to_string(v.size()));
-  std::copy_n(data, count, v.as<int32_t>());
+  backendImpl->copyIn(v.data, data, count * sizeof(int32_t));
 }
 
-int32_t *Executor::tokens() { return buffer(thePlan.tokens).as<int32_t>(); }
-int32_t *Executor::targets() { return buffer(thePlan.targets).as<int32_t>(); }
+int32_t *Executor::tokens() { return hostView(thePlan.tokens); }
+int32_t *Executor::targets() { return hostView(thePlan.targets); }
+
+int32_t *Executor::hostView(uint32_t id) {
+  if (!backendImpl->hostAddressable())
+    throw Error("buffer '" + thePlan.buffers[id].name + "' is in " +
+                backendImpl->name() +
+                " memory: use setTokens/setTargets to write it");
+  return buffer(id).as<int32_t>();
+}
 
 void Executor::setLossScale(double scale) {
   if (thePlan.lossScale >= 0)
-    writeScalar(buffer(uint32_t(thePlan.lossScale)), scale);
+    writeScalar(uint32_t(thePlan.lossScale), scale);
 }
 
-double Executor::loss() const {
-  return readScalar(const_cast<Executor *>(this)->buffer(thePlan.loss));
-}
+double Executor::loss() const { return readScalar(thePlan.loss); }
 double Executor::gradNorm() const {
   if (thePlan.gradNorm < 0)
     return std::nan("");
-  return readScalar(
-      const_cast<Executor *>(this)->buffer(uint32_t(thePlan.gradNorm)));
+  return readScalar(uint32_t(thePlan.gradNorm));
 }
 double Executor::learningRate() const {
   if (thePlan.learningRate < 0)
     return std::nan("");
-  return readScalar(
-      const_cast<Executor *>(this)->buffer(uint32_t(thePlan.learningRate)));
+  return readScalar(uint32_t(thePlan.learningRate));
 }
 
 void Executor::setBaseLearningRate(double lr) {
@@ -504,8 +433,11 @@ void Executor::runProgram(const std::string &name) {
     Communicator *comm =
         isCollective(inst.opcode) ? group(inst.ints[0]) : nullptr;
     uint64_t sentBefore = comm ? comm->stats().totalSent() : 0;
+    // An asynchronous backend is timed to the instruction's completion.
+    backendImpl->synchronize();
     double t0 = nowUs();
     runInstruction(*prog, i);
+    backendImpl->synchronize();
     double t1 = nowUs();
     InstructionEvent event{prog, i, &inst, t0, t1 - t0, 0};
     if (comm) {
@@ -538,7 +470,7 @@ StepResult Executor::trainStep(
   const int64_t firstMicroBatch = firstMicroBatchOfRank(microBatches);
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
-    fill(m, tokens(), targets());
+    fillBatch(fill, m);
     runProgram("forward_backward");
     lossSum += loss();
   }
@@ -559,7 +491,22 @@ int64_t Executor::firstMicroBatchOfRank(int64_t microBatches) const {
   return dpAxis >= 0 ? coords[dpAxis] * microBatches : 0;
 }
 
-uint64_t Executor::runSeed(int64_t instructionSeed) const {
+void Executor::fillBatch(
+    const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+    int64_t microBatchInStep) {
+  // Staged on the host (the buffers may be device memory), starting from
+  // the buffers' contents, as if `fill` wrote the buffers themselves.
+  const BufferView tok = buffer(thePlan.tokens), tgt = buffer(thePlan.targets);
+  hostTokens.resize(size_t(tok.size()));
+  hostTargets.resize(size_t(tgt.size()));
+  backendImpl->copyOut(hostTokens.data(), tok.data, tok.desc->bytes);
+  backendImpl->copyOut(hostTargets.data(), tgt.data, tgt.desc->bytes);
+  fill(microBatchInStep, hostTokens.data(), hostTargets.data());
+  setTokens(hostTokens.data(), hostTokens.size());
+  setTargets(hostTargets.data(), hostTargets.size());
+}
+
+uint64_t Executor::dropoutSeed(int64_t instructionSeed) const {
   // A fresh dropout mask per (seed, step, micro-batch); the backward, run in
   // the same program, derives the same one.
   return splitmix64(uint64_t(instructionSeed) ^
@@ -569,46 +516,41 @@ uint64_t Executor::runSeed(int64_t instructionSeed) const {
 
 void Executor::runInstruction(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  // Zero works on bytes; every other op on the dtype of its first float
-  // operand (validatePlan made them agree). Layout ops on i32 move bits
-  // like f32.
-  if (inst.opcode == Opcode::AllReduce) {
+  switch (inst.opcode) {
+  case Opcode::AllReduce:
     runAllReduce(prog, index);
     return;
-  }
-  if (inst.opcode == Opcode::AllGather ||
-      inst.opcode == Opcode::GatherParameter) {
+  case Opcode::AllGather:
+  case Opcode::GatherParameter:
     runAllGather(prog, index);
     return;
-  }
-  if (inst.opcode == Opcode::ReduceScatter ||
-      inst.opcode == Opcode::ReduceScatterAccumulate) {
+  case Opcode::ReduceScatter:
+  case Opcode::ReduceScatterAccumulate:
     runReduceScatter(prog, index);
     return;
-  }
-  if (inst.opcode == Opcode::Zero) {
+  case Opcode::Zero:
     for (uint32_t id : inst.outputs) {
       BufferView v = buffer(id);
       if (v.data)
-        std::memset(v.data, 0, v.desc->bytes);
+        backendImpl->fillZero(v.data, v.desc->bytes);
     }
     return;
+  default:
+    backendImpl->run(*this, prog, index);
   }
-  DType t =
-      thePlan.buffers[inst.outputs.empty() ? inst.inputs[0] : inst.outputs[0]]
-          .dtype;
-  if (t == DType::F64)
-    execute<double>(prog, index);
-  else
-    execute<float>(prog, index);
 }
 
 void Executor::failAt(const Program &prog, size_t index,
                       const std::string &msg) const {
+  throw instructionError(prog, index, msg);
+}
+
+Error dsc::rt::instructionError(const Program &prog, size_t index,
+                                const std::string &msg) {
   const Instruction &inst = prog.instructions[index];
-  throw Error("program '" + prog.name + "' instruction " +
-              std::to_string(index) + " '" + inst.name + "' (" +
-              opcodeName(inst.opcode) + "): " + msg);
+  return Error("program '" + prog.name + "' instruction " +
+               std::to_string(index) + " '" + inst.name + "' (" +
+               opcodeName(inst.opcode) + "): " + msg);
 }
 
 Communicator &Executor::requireGroup(const Program &prog, size_t index,
@@ -691,30 +633,21 @@ void Executor::runReduceScatter(const Program &prog, size_t index) {
   auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
   const ReduceOp op = ReduceOp(inst.ints[1]);
   // The communicator's send and receive buffers must not overlap: receive
-  // this rank's chunk into a staging copy, then put it in place.
-  std::vector<uint8_t> staging;
+  // this rank's chunk into the staging area, then put it in place.
   if (inst.opcode == Opcode::ReduceScatterAccumulate) {
     // ZeRO-2: reduce the micro-batch's gradient and add this rank's chunk
     // into its shard-sized accumulator.
     const Buffer &x = thePlan.buffers[inst.inputs[0]];
     const Buffer &shard = thePlan.buffers[inst.outputs[0]];
     const size_t chunk = size_t(numElements(shard.shape));
-    staging.resize(chunk * dtypeSize(x.dtype));
     try {
-      comm->reduceScatter(arenas[x.arena] + x.offset, staging.data(), chunk,
-                          x.dtype, op);
+      comm->reduceScatter(arenas[x.arena] + x.offset, staging, chunk, x.dtype,
+                          op);
     } catch (const Error &e) {
       fail(e.what());
     }
-    uint8_t *acc = arenas[shard.arena] + shard.offset;
-    if (x.dtype == DType::F64)
-      addForward(reinterpret_cast<double *>(acc),
-                 reinterpret_cast<const double *>(staging.data()),
-                 reinterpret_cast<double *>(acc), int64_t(chunk));
-    else
-      addForward(reinterpret_cast<float *>(acc),
-                 reinterpret_cast<const float *>(staging.data()),
-                 reinterpret_cast<float *>(acc), int64_t(chunk));
+    backendImpl->accumulate(x.dtype, arenas[shard.arena] + shard.offset,
+                            staging, int64_t(chunk));
     return;
   }
   for (uint32_t id : inst.inputs) {
@@ -722,326 +655,11 @@ void Executor::runReduceScatter(const Program &prog, size_t index) {
     const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
     const size_t chunkBytes = chunk * dtypeSize(b.dtype);
     uint8_t *base = arenas[b.arena] + b.offset;
-    staging.resize(chunkBytes);
     try {
-      comm->reduceScatter(base, staging.data(), chunk, b.dtype, op);
+      comm->reduceScatter(base, staging, chunk, b.dtype, op);
     } catch (const Error &e) {
       fail(e.what());
     }
-    std::memcpy(base + chunkBytes * comm->rank(), staging.data(), chunkBytes);
-  }
-}
-
-template <typename T>
-void Executor::execute(const Program &prog, size_t index) {
-  const Instruction &inst = prog.instructions[index];
-  const std::vector<int64_t> &ints = inst.ints;
-  auto fail = [&](const std::string &msg) {
-    throw Error("program '" + prog.name + "' instruction " +
-                std::to_string(index) + " '" + inst.name + "' (" +
-                opcodeName(inst.opcode) + "): " + msg);
-  };
-  auto inB = [&](size_t i) -> const Buffer & {
-    return thePlan.buffers[inst.inputs[i]];
-  };
-  auto outB = [&](size_t i) -> const Buffer & {
-    return thePlan.buffers[inst.outputs[i]];
-  };
-  auto in = [&](size_t i) { return buffer(inst.inputs[i]).template as<T>(); };
-  auto out = [&](size_t i) { return buffer(inst.outputs[i]).template as<T>(); };
-  auto ids = [&](size_t i) {
-    return buffer(inst.inputs[i]).template as<int32_t>();
-  };
-  T *scr = reinterpret_cast<T *>(scratch);
-  auto checkIds = [&](const int32_t *p, int64_t n, int64_t vocab,
-                      const char *what) {
-    for (int64_t i = 0; i < n; ++i)
-      if (p[i] < 0 || p[i] >= vocab)
-        fail(std::string(what) + " " + std::to_string(p[i]) + " at position " +
-             std::to_string(i) + " is outside the vocabulary [0, " +
-             std::to_string(vocab) + ")");
-  };
-
-  switch (inst.opcode) {
-  case Opcode::Embedding: {
-    const Buffer &table = inB(0);
-    int64_t n = numElements(inB(1).shape);
-    int64_t vocab = table.shape[0], hidden = table.shape[1];
-    if (embeddingForward(in(0), ids(1), out(0), n, vocab, hidden) != 0)
-      checkIds(ids(1), n, vocab, "token id");
-    break;
-  }
-  case Opcode::EmbeddingGrad: {
-    const Buffer &table = outB(0);
-    int64_t n = numElements(inB(1).shape);
-    checkIds(ids(1), n, table.shape[0], "token id");
-    embeddingBackward(in(0), ids(1), out(0), n, table.shape[0], table.shape[1],
-                      ints[0] != 0);
-    break;
-  }
-  case Opcode::PositionEmbedding:
-    positionEmbeddingForward(in(0), out(0), ints[0], ints[1], inB(0).shape[1]);
-    break;
-  case Opcode::PositionEmbeddingGrad:
-    positionEmbeddingBackward(in(0), out(0), ints[0], ints[1], outB(0).shape[0],
-                              outB(0).shape[1], ints[2] != 0);
-    break;
-  case Opcode::Matmul: {
-    MatmulShape s;
-    s.batch = ints[0];
-    s.m = ints[1];
-    s.n = ints[2];
-    s.k = ints[3];
-    s.transA = ints[4];
-    s.transB = ints[5];
-    s.broadcastB = ints[6];
-    matmulForward(in(0), in(1), out(0), s, ints[7] != 0);
-    break;
-  }
-  case Opcode::Add:
-    addForward(in(0), in(1), out(0), numElements(inB(0).shape));
-    break;
-  case Opcode::Mul:
-    mulForward(in(0), in(1), out(0), numElements(inB(0).shape));
-    break;
-  case Opcode::BiasAdd:
-    biasAddForward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)));
-    break;
-  case Opcode::Gelu:
-    geluForward(in(0), out(0), numElements(inB(0).shape));
-    break;
-  case Opcode::LayerNorm:
-    layerNormForward<T>(in(0), in(1), in(2), out(0), nullptr, nullptr,
-                        rowsOf(inB(0)), lastDim(inB(0)), T(inst.floats[0]));
-    break;
-  case Opcode::Softmax:
-    softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
-    break;
-  case Opcode::Attention:
-  case Opcode::AttentionGrad: {
-    // The backward recomputes the probabilities block by block (from q, k
-    // and a recomputed logsumexp); the forward keeps nothing.
-    AttentionShape s =
-        attentionShapeOf(thePlan, inst, runSeed(ints[2]), coords);
-    int64_t workSize = int64_t(scratchSize / sizeof(T));
-    bool ok = inst.opcode == Opcode::Attention
-                  ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,
-                                        scr, workSize, s)
-                  : attentionBackward<T>(in(0), in(1), in(2), nullptr, in(3),
-                                         out(0), out(1), out(2), scr, workSize,
-                                         s, AccumulateMask(0));
-    if (!ok)
-      fail("attention scratch of " + std::to_string(workSize) +
-           " elements is too small");
-    break;
-  }
-  case Opcode::CrossEntropy: {
-    int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
-    checkIds(ids(1), rows, vocab, "target id");
-    *out(0) = crossEntropyForward<T>(in(0), ids(1), nullptr, rows, vocab);
-    break;
-  }
-  case Opcode::CrossEntropyGrad: {
-    int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
-    checkIds(ids(1), rows, vocab, "target id");
-    crossEntropyBackward<T>(in(0), ids(1), nullptr, *in(2), out(0), rows, vocab,
-                            false);
-    break;
-  }
-  case Opcode::Copy:
-    if (in(0) != out(0))
-      std::memmove(out(0), in(0), inB(0).bytes);
-    break;
-  case Opcode::Transpose: {
-    int perm[kMaxRank];
-    for (size_t i = 0; i < ints.size(); ++i)
-      perm[i] = int(ints[i]);
-    transposeForward(in(0), out(0), inB(0).shape.data(), perm,
-                     int(ints.size()));
-    break;
-  }
-  case Opcode::Slice:
-    sliceForward(in(0), out(0), inB(0).shape.data(), outB(0).shape.data(),
-                 ints.data(), int(ints.size()));
-    break;
-  case Opcode::SliceGrad:
-    sliceBackward(in(0), out(0), outB(0).shape.data(), inB(0).shape.data(),
-                  ints.data(), int(ints.size()), false);
-    break;
-  case Opcode::Concat: {
-    const Buffer &y = outB(0);
-    size_t dim = size_t(ints[0]);
-    std::vector<const T *> ins;
-    std::vector<int64_t> dims;
-    for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      ins.push_back(in(i));
-      dims.push_back(inB(i).shape[dim]);
-    }
-    concatForward(ins.data(), dims.data(), int(ins.size()), out(0),
-                  product(y.shape, 0, dim),
-                  product(y.shape, dim + 1, y.shape.size()));
-    break;
-  }
-  case Opcode::Dropout:
-    dropoutForward(in(0), out(0), numElements(inB(0).shape),
-                   float(inst.floats[0]), runSeed(ints[0]));
-    break;
-  case Opcode::BiasGrad:
-    biasAddBackward<T>(in(0), nullptr, out(0), rowsOf(inB(0)), lastDim(inB(0)),
-                       ints[0] != 0);
-    break;
-  case Opcode::GeluGrad:
-    geluBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
-    break;
-  case Opcode::SoftmaxGrad:
-    softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
-                    false);
-    break;
-  case Opcode::LayerNormGrad:
-    // No saved statistics: the kernel recomputes mean and rstd per row.
-    layerNormBackward<T>(in(0), in(1), nullptr, nullptr, in(2), out(0), out(1),
-                         out(2), rowsOf(inB(0)), lastDim(inB(0)),
-                         T(inst.floats[0]), AccumulateMask(uint32_t(ints[0])));
-    break;
-  case Opcode::Accumulate:
-    addForward(out(0), in(0), out(0), numElements(inB(0).shape));
-    break;
-  case Opcode::Zero:
-  case Opcode::AllReduce:
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
-  case Opcode::ReduceScatterAccumulate:
-  case Opcode::GatherParameter:
-    break; // handled in runInstruction
-  case Opcode::GlobalNormClipParts: {
-    // Each gradient's valid elements, weighted by 1/(its copies in the
-    // group): a part held by R ranks of the group is counted R times by
-    // the all-reduce.
-    Communicator &comm = requireGroup(prog, index, ints[0]);
-    double sum = 0;
-    std::vector<std::pair<T *, int64_t>> held;
-    for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      const int64_t chunkAxes = ints[3 * i + 1], splitAxes = ints[3 * i + 3];
-      const bool inBuffer = ints[3 * i + 2] != 0;
-      int64_t count = numElements(inB(i).shape);
-      T *data = in(i);
-      if (chunkAxes && !inBuffer) {
-        count /= groupSize(thePlan.mesh, chunkAxes);
-        data += count * groupIndex(thePlan.mesh, coords, chunkAxes);
-      }
-      const int64_t parts = groupSize(thePlan.mesh, chunkAxes) *
-                            groupSize(thePlan.mesh, splitAxes);
-      const double copies = double(comm.size()) / double(parts);
-      const T *ptr = data;
-      sum += sumOfSquares(&ptr, &count, 1) / copies;
-      held.push_back({data, count});
-    }
-    comm.allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
-    *out(0) = T(clipHeld(sum, inst.floats[0], held));
-    break;
-  }
-  case Opcode::VocabParallelEmbedding:
-  case Opcode::VocabParallelEmbeddingGrad: {
-    // This rank's rows of the vocabulary: ids map to local rows, the
-    // others to -1, which the kernels skip (zeros forward, nothing back).
-    Communicator &comm = requireGroup(prog, index, ints[0]);
-    const bool fwd = inst.opcode == Opcode::VocabParallelEmbedding;
-    const Buffer &table = fwd ? inB(0) : outB(0);
-    const int64_t rows = table.shape[0], hidden = table.shape[1];
-    const int64_t vocab = rows * comm.size(), begin = rows * comm.rank();
-    const int64_t n = numElements(inB(1).shape);
-    checkIds(ids(1), n, vocab, "token id");
-    std::vector<int32_t> local(n);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t row = int64_t(ids(1)[i]) - begin;
-      local[i] = row >= 0 && row < rows ? int32_t(row) : -1;
-    }
-    if (fwd)
-      embeddingForward(in(0), local.data(), out(0), n, rows, hidden);
-    else
-      embeddingBackward(in(0), local.data(), out(0), n, rows, hidden,
-                        ints[1] != 0);
-    break;
-  }
-  case Opcode::VocabParallelCrossEntropy:
-  case Opcode::VocabParallelCrossEntropyGrad: {
-    // Megatron's three reductions per token: the max, the sum of
-    // exponentials (and, forward, the target's logit), in f64.
-    Communicator &comm = requireGroup(prog, index, ints[0]);
-    const int64_t cols = lastDim(inB(0)), rows = rowsOf(inB(0));
-    const int64_t begin = cols * comm.rank();
-    checkIds(ids(1), rows, cols * comm.size(), "target id");
-    std::vector<double> max(rows), sumExp(rows), target(rows);
-    vocabShardRowMax(in(0), rows, cols, max.data());
-    comm.allReduce(max.data(), rows, DType::F64, ReduceOp::Max);
-    vocabShardRowSums(in(0), ids(1), max.data(), rows, cols, begin,
-                      sumExp.data(), target.data());
-    comm.allReduce(sumExp.data(), rows, DType::F64, ReduceOp::Sum);
-    if (inst.opcode == Opcode::VocabParallelCrossEntropy) {
-      comm.allReduce(target.data(), rows, DType::F64, ReduceOp::Sum);
-      double total = 0; // row order: independent of threads and ranks
-      for (int64_t r = 0; r < rows; ++r)
-        total += max[r] + std::log(sumExp[r]) - target[r];
-      *out(0) = T(total / double(rows));
-    } else {
-      for (int64_t r = 0; r < rows; ++r)
-        max[r] += std::log(sumExp[r]); // the logsumexp
-      vocabShardCrossEntropyBackward(in(0), ids(1), max.data(), *in(2),
-                                     out(0), rows, cols, begin, false);
-    }
-    break;
-  }
-  case Opcode::GlobalNormClip: {
-    std::vector<const T *> ptrs;
-    std::vector<int64_t> sizes;
-    for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      ptrs.push_back(in(i));
-      sizes.push_back(numElements(inB(i).shape));
-    }
-    double norm =
-        std::sqrt(sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
-    *out(0) = T(norm);
-    double maxNorm = inst.floats[0];
-    if (maxNorm > 0 && std::isfinite(norm)) {
-      double scale = clipScale(norm, maxNorm);
-      if (scale < 1.0)
-        for (size_t i = 0; i < ptrs.size(); ++i)
-          scaleForward(in(i), in(i), sizes[i], T(scale));
-    }
-    break;
-  }
-  case Opcode::LearningRate:
-    *out(0) = T(scheduledLearningRate(
-        LrScheduleKind(ints[0]), ints[1], ints[2], ints[3] != 0, inst.floats[0],
-        inst.floats[1], inst.floats[2], currentStep));
-    break;
-  case Opcode::AdamW: {
-    AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
-    adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
-              currentStep, ints[0] != 0);
-    break;
-  }
-  case Opcode::AdamWShard: {
-    // Update only this rank's chunk of the flattened parameter; m and v
-    // are that chunk's moments.
-    Communicator *comm = &requireGroup(prog, index, ints[1]);
-    const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
-    const int64_t offset = chunk * comm->rank();
-    // A ZeRO-2 gradient is this rank's chunk already.
-    const int64_t gradOffset = numElements(inB(0).shape) == chunk ? 0 : offset;
-    AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
-    adamwStep(out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
-              currentStep, ints[0] != 0);
-    break;
-  }
-  case Opcode::Sgd: {
-    SgdConfig cfg;
-    cfg.lr = double(*in(1));
-    cfg.momentum = inst.floats[0];
-    cfg.weightDecay = inst.floats[1];
-    cfg.nesterov = ints[0] != 0;
-    sgdStep(out(0), in(0), out(1), numElements(inB(0).shape), cfg);
-    break;
-  }
+    backendImpl->copy(base + chunkBytes * comm->rank(), staging, chunkBytes);
   }
 }

@@ -16,18 +16,9 @@
 #include "dsc/Runtime/Executor.h"
 
 #include <algorithm>
-#include <cstring>
 #include <deque>
 
 using namespace dsc::rt;
-
-namespace {
-
-double readFloat(const BufferView &v) {
-  return v.desc->dtype == DType::F64 ? *v.as<double>() : double(*v.as<float>());
-}
-
-} // namespace
 
 StepResult Executor::trainPipelineStep(
     const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
@@ -101,23 +92,26 @@ StepResult Executor::trainPipelineStep(
   std::vector<size_t> freeSlots;
   for (size_t i = 0; i < stash.size(); ++i)
     freeSlots.push_back(i);
+  // Slots are the backend's memory, kept across steps (the input buffer,
+  // hence its size, is the same every step).
   auto push = [&] {
     size_t slot;
     if (freeSlots.empty()) {
       slot = stash.size();
-      stash.emplace_back(inputBytes);
+      stash.push_back(static_cast<uint8_t *>(backendImpl->allocate(
+          inputBytes, Tier::Device,
+          "pipeline stash slot (" + std::to_string(inputBytes) + " bytes)")));
     } else {
       slot = freeSlots.back();
       freeSlots.pop_back();
-      stash[slot].resize(inputBytes);
     }
-    std::memcpy(stash[slot].data(), input.data, inputBytes);
+    backendImpl->copy(stash[slot], input.data, inputBytes);
     inFlight.push_back(slot);
   };
   auto pop = [&] {
     size_t slot = inFlight.front();
     inFlight.pop_front();
-    std::memcpy(input.data, stash[slot].data(), inputBytes);
+    backendImpl->copy(input.data, stash[slot], inputBytes);
     freeSlots.push_back(slot);
   };
 
@@ -130,7 +124,7 @@ StepResult Executor::trainPipelineStep(
     const int64_t m = forwards++;
     setMicroBatch(firstMicroBatch + m);
     if (first)
-      fill(m, tokens(), targets());
+      fillBatch(fill, m);
     push();
     // The last stage's forward is part of its backward program.
     if (!last)
@@ -141,10 +135,10 @@ StepResult Executor::trainPipelineStep(
     setMicroBatch(firstMicroBatch + m);
     pop();
     if (last)
-      fill(m, tokens(), targets());
+      fillBatch(fill, m);
     runProgram(st.forwardBackward);
     if (last)
-      lossSum += readFloat(buffer(uint32_t(st.loss)));
+      lossSum += readScalar(uint32_t(st.loss));
   };
 
   const uint64_t sentBefore = collectiveStats().totalSent();
@@ -177,8 +171,8 @@ StepResult Executor::trainPipelineStep(
   StepResult r;
   r.hasLoss = last;
   r.loss = last ? lossSum / double(M) : 0.0;
-  r.gradNorm = readFloat(buffer(uint32_t(st.gradNorm)));
-  r.learningRate = readFloat(buffer(uint32_t(st.learningRate)));
+  r.gradNorm = readScalar(uint32_t(st.gradNorm));
+  r.learningRate = readScalar(uint32_t(st.learningRate));
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   ++currentStep;
   return r;

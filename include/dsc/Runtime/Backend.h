@@ -1,0 +1,92 @@
+//===- Backend.h - Where an executor's instructions run ---------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The executor (Executor.h) holds what a plan means: its steps, micro-batches,
+// pipeline schedule, mesh groups and collectives' buckets. A Backend holds
+// where it runs: the memory the arenas live in and the kernels behind each
+// compute instruction. The CPU backend (createCpuBackend) runs the CPU
+// kernels on host memory; the CUDA backend (CudaBackend.h) runs the CUDA
+// kernels on device memory and hands the executor an NCCL world, so the
+// same collectives code moves device buffers.
+//
+// Memory a backend hands out may not be host-addressable: the executor only
+// touches it through copyIn / copyOut / copy / fillZero.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_BACKEND_H
+#define DSC_RUNTIME_BACKEND_H
+
+#include "dsc/Runtime/Communicator.h"
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dsc::rt {
+
+class Executor;
+
+class Backend {
+public:
+  virtual ~Backend();
+
+  /// "cpu", "cuda".
+  virtual const char *name() const = 0;
+  /// True when the memory it allocates is ordinary host memory (then
+  /// BufferView::data may be dereferenced).
+  virtual bool hostAddressable() const = 0;
+
+  /// Checks that every instruction and buffer of `plan` can run here and
+  /// sizes the backend's scratch; throws Error naming the first instruction
+  /// or buffer it cannot run, or the memory the plan needs beyond what the
+  /// machine has. Called once, before any allocation.
+  virtual void prepare(const Plan &plan) = 0;
+  /// Scratch the backend keeps outside the plan's arenas (bytes).
+  virtual uint64_t scratchBytes() const = 0;
+
+  /// `bytes` of memory for `tier`, aligned for any element type; throws
+  /// Error("cannot allocate <what>: ...") when it cannot.
+  virtual void *allocate(uint64_t bytes, Tier tier, const std::string &what) = 0;
+  virtual void release(void *memory) = 0;
+  virtual void fillZero(void *memory, uint64_t bytes) = 0;
+  /// Host memory into this backend's memory, and back; both have completed
+  /// when they return (so the host side may be reused or read).
+  virtual void copyIn(void *dst, const void *hostSrc, uint64_t bytes) = 0;
+  virtual void copyOut(void *hostDst, const void *src, uint64_t bytes) = 0;
+  /// Within this backend's memory; the ranges may overlap.
+  virtual void copy(void *dst, const void *src, uint64_t bytes) = 0;
+  /// acc[i] += x[i] for `count` elements of float type `dtype`.
+  virtual void accumulate(DType dtype, void *acc, const void *x,
+                          int64_t count) = 0;
+
+  /// The world whose collectives take this backend's memory, made over the
+  /// host world (a collective call every rank makes); null when the host
+  /// world's collectives already do (host-memory backends).
+  virtual std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld);
+
+  /// Runs compute instruction `index` of `prog` (not a collective, not
+  /// Zero, which the executor runs) over `ex`'s buffers. Throws Error (see
+  /// instructionError) for what only run time can find.
+  virtual void run(Executor &ex, const Program &prog, size_t index) = 0;
+  /// Waits until everything issued has finished; throws Error for a failure
+  /// found meanwhile (an asynchronous kernel fault, a bad token id).
+  virtual void synchronize() {}
+};
+
+/// The CPU kernels (CpuKernels.h) on 64-byte-aligned host memory, for f32
+/// and f64 plans.
+std::unique_ptr<Backend> createCpuBackend();
+
+/// Error("program 'P' instruction I 'name' (Opcode): msg").
+Error instructionError(const Program &prog, size_t index,
+                       const std::string &msg);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_BACKEND_H

@@ -1,0 +1,511 @@
+//===- CpuBackend.cpp - Plan instructions on the CPU kernels --------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Binds each compute instruction to a CPU kernel call over host memory. The
+// plan was validated before any of this runs, so the code here trusts shapes
+// and ids and checks only what only run time can know (token ids).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Backend.h"
+
+#include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/InstructionArgs.h"
+#include "dsc/Runtime/ShardLayout.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+
+using namespace dsc::rt;
+
+Backend::~Backend() = default;
+
+std::unique_ptr<Communicator> Backend::makeWorld(Communicator &) {
+  return nullptr;
+}
+
+namespace {
+
+constexpr std::align_val_t kAlign{64};
+
+/// The norm sqrt(sumOfSquares), after scaling the valid parts `held` of
+/// the gradients when it exceeds maxNorm > 0 (the sharded norms' end).
+template <typename T>
+double clipHeld(double sumOfSquares, double maxNorm,
+                const std::vector<std::pair<T *, int64_t>> &held) {
+  double norm = std::sqrt(sumOfSquares);
+  if (maxNorm > 0 && std::isfinite(norm)) {
+    double scale = clipScale(norm, maxNorm);
+    if (scale < 1.0)
+      for (auto [data, count] : held)
+        scaleForward(data, data, count, T(scale));
+  }
+  return norm;
+}
+
+/// The group communicator of mesh axes `axes`, or an error naming the
+/// instruction.
+Communicator &groupOf(Executor &ex, const Program &prog, size_t index,
+                      int64_t axes) {
+  Communicator *comm = ex.group(axes);
+  if (!comm)
+    throw instructionError(prog, index,
+                           "no group for mesh axes mask " +
+                               std::to_string(axes));
+  return *comm;
+}
+
+class CpuBackend final : public Backend {
+public:
+  ~CpuBackend() override {
+    if (scratch)
+      ::operator delete(scratch, kAlign);
+  }
+  const char *name() const override { return "cpu"; }
+  bool hostAddressable() const override { return true; }
+  void prepare(const Plan &plan) override;
+  uint64_t scratchBytes() const override { return scratchSize; }
+
+  void *allocate(uint64_t bytes, Tier, const std::string &what) override {
+    if (!bytes)
+      return nullptr;
+    try {
+      return ::operator new(bytes, kAlign);
+    } catch (const std::bad_alloc &) {
+      throw Error("cannot allocate " + what + ": out of memory");
+    }
+  }
+  void release(void *memory) override {
+    if (memory)
+      ::operator delete(memory, kAlign);
+  }
+  void fillZero(void *memory, uint64_t bytes) override {
+    if (bytes)
+      std::memset(memory, 0, bytes);
+  }
+  void copyIn(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes)
+      std::memmove(dst, src, bytes);
+  }
+  void copyOut(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes)
+      std::memmove(dst, src, bytes);
+  }
+  void copy(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes && dst != src)
+      std::memmove(dst, src, bytes);
+  }
+  void accumulate(DType dtype, void *acc, const void *x,
+                  int64_t count) override {
+    if (dtype == DType::F64)
+      addForward(static_cast<double *>(acc), static_cast<const double *>(x),
+                 static_cast<double *>(acc), count);
+    else
+      addForward(static_cast<float *>(acc), static_cast<const float *>(x),
+                 static_cast<float *>(acc), count);
+  }
+
+  void run(Executor &ex, const Program &prog, size_t index) override {
+    const Instruction &inst = prog.instructions[index];
+    // Every op runs on the dtype of its first float operand (validatePlan
+    // made them agree). Layout ops on i32 move bits like f32.
+    DType t = ex.plan()
+                  .buffers[inst.outputs.empty() ? inst.inputs[0]
+                                                : inst.outputs[0]]
+                  .dtype;
+    if (t == DType::F64)
+      execute<double>(ex, prog, index);
+    else
+      execute<float>(ex, prog, index);
+  }
+
+private:
+  template <typename T>
+  void execute(Executor &ex, const Program &prog, size_t index);
+
+  int threads = 1;
+  uint8_t *scratch = nullptr;
+  uint64_t scratchSize = 0;
+};
+
+} // namespace
+
+void CpuBackend::prepare(const Plan &plan) {
+  threads = std::max(1, omp_get_max_threads());
+  // Float buffers are f32 or f64, and only attention needs scratch: the
+  // other backward kernels recompute their statistics in place when given
+  // no saved ones.
+  int64_t scratchElems = 0;
+  const std::vector<int64_t> origin(plan.mesh.size(), 0);
+  for (const Program &prog : plan.programs) {
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      const Instruction &inst = prog.instructions[i];
+      auto checkFloat = [&](uint32_t id) {
+        DType t = plan.buffers[id].dtype;
+        if (t == DType::BF16 || t == DType::F16)
+          throw instructionError(
+              prog, i,
+              std::string("the CPU backend runs f32 and f64 buffers, not ") +
+                  dtypeName(t) + " (buffer '" + plan.buffers[id].name + "')");
+      };
+      if (inst.opcode != Opcode::Zero) {
+        for (uint32_t id : inst.inputs)
+          checkFloat(id);
+        for (uint32_t id : inst.outputs)
+          checkFloat(id);
+      }
+      if (inst.opcode == Opcode::Attention ||
+          inst.opcode == Opcode::AttentionGrad)
+        scratchElems = std::max(
+            scratchElems,
+            attentionScratchSize(attentionShapeOf(plan, inst, 0, origin),
+                                 threads));
+    }
+  }
+  // Sized for f64, the widest float the CPU backend runs.
+  scratchSize = uint64_t(scratchElems) * sizeof(double);
+
+  // Linux overcommits: an arena larger than the machine would "allocate"
+  // and then die in initialize()'s memset. Refuse it by name instead.
+  uint64_t total = scratchSize;
+  for (const Arena &a : plan.arenas)
+    total += a.bytes;
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0 &&
+      total / uint64_t(pageSize) > uint64_t(pages)) {
+    std::string arenaList;
+    for (size_t a = 0; a < plan.arenas.size(); ++a)
+      arenaList += (a ? ", " : "") + std::string("arena ") + std::to_string(a) +
+                   " (" + tierName(plan.arenas[a].tier) + ") " +
+                   std::to_string(plan.arenas[a].bytes);
+    throw Error("the plan needs " + std::to_string(total) + " bytes (" +
+                arenaList + ", scratch " + std::to_string(scratchSize) +
+                ") but this machine has " +
+                std::to_string(uint64_t(pages) * uint64_t(pageSize)) +
+                " bytes of memory");
+  }
+  if (scratchSize)
+    scratch = static_cast<uint8_t *>(allocate(
+        scratchSize, Tier::Host,
+        "scratch (" + std::to_string(scratchSize) + " bytes)"));
+}
+
+template <typename T>
+void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
+  const Plan &thePlan = ex.plan();
+  const std::vector<int64_t> &coords = ex.meshCoordinates();
+  auto buffer = [&](uint32_t id) { return ex.buffer(id); };
+  auto requireGroup = [&](const Program &p, size_t i, int64_t axes) -> Communicator & {
+    return groupOf(ex, p, i, axes);
+  };
+  const Instruction &inst = prog.instructions[index];
+  const std::vector<int64_t> &ints = inst.ints;
+  auto fail = [&](const std::string &msg) {
+    throw instructionError(prog, index, msg);
+  };
+  auto inB = [&](size_t i) -> const Buffer & {
+    return thePlan.buffers[inst.inputs[i]];
+  };
+  auto outB = [&](size_t i) -> const Buffer & {
+    return thePlan.buffers[inst.outputs[i]];
+  };
+  auto in = [&](size_t i) { return buffer(inst.inputs[i]).template as<T>(); };
+  auto out = [&](size_t i) { return buffer(inst.outputs[i]).template as<T>(); };
+  auto ids = [&](size_t i) {
+    return buffer(inst.inputs[i]).template as<int32_t>();
+  };
+  T *scr = reinterpret_cast<T *>(scratch);
+  auto checkIds = [&](const int32_t *p, int64_t n, int64_t vocab,
+                      const char *what) {
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] < 0 || p[i] >= vocab)
+        fail(std::string(what) + " " + std::to_string(p[i]) + " at position " +
+             std::to_string(i) + " is outside the vocabulary [0, " +
+             std::to_string(vocab) + ")");
+  };
+
+  switch (inst.opcode) {
+  case Opcode::Embedding: {
+    const Buffer &table = inB(0);
+    int64_t n = numElements(inB(1).shape);
+    int64_t vocab = table.shape[0], hidden = table.shape[1];
+    if (embeddingForward(in(0), ids(1), out(0), n, vocab, hidden) != 0)
+      checkIds(ids(1), n, vocab, "token id");
+    break;
+  }
+  case Opcode::EmbeddingGrad: {
+    const Buffer &table = outB(0);
+    int64_t n = numElements(inB(1).shape);
+    checkIds(ids(1), n, table.shape[0], "token id");
+    embeddingBackward(in(0), ids(1), out(0), n, table.shape[0], table.shape[1],
+                      ints[0] != 0);
+    break;
+  }
+  case Opcode::PositionEmbedding:
+    positionEmbeddingForward(in(0), out(0), ints[0], ints[1], inB(0).shape[1]);
+    break;
+  case Opcode::PositionEmbeddingGrad:
+    positionEmbeddingBackward(in(0), out(0), ints[0], ints[1], outB(0).shape[0],
+                              outB(0).shape[1], ints[2] != 0);
+    break;
+  case Opcode::Matmul: {
+    matmulForward(in(0), in(1), out(0), matmulShapeOf(inst), ints[7] != 0);
+    break;
+  }
+  case Opcode::Add:
+    addForward(in(0), in(1), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::Mul:
+    mulForward(in(0), in(1), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::BiasAdd:
+    biasAddForward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)));
+    break;
+  case Opcode::Gelu:
+    geluForward(in(0), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::LayerNorm:
+    layerNormForward<T>(in(0), in(1), in(2), out(0), nullptr, nullptr,
+                        rowsOf(inB(0)), lastDim(inB(0)), T(inst.floats[0]));
+    break;
+  case Opcode::Softmax:
+    softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
+    break;
+  case Opcode::Attention:
+  case Opcode::AttentionGrad: {
+    // The backward recomputes the probabilities block by block (from q, k
+    // and a recomputed logsumexp); the forward keeps nothing.
+    AttentionShape s =
+        attentionShapeOf(thePlan, inst, ex.dropoutSeed(ints[2]), coords);
+    int64_t workSize = int64_t(scratchSize / sizeof(T));
+    bool ok = inst.opcode == Opcode::Attention
+                  ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,
+                                        scr, workSize, s)
+                  : attentionBackward<T>(in(0), in(1), in(2), nullptr, in(3),
+                                         out(0), out(1), out(2), scr, workSize,
+                                         s, AccumulateMask(0));
+    if (!ok)
+      fail("attention scratch of " + std::to_string(workSize) +
+           " elements is too small");
+    break;
+  }
+  case Opcode::CrossEntropy: {
+    int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
+    checkIds(ids(1), rows, vocab, "target id");
+    *out(0) = crossEntropyForward<T>(in(0), ids(1), nullptr, rows, vocab);
+    break;
+  }
+  case Opcode::CrossEntropyGrad: {
+    int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
+    checkIds(ids(1), rows, vocab, "target id");
+    crossEntropyBackward<T>(in(0), ids(1), nullptr, *in(2), out(0), rows, vocab,
+                            false);
+    break;
+  }
+  case Opcode::Copy:
+    if (in(0) != out(0))
+      std::memmove(out(0), in(0), inB(0).bytes);
+    break;
+  case Opcode::Transpose: {
+    int perm[kMaxRank];
+    for (size_t i = 0; i < ints.size(); ++i)
+      perm[i] = int(ints[i]);
+    transposeForward(in(0), out(0), inB(0).shape.data(), perm,
+                     int(ints.size()));
+    break;
+  }
+  case Opcode::Slice:
+    sliceForward(in(0), out(0), inB(0).shape.data(), outB(0).shape.data(),
+                 ints.data(), int(ints.size()));
+    break;
+  case Opcode::SliceGrad:
+    sliceBackward(in(0), out(0), outB(0).shape.data(), inB(0).shape.data(),
+                  ints.data(), int(ints.size()), false);
+    break;
+  case Opcode::Concat: {
+    const Buffer &y = outB(0);
+    size_t dim = size_t(ints[0]);
+    std::vector<const T *> ins;
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      ins.push_back(in(i));
+      dims.push_back(inB(i).shape[dim]);
+    }
+    concatForward(ins.data(), dims.data(), int(ins.size()), out(0),
+                  product(y.shape, 0, dim),
+                  product(y.shape, dim + 1, y.shape.size()));
+    break;
+  }
+  case Opcode::Dropout:
+    dropoutForward(in(0), out(0), numElements(inB(0).shape),
+                   float(inst.floats[0]), ex.dropoutSeed(ints[0]));
+    break;
+  case Opcode::BiasGrad:
+    biasAddBackward<T>(in(0), nullptr, out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                       ints[0] != 0);
+    break;
+  case Opcode::GeluGrad:
+    geluBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
+    break;
+  case Opcode::SoftmaxGrad:
+    softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                    false);
+    break;
+  case Opcode::LayerNormGrad:
+    // No saved statistics: the kernel recomputes mean and rstd per row.
+    layerNormBackward<T>(in(0), in(1), nullptr, nullptr, in(2), out(0), out(1),
+                         out(2), rowsOf(inB(0)), lastDim(inB(0)),
+                         T(inst.floats[0]), AccumulateMask(uint32_t(ints[0])));
+    break;
+  case Opcode::Accumulate:
+    addForward(out(0), in(0), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::Zero:
+  case Opcode::AllReduce:
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+  case Opcode::ReduceScatterAccumulate:
+  case Opcode::GatherParameter:
+    fail("the executor runs this instruction, not the backend");
+    break;
+  case Opcode::GlobalNormClipParts: {
+    // Each gradient's valid elements, weighted by 1/(its copies in the
+    // group): a part held by R ranks of the group is counted R times by
+    // the all-reduce.
+    Communicator &comm = requireGroup(prog, index, ints[0]);
+    double sum = 0;
+    std::vector<std::pair<T *, int64_t>> held;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const int64_t chunkAxes = ints[3 * i + 1], splitAxes = ints[3 * i + 3];
+      const bool inBuffer = ints[3 * i + 2] != 0;
+      int64_t count = numElements(inB(i).shape);
+      T *data = in(i);
+      if (chunkAxes && !inBuffer) {
+        count /= groupSize(thePlan.mesh, chunkAxes);
+        data += count * groupIndex(thePlan.mesh, coords, chunkAxes);
+      }
+      const int64_t parts = groupSize(thePlan.mesh, chunkAxes) *
+                            groupSize(thePlan.mesh, splitAxes);
+      const double copies = double(comm.size()) / double(parts);
+      const T *ptr = data;
+      sum += sumOfSquares(&ptr, &count, 1) / copies;
+      held.push_back({data, count});
+    }
+    comm.allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
+    *out(0) = T(clipHeld(sum, inst.floats[0], held));
+    break;
+  }
+  case Opcode::VocabParallelEmbedding:
+  case Opcode::VocabParallelEmbeddingGrad: {
+    // This rank's rows of the vocabulary: ids map to local rows, the
+    // others to -1, which the kernels skip (zeros forward, nothing back).
+    Communicator &comm = requireGroup(prog, index, ints[0]);
+    const bool fwd = inst.opcode == Opcode::VocabParallelEmbedding;
+    const Buffer &table = fwd ? inB(0) : outB(0);
+    const int64_t rows = table.shape[0], hidden = table.shape[1];
+    const int64_t vocab = rows * comm.size(), begin = rows * comm.rank();
+    const int64_t n = numElements(inB(1).shape);
+    checkIds(ids(1), n, vocab, "token id");
+    std::vector<int32_t> local(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t row = int64_t(ids(1)[i]) - begin;
+      local[i] = row >= 0 && row < rows ? int32_t(row) : -1;
+    }
+    if (fwd)
+      embeddingForward(in(0), local.data(), out(0), n, rows, hidden);
+    else
+      embeddingBackward(in(0), local.data(), out(0), n, rows, hidden,
+                        ints[1] != 0);
+    break;
+  }
+  case Opcode::VocabParallelCrossEntropy:
+  case Opcode::VocabParallelCrossEntropyGrad: {
+    // Megatron's three reductions per token: the max, the sum of
+    // exponentials (and, forward, the target's logit), in f64.
+    Communicator &comm = requireGroup(prog, index, ints[0]);
+    const int64_t cols = lastDim(inB(0)), rows = rowsOf(inB(0));
+    const int64_t begin = cols * comm.rank();
+    checkIds(ids(1), rows, cols * comm.size(), "target id");
+    std::vector<double> max(rows), sumExp(rows), target(rows);
+    vocabShardRowMax(in(0), rows, cols, max.data());
+    comm.allReduce(max.data(), rows, DType::F64, ReduceOp::Max);
+    vocabShardRowSums(in(0), ids(1), max.data(), rows, cols, begin,
+                      sumExp.data(), target.data());
+    comm.allReduce(sumExp.data(), rows, DType::F64, ReduceOp::Sum);
+    if (inst.opcode == Opcode::VocabParallelCrossEntropy) {
+      comm.allReduce(target.data(), rows, DType::F64, ReduceOp::Sum);
+      double total = 0; // row order: independent of threads and ranks
+      for (int64_t r = 0; r < rows; ++r)
+        total += max[r] + std::log(sumExp[r]) - target[r];
+      *out(0) = T(total / double(rows));
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        max[r] += std::log(sumExp[r]); // the logsumexp
+      vocabShardCrossEntropyBackward(in(0), ids(1), max.data(), *in(2),
+                                     out(0), rows, cols, begin, false);
+    }
+    break;
+  }
+  case Opcode::GlobalNormClip: {
+    std::vector<const T *> ptrs;
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      ptrs.push_back(in(i));
+      sizes.push_back(numElements(inB(i).shape));
+    }
+    double norm =
+        std::sqrt(sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
+    *out(0) = T(norm);
+    double maxNorm = inst.floats[0];
+    if (maxNorm > 0 && std::isfinite(norm)) {
+      double scale = clipScale(norm, maxNorm);
+      if (scale < 1.0)
+        for (size_t i = 0; i < ptrs.size(); ++i)
+          scaleForward(in(i), in(i), sizes[i], T(scale));
+    }
+    break;
+  }
+  case Opcode::LearningRate:
+    *out(0) = T(scheduledLearningRate(
+        LrScheduleKind(ints[0]), ints[1], ints[2], ints[3] != 0, inst.floats[0],
+        inst.floats[1], inst.floats[2], ex.step()));
+    break;
+  case Opcode::AdamW: {
+    AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
+    adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
+              ex.step(), ints[0] != 0);
+    break;
+  }
+  case Opcode::AdamWShard: {
+    // Update only this rank's chunk of the flattened parameter; m and v
+    // are that chunk's moments.
+    Communicator *comm = &requireGroup(prog, index, ints[1]);
+    const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
+    const int64_t offset = chunk * comm->rank();
+    // A ZeRO-2 gradient is this rank's chunk already.
+    const int64_t gradOffset = numElements(inB(0).shape) == chunk ? 0 : offset;
+    AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
+    adamwStep(out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
+              ex.step(), ints[0] != 0);
+    break;
+  }
+  case Opcode::Sgd: {
+    sgdStep(out(0), in(0), out(1), numElements(inB(0).shape),
+            sgdConfigOf(inst, double(*in(1))));
+    break;
+  }
+  }
+}
+
+std::unique_ptr<Backend> dsc::rt::createCpuBackend() {
+  return std::make_unique<CpuBackend>();
+}
