@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/NcclCommunicator.h"
+#include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 
 #include <cuda_runtime_api.h>
@@ -155,7 +155,8 @@ TEST_F(NcclComm, GroupIsTheBootstrapsAndReducesEveryDtype) {
     EXPECT_EQ(c.size(), n);
     EXPECT_EQ(c.worldRank(), boot.worldRank());
     EXPECT_EQ(c.worldRanks(), boot.worldRanks());
-    for (DType t : {DType::F32, DType::F64, DType::I32, DType::BF16, DType::F16})
+    for (DType t :
+         {DType::F32, DType::F64, DType::I32, DType::BF16, DType::F16})
       EXPECT_TRUE(c.canReduce(t)) << dtypeName(t);
   });
   EXPECT_TRUE(haveNcclCommunicator());
@@ -291,8 +292,8 @@ TEST_F(NcclComm, BroadcastFromTheLastRank) {
   const size_t count = 333;
   int root = n - 1; // nonzero whenever there are two GPUs
   runOnGpus(n, [&](Communicator &c, Communicator &, cudaStream_t s) {
-    std::vector<float> host = c.rank() == root ? inputF32(root, count)
-                                               : std::vector<float>(count, 0);
+    std::vector<float> host =
+        c.rank() == root ? inputF32(root, count) : std::vector<float>(count, 0);
     DeviceVector<float> buf(host, s);
     c.broadcast(buf.data(), count, DType::F32, root);
     synchronizeNccl(c);
@@ -323,9 +324,9 @@ TEST_F(NcclComm, AllToAllTransposesBlocks) {
     c.allToAll(from.data(), to.data(), per, DType::I32);
     synchronizeNccl(c);
     EXPECT_EQ(to.download(), expected);
-    EXPECT_EQ(c.stats().sent(CollectiveKind::AllToAll),
-              ringBytesSent(CollectiveKind::AllToAll, size_t(n) * per * 4, 4,
-                            n, me));
+    EXPECT_EQ(
+        c.stats().sent(CollectiveKind::AllToAll),
+        ringBytesSent(CollectiveKind::AllToAll, size_t(n) * per * 4, 4, n, me));
   });
 }
 

@@ -175,8 +175,8 @@ public:
 
 protected:
   void doAllReduce(void *buf, size_t count, DType dtype, ReduceOp op) override {
-    std::string args = std::to_string(count) + " x " + dtypeName(dtype) +
-                       ", " + reduceOpName(op);
+    std::string args = std::to_string(count) + " x " + dtypeName(dtype) + ", " +
+                       reduceOpName(op);
     enter("all_reduce", args);
     check(ncclAllReduce(buf, buf, count, ncclType(dtype), ncclOp(op), comm,
                         stream),
@@ -265,13 +265,13 @@ protected:
     enter(call, args);
     Group group(*this, call, args);
     if (dst >= 0)
-      group.note(ncclSend(sendBuf, sendCount, ncclType(dtype), dst, comm,
-                          stream),
-                 "ncclSend");
+      group.note(
+          ncclSend(sendBuf, sendCount, ncclType(dtype), dst, comm, stream),
+          "ncclSend");
     if (src >= 0)
-      group.note(ncclRecv(recvBuf, recvCount, ncclType(dtype), src, comm,
-                          stream),
-                 "ncclRecv");
+      group.note(
+          ncclRecv(recvBuf, recvCount, ncclType(dtype), src, comm, stream),
+          "ncclRecv");
     group.end();
     size_t esize = commElementSize(dtype);
     if (dst >= 0)
@@ -428,9 +428,9 @@ void NcclComm::synchronize(double timeoutSeconds) {
                   ": cudaStreamQuery failed: " + cudaText(state) +
                   "; this rank's NCCL communicators were aborted");
     }
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (waited >= limit) {
       abortFamily("timed out after " + seconds(limit) + " s");
       throw Error(describe(call, "") + ": timed out after " + seconds(limit) +
@@ -506,15 +506,13 @@ std::unique_ptr<Communicator> NcclComm::split(int color, int key) {
     code = ncclCommCount(made, &ncclSize);
   if (code != ncclSuccess || ncclRank != newRank ||
       ncclSize != int(worlds.size())) {
-    std::string why = code != ncclSuccess
-                          ? "ncclCommUserRank/ncclCommCount failed: " +
-                                ncclText(code, made)
-                          : "ncclCommSplit made rank " +
-                                std::to_string(ncclRank) + " of " +
-                                std::to_string(ncclSize) + ", expected rank " +
-                                std::to_string(newRank) + " of " +
-                                std::to_string(worlds.size()) +
-                                " by (key, rank)";
+    std::string why =
+        code != ncclSuccess
+            ? "ncclCommUserRank/ncclCommCount failed: " + ncclText(code, made)
+            : "ncclCommSplit made rank " + std::to_string(ncclRank) + " of " +
+                  std::to_string(ncclSize) + ", expected rank " +
+                  std::to_string(newRank) + " of " +
+                  std::to_string(worlds.size()) + " by (key, rank)";
     ncclCommAbort(made);
     throw Error(describe("split", args) + ": " + why);
   }
