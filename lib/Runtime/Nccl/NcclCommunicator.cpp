@@ -70,7 +70,8 @@ std::string cudaText(cudaError_t code) {
 }
 
 /// ncclGetErrorString says what kind of failure, ncclGetLastError what
-/// happened (it is per thread, so read it before anything else calls NCCL).
+/// happened (read it right after the failed call, before another NCCL
+/// call replaces it).
 std::string ncclText(ncclResult_t code, ncclComm_t comm) {
   std::string text = ncclGetErrorString(code);
   const char *last = ncclGetLastError(comm);
@@ -571,7 +572,8 @@ std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap,
   ncclResult_t code =
       ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank());
   if (code != ncclSuccess)
-    throw Error(where + ": ncclCommInitRank failed: " + ncclText(code, comm));
+    throw Error(where +
+                ": ncclCommInitRank failed: " + ncclText(code, nullptr));
   return std::make_unique<NcclComm>(comm, stream, device, bootstrap,
                                     bootstrap.worldRanks(), bootstrap.rank(),
                                     std::make_shared<StreamFamily>());
