@@ -7,6 +7,9 @@
 #   its CPU twin. Without a device the binary exits 77, which ctest reports
 #   as skipped: `ctest -L cuda` says the CUDA tests were skipped, not passed.
 #   Without nvcc a placeholder test is reported as skipped instead.
+# DscNcclCommunicatorTests (only when DscRuntimeNccl is built): the NCCL
+#   communicator on min(devices, 4) GPUs as thread ranks; exits 77 (skipped)
+#   without a device, like the kernel tests.
 #
 #===------------------------------------------------------------------------===#
 add_executable(DscCudaLossScalerTest CudaLossScalerTest.cpp)
@@ -34,4 +37,17 @@ else()
                    "CUDA backend not built (no nvcc): CUDA kernel tests skipped")
   set_tests_properties(cuda.CudaKernelTests.NotBuilt PROPERTIES
     LABELS cuda SKIP_REGULAR_EXPRESSION "tests skipped")
+endif()
+
+if(TARGET DscRuntimeNccl)
+  add_executable(DscNcclCommunicatorTests NcclCommunicatorTest.cpp)
+  target_link_libraries(DscNcclCommunicatorTests PRIVATE DscRuntimeNccl
+                        GTest::gtest)
+  # A short watchdog: a broken collective fails the test in a minute
+  # instead of the default ten.
+  gtest_discover_tests(DscNcclCommunicatorTests
+    TEST_PREFIX "cuda."
+    PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 180
+               ENVIRONMENT "DSC_NCCL_TIMEOUT_S=60"
+    DISCOVERY_TIMEOUT 60)
 endif()

@@ -6,7 +6,8 @@
 //
 // dsc::rt::Communicator: the one interface the executor calls for collectives
 // and point-to-point transfers, implemented by in-process threads
-// (ThreadCommunicator.h), Open MPI (MpiCommunicator.h) and later NCCL.
+// (ThreadCommunicator.h), Open MPI (MpiCommunicator.h) and NCCL
+// (NcclCommunicator.h).
 //
 // Groups. A communicator spans an ordered set of ranks (its group) and every
 // collective runs over the whole group, as in MPI and NCCL. A mesh axis (the

@@ -12,6 +12,7 @@
 
 #include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/NcclCommunicator.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -320,6 +321,16 @@ bool launchedByMpi() {
 
 bool haveMpiCommunicator() {
 #ifdef DSC_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+// DSC_HAVE_NCCL is set on this file by lib/Runtime/Nccl when it builds
+// DscRuntimeNccl.
+bool haveNcclCommunicator() {
+#ifdef DSC_HAVE_NCCL
   return true;
 #else
   return false;
