@@ -56,6 +56,12 @@ std::string dsc::run::usage() {
          "process\n"
          "                       is one rank and --np, if given, must equal\n"
          "                       the number of processes\n"
+         "  --backend cpu|cuda   where the kernels run (default cpu); cuda\n"
+         "                       puts each rank on one GPU (its local rank\n"
+         "                       modulo the visible GPUs) and its\n"
+         "                       collectives on NCCL\n"
+         "  --tf32               with --backend cuda: fp32 GEMMs on TF32\n"
+         "                       tensor cores\n"
          "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
@@ -105,6 +111,10 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.printPlan = true;
       continue;
     }
+    if (arg == "--tf32") {
+      o.tf32 = true;
+      continue;
+    }
     std::string flag = arg, value;
     bool hasValue = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -145,6 +155,11 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.np = parseInt(flag, next(), 1);
     else if (flag == "--microbatches")
       o.microBatches = parseInt(flag, next(), 1);
+    else if (flag == "--backend") {
+      o.backend = next();
+      if (o.backend != "cpu" && o.backend != "cuda")
+        throw Error("--backend expects cpu or cuda, got '" + o.backend + "'");
+    }
     else
       throw Error("unknown option '" + flag + "' (dsc-run --help lists them)");
     if (o.data.empty() && flag == "--data")
@@ -158,5 +173,7 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
     throw Error("one plan expected, got '" + positional[0] + "' and '" +
                 positional[1] + "'");
   o.input = positional[0];
+  if (o.tf32 && o.backend != "cuda")
+    throw Error("--tf32 needs --backend cuda");
   return o;
 }

@@ -46,6 +46,11 @@ struct RunOptions {
   /// --np: ranks to run as threads of this process (0: not given, one rank;
   /// under mpirun the MPI world decides and --np must agree with it).
   int64_t np = 0;
+  /// --backend: "cpu" (default) or "cuda" (one GPU per rank: the rank's
+  /// local index modulo the visible devices).
+  std::string backend = "cpu";
+  /// --tf32: the CUDA backend's fp32 GEMMs on TF32 tensor cores.
+  bool tf32 = false;
   bool help = false;
 };
 

@@ -19,6 +19,7 @@
 #include "Metrics.h"
 
 #include "dsc/Runtime/Data.h"
+#include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/MpiCommunicator.h"
 #include "dsc/Runtime/PlanIO.h"
@@ -56,6 +57,32 @@ std::string humanBytes(uint64_t bytes) {
   else
     std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)bytes);
   return buf;
+}
+
+/// This rank's index among the ranks of its machine: the launcher's local
+/// rank under mpirun/srun, the thread index for in-process ranks.
+int localRank(Communicator *world) {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(name))
+      return std::atoi(v);
+  return world ? world->rank() : 0;
+}
+
+/// The backend --backend names; null for the CPU (the executor's default).
+std::unique_ptr<Backend> makeBackend(const RunOptions &options,
+                                     Communicator *world) {
+  if (options.backend != "cuda")
+    return nullptr;
+  if (!haveCudaBackend())
+    return createCudaBackend({}); // throws, saying why there is none
+  const int devices = cudaDeviceCount();
+  if (devices == 0)
+    throw Error("--backend cuda: no CUDA device is visible to this process");
+  CudaBackendOptions cuda;
+  cuda.device = localRank(world) % devices;
+  cuda.tf32 = options.tf32;
+  return createCudaBackend(cuda);
 }
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
@@ -117,7 +144,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     throw Error("checkpoints of pipelined plans are not supported yet (each "
                 "stage's ranks hold only that stage's parameters)");
 
-  Executor ex(std::move(plan), options.seed, world);
+  Executor ex(std::move(plan), options.seed, world,
+              makeBackend(options, world));
   const Plan &p = ex.plan();
   if (options.learningRate)
     ex.setBaseLearningRate(*options.learningRate);

@@ -1,0 +1,570 @@
+//===- CudaBackend.cpp - Plan instructions on a CUDA device ---------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Binds each compute instruction to a CUDA kernel or cuBLASLt GEMM
+// (CudaKernels.h) on the backend's one stream, over device arenas. The
+// NCCL communicators the executor's collectives use are enqueued on the same
+// stream, so program order is stream order and no event is needed yet.
+//
+// The host waits on the device only where a value must cross: the loss,
+// the gradient norm, the learning rate and the loss-scale seed (one scalar
+// each), and the embedding's count of bad token ids, checked at the next
+// wait. Each instruction's argument reading is shared with the CPU backend
+// (InstructionArgs.h), so both read a plan the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CudaBackend.h"
+
+#include "dsc/Runtime/CudaKernels.h"
+#include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/InstructionArgs.h"
+#include "dsc/Runtime/NcclCommunicator.h"
+#include "dsc/Runtime/ShardLayout.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace dsc::rt;
+
+namespace {
+
+std::string cudaMessage(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+void check(cudaError_t e, const std::string &call) {
+  if (e != cudaSuccess)
+    throw Error("CUDA " + call + " failed (" + cudaMessage(e) + ")");
+}
+
+bool isVocabParallel(Opcode op) {
+  return op == Opcode::VocabParallelEmbedding ||
+         op == Opcode::VocabParallelEmbeddingGrad ||
+         op == Opcode::VocabParallelCrossEntropy ||
+         op == Opcode::VocabParallelCrossEntropyGrad;
+}
+
+class CudaBackend final : public Backend {
+public:
+  explicit CudaBackend(const CudaBackendOptions &options);
+  ~CudaBackend() override;
+
+  const char *name() const override { return "cuda"; }
+  bool hostAddressable() const override { return false; }
+  void prepare(const Plan &plan) override;
+  uint64_t scratchBytes() const override { return matmul.workspaceSize; }
+
+  void *allocate(uint64_t bytes, Tier tier, const std::string &what) override;
+  void release(void *memory) override;
+  void fillZero(void *memory, uint64_t bytes) override {
+    if (bytes)
+      check(cudaMemsetAsync(memory, 0, bytes, stream), "cudaMemsetAsync");
+  }
+  void copyIn(void *dst, const void *src, uint64_t bytes) override {
+    if (!bytes)
+      return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (host to device)");
+    // The host side may be reused as soon as this returns.
+    synchronize();
+  }
+  void copyOut(void *dst, const void *src, uint64_t bytes) override {
+    if (!bytes)
+      return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (device to host)");
+    synchronize();
+  }
+  void copy(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes && dst != src)
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpyAsync (device to device)");
+  }
+  void accumulate(DType dtype, void *acc, const void *x,
+                  int64_t count) override {
+    if (dtype != DType::F32)
+      throw Error(std::string("the CUDA backend accumulates f32, not ") +
+                  dtypeName(dtype));
+    check(cuda::accumulate(static_cast<const float *>(x),
+                           static_cast<float *>(acc), count, stream),
+          "accumulate");
+  }
+
+  std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld) override {
+    return createNcclCommunicator(hostWorld, device, stream);
+  }
+
+  void run(Executor &ex, const Program &prog, size_t index) override;
+  void synchronize() override;
+
+private:
+  /// A float scalar of the plan's memory on the host (waits for it).
+  double readScalar(const void *data);
+  /// Writes `value` to a device f32 scalar, in stream order.
+  void writeScalar(float *data, double value);
+  /// The sum of squares of each of `count` buffers, on the host.
+  std::vector<double> sumsOfSquares(float *const *buffers,
+                                    const int64_t *sizes, int count);
+
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cuda::MatmulContext matmul;
+  /// Device scratch: per-buffer sums of squares (f64) and the embedding's
+  /// bad-id count (int64), with their pinned host mirrors.
+  double *deviceSums = nullptr;
+  int deviceSumsCapacity = 0;
+  int64_t *deviceBadIds = nullptr;
+  int64_t *hostBadIds = nullptr;
+  /// Pinned host bytes for scalars written in stream order.
+  float *hostScalars = nullptr;
+  int hostScalarNext = 0;
+  /// Set when an embedding ran since the last wait: its bad-id count is
+  /// checked then.
+  std::string pendingIdCheck;
+  /// Pinned host allocations (the host tier), freed with cudaFreeHost.
+  std::vector<void *> hostAllocations;
+};
+
+constexpr int kHostScalarSlots = 1024;
+
+CudaBackend::CudaBackend(const CudaBackendOptions &options)
+    : device(options.device) {
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (device < 0 || device >= count)
+    throw Error("CUDA device " + std::to_string(device) +
+                " does not exist (this process sees " + std::to_string(count) +
+                ")");
+  check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+        "cudaStreamCreate");
+  cublasStatus_t st = cuda::createMatmulContext(
+      matmul, size_t(32) << 20,
+      options.tf32 ? cuda::MathMode::Tf32 : cuda::MathMode::Fp32);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw Error("cuBLASLt handle and workspace: status " +
+                std::to_string(int(st)));
+  check(cudaMalloc(&deviceBadIds, sizeof(int64_t)), "cudaMalloc");
+  check(cudaMallocHost(&hostBadIds, sizeof(int64_t)), "cudaMallocHost");
+  check(cudaMallocHost(&hostScalars, kHostScalarSlots * sizeof(float)),
+        "cudaMallocHost");
+}
+
+CudaBackend::~CudaBackend() {
+  // Never throws: a failed wait was reported where it happened.
+  if (stream)
+    cudaStreamSynchronize(stream);
+  cuda::destroyMatmulContext(matmul);
+  cudaFree(deviceSums);
+  cudaFree(deviceBadIds);
+  cudaFreeHost(hostBadIds);
+  cudaFreeHost(hostScalars);
+  if (stream)
+    cudaStreamDestroy(stream);
+}
+
+void CudaBackend::prepare(const Plan &plan) {
+  int maxBuffers = 1;
+  for (const Program &prog : plan.programs) {
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      const Instruction &inst = prog.instructions[i];
+      auto fail = [&](const std::string &msg) {
+        throw instructionError(prog, i, msg);
+      };
+      if (isVocabParallel(inst.opcode))
+        fail("the CUDA backend has no vocabulary-parallel kernels yet: "
+             "compile with tp=1 to run on CUDA");
+      auto checkType = [&](uint32_t id) {
+        DType t = plan.buffers[id].dtype;
+        if (t != DType::F32 && t != DType::I32)
+          fail(std::string("the CUDA backend runs f32 plans, not ") +
+               dtypeName(t) + " (buffer '" + plan.buffers[id].name + "')");
+      };
+      for (uint32_t id : inst.inputs)
+        checkType(id);
+      for (uint32_t id : inst.outputs)
+        checkType(id);
+      if ((inst.opcode == Opcode::Attention ||
+           inst.opcode == Opcode::AttentionGrad) &&
+          !cuda::attentionSupported(attentionShapeOf(
+              plan, inst, 0, std::vector<int64_t>(plan.mesh.size(), 0))))
+        fail("the CUDA attention kernels take head dims 16, 32, 64 and 128");
+      if (inst.opcode == Opcode::GlobalNormClip ||
+          inst.opcode == Opcode::GlobalNormClipParts)
+        maxBuffers = std::max(maxBuffers, int(inst.inputs.size()));
+    }
+  }
+  deviceSumsCapacity = maxBuffers;
+  check(cudaMalloc(&deviceSums, sizeof(double) * size_t(maxBuffers)),
+        "cudaMalloc (norm scratch)");
+}
+
+void *CudaBackend::allocate(uint64_t bytes, Tier tier, const std::string &what) {
+  if (!bytes)
+    return nullptr;
+  void *p = nullptr;
+  // The host tier is pinned, so its copies run at full PCIe rate; the
+  // device tier is one cudaMalloc (256-byte aligned).
+  cudaError_t e = tier == Tier::Device ? cudaMalloc(&p, bytes)
+                                       : cudaMallocHost(&p, bytes);
+  if (e != cudaSuccess) {
+    size_t freeBytes = 0, totalBytes = 0;
+    cudaMemGetInfo(&freeBytes, &totalBytes);
+    throw Error("cannot allocate " + what + " on CUDA device " +
+                std::to_string(device) + ": " + cudaMessage(e) + " (" +
+                std::to_string(freeBytes) + " of " +
+                std::to_string(totalBytes) + " bytes free)");
+  }
+  if (tier != Tier::Device)
+    hostAllocations.push_back(p);
+  return p;
+}
+
+void CudaBackend::release(void *memory) {
+  if (!memory)
+    return;
+  cudaStreamSynchronize(stream);
+  auto it = std::find(hostAllocations.begin(), hostAllocations.end(), memory);
+  if (it != hostAllocations.end()) {
+    hostAllocations.erase(it);
+    cudaFreeHost(memory);
+  } else {
+    cudaFree(memory);
+  }
+}
+
+void CudaBackend::synchronize() {
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  hostScalarNext = 0;
+  if (!pendingIdCheck.empty()) {
+    std::string what;
+    what.swap(pendingIdCheck);
+    if (*hostBadIds != 0)
+      throw Error(what + ": " + std::to_string(*hostBadIds) +
+                  " token ids are outside the vocabulary");
+  }
+}
+
+double CudaBackend::readScalar(const void *data) {
+  float x = 0;
+  copyOut(&x, data, sizeof x);
+  return double(x);
+}
+
+void CudaBackend::writeScalar(float *data, double value) {
+  // A pinned slot that stays untouched until the next wait, when the copy
+  // has surely run.
+  if (hostScalarNext == kHostScalarSlots)
+    synchronize();
+  float *slot = hostScalars + hostScalarNext++;
+  *slot = float(value);
+  check(cudaMemcpyAsync(data, slot, sizeof(float), cudaMemcpyHostToDevice,
+                        stream),
+        "cudaMemcpyAsync (scalar)");
+}
+
+std::vector<double> CudaBackend::sumsOfSquares(float *const *buffers,
+                                               const int64_t *sizes,
+                                               int count) {
+  for (int i = 0; i < count; ++i) {
+    const float *b = buffers[i];
+    check(cuda::sumOfSquares(&b, &sizes[i], 1, deviceSums + i, stream),
+          "sumOfSquares");
+  }
+  std::vector<double> sums(static_cast<size_t>(count));
+  copyOut(sums.data(), deviceSums, sizeof(double) * size_t(count));
+  return sums;
+}
+
+void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
+  const Plan &plan = ex.plan();
+  const Instruction &inst = prog.instructions[index];
+  const std::vector<int64_t> &ints = inst.ints;
+  auto fail = [&](const std::string &msg) {
+    throw instructionError(prog, index, msg);
+  };
+  auto launched = [&](cudaError_t e) {
+    if (e != cudaSuccess)
+      fail("kernel launch failed (" + cudaMessage(e) + ")");
+  };
+  auto gemmDone = [&](cublasStatus_t s) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+      fail("cuBLASLt GEMM failed (status " + std::to_string(int(s)) + ")");
+  };
+  auto inB = [&](size_t i) -> const Buffer & {
+    return plan.buffers[inst.inputs[i]];
+  };
+  auto outB = [&](size_t i) -> const Buffer & {
+    return plan.buffers[inst.outputs[i]];
+  };
+  auto in = [&](size_t i) { return ex.buffer(inst.inputs[i]).as<float>(); };
+  auto out = [&](size_t i) { return ex.buffer(inst.outputs[i]).as<float>(); };
+  auto ids = [&](size_t i) {
+    return ex.buffer(inst.inputs[i]).as<int32_t>();
+  };
+  auto count = [&](const Buffer &b) { return numElements(b.shape); };
+
+  switch (inst.opcode) {
+  case Opcode::Embedding: {
+    const Buffer &table = inB(0);
+    launched(cuda::embeddingForward(in(0), ids(1), out(0), count(inB(1)),
+                                    table.shape[0], table.shape[1],
+                                    deviceBadIds, stream));
+    // The count crosses at the next wait, which reads the loss.
+    check(cudaMemcpyAsync(hostBadIds, deviceBadIds, sizeof(int64_t),
+                          cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (bad id count)");
+    pendingIdCheck = instructionError(prog, index, "").what();
+    pendingIdCheck.resize(pendingIdCheck.size() - 2); // the ": "
+    break;
+  }
+  case Opcode::EmbeddingGrad: {
+    const Buffer &table = outB(0);
+    launched(cuda::embeddingBackward(in(0), ids(1), out(0), count(inB(1)),
+                                     table.shape[0], table.shape[1],
+                                     ints[0] != 0, stream));
+    break;
+  }
+  case Opcode::PositionEmbedding:
+    launched(cuda::positionEmbeddingForward(in(0), out(0), ints[0], ints[1],
+                                            inB(0).shape[1], stream));
+    break;
+  case Opcode::PositionEmbeddingGrad:
+    launched(cuda::positionEmbeddingBackward(in(0), out(0), ints[0], ints[1],
+                                             outB(0).shape[0],
+                                             outB(0).shape[1], ints[2] != 0,
+                                             stream));
+    break;
+  case Opcode::Matmul:
+    gemmDone(cuda::matmulForward(matmul, in(0), in(1), out(0),
+                                 matmulShapeOf(inst), ints[7] != 0, stream));
+    break;
+  case Opcode::Add:
+    launched(cuda::addForward(in(0), in(1), out(0), count(inB(0)), stream));
+    break;
+  case Opcode::Mul:
+    launched(cuda::mulForward(in(0), in(1), out(0), count(inB(0)), stream));
+    break;
+  case Opcode::BiasAdd:
+    launched(cuda::biasAddForward(in(0), in(1), out(0), rowsOf(inB(0)),
+                                  lastDim(inB(0)), stream));
+    break;
+  case Opcode::Gelu:
+    launched(cuda::geluForward(in(0), out(0), count(inB(0)), stream));
+    break;
+  case Opcode::LayerNorm:
+    launched(cuda::layerNormForward(in(0), in(1), in(2), out(0), nullptr,
+                                    nullptr, rowsOf(inB(0)), lastDim(inB(0)),
+                                    float(inst.floats[0]), stream));
+    break;
+  case Opcode::Softmax:
+    launched(cuda::softmaxForward(in(0), out(0), rowsOf(inB(0)),
+                                  lastDim(inB(0)), stream));
+    break;
+  case Opcode::Attention:
+  case Opcode::AttentionGrad: {
+    AttentionShape s = attentionShapeOf(plan, inst, ex.dropoutSeed(ints[2]),
+                                        ex.meshCoordinates());
+    if (inst.opcode == Opcode::Attention)
+      launched(cuda::attentionForward(in(0), in(1), in(2), out(0), nullptr, s,
+                                      stream));
+    else
+      launched(cuda::attentionBackward(in(0), in(1), in(2), nullptr, in(3),
+                                       out(0), out(1), out(2), s,
+                                       AccumulateMask(0), stream));
+    break;
+  }
+  case Opcode::CrossEntropy:
+    // A target outside the vocabulary makes the loss NaN, which dsc-run
+    // reports; the data sources check targets before they get here.
+    launched(cuda::crossEntropyForward(in(0), ids(1), nullptr, out(0),
+                                       rowsOf(inB(0)), lastDim(inB(0)),
+                                       stream));
+    break;
+  case Opcode::CrossEntropyGrad:
+    launched(cuda::crossEntropyBackward(
+        in(0), ids(1), nullptr, float(readScalar(in(2))), out(0),
+        rowsOf(inB(0)), lastDim(inB(0)), false, stream));
+    break;
+  case Opcode::Copy:
+    copy(out(0), in(0), inB(0).bytes);
+    break;
+  case Opcode::Transpose: {
+    int perm[kMaxRank];
+    for (size_t i = 0; i < ints.size(); ++i)
+      perm[i] = int(ints[i]);
+    launched(cuda::transposeForward(in(0), out(0), inB(0).shape.data(), perm,
+                                    int(ints.size()), stream));
+    break;
+  }
+  case Opcode::Slice:
+    launched(cuda::sliceForward(in(0), out(0), inB(0).shape.data(),
+                                outB(0).shape.data(), ints.data(),
+                                int(ints.size()), stream));
+    break;
+  case Opcode::SliceGrad:
+    launched(cuda::sliceBackward(in(0), out(0), outB(0).shape.data(),
+                                 inB(0).shape.data(), ints.data(),
+                                 int(ints.size()), false, stream));
+    break;
+  case Opcode::Concat: {
+    const Buffer &y = outB(0);
+    const size_t dim = size_t(ints[0]);
+    std::vector<const float *> ins;
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      ins.push_back(in(i));
+      dims.push_back(inB(i).shape[dim]);
+    }
+    launched(cuda::concatForward(ins.data(), dims.data(), int(ins.size()),
+                                 out(0), product(y.shape, 0, dim),
+                                 product(y.shape, dim + 1, y.shape.size()),
+                                 stream));
+    break;
+  }
+  case Opcode::Dropout:
+    launched(cuda::dropoutForward(in(0), out(0), count(inB(0)),
+                                  float(inst.floats[0]),
+                                  ex.dropoutSeed(ints[0]), 0, stream));
+    break;
+  case Opcode::BiasGrad:
+    launched(cuda::biasGrad(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                            ints[0] != 0, stream));
+    break;
+  case Opcode::GeluGrad:
+    launched(cuda::geluBackward(in(0), in(1), out(0), count(inB(0)), false,
+                                stream));
+    break;
+  case Opcode::SoftmaxGrad:
+    launched(cuda::softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)),
+                                   lastDim(inB(0)), false, stream));
+    break;
+  case Opcode::LayerNormGrad:
+    launched(cuda::layerNormBackward(
+        in(0), in(1), nullptr, nullptr, in(2), out(0), out(1), out(2),
+        rowsOf(inB(0)), lastDim(inB(0)), float(inst.floats[0]),
+        AccumulateMask(uint32_t(ints[0])), stream));
+    break;
+  case Opcode::Accumulate:
+    launched(cuda::accumulate(in(0), out(0), count(inB(0)), stream));
+    break;
+  case Opcode::GlobalNormClip: {
+    std::vector<float *> ptrs;
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      ptrs.push_back(in(i));
+      sizes.push_back(count(inB(i)));
+    }
+    check(cuda::sumOfSquares(
+              const_cast<const float *const *>(ptrs.data()), sizes.data(),
+              int(ptrs.size()), deviceSums, stream),
+          "sumOfSquares");
+    // The clip factor is computed on the device from the same sum; no
+    // clipping below a positive max norm, as on the CPU.
+    if (inst.floats[0] > 0)
+      launched(cuda::clipGradients(ptrs.data(), sizes.data(),
+                                   int(ptrs.size()), deviceSums, 1.0,
+                                   inst.floats[0], stream));
+    double sum = 0;
+    copyOut(&sum, deviceSums, sizeof sum);
+    writeScalar(out(0), std::sqrt(sum));
+    break;
+  }
+  case Opcode::GlobalNormClipParts: {
+    // As the CPU backend: each part's valid elements weighted by 1/(its
+    // copies in the group), summed over the group, then one clip factor.
+    Communicator *comm = ex.group(ints[0]);
+    if (!comm)
+      fail("no group for mesh axes mask " + std::to_string(ints[0]));
+    const std::vector<int64_t> &coords = ex.meshCoordinates();
+    std::vector<float *> held;
+    std::vector<int64_t> sizes;
+    std::vector<double> copies;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const int64_t chunkAxes = ints[3 * i + 1], splitAxes = ints[3 * i + 3];
+      const bool inBuffer = ints[3 * i + 2] != 0;
+      int64_t n = count(inB(i));
+      float *data = in(i);
+      if (chunkAxes && !inBuffer) {
+        n /= groupSize(plan.mesh, chunkAxes);
+        data += n * groupIndex(plan.mesh, coords, chunkAxes);
+      }
+      const int64_t parts =
+          groupSize(plan.mesh, chunkAxes) * groupSize(plan.mesh, splitAxes);
+      copies.push_back(double(comm->size()) / double(parts));
+      held.push_back(data);
+      sizes.push_back(n);
+    }
+    std::vector<double> sums =
+        sumsOfSquares(held.data(), sizes.data(), int(held.size()));
+    double sum = 0;
+    for (size_t i = 0; i < sums.size(); ++i)
+      sum += sums[i] / copies[i];
+    copyIn(deviceSums, &sum, sizeof sum);
+    comm->allReduce(deviceSums, 1, DType::F64, ReduceOp::Sum);
+    if (inst.floats[0] > 0)
+      launched(cuda::clipGradients(held.data(), sizes.data(),
+                                   int(held.size()), deviceSums, 1.0,
+                                   inst.floats[0], stream));
+    copyOut(&sum, deviceSums, sizeof sum);
+    writeScalar(out(0), std::sqrt(sum));
+    break;
+  }
+  case Opcode::LearningRate:
+    writeScalar(out(0), scheduledLearningRate(
+                            LrScheduleKind(ints[0]), ints[1], ints[2],
+                            ints[3] != 0, inst.floats[0], inst.floats[1],
+                            inst.floats[2], ex.step()));
+    break;
+  case Opcode::AdamW: {
+    AdamWConfig cfg = adamConfigOf(inst, readScalar(in(1)));
+    launched(cuda::adamwStep<float, __nv_bfloat16>(
+        out(0), in(0), out(1), out(2), count(inB(0)), cfg, ex.step(),
+        ints[0] != 0, 1.0f, nullptr, stream));
+    break;
+  }
+  case Opcode::AdamWShard: {
+    // This rank's chunk of the flattened parameter, as on the CPU.
+    Communicator *comm = ex.group(ints[1]);
+    if (!comm)
+      fail("no group for mesh axes mask " + std::to_string(ints[1]));
+    const int64_t chunk = numElements(outB(1).shape);
+    const int64_t offset = chunk * comm->rank();
+    const int64_t gradOffset = count(inB(0)) == chunk ? 0 : offset;
+    AdamWConfig cfg = adamConfigOf(inst, readScalar(in(1)));
+    launched(cuda::adamwStep<float, __nv_bfloat16>(
+        out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
+        ex.step(), ints[0] != 0, 1.0f, nullptr, stream));
+    break;
+  }
+  case Opcode::Sgd:
+    launched(cuda::sgdStep<float, __nv_bfloat16>(
+        out(0), in(0), out(1), count(inB(0)),
+        sgdConfigOf(inst, readScalar(in(1))), 1.0f, nullptr, stream));
+    break;
+  default:
+    fail("the CUDA backend does not run this instruction");
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Backend>
+dsc::rt::createCudaBackend(const CudaBackendOptions &options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+bool dsc::rt::haveCudaBackend() { return true; }
+
+int dsc::rt::cudaDeviceCount() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
