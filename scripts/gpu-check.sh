@@ -6,7 +6,9 @@
 # On a fresh GPU machine (CUDA + cmake + a C++ compiler, OpenBLAS/OpenMP and
 # GTest from the distro; no network, no MLIR needed): configures the
 # runtime-only build (bench/cuda as the project root), builds only the CUDA
-# targets, runs the CUDA tests (label `cuda`) and the loss scaler's, then the GPT-2-small bf16
+# targets, runs the CUDA tests (label `cuda`: kernels vs. the CPU kernels, the
+# NCCL communicator, the executor on the CUDA backend vs. the CPU backend) and
+# the loss scaler's, then the GPT-2-small bf16
 # training-step benchmark, and prints one table. Full logs go to $OUT when
 # set (else <build>/logs). Budget: < 8 min on an H200 including the build.
 #
@@ -55,7 +57,8 @@ fi
 # 2. Build only what runs below.
 TARGETS=(dsc-bench-cuda-gpt2)
 grep -q "GTest not found" "$LOGS/configure.log" ||
-  TARGETS+=(DscCudaKernelTests DscCudaLossScalerTest)
+  TARGETS+=(DscCudaKernelTests DscCudaLossScalerTest DscNcclCommunicatorTests
+            DscCudaBackendTests)
 say "build ${TARGETS[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" \
     >"$LOGS/build.log" 2>&1; then
@@ -76,8 +79,12 @@ if [[ ${#TARGETS[@]} -gt 1 ]]; then
   SKIPPED=$(grep -c "\*\*\*Skipped" "$LOGS/ctest.log")
   # On a GPU machine a skipped CUDA test means the device was not usable.
   ((SKIPPED > 0)) && fail "$SKIPPED CUDA tests skipped (no usable device)"
-  # The full gtest output of the kernel tests, for the record.
+  # The full gtest output of each CUDA test binary, for the record.
   "$BUILD/bin/DscCudaKernelTests" >"$LOGS/kernel-tests.log" 2>&1
+  DSC_NCCL_TIMEOUT_S=60 "$BUILD/bin/DscNcclCommunicatorTests" \
+    >"$LOGS/nccl-tests.log" 2>&1
+  DSC_NCCL_TIMEOUT_S=60 "$BUILD/bin/DscCudaBackendTests" \
+    >"$LOGS/backend-tests.log" 2>&1
 else
   fail "GTest missing: CUDA tests not built"
 fi

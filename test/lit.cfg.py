@@ -29,6 +29,16 @@ llvm_config.use_default_substitutions()
 
 if config.dsc_have_cuda:
     config.available_features.add("cuda")
+    # A usable GPU too: the tests that run kernels need one (the build
+    # machines have none; scripts/gpu-check.sh runs them on a lent GPU).
+    import subprocess
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                text=True, timeout=30)
+        if listed.returncode == 0 and "GPU" in listed.stdout:
+            config.available_features.add("cuda-device")
+    except (OSError, subprocess.SubprocessError):
+        pass
 if __import__("shutil").which("mpirun"): config.available_features.add("mpirun"); config.substitutions.append(("%mpirun", "env PATH=" + os.environ["PATH"] + " " + __import__("shutil").which("mpirun")))  # mpirun needs the system PATH; dsc-run-np-mpi.test
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]

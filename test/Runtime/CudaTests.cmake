@@ -10,6 +10,9 @@
 # DscNcclCommunicatorTests (only when DscRuntimeNccl is built): the NCCL
 #   communicator on min(devices, 4) GPUs as thread ranks; exits 77 (skipped)
 #   without a device, like the kernel tests.
+# DscCudaBackendTests (when the CUDA executor backend is built): the
+#   executor on a GPU against the CPU backend, on the gpt-tiny plans in
+#   Inputs/; exits 77 (skipped) without a device.
 #
 #===------------------------------------------------------------------------===#
 add_executable(DscCudaLossScalerTest CudaLossScalerTest.cpp)
@@ -49,5 +52,19 @@ if(TARGET DscRuntimeNccl)
     TEST_PREFIX "cuda."
     PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 180
                ENVIRONMENT "DSC_NCCL_TIMEOUT_S=60"
+    DISCOVERY_TIMEOUT 60)
+endif()
+
+if(TARGET DscRuntimeCudaBackend AND TARGET DscRuntimeNccl AND
+   TARGET DscRuntimeData)
+  add_executable(DscCudaBackendTests CudaBackendTest.cpp)
+  target_link_libraries(DscCudaBackendTests PRIVATE DscRuntimeCudaBackend
+                        DscRuntimeData DscRuntimeComm GTest::gtest)
+  target_compile_definitions(DscCudaBackendTests PRIVATE
+    DSC_TEST_INPUTS="${CMAKE_CURRENT_SOURCE_DIR}/Inputs")
+  gtest_discover_tests(DscCudaBackendTests
+    TEST_PREFIX "cuda."
+    PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
+               ENVIRONMENT "DSC_NCCL_TIMEOUT_S=60;${DSC_RT_TEST_ENV}"
     DISCOVERY_TIMEOUT 60)
 endif()
