@@ -65,7 +65,9 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     pm.addPass(createDscDataParallelPass(dataParallel));
   }
 
-  pm.addPass(createDscPlanMemoryPass());
+  DscPlanMemoryPassOptions memory;
+  memory.prefetch = options.prefetch;
+  pm.addPass(createDscPlanMemoryPass(memory));
 
   // Last, so that it sees every collective the passes above placed: a plan
   // whose ranks could hang or disagree never leaves the compiler.

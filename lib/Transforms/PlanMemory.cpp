@@ -16,6 +16,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <map>
+#include <optional>
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCPLANMEMORYPASS
@@ -243,6 +244,19 @@ struct DscPlanMemoryPass
         lastUse[owner] = std::max(lastUse.lookup(owner), last);
       }
 
+    // Prefetch: a gathered parameter is born just after the gather before
+    // it (see the pass description).
+    llvm::DenseMap<unsigned, SmallVector<Value>> bornEarly;
+    if (prefetch) {
+      std::optional<unsigned> previous;
+      for (Operation &op : block.without_terminator())
+        if (auto gather = dyn_cast<GatherParameterOp>(op)) {
+          if (previous && *previous + 1 < position[&op])
+            bornEarly[*previous + 1].push_back(gather.getResult());
+          previous = position[&op];
+        }
+    }
+
     Builder b(func.getContext());
     auto moduleOffset = [&](FlatSymbolRefAttr name) -> int64_t {
       Operation *decl = SymbolTable::lookupNearestSymbolFrom(func, name);
@@ -254,11 +268,17 @@ struct DscPlanMemoryPass
     llvm::DenseMap<Value, int64_t> absolute; // every value's offset
     for (Operation &op : block.without_terminator()) {
       unsigned here = position[&op];
+      for (Value early : bornEarly.lookup(here)) {
+        offsets[early] = allocator.allocate(bytesOfType(early.getType()), reused);
+        ++numBuffers;
+      }
       SmallVector<int64_t> resultOffsets;
       for (Value result : op.getResults()) {
         int64_t offset;
-        if (auto it = persistentValues.find(result);
-            it != persistentValues.end()) {
+        if (auto it = offsets.find(result); it != offsets.end()) {
+          offset = base + it->second; // born early
+        } else if (auto it = persistentValues.find(result);
+                   it != persistentValues.end()) {
           offset = it->second;
         } else if (auto read = dyn_cast<GetParameterOp>(op)) {
           offset = moduleOffset(read.getNameAttr());

@@ -62,6 +62,8 @@ std::string dsc::run::usage() {
          "                       collectives on NCCL\n"
          "  --tf32               with --backend cuda: fp32 GEMMs on TF32\n"
          "                       tensor cores\n"
+         "  --no-overlap-comm    run each collective in its place, not on\n"
+         "                       the communication lane beside compute\n"
          "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
@@ -113,6 +115,10 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
     }
     if (arg == "--tf32") {
       o.tf32 = true;
+      continue;
+    }
+    if (arg == "--no-overlap-comm") {
+      o.overlapComm = false;
       continue;
     }
     std::string flag = arg, value;

@@ -51,6 +51,9 @@ struct RunOptions {
   std::string backend = "cpu";
   /// --tf32: the CUDA backend's fp32 GEMMs on TF32 tensor cores.
   bool tf32 = false;
+  /// --no-overlap-comm: run each collective in its place instead of beside
+  /// compute (Executor::setOverlapCommunication).
+  bool overlapComm = true;
   bool help = false;
 };
 

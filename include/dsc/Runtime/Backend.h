@@ -25,6 +25,7 @@
 #include "dsc/Runtime/Plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -69,6 +70,28 @@ public:
   /// host world (a collective call every rank makes); null when the host
   /// world's collectives already do (host-memory backends).
   virtual std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld);
+  /// The world makeWorld returned is about to be destroyed.
+  virtual void forgetWorld() {}
+
+  /// Collectives beside compute. launchCollective runs `issue` (one
+  /// collective instruction's communicator calls and the copies it makes)
+  /// after the compute issued so far, and beside the compute issued after
+  /// it, when setOverlap(true) was called and the backend can; it returns a
+  /// ticket that waitCollective makes later compute (and the host) wait
+  /// for, with every earlier launch. Launches run in launch order. Without
+  /// overlap (the default), `issue` runs at once and the ticket is 0.
+  virtual void setOverlap(bool on) { (void)on; }
+  /// Whether the executor overlaps by default: where communication runs on
+  /// its own engine (a GPU's copy engines and NCCL's kernels), not where
+  /// it would compete with compute for the same cores.
+  virtual bool overlapsByDefault() const { return false; }
+  virtual uint64_t launchCollective(const std::function<void()> &issue) {
+    issue();
+    return 0;
+  }
+  virtual void waitCollective(uint64_t ticket) { (void)ticket; }
+  /// Waits for every launch; rethrows the first failure among them.
+  virtual void waitCollectives() {}
 
   /// Runs compute instruction `index` of `prog` (not a collective, not
   /// Zero, which the executor runs) over `ex`'s buffers. Throws Error (see

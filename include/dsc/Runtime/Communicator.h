@@ -175,6 +175,11 @@ public:
 
   /// Whether reductions (allReduce, reduceScatter) take `dtype` here.
   virtual bool canReduce(DType dtype) const;
+  /// Whether a thread other than the one that made this communicator may
+  /// make its calls (one thread at a time): the executor's collectives
+  /// then run on a thread beside compute. False for MPI initialized with
+  /// less than MPI_THREAD_SERIALIZED.
+  virtual bool callableFromAnyThread() const { return true; }
 
 protected:
   Communicator() = default;

@@ -195,8 +195,23 @@ public:
   /// communicator's own traffic, e.g. dsc-run's loss average, is not in it).
   CommStats collectiveStats() const;
 
+  /// Runs collectives beside compute (Backend::launchCollective): each is
+  /// launched as soon as the instructions before it no longer touch its
+  /// bytes, and an instruction that touches them waits for it. Needs groups
+  /// whose communicators may be called from another thread. The default is
+  /// the backend's (Backend::overlapsByDefault: on for CUDA, off for the
+  /// CPU, whose lane would compete with the kernels for the same cores);
+  /// off runs every collective in its place. Results are the same bits
+  /// either way (each group's collectives keep their order).
+  void setOverlapCommunication(bool on);
+  bool overlapsCommunication() const { return overlap; }
+  /// For each collective of program `name`, in order: (its index, the
+  /// index of the instruction before which it is launched).
+  std::vector<std::pair<size_t, size_t>>
+  collectiveLaunchPoints(const std::string &name);
+
   /// Called after each instruction with its timing; none by default (no
-  /// clock reads when unset).
+  /// clock reads when unset). Timed programs run one instruction at a time.
   void setInstructionHook(InstructionHook hook) {
     instructionHook = std::move(hook);
   }
@@ -208,7 +223,34 @@ private:
   void refuseShardedCheckpoint(const std::string &verb,
                                const std::string &path) const;
   void runInstruction(const Program &prog, size_t index);
+  /// runProgram with the instruction hook: one instruction at a time.
+  void runTimed(const Program &prog);
   void releaseMemory();
+
+  /// Bytes [begin, end) of an arena (-1: the reduce-scatter staging).
+  struct ByteRange {
+    int64_t arena;
+    uint64_t begin, end;
+  };
+  /// Where a program's collectives are launched, and what its
+  /// instructions touch.
+  struct CommSchedule {
+    std::vector<std::vector<size_t>> launchAt; // collectives to launch
+                                               // before instruction i
+    std::vector<bool> usesCommunicator;        // calls a group inside
+    std::vector<std::vector<ByteRange>> ranges;
+  };
+  std::vector<ByteRange> rangesOf(const Instruction &inst) const;
+  static bool overlaps(const std::vector<ByteRange> &a,
+                       const std::vector<ByteRange> &b);
+  const CommSchedule &commScheduleOf(const Program &prog);
+  /// The vocabulary size the instructions reading id buffer `ids` assume
+  /// (0 when none reads it).
+  int64_t vocabularyReading(uint32_t ids) const;
+  /// setTokens/setTargets: checks the count (and, on a device backend, the
+  /// ids) and copies them in.
+  void copyIds(uint32_t id, const int32_t *data, size_t count,
+               const char *what);
   /// Host-addressable view of an i32 buffer (tokens(), targets()).
   int32_t *hostView(uint32_t id);
   double readScalar(uint32_t id) const;
@@ -244,6 +286,8 @@ private:
   uint8_t *staging = nullptr;
   uint64_t stagingSize = 0;
   std::vector<int32_t> hostTokens, hostTargets;
+  bool overlap = false;
+  std::map<const Program *, CommSchedule> commSchedules;
   int64_t currentStep = 1;
   int64_t microBatch = 0;
   uint64_t seed = 0;

@@ -20,9 +20,9 @@
 
 namespace dsc::rt {
 
-/// MPI_COMM_WORLD as a Communicator. Initializes MPI (MPI_THREAD_FUNNELED:
-/// only the thread that made it calls MPI; the CPU kernels' OpenMP threads
-/// never do) unless the program already did, and then finalizes it when the
+/// MPI_COMM_WORLD as a Communicator. Initializes MPI (MPI_THREAD_SERIALIZED:
+/// the executor's collectives may run on a thread beside compute, one thread
+/// calling MPI at a time; the CPU kernels' OpenMP threads never do) unless the program already did, and then finalizes it when the
 /// returned object is destroyed; communicators split from it must be
 /// destroyed first (later ones skip MPI_Comm_free). Errors are returned, not
 /// fatal (MPI_ERRORS_RETURN), and thrown as Error naming the MPI call. Only

@@ -68,6 +68,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Max global gradient norm"),
                               llvm::cl::init(1.0)};
+  Option<bool> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("ZeRO-3: reserve each gathered parameter from the "
+                     "gather before it, so the runtime can prefetch it "
+                     "(--dsc-plan-memory prefetch)"),
+      llvm::cl::init(false)};
 };
 
 /// Adds autodiff, the optimizer, data parallelism, memory planning and the

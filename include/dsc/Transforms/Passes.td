@@ -188,10 +188,21 @@ def DscPlanMemoryPass : Pass<"dsc-plan-memory", "::mlir::ModuleOp"> {
     `dsc.input_offsets` on functions, and on the module `dsc.memory =
     {persistent_bytes, temporary_bytes, arena_bytes}` plus per-program peaks
     in `dsc.program_peaks`.
+
+    With `prefetch`, a gathered parameter's bytes are reserved from just
+    after the previous `dsc.gather_parameter`, not from its own: no
+    instruction in between reuses them, so the executor's communication
+    lane (Executor::setOverlapCommunication) can gather the next parameter
+    while the current one is in use, at the price of one more gathered
+    parameter in the peak (DeepSpeed's stage-3 prefetch, one deep).
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",
            "Byte alignment of every buffer">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
+           "ZeRO-3 prefetch: each dsc.gather_parameter's result is live from "
+           "just after the gather before it, so the runtime can launch it "
+           "while the compute between them runs (one parameter ahead)">,
   ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Buffers planned">,

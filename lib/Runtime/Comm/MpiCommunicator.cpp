@@ -119,6 +119,12 @@ public:
   int worldRank() const override { return myWorldRank; }
   const char *backendName() const override { return "mpi"; }
   const std::vector<int> &worldRanks() const override { return members; }
+  bool callableFromAnyThread() const override {
+    // Calls from another thread, one at a time, need SERIALIZED or more.
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level >= MPI_THREAD_SERIALIZED;
+  }
 
   void abort(const std::string &reason) override {
     // Under mpirun this ends every process of the job; the launcher reports
@@ -266,7 +272,10 @@ std::unique_ptr<Communicator> createMpiWorldCommunicator(int *argc,
   bool initHere = false;
   if (!initialized) {
     int provided = 0;
-    int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    // SERIALIZED: the executor's collectives may run on a thread beside
+    // compute (one thread calls MPI at a time); the CPU kernels' OpenMP
+    // threads never do.
+    int code = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     if (code != MPI_SUCCESS)
       throw Error("MPI_Init_thread failed: " + mpiErrorText(code));
     initHere = true;

@@ -12,6 +12,8 @@
 
 #include "dsc/Runtime/Backend.h"
 
+#include "CommLane.h"
+
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/InstructionArgs.h"
@@ -114,6 +116,29 @@ public:
                  static_cast<float *>(acc), count);
   }
 
+  // Overlap: a worker thread per rank (CommLane.h) runs the collectives.
+  void setOverlap(bool on) override {
+    if (!on)
+      lane.reset();
+    else if (!lane)
+      lane = std::make_unique<CommLane>();
+  }
+  uint64_t launchCollective(const std::function<void()> &issue) override {
+    if (!lane) {
+      issue();
+      return 0;
+    }
+    return lane->launch(issue);
+  }
+  void waitCollective(uint64_t ticket) override {
+    if (lane && ticket)
+      lane->wait(ticket);
+  }
+  void waitCollectives() override {
+    if (lane)
+      lane->waitAll();
+  }
+
   void run(Executor &ex, const Program &prog, size_t index) override {
     const Instruction &inst = prog.instructions[index];
     // Every op runs on the dtype of its first float operand (validatePlan
@@ -133,6 +158,7 @@ private:
   void execute(Executor &ex, const Program &prog, size_t index);
 
   int threads = 1;
+  std::unique_ptr<CommLane> lane;
   uint8_t *scratch = nullptr;
   uint64_t scratchSize = 0;
 };

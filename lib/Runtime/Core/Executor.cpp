@@ -15,6 +15,7 @@
 
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/ShardLayout.h"
 
@@ -138,6 +139,7 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world,
   // The mesh coordinates first: sharded parameters initialize by them.
   setUpMesh(world);
   initialize(seed);
+  setOverlapCommunication(backendImpl->overlapsByDefault());
 }
 
 void Executor::setUpMesh(Communicator *world) {
@@ -194,12 +196,14 @@ Executor::~Executor() {
   releaseMemory();
   // The groups were split from the backend's world: free them first.
   groups.clear();
+  backendImpl->forgetWorld();
   backendWorld.reset();
 }
 
 void Executor::releaseMemory() {
-  // Device communicators may have work in flight on these buffers.
+  // Collectives or device work may be in flight on these buffers.
   try {
+    backendImpl->waitCollectives();
     backendImpl->synchronize();
   } catch (const Error &) {
     // Destruction goes on; the failure was or will be reported elsewhere.
@@ -347,20 +351,58 @@ void Executor::writeScalar(uint32_t id, double value) {
   }
 }
 
-void Executor::setTokens(const int32_t *data, size_t count) {
-  BufferView v = buffer(thePlan.tokens);
+int64_t Executor::vocabularyReading(uint32_t ids) const {
+  // The vocabulary of the first instruction that reads `ids` as token or
+  // target ids (a vocabulary-parallel one holds 1/group of it).
+  for (const Program &prog : thePlan.programs)
+    for (const Instruction &inst : prog.instructions) {
+      if (inst.inputs.size() < 2 || inst.inputs[1] != ids)
+        continue;
+      const Buffer &first = thePlan.buffers[inst.inputs[0]];
+      switch (inst.opcode) {
+      case Opcode::Embedding:
+        return first.shape[0];
+      case Opcode::CrossEntropy:
+      case Opcode::CrossEntropyGrad:
+        return lastDim(first);
+      case Opcode::VocabParallelEmbedding:
+        return first.shape[0] * groupSize(thePlan.mesh, inst.ints[0]);
+      case Opcode::VocabParallelCrossEntropy:
+      case Opcode::VocabParallelCrossEntropyGrad:
+        return lastDim(first) * groupSize(thePlan.mesh, inst.ints[0]);
+      default:
+        break;
+      }
+    }
+  return 0;
+}
+
+void Executor::copyIds(uint32_t id, const int32_t *data, size_t count,
+                       const char *what) {
+  BufferView v = buffer(id);
   if (int64_t(count) != v.size())
-    throw Error("setTokens: got " + std::to_string(count) +
-                " tokens for a buffer of " + std::to_string(v.size()));
+    throw Error(std::string("set") + what + ": got " + std::to_string(count) +
+                " ids for a buffer of " + std::to_string(v.size()));
+  // The CPU kernels check ids where they read them and name the
+  // instruction; a device backend's are checked here, on the host, so the
+  // error names the position without a wait.
+  if (!backendImpl->hostAddressable())
+    if (int64_t vocab = vocabularyReading(id))
+      for (size_t i = 0; i < count; ++i)
+        if (data[i] < 0 || data[i] >= vocab)
+          throw Error("buffer '" + v.desc->name + "': id " +
+                      std::to_string(data[i]) + " at position " +
+                      std::to_string(i) + " is outside the vocabulary [0, " +
+                      std::to_string(vocab) + ")");
   backendImpl->copyIn(v.data, data, count * sizeof(int32_t));
 }
 
+void Executor::setTokens(const int32_t *data, size_t count) {
+  copyIds(thePlan.tokens, data, count, "Tokens");
+}
+
 void Executor::setTargets(const int32_t *data, size_t count) {
-  BufferView v = buffer(thePlan.targets);
-  if (int64_t(count) != v.size())
-    throw Error("setTargets: got " + std::to_string(count) +
-                " targets for a buffer of " + std::to_string(v.size()));
-  backendImpl->copyIn(v.data, data, count * sizeof(int32_t));
+  copyIds(thePlan.targets, data, count, "Targets");
 }
 
 int32_t *Executor::tokens() { return hostView(thePlan.tokens); }
@@ -424,22 +466,81 @@ void Executor::runProgram(const std::string &name) {
     throw Error("the plan has no program '" + name + "' (it has " +
                 (have.empty() ? std::string("none") : have) + ")");
   }
-  for (size_t i = 0; i < prog->instructions.size(); ++i) {
-    if (!instructionHook) {
+  if (instructionHook) {
+    runTimed(*prog);
+    return;
+  }
+  const CommSchedule &schedule = commScheduleOf(*prog);
+  // Launched collectives not yet waited for, oldest first, with the bytes
+  // they read and write.
+  struct InFlight {
+    uint64_t ticket;
+    const std::vector<ByteRange> *ranges;
+  };
+  std::vector<InFlight> inFlight;
+  auto waitThrough = [&](size_t k) { // waits for inFlight[0..k]
+    backendImpl->waitCollective(inFlight[k].ticket);
+    inFlight.erase(inFlight.begin(), inFlight.begin() + ptrdiff_t(k) + 1);
+  };
+  auto waitAll = [&] {
+    backendImpl->waitCollectives();
+    inFlight.clear();
+  };
+  try {
+    for (size_t i = 0; i < prog->instructions.size(); ++i) {
+      // Collectives hoisted to here go first: their operands are final.
+      for (size_t j : schedule.launchAt[i])
+        inFlight.push_back(
+            {backendImpl->launchCollective([this, prog, j] {
+               runInstruction(*prog, j);
+             }),
+             &schedule.ranges[j]});
+      const Instruction &inst = prog->instructions[i];
+      if (isCollective(inst.opcode))
+        continue; // launched above, at or before its place
+      if (schedule.usesCommunicator[i]) {
+        // It calls a group itself: nothing else may be on the lane.
+        waitAll();
+      } else {
+        // Wait for the newest launch whose bytes this instruction touches
+        // (launches complete in order).
+        for (size_t k = inFlight.size(); k-- > 0;)
+          if (overlaps(*inFlight[k].ranges, schedule.ranges[i])) {
+            waitThrough(k);
+            break;
+          }
+      }
       runInstruction(*prog, i);
-      continue;
     }
-    const Instruction &inst = prog->instructions[i];
+    waitAll();
+  } catch (...) {
+    // The lane's launches were made on every rank alike: let them finish
+    // (or fail) before the arenas they use may go.
+    try {
+      backendImpl->waitCollectives();
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+void Executor::runTimed(const Program &prog) {
+  // One instruction at a time, each timed to its completion.
+  for (size_t i = 0; i < prog.instructions.size(); ++i) {
+    const Instruction &inst = prog.instructions[i];
     Communicator *comm =
         isCollective(inst.opcode) ? group(inst.ints[0]) : nullptr;
     uint64_t sentBefore = comm ? comm->stats().totalSent() : 0;
-    // An asynchronous backend is timed to the instruction's completion.
     backendImpl->synchronize();
     double t0 = nowUs();
-    runInstruction(*prog, i);
+    if (comm)
+      backendImpl->waitCollective(backendImpl->launchCollective(
+          [&] { runInstruction(prog, i); }));
+    else
+      runInstruction(prog, i);
     backendImpl->synchronize();
     double t1 = nowUs();
-    InstructionEvent event{prog, i, &inst, t0, t1 - t0, 0};
+    InstructionEvent event{&prog, i, &inst, t0, t1 - t0, 0};
     if (comm) {
       event.stream = 1;
       event.collective = true;
@@ -447,6 +548,101 @@ void Executor::runProgram(const std::string &name) {
     }
     instructionHook(event);
   }
+}
+
+std::vector<Executor::ByteRange>
+Executor::rangesOf(const Instruction &inst) const {
+  std::vector<ByteRange> ranges;
+  auto add = [&](uint32_t id) {
+    const Buffer &b = thePlan.buffers[id];
+    if (b.bytes)
+      ranges.push_back({int64_t(b.arena), b.offset, b.offset + b.bytes});
+  };
+  for (uint32_t id : inst.inputs)
+    add(id);
+  for (uint32_t id : inst.outputs)
+    add(id);
+  // A reduce-scatter also writes the staging area (arena -1).
+  if (inst.opcode == Opcode::ReduceScatter ||
+      inst.opcode == Opcode::ReduceScatterAccumulate)
+    ranges.push_back({-1, 0, stagingSize});
+  return ranges;
+}
+
+bool Executor::overlaps(const std::vector<ByteRange> &a,
+                        const std::vector<ByteRange> &b) {
+  for (const ByteRange &x : a)
+    for (const ByteRange &y : b)
+      if (x.arena == y.arena && x.begin < y.end && y.begin < x.end)
+        return true;
+  return false;
+}
+
+const Executor::CommSchedule &Executor::commScheduleOf(const Program &prog) {
+  auto it = commSchedules.find(&prog);
+  if (it != commSchedules.end())
+    return it->second;
+  const size_t n = prog.instructions.size();
+  CommSchedule s;
+  s.launchAt.assign(n, {});
+  s.usesCommunicator.assign(n, false);
+  s.ranges.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction &inst = prog.instructions[i];
+    s.ranges[i] = rangesOf(inst);
+    // Ops that call a group from inside their kernel.
+    s.usesCommunicator[i] = isVocabParallel(inst.opcode) ||
+                            inst.opcode == Opcode::GlobalNormClipParts;
+  }
+  // Each collective is launched as early as it can be: after the last
+  // compute instruction before it that touches its bytes or calls a
+  // communicator, and not before the collective before it was launched
+  // (the lane runs launches in order, so every group sees its collectives
+  // in program order on every rank). All ranks compute the same points
+  // from the same plan.
+  size_t previousLaunch = 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (!isCollective(prog.instructions[j].opcode))
+      continue;
+    size_t at = j;
+    if (overlap)
+      while (at > previousLaunch) {
+        const size_t p = at - 1;
+        // An earlier collective is on the lane before this one: only
+        // compute can conflict.
+        if (!isCollective(prog.instructions[p].opcode) &&
+            (s.usesCommunicator[p] || overlaps(s.ranges[p], s.ranges[j])))
+          break;
+        at = p;
+      }
+    s.launchAt[at].push_back(j);
+    previousLaunch = at;
+  }
+  return commSchedules.emplace(&prog, std::move(s)).first->second;
+}
+
+std::vector<std::pair<size_t, size_t>>
+Executor::collectiveLaunchPoints(const std::string &name) {
+  const Program *prog = thePlan.findProgram(name);
+  if (!prog)
+    throw Error("the plan has no program '" + name + "'");
+  const CommSchedule &s = commScheduleOf(*prog);
+  std::vector<std::pair<size_t, size_t>> points;
+  for (size_t at = 0; at < s.launchAt.size(); ++at)
+    for (size_t j : s.launchAt[at])
+      points.push_back({j, at});
+  return points;
+}
+
+void Executor::setOverlapCommunication(bool on) {
+  // Only where every group may be called from the backend's lane (MPI
+  // initialized for one thread only may not).
+  bool can = on && worldComm && !groups.empty();
+  for (const auto &[mask, comm] : groups)
+    can = can && comm->callableFromAnyThread();
+  overlap = can;
+  backendImpl->setOverlap(overlap);
+  commSchedules.clear();
 }
 
 StepResult Executor::trainStep(

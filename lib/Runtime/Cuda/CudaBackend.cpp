@@ -5,15 +5,19 @@
 //===----------------------------------------------------------------------===//
 //
 // Binds each compute instruction to a CUDA kernel or cuBLASLt GEMM
-// (CudaKernels.h) on the backend's one stream, over device arenas. The
-// NCCL communicators the executor's collectives use are enqueued on the same
-// stream, so program order is stream order and no event is needed yet.
+// (CudaKernels.h) on the compute stream, over device arenas. The NCCL
+// communicators run on a second stream: a launched collective waits for an
+// event recorded on compute, and compute waits for the collective's event
+// only where the executor says an instruction touches its bytes
+// (Executor::setOverlapCommunication), so ZeRO-3's gathers and the
+// gradients' reductions run beside the kernels.
 //
-// The host waits on the device only where a value must cross: the loss,
-// the gradient norm, the learning rate and the loss-scale seed (one scalar
-// each), and the embedding's count of bad token ids, checked at the next
-// wait. Each instruction's argument reading is shared with the CPU backend
-// (InstructionArgs.h), so both read a plan the same way.
+// The host waits on the device only where a value must cross: the loss, the
+// gradient norm and the loss-scale seed (one scalar each; the learning rate
+// is the host's own), and the counts of bad token and target ids, checked at
+// the next wait. Every wait goes through the NCCL watchdog first, so a dead
+// peer is an error after DSC_NCCL_TIMEOUT_S, not a hang. Each instruction's
+// argument reading is shared with the CPU backend (InstructionArgs.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -64,28 +69,40 @@ public:
 
   void *allocate(uint64_t bytes, Tier tier, const std::string &what) override;
   void release(void *memory) override;
+  // cudaMemcpyDefault: a host-tier arena is pinned host memory, and the
+  // pointers tell the direction.
   void fillZero(void *memory, uint64_t bytes) override {
+    setDevice();
+    forget(memory, bytes);
     if (bytes)
-      check(cudaMemsetAsync(memory, 0, bytes, stream), "cudaMemsetAsync");
+      check(cudaMemsetAsync(memory, 0, bytes, current()), "cudaMemsetAsync");
   }
   void copyIn(void *dst, const void *src, uint64_t bytes) override {
     if (!bytes)
       return;
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
+    setDevice();
+    forget(dst, bytes);
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
           "cudaMemcpyAsync (host to device)");
     // The host side may be reused as soon as this returns.
     synchronize();
+    // A float scalar (the loss-scale seed) is remembered: see readScalar.
+    if (bytes == sizeof(float))
+      hostWritten[dst] = *static_cast<const float *>(src);
   }
   void copyOut(void *dst, const void *src, uint64_t bytes) override {
     if (!bytes)
       return;
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
+    setDevice();
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
           "cudaMemcpyAsync (device to host)");
     synchronize();
   }
   void copy(void *dst, const void *src, uint64_t bytes) override {
+    setDevice();
+    forget(dst, bytes);
     if (bytes && dst != src)
-      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, current()),
             "cudaMemcpyAsync (device to device)");
   }
   void accumulate(DType dtype, void *acc, const void *x,
@@ -93,21 +110,44 @@ public:
     if (dtype != DType::F32)
       throw Error(std::string("the CUDA backend accumulates f32, not ") +
                   dtypeName(dtype));
+    setDevice();
     check(cuda::accumulate(static_cast<const float *>(x),
-                           static_cast<float *>(acc), count, stream),
+                           static_cast<float *>(acc), count, current()),
           "accumulate");
   }
 
   std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld) override {
-    return createNcclCommunicator(hostWorld, device, stream);
+    setDevice();
+    std::unique_ptr<Communicator> world =
+        createNcclCommunicator(hostWorld, device, commStream);
+    ncclWorld = world.get();
+    return world;
   }
+  void forgetWorld() override { ncclWorld = nullptr; }
+
+  // The communication stream: see the file comment.
+  bool overlapsByDefault() const override { return true; }
+  void setOverlap(bool on) override { overlap = on; }
+  uint64_t launchCollective(const std::function<void()> &issue) override;
+  void waitCollective(uint64_t ticket) override;
+  void waitCollectives() override;
 
   void run(Executor &ex, const Program &prog, size_t index) override;
   void synchronize() override;
 
 private:
-  /// A float scalar of the plan's memory on the host (waits for it).
-  double readScalar(const void *data);
+  void setDevice() { cudaSetDevice(device); }
+  /// The stream of the work being issued: the communication stream inside
+  /// a launched collective, else the compute stream.
+  cudaStream_t current() const { return inCollective ? commStream : stream; }
+  /// Frees what the constructor made (also on its failure).
+  void cleanup();
+  /// A float scalar of the plan's memory on the host: the value the host
+  /// wrote there last (the learning rate, the loss-scale seed) when nothing
+  /// has written it since, else read (a wait).
+  double readScalar(const Buffer &buffer, const void *data);
+  /// Drops remembered scalars in [memory, memory + bytes).
+  void forget(const void *memory, uint64_t bytes);
   /// Writes `value` to a device f32 scalar, in stream order.
   void writeScalar(float *data, double value);
   /// The sum of squares of each of `count` buffers, on the host.
@@ -115,7 +155,20 @@ private:
                                     const int64_t *sizes, int count);
 
   int device = 0;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr, commStream = nullptr;
+  /// The NCCL world (owned by the executor); its watchdog guards every
+  /// wait.
+  Communicator *ncclWorld = nullptr;
+  bool overlap = true, inCollective = false;
+  /// Events of launched collectives (a ring: re-recording one only makes a
+  /// later wait on an old ticket wait for a newer launch, which the lane's
+  /// order implies anyway), and the compute event each launch waits for.
+  std::vector<cudaEvent_t> collectiveEvents;
+  cudaEvent_t computeEvent = nullptr;
+  uint64_t lastTicket = 0;
+  /// Scalars the host wrote (LearningRate, copyIn of the loss-scale seed),
+  /// by address.
+  std::map<const void *, float> hostWritten;
   cuda::MatmulContext matmul;
   /// Device scratch: per-buffer sums of squares (f64) and the embedding's
   /// bad-id count (int64), with their pinned host mirrors.
@@ -126,14 +179,16 @@ private:
   /// Pinned host bytes for scalars written in stream order.
   float *hostScalars = nullptr;
   int hostScalarNext = 0;
-  /// Set when an embedding ran since the last wait: its bad-id count is
-  /// checked then.
+  /// Set when an embedding ran since the last wait: its count of bad ids is
+  /// checked then. (The executor checks tokens and targets on the host
+  /// before they get here; this catches ids from anywhere else.)
   std::string pendingIdCheck;
   /// Pinned host allocations (the host tier), freed with cudaFreeHost.
-  std::vector<void *> hostAllocations;
+  std::vector<void *> hostAllocations, deviceAllocations;
 };
 
 constexpr int kHostScalarSlots = 1024;
+constexpr int kCollectiveEvents = 64;
 
 CudaBackend::CudaBackend(const CudaBackendOptions &options)
     : device(options.device) {
@@ -144,34 +199,116 @@ CudaBackend::CudaBackend(const CudaBackendOptions &options)
                 " does not exist (this process sees " + std::to_string(count) +
                 ")");
   check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-        "cudaStreamCreate");
-  cublasStatus_t st = cuda::createMatmulContext(
-      matmul, size_t(32) << 20,
-      options.tf32 ? cuda::MathMode::Tf32 : cuda::MathMode::Fp32);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw Error("cuBLASLt handle and workspace: status " +
-                std::to_string(int(st)));
-  check(cudaMalloc(&deviceBadIds, sizeof(int64_t)), "cudaMalloc");
-  check(cudaMallocHost(&hostBadIds, sizeof(int64_t)), "cudaMallocHost");
-  check(cudaMallocHost(&hostScalars, kHostScalarSlots * sizeof(float)),
-        "cudaMallocHost");
+  try {
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&computeEvent, cudaEventDisableTiming),
+          "cudaEventCreate");
+    collectiveEvents.assign(kCollectiveEvents, nullptr);
+    for (cudaEvent_t &e : collectiveEvents)
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+            "cudaEventCreate");
+    cublasStatus_t st = cuda::createMatmulContext(
+        matmul, size_t(32) << 20,
+        options.tf32 ? cuda::MathMode::Tf32 : cuda::MathMode::Fp32);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      throw Error("cuBLASLt handle and workspace: status " +
+                  std::to_string(int(st)));
+    check(cudaMalloc(&deviceBadIds, sizeof(int64_t)), "cudaMalloc");
+    check(cudaMallocHost(&hostBadIds, sizeof(int64_t)), "cudaMallocHost");
+    check(cudaMallocHost(&hostScalars, kHostScalarSlots * sizeof(float)),
+          "cudaMallocHost");
+    // Kernel scratch comes from the stream-ordered pool: keep what it holds
+    // across waits instead of returning it to the driver at each one.
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+  } catch (...) {
+    cleanup();
+    throw;
+  }
 }
 
 CudaBackend::~CudaBackend() {
   // Never throws: a failed wait was reported where it happened.
+  setDevice();
   if (stream)
     cudaStreamSynchronize(stream);
+  if (commStream)
+    cudaStreamSynchronize(commStream);
+  cleanup();
+}
+
+void CudaBackend::cleanup() {
   cuda::destroyMatmulContext(matmul);
+  for (void *p : hostAllocations)
+    cudaFreeHost(p);
+  hostAllocations.clear();
+  for (void *p : deviceAllocations)
+    cudaFree(p);
+  deviceAllocations.clear();
   cudaFree(deviceSums);
   cudaFree(deviceBadIds);
   cudaFreeHost(hostBadIds);
   cudaFreeHost(hostScalars);
+  deviceSums = nullptr;
+  deviceBadIds = hostBadIds = nullptr;
+  hostScalars = nullptr;
+  for (cudaEvent_t e : collectiveEvents)
+    if (e)
+      cudaEventDestroy(e);
+  collectiveEvents.clear();
+  if (computeEvent)
+    cudaEventDestroy(computeEvent);
+  computeEvent = nullptr;
+  if (commStream)
+    cudaStreamDestroy(commStream);
   if (stream)
     cudaStreamDestroy(stream);
+  stream = commStream = nullptr;
 }
 
+uint64_t CudaBackend::launchCollective(const std::function<void()> &issue) {
+  setDevice();
+  // After the compute issued so far...
+  check(cudaEventRecord(computeEvent, stream), "cudaEventRecord");
+  check(cudaStreamWaitEvent(commStream, computeEvent, 0),
+        "cudaStreamWaitEvent");
+  inCollective = true;
+  try {
+    issue();
+  } catch (...) {
+    inCollective = false;
+    throw;
+  }
+  inCollective = false;
+  // ...and before the compute that waits for its ticket.
+  const uint64_t ticket = ++lastTicket;
+  check(cudaEventRecord(collectiveEvents[ticket % kCollectiveEvents],
+                        commStream),
+        "cudaEventRecord");
+  if (!overlap)
+    waitCollective(ticket);
+  return ticket;
+}
+
+void CudaBackend::waitCollective(uint64_t ticket) {
+  if (!ticket)
+    return;
+  setDevice();
+  check(cudaStreamWaitEvent(stream,
+                            collectiveEvents[ticket % kCollectiveEvents], 0),
+        "cudaStreamWaitEvent");
+}
+
+void CudaBackend::waitCollectives() { waitCollective(lastTicket); }
+
 void CudaBackend::prepare(const Plan &plan) {
+  setDevice();
   int maxBuffers = 1;
   for (const Program &prog : plan.programs) {
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
@@ -210,6 +347,7 @@ void CudaBackend::prepare(const Plan &plan) {
 void *CudaBackend::allocate(uint64_t bytes, Tier tier, const std::string &what) {
   if (!bytes)
     return nullptr;
+  setDevice();
   void *p = nullptr;
   // The host tier is pinned, so its copies run at full PCIe rate; the
   // device tier is one cudaMalloc (256-byte aligned).
@@ -225,38 +363,78 @@ void *CudaBackend::allocate(uint64_t bytes, Tier tier, const std::string &what) 
   }
   if (tier != Tier::Device)
     hostAllocations.push_back(p);
+  else
+    deviceAllocations.push_back(p);
   return p;
 }
 
 void CudaBackend::release(void *memory) {
   if (!memory)
     return;
-  cudaStreamSynchronize(stream);
-  auto it = std::find(hostAllocations.begin(), hostAllocations.end(), memory);
-  if (it != hostAllocations.end()) {
-    hostAllocations.erase(it);
-    cudaFreeHost(memory);
-  } else {
-    cudaFree(memory);
+  setDevice();
+  // Nothing may still use it; a failed wait was reported elsewhere.
+  try {
+    if (ncclWorld)
+      synchronizeNccl(*ncclWorld);
+  } catch (const Error &) {
   }
+  cudaStreamSynchronize(stream);
+  forget(memory, 1);
+  auto host = std::find(hostAllocations.begin(), hostAllocations.end(), memory);
+  if (host != hostAllocations.end()) {
+    hostAllocations.erase(host);
+    cudaFreeHost(memory);
+    return;
+  }
+  auto dev =
+      std::find(deviceAllocations.begin(), deviceAllocations.end(), memory);
+  if (dev != deviceAllocations.end())
+    deviceAllocations.erase(dev);
+  cudaFree(memory);
 }
 
 void CudaBackend::synchronize() {
+  setDevice();
+  // The communication stream first, under the NCCL watchdog: the compute
+  // stream may be waiting for it, and a dead peer must end in an error.
+  if (ncclWorld)
+    synchronizeNccl(*ncclWorld);
+  check(cudaStreamSynchronize(commStream), "cudaStreamSynchronize");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   hostScalarNext = 0;
-  if (!pendingIdCheck.empty()) {
-    std::string what;
-    what.swap(pendingIdCheck);
-    if (*hostBadIds != 0)
-      throw Error(what + ": " + std::to_string(*hostBadIds) +
-                  " token ids are outside the vocabulary");
-  }
+  auto report = [](std::string &pending, int64_t bad, const char *what) {
+    if (pending.empty())
+      return;
+    std::string where;
+    where.swap(pending);
+    if (bad != 0)
+      throw Error(where + ": " + std::to_string(bad) + " " + what +
+                  " outside the vocabulary");
+  };
+  report(pendingIdCheck, *hostBadIds, "token ids are");
 }
 
-double CudaBackend::readScalar(const void *data) {
+double CudaBackend::readScalar(const Buffer &buffer, const void *data) {
+  // Only persistent buffers: a temporary's bytes are shared with others.
+  if (buffer.role != BufferRole::Temporary) {
+    auto it = hostWritten.find(data);
+    if (it != hostWritten.end())
+      return double(it->second);
+  }
   float x = 0;
   copyOut(&x, data, sizeof x);
   return double(x);
+}
+
+void CudaBackend::forget(const void *memory, uint64_t bytes) {
+  const auto *begin = static_cast<const uint8_t *>(memory);
+  for (auto it = hostWritten.begin(); it != hostWritten.end();) {
+    const auto *at = static_cast<const uint8_t *>(it->first);
+    if (at + sizeof(float) > begin && at < begin + bytes)
+      it = hostWritten.erase(it);
+    else
+      ++it;
+  }
 }
 
 void CudaBackend::writeScalar(float *data, double value) {
@@ -266,6 +444,7 @@ void CudaBackend::writeScalar(float *data, double value) {
     synchronize();
   float *slot = hostScalars + hostScalarNext++;
   *slot = float(value);
+  hostWritten[data] = *slot;
   check(cudaMemcpyAsync(data, slot, sizeof(float), cudaMemcpyHostToDevice,
                         stream),
         "cudaMemcpyAsync (scalar)");
@@ -277,7 +456,7 @@ std::vector<double> CudaBackend::sumsOfSquares(float *const *buffers,
   for (int i = 0; i < count; ++i) {
     const float *b = buffers[i];
     check(cuda::sumOfSquares(&b, &sizes[i], 1, deviceSums + i, stream),
-          "sumOfSquares");
+          "sumOfSquares (gradient norm)");
   }
   std::vector<double> sums(static_cast<size_t>(count));
   copyOut(sums.data(), deviceSums, sizeof(double) * size_t(count));
@@ -314,6 +493,9 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
 
   switch (inst.opcode) {
   case Opcode::Embedding: {
+    // One count crosses per wait: check an earlier embedding's first.
+    if (!pendingIdCheck.empty())
+      synchronize();
     const Buffer &table = inB(0);
     launched(cuda::embeddingForward(in(0), ids(1), out(0), count(inB(1)),
                                     table.shape[0], table.shape[1],
@@ -391,7 +573,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
     break;
   case Opcode::CrossEntropyGrad:
     launched(cuda::crossEntropyBackward(
-        in(0), ids(1), nullptr, float(readScalar(in(2))), out(0),
+        in(0), ids(1), nullptr, float(readScalar(inB(2), in(2))), out(0),
         rowsOf(inB(0)), lastDim(inB(0)), false, stream));
     break;
   case Opcode::Copy:
@@ -463,10 +645,9 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
       ptrs.push_back(in(i));
       sizes.push_back(count(inB(i)));
     }
-    check(cuda::sumOfSquares(
-              const_cast<const float *const *>(ptrs.data()), sizes.data(),
-              int(ptrs.size()), deviceSums, stream),
-          "sumOfSquares");
+    launched(cuda::sumOfSquares(
+        const_cast<const float *const *>(ptrs.data()), sizes.data(),
+        int(ptrs.size()), deviceSums, stream));
     // The clip factor is computed on the device from the same sum; no
     // clipping below a positive max norm, as on the CPU.
     if (inst.floats[0] > 0)
@@ -509,7 +690,9 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
     for (size_t i = 0; i < sums.size(); ++i)
       sum += sums[i] / copies[i];
     copyIn(deviceSums, &sum, sizeof sum);
-    comm->allReduce(deviceSums, 1, DType::F64, ReduceOp::Sum);
+    // NCCL runs on the communication stream; the clip waits for it.
+    waitCollective(launchCollective(
+        [&] { comm->allReduce(deviceSums, 1, DType::F64, ReduceOp::Sum); }));
     if (inst.floats[0] > 0)
       launched(cuda::clipGradients(held.data(), sizes.data(),
                                    int(held.size()), deviceSums, 1.0,
@@ -525,7 +708,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
                             inst.floats[2], ex.step()));
     break;
   case Opcode::AdamW: {
-    AdamWConfig cfg = adamConfigOf(inst, readScalar(in(1)));
+    AdamWConfig cfg = adamConfigOf(inst, readScalar(inB(1), in(1)));
     launched(cuda::adamwStep<float, __nv_bfloat16>(
         out(0), in(0), out(1), out(2), count(inB(0)), cfg, ex.step(),
         ints[0] != 0, 1.0f, nullptr, stream));
@@ -539,7 +722,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
     const int64_t chunk = numElements(outB(1).shape);
     const int64_t offset = chunk * comm->rank();
     const int64_t gradOffset = count(inB(0)) == chunk ? 0 : offset;
-    AdamWConfig cfg = adamConfigOf(inst, readScalar(in(1)));
+    AdamWConfig cfg = adamConfigOf(inst, readScalar(inB(1), in(1)));
     launched(cuda::adamwStep<float, __nv_bfloat16>(
         out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
         ex.step(), ints[0] != 0, 1.0f, nullptr, stream));
@@ -548,7 +731,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
   case Opcode::Sgd:
     launched(cuda::sgdStep<float, __nv_bfloat16>(
         out(0), in(0), out(1), count(inB(0)),
-        sgdConfigOf(inst, readScalar(in(1))), 1.0f, nullptr, stream));
+        sgdConfigOf(inst, readScalar(inB(1), in(1))), 1.0f, nullptr, stream));
     break;
   default:
     fail("the CUDA backend does not run this instruction");
