@@ -99,22 +99,26 @@ __device__ __forceinline__ void loadRows(float *dst, const float *src,
     dst[t] = r0 + t < p.seq ? src[bh * p.seq + r0 + t] : 0.0f;
 }
 
-/// acc[16 x 16 * N] = A[16 x HD] (fragments) times B^T, B = rows [0, 16 N)
-/// of a [., HD] shared tile: B^T read as a column-major matrix.
+/// dst[16 x 16 N] (fp32, stride Ld::S) = A[16 x HD] (fragments) times B^T,
+/// B = rows [0, 16 N) of a [., HD] shared tile, read as a column-major B^T.
+/// One accumulator at a time, stored as soon as it is done (registers).
 template <typename T, int HD, int N>
-__device__ __forceinline__ void rowsTimesTileT(FragC (&acc)[N],
+__device__ __forceinline__ void rowsTimesTileT(float *dst,
                                                const FragA<T> (&a)[HD / kFrag],
                                                const T *b) {
 #pragma unroll
   for (int n = 0; n < N; ++n) {
-    wmma::fill_fragment(acc[n], 0.0f);
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
     for (int kk = 0; kk < HD / kFrag; ++kk) {
       FragBCol<T> bf;
       wmma::load_matrix_sync(bf, b + n * kFrag * Ld<HD>::T + kk * kFrag,
                              Ld<HD>::T);
-      wmma::mma_sync(acc[n], a[kk], bf, acc[n]);
+      wmma::mma_sync(acc, a[kk], bf, acc);
     }
+    wmma::store_matrix_sync(dst + n * kFrag, acc, Ld<HD>::S,
+                            wmma::mem_row_major);
   }
 }
 
@@ -214,26 +218,19 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
     loadTile<HD>(ks, k, hv.off, j0, p);
     loadTile<HD>(vs, v, hv.off, j0, p);
     __syncthreads();
-    {
-      FragC sf[Nn];
-      rowsTimesTileT<T, HD, Nn>(sf, qf, ks);
-#pragma unroll
-      for (int n = 0; n < Nn; ++n)
-        wmma::store_matrix_sync(sw + n * kFrag, sf[n], L::S,
-                                wmma::mem_row_major);
-    }
+    rowsTimesTileT<T, HD, Nn>(sw, qf, ks);
     __syncwarp();
+    // Scaled, masked scores are written back in place for the second pass.
     constexpr int Per = kCols / 2;
-    float s[Per];
     float tileMax = -INFINITY;
-#pragma unroll
+#pragma unroll 8
     for (int c = 0; c < Per; ++c) {
       const int jj = 2 * c + half;
       const int64_t j = j0 + jj;
       float x = sw[r * L::S + jj] * p.scale;
       if (j >= p.seq || (p.causal && j > i))
         x = -INFINITY;
-      s[c] = x;
+      sw[r * L::S + jj] = x;
       tileMax = fmaxf(tileMax, x);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
@@ -242,10 +239,10 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
     const float newM = fmaxf(m, tileMax);
     const float corr = expf(m - newM);
     float sum = 0.0f;
-#pragma unroll
+#pragma unroll 8
     for (int c = 0; c < Per; ++c) {
       const int jj = 2 * c + half;
-      float e = expf(s[c] - newM);
+      float e = expf(sw[r * L::S + jj] - newM);
       sum += e;
       if (p.drop)
         e = kept(p, hv, i, j0 + jj) ? e * p.inv : 0.0f;
@@ -380,21 +377,11 @@ __global__ void __launch_bounds__(kBwdThreads<HD>)
     loadTile<HD>(ks, k, hv.off, j0, p);
     loadTile<HD>(vs, v, hv.off, j0, p);
     __syncthreads();
-    {
-      // S and dP of the group's 16 rows, this warp's SCols columns.
-      FragC sf[SCols / kFrag];
-      rowsTimesTileT<T, HD, SCols / kFrag>(sf, qf, ks + part * SCols * L::T);
-#pragma unroll
-      for (int n = 0; n < SCols / kFrag; ++n)
-        wmma::store_matrix_sync(ss + g * kFrag * L::S + part * SCols + n * kFrag,
-                                sf[n], L::S, wmma::mem_row_major);
-      rowsTimesTileT<T, HD, SCols / kFrag>(sf, dof, vs + part * SCols * L::T);
-#pragma unroll
-      for (int n = 0; n < SCols / kFrag; ++n)
-        wmma::store_matrix_sync(dps + g * kFrag * L::S + part * SCols +
-                                    n * kFrag,
-                                sf[n], L::S, wmma::mem_row_major);
-    }
+    // S and dP of the group's 16 rows, this warp's SCols columns.
+    rowsTimesTileT<T, HD, SCols / kFrag>(ss + g * kFrag * L::S + part * SCols,
+                                         qf, ks + part * SCols * L::T);
+    rowsTimesTileT<T, HD, SCols / kFrag>(dps + g * kFrag * L::S + part * SCols,
+                                         dof, vs + part * SCols * L::T);
     __syncthreads();
     for (int e = threadIdx.x; e < kRows * kCols; e += blockDim.x) {
       const int ii = e / kCols, jj = e % kCols;
@@ -484,22 +471,12 @@ __global__ void __launch_bounds__(kBwdThreads<HD>)
     loadRows(ls, lse, hv.bh, i0, p);
     loadRows(drs, dRow, hv.bh, i0, p);
     __syncthreads();
-    {
-      // S^T = K Q^T and dP^T = V dO^T: the group's 16 keys, this warp's
-      // SCols queries.
-      FragC sf[SCols / kFrag];
-      rowsTimesTileT<T, HD, SCols / kFrag>(sf, kf, qs + part * SCols * L::T);
-#pragma unroll
-      for (int n = 0; n < SCols / kFrag; ++n)
-        wmma::store_matrix_sync(ss + g * kFrag * L::S + part * SCols + n * kFrag,
-                                sf[n], L::S, wmma::mem_row_major);
-      rowsTimesTileT<T, HD, SCols / kFrag>(sf, vf, dos + part * SCols * L::T);
-#pragma unroll
-      for (int n = 0; n < SCols / kFrag; ++n)
-        wmma::store_matrix_sync(dps + g * kFrag * L::S + part * SCols +
-                                    n * kFrag,
-                                sf[n], L::S, wmma::mem_row_major);
-    }
+    // S^T = K Q^T and dP^T = V dO^T: the group's 16 keys, this warp's
+    // SCols queries.
+    rowsTimesTileT<T, HD, SCols / kFrag>(ss + g * kFrag * L::S + part * SCols,
+                                         kf, qs + part * SCols * L::T);
+    rowsTimesTileT<T, HD, SCols / kFrag>(dps + g * kFrag * L::S + part * SCols,
+                                         vf, dos + part * SCols * L::T);
     __syncthreads();
     for (int e = threadIdx.x; e < kRows * kCols; e += blockDim.x) {
       const int jj = e / kCols, ii = e % kCols;
