@@ -569,8 +569,8 @@ private:
 
 /// The tensor-core path against the SIMT path (DSC_ATTENTION_SIMT=1) on the
 /// same device inputs: forward, lse and all three gradients.
-template <typename T> void checkTensorCoreVsSimt(cudaStream_t stream,
-                                                 AttentionShape s) {
+template <typename T>
+void checkTensorCoreVsSimt(cudaStream_t stream, AttentionShape s) {
   const int64_t n = s.batch * s.seq * s.hidden;
   Dev<T> q(randn(n, 11)), k(randn(n, 12)), v(randn(n, 13)), dO(randn(n, 14));
   struct Result {
@@ -583,9 +583,9 @@ template <typename T> void checkTensorCoreVsSimt(cudaStream_t stream,
     Dev<T> out(n), dq(n), dk(n), dv(n);
     Dev<float> lse(s.lseSize());
     Result r;
-    EXPECT_EQ(cudaSuccess, cu::attentionForward(q.get(), k.get(), v.get(),
-                                                out.get(), lse.get(), s,
-                                                stream));
+    EXPECT_EQ(cudaSuccess,
+              cu::attentionForward(q.get(), k.get(), v.get(), out.get(),
+                                   lse.get(), s, stream));
     EXPECT_EQ(cudaSuccess,
               cu::attentionBackward(q.get(), k.get(), v.get(), lse.get(),
                                     dO.get(), dq.get(), dk.get(), dv.get(), s,

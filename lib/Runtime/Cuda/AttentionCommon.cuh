@@ -50,7 +50,8 @@ struct AttentionHead {
   int64_t bh;
 };
 template <int HD>
-__device__ __forceinline__ AttentionHead attentionHeadOf(const AttentionParams &p) {
+__device__ __forceinline__ AttentionHead
+attentionHeadOf(const AttentionParams &p) {
   const int64_t bh = blockIdx.y, b = bh / p.heads, h = bh % p.heads;
   AttentionHead r;
   r.off = b * p.seq * p.hidden + h * HD;

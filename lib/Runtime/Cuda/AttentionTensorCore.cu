@@ -103,9 +103,8 @@ __device__ __forceinline__ void loadRows(float *dst, const float *src,
 /// B = rows [0, 16 N) of a [., HD] shared tile, read as a column-major B^T.
 /// One accumulator at a time, stored as soon as it is done (registers).
 template <typename T, int HD, int N>
-__device__ __forceinline__ void rowsTimesTileT(float *dst,
-                                               const FragA<T> (&a)[HD / kFrag],
-                                               const T *b) {
+__device__ __forceinline__ void
+rowsTimesTileT(float *dst, const FragA<T> (&a)[HD / kFrag], const T *b) {
 #pragma unroll
   for (int n = 0; n < N; ++n) {
     FragC acc;
@@ -142,9 +141,8 @@ __device__ __forceinline__ void tileTimesTile(FragC (&acc)[N], const T *a,
 }
 
 /// Whether probability (i, j) survives attention dropout (true without).
-__device__ __forceinline__ bool kept(const AttentionParams &p,
-                                     const AttentionHead &hv, int64_t i,
-                                     int64_t j) {
+__device__ __forceinline__ bool
+kept(const AttentionParams &p, const AttentionHead &hv, int64_t i, int64_t j) {
   return !p.drop ||
          dropoutKeepBit(p.key, hv.maskRow + uint64_t(i * p.seq + j), p.thr);
 }
@@ -308,7 +306,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
 
 /// Warps per 16-row group: at HD = 128 two warps split the columns.
 template <int HD> constexpr int kSplit = HD / 64;
-template <int HD> constexpr int kBwdThreads = kRows / kFrag * kSplit<HD> * 32;
+template <int HD> constexpr int kBwdThreads = kRows / kFrag *kSplit<HD> * 32;
 
 template <typename T, int HD> struct BwdSmem {
   // a, b: [kCols, Ld::T] T streamed tiles (dq: K, V; dk/dv: Q, dO);
@@ -326,7 +324,8 @@ template <typename T, int HD> struct BwdSmem {
   static constexpr size_t bytes = dr + kCols * 4;
   static_assert(kRows * Ld<HD>::T * sizeof(T) <= kRows * Ld<HD>::S * 4,
                 "own rows are staged in the score buffers");
-  static_assert(kRows * Ld<HD>::O * 4 <= s - a && kRows * Ld<HD>::O * 4 <= x - s,
+  static_assert(kRows * Ld<HD>::O * 4 <= s - a &&
+                    kRows * Ld<HD>::O * 4 <= x - s,
                 "dq/dk is staged over a/b, dv over s/dp");
 };
 
@@ -484,8 +483,7 @@ __global__ void __launch_bounds__(kBwdThreads<HD>)
       float pd = 0.0f, ds = 0.0f;
       if (i < p.seq && j < p.seq && !(p.causal && j > i)) {
         const float pij = expf(ss[jj * L::S + ii] * p.scale - ls[ii]);
-        const float keep =
-            p.drop ? (kept(p, hv, i, j) ? p.inv : 0.0f) : 1.0f;
+        const float keep = p.drop ? (kept(p, hv, i, j) ? p.inv : 0.0f) : 1.0f;
         pd = pij * keep;
         ds = pij * (dps[jj * L::S + ii] * keep - drs[ii]);
       }
