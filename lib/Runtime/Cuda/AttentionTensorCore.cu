@@ -40,6 +40,7 @@
 
 #include <mma.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -523,15 +524,25 @@ __global__ void __launch_bounds__(kBwdThreads<HD>)
 #endif
 }
 
-/// Launches `kernel` with `bytes` of dynamic shared memory, opting in past
-/// the 48 KB default (a per-function attribute; cheap to set again).
-template <typename Kernel, typename... Args>
-cudaError_t launch(Kernel kernel, dim3 grid, int threads, size_t bytes,
-                   cudaStream_t stream, Args... args) {
-  if (cudaError_t e = cudaFuncSetAttribute(
-          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))
+/// Launches `Kernel` with `bytes` of dynamic shared memory, opting in past
+/// the 48 KB default. The attribute is set once per device (the first call
+/// on each of devices 0-63; any call past those), so a step captured into a
+/// CUDA graph after a warm-up step makes no attribute call.
+template <auto Kernel, typename... Args>
+cudaError_t launch(dim3 grid, int threads, size_t bytes, cudaStream_t stream,
+                   Args... args) {
+  static std::atomic<uint64_t> opted{0};
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device))
     return e;
-  kernel<<<grid, threads, bytes, stream>>>(args...);
+  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+  if (!bit || !(opted.load(std::memory_order_relaxed) & bit)) {
+    if (cudaError_t e = cudaFuncSetAttribute(
+            Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))
+      return e;
+    opted.fetch_or(bit, std::memory_order_relaxed);
+  }
+  Kernel<<<grid, threads, bytes, stream>>>(args...);
   return cudaGetLastError();
 }
 
@@ -544,9 +555,9 @@ template <typename T, int HD>
 cudaError_t forwardHd(const T *q, const T *k, const T *v, T *out, float *lse,
                       const T *dOut, float *dRow, const AttentionShape &s,
                       cudaStream_t stream) {
-  return launch(tcForwardKernel<T, HD>, gridOf(s), kFwdWarps * 32,
-                FwdSmem<T, HD>::bytes, stream, q, k, v, out, lse, dOut, dRow,
-                attentionParamsOf(s));
+  return launch<tcForwardKernel<T, HD>>(
+      gridOf(s), kFwdWarps * 32, FwdSmem<T, HD>::bytes, stream, q, k, v, out,
+      lse, dOut, dRow, attentionParamsOf(s));
 }
 
 template <typename T, int HD>
@@ -577,13 +588,14 @@ cudaError_t backwardHd(const T *q, const T *k, const T *v, const float *lse,
   const AttentionParams p = attentionParamsOf(s);
   const size_t bytes = BwdSmem<T, HD>::bytes;
   if (!err && dq)
-    err = launch(tcDqKernel<T, HD>, gridOf(s), kBwdThreads<HD>, bytes, stream,
-                 q, k, v, lse, (const float *)dRow, dOut, dq,
-                 bool(accumulate[0]), p);
+    err = launch<tcDqKernel<T, HD>>(gridOf(s), kBwdThreads<HD>, bytes, stream,
+                                    q, k, v, lse, (const float *)dRow, dOut, dq,
+                                    bool(accumulate[0]), p);
   if (!err && (dk || dv))
-    err = launch(tcDkvKernel<T, HD>, gridOf(s), kBwdThreads<HD>, bytes, stream,
-                 q, k, v, lse, (const float *)dRow, dOut, dk, dv,
-                 bool(accumulate[1]), bool(accumulate[2]), p);
+    err =
+        launch<tcDkvKernel<T, HD>>(gridOf(s), kBwdThreads<HD>, bytes, stream, q,
+                                   k, v, lse, (const float *)dRow, dOut, dk, dv,
+                                   bool(accumulate[1]), bool(accumulate[2]), p);
   cudaError_t freed = cudaFreeAsync(scratch, stream);
   return err ? err : freed;
 }
