@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -515,6 +516,100 @@ TEST_F(CudaKernel, AttentionDropoutSlicedFp32) {
 TEST_F(CudaKernel, AttentionBf16) {
   checkAttention<__nv_bfloat16>(stream, attnShape(2, 150, 128, 2, true, 0.0f));
   checkAttention<__nv_bfloat16>(stream, attnShape(1, 99, 64, 4, true, 0.1f));
+}
+// bf16/fp16 at head dims 64 and 128 take the tensor-core kernels
+// (AttentionTensorCore.cu) unless DSC_ATTENTION_SIMT=1.
+TEST_F(CudaKernel, AttentionTensorCoreBf16) {
+  // hd 64 and 128, causal and not, sequences ending mid-tile (64-row tiles)
+  // and an exact tile.
+  checkAttention<__nv_bfloat16>(stream, attnShape(2, 100, 128, 2, true, 0.0f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 100, 128, 2, false, 0.0f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(2, 130, 256, 2, true, 0.0f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 77, 256, 2, false, 0.0f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 64, 128, 1, true, 0.0f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 1, 128, 1, true, 0.0f));
+}
+TEST_F(CudaKernel, AttentionTensorCoreDropoutSlicedBf16) {
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 150, 128, 2, true, 0.1f));
+  checkAttention<__nv_bfloat16>(stream, attnShape(1, 90, 256, 2, false, 0.2f));
+  AttentionShape s = attnShape(2, 70, 128, 2, true, 0.2f);
+  s.batchOffset = 3;
+  s.headOffset = 2;
+  s.totalHeads = 8;
+  checkAttention<__nv_bfloat16>(stream, s);
+  s.hidden = 256;
+  checkAttention<__nv_bfloat16>(stream, s);
+}
+TEST_F(CudaKernel, AttentionTensorCoreFp16) {
+  checkAttention<__half>(stream, attnShape(2, 100, 128, 2, true, 0.0f));
+  checkAttention<__half>(stream, attnShape(1, 130, 256, 2, false, 0.0f));
+  checkAttention<__half>(stream, attnShape(1, 99, 256, 2, true, 0.1f));
+}
+
+/// Sets an environment variable for a scope (POSIX setenv/unsetenv).
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    if (const char *old = std::getenv(name))
+      saved = old, had = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had)
+      setenv(name, saved.c_str(), 1);
+    else
+      unsetenv(name);
+  }
+
+private:
+  const char *name;
+  std::string saved;
+  bool had = false;
+};
+
+/// The tensor-core path against the SIMT path (DSC_ATTENTION_SIMT=1) on the
+/// same device inputs: forward, lse and all three gradients.
+template <typename T>
+void checkTensorCoreVsSimt(cudaStream_t stream, AttentionShape s) {
+  const int64_t n = s.batch * s.seq * s.hidden;
+  Dev<T> q(randn(n, 11)), k(randn(n, 12)), v(randn(n, 13)), dO(randn(n, 14));
+  struct Result {
+    std::vector<float> out, lse, dq, dk, dv;
+  };
+  auto run = [&](bool simt) {
+    std::unique_ptr<ScopedEnv> env;
+    if (simt)
+      env = std::make_unique<ScopedEnv>("DSC_ATTENTION_SIMT", "1");
+    Dev<T> out(n), dq(n), dk(n), dv(n);
+    Dev<float> lse(s.lseSize());
+    Result r;
+    EXPECT_EQ(cudaSuccess,
+              cu::attentionForward(q.get(), k.get(), v.get(), out.get(),
+                                   lse.get(), s, stream));
+    EXPECT_EQ(cudaSuccess,
+              cu::attentionBackward(q.get(), k.get(), v.get(), lse.get(),
+                                    dO.get(), dq.get(), dk.get(), dv.get(), s,
+                                    AccumulateMask(0), stream));
+    r.out = out.download();
+    r.lse = lse.download();
+    r.dq = dq.download();
+    r.dk = dk.download();
+    r.dv = dv.download();
+    return r;
+  };
+  const Result tc = run(false), simt = run(true);
+  EXPECT_LT(relNorm(tc.out, simt.out), 1e-2) << "out";
+  EXPECT_LT(relNorm(tc.lse, simt.lse), 1e-3) << "lse";
+  EXPECT_LT(relNorm(tc.dq, simt.dq), 1e-2) << "dq";
+  EXPECT_LT(relNorm(tc.dk, simt.dk), 1e-2) << "dk";
+  EXPECT_LT(relNorm(tc.dv, simt.dv), 1e-2) << "dv";
+}
+TEST_F(CudaKernel, AttentionTensorCoreMatchesSimt) {
+  checkTensorCoreVsSimt<__nv_bfloat16>(stream,
+                                       attnShape(2, 200, 128, 2, true, 0.1f));
+  checkTensorCoreVsSimt<__nv_bfloat16>(stream,
+                                       attnShape(1, 130, 256, 2, false, 0.0f));
+  checkTensorCoreVsSimt<__half>(stream, attnShape(1, 77, 256, 2, true, 0.2f));
 }
 TEST_F(CudaKernel, AttentionRejectsOddHeadDim) {
   AttentionShape s = attnShape(1, 8, 24, 1, true, 0.0f);

@@ -207,7 +207,10 @@ bool attentionSupported(const AttentionShape &s);
 
 /// Same layout, mask, dropout indices and saved logsumexp [batch, heads,
 /// seq] as the CPU kernel (lse may be null). Online softmax over key tiles.
-/// Returns cudaErrorInvalidValue for an unsupported head dim.
+/// Returns cudaErrorInvalidValue for an unsupported head dim. bf16/fp16
+/// at head dim 64 or 128 (16-byte aligned pointers, sm_80+) run on tensor
+/// cores (bf16/fp16 products, fp32 accumulation and softmax); everything
+/// else, or any call while DSC_ATTENTION_SIMT=1, runs the fp32 SIMT kernels.
 template <typename T>
 cudaError_t attentionForward(const T *q, const T *k, const T *v, T *out,
                              float *lse, const AttentionShape &s,
@@ -218,7 +221,9 @@ cudaError_t attentionForward(const T *q, const T *k, const T *v, T *out,
 /// it is recomputed into scratch first. `out`, the forward's output, is
 /// optional (the CPU kernel does not take it): when given, the softmax
 /// backward's row terms D_i = dO_i . O_i come from it, saving the dq
-/// kernel's first pass over the keys (about a fifth of the backward).
+/// kernel's first pass over the keys (about a fifth of the backward). The
+/// tensor-core path, when it has to recompute the forward anyway (no `out`
+/// or no `lse`), takes D_i from that forward's fp32 output instead.
 template <typename T>
 cudaError_t attentionBackward(const T *q, const T *k, const T *v,
                               const float *lse, const T *dOut, T *dq, T *dk,

@@ -14,11 +14,15 @@
 // separate kernels so every sum has one owner and a fixed order (no float
 // atomics). The backward's D_i = sum_j P_ij dP_ij is computed in the dq
 // kernel's first pass, because the CPU contract gives the backward no `out`.
-// These are SIMT kernels (fp32 FMA); tensor-core tiles are the next step.
+// These are SIMT kernels (fp32 FMA). bf16/fp16 with head dim 64 or 128 go
+// to the tensor-core kernels of AttentionTensorCore.cu instead (unless
+// DSC_ATTENTION_SIMT=1); fp32 and the other head dims stay here.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaSupport.cuh"
+#include "AttentionCommon.cuh"
+
+#include <type_traits>
 
 using namespace dsc::rt;
 using namespace dsc::rt::cuda;
@@ -28,29 +32,9 @@ namespace {
 constexpr int kRows = 64; // query (or key) rows per block
 constexpr int kTile = 32; // key (or query) rows per shared-memory tile
 
-struct Params {
-  int64_t seq, hidden, heads, totalHeads, batchOffset, headOffset;
-  float scale, inv;
-  bool causal, drop;
-  uint64_t key, thr;
-};
+using Params = AttentionParams;
 
-Params paramsOf(const AttentionShape &s) {
-  Params p;
-  p.seq = s.seq;
-  p.hidden = s.hidden;
-  p.heads = s.heads;
-  p.totalHeads = s.totalHeads ? s.totalHeads : s.heads;
-  p.batchOffset = s.batchOffset;
-  p.headOffset = s.headOffset;
-  p.scale = 1.0f / sqrtf(float(s.headDim()));
-  p.causal = s.causal;
-  p.drop = s.dropout > 0.0f;
-  p.inv = s.dropout < 1.0f ? 1.0f / (1.0f - s.dropout) : 0.0f;
-  p.key = mix64(s.seed);
-  p.thr = dropoutThreshold(s.dropout);
-  return p;
-}
+Params paramsOf(const AttentionShape &s) { return attentionParamsOf(s); }
 
 template <int HD> struct Split {
   static constexpr int DPT = HD < 32 ? HD : 32; // dims per thread
@@ -107,19 +91,9 @@ template <int TPR> __device__ __forceinline__ float rowSum(float v) {
 }
 
 /// The per-(batch, head) offsets both kernels share (as headOf on the CPU).
-struct Head {
-  int64_t off;      // element offset of the head's [S, hd] columns
-  uint64_t maskRow; // dropout index of (i = 0, j = 0)
-  int64_t bh;
-};
+using Head = AttentionHead;
 template <int HD> __device__ Head headOf(const Params &p) {
-  const int64_t bh = blockIdx.y, b = bh / p.heads, h = bh % p.heads;
-  Head r;
-  r.off = b * p.seq * p.hidden + h * HD;
-  r.maskRow = uint64_t(((p.batchOffset + b) * p.totalHeads + p.headOffset + h) *
-                       p.seq * p.seq);
-  r.bh = bh;
-  return r;
+  return attentionHeadOf<HD>(p);
 }
 
 /// Loads rows [r0, r0 + kTile) of the head's columns into shared `dst` as
@@ -207,7 +181,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
 
 /// dq per query row, and D_i (saved for the dk/dv kernel). Pass 1 over the
 /// key tiles sums D_i = sum_j P_ij dP_ij; pass 2 sums dq. With haveD, D_i
-/// was computed from the forward's output (dRowFromOutKernel): pass 2 only.
+/// was computed from the forward's output (attentionDRowKernel): pass 2 only.
 template <typename T, int HD>
 __global__ void __launch_bounds__(Split<HD>::Threads)
     dqKernel(const T *q, const T *k, const T *v, const float *lse,
@@ -337,26 +311,6 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
   }
 }
 
-/// D_i = dO_i . O_i, which equals sum_j P_ij dP_ij (with dropout too: O is
-/// the dropped P times V): one dot product per row instead of a pass over
-/// the keys. A warp per (batch, head, row).
-template <typename T>
-__global__ void dRowFromOutKernel(const T *out, const T *dOut, float *dRow,
-                                  int64_t rows, int64_t seq, int64_t hidden,
-                                  int64_t heads, int hd) {
-  const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
-  if (r >= rows)
-    return;
-  const int64_t bh = r / seq, i = r % seq, b = bh / heads, h = bh % heads;
-  const int64_t off = (b * seq + i) * hidden + h * hd;
-  float d = 0.0f;
-  for (int c = threadIdx.x & 31; c < hd; c += 32)
-    d += toF(out[off + c]) * toF(dOut[off + c]);
-  d = warpSum(d);
-  if ((threadIdx.x & 31) == 0)
-    dRow[r] = d;
-}
-
 template <typename T, int HD>
 cudaError_t forwardHd(const T *q, const T *k, const T *v, T *out, float *lse,
                       const AttentionShape &s, cudaStream_t stream) {
@@ -390,7 +344,7 @@ cudaError_t backwardHd(const T *q, const T *k, const T *v, const float *lse,
   // D_i is needed by dk/dv even when dq is not.
   const bool haveD = out != nullptr;
   if (haveD)
-    dRowFromOutKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(
+    attentionDRowKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(
         out, dOut, dRow, rows, s.seq, s.hidden, s.heads, HD);
   if (dq || !haveD)
     dqKernel<T, HD><<<grid, Split<HD>::Threads, 0, stream>>>(
@@ -420,6 +374,9 @@ cudaError_t dsc::rt::cuda::attentionForward(const T *q, const T *k, const T *v,
     return cudaErrorInvalidValue;
   if (s.batch * s.seq == 0)
     return cudaSuccess;
+  if constexpr (!std::is_same_v<T, float>)
+    if (attentionTensorCoreEligible(s, {q, k, v, out}))
+      return attentionForwardTensorCore(q, k, v, out, lse, s, stream);
   switch (s.headDim()) {
   case 16:
     return forwardHd<T, 16>(q, k, v, out, lse, s, stream);
@@ -441,6 +398,10 @@ cudaError_t dsc::rt::cuda::attentionBackward(
     return cudaErrorInvalidValue;
   if (s.batch * s.seq == 0 || (!dq && !dk && !dv))
     return cudaSuccess;
+  if constexpr (!std::is_same_v<T, float>)
+    if (attentionTensorCoreEligible(s, {q, k, v, dOut, dq, dk, dv, out}))
+      return attentionBackwardTensorCore(q, k, v, lse, dOut, dq, dk, dv, s,
+                                         accumulate, stream, out);
   switch (s.headDim()) {
   case 16:
     return backwardHd<T, 16>(q, k, v, lse, dOut, dq, dk, dv, s, accumulate,
