@@ -8,8 +8,9 @@
 # runtime-only build (bench/cuda as the project root), builds only the CUDA
 # targets, runs the CUDA tests (label `cuda`: kernels vs. the CPU kernels, the
 # NCCL communicator, the executor on the CUDA backend vs. the CPU backend) and
-# the loss scaler's, then the GPT-2-small bf16
-# training-step benchmark, and prints one table. Full logs go to $OUT when
+# the loss scaler's, then the GPT-2-small bf16 training-step benchmark and
+# the compiled GPT-2-small plan through the executor (fp32, TF32), and prints
+# their tables. Full logs go to $OUT when
 # set (else <build>/logs). Budget: < 8 min on an H200 including the build.
 #
 # Env: DSC_GPU_BUILD (build dir), DSC_CUDA_ARCH (default: detected, else 90),
@@ -55,7 +56,7 @@ if ! cmake "${GEN[@]}" -S "$ROOT/bench/cuda" -B "$BUILD" \
 fi
 
 # 2. Build only what runs below.
-TARGETS=(dsc-bench-cuda-gpt2)
+TARGETS=(dsc-bench-cuda-gpt2 dsc-bench-cuda-executor)
 grep -q "GTest not found" "$LOGS/configure.log" ||
   TARGETS+=(DscCudaKernelTests DscCudaLossScalerTest DscNcclCommunicatorTests
             DscCudaBackendTests)
@@ -104,5 +105,21 @@ esac
 echo
 cat "$LOGS/bench.log" | tee -a "$LOGS/summary.txt"
 echo
+
+# 5. The product path: the compiled GPT-2-small plan through the executor
+#    on the CUDA backend, fp32 and TF32 GEMMs.
+for MODE in "" --tf32; do
+  say "executor bench ${MODE:-fp32}"
+  timeout 240 "$BUILD/bin/dsc-bench-cuda-executor" \
+    "$ROOT/bench/cuda/gpt2-small.plan" --steps "$STEPS" $MODE \
+    >"$LOGS/executor-bench${MODE}.log" 2>&1
+  case $? in
+  0) cat "$LOGS/executor-bench${MODE}.log" | tee -a "$LOGS/summary.txt" ;;
+  77) fail "no CUDA device: executor bench skipped" ;;
+  124) fail "executor bench timed out (see $LOGS/executor-bench${MODE}.log)" ;;
+  *) fail "executor bench (see $LOGS/executor-bench${MODE}.log)"
+     tail -5 "$LOGS/executor-bench${MODE}.log" ;;
+  esac
+done
 say "done in $(($(date +%s) - START)) s, status $STATUS"
 exit $STATUS

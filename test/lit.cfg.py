@@ -39,6 +39,11 @@ if config.dsc_have_cuda:
             config.available_features.add("cuda-device")
     except (OSError, subprocess.SubprocessError):
         pass
+# numpy for the CUDA kernels' float64 mirrors (scripts/setup.sh installs it).
+import subprocess as _subprocess
+if _subprocess.run([config.python_executable, "-c", "import numpy"],
+                   capture_output=True).returncode == 0:
+    config.available_features.add("numpy")
 if __import__("shutil").which("mpirun"): config.available_features.add("mpirun"); config.substitutions.append(("%mpirun", "env PATH=" + os.environ["PATH"] + " " + __import__("shutil").which("mpirun")))  # mpirun needs the system PATH; dsc-run-np-mpi.test
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
