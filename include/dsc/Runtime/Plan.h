@@ -147,7 +147,8 @@ enum class Opcode : uint32_t {
   /// (so dropout draws one rank's masks);
   /// ints: heads causal seed headAxes; floats: dropout
   Attention = 9,
-  /// in(logits [..., V], targets i32) out(loss scalar)
+  /// in(logits [..., V], targets i32) out(loss scalar); the loss may be of
+  /// another float dtype than the logits (f32 from bf16)
   CrossEntropy = 10,
   /// in(x) out(y): reshape of contiguous data (same element count)
   Copy = 11,
@@ -159,6 +160,10 @@ enum class Opcode : uint32_t {
   Concat = 14,
   /// in(x) out(y); ints: seed; floats: p
   Dropout = 15,
+  /// in(x) out(y): y = x converted to y's float dtype, the same element
+  /// count (to bf16/f16: round to nearest even). Mixed precision's casts of
+  /// fp32 master weights to the compute dtype and of gradients back.
+  Cast = 16,
 
   // Backward ops. Those ending in Grad recompute what the forward did not
   // keep (layer-norm statistics, attention's logsumexp, cross-entropy's lse).

@@ -43,6 +43,7 @@ const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
       {Opcode::Slice, "Slice", "x", "y", 1, 1, "offsets...", "", -1, 0},
       {Opcode::Concat, "Concat", "x0, x1, ...", "y", -1, 1, "dim", "", 1, 0},
       {Opcode::Dropout, "Dropout", "x", "y", 1, 1, "seed", "p", 1, 1},
+      {Opcode::Cast, "Cast", "x", "y", 1, 1, "", "", 0, 0},
       {Opcode::EmbeddingGrad, "EmbeddingGrad", "dy, ids", "dtable", 2, 1,
        "accumulate", "", 1, 0},
       {Opcode::PositionEmbeddingGrad, "PositionEmbeddingGrad", "dy", "dtable",

@@ -469,6 +469,23 @@ void InstructionChecker::dtypes() {
   }
   if (inst.opcode == Opcode::Zero)
     return;
+  // Mixed precision: a cast converts between float dtypes, and the loss
+  // scalar of a cross-entropy (its gradient's seed) may be wider than the
+  // logits. Those operands are checked on their own.
+  auto ownDType = [&](bool isInput, size_t index) {
+    switch (inst.opcode) {
+    case Opcode::Cast:
+      return true;
+    case Opcode::CrossEntropy:
+    case Opcode::VocabParallelCrossEntropy:
+      return !isInput && index == 0;
+    case Opcode::CrossEntropyGrad:
+    case Opcode::VocabParallelCrossEntropyGrad:
+      return isInput && index == 2;
+    default:
+      return false;
+    }
+  };
   const Buffer *first = nullptr;
   std::string firstName;
   auto visit = [&](const Buffer &b, const std::string &name) {
@@ -489,10 +506,21 @@ void InstructionChecker::dtypes() {
         fail(inName(i) + " holds token ids and must be i32");
       continue;
     }
+    if (ownDType(true, i)) {
+      if (!isFloat(in(i).dtype))
+        fail(inName(i) + " must be a float buffer");
+      continue;
+    }
     visit(in(i), inName(i));
   }
-  for (size_t i = 0; i < inst.outputs.size(); ++i)
+  for (size_t i = 0; i < inst.outputs.size(); ++i) {
+    if (ownDType(false, i)) {
+      if (!isFloat(out(i).dtype))
+        fail(outName(i) + " must be a float buffer");
+      continue;
+    }
     visit(out(i), outName(i));
+  }
 }
 
 void InstructionChecker::aliasing() {
@@ -702,6 +730,9 @@ void InstructionChecker::shapes() {
   }
   case Opcode::Copy:
     elements(out(0), outName(0), n(in(0)), "a copy keeps the element count");
+    break;
+  case Opcode::Cast:
+    elements(out(0), outName(0), n(in(0)), "a cast keeps the element count");
     break;
   case Opcode::Transpose: {
     const Buffer &x = in(0), &y = out(0);
