@@ -16,6 +16,7 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/ShardLayout.h"
 
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <new>
 
 using namespace dsc::rt;
@@ -139,23 +141,22 @@ public:
       lane->waitAll();
   }
 
-  void run(Executor &ex, const Program &prog, size_t index) override {
-    const Instruction &inst = prog.instructions[index];
-    // Every op runs on the dtype of its first float operand (validatePlan
-    // made them agree). Layout ops on i32 move bits like f32.
-    DType t = ex.plan()
-                  .buffers[inst.outputs.empty() ? inst.inputs[0]
-                                                : inst.outputs[0]]
-                  .dtype;
-    if (t == DType::F64)
-      execute<double>(ex, prog, index);
-    else
-      execute<float>(ex, prog, index);
-  }
+  void run(Executor &ex, const Program &prog, size_t index) override;
 
 private:
   template <typename T>
   void execute(Executor &ex, const Program &prog, size_t index);
+  /// The operand's memory as the kernels see it: its f32 staging copy when
+  /// it is bf16 or f16, else the buffer itself.
+  BufferView view(Executor &ex, uint32_t id) {
+    BufferView v = ex.buffer(id);
+    if (auto it = staged.find(id); it != staged.end())
+      v.data = it->second.data();
+    return v;
+  }
+
+  /// f32 copies of this instruction's 16-bit operands, by buffer id.
+  std::map<uint32_t, std::vector<float>> staged;
 
   int threads = 1;
   std::unique_ptr<CommLane> lane;
@@ -165,30 +166,70 @@ private:
 
 } // namespace
 
+void CpuBackend::run(Executor &ex, const Program &prog, size_t index) {
+  const Plan &plan = ex.plan();
+  const Instruction &inst = prog.instructions[index];
+  if (inst.opcode == Opcode::Cast) {
+    const Buffer &x = plan.buffers[inst.inputs[0]];
+    const Buffer &y = plan.buffers[inst.outputs[0]];
+    convertFloats(ex.buffer(inst.inputs[0]).data, x.dtype,
+                  ex.buffer(inst.outputs[0]).data, y.dtype,
+                  numElements(x.shape));
+    return;
+  }
+  // Every op runs on the dtype of its first float operand (validatePlan
+  // made them agree; a loss scalar may be wider). Layout ops on i32 move
+  // bits like f32. bf16 and f16 operands run through the f32 kernels on
+  // staged copies, rounded back when written: the f32-accumulate-then-
+  // round numerics of a GPU's 16-bit kernels.
+  auto is16 = [](DType t) { return t == DType::BF16 || t == DType::F16; };
+  staged.clear();
+  auto stage = [&](uint32_t id) {
+    const Buffer &b = plan.buffers[id];
+    if (!is16(b.dtype) || staged.count(id))
+      return;
+    std::vector<float> &copy = staged[id];
+    copy.resize(size_t(numElements(b.shape)));
+    convertFloats(ex.buffer(id).data, b.dtype, copy.data(), DType::F32,
+                  int64_t(copy.size()));
+  };
+  // Outputs too: kernels that accumulate read them.
+  for (uint32_t id : inst.inputs)
+    stage(id);
+  for (uint32_t id : inst.outputs)
+    stage(id);
+  const DType t =
+      plan.buffers[inst.outputs.empty() ? inst.inputs[0] : inst.outputs[0]]
+          .dtype;
+  if (t == DType::F64)
+    execute<double>(ex, prog, index);
+  else
+    execute<float>(ex, prog, index);
+  auto writeBack = [&](uint32_t id) {
+    if (auto it = staged.find(id); it != staged.end())
+      convertFloats(it->second.data(), DType::F32, ex.buffer(id).data,
+                    plan.buffers[id].dtype, int64_t(it->second.size()));
+  };
+  for (uint32_t id : inst.outputs)
+    writeBack(id);
+  // The norms clip their inputs in place.
+  if (inst.opcode == Opcode::GlobalNormClip ||
+      inst.opcode == Opcode::GlobalNormClipParts)
+    for (uint32_t id : inst.inputs)
+      writeBack(id);
+  staged.clear();
+}
+
 void CpuBackend::prepare(const Plan &plan) {
   threads = std::max(1, omp_get_max_threads());
-  // Float buffers are f32 or f64, and only attention needs scratch: the
-  // other backward kernels recompute their statistics in place when given
-  // no saved ones.
+  // Only attention needs scratch: the other backward kernels recompute
+  // their statistics in place when given no saved ones. (bf16 and f16
+  // operands are staged through f32 at run time.)
   int64_t scratchElems = 0;
   const std::vector<int64_t> origin(plan.mesh.size(), 0);
   for (const Program &prog : plan.programs) {
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       const Instruction &inst = prog.instructions[i];
-      auto checkFloat = [&](uint32_t id) {
-        DType t = plan.buffers[id].dtype;
-        if (t == DType::BF16 || t == DType::F16)
-          throw instructionError(
-              prog, i,
-              std::string("the CPU backend runs f32 and f64 buffers, not ") +
-                  dtypeName(t) + " (buffer '" + plan.buffers[id].name + "')");
-      };
-      if (inst.opcode != Opcode::Zero) {
-        for (uint32_t id : inst.inputs)
-          checkFloat(id);
-        for (uint32_t id : inst.outputs)
-          checkFloat(id);
-      }
       if (inst.opcode == Opcode::Attention ||
           inst.opcode == Opcode::AttentionGrad)
         scratchElems = std::max(
@@ -229,7 +270,7 @@ template <typename T>
 void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
   const Plan &thePlan = ex.plan();
   const std::vector<int64_t> &coords = ex.meshCoordinates();
-  auto buffer = [&](uint32_t id) { return ex.buffer(id); };
+  auto buffer = [&](uint32_t id) { return view(ex, id); };
   auto requireGroup = [&](const Program &p, size_t i, int64_t axes) -> Communicator & {
     return groupOf(ex, p, i, axes);
   };

@@ -15,6 +15,7 @@
 
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/ShardLayout.h"
@@ -276,7 +277,12 @@ void Executor::initialize(uint64_t newSeed) {
       fill(reinterpret_cast<double *>(host.data()));
     else if (b.dtype == DType::I32 && !normal)
       std::fill_n(reinterpret_cast<int32_t *>(host.data()), n, int32_t(value));
-    else
+    else if (b.dtype == DType::BF16 || b.dtype == DType::F16) {
+      // Drawn in f32, then rounded: the values an f32 master would cast to.
+      std::vector<float> wide(static_cast<size_t>(n));
+      fill(wide.data());
+      convertFloats(wide.data(), DType::F32, host.data(), b.dtype, n);
+    } else
       throw Error("buffer '" + b.name + "': cannot initialize " +
                   std::string(dtypeName(b.dtype)) + " buffers");
     if (view.data)
@@ -309,46 +315,25 @@ std::vector<double> Executor::read(const std::string &name) {
   std::vector<uint8_t> host(v.desc->bytes);
   if (v.data)
     backendImpl->copyOut(host.data(), v.data, v.desc->bytes);
-  auto convert = [&](const auto *p) { std::copy_n(p, out.size(), out.begin()); };
-  switch (v.desc->dtype) {
-  case DType::F32:
-    convert(reinterpret_cast<const float *>(host.data()));
-    break;
-  case DType::F64:
-    convert(reinterpret_cast<const double *>(host.data()));
-    break;
-  case DType::I32:
-    convert(reinterpret_cast<const int32_t *>(host.data()));
-    break;
-  default:
-    throw Error("buffer '" + name + "': cannot read " +
-                std::string(dtypeName(v.desc->dtype)) + " values");
-  }
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = loadAsDouble(host.data(), v.desc->dtype, int64_t(i));
   return out;
 }
 
 double Executor::readScalar(uint32_t id) const {
   const Buffer &b = thePlan.buffers[id];
-  const uint8_t *data = arenas[b.arena] + b.offset;
-  if (b.dtype == DType::F64) {
-    double x;
-    backendImpl->copyOut(&x, data, sizeof x);
-    return x;
-  }
-  float x;
-  backendImpl->copyOut(&x, data, sizeof x);
-  return double(x);
+  uint8_t bytes[8] = {};
+  backendImpl->copyOut(bytes, arenas[b.arena] + b.offset,
+                       std::min<uint64_t>(b.bytes, sizeof bytes));
+  return loadAsDouble(bytes, b.dtype, 0);
 }
 
 void Executor::writeScalar(uint32_t id, double value) {
   const Buffer &b = thePlan.buffers[id];
-  uint8_t *data = arenas[b.arena] + b.offset;
-  if (b.dtype == DType::F64) {
-    backendImpl->copyIn(data, &value, sizeof value);
-  } else {
-    float x = float(value);
-    backendImpl->copyIn(data, &x, sizeof x);
-  }
+  uint8_t bytes[8] = {};
+  convertFloats(&value, DType::F64, bytes, b.dtype, 1);
+  backendImpl->copyIn(arenas[b.arena] + b.offset, bytes,
+                      std::min<uint64_t>(b.bytes, sizeof bytes));
 }
 
 int64_t Executor::vocabularyReading(uint32_t ids) const {

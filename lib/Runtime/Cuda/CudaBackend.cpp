@@ -25,6 +25,7 @@
 
 #include "dsc/Runtime/CudaKernels.h"
 #include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/NcclCommunicator.h"
 #include "dsc/Runtime/ShardLayout.h"
@@ -136,6 +137,9 @@ public:
   void synchronize() override;
 
 private:
+  /// run() for an instruction whose data are of element type T.
+  template <typename T>
+  void execute(Executor &ex, const Program &prog, size_t index);
   void setDevice() { cudaSetDevice(device); }
   /// The stream of the work being issued: the communication stream inside
   /// a launched collective, else the compute stream.
@@ -321,14 +325,34 @@ void CudaBackend::prepare(const Plan &plan) {
              "compile with tp=1 to run on CUDA");
       auto checkType = [&](uint32_t id) {
         DType t = plan.buffers[id].dtype;
-        if (t != DType::F32 && t != DType::I32)
-          fail(std::string("the CUDA backend runs f32 plans, not ") +
-               dtypeName(t) + " (buffer '" + plan.buffers[id].name + "')");
+        if (t == DType::F64)
+          fail(std::string("the CUDA backend runs f32, bf16 and f16 "
+                           "buffers, not f64 (buffer '") +
+               plan.buffers[id].name + "')");
       };
       for (uint32_t id : inst.inputs)
         checkType(id);
       for (uint32_t id : inst.outputs)
         checkType(id);
+      // The optimizer's kernels: fp32 masters, moments, gradients, scalars.
+      switch (inst.opcode) {
+      case Opcode::LearningRate:
+      case Opcode::GlobalNormClip:
+      case Opcode::GlobalNormClipParts:
+      case Opcode::AdamW:
+      case Opcode::AdamWShard:
+      case Opcode::Sgd:
+        for (const std::vector<uint32_t> *ids : {&inst.inputs, &inst.outputs})
+          for (uint32_t id : *ids)
+            if (plan.buffers[id].dtype != DType::F32)
+              fail(std::string("the CUDA optimizer kernels take f32 "
+                               "weights, gradients and scalars, not ") +
+                   dtypeName(plan.buffers[id].dtype) + " (buffer '" +
+                   plan.buffers[id].name + "')");
+        break;
+      default:
+        break;
+      }
       if ((inst.opcode == Opcode::Attention ||
            inst.opcode == Opcode::AttentionGrad) &&
           !cuda::attentionSupported(attentionShapeOf(
@@ -415,15 +439,15 @@ void CudaBackend::synchronize() {
 }
 
 double CudaBackend::readScalar(const Buffer &buffer, const void *data) {
-  // Only persistent buffers: a temporary's bytes are shared with others.
-  if (buffer.role != BufferRole::Temporary) {
+  // Only persistent f32 buffers: a temporary's bytes are shared with others.
+  if (buffer.role != BufferRole::Temporary && buffer.dtype == DType::F32) {
     auto it = hostWritten.find(data);
     if (it != hostWritten.end())
       return double(it->second);
   }
-  float x = 0;
-  copyOut(&x, data, sizeof x);
-  return double(x);
+  uint8_t bytes[8] = {};
+  copyOut(bytes, data, std::min<uint64_t>(buffer.bytes, sizeof bytes));
+  return loadAsDouble(bytes, buffer.dtype, 0);
 }
 
 void CudaBackend::forget(const void *memory, uint64_t bytes) {
@@ -464,6 +488,53 @@ std::vector<double> CudaBackend::sumsOfSquares(float *const *buffers,
 }
 
 void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
+  setDevice();
+  const Plan &plan = ex.plan();
+  const Instruction &inst = prog.instructions[index];
+  if (inst.opcode == Opcode::Cast) {
+    const Buffer &x = plan.buffers[inst.inputs[0]];
+    const Buffer &y = plan.buffers[inst.outputs[0]];
+    const void *from = ex.buffer(inst.inputs[0]).data;
+    void *to = ex.buffer(inst.outputs[0]).data;
+    const int64_t n = numElements(x.shape);
+    cudaError_t e = cudaErrorInvalidValue;
+    auto f32 = [](const void *p) { return static_cast<const float *>(p); };
+    if (x.dtype == DType::F32 && y.dtype == DType::BF16)
+      e = cuda::convert(f32(from), static_cast<__nv_bfloat16 *>(to), n, stream);
+    else if (x.dtype == DType::F32 && y.dtype == DType::F16)
+      e = cuda::convert(f32(from), static_cast<__half *>(to), n, stream);
+    else if (x.dtype == DType::BF16 && y.dtype == DType::F32)
+      e = cuda::convert(static_cast<const __nv_bfloat16 *>(from),
+                        static_cast<float *>(to), n, stream);
+    else if (x.dtype == DType::F16 && y.dtype == DType::F32)
+      e = cuda::convert(static_cast<const __half *>(from),
+                        static_cast<float *>(to), n, stream);
+    else if (x.dtype == y.dtype) {
+      copy(to, from, x.bytes);
+      e = cudaSuccess;
+    }
+    if (e != cudaSuccess)
+      throw instructionError(prog, index,
+                             std::string("cast from ") + dtypeName(x.dtype) +
+                                 " to " + dtypeName(y.dtype) + " failed (" +
+                                 cudaMessage(e) + ")");
+    return;
+  }
+  // The element type of the data the instruction works on: its first
+  // input's (a cross-entropy's loss scalar is f32 whatever its logits are).
+  const DType t =
+      plan.buffers[inst.inputs.empty() ? inst.outputs[0] : inst.inputs[0]]
+          .dtype;
+  if (t == DType::BF16)
+    execute<__nv_bfloat16>(ex, prog, index);
+  else if (t == DType::F16)
+    execute<__half>(ex, prog, index);
+  else
+    execute<float>(ex, prog, index);
+}
+
+template <typename T>
+void CudaBackend::execute(Executor &ex, const Program &prog, size_t index) {
   const Plan &plan = ex.plan();
   const Instruction &inst = prog.instructions[index];
   const std::vector<int64_t> &ints = inst.ints;
@@ -484,8 +555,14 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
   auto outB = [&](size_t i) -> const Buffer & {
     return plan.buffers[inst.outputs[i]];
   };
-  auto in = [&](size_t i) { return ex.buffer(inst.inputs[i]).as<float>(); };
-  auto out = [&](size_t i) { return ex.buffer(inst.outputs[i]).as<float>(); };
+  // The data in the instruction's element type; f32 scalars and optimizer
+  // operands (losses, norms, learning rates, master weights, moments).
+  auto in = [&](size_t i) { return ex.buffer(inst.inputs[i]).as<T>(); };
+  auto out = [&](size_t i) { return ex.buffer(inst.outputs[i]).as<T>(); };
+  auto inF = [&](size_t i) { return ex.buffer(inst.inputs[i]).as<float>(); };
+  auto outF = [&](size_t i) {
+    return ex.buffer(inst.outputs[i]).as<float>();
+  };
   auto ids = [&](size_t i) {
     return ex.buffer(inst.inputs[i]).as<int32_t>();
   };
@@ -567,7 +644,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
   case Opcode::CrossEntropy:
     // A target outside the vocabulary makes the loss NaN, which dsc-run
     // reports; the data sources check targets before they get here.
-    launched(cuda::crossEntropyForward(in(0), ids(1), nullptr, out(0),
+    launched(cuda::crossEntropyForward(in(0), ids(1), nullptr, outF(0),
                                        rowsOf(inB(0)), lastDim(inB(0)),
                                        stream));
     break;
@@ -600,7 +677,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
   case Opcode::Concat: {
     const Buffer &y = outB(0);
     const size_t dim = size_t(ints[0]);
-    std::vector<const float *> ins;
+    std::vector<const T *> ins;
     std::vector<int64_t> dims;
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
       ins.push_back(in(i));
@@ -642,7 +719,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
     std::vector<float *> ptrs;
     std::vector<int64_t> sizes;
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      ptrs.push_back(in(i));
+      ptrs.push_back(inF(i));
       sizes.push_back(count(inB(i)));
     }
     launched(cuda::sumOfSquares(
@@ -656,7 +733,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
                                    inst.floats[0], stream));
     double sum = 0;
     copyOut(&sum, deviceSums, sizeof sum);
-    writeScalar(out(0), std::sqrt(sum));
+    writeScalar(outF(0), std::sqrt(sum));
     break;
   }
   case Opcode::GlobalNormClipParts: {
@@ -673,7 +750,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
       const int64_t chunkAxes = ints[3 * i + 1], splitAxes = ints[3 * i + 3];
       const bool inBuffer = ints[3 * i + 2] != 0;
       int64_t n = count(inB(i));
-      float *data = in(i);
+      float *data = inF(i);
       if (chunkAxes && !inBuffer) {
         n /= groupSize(plan.mesh, chunkAxes);
         data += n * groupIndex(plan.mesh, coords, chunkAxes);
@@ -698,11 +775,11 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
                                    int(held.size()), deviceSums, 1.0,
                                    inst.floats[0], stream));
     copyOut(&sum, deviceSums, sizeof sum);
-    writeScalar(out(0), std::sqrt(sum));
+    writeScalar(outF(0), std::sqrt(sum));
     break;
   }
   case Opcode::LearningRate:
-    writeScalar(out(0), scheduledLearningRate(
+    writeScalar(outF(0), scheduledLearningRate(
                             LrScheduleKind(ints[0]), ints[1], ints[2],
                             ints[3] != 0, inst.floats[0], inst.floats[1],
                             inst.floats[2], ex.step()));
@@ -710,7 +787,7 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
   case Opcode::AdamW: {
     AdamWConfig cfg = adamConfigOf(inst, readScalar(inB(1), in(1)));
     launched(cuda::adamwStep<float, __nv_bfloat16>(
-        out(0), in(0), out(1), out(2), count(inB(0)), cfg, ex.step(),
+        outF(0), inF(0), outF(1), outF(2), count(inB(0)), cfg, ex.step(),
         ints[0] != 0, 1.0f, nullptr, stream));
     break;
   }
@@ -724,13 +801,13 @@ void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
     const int64_t gradOffset = count(inB(0)) == chunk ? 0 : offset;
     AdamWConfig cfg = adamConfigOf(inst, readScalar(inB(1), in(1)));
     launched(cuda::adamwStep<float, __nv_bfloat16>(
-        out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
+        outF(0) + offset, inF(0) + gradOffset, outF(1), outF(2), chunk, cfg,
         ex.step(), ints[0] != 0, 1.0f, nullptr, stream));
     break;
   }
   case Opcode::Sgd:
     launched(cuda::sgdStep<float, __nv_bfloat16>(
-        out(0), in(0), out(1), count(inB(0)),
+        outF(0), inF(0), outF(1), count(inB(0)),
         sgdConfigOf(inst, readScalar(inB(1), in(1))), 1.0f, nullptr, stream));
     break;
   default:
