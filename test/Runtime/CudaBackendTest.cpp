@@ -22,6 +22,8 @@
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 
+#include "CudaTestMain.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,7 +36,6 @@ using namespace dsc::rt;
 
 namespace {
 
-constexpr int kSkipCode = 77;
 constexpr int kSteps = 10;
 
 std::string inputPlan(const std::string &name) {
@@ -211,17 +212,6 @@ TEST(CudaBackendNccl, DataParallelZero3EqualsOneGpu) {
 }
 
 } // namespace
-
 int main(int argc, char **argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-#ifdef GTEST_FLAG_GET
-  const bool listing = GTEST_FLAG_GET(list_tests);
-#else
-  const bool listing = ::testing::GTEST_FLAG(list_tests);
-#endif
-  if (!listing && cudaDeviceCount() == 0) {
-    std::printf("no CUDA device: CUDA backend tests skipped\n");
-    return kSkipCode;
-  }
-  return RUN_ALL_TESTS();
+  return dsc::rt::test::runCudaTests(argc, argv, "CUDA backend tests");
 }

@@ -6,13 +6,15 @@
 //
 // Every CUDA kernel against its CPU twin (CpuKernels.h) on random inputs:
 // fp32 within ~1e-5, TF32 within ~1e-3, bf16 within ~1e-2 relative L2 norm.
-// Without a device the program exits with kSkipCode, which ctest reports as
-// skipped (SKIP_RETURN_CODE); run directly, each test says GTEST_SKIP.
+// Without a device the program exits 77 (CudaTestMain.h), which ctest
+// reports as skipped (SKIP_RETURN_CODE).
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/CudaKernels.h"
+
+#include "CudaTestMain.h"
 
 #include <gtest/gtest.h>
 
@@ -30,12 +32,8 @@ using namespace dsc::rt;
 namespace cu = dsc::rt::cuda;
 
 namespace {
-constexpr int kSkipCode = 77;
 
-bool haveDevice() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+bool haveDevice() { return dsc::rt::test::cudaDevicesVisible() > 0; }
 
 #define CUDA_OK(...) ASSERT_EQ(cudaSuccess, (__VA_ARGS__)) << #__VA_ARGS__
 #define LT_OK(...)                                                             \
@@ -829,19 +827,6 @@ TEST_F(CudaKernel, GradNormAndClip) {
 }
 } // namespace
 
-/// Exits with kSkipCode when there is no device, so ctest reports "skipped"
-/// rather than a pass of tests that ran nothing. Listing tests (ctest's
-/// discovery) works without a device.
 int main(int argc, char **argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-#ifdef GTEST_FLAG_GET
-  const bool listing = GTEST_FLAG_GET(list_tests);
-#else
-  const bool listing = ::testing::GTEST_FLAG(list_tests);
-#endif
-  if (!listing && !haveDevice()) {
-    std::printf("no CUDA device: CUDA kernel tests skipped\n");
-    return kSkipCode;
-  }
-  return RUN_ALL_TESTS();
+  return dsc::rt::test::runCudaTests(argc, argv, "CUDA kernel tests");
 }

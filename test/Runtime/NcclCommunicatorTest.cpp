@@ -8,7 +8,7 @@
 // the thread communicator: every collective against a host reference, the
 // byte counters against the ring model, split groups, barrier and the
 // watchdog. On one GPU the same cases run as a group of one. Without a
-// device the program exits with kSkipCode, which ctest reports as skipped.
+// device the program exits 77 (CudaTestMain.h), which ctest reports as skipped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,8 @@
 #include "dsc/Runtime/ThreadCommunicator.h"
 
 #include <cuda_runtime_api.h>
+#include "CudaTestMain.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,12 +32,8 @@
 using namespace dsc::rt;
 
 namespace {
-constexpr int kSkipCode = 77;
 
-int deviceCount() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
+int deviceCount() { return dsc::rt::test::cudaDevicesVisible(); }
 
 /// The ranks of every test: one per GPU, at most 4.
 int gpuRanks() { return std::min(deviceCount(), 4); }
@@ -454,19 +452,6 @@ TEST_F(NcclComm, WatchdogTimesOutAndAborts) {
   });
 }
 
-/// Exits with kSkipCode when there is no device, so ctest reports "skipped"
-/// rather than a pass of tests that ran nothing. Listing tests (ctest's
-/// discovery) works without a device.
 int main(int argc, char **argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-#ifdef GTEST_FLAG_GET
-  const bool listing = GTEST_FLAG_GET(list_tests);
-#else
-  const bool listing = ::testing::GTEST_FLAG(list_tests);
-#endif
-  if (!listing && deviceCount() == 0) {
-    std::printf("no CUDA device: NCCL communicator tests skipped\n");
-    return kSkipCode;
-  }
-  return RUN_ALL_TESTS();
+  return dsc::rt::test::runCudaTests(argc, argv, "NCCL communicator tests");
 }
