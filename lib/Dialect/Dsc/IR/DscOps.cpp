@@ -375,13 +375,6 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
-OpFoldResult CastOp::fold(FoldAdaptor) {
-  // A cast to the input's own type is the input.
-  if (getInput().getType() == getType())
-    return getInput();
-  return {};
-}
-
 //===----------------------------------------------------------------------===//
 // MeshOp
 //===----------------------------------------------------------------------===//

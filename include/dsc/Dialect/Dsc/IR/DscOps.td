@@ -388,7 +388,6 @@ def Dsc_CastOp : Dsc_GraphOp<"cast"> {
   let results = (outs Dsc_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
-  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
