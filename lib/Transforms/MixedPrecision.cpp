@@ -33,6 +33,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::dsc {
@@ -198,10 +199,16 @@ struct DscMixedPrecisionPass
         // A consumer outside the graph's vocabulary (or a non-stage
         // function's result) gets the f32 it was written for.
         b.setInsertionPoint(op);
-        for (OpOperand &operand : op->getOpOperands())
-          if (low16.contains(operand.get()))
-            operand.set(castTo(operand.get(), widened(operand.get().getType()),
-                               op->getLoc()));
+        llvm::DenseMap<Value, Value> wide;
+        for (OpOperand &operand : op->getOpOperands()) {
+          Value value = operand.get();
+          if (!low16.contains(value))
+            continue;
+          Value &cast = wide[value];
+          if (!cast)
+            cast = castTo(value, widened(value.getType()), op->getLoc());
+          operand.set(cast);
+        }
         continue;
       }
       // A graph op on f32 values only (arithmetic on the f32 loss) stays
@@ -210,12 +217,19 @@ struct DscMixedPrecisionPass
       if (anyF32Operand && !anyLowOperand)
         continue;
       b.setInsertionPoint(op);
-      for (OpOperand &operand : op->getOpOperands())
-        if (RankedTensorType type = lowered(operand.get().getType(), low)) {
-          Value cast = castTo(operand.get(), type, op->getLoc());
-          operand.set(cast);
+      llvm::DenseMap<Value, Value> narrow;
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value value = operand.get();
+        RankedTensorType type = lowered(value.getType(), low);
+        if (!type)
+          continue;
+        Value &cast = narrow[value];
+        if (!cast) {
+          cast = castTo(value, type, op->getLoc());
           low16.insert(cast);
         }
+        operand.set(cast);
+      }
       // The loss takes bf16 logits and stays an f32 scalar: its log-sum-exp
       // and mean are accumulated in f32, and it seeds the backward.
       if (isa<CrossEntropyOp, VocabParallelCrossEntropyOp>(op))
