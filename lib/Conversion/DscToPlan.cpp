@@ -757,6 +757,12 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.floats = {f64(dr.getPAttr())};
         return success();
       })
+      .Case<CastOp>([&](auto) {
+        // The dtypes are the buffers' (fp32 master weight -> bf16 copy, bf16
+        // gradient -> fp32).
+        inst.opcode = Opcode::Cast;
+        return success();
+      })
       .Case<EmbeddingGradOp>([&](auto) {
         inst.opcode = Opcode::EmbeddingGrad;
         inst.ints = {0};

@@ -24,7 +24,9 @@
 //     dsc.reduce_scatter_accumulate %gw into @grad.w on @mesh axes = ["dp"]
 //         reduction = avg : tensor<16x8xf32>
 //
-// and the AdamW update of @w runs on the chunks (parameter, gradient and
+// (under mixed precision each gather is followed by its own dsc.cast to
+// bf16, which the uses of that phase read) and the AdamW update of @w runs
+// on the chunks (parameter, gradient and
 // moments all of 64 elements) with nothing gathered after it.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +37,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::dsc {
@@ -283,15 +286,35 @@ struct DscDataParallelPass
       });
       for (GetParameterOp read : reads) {
         Block *block = read->getBlock();
+        // Mixed precision reads a parameter through a dsc.cast to bf16: the
+        // cast's users are the read's, and each phase's gather gets its own
+        // cast, so the bf16 copy is released with the f32 one.
+        struct Use {
+          OpOperand *operand;
+          CastOp via; // The cast of the read it reads through, or null.
+        };
+        SmallVector<Use> leaves;
+        SmallVector<CastOp> casts;
+        for (OpOperand &use : read.getResult().getUses()) {
+          auto cast = dyn_cast<CastOp>(use.getOwner());
+          if (!cast || cast->getBlock() != block) {
+            leaves.push_back({&use, nullptr});
+            continue;
+          }
+          casts.push_back(cast);
+          for (OpOperand &castUse : cast.getResult().getUses())
+            leaves.push_back({&castUse, cast});
+        }
         // Uses by phase (0 forward, 1 backward) and each phase's first user
         // in the read's block.
-        SmallVector<OpOperand *> uses[2];
+        SmallVector<Use> uses[2];
         Operation *first[2] = {nullptr, nullptr};
-        for (OpOperand &use : read.getResult().getUses()) {
-          Operation *user = block->findAncestorOpInBlock(*use.getOwner());
-          Operation *topUser = top.findAncestorOpInBlock(*use.getOwner());
+        for (Use use : leaves) {
+          Operation *owner = use.operand->getOwner();
+          Operation *user = block->findAncestorOpInBlock(*owner);
+          Operation *topUser = top.findAncestorOpInBlock(*owner);
           int phase = lossOp && topUser && lossOp->isBeforeInBlock(topUser);
-          uses[phase].push_back(&use);
+          uses[phase].push_back(use);
           if (!first[phase] || user->isBeforeInBlock(first[phase]))
             first[phase] = user;
         }
@@ -302,10 +325,23 @@ struct DscDataParallelPass
           auto gather =
               GatherParameterOp::create(b, read.getLoc(), read.getType(),
                                         read.getNameAttr(), meshRef, axes);
-          for (OpOperand *use : uses[phase])
-            use->set(gather.getResult());
+          llvm::DenseMap<Operation *, Value> recast;
+          for (Use use : uses[phase]) {
+            Value value = gather.getResult();
+            if (use.via) {
+              Value &cast = recast[use.via];
+              if (!cast)
+                cast = CastOp::create(b, use.via.getLoc(), use.via.getType(),
+                                      gather.getResult());
+              value = cast;
+            }
+            use.operand->set(value);
+          }
           ++numGathers;
         }
+        for (CastOp cast : casts)
+          if (cast->use_empty())
+            cast.erase();
         read.erase();
       }
     }

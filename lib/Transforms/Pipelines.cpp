@@ -40,6 +40,16 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     pm.addPass(createDscPipelinePass(pipeline));
   }
 
+  // Mixed precision rewrites the (sliced, cut) forward graph; autodiff
+  // then casts each weight's gradient back to f32 through the cast's rule.
+  // Any other precision than fp32 goes to the pass, which names the
+  // supported one (and why fp16 is refused).
+  if (options.precision != "fp32" && options.precision != "f32") {
+    DscMixedPrecisionPassOptions mixed;
+    mixed.dtype = options.precision;
+    pm.addPass(createDscMixedPrecisionPass(mixed));
+  }
+
   DscAutodiffPassOptions autodiff;
   // The loss gradient's seed 1/m turns the micro-batches' summed gradients
   // into their mean, as DeepSpeed's gradient accumulation does.

@@ -738,6 +738,39 @@ func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) {
 
 // -----
 
+// bf16 logits take an f32 loss (mixed precision); a bf16 loss is refused.
+func.func @f(%l: tensor<2x8x256xbf16>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{result #0 must be 0D tensor of 32-bit float or 64-bit float values, but got 'tensor<bf16>'}}
+  %0 = dsc.cross_entropy %l, %t : tensor<2x8x256xbf16>, tensor<2x8xi32> -> tensor<bf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result shape [8x4] must equal the input shape [4x8]; a cast changes only the element type (reshape with dsc.reshape)}}
+  %0 = dsc.cast %x : tensor<4x8xf32> to tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<4x8xi32>) {
+  // expected-error @+1 {{input must be a float tensor (f16, bf16, f32 or f64 elements), got 'tensor<4x8xi32>'; only float tensors are cast}}
+  %0 = dsc.cast %ids : tensor<4x8xi32> to tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result must be a float tensor (f16, bf16, f32 or f64 elements), got 'tensor<4x8xi32>'; only float tensors are cast}}
+  %0 = dsc.cast %x : tensor<4x8xf32> to tensor<4x8xi32>
+  return
+}
+
+// -----
+
 dsc.mesh @mesh axes = ["dp"] shape = [2]
 func.func @f() {
   // expected-error @+1 {{'w' does not name a dsc.parameter}}

@@ -70,6 +70,21 @@ func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32
   return %loss : tensor<f32>
 }
 
+// Mixed precision: casts between float types, and a cross-entropy of bf16
+// logits whose loss is f32.
+// CHECK-LABEL: func.func @mixed_precision
+func.func @mixed_precision(%x: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) -> tensor<f32> {
+  // CHECK: %[[B:.*]] = dsc.cast %{{.*}} : tensor<2x8x256xf32> to tensor<2x8x256xbf16>
+  %b = dsc.cast %x : tensor<2x8x256xf32> to tensor<2x8x256xbf16>
+  // CHECK: dsc.cast %[[B]] : tensor<2x8x256xbf16> to tensor<2x8x256xf16>
+  %h = dsc.cast %b : tensor<2x8x256xbf16> to tensor<2x8x256xf16>
+  // CHECK: dsc.cast %{{.*}} : tensor<2x8x256xf16> to tensor<2x8x256xf64>
+  %d = dsc.cast %h : tensor<2x8x256xf16> to tensor<2x8x256xf64>
+  // CHECK: dsc.cross_entropy %[[B]], %{{.*}} : tensor<2x8x256xbf16>, tensor<2x8xi32> -> tensor<f32>
+  %loss = dsc.cross_entropy %b, %t : tensor<2x8x256xbf16>, tensor<2x8xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
 // CHECK-LABEL: func.func @parallel
 func.func @parallel(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   // CHECK: %[[S:.*]] = dsc.shard %{{.*}} to <@mesh, {{\[\[}}"dp"], ["tp"]]> : tensor<8x16xf32>

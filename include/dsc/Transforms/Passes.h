@@ -68,6 +68,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Max global gradient norm"),
                               llvm::cl::init(1.0)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("fp32 (default) or bf16: bf16 compute over fp32 master "
+                     "weights, gradients and optimizer state "
+                     "(--dsc-mixed-precision)"),
+      llvm::cl::init("fp32")};
   Option<bool> prefetch{
       *this, "prefetch",
       llvm::cl::desc("ZeRO-3: reserve each gathered parameter from the "

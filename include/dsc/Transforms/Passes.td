@@ -492,4 +492,77 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscMixedPrecisionPass : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Computes the forward graph in bf16 over fp32 master weights";
+  let description = [{
+    Mixed-precision training as DeepSpeed's and Megatron-LM's `bf16:
+    enabled`: the activations, the compute copies of the weights and (after
+    `--dsc-autodiff`) the activation gradients are `bf16`; the parameters
+    (fp32 master weights), their gradient states, the optimizer moments
+    and the loss stay `f32`.
+
+    Runs on the forward graph, before `--dsc-autodiff` and after tensor
+    slicing and pipeline cutting, on every function of the module
+    (`@loss`, or its stages `@loss.stage<k>`):
+
+    - every parameter read (`dsc.get_parameter`, `dsc.gather_parameter`)
+      of an f32 tensor gets a `dsc.cast` to `bf16` right after it, which
+      all its users read instead;
+    - every f32 tensor result of a dsc op becomes `bf16` (an f32 operand
+      that still reaches such an op is cast first), except the loss of
+      `dsc.cross_entropy` / `dsc.vocab_parallel_cross_entropy`, which
+      takes bf16 logits and returns an f32 scalar;
+    - f32 splat or dense `arith.constant`s are converted to `bf16`;
+    - a pipeline stage's activation input and output become `bf16` (the
+      boundary messages halve); another function's f32 arguments are cast
+      on entry and its f32 results cast back before the return, as is any
+      operand of an op outside the dsc dialect (a consumer that needs f32).
+
+    Autodiff then differentiates each cast by casting the incoming bf16
+    gradient back to f32 (`dsc.cast ... to tensor<...xf32>`) before it is
+    accumulated into the f32 `@grad.<name>` state, so gradient
+    accumulation, the data-parallel all-reduces and reduce-scatters, the
+    norm and AdamW all run in f32. ZeRO-3 gathers the f32 chunk and casts
+    the gathered parameter (twice DeepSpeed's bf16 gather bytes).
+
+    `dtype=f16` is refused: fp16's 5-bit exponent underflows small
+    gradients without dynamic loss scaling, which plans do not have yet.
+
+    Before:
+    ```mlir
+    func.func @loss(%ids: tensor<2x8xi32>, %t: tensor<2x8xi32>) -> tensor<f32> {
+      %w = dsc.get_parameter @wte.weight : tensor<256x64xf32>
+      %x = dsc.embedding %w, %ids : tensor<256x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+      %y = dsc.matmul %x, %w {transpose_rhs}
+          : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+      %l = dsc.cross_entropy %y, %t : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @loss(%ids: tensor<2x8xi32>, %t: tensor<2x8xi32>) -> tensor<f32> {
+      %w = dsc.get_parameter @wte.weight : tensor<256x64xf32>
+      %wb = dsc.cast %w : tensor<256x64xf32> to tensor<256x64xbf16>
+      %x = dsc.embedding %wb, %ids : tensor<256x64xbf16>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
+      %y = dsc.matmul %x, %wb {transpose_rhs}
+          : tensor<2x8x64xbf16>, tensor<256x64xbf16> -> tensor<2x8x256xbf16>
+      %l = dsc.cross_entropy %y, %t : tensor<2x8x256xbf16>, tensor<2x8xi32> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    `--dsc-compile="precision=bf16"` adds this pass.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "The compute element type: bf16 (f16 needs loss scaling, which "
+           "plans do not have yet)">,
+  ];
+  let statistics = [
+    Statistic<"numCasts", "casts", "dsc.cast ops inserted">,
+    Statistic<"numLowered", "lowered-values",
+              "f32 values computed in the compute type instead">,
+  ];
+}
+
 #endif // DSC_TRANSFORMS_PASSES_TD

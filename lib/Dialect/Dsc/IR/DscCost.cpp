@@ -104,6 +104,9 @@ OpCost SliceOp::getCost() {
   return cost;
 }
 OpCost ConcatOp::getCost() { return streamingCost(*this, 0); }
+// A conversion moves data (fp32 in, bf16 out) and does no arithmetic the
+// cost model counts, like the other data-movement ops.
+OpCost CastOp::getCost() { return streamingCost(*this, 0); }
 OpCost DropoutOp::getCost() {
   return streamingCost(*this, kDropoutFlopsPerElement);
 }

@@ -357,6 +357,24 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+LogicalResult CastOp::verify() {
+  RankedTensorType input = tensorOf(getInput()), result = getType();
+  for (auto [what, type] : {std::make_pair("input", input),
+                            std::make_pair("result", result)})
+    if (!isa<Float16Type, BFloat16Type, Float32Type, Float64Type>(
+            type.getElementType()))
+      return emitOpError() << what << " must be a float tensor (f16, bf16, "
+                           << "f32 or f64 elements), got " << type
+                           << "; only float tensors are cast";
+  if (input.getShape() != result.getShape())
+    return emitOpError("result shape [")
+           << formatShape(result.getShape()) << "] must equal the input shape ["
+           << formatShape(input.getShape())
+           << "]; a cast changes only the element type (reshape with "
+              "dsc.reshape)";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MeshOp
 //===----------------------------------------------------------------------===//

@@ -200,3 +200,12 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
       b, getLoc(), getType(), resultGrads[0], getPAttr(), getSeedAttr()));
   return success();
 }
+
+LogicalResult CastOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  // The gradient goes back in the input's precision: a bf16 compute copy's
+  // gradient is accumulated into its fp32 master weight's as fp32.
+  operandGrads.push_back(
+      CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
+  return success();
+}

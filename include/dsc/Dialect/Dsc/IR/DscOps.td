@@ -267,11 +267,15 @@ def Dsc_CrossEntropyOp : Dsc_GraphOp<"cross_entropy"> {
     `logits` is `[..., V]` and `targets` is `logits.shape[:-1]` of class ids;
     the result is the mean over all tokens of `-log softmax(logits)[target]`,
     as an f32 scalar tensor (f64 for f64 logits, which the finite-difference
-    checks use).
+    checks use). Under mixed precision the logits are bf16 and the loss is
+    still f32: the log-sum-exp and the mean over tokens are accumulated in
+    f32, and the loss scalar seeds the backward.
 
     ```mlir
     %loss = dsc.cross_entropy %logits, %targets
         : tensor<4x64x256xf32>, tensor<4x64xi32> -> tensor<f32>
+    %loss16 = dsc.cross_entropy %logits16, %targets
+        : tensor<4x64x256xbf16>, tensor<4x64xi32> -> tensor<f32>
     ```
   }];
   let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets);
@@ -362,6 +366,27 @@ def Dsc_DropoutOp : Dsc_GraphOp<"dropout", [SameOperandsAndResultType]> {
                        DefaultValuedAttr<I64Attr, "0">:$seed);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_CastOp : Dsc_GraphOp<"cast"> {
+  let summary = "Converts a float tensor to another float element type";
+  let description = [{
+    Elementwise conversion between float element types of the same shape;
+    a narrowing cast (to `bf16` or `f16`) rounds to nearest even.
+    `--dsc-mixed-precision` casts each fp32 master weight to the compute
+    type after it is read, and autodiff casts the gradient flowing back
+    through it to the input's type, so gradients are accumulated in fp32.
+    It is memory-bound: no FLOPs, the bytes of its input and its result.
+
+    ```mlir
+    %w = dsc.get_parameter @h.0.mlp.fc.weight : tensor<64x256xf32>
+    %wb = dsc.cast %w : tensor<64x256xf32> to tensor<64x256xbf16>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
 
