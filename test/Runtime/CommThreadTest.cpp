@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 
 #include <gtest/gtest.h>
@@ -662,7 +663,6 @@ TEST(CommThreadsFailure, BadArgumentsAreRefused) {
       2,
       [](Communicator &c) {
         uint16_t h[2] = {0, 0};
-        EXPECT_THROW(c.allReduce(h, 2, DType::BF16, ReduceOp::Sum), Error);
         EXPECT_THROW(c.broadcast(h, 1, DType::F16, 2), Error);
         EXPECT_THROW(c.send(h, 1, DType::F16, c.rank(), 0), Error);
         EXPECT_THROW(c.recv(h, 1, DType::F16, -1, 0), Error);
@@ -683,6 +683,23 @@ TEST(CommThreadsFailure, BadArgumentsAreRefused) {
   ThreadWorld world(1);
   auto first = world.communicator(0);
   EXPECT_THROW(world.communicator(0), Error);
+}
+
+TEST(CommThreads, Bf16AndF16SumInF32AndRoundEachRingStep) {
+  // Three ranks each holding 1 + 2^-7 (exact in bf16). The ring sums in
+  // f32 and rounds each partial to bf16: 2.015625 is exact, 3.0234375 is a
+  // tie between 3.015625 and 3.03125 (spacing 2^-6 in [2, 4)) and goes to
+  // the even 3.03125; f32 all the way would keep 3.0234375.
+  runRanks(3, [](Communicator &c) {
+    EXPECT_TRUE(c.canReduce(DType::BF16));
+    uint16_t b[2] = {floatToBf16(1.0078125f), floatToBf16(float(c.rank()))};
+    c.allReduce(b, 2, DType::BF16, ReduceOp::Sum);
+    EXPECT_EQ(bf16ToFloat(b[0]), 3.03125f);
+    EXPECT_EQ(bf16ToFloat(b[1]), 3.0f);
+    uint16_t h[1] = {floatToF16(0.5f + float(c.rank()))};
+    c.allReduce(h, 1, DType::F16, ReduceOp::Avg);
+    EXPECT_EQ(f16ToFloat(h[0]), 1.5f);
+  });
 }
 
 TEST(CommThreadsOptions, TimeoutFromEnvironment) {

@@ -27,6 +27,7 @@
 
 #include "dsc/Runtime/ThreadCommunicator.h"
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/FloatConvert.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -267,8 +268,28 @@ void combineBytes(char *dst, const char *partial, const char *own, size_t count,
     return combine(reinterpret_cast<int32_t *>(dst),
                    reinterpret_cast<const int32_t *>(partial),
                    reinterpret_cast<const int32_t *>(own), count, op, divisor);
-  default:
-    return; // rejected by Communicator::checkReduction
+  case DType::BF16:
+  case DType::F16: {
+    // Each ring step in f32, rounded back to 16 bits: the numerics of a
+    // 16-bit ring reduction (NCCL's).
+    const bool bf16 = dtype == DType::BF16;
+    auto load = [&](const char *p, size_t i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16 ? bf16ToFloat(h) : f16ToFloat(h);
+    };
+    std::vector<float> a(count), b(count);
+    for (size_t i = 0; i < count; ++i) {
+      a[i] = load(partial, i);
+      b[i] = load(own, i);
+    }
+    combine(a.data(), a.data(), b.data(), count, op, divisor);
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t h = bf16 ? floatToBf16(a[i]) : floatToF16(a[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+    return;
+  }
   }
 }
 
@@ -298,6 +319,7 @@ public:
   int worldRank() const override { return group->members[me]; }
   const char *backendName() const override { return "threads"; }
   const std::vector<int> &worldRanks() const override { return group->members; }
+  bool canReduce(DType) const override { return true; }
   void abort(const std::string &reason) override {
     world->failWith(worldRank(), "rank " + std::to_string(worldRank()) +
                                      " failed: " + reason);
