@@ -9,7 +9,7 @@
 # targets, runs the CUDA tests (label `cuda`: kernels vs. the CPU kernels, the
 # NCCL communicator, the executor on the CUDA backend vs. the CPU backend) and
 # the loss scaler's, then the GPT-2-small bf16 training-step benchmark and
-# the compiled GPT-2-small plan through the executor (fp32, TF32), and prints
+# the compiled GPT-2-small plans through the executor (bf16, TF32, fp32), and prints
 # their tables. Full logs go to $OUT when
 # set (else <build>/logs). Budget: < 8 min on an H200 including the build.
 #
@@ -106,19 +106,24 @@ echo
 cat "$LOGS/bench.log" | tee -a "$LOGS/summary.txt"
 echo
 
-# 5. The product path: the compiled GPT-2-small plan through the executor
-#    on the CUDA backend, fp32 and TF32 GEMMs.
-for MODE in "" --tf32; do
-  say "executor bench ${MODE:-fp32}"
+# 5. The product path: the compiled GPT-2-small plans through the executor
+#    on the CUDA backend: bf16 mixed precision (the MFU target's path), f32
+#    with TF32 GEMMs, f32.
+for RUN in "bf16 gpt2-small-bf16.plan" "tf32 gpt2-small.plan --tf32" \
+           "fp32 gpt2-small.plan"; do
+  set -- $RUN
+  NAME=$1 PLAN=$2
+  shift 2
+  say "executor bench $NAME"
   timeout 240 "$BUILD/bin/dsc-bench-cuda-executor" \
-    "$ROOT/bench/cuda/gpt2-small.plan" --steps "$STEPS" $MODE \
-    >"$LOGS/executor-bench${MODE}.log" 2>&1
+    "$ROOT/bench/cuda/$PLAN" --steps "$STEPS" "$@" \
+    >"$LOGS/executor-bench-$NAME.log" 2>&1
   case $? in
-  0) cat "$LOGS/executor-bench${MODE}.log" | tee -a "$LOGS/summary.txt" ;;
+  0) cat "$LOGS/executor-bench-$NAME.log" | tee -a "$LOGS/summary.txt" ;;
   77) fail "no CUDA device: executor bench skipped" ;;
-  124) fail "executor bench timed out (see $LOGS/executor-bench${MODE}.log)" ;;
-  *) fail "executor bench (see $LOGS/executor-bench${MODE}.log)"
-     tail -5 "$LOGS/executor-bench${MODE}.log" ;;
+  124) fail "executor bench timed out (see $LOGS/executor-bench-$NAME.log)" ;;
+  *) fail "executor bench (see $LOGS/executor-bench-$NAME.log)"
+     tail -5 "$LOGS/executor-bench-$NAME.log" ;;
   esac
 done
 say "done in $(($(date +%s) - START)) s, status $STATUS"

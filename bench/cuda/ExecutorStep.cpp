@@ -5,13 +5,14 @@
 //===----------------------------------------------------------------------===//
 //
 // Times the product path: a plan as the compiler makes it (bench/cuda/
-// gpt2-small.plan: GPT-2 small, f32, micro-batch 4 x 1024), run by the
-// executor on the CUDA backend, every instruction through the same dispatch
-// dsc-run uses. Reported as ms/step, tokens/s, model TFLOP/s, and that as a
-// fraction of the fp32 GEMM ceiling cuBLASLt reaches on this GPU in the same
-// run (in the math mode the plan runs in: TF32 with --tf32), which is what
-// an f32 plan can reach at best. The bf16 kernel-level step is
-// dsc-bench-cuda-gpt2's; this one says what the executor adds.
+// gpt2-small{,-bf16}.plan: GPT-2 small, micro-batch 4 x 1024, f32 or
+// precision=bf16), run by the executor on the CUDA backend, every
+// instruction through the same dispatch dsc-run uses. Reported as ms/step,
+// tokens/s, model TFLOP/s, that as a fraction of the GEMM ceiling cuBLASLt
+// reaches on this GPU in the same run in the plan's math (bf16 for a bf16
+// plan; fp32, or TF32 with --tf32, for an f32 one), and for a bf16 plan the
+// MFU against the datasheet's dense bf16 peak. The kernel-level bf16 step
+// is dsc-bench-cuda-gpt2's; this one says what the executor adds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,8 @@
 #include "dsc/Runtime/CudaKernels.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/PlanIO.h"
+
+#include "GpuPeak.h"
 
 #include <cuda_runtime.h>
 
@@ -36,15 +39,16 @@ namespace {
 
 constexpr int kSkipCode = 77;
 
-/// fp32 GEMM TFLOP/s that cuBLASLt reaches on an n^3 product.
-double gemmCeiling(bool tf32, int64_t n) {
+/// GEMM TFLOP/s that cuBLASLt reaches on an n^3 product of T (fp32 GEMMs
+/// on TF32 tensor cores when `tf32`).
+template <typename T> double gemmCeiling(bool tf32, int64_t n) {
   cu::MatmulContext ctx;
   if (cu::createMatmulContext(ctx, size_t(32) << 20,
                               tf32 ? cu::MathMode::Tf32 : cu::MathMode::Fp32) !=
       CUBLAS_STATUS_SUCCESS)
     return 0;
-  float *a = nullptr, *b = nullptr, *c = nullptr;
-  const size_t bytes = size_t(n * n) * sizeof(float);
+  T *a = nullptr, *b = nullptr, *c = nullptr;
+  const size_t bytes = size_t(n * n) * sizeof(T);
   cudaMalloc(&a, bytes);
   cudaMalloc(&b, bytes);
   cudaMalloc(&c, bytes);
@@ -73,6 +77,14 @@ double gemmCeiling(bool tf32, int64_t n) {
   cudaStreamDestroy(stream);
   cu::destroyMatmulContext(ctx);
   return 2.0 * double(n) * double(n) * double(n) * reps / seconds / 1e12;
+}
+
+/// True when the plan computes in bf16 (precision=bf16).
+bool isBf16Plan(const Plan &plan) {
+  for (const Buffer &b : plan.buffers)
+    if (b.role == BufferRole::Temporary && b.dtype == DType::BF16)
+      return true;
+  return false;
 }
 
 /// Model FLOPs per token of a GPT plan, PaLM's 6N + 12 L h s (appendix B):
@@ -158,21 +170,26 @@ int main(int argc, char **argv) {
         steps;
     const double tflops = flopsPerToken(plan) * double(tokensPerStep) /
                           seconds / 1e12;
-    const double ceiling = gemmCeiling(tf32, 8192);
+    const bool bf16 = isBf16Plan(plan);
+    const char *math = bf16 ? "bf16" : tf32 ? "TF32" : "fp32";
+    const double ceiling = bf16 ? gemmCeiling<__nv_bfloat16>(false, 8192)
+                                : gemmCeiling<float>(tf32, 8192);
     cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
+    const double peak = bf16 ? dsc::bench::bf16PeakFor(prop.name) : 0.0;
     std::printf("device: %s; plan %s: %lld x %lld tokens x %lld "
-                "micro-batches, %s GEMMs\n",
+                "micro-batches, %s\n",
                 prop.name, path.c_str(), (long long)plan.microBatchSize,
-                (long long)plan.seqLength, (long long)M, tf32 ? "TF32" : "fp32");
-    std::printf("cuBLASLt %s GEMM ceiling (8192^3): %.1f TFLOP/s\n",
-                tf32 ? "TF32" : "fp32", ceiling);
-    std::printf("%10s %12s %10s %12s %10s %10s\n", "ms/step", "tokens/s",
-                "TFLOP/s", "of ceiling", "loss[0]", "loss[end]");
-    std::printf("%10.2f %12.0f %10.1f %11.1f%% %10.4f %10.4f\n",
+                (long long)plan.seqLength, (long long)M, math);
+    std::printf("cuBLASLt %s GEMM ceiling (8192^3): %.1f TFLOP/s; dense bf16 "
+                "peak %.1f TFLOP/s%s\n",
+                math, ceiling, peak, peak > 0 ? "" : " (unknown or f32)");
+    std::printf("%10s %12s %10s %12s %8s %10s %10s\n", "ms/step", "tokens/s",
+                "TFLOP/s", "of ceiling", "MFU", "loss[0]", "loss[end]");
+    std::printf("%10.2f %12.0f %10.1f %11.1f%% %7.1f%% %10.4f %10.4f\n",
                 seconds * 1e3, double(tokensPerStep) / seconds, tflops,
-                ceiling > 0 ? 100.0 * tflops / ceiling : 0.0, firstLoss,
-                lastLoss);
+                ceiling > 0 ? 100.0 * tflops / ceiling : 0.0,
+                peak > 0 ? 100.0 * tflops / peak : 0.0, firstLoss, lastLoss);
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "dsc-bench-cuda-executor: error: %s\n", e.what());

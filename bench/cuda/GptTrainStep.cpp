@@ -12,6 +12,8 @@
 
 #include "dsc/Runtime/CudaKernels.h"
 
+#include "GpuPeak.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -325,16 +327,6 @@ void keepPoolMemory() {
                              &threshold));
 }
 
-/// Dense bf16 tensor-core peak by device name (vendor datasheets, SXM
-/// parts); --peak-tflops overrides it.
-double peakFor(const std::string &name) {
-  if (name.find("H200") != std::string::npos ||
-      name.find("H100") != std::string::npos)
-    return name.find("PCIe") != std::string::npos ? 756.0 : 989.4;
-  if (name.find("A100") != std::string::npos)
-    return 312.0;
-  return 0.0;
-}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -369,7 +361,7 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   if (peak <= 0)
-    peak = peakFor(prop.name);
+    peak = dsc::bench::bf16PeakFor(prop.name); // --peak-tflops overrides
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   const double ceil1 = gemmCeiling(st, 8192, 8192, 8192);
