@@ -62,8 +62,9 @@ std::string dsc::run::usage() {
          "                       collectives on NCCL\n"
          "  --tf32               with --backend cuda: fp32 GEMMs on TF32\n"
          "                       tensor cores\n"
-         "  --no-overlap-comm    run each collective in its place, not on\n"
-         "                       the communication lane beside compute\n"
+         "  --overlap-comm on|off  run collectives beside compute on a\n"
+         "                       communication lane (default: on for cuda,\n"
+         "                       off for the cpu) or each in its place\n"
          "  --print-plan         print the plan as text and exit\n"
          "  --help               this text\n";
 }
@@ -117,10 +118,6 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.tf32 = true;
       continue;
     }
-    if (arg == "--no-overlap-comm") {
-      o.overlapComm = false;
-      continue;
-    }
     std::string flag = arg, value;
     bool hasValue = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -161,7 +158,12 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.np = parseInt(flag, next(), 1);
     else if (flag == "--microbatches")
       o.microBatches = parseInt(flag, next(), 1);
-    else if (flag == "--backend") {
+    else if (flag == "--overlap-comm") {
+      std::string v = next();
+      if (v != "on" && v != "off")
+        throw Error("--overlap-comm expects on or off, got '" + v + "'");
+      o.overlapComm = v == "on";
+    } else if (flag == "--backend") {
       o.backend = next();
       if (o.backend != "cpu" && o.backend != "cuda")
         throw Error("--backend expects cpu or cuda, got '" + o.backend + "'");

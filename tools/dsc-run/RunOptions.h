@@ -51,9 +51,9 @@ struct RunOptions {
   std::string backend = "cpu";
   /// --tf32: the CUDA backend's fp32 GEMMs on TF32 tensor cores.
   bool tf32 = false;
-  /// --no-overlap-comm: run each collective in its place instead of beside
-  /// compute (Executor::setOverlapCommunication).
-  bool overlapComm = true;
+  /// --overlap-comm on|off: collectives beside compute or in their place
+  /// (Executor::setOverlapCommunication); unset: the backend's default.
+  std::optional<bool> overlapComm;
   bool help = false;
 };
 

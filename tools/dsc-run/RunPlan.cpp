@@ -147,8 +147,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   Executor ex(std::move(plan), options.seed, world,
               makeBackend(options, world));
   const Plan &p = ex.plan();
-  if (!options.overlapComm)
-    ex.setOverlapCommunication(false);
+  if (options.overlapComm)
+    ex.setOverlapCommunication(*options.overlapComm);
   if (options.learningRate)
     ex.setBaseLearningRate(*options.learningRate);
 
