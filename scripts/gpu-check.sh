@@ -58,7 +58,7 @@ fi
 # 2. Build only what runs below.
 TARGETS=(dsc-bench-cuda-gpt2 dsc-bench-cuda-executor)
 grep -q "GTest not found" "$LOGS/configure.log" ||
-  TARGETS+=(DscCudaKernelTests DscCudaLossScalerTest DscNcclCommunicatorTests
+  TARGETS+=(DscCudaKernelTests DscLossScalerTest DscNcclCommunicatorTests
             DscCudaBackendTests)
 say "build ${TARGETS[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" \
@@ -72,7 +72,7 @@ say "build done"
 # 3. CUDA tests (each gtest case is a ctest test; label `cuda`).
 if [[ ${#TARGETS[@]} -gt 1 ]]; then
   say "ctest: label cuda and the loss scaler"
-  (cd "$BUILD" && ctest -R '^cuda\.|CudaLossScaler' --output-on-failure \
+  (cd "$BUILD" && ctest -R '^cuda\.|LossScaler' --output-on-failure \
     --timeout 300 -j 1) \
     >"$LOGS/ctest.log" 2>&1 || fail "CUDA tests (see $LOGS/ctest.log)"
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run" "$LOGS/ctest.log" |

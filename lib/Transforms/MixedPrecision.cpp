@@ -90,19 +90,14 @@ struct DscMixedPrecisionPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef requested = dtype;
-    if (requested == "f16" || requested == "fp16" || requested == "float16") {
-      module.emitError("--dsc-mixed-precision: dtype=")
-          << requested
-          << " is not supported: fp16's 5-bit exponent underflows small "
-             "gradients unless the loss is scaled dynamically (scaled up, "
-             "checked for inf/nan, the step skipped and the scale lowered), "
-             "and plans have no dynamic loss scaling yet; use dtype=bf16 "
-             "(fp32's exponent range, no loss scaling needed)";
-      return signalPassFailure();
-    }
-    if (requested != "bf16") {
+    // fp16's 5-bit exponent underflows small gradients: the runtime
+    // scales an f16 plan's loss dynamically (Executor, DeepSpeed's
+    // DynamicLossScaler), which the plan's f16 buffers call for.
+    const bool half =
+        requested == "f16" || requested == "fp16" || requested == "float16";
+    if (!half && requested != "bf16") {
       module.emitError("--dsc-mixed-precision: unknown compute dtype '")
-          << requested << "'; the supported one is bf16";
+          << requested << "'; the supported ones are bf16 and f16";
       return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>())
@@ -115,7 +110,8 @@ struct DscMixedPrecisionPass
                "\"precision=bf16\" does)";
         return signalPassFailure();
       }
-    Type low = BFloat16Type::get(&getContext());
+    Type low = half ? Type(Float16Type::get(&getContext()))
+                    : Type(BFloat16Type::get(&getContext()));
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(convert(func, low)))
         return signalPassFailure();

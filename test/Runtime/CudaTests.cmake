@@ -1,7 +1,7 @@
 #===- test/Runtime/CudaTests.cmake - CUDA backend unit tests ---------------===#
 #
 # Included from test/Runtime/CMakeLists.txt.
-# DscCudaLossScalerTest: the host-side dynamic loss scaler (header-only, no
+# DscLossScalerTest: the host-side dynamic loss scaler (header-only, no
 #   CUDA): built and run everywhere, label "runtime".
 # DscCudaKernelTests (only with DSC_HAVE_CUDA): every CUDA kernel against
 #   its CPU twin. Without a device the binary exits 77, which ctest reports
@@ -15,11 +15,11 @@
 #   Inputs/; exits 77 (skipped) without a device.
 #
 #===------------------------------------------------------------------------===#
-add_executable(DscCudaLossScalerTest CudaLossScalerTest.cpp)
-target_include_directories(DscCudaLossScalerTest PRIVATE
+add_executable(DscLossScalerTest LossScalerTest.cpp)
+target_include_directories(DscLossScalerTest PRIVATE
                            ${DSC_SOURCE_DIR}/include)
-target_link_libraries(DscCudaLossScalerTest PRIVATE GTest::gtest_main)
-gtest_discover_tests(DscCudaLossScalerTest
+target_link_libraries(DscLossScalerTest PRIVATE GTest::gtest_main)
+gtest_discover_tests(DscLossScalerTest
   TEST_PREFIX "runtime." PROPERTIES LABELS runtime
   DISCOVERY_TIMEOUT 60)
 

@@ -144,6 +144,20 @@ TEST(DscRunMetrics, MegatronLogLine) {
             "\"throughput_tflops\": 0.0123, \"learning_rate\": 0.001, "
             "\"lm_loss\": 4.5, \"grad_norm\": null}");
   EXPECT_EQ(jsonString("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+  // Loss scaling (f16 plans): Megatron's fields, around the grad norm.
+  m.lossScale = 32768;
+  m.skippedIterations = 3;
+  m.gradNorm = 0.5;
+  EXPECT_EQ(formatLogLine(m),
+            " iteration       10/     200 | consumed samples:           40 |"
+            " elapsed time per iteration (ms): 12.3 | throughput (TFLOP/s):"
+            " 0.012 | learning rate: 1.000000E-03 | lm loss: 4.500000E+00 |"
+            " loss scale: 32768.0 | grad norm: 0.500 | number of skipped "
+            "iterations:   3 |");
+  EXPECT_NE(formatJsonLine(m).find(
+                ", \"loss_scale\": 32768, \"skipped_iterations\": 3}"),
+            std::string::npos)
+      << formatJsonLine(m);
 }
 
 //===----------------------------------------------------------------------===//

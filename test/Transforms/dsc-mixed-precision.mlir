@@ -1,11 +1,13 @@
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-mixed-precision="dtype=bf16" | FileCheck %s
 // RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | dsc-opt --dsc-mixed-precision --dsc-autodiff | FileCheck %s --check-prefix=AD
-// RUN: not dsc-opt %s -split-input-file --dsc-mixed-precision="dtype=f16" 2>&1 | FileCheck %s --check-prefix=F16
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-mixed-precision="dtype=f16" | FileCheck %s --check-prefix=F16
 // RUN: not dsc-opt %s -split-input-file --dsc-mixed-precision="dtype=fp8" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
-// fp16 is refused with the reason and the way out (every split says so).
-// F16: error: --dsc-mixed-precision: dtype=f16 is not supported: fp16's 5-bit exponent underflows small gradients unless the loss is scaled dynamically (scaled up, checked for inf/nan, the step skipped and the scale lowered), and plans have no dynamic loss scaling yet; use dtype=bf16 (fp32's exponent range, no loss scaling needed)
-// UNKNOWN: error: --dsc-mixed-precision: unknown compute dtype 'fp8'; the supported one is bf16
+// fp16 computes in f16 the same way (the runtime scales its loss
+// dynamically); an unknown dtype is refused naming the supported ones.
+// F16: %[[WB:.*]] = dsc.cast %{{.*}} : tensor<256x64xf32> to tensor<256x64xf16>
+// F16: dsc.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x256xf16>, tensor<2x8xi32> -> tensor<f32>
+// UNKNOWN: error: --dsc-mixed-precision: unknown compute dtype 'fp8'; the supported ones are bf16 and f16
 
 // A tied embedding, a layer norm and the LM head: each parameter read is
 // cast to bf16 right after it and every activation is bf16; the loss of

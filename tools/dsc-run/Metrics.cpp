@@ -47,8 +47,17 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
   line += " throughput (TFLOP/s): " + format("%.3f", m.tflops) + " |";
   line += " learning rate: " + format("%.6E", m.learningRate) + " |";
   line += " lm loss: " + format("%.6E", m.loss) + " |";
+  if (!std::isnan(m.lossScale))
+    line += " loss scale: " + format("%.1f", m.lossScale) + " |";
   if (!std::isnan(m.gradNorm))
     line += " grad norm: " + format("%.3f", m.gradNorm) + " |";
+  if (m.skippedIterations >= 0) {
+    char skipped[64];
+    std::snprintf(skipped, sizeof(skipped),
+                  " number of skipped iterations: %3lld |",
+                  (long long)m.skippedIterations);
+    line += skipped;
+  }
   return line;
 }
 
@@ -64,6 +73,11 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
          ", \"grad_norm\": " + jsonNumber(m.gradNorm) +
          (m.collectiveBytes >= 0
               ? ", \"collective_bytes\": " + std::to_string(m.collectiveBytes)
+              : std::string()) +
+         (m.skippedIterations >= 0
+              ? ", \"loss_scale\": " + jsonNumber(m.lossScale) +
+                    ", \"skipped_iterations\": " +
+                    std::to_string(m.skippedIterations)
               : std::string()) +
          "}";
 }

@@ -12,6 +12,7 @@
 #ifndef DSC_TOOLS_DSCRUN_METRICS_H
 #define DSC_TOOLS_DSCRUN_METRICS_H
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -28,12 +29,18 @@ struct StepMetrics {
   /// Bytes this rank sent in the plan's collectives; -1 (left out of the
   /// JSON) for a plan without a mesh.
   int64_t collectiveBytes = -1;
+  /// Dynamic loss scaling (f16 plans): the scale and the iterations skipped
+  /// so far; NaN and -1 (left out) without it.
+  double lossScale = std::nan("");
+  int64_t skippedIterations = -1;
 };
 
 /// " iteration       10/     200 | consumed samples:          40 | elapsed
 /// time per iteration (ms): 12.3 | throughput (TFLOP/s): 0.012 | learning
-/// rate: 1.000000E-03 | lm loss: 4.123456E+00 | grad norm: 1.234 |"
-/// (Megatron's field formats; one line, no newline).
+/// rate: 1.000000E-03 | lm loss: 4.123456E+00 | loss scale: 65536.0 |
+/// grad norm: 1.234 | number of skipped iterations:   0 |" (Megatron's
+/// field formats; the loss-scaling fields only for f16 plans; one line, no
+/// newline).
 std::string formatLogLine(const StepMetrics &m);
 
 /// {"iteration": 10, "iterations": 200, "consumed_samples": 40,

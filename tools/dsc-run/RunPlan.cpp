@@ -278,6 +278,10 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     m.learningRate = r.learningRate;
     m.loss = r.loss;
     m.gradNorm = r.gradNorm;
+    if (ex.scalesLoss()) {
+      m.lossScale = r.lossScale;
+      m.skippedIterations = r.skippedSteps;
+    }
     if (!p.mesh.empty())
       m.collectiveBytes = int64_t(r.collectiveBytesSent);
     if (json.is_open())
@@ -301,8 +305,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     // Megatron stops on a NaN loss or grad norm; so do we, after logging
     // the step (and before a checkpoint could save the damage). Every rank
     // sees the same averaged loss and grad norm, so all stop here.
+    // (A step skipped by loss scaling has no grad norm: no optimizer ran.)
     if (!std::isfinite(r.loss) ||
-        (p.gradNorm >= 0 && !std::isfinite(r.gradNorm))) {
+        (p.gradNorm >= 0 && !r.skipped && !std::isfinite(r.gradNorm))) {
       if (intervalSteps)
         log << formatLogLine(m) << std::endl;
       throw Error("iteration " + std::to_string(iteration) + ": " +

@@ -65,6 +65,10 @@ public:
   /// acc[i] += x[i] for `count` elements of float type `dtype`.
   virtual void accumulate(DType dtype, void *acc, const void *x,
                           int64_t count) = 0;
+  /// Loss scaling's two passes over an f32 gradient: the sum of its
+  /// squares (non-finite when an element is), and x *= factor.
+  virtual double sumOfSquares(const float *x, int64_t count) = 0;
+  virtual void scale(float *x, int64_t count, double factor) = 0;
 
   /// The world whose collectives take this backend's memory, made over the
   /// host world (a collective call every rank makes); null when the host

@@ -26,11 +26,14 @@
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/LossScaler.h"
 #include "dsc/Runtime/Plan.h"
 
 #include <cstdint>
 #include <functional>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +78,13 @@ struct StepResult {
   /// communicators' counters: measured under threads, the ring model under
   /// MPI); compare with PlanSummary::collectiveBytesPerStep.
   uint64_t collectiveBytesSent = 0;
+  /// Dynamic loss scaling (plans computing in f16): the scale this step's
+  /// backward used (NaN without scaling), whether its gradients overflowed
+  /// and the step was skipped (then gradNorm is NaN: no optimizer ran), and
+  /// the steps skipped so far.
+  double lossScale = std::nan("");
+  bool skipped = false;
+  int64_t skippedSteps = 0;
 };
 
 class Executor {
@@ -179,6 +189,18 @@ public:
   /// changed nothing.
   int64_t loadCheckpoint(const std::string &path);
 
+  /// Whether the plan trains with dynamic loss scaling: it computes in f16
+  /// (--dsc-compile precision=fp16), whose 5-bit exponent underflows small
+  /// gradients. DeepSpeed's DynamicLossScaler with its defaults
+  /// (LossScaler.h): trainStep seeds the backward with scale/M, checks the
+  /// gradients for inf/nan over every rank, and either skips the step
+  /// (gradients zeroed, no optimizer step, the scale lowered after the
+  /// hysteresis) or unscales them and runs the optimizer.
+  bool scalesLoss() const { return scaler.has_value(); }
+  const DynamicLossScaler *lossScaler() const {
+    return scaler ? &*scaler : nullptr;
+  }
+
   /// This rank's pipeline stage (its coordinate on the mesh axis "pp"), or
   /// -1 for a plan without stages.
   int64_t stage() const { return stageIndex; }
@@ -255,6 +277,13 @@ private:
   int32_t *hostView(uint32_t id);
   double readScalar(uint32_t id) const;
   void writeScalar(uint32_t id, double value);
+  /// The backward's seed for `microBatches` micro-batches: 1/M, times the
+  /// loss scale when scaling.
+  double lossSeed(int64_t microBatches) const;
+  /// Before the optimizer of a scaled step: checks the gradients (every
+  /// rank agrees), updates the scaler, and unscales them (true) or zeroes
+  /// them for a skipped step (false). Fills `r`'s scaling fields.
+  bool unscaleOrSkip(StepResult &r);
   /// Calls `fill` on host staging for micro-batch `microBatchInStep` and
   /// copies the batch into the tokens and targets buffers.
   void fillBatch(
@@ -287,6 +316,7 @@ private:
   uint64_t stagingSize = 0;
   std::vector<int32_t> hostTokens, hostTargets;
   bool overlap = false;
+  std::optional<DynamicLossScaler> scaler;
   std::map<const Program *, CommSchedule> commSchedules;
   int64_t currentStep = 1;
   int64_t microBatch = 0;

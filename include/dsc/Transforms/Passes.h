@@ -70,9 +70,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                               llvm::cl::init(1.0)};
   Option<std::string> precision{
       *this, "precision",
-      llvm::cl::desc("fp32 (default) or bf16: bf16 compute over fp32 master "
-                     "weights, gradients and optimizer state "
-                     "(--dsc-mixed-precision)"),
+      llvm::cl::desc("fp32 (default), bf16 or fp16: 16-bit compute over "
+                     "fp32 master weights, gradients and optimizer state "
+                     "(--dsc-mixed-precision; fp16 with dynamic loss "
+                     "scaling)"),
       llvm::cl::init("fp32")};
   Option<bool> prefetch{
       *this, "prefetch",

@@ -525,8 +525,11 @@ def DscMixedPrecisionPass : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
     norm and AdamW all run in f32. ZeRO-3 gathers the f32 chunk and casts
     the gathered parameter (twice DeepSpeed's bf16 gather bytes).
 
-    `dtype=f16` is refused: fp16's 5-bit exponent underflows small
-    gradients without dynamic loss scaling, which plans do not have yet.
+    `dtype=f16` computes in IEEE half instead. Its 5-bit exponent
+    underflows small gradients, so the runtime trains a plan with f16
+    buffers with dynamic loss scaling (DeepSpeed's DynamicLossScaler and
+    defaults: the loss seed scaled, overflowing steps skipped and the scale
+    lowered, the gradients unscaled before the optimizer).
 
     Before:
     ```mlir
@@ -555,8 +558,8 @@ def DscMixedPrecisionPass : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
-           "The compute element type: bf16 (f16 needs loss scaling, which "
-           "plans do not have yet)">,
+           "The compute element type: bf16, or f16 (trained with dynamic "
+           "loss scaling by the runtime)">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "dsc.cast ops inserted">,

@@ -118,6 +118,13 @@ public:
                  static_cast<float *>(acc), count);
   }
 
+  double sumOfSquares(const float *x, int64_t count) override {
+    return dsc::rt::sumOfSquares(&x, &count, 1);
+  }
+  void scale(float *x, int64_t count, double factor) override {
+    scaleForward(x, x, count, float(factor));
+  }
+
   // Overlap: a worker thread per rank (CommLane.h) runs the collectives.
   void setOverlap(bool on) override {
     if (!on)
@@ -467,7 +474,7 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
                             groupSize(thePlan.mesh, splitAxes);
       const double copies = double(comm.size()) / double(parts);
       const T *ptr = data;
-      sum += sumOfSquares(&ptr, &count, 1) / copies;
+      sum += dsc::rt::sumOfSquares(&ptr, &count, 1) / copies;
       held.push_back({data, count});
     }
     comm.allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
@@ -533,7 +540,7 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
       sizes.push_back(numElements(inB(i).shape));
     }
     double norm =
-        std::sqrt(sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
+        std::sqrt(dsc::rt::sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
     *out(0) = T(norm);
     double maxNorm = inst.floats[0];
     if (maxNorm > 0 && std::isfinite(norm)) {

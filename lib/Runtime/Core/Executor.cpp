@@ -141,6 +141,11 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world,
   setUpMesh(world);
   initialize(seed);
   setOverlapCommunication(backendImpl->overlapsByDefault());
+  for (const Buffer &b : thePlan.buffers)
+    if (b.dtype == DType::F16) {
+      scaler.emplace();
+      break;
+    }
 }
 
 void Executor::setUpMesh(Communicator *world) {
@@ -647,7 +652,7 @@ StepResult Executor::trainStep(
     return trainPipelineStep(fill, microBatches);
   double lossSum = 0;
   const uint64_t sentBefore = collectiveStats().totalSent();
-  setLossScale(1.0 / double(microBatches));
+  setLossScale(lossSeed(microBatches));
   const int64_t firstMicroBatch = firstMicroBatchOfRank(microBatches);
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
@@ -655,14 +660,64 @@ StepResult Executor::trainStep(
     runProgram("forward_backward");
     lossSum += loss();
   }
-  runProgram("optimizer");
   StepResult r;
   r.loss = lossSum / double(microBatches);
-  r.gradNorm = gradNorm();
+  const bool apply = unscaleOrSkip(r);
+  if (apply)
+    runProgram("optimizer");
+  r.gradNorm = apply ? gradNorm() : std::nan("");
   r.learningRate = learningRate();
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
-  ++currentStep;
+  // A skipped step is no optimizer step: the schedule and Adam's bias
+  // corrections do not advance (DeepSpeed's behaviour).
+  if (apply)
+    ++currentStep;
   return r;
+}
+
+double Executor::lossSeed(int64_t microBatches) const {
+  return (scaler ? scaler->scale() : 1.0) / double(microBatches);
+}
+
+bool Executor::unscaleOrSkip(StepResult &r) {
+  if (!scaler)
+    return true;
+  const double used = scaler->scale();
+  std::vector<std::pair<float *, int64_t>> grads;
+  double sum = 0;
+  for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
+    const Buffer &b = thePlan.buffers[id];
+    if (b.role != BufferRole::Gradient || !b.bytes)
+      continue;
+    if (b.dtype != DType::F32)
+      throw Error("loss scaling: gradient '" + b.name + "' is " +
+                  dtypeName(b.dtype) + "; f16 plans keep f32 gradients");
+    grads.push_back({buffer(id).as<float>(), numElements(b.shape)});
+    sum += backendImpl->sumOfSquares(grads.back().first, grads.back().second);
+  }
+  // One overflow anywhere skips the step everywhere, as DeepSpeed
+  // all-reduces its overflow flag.
+  int32_t overflow = std::isfinite(sum) ? 0 : 1;
+  if (worldComm && worldComm->size() > 1)
+    worldComm->allReduce(&overflow, 1, DType::I32, ReduceOp::Max);
+  const LossScaleEvent event = scaler->update(overflow != 0);
+  r.lossScale = used;
+  r.skippedSteps = scaler->skippedSteps();
+  if (event == LossScaleEvent::SkippedAtMin)
+    throw Error("loss scaling: the gradients overflow at the minimum loss "
+                "scale " +
+                std::to_string(used) + " (step " +
+                std::to_string(currentStep) +
+                "): training diverged (try a lower --lr)");
+  if (overflow) {
+    r.skipped = true;
+    for (auto [data, count] : grads)
+      backendImpl->fillZero(data, uint64_t(count) * sizeof(float));
+    return false;
+  }
+  for (auto [data, count] : grads)
+    backendImpl->scale(data, count, 1.0 / used);
+  return true;
 }
 
 int64_t Executor::firstMicroBatchOfRank(int64_t microBatches) const {

@@ -39,7 +39,7 @@ StepResult Executor::trainPipelineStep(
   // accumulated gradients are the mean over the step's micro-batches
   // (trainStep checked that the plan can take M).
   if (last)
-    setLossScale(1.0 / double(M));
+    setLossScale(lossSeed(M));
 
   BufferView input = buffer(uint32_t(st.input));
   auto view = [&](int64_t id) {
@@ -167,13 +167,16 @@ StepResult Executor::trainPipelineStep(
     sendBackward();
   }
 
-  runProgram(st.optimizer);
   StepResult r;
   r.hasLoss = last;
   r.loss = last ? lossSum / double(M) : 0.0;
-  r.gradNorm = readScalar(uint32_t(st.gradNorm));
+  const bool apply = unscaleOrSkip(r);
+  if (apply)
+    runProgram(st.optimizer);
+  r.gradNorm = apply ? readScalar(uint32_t(st.gradNorm)) : std::nan("");
   r.learningRate = readScalar(uint32_t(st.learningRate));
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
-  ++currentStep;
+  if (apply)
+    ++currentStep;
   return r;
 }

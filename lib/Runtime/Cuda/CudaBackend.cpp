@@ -117,6 +117,20 @@ public:
           "accumulate");
   }
 
+  double sumOfSquares(const float *x, int64_t count) override {
+    setDevice();
+    check(cuda::sumOfSquares(&x, &count, 1, deviceSums, stream),
+          "sumOfSquares (loss scaling)");
+    double sum = 0;
+    copyOut(&sum, deviceSums, sizeof sum);
+    return sum;
+  }
+  void scale(float *x, int64_t count, double factor) override {
+    setDevice();
+    check(cuda::scaleForward(x, x, count, float(factor), stream),
+          "scaleForward (loss scaling)");
+  }
+
   std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld) override {
     setDevice();
     std::unique_ptr<Communicator> world =

@@ -1,4 +1,4 @@
-//===- CudaLossScalerTest.cpp - DeepSpeed-style dynamic loss scaling ------===//
+//===- LossScalerTest.cpp - DeepSpeed-style dynamic loss scaling ----------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
@@ -10,21 +10,21 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/CudaLossScaler.h"
+#include "dsc/Runtime/LossScaler.h"
 
 #include <gtest/gtest.h>
 
-using namespace dsc::rt::cuda;
+using namespace dsc::rt;
 
 namespace {
-TEST(CudaLossScaler, DeepSpeedDefaults) {
+TEST(LossScaler, DeepSpeedDefaults) {
   DynamicLossScaler s;
   EXPECT_EQ(s.scale(), 65536.0);
   EXPECT_EQ(s.hysteresisLeft(), 2);
   EXPECT_EQ(s.skippedSteps(), 0);
 }
 
-TEST(CudaLossScaler, GrowsAfterAWindowOfCleanSteps) {
+TEST(LossScaler, GrowsAfterAWindowOfCleanSteps) {
   DynamicLossScaler s;
   // DeepSpeed grows when (iter - last_overflow) % window == 0 with
   // last_overflow = -1 at the start: on the 1000th clean step.
@@ -39,7 +39,7 @@ TEST(CudaLossScaler, GrowsAfterAWindowOfCleanSteps) {
   EXPECT_EQ(s.scale(), 262144.0);
 }
 
-TEST(CudaLossScaler, HysteresisAbsorbsOneOverflow) {
+TEST(LossScaler, HysteresisAbsorbsOneOverflow) {
   DynamicLossScaler s;
   EXPECT_EQ(s.update(true), LossScaleEvent::SkippedKept);
   EXPECT_EQ(s.scale(), 65536.0);
@@ -54,7 +54,7 @@ TEST(CudaLossScaler, HysteresisAbsorbsOneOverflow) {
   EXPECT_EQ(s.skippedSteps(), 3);
 }
 
-TEST(CudaLossScaler, WindowRestartsAtTheLastOverflow) {
+TEST(LossScaler, WindowRestartsAtTheLastOverflow) {
   DynamicLossScaler s;
   for (int i = 0; i < 500; ++i)
     s.update(false);
@@ -68,7 +68,7 @@ TEST(CudaLossScaler, WindowRestartsAtTheLastOverflow) {
   EXPECT_EQ(s.hysteresisLeft(), 2);
 }
 
-TEST(CudaLossScaler, NeverBelowMinimum) {
+TEST(LossScaler, NeverBelowMinimum) {
   LossScalerConfig cfg;
   cfg.initialScale = 4.0;
   cfg.hysteresis = 1;
@@ -81,7 +81,7 @@ TEST(CudaLossScaler, NeverBelowMinimum) {
   EXPECT_EQ(s.inverseScale(), 1.0);
 }
 
-TEST(CudaLossScaler, ConsecutiveHysteresisRefillsOnCleanSteps) {
+TEST(LossScaler, ConsecutiveHysteresisRefillsOnCleanSteps) {
   LossScalerConfig cfg;
   cfg.consecutiveHysteresis = true;
   DynamicLossScaler s(cfg);

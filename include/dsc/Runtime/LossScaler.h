@@ -1,22 +1,22 @@
-//===- CudaLossScaler.h - Dynamic loss scaling for fp16 ---------*- C++ -*-===//
+//===- LossScaler.h - Dynamic loss scaling for fp16 -------------*- C++ -*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
 //===----------------------------------------------------------------------===//
 //
-// DeepSpeed's DynamicLossScaler state machine on the host: the GPU reports
-// whether the step's gradients overflowed, this decides the next scale.
-// Header-only and CUDA-free, so it is unit-tested on machines without GPUs.
+// DeepSpeed's DynamicLossScaler state machine on the host: the executor
+// (or the CUDA benchmark) reports whether the step's gradients overflowed,
+// this decides the next scale. Header-only, on every backend.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DSC_RUNTIME_CUDALOSSSCALER_H
-#define DSC_RUNTIME_CUDALOSSSCALER_H
+#ifndef DSC_RUNTIME_LOSSSCALER_H
+#define DSC_RUNTIME_LOSSSCALER_H
 
 #include <algorithm>
 #include <cstdint>
 
-namespace dsc::rt::cuda {
+namespace dsc::rt {
 
 /// DeepSpeed's defaults (deepspeed/runtime/fp16/loss_scaler.py and the
 /// `fp16` config: initial_scale_power 16, loss_scale_window 1000,
@@ -98,6 +98,6 @@ private:
   int64_t skipped = 0;
 };
 
-} // namespace dsc::rt::cuda
+} // namespace dsc::rt
 
-#endif // DSC_RUNTIME_CUDALOSSSCALER_H
+#endif // DSC_RUNTIME_LOSSSCALER_H
