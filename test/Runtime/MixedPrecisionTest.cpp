@@ -68,7 +68,7 @@ TEST(FloatConvert, F16RoundTripsItsValues) {
 /// c = a @ head16 in `low`, back = cast(c) to f32.
 struct MixedPlan {
   Plan plan;
-  uint32_t wte, head, head16, a, c, back;
+  uint32_t wte, head, head16, a, c, copied, back;
 };
 
 MixedPlan makeMixedPlan(DType low) {
@@ -82,6 +82,8 @@ MixedPlan makeMixedPlan(DType low) {
                        BufferRole::Temporary);
   m.a = addBuffer(plan, "a", low, {s.vocab, s.hidden}, BufferRole::Temporary);
   m.c = addBuffer(plan, "c", low, {s.vocab, s.vocab}, BufferRole::Temporary);
+  m.copied = addBuffer(plan, "copied", low, {s.vocab * s.vocab},
+                       BufferRole::Temporary);
   m.back = addBuffer(plan, "back", DType::F32, {s.vocab, s.vocab},
                      BufferRole::Temporary);
   Program mixed;
@@ -92,6 +94,8 @@ MixedPlan makeMixedPlan(DType low) {
       makeInst(Opcode::Matmul, {m.a, m.head16}, {m.c}, "mm",
                {1, s.vocab, s.vocab, s.hidden, 0, 0, 0, 0}),
       makeInst(Opcode::Cast, {m.c}, {m.back}, "cast.back"),
+      // A reshape's copy moves the 16-bit bytes as they are.
+      makeInst(Opcode::Copy, {m.c}, {m.copied}, "reshape"),
   };
   plan.programs.push_back(mixed);
   return m;
@@ -123,6 +127,7 @@ TEST_P(MixedPrecision, MatmulIsTheF32KernelOnRoundedInputsRoundedOnce) {
   shape.k = s.hidden;
   matmulForward(a.data(), b.data(), c.data(), shape, false);
   std::vector<double> got16 = ex.read("c"), got = ex.read("back");
+  EXPECT_EQ(ex.read("copied"), got16);
   ASSERT_EQ(got.size(), c.size());
   for (size_t i = 0; i < c.size(); ++i) {
     EXPECT_EQ(got16[i], double(round(c[i]))) << i;

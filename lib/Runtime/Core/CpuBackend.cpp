@@ -184,6 +184,12 @@ void CpuBackend::run(Executor &ex, const Program &prog, size_t index) {
                   numElements(x.shape));
     return;
   }
+  if (inst.opcode == Opcode::Copy) {
+    // Bytes of one dtype (validatePlan): no staging, whatever the dtype.
+    copy(ex.buffer(inst.outputs[0]).data, ex.buffer(inst.inputs[0]).data,
+         plan.buffers[inst.inputs[0]].bytes);
+    return;
+  }
   // Every op runs on the dtype of its first float operand (validatePlan
   // made them agree; a loss scalar may be wider). Layout ops on i32 move
   // bits like f32. bf16 and f16 operands run through the f32 kernels on
