@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace dsc::rt;
 
 namespace {
@@ -91,4 +93,34 @@ TEST(LossScaler, ConsecutiveHysteresisRefillsOnCleanSteps) {
   EXPECT_EQ(s.update(true), LossScaleEvent::SkippedKept);
   EXPECT_EQ(s.scale(), 65536.0);
 }
+TEST(LossScaler, StateRoundTripsAndImpossibleStatesAreRefused) {
+  DynamicLossScaler a;
+  a.update(true);
+  a.update(true); // shrunk to 2^15
+  a.update(false);
+  DynamicLossScaler b;
+  ASSERT_TRUE(b.restore(a.state()));
+  EXPECT_EQ(b.scale(), 32768.0);
+  EXPECT_EQ(b.skippedSteps(), 2);
+  EXPECT_EQ(b.iteration(), 3);
+  // From here on both decide alike.
+  for (bool overflow : {false, true, true, false})
+    EXPECT_EQ(a.update(overflow), b.update(overflow));
+  EXPECT_EQ(a.scale(), b.scale());
+
+  LossScalerState bad = a.state();
+  bad.scale = 0.5; // below the minimum of 1
+  EXPECT_FALSE(b.restore(bad));
+  bad = a.state();
+  bad.hysteresisLeft = 3; // DeepSpeed's hysteresis is 2
+  EXPECT_FALSE(b.restore(bad));
+  bad = a.state();
+  bad.skippedSteps = bad.iteration + 1;
+  EXPECT_FALSE(b.restore(bad));
+  bad = a.state();
+  bad.scale = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(b.restore(bad));
+  EXPECT_EQ(b.scale(), a.scale()); // a refused state changes nothing
+}
+
 } // namespace

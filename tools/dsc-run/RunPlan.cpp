@@ -214,7 +214,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   int64_t consumed = 0, firstIteration = 1;
   if (!options.load.empty()) {
     consumed = ex.loadCheckpoint(options.load);
-    firstIteration = ex.step();
+    // Iterations are optimizer steps plus the steps loss scaling skipped
+    // (a skipped step does not advance the optimizer's step).
+    firstIteration = ex.step() + (ex.lossScaler()
+                                      ? ex.lossScaler()->skippedSteps()
+                                      : 0);
     if (firstIteration > options.steps)
       throw Error("checkpoint '" + options.load + "' has done " +
                   std::to_string(firstIteration - 1) +

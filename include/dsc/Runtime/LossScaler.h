@@ -42,6 +42,13 @@ enum class LossScaleEvent {
                  // the caller decides (dsc-run reports an error)
 };
 
+/// A scaler's state between steps, for checkpoints.
+struct LossScalerState {
+  double scale = 0;
+  int hysteresisLeft = 0;
+  int64_t iteration = 0, lastOverflowIteration = -1, skippedSteps = 0;
+};
+
 /// Call update(overflow) once per optimizer step, after the gradients'
 /// finiteness is known and before applying the step: a Skipped* event
 /// means the step must not be applied. Same transitions as DeepSpeed's
@@ -87,6 +94,30 @@ public:
     }
     ++curIter;
     return event;
+  }
+
+  LossScalerState state() const {
+    return {curScale, curHysteresis, curIter, lastOverflowIter, skipped};
+  }
+  /// Takes a saved state; false (and no change) when it could not have come
+  /// from this configuration: a scale that is not finite or below the
+  /// minimum, a hysteresis outside [1, cfg.hysteresis], counters out of
+  /// order.
+  bool restore(const LossScalerState &s) {
+    const bool ok = s.scale >= cfg.minScale && s.scale < 1e300 &&
+                    s.hysteresisLeft >= 1 &&
+                    s.hysteresisLeft <= cfg.hysteresis && s.iteration >= 0 &&
+                    s.lastOverflowIteration >= -1 &&
+                    s.lastOverflowIteration < s.iteration + 1 &&
+                    s.skippedSteps >= 0 && s.skippedSteps <= s.iteration;
+    if (!ok)
+      return false;
+    curScale = s.scale;
+    curHysteresis = s.hysteresisLeft;
+    curIter = s.iteration;
+    lastOverflowIter = s.lastOverflowIteration;
+    skipped = s.skippedSteps;
+    return true;
   }
 
 private:

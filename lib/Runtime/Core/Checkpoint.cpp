@@ -12,7 +12,10 @@
 // Layout (little-endian): magic "DSCCKPT\0", u32 version, u32 reserved (0),
 // u64 body length, u64 FNV-1a 64 of the body; body: i64 step, i64 consumed
 // samples, u64 seed, u32 count, then per buffer u32 name length + name,
-// u32 role, u32 dtype, u32 rank + i64 dims[rank], u64 bytes + the bytes.
+// u32 role, u32 dtype, u32 rank + i64 dims[rank], u64 bytes + the bytes;
+// from version 2, then u32 1 and the loss scaler's state (f64 scale bits,
+// u32 hysteresis left, i64 iteration, i64 last overflow, i64 skipped) for a
+// plan that scales its loss (fp16), or u32 0. Version 1 files still load.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,13 +28,15 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 
 using namespace dsc::rt;
 
 namespace {
 
 constexpr char kMagic[8] = {'D', 'S', 'C', 'C', 'K', 'P', 'T', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 constexpr size_t kHeader = 32;
 
 bool checkpointed(BufferRole role) {
@@ -120,6 +125,18 @@ void Executor::saveCheckpoint(const std::string &path,
     if (b.bytes)
       backendImpl->copyOut(body.data() + at, buffer(id).data, b.bytes);
   }
+  // The loss scaler, so a resumed fp16 run goes on at its scale.
+  putLE(body, scaler ? 1 : 0, 4);
+  if (scaler) {
+    const LossScalerState st = scaler->state();
+    uint64_t bits;
+    std::memcpy(&bits, &st.scale, sizeof bits);
+    putLE(body, bits, 8);
+    putLE(body, uint64_t(st.hysteresisLeft), 4);
+    putLE(body, uint64_t(st.iteration), 8);
+    putLE(body, uint64_t(st.lastOverflowIteration), 8);
+    putLE(body, uint64_t(st.skippedSteps), 8);
+  }
   std::vector<uint8_t> file(kMagic, kMagic + 8);
   putLE(file, kVersion, 4);
   putLE(file, 0, 4);
@@ -169,10 +186,11 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
     throw Error(what + ": not a dsc checkpoint (no \"DSCCKPT\\0\" header)");
   Cursor h{file.data() + 8, kHeader - 8, 0, what};
   uint32_t version = uint32_t(h.le(4, "version"));
-  if (version != kVersion)
+  if (version < kOldestVersion || version > kVersion)
     throw Error(what + ": checkpoint format version " +
                 std::to_string(version) + " is not supported: this runtime " +
-                "reads version " + std::to_string(kVersion));
+                "reads versions " + std::to_string(kOldestVersion) + " to " +
+                std::to_string(kVersion));
   h.le(4, "reserved");
   uint64_t length = h.le(8, "body length");
   uint64_t checksum = h.le(8, "checksum");
@@ -223,6 +241,23 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
     if (!entries.emplace(name, Entry{uint32_t(id), data}).second)
       c.fail(field + " appears twice");
   }
+  std::optional<LossScalerState> scalerState;
+  if (version >= 2 && c.le(4, "loss scaler flag") != 0) {
+    LossScalerState st;
+    uint64_t bits = c.le(8, "loss scale");
+    std::memcpy(&st.scale, &bits, sizeof bits);
+    st.hysteresisLeft = int(uint32_t(c.le(4, "loss scaler hysteresis")));
+    st.iteration = int64_t(c.le(8, "loss scaler iteration"));
+    st.lastOverflowIteration = int64_t(c.le(8, "loss scaler last overflow"));
+    st.skippedSteps = int64_t(c.le(8, "loss scaler skipped steps"));
+    // Checked now, whether or not this plan scales: the file is one whole.
+    if (!DynamicLossScaler().restore(st))
+      c.fail("loss scaler state (scale " + std::to_string(st.scale) +
+             ", hysteresis " + std::to_string(st.hysteresisLeft) +
+             ", iteration " + std::to_string(st.iteration) +
+             ") is not one DeepSpeed's defaults can reach");
+    scalerState = st;
+  }
   if (c.pos != c.size)
     c.fail(std::to_string(c.size - c.pos) + " unexpected trailing bytes");
   for (const Buffer &b : thePlan.buffers)
@@ -239,6 +274,13 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   for (uint32_t i = 0; i < thePlan.buffers.size(); ++i)
     if (thePlan.buffers[i].role == BufferRole::Gradient && buffer(i).data)
       backendImpl->fillZero(buffer(i).data, thePlan.buffers[i].bytes);
+  // A plan without loss scaling ignores a saved scaler (an fp16 run
+  // resumed in bf16 or fp32); a scaling plan without one starts afresh.
+  if (scaler) {
+    scaler.emplace();
+    if (scalerState)
+      scaler->restore(*scalerState);
+  }
   currentStep = step;
   return consumed;
 }
