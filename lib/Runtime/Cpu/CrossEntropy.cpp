@@ -18,8 +18,6 @@
 #include <vector>
 
 using namespace dsc::rt;
-using detail::dispatchAccumulate;
-using detail::put;
 
 namespace {
 /// log(sum(exp(x))) of one row, max-subtracted: two passes over the row.
@@ -73,22 +71,8 @@ void dsc::rt::crossEntropyBackward(const T *logits, const int32_t *targets,
       l[r] = rowLogSumExp(logits + r * vocab, vocab);
     lse = l;
   }
-  const T g = dLoss / T(rows);
-  dispatchAccumulate(accumulate, [&](auto acc) {
-    constexpr bool Acc = decltype(acc)::value;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *x = logits + r * vocab;
-      T *d = dLogits + r * vocab;
-      const T l = lse[r];
-#pragma omp simd
-      for (int64_t c = 0; c < vocab; ++c)
-        put<Acc>(d + c, detail::fastExp(x[c] - l) * g);
-      int64_t t = targets[r];
-      if (t >= 0 && t < vocab)
-        d[t] -= g;
-    }
-  });
+  detail::crossEntropyGradRows(logits, targets, lse, dLoss, dLogits, rows,
+                               vocab, /*colBegin=*/0, accumulate);
 }
 
 #define INSTANTIATE(T)                                                         \

@@ -143,6 +143,32 @@ inline void blockRange(int64_t n, int parts, int i, int64_t &begin,
   end = begin + q + (i < r ? 1 : 0);
 }
 
+/// dLogits = (softmax(logits) - onehot(targets)) * dLoss / rows, each row's
+/// softmax from its logsumexp `lse[r]` (T, or double for a vocabulary
+/// shard); the one-hot column is targets[r] - colBegin, absent when outside
+/// [0, cols) (another shard's). The backward of both cross-entropies.
+template <typename T, typename L>
+void crossEntropyGradRows(const T *logits, const int32_t *targets,
+                          const L *lse, T dLoss, T *dLogits, int64_t rows,
+                          int64_t cols, int64_t colBegin, bool accumulate) {
+  const T g = dLoss / T(rows);
+  dispatchAccumulate(accumulate, [&](auto acc) {
+    constexpr bool Acc = decltype(acc)::value;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *x = logits + r * cols;
+      T *d = dLogits + r * cols;
+      const T l = T(lse[r]);
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c)
+        put<Acc>(d + c, fastExp(x[c] - l) * g);
+      const int64_t t = int64_t(targets[r]) - colBegin;
+      if (t >= 0 && t < cols)
+        d[t] -= g;
+    }
+  });
+}
+
 } // namespace dsc::rt::detail
 
 #define DSC_RT_INSTANTIATE_FLOAT_DOUBLE(MACRO)                                 \

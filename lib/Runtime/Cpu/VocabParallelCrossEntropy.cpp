@@ -18,8 +18,6 @@
 #include <cmath>
 
 using namespace dsc::rt;
-using detail::dispatchAccumulate;
-using detail::put;
 
 template <typename T>
 void dsc::rt::vocabShardRowMax(const T *logits, int64_t rows, int64_t cols,
@@ -59,22 +57,8 @@ void dsc::rt::vocabShardCrossEntropyBackward(
     const T *logits, const int32_t *targets, const double *lse, T dLoss,
     T *dLogits, int64_t rows, int64_t cols, int64_t colBegin,
     bool accumulate) {
-  const T g = dLoss / T(rows);
-  dispatchAccumulate(accumulate, [&](auto acc) {
-    constexpr bool Acc = decltype(acc)::value;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *x = logits + r * cols;
-      T *d = dLogits + r * cols;
-      const T l = T(lse[r]);
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c)
-        put<Acc>(d + c, detail::fastExp(x[c] - l) * g);
-      const int64_t t = int64_t(targets[r]) - colBegin;
-      if (t >= 0 && t < cols)
-        d[t] -= g;
-    }
-  });
+  detail::crossEntropyGradRows(logits, targets, lse, dLoss, dLogits, rows,
+                               cols, colBegin, accumulate);
 }
 
 #define INSTANTIATE(T)                                                         \
