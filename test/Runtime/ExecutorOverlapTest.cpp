@@ -40,12 +40,6 @@ Plan prefetchPlan() {
                       "/gpt-tiny-dp2-zero3-prefetch.plan");
 }
 
-bool isCollective(Opcode op) {
-  return op == Opcode::AllReduce || op == Opcode::AllGather ||
-         op == Opcode::ReduceScatter || op == Opcode::ReduceScatterAccumulate ||
-         op == Opcode::GatherParameter;
-}
-
 bool touchesSameBytes(const Plan &plan, const Instruction &a,
                       const Instruction &b) {
   auto ids = [](const Instruction &i) {

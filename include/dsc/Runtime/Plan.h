@@ -435,6 +435,12 @@ const OpcodeInfo *lookupOpcode(uint32_t raw);
 const std::vector<OpcodeInfo> &opcodeTable();
 /// "Matmul", or "opcode 99" for an unknown value.
 std::string opcodeName(Opcode op);
+/// The executor's collectives (AllReduce, AllGather, ReduceScatter,
+/// ReduceScatterAccumulate, GatherParameter), over the group of ints[0].
+bool isCollective(Opcode op);
+/// The vocabulary-parallel ops, which call the group of ints[0] from inside
+/// their kernel.
+bool isVocabParallel(Opcode op);
 /// One line: "Matmul: in(a, b) out(c) ints(batch m n k ...)"; the ints and
 /// floats parts only when the opcode has them.
 std::string describeOpcode(Opcode op);

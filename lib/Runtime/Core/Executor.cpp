@@ -51,21 +51,6 @@ double normalAt(uint64_t key, uint64_t i) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-bool isCollective(Opcode op) {
-  return op == Opcode::AllReduce || op == Opcode::AllGather ||
-         op == Opcode::ReduceScatter ||
-         op == Opcode::ReduceScatterAccumulate ||
-         op == Opcode::GatherParameter;
-}
-
-/// Ops that communicate inside their kernel over the group of ints[0].
-bool isVocabParallel(Opcode op) {
-  return op == Opcode::VocabParallelEmbedding ||
-         op == Opcode::VocabParallelEmbeddingGrad ||
-         op == Opcode::VocabParallelCrossEntropy ||
-         op == Opcode::VocabParallelCrossEntropyGrad;
-}
-
 /// The mesh-axes mask an instruction works over, or 0 when it has none.
 int64_t groupMaskOf(const Instruction &inst) {
   if (isCollective(inst.opcode) || isVocabParallel(inst.opcode) ||

@@ -228,3 +228,17 @@ int64_t Plan::findBuffer(const std::string &name) const {
       return int64_t(i);
   return -1;
 }
+
+bool dsc::rt::isCollective(Opcode op) {
+  return op == Opcode::AllReduce || op == Opcode::AllGather ||
+         op == Opcode::ReduceScatter ||
+         op == Opcode::ReduceScatterAccumulate ||
+         op == Opcode::GatherParameter;
+}
+
+bool dsc::rt::isVocabParallel(Opcode op) {
+  return op == Opcode::VocabParallelEmbedding ||
+         op == Opcode::VocabParallelEmbeddingGrad ||
+         op == Opcode::VocabParallelCrossEntropy ||
+         op == Opcode::VocabParallelCrossEntropyGrad;
+}

@@ -51,13 +51,6 @@ void check(cudaError_t e, const std::string &call) {
     throw Error("CUDA " + call + " failed (" + cudaMessage(e) + ")");
 }
 
-bool isVocabParallel(Opcode op) {
-  return op == Opcode::VocabParallelEmbedding ||
-         op == Opcode::VocabParallelEmbeddingGrad ||
-         op == Opcode::VocabParallelCrossEntropy ||
-         op == Opcode::VocabParallelCrossEntropyGrad;
-}
-
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options);
@@ -119,11 +112,7 @@ public:
 
   double sumOfSquares(const float *x, int64_t count) override {
     setDevice();
-    check(cuda::sumOfSquares(&x, &count, 1, deviceSums, stream),
-          "sumOfSquares (loss scaling)");
-    double sum = 0;
-    copyOut(&sum, deviceSums, sizeof sum);
-    return sum;
+    return sumsOfSquares(&x, &count, 1)[0];
   }
   void scale(float *x, int64_t count, double factor) override {
     setDevice();
@@ -169,7 +158,7 @@ private:
   /// Writes `value` to a device f32 scalar, in stream order.
   void writeScalar(float *data, double value);
   /// The sum of squares of each of `count` buffers, on the host.
-  std::vector<double> sumsOfSquares(float *const *buffers,
+  std::vector<double> sumsOfSquares(const float *const *buffers,
                                     const int64_t *sizes, int count);
 
   int device = 0;
@@ -488,7 +477,7 @@ void CudaBackend::writeScalar(float *data, double value) {
         "cudaMemcpyAsync (scalar)");
 }
 
-std::vector<double> CudaBackend::sumsOfSquares(float *const *buffers,
+std::vector<double> CudaBackend::sumsOfSquares(const float *const *buffers,
                                                const int64_t *sizes,
                                                int count) {
   for (int i = 0; i < count; ++i) {
