@@ -12,11 +12,11 @@
 // (Executor::setOverlapCommunication), so ZeRO-3's gathers and the
 // gradients' reductions run beside the kernels.
 //
-// The host waits on the device only where a value must cross: the loss, the
-// gradient norm and the loss-scale seed (one scalar each; the learning rate
-// is the host's own), and the counts of bad token and target ids, checked at
-// the next wait. Every wait goes through the NCCL watchdog first, so a dead
-// peer is an error after DSC_NCCL_TIMEOUT_S, not a hang. Each instruction's
+// The host waits on the device only where a value must cross: the loss and
+// the gradient norm (one scalar each; the learning rate and the loss-scale
+// seed are the host's own, and token and target ids were checked on the host
+// before they were copied in). Every wait goes through the NCCL watchdog
+// first, so a dead peer is an error after DSC_NCCL_TIMEOUT_S, not a hang. Each instruction's
 // argument reading is shared with the CPU backend (InstructionArgs.h).
 //
 //===----------------------------------------------------------------------===//
@@ -177,19 +177,12 @@ private:
   /// by address.
   std::map<const void *, float> hostWritten;
   cuda::MatmulContext matmul;
-  /// Device scratch: per-buffer sums of squares (f64) and the embedding's
-  /// bad-id count (int64), with their pinned host mirrors.
+  /// Device scratch: per-buffer sums of squares (f64).
   double *deviceSums = nullptr;
   int deviceSumsCapacity = 0;
-  int64_t *deviceBadIds = nullptr;
-  int64_t *hostBadIds = nullptr;
   /// Pinned host bytes for scalars written in stream order.
   float *hostScalars = nullptr;
   int hostScalarNext = 0;
-  /// Set when an embedding ran since the last wait: its count of bad ids is
-  /// checked then. (The executor checks tokens and targets on the host
-  /// before they get here; this catches ids from anywhere else.)
-  std::string pendingIdCheck;
   /// Pinned host allocations (the host tier), freed with cudaFreeHost.
   std::vector<void *> hostAllocations, deviceAllocations;
 };
@@ -223,8 +216,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions &options)
     if (st != CUBLAS_STATUS_SUCCESS)
       throw Error("cuBLASLt handle and workspace: status " +
                   std::to_string(int(st)));
-    check(cudaMalloc(&deviceBadIds, sizeof(int64_t)), "cudaMalloc");
-    check(cudaMallocHost(&hostBadIds, sizeof(int64_t)), "cudaMallocHost");
     check(cudaMallocHost(&hostScalars, kHostScalarSlots * sizeof(float)),
           "cudaMallocHost");
     // Kernel scratch comes from the stream-ordered pool: keep what it holds
@@ -259,11 +250,8 @@ void CudaBackend::cleanup() {
     cudaFree(p);
   deviceAllocations.clear();
   cudaFree(deviceSums);
-  cudaFree(deviceBadIds);
-  cudaFreeHost(hostBadIds);
   cudaFreeHost(hostScalars);
   deviceSums = nullptr;
-  deviceBadIds = hostBadIds = nullptr;
   hostScalars = nullptr;
   for (cudaEvent_t e : collectiveEvents)
     if (e)
@@ -326,6 +314,20 @@ void CudaBackend::prepare(const Plan &plan) {
       if (isVocabParallel(inst.opcode))
         fail("the CUDA backend has no vocabulary-parallel kernels yet: "
              "compile with tp=1 to run on CUDA");
+      // Ids are checked on the host as they are copied in (the executor's
+      // setTokens/setTargets), so the kernels read only the plan's tokens
+      // and targets.
+      const bool readsIds = inst.opcode == Opcode::Embedding ||
+                            inst.opcode == Opcode::EmbeddingGrad ||
+                            inst.opcode == Opcode::CrossEntropy ||
+                            inst.opcode == Opcode::CrossEntropyGrad;
+      if (readsIds) {
+        const Buffer &ids = plan.buffers[inst.inputs[1]];
+        if (ids.role != BufferRole::Tokens && ids.role != BufferRole::Targets)
+          fail("its ids come from buffer '" + ids.name +
+               "', not the tokens or targets the CUDA backend checks on the "
+               "host");
+      }
       auto checkType = [&](uint32_t id) {
         DType t = plan.buffers[id].dtype;
         if (t == DType::F64)
@@ -429,16 +431,6 @@ void CudaBackend::synchronize() {
   check(cudaStreamSynchronize(commStream), "cudaStreamSynchronize");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   hostScalarNext = 0;
-  auto report = [](std::string &pending, int64_t bad, const char *what) {
-    if (pending.empty())
-      return;
-    std::string where;
-    where.swap(pending);
-    if (bad != 0)
-      throw Error(where + ": " + std::to_string(bad) + " " + what +
-                  " outside the vocabulary");
-  };
-  report(pendingIdCheck, *hostBadIds, "token ids are");
 }
 
 double CudaBackend::readScalar(const Buffer &buffer, const void *data) {
@@ -573,19 +565,12 @@ void CudaBackend::execute(Executor &ex, const Program &prog, size_t index) {
 
   switch (inst.opcode) {
   case Opcode::Embedding: {
-    // One count crosses per wait: check an earlier embedding's first.
-    if (!pendingIdCheck.empty())
-      synchronize();
+    // Its ids are the tokens buffer (prepare), checked on the host when
+    // they were copied in (Executor::setTokens): no wait here.
     const Buffer &table = inB(0);
     launched(cuda::embeddingForward(in(0), ids(1), out(0), count(inB(1)),
                                     table.shape[0], table.shape[1],
-                                    deviceBadIds, stream));
-    // The count crosses at the next wait, which reads the loss.
-    check(cudaMemcpyAsync(hostBadIds, deviceBadIds, sizeof(int64_t),
-                          cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync (bad id count)");
-    pendingIdCheck = instructionError(prog, index, "").what();
-    pendingIdCheck.resize(pendingIdCheck.size() - 2); // the ": "
+                                    /*badCount=*/nullptr, stream));
     break;
   }
   case Opcode::EmbeddingGrad: {
