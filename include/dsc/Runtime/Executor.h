@@ -213,6 +213,10 @@ public:
   /// `axes` (a mask over Plan::mesh), as split at construction; null when
   /// no collective of the plan uses that mask.
   Communicator *group(int64_t axes) const;
+  /// group(axes) for instruction `index` of `prog` (the backends' ops that
+  /// use a group); an unsplit mask is an error naming the instruction.
+  Communicator &requireGroup(const Program &prog, size_t index,
+                             int64_t axes) const;
   /// The plan's collectives' counters: the sum over the groups (the world
   /// communicator's own traffic, e.g. dsc-run's loss average, is not in it).
   CommStats collectiveStats() const;
@@ -295,10 +299,6 @@ private:
   /// Throws Error naming the program, the instruction and `msg`.
   [[noreturn]] void failAt(const Program &prog, size_t index,
                            const std::string &msg) const;
-  /// The group of mesh axes `axes`; an instruction using an unsplit mask
-  /// is an error naming it.
-  Communicator &requireGroup(const Program &prog, size_t index,
-                             int64_t axes) const;
   void runAllReduce(const Program &prog, size_t index);
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);

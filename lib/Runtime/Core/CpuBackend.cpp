@@ -56,18 +56,6 @@ double clipHeld(double sumOfSquares, double maxNorm,
   return norm;
 }
 
-/// The group communicator of mesh axes `axes`, or an error naming the
-/// instruction.
-Communicator &groupOf(Executor &ex, const Program &prog, size_t index,
-                      int64_t axes) {
-  Communicator *comm = ex.group(axes);
-  if (!comm)
-    throw instructionError(prog, index,
-                           "no group for mesh axes mask " +
-                               std::to_string(axes));
-  return *comm;
-}
-
 class CpuBackend final : public Backend {
 public:
   ~CpuBackend() override {
@@ -284,9 +272,8 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
   const Plan &thePlan = ex.plan();
   const std::vector<int64_t> &coords = ex.meshCoordinates();
   auto buffer = [&](uint32_t id) { return view(ex, id); };
-  auto requireGroup = [&](const Program &p, size_t i, int64_t axes) -> Communicator & {
-    return groupOf(ex, p, i, axes);
-  };
+  auto requireGroup = [&](const Program &p, size_t i, int64_t axes)
+      -> Communicator & { return ex.requireGroup(p, i, axes); };
   const Instruction &inst = prog.instructions[index];
   const std::vector<int64_t> &ints = inst.ints;
   auto fail = [&](const std::string &msg) {

@@ -727,9 +727,7 @@ void CudaBackend::execute(Executor &ex, const Program &prog, size_t index) {
   case Opcode::GlobalNormClipParts: {
     // As the CPU backend: each part's valid elements weighted by 1/(its
     // copies in the group), summed over the group, then one clip factor.
-    Communicator *comm = ex.group(ints[0]);
-    if (!comm)
-      fail("no group for mesh axes mask " + std::to_string(ints[0]));
+    Communicator *comm = &ex.requireGroup(prog, index, ints[0]);
     const std::vector<int64_t> &coords = ex.meshCoordinates();
     std::vector<float *> held;
     std::vector<int64_t> sizes;
@@ -781,9 +779,7 @@ void CudaBackend::execute(Executor &ex, const Program &prog, size_t index) {
   }
   case Opcode::AdamWShard: {
     // This rank's chunk of the flattened parameter, as on the CPU.
-    Communicator *comm = ex.group(ints[1]);
-    if (!comm)
-      fail("no group for mesh axes mask " + std::to_string(ints[1]));
+    Communicator *comm = &ex.requireGroup(prog, index, ints[1]);
     const int64_t chunk = numElements(outB(1).shape);
     const int64_t offset = chunk * comm->rank();
     const int64_t gradOffset = count(inB(0)) == chunk ? 0 : offset;
