@@ -288,8 +288,9 @@ private:
   /// rank agrees), updates the scaler, and unscales them (true) or zeroes
   /// them for a skipped step (false). Fills `r`'s scaling fields.
   bool unscaleOrSkip(StepResult &r);
-  /// Calls `fill` on host staging for micro-batch `microBatchInStep` and
-  /// copies the batch into the tokens and targets buffers.
+  /// Calls `fill` for micro-batch `microBatchInStep` on the tokens and
+  /// targets buffers (host memory) or on their host mirrors, then copied in
+  /// (device memory).
   void fillBatch(
       const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
       int64_t microBatchInStep);
@@ -314,6 +315,7 @@ private:
   /// Receives a reduce-scatter's chunk (backend memory).
   uint8_t *staging = nullptr;
   uint64_t stagingSize = 0;
+  /// A device backend's host copies of the tokens and targets buffers.
   std::vector<int32_t> hostTokens, hostTargets;
   bool overlap = false;
   std::optional<DynamicLossScaler> scaler;

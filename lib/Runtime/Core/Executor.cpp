@@ -370,6 +370,13 @@ void Executor::copyIds(uint32_t id, const int32_t *data, size_t count,
                       std::to_string(i) + " is outside the vocabulary [0, " +
                       std::to_string(vocab) + ")");
   backendImpl->copyIn(v.data, data, count * sizeof(int32_t));
+  // A device backend's host mirror (fillBatch) follows the buffer.
+  if (!backendImpl->hostAddressable()) {
+    std::vector<int32_t> &mirror =
+        id == thePlan.tokens ? hostTokens : hostTargets;
+    if (mirror.data() != data)
+      mirror.assign(data, data + count);
+  }
 }
 
 void Executor::setTokens(const int32_t *data, size_t count) {
@@ -715,13 +722,20 @@ int64_t Executor::firstMicroBatchOfRank(int64_t microBatches) const {
 void Executor::fillBatch(
     const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
     int64_t microBatchInStep) {
-  // Staged on the host (the buffers may be device memory), starting from
-  // the buffers' contents, as if `fill` wrote the buffers themselves.
+  // Host memory: `fill` writes the buffers themselves.
+  if (backendImpl->hostAddressable()) {
+    fill(microBatchInStep, tokens(), targets());
+    return;
+  }
+  // Device memory: `fill` writes host mirrors of the buffers (copyIds keeps
+  // them equal; read once, the first time), which are then copied in.
   const BufferView tok = buffer(thePlan.tokens), tgt = buffer(thePlan.targets);
-  hostTokens.resize(size_t(tok.size()));
-  hostTargets.resize(size_t(tgt.size()));
-  backendImpl->copyOut(hostTokens.data(), tok.data, tok.desc->bytes);
-  backendImpl->copyOut(hostTargets.data(), tgt.data, tgt.desc->bytes);
+  if (hostTokens.empty() || hostTargets.empty()) {
+    hostTokens.resize(size_t(tok.size()));
+    hostTargets.resize(size_t(tgt.size()));
+    backendImpl->copyOut(hostTokens.data(), tok.data, tok.desc->bytes);
+    backendImpl->copyOut(hostTargets.data(), tgt.data, tgt.desc->bytes);
+  }
   fill(microBatchInStep, hostTokens.data(), hostTargets.data());
   setTokens(hostTokens.data(), hostTokens.size());
   setTargets(hostTargets.data(), hostTargets.size());
