@@ -8,6 +8,7 @@
 
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Runtime/Instructions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
+#include <type_traits>
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -127,8 +129,8 @@ private:
         return failure();
       zeroMask = *mask;
     }
-    inst.opcode = rt::Opcode::GlobalNormClipParts;
-    inst.ints = {0};
+    rt::ops::GlobalNormClipParts norm;
+    norm.maxNorm = clip.getMaxNormAttr().getValueAsDouble();
     int64_t axes = 0;
     // A pipeline stage's own gradients are parts of the model's split over
     // pp (each stage holds others); shared ones are whole on every stage.
@@ -158,42 +160,47 @@ private:
       int64_t splitAxes = splitMaskOf(param);
       if (local && local.asArrayRef()[index])
         splitAxes |= ppMask;
-      inst.ints.insert(inst.ints.end(), {chunkAxes, inBuffer, splitAxes});
+      rt::appendNormPart(norm, {chunkAxes, inBuffer, splitAxes});
       axes |= chunkAxes | splitAxes;
     }
-    inst.ints[0] = axes | zeroMask;
+    norm.axes = axes | zeroMask;
+    norm.encode(inst);
     return success();
   }
 
-  /// ints = {axes mask, rest...} for an op that communicates over a group.
-  LogicalResult lowerMeshInts(Operation *op, FlatSymbolRefAttr mesh,
-                              ArrayAttr axes, rt::Instruction &inst,
-                              ArrayRef<int64_t> rest) {
+  /// An instruction whose only attribute is the group `axes` it runs over
+  /// (the vocabulary-parallel ops).
+  template <typename Instr>
+  LogicalResult lowerOverGroup(Operation *op, FlatSymbolRefAttr mesh,
+                               ArrayAttr axes, rt::Instruction &inst) {
     FailureOr<int64_t> mask = axesMaskOf(op, mesh, axes);
     if (failed(mask))
       return failure();
-    inst.ints = {*mask};
-    inst.ints.insert(inst.ints.end(), rest.begin(), rest.end());
+    Instr instr;
+    instr.axes = *mask;
+    instr.encode(inst);
     return success();
   }
-  /// An in-place collective over the named parameters or states: the
-  /// outputs are the inputs; ints are the axes mask and, for reductions, the
-  /// reduction kind.
+  /// An in-place collective over the named parameters or states (the
+  /// outputs are the inputs) over the group of `axes`, with `reduction`
+  /// when Instr reduces.
+  template <typename Instr>
   LogicalResult lowerInPlaceCollective(Operation *op, rt::Instruction &inst,
-                                       rt::Opcode opcode,
                                        FlatSymbolRefAttr mesh, ArrayAttr axes,
                                        ArrayAttr buffers,
                                        std::optional<ReductionKind> reduction) {
-    inst.opcode = opcode;
     FailureOr<int64_t> mask = axesMaskOf(op, mesh, axes);
     if (failed(mask))
       return failure();
     for (Attribute name : buffers)
       inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(name)));
     inst.outputs = inst.inputs;
-    inst.ints = {*mask};
-    if (reduction)
-      inst.ints.push_back(static_cast<int64_t>(*reduction));
+    Instr instr;
+    instr.axes = *mask;
+    if constexpr (std::is_same_v<Instr, rt::ops::AllReduce> ||
+                  std::is_same_v<Instr, rt::ops::ReduceScatter>)
+      instr.reduce = static_cast<int64_t>(*reduction);
+    instr.encode(inst);
     return success();
   }
 
@@ -592,7 +599,7 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
 
 LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                                    bool &skip) {
-  using rt::Opcode;
+  namespace ops = rt::ops;
   auto shapeOf = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getShape();
   };
@@ -603,17 +610,18 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         return success();
       })
       .Case<EmbeddingOp>([&](auto) {
-        inst.opcode = Opcode::Embedding;
+        ops::Embedding().encode(inst);
         return success();
       })
       .Case<PositionEmbeddingOp>([&](PositionEmbeddingOp pos) {
-        inst.opcode = Opcode::PositionEmbedding;
         ArrayRef<int64_t> shape = shapeOf(pos.getResult());
-        inst.ints = {shape[0], shape[1]};
+        ops::PositionEmbedding pe;
+        pe.batch = shape[0];
+        pe.seq = shape[1];
+        pe.encode(inst);
         return success();
       })
       .Case<MatmulOp>([&](MatmulOp mm) {
-        inst.opcode = Opcode::Matmul;
         ArrayRef<int64_t> lhs = shapeOf(mm.getLhs()),
                           rhs = shapeOf(mm.getRhs());
         ArrayRef<int64_t> out = shapeOf(mm.getResult());
@@ -621,54 +629,58 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         for (int64_t d : out.drop_back(2))
           batch *= d;
         int64_t k = lhs[lhs.size() - (mm.getTransposeLhs() ? 2 : 1)];
-        bool broadcast = rhs.size() == 2 && lhs.size() > 2;
-        inst.ints = {batch,
-                     out[out.size() - 2],
-                     out.back(),
-                     k,
-                     mm.getTransposeLhs(),
-                     mm.getTransposeRhs(),
-                     broadcast,
-                     0};
+        ops::Matmul matmul;
+        matmul.batch = batch;
+        matmul.m = out[out.size() - 2];
+        matmul.n = out.back();
+        matmul.k = k;
+        matmul.transA = mm.getTransposeLhs();
+        matmul.transB = mm.getTransposeRhs();
+        matmul.broadcastB = rhs.size() == 2 && lhs.size() > 2;
+        matmul.encode(inst);
         return success();
       })
       .Case<AddOp>([&](auto) {
-        inst.opcode = Opcode::Add;
+        ops::Add().encode(inst);
         return success();
       })
       .Case<MulOp>([&](auto) {
-        inst.opcode = Opcode::Mul;
+        ops::Mul().encode(inst);
         return success();
       })
       .Case<BiasAddOp>([&](auto) {
-        inst.opcode = Opcode::BiasAdd;
+        ops::BiasAdd().encode(inst);
         return success();
       })
       .Case<GeluOp>([&](auto) {
-        inst.opcode = Opcode::Gelu;
+        ops::Gelu().encode(inst);
         return success();
       })
       .Case<LayerNormOp>([&](LayerNormOp ln) {
-        inst.opcode = Opcode::LayerNorm;
-        inst.floats = {f64(ln.getEpsilonAttr())};
+        ops::LayerNorm norm;
+        norm.eps = f64(ln.getEpsilonAttr());
+        norm.encode(inst);
         return success();
       })
       .Case<SoftmaxOp>([&](auto) {
-        inst.opcode = Opcode::Softmax;
+        ops::Softmax().encode(inst);
         return success();
       })
       .Case<AttentionOp>([&](AttentionOp at) -> LogicalResult {
-        inst.opcode = Opcode::Attention;
         FailureOr<int64_t> heads = headAxesMaskOf(at, at.getHeadAxesAttr());
         if (failed(heads))
           return failure();
-        inst.ints = {at.getNumHeadsAttr().getInt(), at.getCausal(),
-                     at.getSeedAttr().getInt(), *heads};
-        inst.floats = {f64(at.getDropoutAttr())};
+        ops::Attention attention;
+        attention.heads = at.getNumHeadsAttr().getInt();
+        attention.causal = at.getCausal();
+        attention.seed = at.getSeedAttr().getInt();
+        attention.headAxes = *heads;
+        attention.dropout = f64(at.getDropoutAttr());
+        attention.encode(inst);
         return success();
       })
       .Case<CrossEntropyOp>([&](auto) {
-        inst.opcode = Opcode::CrossEntropy;
+        ops::CrossEntropy().encode(inst);
         return success();
       })
       .Case<CopyToParallelOp>([&](CopyToParallelOp enter) {
@@ -676,7 +688,7 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         uint32_t in = valueBuffers.lookup(enter.getInput());
         uint32_t out = valueBuffers.lookup(enter.getResult());
         skip = plan.buffers[in].offset == plan.buffers[out].offset;
-        inst.opcode = Opcode::Copy;
+        ops::Copy().encode(inst);
         return success();
       })
       .Case<AllReduceOp>([&](AllReduceOp reduce) -> LogicalResult {
@@ -690,138 +702,143 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         uint32_t out = valueBuffers.lookup(reduce.getResult());
         if (plan.buffers[in].offset != plan.buffers[out].offset) {
           rt::Instruction copy;
-          copy.opcode = Opcode::Copy;
+          ops::Copy().encode(copy);
           copy.name = inst.name;
           copy.inputs = {in};
           copy.outputs = {out};
           prelude.push_back(std::move(copy));
         }
-        inst.opcode = Opcode::AllReduce;
+        ops::AllReduce allReduce;
+        allReduce.axes = *mask;
+        allReduce.reduce = static_cast<int64_t>(reduce.getReduction());
+        allReduce.encode(inst);
         inst.inputs = inst.outputs = {out};
-        inst.ints = {*mask, static_cast<int64_t>(reduce.getReduction())};
         return success();
       })
       .Case<VocabParallelEmbeddingOp>(
           [&](VocabParallelEmbeddingOp op) -> LogicalResult {
-            inst.opcode = Opcode::VocabParallelEmbedding;
-            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
-                                 {});
+            return lowerOverGroup<ops::VocabParallelEmbedding>(
+                op, op.getMeshAttr(), op.getMeshAxes(), inst);
           })
       .Case<VocabParallelEmbeddingGradOp>(
           [&](VocabParallelEmbeddingGradOp op) -> LogicalResult {
-            inst.opcode = Opcode::VocabParallelEmbeddingGrad;
-            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
-                                 {0});
+            return lowerOverGroup<ops::VocabParallelEmbeddingGrad>(
+                op, op.getMeshAttr(), op.getMeshAxes(), inst);
           })
       .Case<VocabParallelCrossEntropyOp>(
           [&](VocabParallelCrossEntropyOp op) -> LogicalResult {
-            inst.opcode = Opcode::VocabParallelCrossEntropy;
-            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
-                                 {});
+            return lowerOverGroup<ops::VocabParallelCrossEntropy>(
+                op, op.getMeshAttr(), op.getMeshAxes(), inst);
           })
       .Case<VocabParallelCrossEntropyGradOp>(
           [&](VocabParallelCrossEntropyGradOp op) -> LogicalResult {
-            inst.opcode = Opcode::VocabParallelCrossEntropyGrad;
             if (auto constant = op.getGrad().getDefiningOp<arith::ConstantOp>())
-              plan.lossScale = valueBuffers.lookup(constant.getResult());
-            return lowerMeshInts(op, op.getMeshAttr(), op.getMeshAxes(), inst,
-                                 {});
+              plan.gradientSeed = valueBuffers.lookup(constant.getResult());
+            return lowerOverGroup<ops::VocabParallelCrossEntropyGrad>(
+                op, op.getMeshAttr(), op.getMeshAxes(), inst);
           })
       .Case<ReshapeOp>([&](ReshapeOp reshape) {
         // A view shares its input's bytes: nothing to run.
         uint32_t in = valueBuffers.lookup(reshape.getInput());
         uint32_t out = valueBuffers.lookup(reshape.getResult());
         skip = plan.buffers[in].offset == plan.buffers[out].offset;
-        inst.opcode = Opcode::Copy;
+        ops::Copy().encode(inst);
         return success();
       })
       .Case<TransposeOp>([&](TransposeOp tr) {
-        inst.opcode = Opcode::Transpose;
-        inst.ints.assign(tr.getPermutation().begin(),
-                         tr.getPermutation().end());
+        ops::Transpose transpose;
+        transpose.permutation.assign(tr.getPermutation().begin(),
+                                     tr.getPermutation().end());
+        transpose.encode(inst);
         return success();
       })
       .Case<SliceOp>([&](SliceOp sl) {
-        inst.opcode = Opcode::Slice;
-        inst.ints.assign(sl.getOffsets().begin(), sl.getOffsets().end());
+        ops::Slice slice;
+        slice.offsets.assign(sl.getOffsets().begin(), sl.getOffsets().end());
+        slice.encode(inst);
         return success();
       })
       .Case<ConcatOp>([&](ConcatOp cc) {
-        inst.opcode = Opcode::Concat;
-        inst.ints = {cc.getDimAttr().getInt()};
+        ops::Concat concat;
+        concat.dim = cc.getDimAttr().getInt();
+        concat.encode(inst);
         return success();
       })
       .Case<DropoutOp>([&](DropoutOp dr) {
-        inst.opcode = Opcode::Dropout;
-        inst.ints = {dr.getSeedAttr().getInt()};
-        inst.floats = {f64(dr.getPAttr())};
+        ops::Dropout dropout;
+        dropout.seed = dr.getSeedAttr().getInt();
+        dropout.p = f64(dr.getPAttr());
+        dropout.encode(inst);
         return success();
       })
       .Case<CastOp>([&](auto) {
         // The dtypes are the buffers' (fp32 master weight -> bf16 copy, bf16
         // gradient -> fp32).
-        inst.opcode = Opcode::Cast;
+        ops::Cast().encode(inst);
         return success();
       })
       .Case<EmbeddingGradOp>([&](auto) {
-        inst.opcode = Opcode::EmbeddingGrad;
-        inst.ints = {0};
+        ops::EmbeddingGrad().encode(inst);
         return success();
       })
       .Case<PositionEmbeddingGradOp>([&](PositionEmbeddingGradOp pg) {
-        inst.opcode = Opcode::PositionEmbeddingGrad;
         ArrayRef<int64_t> shape = shapeOf(pg.getGrad());
-        inst.ints = {shape[0], shape[1], 0};
+        ops::PositionEmbeddingGrad grad;
+        grad.batch = shape[0];
+        grad.seq = shape[1];
+        grad.encode(inst);
         return success();
       })
       .Case<BiasGradOp>([&](auto) {
-        inst.opcode = Opcode::BiasGrad;
-        inst.ints = {0};
+        ops::BiasGrad().encode(inst);
         return success();
       })
       .Case<GeluGradOp>([&](auto) {
-        inst.opcode = Opcode::GeluGrad;
+        ops::GeluGrad().encode(inst);
         return success();
       })
       .Case<LayerNormGradOp>([&](LayerNormGradOp lg) {
-        inst.opcode = Opcode::LayerNormGrad;
-        inst.ints = {0};
-        inst.floats = {f64(lg.getEpsilonAttr())};
+        ops::LayerNormGrad grad;
+        grad.eps = f64(lg.getEpsilonAttr());
+        grad.encode(inst);
         return success();
       })
       .Case<SoftmaxGradOp>([&](auto) {
-        inst.opcode = Opcode::SoftmaxGrad;
+        ops::SoftmaxGrad().encode(inst);
         return success();
       })
       .Case<AttentionGradOp>([&](AttentionGradOp ag) -> LogicalResult {
-        inst.opcode = Opcode::AttentionGrad;
         FailureOr<int64_t> heads = headAxesMaskOf(ag, ag.getHeadAxesAttr());
         if (failed(heads))
           return failure();
-        inst.ints = {ag.getNumHeadsAttr().getInt(), ag.getCausal(),
-                     ag.getSeedAttr().getInt(), *heads};
-        inst.floats = {f64(ag.getDropoutAttr())};
+        ops::AttentionGrad grad;
+        grad.heads = ag.getNumHeadsAttr().getInt();
+        grad.causal = ag.getCausal();
+        grad.seed = ag.getSeedAttr().getInt();
+        grad.headAxes = *heads;
+        grad.dropout = f64(ag.getDropoutAttr());
+        grad.encode(inst);
         return success();
       })
       .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp cg) {
-        inst.opcode = Opcode::CrossEntropyGrad;
+        ops::CrossEntropyGrad().encode(inst);
         if (auto constant = cg.getGrad().getDefiningOp<arith::ConstantOp>())
-          plan.lossScale = valueBuffers.lookup(constant.getResult());
+          plan.gradientSeed = valueBuffers.lookup(constant.getResult());
         return success();
       })
       .Case<SliceGradOp>([&](SliceGradOp sg) {
-        inst.opcode = Opcode::SliceGrad;
-        inst.ints.assign(sg.getOffsets().begin(), sg.getOffsets().end());
+        ops::SliceGrad grad;
+        grad.offsets.assign(sg.getOffsets().begin(), sg.getOffsets().end());
+        grad.encode(inst);
         return success();
       })
       .Case<AccumulateOp>([&](AccumulateOp acc) {
-        inst.opcode = Opcode::Accumulate;
+        ops::Accumulate().encode(inst);
         inst.inputs = {valueBuffers.lookup(acc.getValue())};
         inst.outputs = {declBuffer(acc.getStateAttr())};
         return success();
       })
       .Case<LearningRateOp>([&](LearningRateOp lr) {
-        inst.opcode = Opcode::LearningRate;
         rt::LrScheduleKind kind = rt::LrScheduleKind::Constant;
         switch (lr.getSchedule()) {
         case LrSchedule::Constant:
@@ -838,32 +855,37 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           break;
         }
         // Linear warmup from 0; decay ends at `min`.
-        inst.ints = {static_cast<int64_t>(kind), lr.getWarmupAttr().getInt(),
-                     lr.getTotalAttr().getInt(), 0};
-        inst.floats = {f64(lr.getBaseAttr()), 0.0, f64(lr.getMinAttr())};
+        ops::LearningRate rate;
+        rate.kind = static_cast<int64_t>(kind);
+        rate.warmup = lr.getWarmupAttr().getInt();
+        rate.total = lr.getTotalAttr().getInt();
+        rate.warmupLog = false;
+        rate.base = f64(lr.getBaseAttr());
+        rate.warmupStart = 0.0;
+        rate.decayEnd = f64(lr.getMinAttr());
+        rate.encode(inst);
         inst.inputs = {};
         return success();
       })
       .Case<ClipGradNormOp>([&](ClipGradNormOp clip) -> LogicalResult {
-        inst.opcode = Opcode::GlobalNormClip;
         for (Attribute grad : clip.getGradients())
           inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(grad)));
-        inst.floats = {f64(clip.getMaxNormAttr())};
         // A norm over parts of gradients (ZeRO chunks, tensor-sliced or
         // pipeline-stage parts) is summed over the ranks holding them.
         if (clip.getShardedAttr() || anySplitGradient(clip))
           return lowerNormOfParts(clip, inst);
+        ops::GlobalNormClip norm;
+        norm.maxNorm = f64(clip.getMaxNormAttr());
+        norm.encode(inst);
         return success();
       })
       .Case<AdamWOp>([&](AdamWOp adam) -> LogicalResult {
-        inst.opcode = Opcode::AdamW;
         int64_t shardMask = 0;
         if (adam.getShardAxesAttr()) {
           FailureOr<int64_t> mask =
               axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
           if (failed(mask))
             return failure();
-          inst.opcode = Opcode::AdamWShard;
           shardMask = *mask;
         }
         inst.inputs = {declBuffer(adam.getGradAttr()),
@@ -871,69 +893,83 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.outputs = {declBuffer(adam.getParamAttr()),
                         declBuffer(adam.getExpAvgAttr()),
                         declBuffer(adam.getExpAvgSqAttr())};
-        double wd = f64(adam.getWeightDecayAttr());
-        inst.ints = {wd > 0.0};
-        if (shardMask)
-          inst.ints.push_back(shardMask);
-        inst.floats = {f64(adam.getBeta1Attr()), f64(adam.getBeta2Attr()),
-                       f64(adam.getEpsAttr()), wd};
+        // AdamW and ZeRO's AdamWShard take the same hyper-parameters.
+        auto encodeAdam = [&](auto instr) {
+          instr.beta1 = f64(adam.getBeta1Attr());
+          instr.beta2 = f64(adam.getBeta2Attr());
+          instr.eps = f64(adam.getEpsAttr());
+          instr.wd = f64(adam.getWeightDecayAttr());
+          instr.decay = instr.wd > 0.0;
+          return instr;
+        };
+        if (shardMask) {
+          ops::AdamWShard shard = encodeAdam(ops::AdamWShard());
+          shard.axes = shardMask;
+          shard.encode(inst);
+        } else {
+          encodeAdam(ops::AdamW()).encode(inst);
+        }
         return success();
       })
       .Case<SgdOp>([&](SgdOp sgd) {
-        inst.opcode = Opcode::Sgd;
         inst.inputs = {declBuffer(sgd.getGradAttr()),
                        valueBuffers.lookup(sgd.getLr())};
         inst.outputs = {declBuffer(sgd.getParamAttr()),
                         declBuffer(sgd.getMomentumBufferAttr())};
-        inst.ints = {sgd.getNesterov()};
-        inst.floats = {f64(sgd.getMomentumAttr()),
-                       f64(sgd.getWeightDecayAttr())};
+        ops::Sgd step;
+        step.nesterov = sgd.getNesterov();
+        step.momentum = f64(sgd.getMomentumAttr());
+        step.wd = f64(sgd.getWeightDecayAttr());
+        step.encode(inst);
         return success();
       })
       .Case<ZeroOp>([&](ZeroOp zero) {
-        inst.opcode = Opcode::Zero;
+        ops::Zero().encode(inst);
         for (Attribute state : zero.getStates())
           inst.outputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(state)));
         inst.inputs = {};
         return success();
       })
       .Case<AllGatherStatesOp>([&](AllGatherStatesOp gather) {
-        return lowerInPlaceCollective(
-            gather, inst, Opcode::AllGather, gather.getMeshAttr(),
+        return lowerInPlaceCollective<ops::AllGather>(
+            gather, inst, gather.getMeshAttr(),
             gather.getMeshAxes(), gather.getBuffers(), std::nullopt);
       })
       .Case<ReduceScatterStatesOp>([&](ReduceScatterStatesOp scatter) {
-        return lowerInPlaceCollective(
-            scatter, inst, Opcode::ReduceScatter, scatter.getMeshAttr(),
+        return lowerInPlaceCollective<ops::ReduceScatter>(
+            scatter, inst, scatter.getMeshAttr(),
             scatter.getMeshAxes(), scatter.getStates(), scatter.getReduction());
       })
       .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {
-        return lowerInPlaceCollective(
-            reduce, inst, Opcode::AllReduce, reduce.getMeshAttr(),
+        return lowerInPlaceCollective<ops::AllReduce>(
+            reduce, inst, reduce.getMeshAttr(),
             reduce.getMeshAxes(), reduce.getStates(), reduce.getReduction());
       })
       .Case<GatherParameterOp>(
           [&](GatherParameterOp gather) -> LogicalResult {
             // ZeRO-3: the chunk gathers into the op's temporary result.
-            inst.opcode = Opcode::GatherParameter;
             FailureOr<int64_t> mask = axesMaskOf(gather, gather.getMeshAttr(),
                                                  gather.getMeshAxes());
             if (failed(mask))
               return failure();
+            ops::GatherParameter gatherParam;
+            gatherParam.axes = *mask;
+            gatherParam.encode(inst);
             inst.inputs = {declBuffer(gather.getNameAttr())};
-            inst.ints = {*mask};
             return success();
           })
       .Case<ReduceScatterAccumulateOp>(
           [&](ReduceScatterAccumulateOp scatter) -> LogicalResult {
-            inst.opcode = Opcode::ReduceScatterAccumulate;
             FailureOr<int64_t> mask = axesMaskOf(scatter, scatter.getMeshAttr(),
                                                  scatter.getMeshAxes());
             if (failed(mask))
               return failure();
+            ops::ReduceScatterAccumulate accumulate;
+            accumulate.axes = *mask;
+            accumulate.reduce = static_cast<int64_t>(scatter.getReduction());
+            accumulate.encode(inst);
             inst.inputs = {valueBuffers.lookup(scatter.getValue())};
             inst.outputs = {declBuffer(scatter.getStateAttr())};
-            inst.ints = {*mask, static_cast<int64_t>(scatter.getReduction())};
             return success();
           })
       .Default([&](Operation *other) {

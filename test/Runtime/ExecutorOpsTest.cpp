@@ -64,7 +64,7 @@ OpsPlan makeOpsPlan(DType dt, double attnDropout, double dropout) {
   plan.targets = buf("targets", {B, S}, BufferRole::Targets);
   plan.loss = buf("loss", {}, BufferRole::Loss);
   buf("dloss", {}, BufferRole::Constant, {InitKind::Constant, 0, 1.0});
-  plan.lossScale = id["dloss"];
+  plan.gradientSeed = id["dloss"];
   BufferInit normal{InitKind::Normal, 0.7, 0};
   param("wte", {V, H}, normal);
   param("wpe", {P, H}, normal);

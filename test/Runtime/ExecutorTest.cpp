@@ -249,7 +249,7 @@ TEST(Executor, MicroBatchesSetTheLossScale) {
 
 TEST(Executor, MicroBatchCountNeedsALossScale) {
   Plan plan = makeTinyPlan(DType::F64);
-  plan.lossScale = -1;
+  plan.gradientSeed = -1;
   Executor ex(plan, 2);
   fillBatch(ex);
   EXPECT_NO_THROW(ex.trainStep([](int64_t, int32_t *, int32_t *) {}, 1));
@@ -258,7 +258,7 @@ TEST(Executor, MicroBatchCountNeedsALossScale) {
     FAIL() << "no error";
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("compiled for 1 micro-batches per "
-                                         "step and has no lossScale buffer"),
+                                         "step and has no gradientSeed buffer"),
               std::string::npos)
         << e.what();
   }

@@ -104,7 +104,7 @@ inline Plan makeTinyPlan(DType dt = DType::F64, TinyShape s = {},
   uint32_t dloss =
       addBuffer(plan, "loss.grad_seed", dt, {}, BufferRole::Constant,
                 {InitKind::Constant, 0.0, 1.0 / microBatches});
-  plan.lossScale = dloss;
+  plan.gradientSeed = dloss;
   uint32_t lrBuf = addBuffer(plan, "lr", dt, {}, BufferRole::Scalar);
   uint32_t norm = addBuffer(plan, "grad_norm", dt, {}, BufferRole::Scalar);
   plan.learningRate = lrBuf;

@@ -128,10 +128,10 @@ public:
   /// on another).
   int32_t *tokens();
   int32_t *targets();
-  /// Writes the plan's lossScale constant (if any): the backward's seed.
+  /// Writes the plan's gradientSeed constant (if any): the backward's seed.
   /// It starts at its compiled value; trainStep sets 1/microBatches, so any
   /// micro-batch count averages the gradients.
-  void setLossScale(double scale);
+  void setGradientSeed(double scale);
 
   /// Runs program `name`. Throws Error for an unknown program or a bad
   /// input found at run time (a token id outside the vocab).

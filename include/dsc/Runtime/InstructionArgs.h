@@ -14,7 +14,7 @@
 #define DSC_RUNTIME_INSTRUCTIONARGS_H
 
 #include "dsc/Runtime/CpuKernels.h"
-#include "dsc/Runtime/Plan.h"
+#include "dsc/Runtime/Instructions.h"
 
 #include <cstdint>
 #include <vector>
@@ -31,8 +31,13 @@ int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to);
 MatmulShape matmulShapeOf(const Instruction &inst);
 /// AdamW/AdamWShard's floats (beta1 beta2 eps wd) at learning rate `lr`.
 AdamWConfig adamConfigOf(const Instruction &inst, double lr);
+/// AdamW/AdamWShard's `decay` (apply weight decay).
+bool adamDecayOf(const Instruction &inst);
 /// Sgd's floats (momentum wd) and ints (nesterov) at learning rate `lr`.
 SgdConfig sgdConfigOf(const Instruction &inst, double lr);
+/// Attention/AttentionGrad's `seed` (the plan's; the run's comes from the
+/// executor's dropoutSeed()).
+uint64_t attentionSeedOf(const Instruction &inst);
 /// Attention/AttentionGrad's view of q [b, s, h] and ints (heads causal
 /// seed headAxes), with dropout seed `seed` for this run; heads split over
 /// a group are indexed as the whole attention's by the rank's `coords`.

@@ -21,6 +21,8 @@
 #ifndef DSC_RUNTIME_PLAN_H
 #define DSC_RUNTIME_PLAN_H
 
+#include "dsc/Runtime/Opcode.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -107,178 +109,8 @@ struct Arena {
   uint64_t bytes = 0;
 };
 
-/// Every instruction the executor knows. The operands, results and the
-/// integer/float attributes of each opcode are listed here and, as data, in
-/// the table behind lookupOpcode()/describeOpcode() (lib/Runtime/Core/
-/// Opcode.cpp), which validatePlan() checks every instruction against; keep
-/// the two in step. Shapes: `[..., C]` means any leading dims, C the last;
-/// a "scalar" is a buffer of one element (shape [] or [1]). All float
-/// operands of one instruction share one dtype; ids/targets are I32.
-///
-/// `accumulate` is a bit mask over the results: bit i set makes result i add
-/// into its buffer instead of overwriting it (so 1 means "accumulate" for a
-/// one-result op; LayerNormGrad may accumulate dgamma/dbeta (6) while
-/// overwriting dx).
-enum class Opcode : uint32_t {
-  // Forward ops (mirror the dsc graph ops).
-  /// in(table [V,H], ids [...]) out(y [..., H])
-  Embedding = 0,
-  /// in(table [P,H]) out(y [batch,seq,H]); ints: batch seq
-  PositionEmbedding = 1,
-  /// in(a, b) out(c); ints: batch m n k transA transB broadcastB accumulate.
-  /// a holds batch*m*k elements, b (broadcastB ? 1 : batch)*k*n, c
-  /// batch*m*n; last dims: a m (transA) or k, b k (transB) or n, c n.
-  Matmul = 2,
-  /// in(a, b) out(y), one shape
-  Add = 3,
-  /// in(a, b) out(y), one shape
-  Mul = 4,
-  /// in(x [..., C], bias [C]) out(y)
-  BiasAdd = 5,
-  /// in(x) out(y)
-  Gelu = 6,
-  /// in(x [..., C], gamma [C], beta [C]) out(y); floats: eps
-  LayerNorm = 7,
-  /// in(x) out(y), over the last dim
-  Softmax = 8,
-  /// in(q, k, v [B,S,H]) out(o): `heads` heads of H/heads; under tensor
-  /// slicing `headAxes` (a mask, 0 for none) names the group that splits
-  /// the whole attention's heads, these being the ones at the rank's index
-  /// (so dropout draws one rank's masks);
-  /// ints: heads causal seed headAxes; floats: dropout
-  Attention = 9,
-  /// in(logits [..., V], targets i32) out(loss scalar); the loss may be of
-  /// another float dtype than the logits (f32 from bf16)
-  CrossEntropy = 10,
-  /// in(x) out(y): reshape of contiguous data (same element count)
-  Copy = 11,
-  /// in(x) out(y); ints: permutation (one per dim), y dim i = x dim perm[i]
-  Transpose = 12,
-  /// in(x) out(y); ints: offsets (one per dim) of the box y inside x
-  Slice = 13,
-  /// in(x0, x1, ...) out(y); ints: dim
-  Concat = 14,
-  /// in(x) out(y); ints: seed; floats: p
-  Dropout = 15,
-  /// in(x) out(y): y = x converted to y's float dtype, the same element
-  /// count (to bf16/f16: round to nearest even). Mixed precision's casts of
-  /// fp32 master weights to the compute dtype and of gradients back.
-  Cast = 16,
-
-  // Backward ops. Those ending in Grad recompute what the forward did not
-  // keep (layer-norm statistics, attention's logsumexp, cross-entropy's lse).
-  // The backward of Dropout is Dropout of dy with the forward's seed.
-  /// in(dy, ids) out(dtable); ints: accumulate
-  EmbeddingGrad = 32,
-  /// in(dy [batch,seq,H]) out(dtable [P,H]); ints: batch seq accumulate
-  PositionEmbeddingGrad = 33,
-  /// in(dy [..., C]) out(dbias [C]); ints: accumulate
-  BiasGrad = 34,
-  /// in(x, dy) out(dx)
-  GeluGrad = 35,
-  /// in(x, gamma, dy) out(dx, dgamma, dbeta); ints: accumulate; floats: eps
-  LayerNormGrad = 36,
-  /// in(y, dy) out(dx)
-  SoftmaxGrad = 37,
-  /// in(q, k, v, dout) out(dq, dk, dv); ints: heads causal seed headAxes;
-  /// floats: dropout
-  AttentionGrad = 38,
-  /// in(logits, targets, dloss scalar) out(dlogits)
-  CrossEntropyGrad = 39,
-  /// in(dy) out(dx): zero dx, place dy; ints: offsets (one per dim of dx)
-  SliceGrad = 40,
-  /// in(x) out(y): y += x
-  Accumulate = 41,
-
-  // Optimizer ops.
-  /// out(x...): fill with zeros
-  Zero = 64,
-  /// in(grads...) out(norm scalar): scales the grads in place;
-  /// floats: max_norm (0 = no clipping, the norm is still computed)
-  GlobalNormClip = 65,
-  /// out(lr scalar); ints: kind warmup total warmupLog;
-  /// floats: base warmupStart decayEnd (see LrScheduleKind)
-  LearningRate = 66,
-  /// in(grad, lr) out(param, m, v), updated in place; ints: decay;
-  /// floats: beta1 beta2 eps wd
-  AdamW = 67,
-  /// in(grad, lr) out(param, momentum), updated in place; ints: nesterov;
-  /// floats: momentum wd
-  Sgd = 68,
-  /// in(grad, lr) out(param, m, v), updated in place: ZeRO's AdamW of
-  /// this rank's shard. The flattened param is D equal chunks (D = the size
-  /// of the group of `axes`); m and v hold only the chunk at this rank's
-  /// index in that group, which is the one updated. grad is either the
-  /// whole gradient (ZeRO-1: its chunk at that index is used) or just this
-  /// rank's chunk (ZeRO-2);
-  /// ints: decay axes; floats: beta1 beta2 eps wd
-  AdamWShard = 69,
-  /// in(grads...) out(norm scalar): the global norm when gradients are
-  /// parts of whole ones (ZeRO chunks, tensor slicing, pipeline stages):
-  /// each
-  /// gradient's sum of squares counts once per distinct part in the group
-  /// of `axes` and the sums are added over that group; only the valid
-  /// parts are scaled. `parts` are three ints per gradient: chunkAxes
-  /// (ZeRO: its flattened elements are equal chunks over the group of this
-  /// mask, 0 without ZeRO), inBuffer (1: the buffer is this rank's chunk;
-  /// 0: the buffer is whole and only the chunk at this rank's index is
-  /// valid) and splitAxes (tensor slicing: the ranks that differ on these
-  /// hold different parts of the whole);
-  /// ints: axes parts...; floats: max_norm
-  GlobalNormClipParts = 71,
-  // Collectives over the plan's mesh (Plan::mesh). The group of a rank is
-  // the ranks that differ from it only in the coordinates of the axes in
-  // `axes`, a bit mask over Plan::mesh (bit i = axis i); validatePlan
-  // refuses a collective in a plan without a mesh.
-  /// in(x0, x1, ...) out(x0, x1, ...): in place, the outputs are the inputs
-  /// in the same order (float buffers of one dtype); ints: axes reduce
-  /// (reduce 0 sum, 1 average, 2 max, 3 min). Buffers that are contiguous
-  /// in their arena, in order, are one bucket, reduced with one collective.
-  AllReduce = 80,
-  /// in(x0, x1, ...) out(x0, x1, ...): in place, the outputs are the inputs
-  /// in the same order; each buffer's flattened elements are D equal chunks
-  /// (D = the group size), this rank holds the chunk at its index in the
-  /// group and receives the others (ZeRO's parameter all-gather); ints: axes
-  AllGather = 81,
-  /// in(x0, x1, ...) out(x0, x1, ...): in place; each buffer's flattened
-  /// elements are D equal chunks; the group's buffers are reduced and the
-  /// chunk at this rank's index receives the result (ZeRO's gradient
-  /// reduce-scatter; the other chunks are left as they were);
-  /// ints: axes reduce
-  ReduceScatter = 82,
-  /// in(x) out(shard): ZeRO-2's gradient accumulation: reduces the group's
-  /// x and adds the chunk at this rank's index (of D equal chunks of the
-  /// flattened x) into `shard`, a buffer of numel(x)/D elements;
-  /// ints: axes reduce
-  ReduceScatterAccumulate = 83,
-  /// in(chunk) out(whole): ZeRO-3's parameter gather: `chunk` is a
-  /// parameter buffer holding one of D equal chunks of the flattened whole
-  /// (D = the group size; its layout's chunkAxes are `axes`), `whole` a
-  /// separate buffer of D * numel(chunk) elements that receives the group's
-  /// chunks in group-rank order (the chunk stays where it is);
-  /// ints: axes
-  GatherParameter = 84,
-
-  // Megatron-LM's vocabulary-parallel ops: a rank of the group of `axes`
-  // (index i of n) holds rows [i*R, (i+1)*R) of the whole vocabulary of
-  // R*n tokens; they communicate inside, per token.
-  /// in(table [R,H], ids [...]) out(y [..., H]): the rows of ids in this
-  /// rank's part, zeros for the others; ints: axes
-  VocabParallelEmbedding = 90,
-  /// in(dy [..., H], ids) out(dtable [R,H]): scatter-adds the rows of ids
-  /// in this rank's part; ints: axes accumulate
-  VocabParallelEmbeddingGrad = 91,
-  /// in(logits [..., R], targets i32) out(loss scalar): the mean
-  /// cross-entropy over the whole vocabulary, with three all-reduces of one
-  /// f64 per token (max, sum of exponentials, target logit); ints: axes
-  VocabParallelCrossEntropy = 92,
-  /// in(logits, targets, dloss scalar) out(dlogits): this rank's columns of
-  /// the gradient; all-reduces the max and the sum again; ints: axes
-  VocabParallelCrossEntropyGrad = 93,
-};
-
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,
-/// WarmupCosineLR): `LearningRate` ints[0]. With i = step - 1 (DeepSpeed's
+/// WarmupCosineLR): LearningRate's `kind`. With i = step - 1 (DeepSpeed's
 /// last_batch_iteration at the step's update), W = max(2, warmup) when
 /// warmup > 0 (no warmup when 0), T = total:
 ///
@@ -383,7 +215,7 @@ struct Plan {
   /// 1/M for the M micro-batches it runs, so the accumulated gradients are
   /// the mean over micro-batches; without it a plan runs only with its own
   /// microBatches.
-  int64_t lossScale = -1;
+  int64_t gradientSeed = -1;
 
   /// The device mesh the plan's collectives run over, outermost axis first;
   /// empty for a one-rank plan. World ranks are laid out row-major with the
@@ -412,38 +244,8 @@ struct Plan {
 };
 
 //===----------------------------------------------------------------------===//
-// Names, sizes and the opcode table
+// Names and sizes
 //===----------------------------------------------------------------------===//
-
-/// What an opcode takes, as data: validatePlan checks counts against it and
-/// describeOpcode prints it. numInputs/numOutputs of -1 mean "one or more";
-/// numInts of -1 means "one per dim" (Transpose, Slice, SliceGrad).
-struct OpcodeInfo {
-  Opcode opcode;
-  const char *name;    // "Matmul"
-  const char *inputs;  // "a, b"
-  const char *outputs; // "c"
-  int numInputs, numOutputs;
-  const char *ints;   // space-separated names, "" when none
-  const char *floats; // space-separated names, "" when none
-  int numInts, numFloats;
-};
-
-/// The table entry of a raw opcode value, or null for an unknown one.
-const OpcodeInfo *lookupOpcode(uint32_t raw);
-/// The whole table, in opcode order.
-const std::vector<OpcodeInfo> &opcodeTable();
-/// "Matmul", or "opcode 99" for an unknown value.
-std::string opcodeName(Opcode op);
-/// The executor's collectives (AllReduce, AllGather, ReduceScatter,
-/// ReduceScatterAccumulate, GatherParameter), over the group of ints[0].
-bool isCollective(Opcode op);
-/// The vocabulary-parallel ops, which call the group of ints[0] from inside
-/// their kernel.
-bool isVocabParallel(Opcode op);
-/// One line: "Matmul: in(a, b) out(c) ints(batch m n k ...)"; the ints and
-/// floats parts only when the opcode has them.
-std::string describeOpcode(Opcode op);
 
 /// "f32", ...; inline so that libraries below Core (the communicators)
 /// name dtypes the same way without linking it.

@@ -13,7 +13,7 @@
 //           u64 body length, u64 FNV-1a 64 of the body
 //   body    model   i64 vocabSize seqLength microBatchSize microBatches
 //           wellknown u32 tokens targets loss, i64 gradNorm learningRate
-//                   lossScale
+//                   gradientSeed
 //           strings u32 count, then per string u32 length + bytes
 //           mesh    u32 count, then per axis u32 name (string index),
 //                   i64 size (format version 2)
@@ -76,7 +76,7 @@ Plan readPlanFile(const std::string &path);
 /// offset + bytes within its arena, bytes == elements * dtype size);
 /// persistent buffers (every role but Temporary) overlap no other buffer;
 /// the well-known buffers (tokens/targets I32 [microBatchSize, seqLength],
-/// loss/gradNorm/learningRate float scalars of their role, lossScale a
+/// loss/gradNorm/learningRate float scalars of their role, gradientSeed a
 /// Constant float scalar); no instruction writes a Constant buffer;
 /// program names unique; and every instruction against its opcode
 /// (operand/result/int/float counts, ids in range, dtypes, shapes, its
@@ -84,6 +84,12 @@ Plan readPlanFile(const std::string &path);
 /// a collective's axes within the mesh).
 /// Throws Error naming the program, the instruction's index and its name.
 void validatePlan(const Plan &plan);
+/// The part of validatePlan that comes from the opcode table alone, for
+/// instruction `index` of `prog` against `info` (operand and attribute
+/// counts, the ranges of attribute kinds, dtypes, aliasing); the unit tests
+/// call it with a table entry of their own definition.
+void checkInstructionSignature(const Plan &plan, const Program &prog,
+                               size_t index, const OpcodeInfo &info);
 
 /// The plan as text, one line per arena, buffer and instruction
 /// ("  3 Matmul 'h.0.mlp.fc' in(%12 'x', %4 'h.0.mlp.fc.weight') out(%13)

@@ -275,7 +275,6 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
   auto requireGroup = [&](const Program &p, size_t i, int64_t axes)
       -> Communicator & { return ex.requireGroup(p, i, axes); };
   const Instruction &inst = prog.instructions[index];
-  const std::vector<int64_t> &ints = inst.ints;
   auto fail = [&](const std::string &msg) {
     throw instructionError(prog, index, msg);
   };
@@ -314,18 +313,23 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     int64_t n = numElements(inB(1).shape);
     checkIds(ids(1), n, table.shape[0], "token id");
     embeddingBackward(in(0), ids(1), out(0), n, table.shape[0], table.shape[1],
-                      ints[0] != 0);
+                      ops::EmbeddingGrad::decode(inst).accumulate != 0);
     break;
   }
-  case Opcode::PositionEmbedding:
-    positionEmbeddingForward(in(0), out(0), ints[0], ints[1], inB(0).shape[1]);
+  case Opcode::PositionEmbedding: {
+    const ops::PositionEmbedding pe = ops::PositionEmbedding::decode(inst);
+    positionEmbeddingForward(in(0), out(0), pe.batch, pe.seq, inB(0).shape[1]);
     break;
-  case Opcode::PositionEmbeddingGrad:
-    positionEmbeddingBackward(in(0), out(0), ints[0], ints[1], outB(0).shape[0],
-                              outB(0).shape[1], ints[2] != 0);
+  }
+  case Opcode::PositionEmbeddingGrad: {
+    const auto pg = ops::PositionEmbeddingGrad::decode(inst);
+    positionEmbeddingBackward(in(0), out(0), pg.batch, pg.seq, outB(0).shape[0],
+                              outB(0).shape[1], pg.accumulate != 0);
     break;
+  }
   case Opcode::Matmul: {
-    matmulForward(in(0), in(1), out(0), matmulShapeOf(inst), ints[7] != 0);
+    matmulForward(in(0), in(1), out(0), matmulShapeOf(inst),
+                  ops::Matmul::decode(inst).accumulate != 0);
     break;
   }
   case Opcode::Add:
@@ -342,7 +346,8 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     break;
   case Opcode::LayerNorm:
     layerNormForward<T>(in(0), in(1), in(2), out(0), nullptr, nullptr,
-                        rowsOf(inB(0)), lastDim(inB(0)), T(inst.floats[0]));
+                        rowsOf(inB(0)), lastDim(inB(0)),
+                        T(ops::LayerNorm::decode(inst).eps));
     break;
   case Opcode::Softmax:
     softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
@@ -352,7 +357,7 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     // The backward recomputes the probabilities block by block (from q, k
     // and a recomputed logsumexp); the forward keeps nothing.
     AttentionShape s =
-        attentionShapeOf(thePlan, inst, ex.dropoutSeed(ints[2]), coords);
+        attentionShapeOf(thePlan, inst, ex.dropoutSeed(attentionSeedOf(inst)), coords);
     int64_t workSize = int64_t(scratchSize / sizeof(T));
     bool ok = inst.opcode == Opcode::Attention
                   ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,
@@ -383,24 +388,30 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
       std::memmove(out(0), in(0), inB(0).bytes);
     break;
   case Opcode::Transpose: {
+    const std::vector<int64_t> permutation =
+        ops::Transpose::decode(inst).permutation;
     int perm[kMaxRank];
-    for (size_t i = 0; i < ints.size(); ++i)
-      perm[i] = int(ints[i]);
+    for (size_t i = 0; i < permutation.size(); ++i)
+      perm[i] = int(permutation[i]);
     transposeForward(in(0), out(0), inB(0).shape.data(), perm,
-                     int(ints.size()));
+                     int(permutation.size()));
     break;
   }
-  case Opcode::Slice:
+  case Opcode::Slice: {
+    const std::vector<int64_t> offsets = ops::Slice::decode(inst).offsets;
     sliceForward(in(0), out(0), inB(0).shape.data(), outB(0).shape.data(),
-                 ints.data(), int(ints.size()));
+                 offsets.data(), int(offsets.size()));
     break;
-  case Opcode::SliceGrad:
+  }
+  case Opcode::SliceGrad: {
+    const std::vector<int64_t> offsets = ops::SliceGrad::decode(inst).offsets;
     sliceBackward(in(0), out(0), outB(0).shape.data(), inB(0).shape.data(),
-                  ints.data(), int(ints.size()), false);
+                  offsets.data(), int(offsets.size()), false);
     break;
+  }
   case Opcode::Concat: {
     const Buffer &y = outB(0);
-    size_t dim = size_t(ints[0]);
+    size_t dim = size_t(ops::Concat::decode(inst).dim);
     std::vector<const T *> ins;
     std::vector<int64_t> dims;
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
@@ -412,13 +423,15 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
                   product(y.shape, dim + 1, y.shape.size()));
     break;
   }
-  case Opcode::Dropout:
-    dropoutForward(in(0), out(0), numElements(inB(0).shape),
-                   float(inst.floats[0]), ex.dropoutSeed(ints[0]));
+  case Opcode::Dropout: {
+    const ops::Dropout dr = ops::Dropout::decode(inst);
+    dropoutForward(in(0), out(0), numElements(inB(0).shape), float(dr.p),
+                   ex.dropoutSeed(dr.seed));
     break;
+  }
   case Opcode::BiasGrad:
     biasAddBackward<T>(in(0), nullptr, out(0), rowsOf(inB(0)), lastDim(inB(0)),
-                       ints[0] != 0);
+                       ops::BiasGrad::decode(inst).accumulate != 0);
     break;
   case Opcode::GeluGrad:
     geluBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
@@ -427,12 +440,14 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
                     false);
     break;
-  case Opcode::LayerNormGrad:
+  case Opcode::LayerNormGrad: {
     // No saved statistics: the kernel recomputes mean and rstd per row.
+    const ops::LayerNormGrad lg = ops::LayerNormGrad::decode(inst);
     layerNormBackward<T>(in(0), in(1), nullptr, nullptr, in(2), out(0), out(1),
-                         out(2), rowsOf(inB(0)), lastDim(inB(0)),
-                         T(inst.floats[0]), AccumulateMask(uint32_t(ints[0])));
+                         out(2), rowsOf(inB(0)), lastDim(inB(0)), T(lg.eps),
+                         AccumulateMask(lg.accumulate));
     break;
+  }
   case Opcode::Accumulate:
     addForward(out(0), in(0), out(0), numElements(inB(0).shape));
     break;
@@ -451,12 +466,15 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     // Each gradient's valid elements, weighted by 1/(its copies in the
     // group): a part held by R ranks of the group is counted R times by
     // the all-reduce.
-    Communicator &comm = requireGroup(prog, index, ints[0]);
+    const ops::GlobalNormClipParts op = ops::GlobalNormClipParts::decode(inst);
+    const std::vector<NormPart> parts = normParts(op);
+    Communicator &comm = requireGroup(prog, index, op.axes);
     double sum = 0;
     std::vector<std::pair<T *, int64_t>> held;
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      const int64_t chunkAxes = ints[3 * i + 1], splitAxes = ints[3 * i + 3];
-      const bool inBuffer = ints[3 * i + 2] != 0;
+      const int64_t chunkAxes = parts[i].chunkAxes;
+      const int64_t splitAxes = parts[i].splitAxes;
+      const bool inBuffer = parts[i].inBuffer;
       int64_t count = numElements(inB(i).shape);
       T *data = in(i);
       if (chunkAxes && !inBuffer) {
@@ -471,15 +489,18 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
       held.push_back({data, count});
     }
     comm.allReduce(&sum, 1, DType::F64, ReduceOp::Sum);
-    *out(0) = T(clipHeld(sum, inst.floats[0], held));
+    *out(0) = T(clipHeld(sum, op.maxNorm, held));
     break;
   }
   case Opcode::VocabParallelEmbedding:
   case Opcode::VocabParallelEmbeddingGrad: {
     // This rank's rows of the vocabulary: ids map to local rows, the
     // others to -1, which the kernels skip (zeros forward, nothing back).
-    Communicator &comm = requireGroup(prog, index, ints[0]);
     const bool fwd = inst.opcode == Opcode::VocabParallelEmbedding;
+    Communicator &comm = requireGroup(
+        prog, index,
+        fwd ? ops::VocabParallelEmbedding::decode(inst).axes
+            : ops::VocabParallelEmbeddingGrad::decode(inst).axes);
     const Buffer &table = fwd ? inB(0) : outB(0);
     const int64_t rows = table.shape[0], hidden = table.shape[1];
     const int64_t vocab = rows * comm.size(), begin = rows * comm.rank();
@@ -493,15 +514,20 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     if (fwd)
       embeddingForward(in(0), local.data(), out(0), n, rows, hidden);
     else
-      embeddingBackward(in(0), local.data(), out(0), n, rows, hidden,
-                        ints[1] != 0);
+      embeddingBackward(
+          in(0), local.data(), out(0), n, rows, hidden,
+          ops::VocabParallelEmbeddingGrad::decode(inst).accumulate != 0);
     break;
   }
   case Opcode::VocabParallelCrossEntropy:
   case Opcode::VocabParallelCrossEntropyGrad: {
     // Megatron's three reductions per token: the max, the sum of
     // exponentials (and, forward, the target's logit), in f64.
-    Communicator &comm = requireGroup(prog, index, ints[0]);
+    Communicator &comm = requireGroup(
+        prog, index,
+        inst.opcode == Opcode::VocabParallelCrossEntropy
+            ? ops::VocabParallelCrossEntropy::decode(inst).axes
+            : ops::VocabParallelCrossEntropyGrad::decode(inst).axes);
     const int64_t cols = lastDim(inB(0)), rows = rowsOf(inB(0));
     const int64_t begin = cols * comm.rank();
     checkIds(ids(1), rows, cols * comm.size(), "target id");
@@ -535,7 +561,7 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     double norm =
         std::sqrt(dsc::rt::sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
     *out(0) = T(norm);
-    double maxNorm = inst.floats[0];
+    const double maxNorm = ops::GlobalNormClip::decode(inst).maxNorm;
     if (maxNorm > 0 && std::isfinite(norm)) {
       double scale = clipScale(norm, maxNorm);
       if (scale < 1.0)
@@ -545,27 +571,27 @@ void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
     break;
   }
   case Opcode::LearningRate:
-    *out(0) = T(scheduledLearningRate(
-        LrScheduleKind(ints[0]), ints[1], ints[2], ints[3] != 0, inst.floats[0],
-        inst.floats[1], inst.floats[2], ex.step()));
+    *out(0) = T(scheduledLearningRate(ops::LearningRate::decode(inst),
+                                      ex.step()));
     break;
   case Opcode::AdamW: {
     AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
     adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
-              ex.step(), ints[0] != 0);
+              ex.step(), adamDecayOf(inst));
     break;
   }
   case Opcode::AdamWShard: {
     // Update only this rank's chunk of the flattened parameter; m and v
     // are that chunk's moments.
-    Communicator *comm = &requireGroup(prog, index, ints[1]);
+    Communicator *comm =
+        &requireGroup(prog, index, ops::AdamWShard::decode(inst).axes);
     const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
     const int64_t offset = chunk * comm->rank();
     // A ZeRO-2 gradient is this rank's chunk already.
     const int64_t gradOffset = numElements(inB(0).shape) == chunk ? 0 : offset;
     AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
     adamwStep(out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
-              ex.step(), ints[0] != 0);
+              ex.step(), adamDecayOf(inst));
     break;
   }
   case Opcode::Sgd: {

@@ -28,33 +28,68 @@ int64_t dsc::rt::product(const std::vector<int64_t> &shape, size_t from,
 }
 
 MatmulShape dsc::rt::matmulShapeOf(const Instruction &inst) {
+  const ops::Matmul mm = ops::Matmul::decode(inst);
   MatmulShape s;
-  s.batch = inst.ints[0];
-  s.m = inst.ints[1];
-  s.n = inst.ints[2];
-  s.k = inst.ints[3];
-  s.transA = inst.ints[4];
-  s.transB = inst.ints[5];
-  s.broadcastB = inst.ints[6];
+  s.batch = mm.batch;
+  s.m = mm.m;
+  s.n = mm.n;
+  s.k = mm.k;
+  s.transA = mm.transA;
+  s.transB = mm.transB;
+  s.broadcastB = mm.broadcastB;
   return s;
 }
 
-AdamWConfig dsc::rt::adamConfigOf(const Instruction &inst, double lr) {
+namespace {
+template <typename Op> AdamWConfig adamConfig(const Op &op, double lr) {
   AdamWConfig cfg;
   cfg.lr = lr;
-  cfg.beta1 = inst.floats[0];
-  cfg.beta2 = inst.floats[1];
-  cfg.eps = inst.floats[2];
-  cfg.weightDecay = inst.floats[3];
+  cfg.beta1 = op.beta1;
+  cfg.beta2 = op.beta2;
+  cfg.eps = op.eps;
+  cfg.weightDecay = op.wd;
   return cfg;
+}
+template <typename Op>
+AttentionShape attentionShape(const Op &op, const Plan &plan, const Buffer &q,
+                              uint64_t seed,
+                              const std::vector<int64_t> &coords) {
+  AttentionShape s;
+  s.batch = q.shape[0];
+  s.seq = q.shape[1];
+  s.hidden = q.shape[2];
+  s.heads = op.heads;
+  s.causal = op.causal;
+  s.dropout = float(op.dropout);
+  s.seed = seed;
+  // Heads split over a group: this rank's are those at its index.
+  if (op.headAxes) {
+    s.headOffset = groupIndex(plan.mesh, coords, op.headAxes) * s.heads;
+    s.totalHeads = groupSize(plan.mesh, op.headAxes) * s.heads;
+  }
+  return s;
+}
+} // namespace
+
+AdamWConfig dsc::rt::adamConfigOf(const Instruction &inst, double lr) {
+  if (inst.opcode == Opcode::AdamWShard)
+    return adamConfig(ops::AdamWShard::decode(inst), lr);
+  return adamConfig(ops::AdamW::decode(inst), lr);
+}
+
+bool dsc::rt::adamDecayOf(const Instruction &inst) {
+  return inst.opcode == Opcode::AdamWShard
+             ? ops::AdamWShard::decode(inst).decay
+             : ops::AdamW::decode(inst).decay;
 }
 
 SgdConfig dsc::rt::sgdConfigOf(const Instruction &inst, double lr) {
+  const ops::Sgd sgd = ops::Sgd::decode(inst);
   SgdConfig cfg;
   cfg.lr = lr;
-  cfg.momentum = inst.floats[0];
-  cfg.weightDecay = inst.floats[1];
-  cfg.nesterov = inst.ints[0] != 0;
+  cfg.momentum = sgd.momentum;
+  cfg.weightDecay = sgd.wd;
+  cfg.nesterov = sgd.nesterov;
   return cfg;
 }
 
@@ -63,18 +98,14 @@ AttentionShape dsc::rt::attentionShapeOf(const Plan &plan,
                                          uint64_t seed,
                                          const std::vector<int64_t> &coords) {
   const Buffer &q = plan.buffers[inst.inputs[0]];
-  AttentionShape s;
-  s.batch = q.shape[0];
-  s.seq = q.shape[1];
-  s.hidden = q.shape[2];
-  s.heads = inst.ints[0];
-  s.causal = inst.ints[1] != 0;
-  s.dropout = float(inst.floats[0]);
-  s.seed = seed;
-  // Heads split over a group: this rank's are those at its index.
-  if (int64_t axes = inst.ints[3]) {
-    s.headOffset = groupIndex(plan.mesh, coords, axes) * s.heads;
-    s.totalHeads = groupSize(plan.mesh, axes) * s.heads;
-  }
-  return s;
+  if (inst.opcode == Opcode::AttentionGrad)
+    return attentionShape(ops::AttentionGrad::decode(inst), plan, q, seed,
+                          coords);
+  return attentionShape(ops::Attention::decode(inst), plan, q, seed, coords);
+}
+
+uint64_t dsc::rt::attentionSeedOf(const Instruction &inst) {
+  return inst.opcode == Opcode::AttentionGrad
+             ? uint64_t(ops::AttentionGrad::decode(inst).seed)
+             : uint64_t(ops::Attention::decode(inst).seed);
 }

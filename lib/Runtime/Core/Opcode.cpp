@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// What each opcode takes, as data (validatePlan checks instructions against
-// it, describeOpcode prints it), and the names messages use for dtypes,
-// roles and tiers. The table mirrors the comments on `Opcode` in Plan.h.
+// The opcode table, expanded from Instructions.def (validatePlan checks
+// instructions against it, describeOpcode prints it), and the names
+// messages use for dtypes, roles and tiers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,90 +18,31 @@
 using namespace dsc::rt;
 
 const std::vector<OpcodeInfo> &dsc::rt::opcodeTable() {
-  // name, inputs, outputs, #in, #out, ints, floats, #ints, #floats.
-  static const std::vector<OpcodeInfo> table = {
-      {Opcode::Embedding, "Embedding", "table, ids", "y", 2, 1, "", "", 0, 0},
-      {Opcode::PositionEmbedding, "PositionEmbedding", "table", "y", 1, 1,
-       "batch seq", "", 2, 0},
-      {Opcode::Matmul, "Matmul", "a, b", "c", 2, 1,
-       "batch m n k transA transB broadcastB accumulate", "", 8, 0},
-      {Opcode::Add, "Add", "a, b", "y", 2, 1, "", "", 0, 0},
-      {Opcode::Mul, "Mul", "a, b", "y", 2, 1, "", "", 0, 0},
-      {Opcode::BiasAdd, "BiasAdd", "x, bias", "y", 2, 1, "", "", 0, 0},
-      {Opcode::Gelu, "Gelu", "x", "y", 1, 1, "", "", 0, 0},
-      {Opcode::LayerNorm, "LayerNorm", "x, gamma, beta", "y", 3, 1, "", "eps",
-       0, 1},
-      {Opcode::Softmax, "Softmax", "x", "y", 1, 1, "", "", 0, 0},
-      {Opcode::Attention, "Attention", "q, k, v", "o", 3, 1,
-       "heads causal seed headAxes", "dropout", 4, 1},
-      {Opcode::CrossEntropy, "CrossEntropy", "logits, targets", "loss", 2, 1,
-       "", "", 0, 0},
-      {Opcode::Copy, "Copy", "x", "y", 1, 1, "", "", 0, 0},
-      // Transpose and Slice take one int per dim of x: counted at validation.
-      {Opcode::Transpose, "Transpose", "x", "y", 1, 1, "permutation...", "", -1,
-       0},
-      {Opcode::Slice, "Slice", "x", "y", 1, 1, "offsets...", "", -1, 0},
-      {Opcode::Concat, "Concat", "x0, x1, ...", "y", -1, 1, "dim", "", 1, 0},
-      {Opcode::Dropout, "Dropout", "x", "y", 1, 1, "seed", "p", 1, 1},
-      {Opcode::Cast, "Cast", "x", "y", 1, 1, "", "", 0, 0},
-      {Opcode::EmbeddingGrad, "EmbeddingGrad", "dy, ids", "dtable", 2, 1,
-       "accumulate", "", 1, 0},
-      {Opcode::PositionEmbeddingGrad, "PositionEmbeddingGrad", "dy", "dtable",
-       1, 1, "batch seq accumulate", "", 3, 0},
-      {Opcode::BiasGrad, "BiasGrad", "dy", "dbias", 1, 1, "accumulate", "", 1,
-       0},
-      {Opcode::GeluGrad, "GeluGrad", "x, dy", "dx", 2, 1, "", "", 0, 0},
-      {Opcode::LayerNormGrad, "LayerNormGrad", "x, gamma, dy",
-       "dx, dgamma, dbeta", 3, 3, "accumulate", "eps", 1, 1},
-      {Opcode::SoftmaxGrad, "SoftmaxGrad", "y, dy", "dx", 2, 1, "", "", 0, 0},
-      {Opcode::AttentionGrad, "AttentionGrad", "q, k, v, dout", "dq, dk, dv", 4,
-       3, "heads causal seed headAxes", "dropout", 4, 1},
-      {Opcode::CrossEntropyGrad, "CrossEntropyGrad", "logits, targets, dloss",
-       "dlogits", 3, 1, "", "", 0, 0},
-      {Opcode::SliceGrad, "SliceGrad", "dy", "dx", 1, 1, "offsets...", "", -1,
-       0},
-      {Opcode::Accumulate, "Accumulate", "x", "y", 1, 1, "", "", 0, 0},
-      {Opcode::Zero, "Zero", "", "x...", 0, -1, "", "", 0, 0},
-      {Opcode::GlobalNormClip, "GlobalNormClip", "grads...", "norm", -1, 1, "",
-       "max_norm", 0, 1},
-      {Opcode::LearningRate, "LearningRate", "", "lr", 0, 1,
-       "kind warmup total warmupLog", "base warmupStart decayEnd", 4, 3},
-      {Opcode::AdamW, "AdamW", "grad, lr", "param, m, v", 2, 3, "decay",
-       "beta1 beta2 eps wd", 1, 4},
-      {Opcode::Sgd, "Sgd", "grad, lr", "param, momentum", 2, 2, "nesterov",
-       "momentum wd", 1, 2},
-      {Opcode::AdamWShard, "AdamWShard", "grad, lr", "param, m, v", 2, 3,
-       "decay axes", "beta1 beta2 eps wd", 2, 4},
-      {Opcode::GlobalNormClipParts, "GlobalNormClipParts", "grads...", "norm",
-       -1, 1, "axes parts...", "max_norm", -1, 1},
-      // In place: validatePlan checks that the outputs are the inputs.
-      {Opcode::AllReduce, "AllReduce", "x0, x1, ...", "x0, x1, ...", -1, -1,
-       "axes reduce", "", 2, 0},
-      {Opcode::AllGather, "AllGather", "x0, x1, ...", "x0, x1, ...", -1, -1,
-       "axes", "", 1, 0},
-      {Opcode::ReduceScatter, "ReduceScatter", "x0, x1, ...", "x0, x1, ...", -1,
-       -1, "axes reduce", "", 2, 0},
-      {Opcode::ReduceScatterAccumulate, "ReduceScatterAccumulate", "x", "shard",
-       1, 1, "axes reduce", "", 2, 0},
-      {Opcode::GatherParameter, "GatherParameter", "chunk", "whole", 1, 1,
-       "axes", "", 1, 0},
-      {Opcode::VocabParallelEmbedding, "VocabParallelEmbedding", "table, ids",
-       "y", 2, 1, "axes", "", 1, 0},
-      {Opcode::VocabParallelEmbeddingGrad, "VocabParallelEmbeddingGrad",
-       "dy, ids", "dtable", 2, 1, "axes accumulate", "", 2, 0},
-      {Opcode::VocabParallelCrossEntropy, "VocabParallelCrossEntropy",
-       "logits, targets", "loss", 2, 1, "axes", "", 1, 0},
-      {Opcode::VocabParallelCrossEntropyGrad, "VocabParallelCrossEntropyGrad",
-       "logits, targets, dloss", "dlogits", 3, 1, "axes", "", 1, 0},
-  };
+  static const std::vector<OpcodeInfo> table = [] {
+    std::vector<OpcodeInfo> table;
+#define DSC_INSTRUCTION_FILE "dsc/Runtime/Instructions.def"
+#define DSC_GEN_TABLE
+#include "dsc/Runtime/InstructionSetGen.inc"
+#undef DSC_GEN_TABLE
+#undef DSC_INSTRUCTION_FILE
+    return table;
+  }();
   return table;
 }
 
 const OpcodeInfo *dsc::rt::lookupOpcode(uint32_t raw) {
-  for (const OpcodeInfo &info : opcodeTable())
-    if (uint32_t(info.opcode) == raw)
-      return &info;
-  return nullptr;
+  // Opcode values are small: one slot per value, built once.
+  static const std::vector<const OpcodeInfo *> byValue = [] {
+    std::vector<const OpcodeInfo *> slots;
+    for (const OpcodeInfo &info : opcodeTable()) {
+      size_t v = size_t(info.opcode);
+      if (slots.size() <= v)
+        slots.resize(v + 1, nullptr);
+      slots[v] = &info;
+    }
+    return slots;
+  }();
+  return raw < byValue.size() ? byValue[raw] : nullptr;
 }
 
 std::string dsc::rt::opcodeName(Opcode op) {
@@ -110,17 +51,66 @@ std::string dsc::rt::opcodeName(Opcode op) {
   return "opcode " + std::to_string(uint32_t(op));
 }
 
+int OpcodeInfo::groupAxesIndex() const {
+  for (size_t i = 0; i < ints.size(); ++i)
+    if (ints[i].kind == IntKind::Axes)
+      return int(i);
+  return -1;
+}
+
+static OperandKind kindAt(const std::vector<OperandInfo> &list, size_t i) {
+  return list[std::min(i, list.size() - 1)].kind;
+}
+OperandKind OpcodeInfo::inputKind(size_t i) const { return kindAt(inputs, i); }
+OperandKind OpcodeInfo::outputKind(size_t i) const {
+  return kindAt(outputs, i);
+}
+
+static std::string operandNames(const std::vector<OperandInfo> &list,
+                                bool variadic) {
+  std::string s;
+  for (size_t i = 0; i < list.size(); ++i)
+    s += std::string(i ? ", " : "") + list[i].name;
+  return variadic ? s + "..." : s;
+}
+std::string OpcodeInfo::inputNames() const {
+  return operandNames(inputs, variadicInputs);
+}
+std::string OpcodeInfo::outputNames() const {
+  return operandNames(outputs, variadicOutputs);
+}
+
+std::string dsc::rt::describeOpcode(const OpcodeInfo &info) {
+  std::string s = std::string(info.name) + ": in(" + info.inputNames() +
+                  ") out(" + info.outputNames() + ")";
+  auto join = [](const char *what, auto &names, auto nameOf) {
+    if (names.empty())
+      return std::string();
+    std::string list;
+    for (const auto &n : names)
+      list += (list.empty() ? "" : " ") + nameOf(n);
+    return std::string(" ") + what + "(" + list + ")";
+  };
+  s += join("ints", info.ints, [](const IntInfo &i) {
+    return std::string(i.name) + (i.kind == IntKind::List ? "..." : "");
+  });
+  s += join("floats", info.floats, [](const char *f) { return std::string(f); });
+  return s;
+}
+
 std::string dsc::rt::describeOpcode(Opcode op) {
   const OpcodeInfo *info = lookupOpcode(uint32_t(op));
-  if (!info)
-    return opcodeName(op) + ": unknown";
-  std::string s = std::string(info->name) + ": in(" + info->inputs + ") out(" +
-                  info->outputs + ")";
-  if (*info->ints)
-    s += std::string(" ints(") + info->ints + ")";
-  if (*info->floats)
-    s += std::string(" floats(") + info->floats + ")";
-  return s;
+  return info ? describeOpcode(*info) : opcodeName(op) + ": unknown";
+}
+
+bool dsc::rt::isCollective(Opcode op) {
+  const OpcodeInfo *info = lookupOpcode(uint32_t(op));
+  return info && info->has(kCollective);
+}
+
+bool dsc::rt::isVocabParallel(Opcode op) {
+  const OpcodeInfo *info = lookupOpcode(uint32_t(op));
+  return info && info->has(kGroupKernel);
 }
 
 const char *dsc::rt::roleName(BufferRole r) {
@@ -227,18 +217,4 @@ int64_t Plan::findBuffer(const std::string &name) const {
     if (buffers[i].name == name)
       return int64_t(i);
   return -1;
-}
-
-bool dsc::rt::isCollective(Opcode op) {
-  return op == Opcode::AllReduce || op == Opcode::AllGather ||
-         op == Opcode::ReduceScatter ||
-         op == Opcode::ReduceScatterAccumulate ||
-         op == Opcode::GatherParameter;
-}
-
-bool dsc::rt::isVocabParallel(Opcode op) {
-  return op == Opcode::VocabParallelEmbedding ||
-         op == Opcode::VocabParallelEmbeddingGrad ||
-         op == Opcode::VocabParallelCrossEntropy ||
-         op == Opcode::VocabParallelCrossEntropyGrad;
 }

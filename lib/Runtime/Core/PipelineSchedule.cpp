@@ -39,7 +39,7 @@ StepResult Executor::trainPipelineStep(
   // accumulated gradients are the mean over the step's micro-batches
   // (trainStep checked that the plan can take M).
   if (last)
-    setLossScale(lossSeed(M));
+    setGradientSeed(lossSeed(M));
 
   BufferView input = buffer(uint32_t(st.input));
   auto view = [&](int64_t id) {

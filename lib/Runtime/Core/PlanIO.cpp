@@ -174,7 +174,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.u32(plan.loss);
   body.i64(plan.gradNorm);
   body.i64(plan.learningRate);
-  body.i64(plan.lossScale);
+  body.i64(plan.gradientSeed);
 
   body.u32(uint32_t(names.strings.size()));
   for (const std::string &s : names.strings) {
@@ -328,7 +328,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   plan.loss = r.u32("well-known loss");
   plan.gradNorm = r.i64("well-known gradNorm");
   plan.learningRate = r.i64("well-known learningRate");
-  plan.lossScale = r.i64("well-known lossScale");
+  plan.gradientSeed = r.i64("well-known gradientSeed");
 
   std::vector<std::string> strings(r.count("strings", 4));
   for (size_t i = 0; i < strings.size(); ++i)

@@ -54,8 +54,8 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
     os << ", gradNorm %" << plan.gradNorm;
   if (plan.learningRate >= 0)
     os << ", learningRate %" << plan.learningRate;
-  if (plan.lossScale >= 0)
-    os << ", lossScale %" << plan.lossScale;
+  if (plan.gradientSeed >= 0)
+    os << ", gradientSeed %" << plan.gradientSeed;
   os << "\n";
   for (size_t a = 0; a < plan.arenas.size(); ++a) {
     os << "arena " << a << ": " << tierName(plan.arenas[a].tier) << ", "

@@ -1,0 +1,277 @@
+//===- ExecutorStep.cpp - Programs, micro-batches and the training step ---===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The executor's step driver: running a program (its collectives launched
+// beside compute where the schedule allows), a timed run for traces, the
+// non-pipelined training step over micro-batches with the backward's seed
+// and the fp16 loss scaler, the data each rank takes, and dispatching one
+// instruction to the collectives or the backend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Executor.h"
+
+#include "dsc/Runtime/Backend.h"
+#include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/FloatConvert.h"
+#include "dsc/Runtime/InstructionArgs.h"
+#include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/ShardLayout.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <set>
+
+using namespace dsc::rt;
+
+void Executor::runProgram(const std::string &name) {
+  const Program *prog = thePlan.findProgram(name);
+  if (!prog) {
+    std::string have;
+    for (const Program &p : thePlan.programs)
+      have += (have.empty() ? "'" : ", '") + p.name + "'";
+    throw Error("the plan has no program '" + name + "' (it has " +
+                (have.empty() ? std::string("none") : have) + ")");
+  }
+  if (instructionHook) {
+    runTimed(*prog);
+    return;
+  }
+  const CommSchedule &schedule = commScheduleOf(*prog);
+  // Launched collectives not yet waited for, oldest first, with the bytes
+  // they read and write.
+  struct InFlight {
+    uint64_t ticket;
+    const std::vector<ByteRange> *ranges;
+  };
+  std::vector<InFlight> inFlight;
+  auto waitThrough = [&](size_t k) { // waits for inFlight[0..k]
+    backendImpl->waitCollective(inFlight[k].ticket);
+    inFlight.erase(inFlight.begin(), inFlight.begin() + ptrdiff_t(k) + 1);
+  };
+  auto waitAll = [&] {
+    backendImpl->waitCollectives();
+    inFlight.clear();
+  };
+  try {
+    for (size_t i = 0; i < prog->instructions.size(); ++i) {
+      // Collectives hoisted to here go first: their operands are final.
+      for (size_t j : schedule.launchAt[i])
+        inFlight.push_back(
+            {backendImpl->launchCollective([this, prog, j] {
+               runInstruction(*prog, j);
+             }),
+             &schedule.ranges[j]});
+      const Instruction &inst = prog->instructions[i];
+      if (isCollective(inst.opcode))
+        continue; // launched above, at or before its place
+      if (schedule.usesCommunicator[i]) {
+        // It calls a group itself: nothing else may be on the lane.
+        waitAll();
+      } else {
+        // Wait for the newest launch whose bytes this instruction touches
+        // (launches complete in order).
+        for (size_t k = inFlight.size(); k-- > 0;)
+          if (overlaps(*inFlight[k].ranges, schedule.ranges[i])) {
+            waitThrough(k);
+            break;
+          }
+      }
+      runInstruction(*prog, i);
+    }
+    waitAll();
+  } catch (...) {
+    // The lane's launches were made on every rank alike: let them finish
+    // (or fail) before the arenas they use may go.
+    try {
+      backendImpl->waitCollectives();
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+void Executor::runTimed(const Program &prog) {
+  // One instruction at a time, each timed to its completion.
+  for (size_t i = 0; i < prog.instructions.size(); ++i) {
+    const Instruction &inst = prog.instructions[i];
+    Communicator *comm =
+        isCollective(inst.opcode) ? group(groupAxesOf(inst)) : nullptr;
+    uint64_t sentBefore = comm ? comm->stats().totalSent() : 0;
+    backendImpl->synchronize();
+    double t0 = nowUs();
+    if (comm)
+      backendImpl->waitCollective(backendImpl->launchCollective(
+          [&] { runInstruction(prog, i); }));
+    else
+      runInstruction(prog, i);
+    backendImpl->synchronize();
+    double t1 = nowUs();
+    InstructionEvent event{&prog, i, &inst, t0, t1 - t0, 0};
+    if (comm) {
+      event.stream = 1;
+      event.collective = true;
+      event.bytesSent = comm->stats().totalSent() - sentBefore;
+    }
+    instructionHook(event);
+  }
+}
+
+StepResult Executor::trainStep(
+    const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+    int64_t microBatches) {
+  if (microBatches < 1)
+    throw Error("trainStep needs at least one micro-batch");
+  // Without a gradientSeed buffer the backward's seed is baked into the plan
+  // for its own micro-batch count; another count would scale the gradients.
+  if (thePlan.gradientSeed < 0 && microBatches != thePlan.microBatches)
+    throw Error("the plan was compiled for " +
+                std::to_string(thePlan.microBatches) +
+                " micro-batches per step and has no gradientSeed buffer, so it "
+                "cannot run " +
+                std::to_string(microBatches));
+  if (!thePlan.stages.empty())
+    return trainPipelineStep(fill, microBatches);
+  double lossSum = 0;
+  const uint64_t sentBefore = collectiveStats().totalSent();
+  setGradientSeed(lossSeed(microBatches));
+  const int64_t firstMicroBatch = firstMicroBatchOfRank(microBatches);
+  for (int64_t m = 0; m < microBatches; ++m) {
+    setMicroBatch(firstMicroBatch + m);
+    fillBatch(fill, m);
+    runProgram("forward_backward");
+    lossSum += loss();
+  }
+  StepResult r;
+  r.loss = lossSum / double(microBatches);
+  const bool apply = unscaleOrSkip(r);
+  if (apply)
+    runProgram("optimizer");
+  r.gradNorm = apply ? gradNorm() : std::nan("");
+  r.learningRate = learningRate();
+  r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
+  // A skipped step is no optimizer step: the schedule and Adam's bias
+  // corrections do not advance (DeepSpeed's behaviour).
+  if (apply)
+    ++currentStep;
+  return r;
+}
+
+double Executor::lossSeed(int64_t microBatches) const {
+  return (scaler ? scaler->scale() : 1.0) / double(microBatches);
+}
+
+bool Executor::unscaleOrSkip(StepResult &r) {
+  if (!scaler)
+    return true;
+  const double used = scaler->scale();
+  std::vector<std::pair<float *, int64_t>> grads;
+  double sum = 0;
+  for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
+    const Buffer &b = thePlan.buffers[id];
+    if (b.role != BufferRole::Gradient || !b.bytes)
+      continue;
+    if (b.dtype != DType::F32)
+      throw Error("loss scaling: gradient '" + b.name + "' is " +
+                  dtypeName(b.dtype) + "; f16 plans keep f32 gradients");
+    grads.push_back({buffer(id).as<float>(), numElements(b.shape)});
+    sum += backendImpl->sumOfSquares(grads.back().first, grads.back().second);
+  }
+  // One overflow anywhere skips the step everywhere, as DeepSpeed
+  // all-reduces its overflow flag.
+  int32_t overflow = std::isfinite(sum) ? 0 : 1;
+  if (worldComm && worldComm->size() > 1)
+    worldComm->allReduce(&overflow, 1, DType::I32, ReduceOp::Max);
+  const LossScaleEvent event = scaler->update(overflow != 0);
+  r.lossScale = used;
+  r.skippedSteps = scaler->skippedSteps();
+  if (event == LossScaleEvent::SkippedAtMin)
+    throw Error("loss scaling: the gradients overflow at the minimum loss "
+                "scale " +
+                std::to_string(used) + " (step " +
+                std::to_string(currentStep) +
+                "): training diverged (try a lower --lr)");
+  if (overflow) {
+    r.skipped = true;
+    for (auto [data, count] : grads)
+      backendImpl->fillZero(data, uint64_t(count) * sizeof(float));
+    return false;
+  }
+  for (auto [data, count] : grads)
+    backendImpl->scale(data, count, 1.0 / used);
+  return true;
+}
+
+int64_t Executor::firstMicroBatchOfRank(int64_t microBatches) const {
+  // Data-parallel rank d trains the step's micro-batches [d*M, (d+1)*M):
+  // dropout draws the masks one rank draws for those (Plan::mesh).
+  const int64_t dpAxis = findMeshAxis(thePlan.mesh, "dp");
+  return dpAxis >= 0 ? coords[dpAxis] * microBatches : 0;
+}
+
+void Executor::fillBatch(
+    const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+    int64_t microBatchInStep) {
+  // Host memory: `fill` writes the buffers themselves.
+  if (backendImpl->hostAddressable()) {
+    fill(microBatchInStep, tokens(), targets());
+    return;
+  }
+  // Device memory: `fill` writes host mirrors of the buffers (copyIds keeps
+  // them equal; read once, the first time), which are then copied in.
+  const BufferView tok = buffer(thePlan.tokens), tgt = buffer(thePlan.targets);
+  if (hostTokens.empty() || hostTargets.empty()) {
+    hostTokens.resize(size_t(tok.size()));
+    hostTargets.resize(size_t(tgt.size()));
+    backendImpl->copyOut(hostTokens.data(), tok.data, tok.desc->bytes);
+    backendImpl->copyOut(hostTargets.data(), tgt.data, tgt.desc->bytes);
+  }
+  fill(microBatchInStep, hostTokens.data(), hostTargets.data());
+  setTokens(hostTokens.data(), hostTokens.size());
+  setTargets(hostTargets.data(), hostTargets.size());
+}
+
+void Executor::runInstruction(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  switch (inst.opcode) {
+  case Opcode::AllReduce:
+    runAllReduce(prog, index);
+    return;
+  case Opcode::AllGather:
+  case Opcode::GatherParameter:
+    runAllGather(prog, index);
+    return;
+  case Opcode::ReduceScatter:
+  case Opcode::ReduceScatterAccumulate:
+    runReduceScatter(prog, index);
+    return;
+  case Opcode::Zero:
+    for (uint32_t id : inst.outputs) {
+      BufferView v = buffer(id);
+      if (v.data)
+        backendImpl->fillZero(v.data, v.desc->bytes);
+    }
+    return;
+  default:
+    backendImpl->run(*this, prog, index);
+  }
+}
+
+void Executor::failAt(const Program &prog, size_t index,
+                      const std::string &msg) const {
+  throw instructionError(prog, index, msg);
+}
+
+Error dsc::rt::instructionError(const Program &prog, size_t index,
+                                const std::string &msg) {
+  const Instruction &inst = prog.instructions[index];
+  return Error("program '" + prog.name + "' instruction " +
+               std::to_string(index) + " '" + inst.name + "' (" +
+               opcodeName(inst.opcode) + "): " + msg);
+}

@@ -1,0 +1,361 @@
+//===- InstructionShapes.cpp - Each opcode's shape rules ------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// What each kernel needs of its operands' shapes and of its attributes'
+// values beyond their kind (a matmul's m, n, k against its buffers, a
+// slice's box inside its tensor, a collective's chunks), checked after the
+// signature so that every operand and attribute read here exists.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InstructionChecker.h"
+
+#include <limits>
+#include <vector>
+
+using namespace dsc::rt;
+using namespace dsc::rt::verifier;
+
+void InstructionChecker::attentionShapes(size_t numIn, size_t numOut) {
+  const Buffer &q = in(0);
+  if (q.shape.size() != 3)
+    fail(inName(0) + " must be [batch, seq, hidden]");
+  for (size_t i = 1; i < numIn; ++i)
+    sameShape(q, inName(0), in(i), inName(i));
+  for (size_t i = 0; i < numOut; ++i)
+    sameShape(q, inName(0), out(i), outName(i));
+  int64_t heads = intAt("heads", 1, q.shape[2] > 0 ? q.shape[2] : 1);
+  if (q.shape[2] % heads != 0)
+    fail("hidden " + std::to_string(q.shape[2]) +
+         " is not divisible by heads " + std::to_string(heads));
+  floatAt("dropout", 0.0, 1.0, /*hiOpen=*/true);
+}
+
+void InstructionChecker::sliceShapes(const Buffer &whole,
+                                     const std::string &wholeName,
+                                     const Buffer &part,
+                                     const std::string &partName) {
+  if (part.shape.size() != whole.shape.size())
+    fail(partName + " must have the rank of " + wholeName);
+  for (size_t d = 0; d < whole.shape.size(); ++d) {
+    int64_t off = listAt("offsets", d);
+    if (off < 0 || part.shape[d] > whole.shape[d] ||
+        off > whole.shape[d] - part.shape[d])
+      fail("offset " + std::to_string(off) + " + size " +
+           std::to_string(part.shape[d]) + " in dim " + std::to_string(d) +
+           " exceeds " + wholeName);
+  }
+}
+
+void InstructionChecker::shapes() {
+  switch (inst.opcode) {
+  case Opcode::Embedding:
+  case Opcode::EmbeddingGrad:
+  case Opcode::VocabParallelEmbedding:
+  case Opcode::VocabParallelEmbeddingGrad: {
+    bool fwd = inst.opcode == Opcode::Embedding ||
+               inst.opcode == Opcode::VocabParallelEmbedding;
+    bool parallel = inst.opcode == Opcode::VocabParallelEmbedding ||
+                    inst.opcode == Opcode::VocabParallelEmbeddingGrad;
+    const Buffer &table = fwd ? in(0) : out(0);
+    std::string tableName = fwd ? inName(0) : outName(0);
+    const Buffer &y = fwd ? out(0) : in(0);
+    std::string yName = fwd ? outName(0) : inName(0);
+    if (table.shape.size() != 2)
+      fail(tableName + " must be [vocab, hidden]");
+    int64_t h = table.shape[1];
+    if (last(y) != h || y.shape.empty())
+      fail(yName + " must end in hidden " + std::to_string(h));
+    elements(y, yName, mulChecked(n(in(1)), h), "ids x hidden");
+    break;
+  }
+  case Opcode::PositionEmbedding:
+  case Opcode::PositionEmbeddingGrad: {
+    bool fwd = inst.opcode == Opcode::PositionEmbedding;
+    const Buffer &table = fwd ? in(0) : out(0);
+    std::string tableName = fwd ? inName(0) : outName(0);
+    const Buffer &y = fwd ? out(0) : in(0);
+    std::string yName = fwd ? outName(0) : inName(0);
+    if (table.shape.size() != 2)
+      fail(tableName + " must be [positions, hidden]");
+    int64_t batch = intAt("batch", 1, INT32_MAX);
+    int64_t seq = intAt("seq", 1, table.shape[0]);
+    if (last(y) != table.shape[1] || y.shape.empty())
+      fail(yName + " must end in hidden " + std::to_string(table.shape[1]));
+    elements(y, yName, mulChecked(mulChecked(batch, seq), table.shape[1]),
+             "batch x seq x hidden");
+    break;
+  }
+  case Opcode::Matmul: {
+    int64_t batch = intAt("batch", 1, INT64_MAX);
+    int64_t m = intAt("m", 1, INT64_MAX);
+    int64_t nn = intAt("n", 1, INT64_MAX);
+    int64_t k = intAt("k", 1, INT64_MAX);
+    bool ta = intNamed("transA"), tb = intNamed("transB");
+    bool bc = intNamed("broadcastB");
+    elements(in(0), inName(0), mulChecked(mulChecked(batch, m), k),
+             "batch x m x k");
+    elements(in(1), inName(1), mulChecked(mulChecked(bc ? 1 : batch, k), nn),
+             bc ? "k x n, broadcast" : "batch x k x n");
+    elements(out(0), outName(0), mulChecked(mulChecked(batch, m), nn),
+             "batch x m x n");
+    if (last(in(0)) != (ta ? m : k))
+      fail(inName(0) + " must end in " + (ta ? "m = " : "k = ") +
+           std::to_string(ta ? m : k) + (ta ? " (transA)" : ""));
+    if (last(in(1)) != (tb ? k : nn))
+      fail(inName(1) + " must end in " + (tb ? "k = " : "n = ") +
+           std::to_string(tb ? k : nn) + (tb ? " (transB)" : ""));
+    if (last(out(0)) != nn)
+      fail(outName(0) + " must end in n = " + std::to_string(nn));
+    break;
+  }
+  case Opcode::Add:
+  case Opcode::Mul:
+    sameShape(in(0), inName(0), in(1), inName(1));
+    sameShape(in(0), inName(0), out(0), outName(0));
+    break;
+  case Opcode::BiasAdd:
+    minRank(in(0), inName(0), 1);
+    vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
+    sameShape(in(0), inName(0), out(0), outName(0));
+    break;
+  case Opcode::Gelu:
+  case Opcode::Dropout:
+  case Opcode::Accumulate:
+    sameShape(in(0), inName(0), out(0), outName(0));
+    if (inst.opcode == Opcode::Dropout)
+      floatAt("p", 0.0, 1.0, /*hiOpen=*/true);
+    break;
+  case Opcode::Softmax:
+    minRank(in(0), inName(0), 1);
+    sameShape(in(0), inName(0), out(0), outName(0));
+    break;
+  case Opcode::LayerNorm:
+    minRank(in(0), inName(0), 1);
+    vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
+    vectorOf(in(2), inName(2), last(in(0)), "the last dim of x");
+    sameShape(in(0), inName(0), out(0), outName(0));
+    floatAt("eps", 0.0, 1.0);
+    break;
+  case Opcode::Attention:
+    attentionShapes(3, 1);
+    break;
+  case Opcode::AttentionGrad:
+    attentionShapes(4, 3);
+    break;
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyGrad:
+  case Opcode::VocabParallelCrossEntropy:
+  case Opcode::VocabParallelCrossEntropyGrad: {
+    const Buffer &logits = in(0);
+    minRank(logits, inName(0), 1);
+    int64_t v = last(logits);
+    if (v < 1)
+      fail(inName(0) + " has an empty vocab dim");
+    elements(in(1), inName(1), n(logits) / v, "one target per logits row");
+    if (inst.opcode == Opcode::CrossEntropy ||
+        inst.opcode == Opcode::VocabParallelCrossEntropy) {
+      scalar(out(0), outName(0));
+    } else {
+      scalar(in(2), inName(2));
+      sameShape(logits, inName(0), out(0), outName(0));
+    }
+    break;
+  }
+  case Opcode::Copy:
+    elements(out(0), outName(0), n(in(0)), "a copy keeps the element count");
+    break;
+  case Opcode::Cast:
+    elements(out(0), outName(0), n(in(0)), "a cast keeps the element count");
+    break;
+  case Opcode::Transpose: {
+    const Buffer &x = in(0), &y = out(0);
+    std::vector<bool> seen(x.shape.size());
+    const ops::Transpose tr = ops::Transpose::decode(inst);
+    const std::vector<int64_t> &perm = tr.permutation;
+    for (size_t i = 0; i < perm.size(); ++i) {
+      int64_t p = perm[i];
+      checkRange(p, "permutation", 0, int64_t(x.shape.size()) - 1);
+      if (seen[p])
+        fail("ints are not a permutation: " + std::to_string(p) +
+             " appears twice");
+      seen[p] = true;
+    }
+    if (y.shape.size() != x.shape.size())
+      fail(outName(0) + " must have the rank of " + inName(0));
+    for (size_t i = 0; i < perm.size(); ++i)
+      if (y.shape[i] != x.shape[perm[i]])
+        fail(outName(0) + " dim " + std::to_string(i) + " must be " +
+             std::to_string(x.shape[perm[i]]) + " (input dim " +
+             std::to_string(perm[i]) + ")");
+    break;
+  }
+  case Opcode::Slice:
+    sliceShapes(in(0), inName(0), out(0), outName(0));
+    break;
+  case Opcode::SliceGrad:
+    sliceShapes(out(0), outName(0), in(0), inName(0));
+    break;
+  case Opcode::Concat: {
+    const Buffer &y = out(0);
+    int64_t dim = intAt("dim", 0, int64_t(y.shape.size()) - 1);
+    int64_t total = 0;
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const Buffer &x = in(i);
+      if (x.shape.size() != y.shape.size())
+        fail(inName(i) + " must have the rank of " + outName(0));
+      for (size_t d = 0; d < y.shape.size(); ++d)
+        if (int64_t(d) != dim && x.shape[d] != y.shape[d])
+          fail(inName(i) + " differs from " + outName(0) + " in dim " +
+               std::to_string(d) + ", which is not the concat dim");
+      if (x.shape[dim] > INT64_MAX - total)
+        fail("the inputs' sizes in dim " + std::to_string(dim) + " overflow");
+      total += x.shape[dim];
+    }
+    if (total != y.shape[dim])
+      fail("the inputs sum to " + std::to_string(total) + " in dim " +
+           std::to_string(dim) + " but " + outName(0) + " has " +
+           std::to_string(y.shape[dim]));
+    break;
+  }
+  case Opcode::BiasGrad:
+    minRank(in(0), inName(0), 1);
+    vectorOf(out(0), outName(0), last(in(0)), "the last dim of dy");
+    break;
+  case Opcode::GeluGrad:
+  case Opcode::SoftmaxGrad:
+    minRank(in(0), inName(0), 1);
+    sameShape(in(0), inName(0), in(1), inName(1));
+    sameShape(in(0), inName(0), out(0), outName(0));
+    break;
+  case Opcode::LayerNormGrad: {
+    minRank(in(0), inName(0), 1);
+    int64_t c = last(in(0));
+    vectorOf(in(1), inName(1), c, "the last dim of x");
+    sameShape(in(0), inName(0), in(2), inName(2));
+    sameShape(in(0), inName(0), out(0), outName(0));
+    vectorOf(out(1), outName(1), c, "the last dim of x");
+    vectorOf(out(2), outName(2), c, "the last dim of x");
+    floatAt("eps", 0.0, 1.0);
+    break;
+  }
+  case Opcode::Zero:
+    break;
+  case Opcode::GlobalNormClip:
+    // Each gradient is counted and scaled once.
+    normOperands();
+    break;
+  case Opcode::GlobalNormClipParts: {
+    normOperands();
+    const int64_t axes = intNamed("axes");
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const int64_t chunkAxes = listAt("parts", 3 * i),
+                    inBuffer = listAt("parts", 3 * i + 1),
+                    splitAxes = listAt("parts", 3 * i + 2);
+      checkRange(inBuffer, "inBuffer", 0, 1);
+      // The parts must be parts within the norm's group.
+      if ((chunkAxes | splitAxes) & ~axes || (chunkAxes & splitAxes))
+        fail(inName(i) + " has chunk axes " + std::to_string(chunkAxes) +
+             " and split axes " + std::to_string(splitAxes) +
+             ", which must be disjoint masks within the norm's axes " +
+             std::to_string(axes));
+      const int64_t chunks = meshGroupSize(chunkAxes);
+      if (!inBuffer && numElements(in(i).shape) % chunks != 0)
+        fail(inName(i) + " has " + std::to_string(numElements(in(i).shape)) +
+             " elements, not divisible into " + std::to_string(chunks) +
+             " chunks");
+    }
+    break;
+  }
+  case Opcode::LearningRate:
+    scalar(out(0), outName(0));
+    intAt("warmup", 0, INT64_MAX);
+    intAt("total", 0, INT64_MAX);
+    floatAt("base", 0.0, std::numeric_limits<double>::max());
+    floatAt("warmupStart", 0.0, std::numeric_limits<double>::max());
+    floatAt("decayEnd", 0.0, std::numeric_limits<double>::max());
+    break;
+  case Opcode::AllReduce:
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter: {
+    int64_t groupSize = meshGroupAt("axes", "collective");
+    if (inst.opcode == Opcode::AllReduce)
+      break;
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      if (numElements(in(i).shape) % groupSize != 0)
+        fail(inName(i) + " has " + std::to_string(numElements(in(i).shape)) +
+             " elements, not divisible into the group's " +
+             std::to_string(groupSize) + " chunks");
+    break;
+  }
+  case Opcode::ReduceScatterAccumulate: {
+    int64_t groupSize = meshGroupAt("axes", "collective");
+    if (numElements(out(0).shape) * groupSize != numElements(in(0).shape))
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the chunk of " + inName(0) + " over " +
+           std::to_string(groupSize) + " ranks has " +
+           std::to_string(numElements(in(0).shape) / groupSize));
+    break;
+  }
+  case Opcode::GatherParameter: {
+    int64_t groupSize = meshGroupAt("axes", "collective");
+    const Buffer &chunk = in(0);
+    if (chunk.role != BufferRole::Parameter)
+      fail(inName(0) + " has role " + roleName(chunk.role) +
+           "; only a parameter's chunk is gathered");
+    if (chunk.layout.chunkAxes != intNamed("axes"))
+      fail(inName(0) + " is chunked over mesh axes mask " +
+           std::to_string(chunk.layout.chunkAxes) +
+           " but the gather runs over mask " + std::to_string(intNamed("axes")));
+    if (out(0).role != BufferRole::Temporary)
+      fail(outName(0) + " has role " + roleName(out(0).role) +
+           "; the gathered parameter must be a temporary");
+    if (numElements(out(0).shape) != numElements(chunk.shape) * groupSize)
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the " + std::to_string(groupSize) + " chunks of " +
+           inName(0) + " (" + std::to_string(numElements(chunk.shape)) +
+           " elements each) make " +
+           std::to_string(numElements(chunk.shape) * groupSize));
+    break;
+  }
+  case Opcode::AdamWShard: {
+    scalar(in(1), inName(1));
+    int64_t groupSize = meshGroupAt("axes", "sharded update");
+    int64_t n = numElements(out(0).shape);
+    if (n % groupSize != 0)
+      fail(outName(0) + " has " + std::to_string(n) +
+           " elements, not divisible into the group's " +
+           std::to_string(groupSize) + " shards");
+    if (numElements(in(0).shape) != n &&
+        numElements(in(0).shape) * groupSize != n)
+      fail(inName(0) + " has " + std::to_string(numElements(in(0).shape)) +
+           " elements: the whole gradient (" + std::to_string(n) +
+           ") or this rank's chunk (" + std::to_string(n / groupSize) +
+           ") was expected");
+    for (size_t o = 1; o < 3; ++o)
+      if (numElements(out(o).shape) * groupSize != n)
+        fail(outName(o) + " has " + std::to_string(numElements(out(o).shape)) +
+             " elements; a shard of " + std::to_string(n) + " over " +
+             std::to_string(groupSize) + " ranks has " +
+             std::to_string(n / groupSize));
+    adamFloats();
+    break;
+  }
+  case Opcode::AdamW:
+  case Opcode::Sgd: {
+    scalar(in(1), inName(1));
+    for (size_t o = 0; o < inst.outputs.size(); ++o)
+      sameShape(in(0), inName(0), out(o), outName(o));
+    if (inst.opcode == Opcode::AdamW) {
+      adamFloats();
+    } else {
+      floatAt("momentum", 0.0, 1.0);
+      floatAt("wd", 0.0, std::numeric_limits<double>::max());
+    }
+    break;
+  }
+  }
+}
