@@ -2,7 +2,7 @@
 //
 // Walks the memory-planned programs and emits one runtime instruction per
 // op, with the shapes the executor checks and the attributes each opcode
-// takes (see the opcode table in dsc/Runtime/Plan.h).
+// takes (dsc/Runtime/Instructions.def), through the typed ops:: structs.
 //
 //===----------------------------------------------------------------------===//
 

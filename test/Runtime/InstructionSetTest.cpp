@@ -109,6 +109,7 @@ Plan dummyPlan() {
   add("ids", DType::I32, {2});
   add("y", DType::BF16, {2, 3});
   add("loss", DType::F32, {});
+  add("notFloat", DType::I32, {2, 3});
   plan.programs.push_back({"forward", {}});
   return plan;
 }
@@ -164,7 +165,7 @@ TEST(InstructionSet, OwnDefinitionIsVerified) {
   inst.ints[2] = 4;
   expectError(inst, "non-zero bit mask over the mesh's 2 axes");
   inst = dummyInstruction();
-  inst.inputs = {1, 1};
+  inst.inputs = {4, 1};
   expectError(inst, "must be a float buffer");
   inst = dummyInstruction();
   inst.inputs = {0, 0};
@@ -193,7 +194,7 @@ std::string readSource(const std::string &path) {
 
 TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
   const std::string lowering = readSource("lib/Conversion/DscToPlan.cpp");
-  const std::string cpu = readSource("lib/Runtime/Core/CpuBackend.cpp");
+  const std::string cpu = readSource("lib/Runtime/Cpu/CpuBackend.cpp");
   const std::string cuda = readSource("lib/Runtime/Cuda/CudaInstructions.cpp");
   const std::string executor = readSource("lib/Runtime/Core/Executor.cpp");
   auto has = [](const std::string &text, const std::string &what) {

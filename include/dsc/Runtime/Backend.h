@@ -28,10 +28,42 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dsc::rt {
 
-class Executor;
+/// A buffer of the plan and where it lives in the executor's arenas. `data`
+/// is the backend's memory: dereference it only when the backend is
+/// hostAddressable() (the CPU's); else use read / setTokens / checkpoints.
+struct BufferView {
+  const Buffer *desc = nullptr;
+  void *data = nullptr;
+  int64_t size() const { return numElements(desc->shape); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// What a backend may ask while it runs an instruction, and nothing more:
+/// the plan, its buffers' memory, the rank's place on the mesh and the
+/// groups of its mesh axes, the optimizer step and the dropout streams. The
+/// executor implements it; steps, schedules, collectives' buckets, loss
+/// scaling and checkpoints stay out of a backend's sight.
+class InstructionContext {
+public:
+  virtual ~InstructionContext();
+  virtual const Plan &plan() const = 0;
+  virtual BufferView buffer(uint32_t id) = 0;
+  /// This rank's coordinates on the plan's mesh (empty without a mesh).
+  virtual const std::vector<int64_t> &meshCoordinates() const = 0;
+  /// The group of mesh axes `axes` for instruction `index` of `prog`; an
+  /// unsplit mask is an error naming the instruction.
+  virtual Communicator &requireGroup(const Program &prog, size_t index,
+                                     int64_t axes) const = 0;
+  /// The 1-based optimizer step (LearningRate, AdamW).
+  virtual int64_t step() const = 0;
+  /// The run's dropout seed of an instruction's `instructionSeed` in the
+  /// current step and micro-batch.
+  virtual uint64_t dropoutSeed(int64_t instructionSeed) const = 0;
+};
 
 class Backend {
 public:
@@ -98,9 +130,10 @@ public:
   virtual void waitCollectives() {}
 
   /// Runs compute instruction `index` of `prog` (not a collective, not
-  /// Zero, which the executor runs) over `ex`'s buffers. Throws Error (see
+  /// Zero, which the executor runs) over `ctx`'s buffers. Throws Error (see
   /// instructionError) for what only run time can find.
-  virtual void run(Executor &ex, const Program &prog, size_t index) = 0;
+  virtual void run(InstructionContext &ctx, const Program &prog,
+                   size_t index) = 0;
   /// Waits until everything issued has finished; throws Error for a failure
   /// found meanwhile (an asynchronous kernel fault, a bad token id).
   virtual void synchronize() {}

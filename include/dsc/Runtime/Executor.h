@@ -56,16 +56,6 @@ struct InstructionEvent {
 };
 using InstructionHook = std::function<void(const InstructionEvent &)>;
 
-/// A buffer of the plan and where it lives in the executor's arenas. `data`
-/// is the backend's memory: dereference it only when the backend is
-/// hostAddressable() (the CPU's); else use read / setTokens / checkpoints.
-struct BufferView {
-  const Buffer *desc = nullptr;
-  void *data = nullptr;
-  int64_t size() const { return numElements(desc->shape); }
-  template <typename T> T *as() const { return static_cast<T *>(data); }
-};
-
 /// What trainStep reports.
 struct StepResult {
   double loss = 0;         // mean over the micro-batches
@@ -87,7 +77,7 @@ struct StepResult {
   int64_t skippedSteps = 0;
 };
 
-class Executor {
+class Executor final : public InstructionContext {
 public:
   /// Validates the plan (validatePlan), checks that `backend` (default: the
   /// CPU's) supports it, allocates the arenas and scratch, and initializes
@@ -156,7 +146,7 @@ public:
 
   /// The 1-based training step that the next optimizer run performs;
   /// LearningRate and AdamW read it.
-  int64_t step() const { return currentStep; }
+  int64_t step() const override { return currentStep; }
   void setStep(int64_t step) { currentStep = step; }
   /// Mixed into dropout seeds with the step, so each micro-batch draws a
   /// fresh mask that its backward reproduces. trainStep numbers the step's
@@ -165,7 +155,7 @@ public:
   void setMicroBatch(int64_t index) { microBatch = index; }
   /// The dropout seed of an instruction with seed `instructionSeed` in the
   /// current step and micro-batch (the backends' Dropout and Attention).
-  uint64_t dropoutSeed(int64_t instructionSeed) const;
+  uint64_t dropoutSeed(int64_t instructionSeed) const override;
   /// Replaces every LearningRate instruction's base lr (dsc-run --lr); the
   /// warmup start and decay end scale with it. Throws Error if the plan
   /// has no LearningRate instruction.
@@ -174,7 +164,7 @@ public:
   /// A buffer by name (parameters, their state, well-known buffers); throws
   /// Error naming it when absent.
   BufferView buffer(const std::string &name);
-  BufferView buffer(uint32_t id);
+  BufferView buffer(uint32_t id) override;
   /// A float buffer's values as doubles (tests, checkpoints).
   std::vector<double> read(const std::string &name);
 
@@ -208,7 +198,9 @@ public:
   /// The world communicator (null for a one-rank plan run without one).
   Communicator *world() const { return worldComm; }
   /// This rank's coordinates on the plan's mesh (empty without a mesh).
-  const std::vector<int64_t> &meshCoordinates() const { return coords; }
+  const std::vector<int64_t> &meshCoordinates() const override {
+    return coords;
+  }
   /// The group of the ranks differing from this one only on the axes in
   /// `axes` (a mask over Plan::mesh), as split at construction; null when
   /// no collective of the plan uses that mask.
@@ -216,7 +208,7 @@ public:
   /// group(axes) for instruction `index` of `prog` (the backends' ops that
   /// use a group); an unsplit mask is an error naming the instruction.
   Communicator &requireGroup(const Program &prog, size_t index,
-                             int64_t axes) const;
+                             int64_t axes) const override;
   /// The plan's collectives' counters: the sum over the groups (the world
   /// communicator's own traffic, e.g. dsc-run's loss average, is not in it).
   CommStats collectiveStats() const;

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// How an instruction's operands, ints and floats (Plan.h's opcode table)
+// How an instruction's operands and attributes (Instructions.def)
 // become a kernel's arguments, shared by the CPU and CUDA backends so both
 // read an instruction the same way.
 //

@@ -22,8 +22,12 @@ using namespace dsc::rt::verifier;
 void InstructionChecker::run() {
   if (!info)
     fail("unknown opcode " + std::to_string(uint32_t(inst.opcode)));
-  signature();
+  // Shapes before aliasing: a wrong shape is the likelier fault.
+  counts();
+  attributes();
+  dtypes();
   shapes();
+  aliasing();
 }
 
 void InstructionChecker::signature() {

@@ -329,7 +329,7 @@ std::vector<double> CudaBackend::sumsOfSquares(const float *const *buffers,
   return sums;
 }
 
-void CudaBackend::run(Executor &ex, const Program &prog, size_t index) {
+void CudaBackend::run(InstructionContext &ex, const Program &prog, size_t index) {
   setDevice();
   const Plan &plan = ex.plan();
   const Instruction &inst = prog.instructions[index];

@@ -16,7 +16,7 @@
 #include "dsc/Runtime/CudaBackend.h"
 
 #include "dsc/Runtime/CudaKernels.h"
-#include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/NcclCommunicator.h"
@@ -126,13 +126,13 @@ public:
   void waitCollective(uint64_t ticket) override;
   void waitCollectives() override;
 
-  void run(Executor &ex, const Program &prog, size_t index) override;
+  void run(InstructionContext &ex, const Program &prog, size_t index) override;
   void synchronize() override;
 
 private:
   /// run() for an instruction whose data are of element type T.
   template <typename T>
-  void execute(Executor &ex, const Program &prog, size_t index);
+  void execute(InstructionContext &ex, const Program &prog, size_t index);
   void setDevice() { cudaSetDevice(device); }
   /// The stream of the work being issued: the communication stream inside
   /// a launched collective, else the compute stream.

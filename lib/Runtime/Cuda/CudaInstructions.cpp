@@ -20,7 +20,7 @@ using namespace dsc::rt;
 using namespace dsc::rt::cuda_backend;
 
 template <typename T>
-void CudaBackend::execute(Executor &ex, const Program &prog, size_t index) {
+void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t index) {
   const Plan &plan = ex.plan();
   const Instruction &inst = prog.instructions[index];
   auto fail = [&](const std::string &msg) {
@@ -310,7 +310,7 @@ void CudaBackend::execute(Executor &ex, const Program &prog, size_t index) {
   }
 }
 
-template void CudaBackend::execute<float>(Executor &, const Program &, size_t);
-template void CudaBackend::execute<__nv_bfloat16>(Executor &, const Program &,
+template void CudaBackend::execute<float>(InstructionContext &, const Program &, size_t);
+template void CudaBackend::execute<__nv_bfloat16>(InstructionContext &, const Program &,
                                                   size_t);
-template void CudaBackend::execute<__half>(Executor &, const Program &, size_t);
+template void CudaBackend::execute<__half>(InstructionContext &, const Program &, size_t);

@@ -15,7 +15,7 @@
 #include "CommLane.h"
 
 #include "dsc/Runtime/CpuKernels.h"
-#include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/ShardLayout.h"
@@ -32,6 +32,7 @@
 using namespace dsc::rt;
 
 Backend::~Backend() = default;
+InstructionContext::~InstructionContext() = default;
 
 std::unique_ptr<Communicator> Backend::makeWorld(Communicator &) {
   return nullptr;
@@ -136,14 +137,14 @@ public:
       lane->waitAll();
   }
 
-  void run(Executor &ex, const Program &prog, size_t index) override;
+  void run(InstructionContext &ex, const Program &prog, size_t index) override;
 
 private:
   template <typename T>
-  void execute(Executor &ex, const Program &prog, size_t index);
+  void execute(InstructionContext &ex, const Program &prog, size_t index);
   /// The operand's memory as the kernels see it: its f32 staging copy when
   /// it is bf16 or f16, else the buffer itself.
-  BufferView view(Executor &ex, uint32_t id) {
+  BufferView view(InstructionContext &ex, uint32_t id) {
     BufferView v = ex.buffer(id);
     if (auto it = staged.find(id); it != staged.end())
       v.data = it->second.data();
@@ -161,7 +162,7 @@ private:
 
 } // namespace
 
-void CpuBackend::run(Executor &ex, const Program &prog, size_t index) {
+void CpuBackend::run(InstructionContext &ex, const Program &prog, size_t index) {
   const Plan &plan = ex.plan();
   const Instruction &inst = prog.instructions[index];
   if (inst.opcode == Opcode::Cast) {
@@ -268,7 +269,7 @@ void CpuBackend::prepare(const Plan &plan) {
 }
 
 template <typename T>
-void CpuBackend::execute(Executor &ex, const Program &prog, size_t index) {
+void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t index) {
   const Plan &thePlan = ex.plan();
   const std::vector<int64_t> &coords = ex.meshCoordinates();
   auto buffer = [&](uint32_t id) { return view(ex, id); };
