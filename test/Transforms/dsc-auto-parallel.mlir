@@ -6,7 +6,6 @@
 // RUN: FileCheck %s --check-prefix=HTML < %t/plan.html
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 objective=memory" | FileCheck %s --check-prefix=MEM
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 micro-batch=2" | FileCheck %s --check-prefix=MB2
-// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt3-175b.yml | dsc-opt --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536" | FileCheck %s --check-prefix=IMPORT
 // RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%t/missing.json gpus=8 global-batch=8" 2>&1 | FileCheck %s --check-prefix=NOFILE
 // RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 objective=cost" 2>&1 | FileCheck %s --check-prefix=OBJECTIVE
 // RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json global-batch=1536" 2>&1 | FileCheck %s --check-prefix=NOGPUS
@@ -32,9 +31,6 @@
 // Pinning the micro-batch to the graph's.
 // MB2-LABEL: module @gpt3_175b
 // MB2-SAME: micro_batch_size = 2 : i64
-
-// The importer's dsc.model is what the pass reads.
-// IMPORT: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 8 : i64, zero = 1 : i64}
 
 // MD: # dsc auto-parallel report
 // MD: **gpt3_175b on 1024 x A100-SXM4-80GB, global batch 1536**

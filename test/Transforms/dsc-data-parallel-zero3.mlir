@@ -1,5 +1,5 @@
-// RUN: dsc-opt %s --dsc-autodiff --dsc-optimizer="schedule=constant warmup=0" --dsc-data-parallel="dp=4 zero=3" | FileCheck %s --enable-var-scope
-// RUN: dsc-opt %s --dsc-autodiff --dsc-optimizer="schedule=constant warmup=0" --dsc-data-parallel="dp=4 zero=3" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
+// RUN: dsc-opt %s --dsc-data-parallel="dp=4 zero=3" -verify-diagnostics | FileCheck %s
+// RUN: dsc-opt %s --dsc-data-parallel="dp=4 zero=3" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
 
 // ZeRO-3: @wte (96 elements) and @fc.weight (36) become chunks of 24 and 9
 // elements whose layout says which part of the whole each rank holds; the
@@ -75,21 +75,76 @@
 // BYTES: "reduce_scatter": 396,
 // BYTES: "all_gather": 792
 
-module {
-  dsc.parameter @wte : tensor<16x6xf32> init = #dsc.init<normal, std = 0.02>
-  dsc.parameter @ln.weight : tensor<6xf32> init = #dsc.init<ones>
-  dsc.parameter @ln.bias : tensor<6xf32> init = #dsc.init<zeros>
-  dsc.parameter @fc.weight : tensor<6x6xf32> init = #dsc.init<normal, std = 0.02>
-  func.func @loss(%ids: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
-    %wte = dsc.get_parameter @wte : tensor<16x6xf32>
-    %g = dsc.get_parameter @ln.weight : tensor<6xf32>
-    %b = dsc.get_parameter @ln.bias : tensor<6xf32>
-    %fc = dsc.get_parameter @fc.weight : tensor<6x6xf32>
-    %x = dsc.embedding %wte, %ids : tensor<16x6xf32>, tensor<2x4xi32> -> tensor<2x4x6xf32>
-    %h = dsc.layer_norm %x, %g, %b {epsilon = 1.0e-5 : f64} : tensor<2x4x6xf32>, tensor<6xf32>, tensor<6xf32>
-    %y = dsc.matmul %h, %fc : tensor<2x4x6xf32>, tensor<6x6xf32> -> tensor<2x4x6xf32>
-    %logits = dsc.matmul %y, %wte {transpose_rhs} : tensor<2x4x6xf32>, tensor<16x6xf32> -> tensor<2x4x16xf32>
-    %loss = dsc.cross_entropy %logits, %targets : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
-    return %loss : tensor<f32>
+// The training programs of an embedding, a layer norm, a product and a
+// tied LM head, as --dsc-autodiff and --dsc-optimizer="schedule=constant
+// warmup=0" make them.
+module attributes {dsc.microbatches = 1 : i64} {
+  dsc.parameter @wte : tensor<16x6xf32> init = <normal, std = 2.000000e-02>
+  dsc.parameter @ln.weight : tensor<6xf32> init = <ones>
+  dsc.parameter @ln.bias : tensor<6xf32> init = <zeros>
+  dsc.parameter @fc.weight : tensor<6x6xf32> init = <normal, std = 2.000000e-02>
+  dsc.state @grad.fc.weight : tensor<6x6xf32> gradient of @fc.weight
+  dsc.state @grad.ln.bias : tensor<6xf32> gradient of @ln.bias
+  dsc.state @grad.ln.weight : tensor<6xf32> gradient of @ln.weight
+  dsc.state @grad.wte : tensor<16x6xf32> gradient of @wte
+  dsc.state @adam.m.fc.weight : tensor<6x6xf32> exp_avg of @fc.weight
+  dsc.state @adam.v.fc.weight : tensor<6x6xf32> exp_avg_sq of @fc.weight
+  dsc.state @adam.m.ln.bias : tensor<6xf32> exp_avg of @ln.bias
+  dsc.state @adam.v.ln.bias : tensor<6xf32> exp_avg_sq of @ln.bias
+  dsc.state @adam.m.ln.weight : tensor<6xf32> exp_avg of @ln.weight
+  dsc.state @adam.v.ln.weight : tensor<6xf32> exp_avg_sq of @ln.weight
+  dsc.state @adam.m.wte : tensor<16x6xf32> exp_avg of @wte
+  dsc.state @adam.v.wte : tensor<16x6xf32> exp_avg_sq of @wte
+  func.func @loss(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4xi32>) -> tensor<f32> {
+    %0 = dsc.get_parameter @wte : tensor<16x6xf32>
+    %1 = dsc.get_parameter @ln.weight : tensor<6xf32>
+    %2 = dsc.get_parameter @ln.bias : tensor<6xf32>
+    %3 = dsc.get_parameter @fc.weight : tensor<6x6xf32>
+    %4 = dsc.embedding %0, %arg0 : tensor<16x6xf32>, tensor<2x4xi32> -> tensor<2x4x6xf32>
+    %5 = dsc.layer_norm %4, %1, %2 : tensor<2x4x6xf32>, tensor<6xf32>, tensor<6xf32>
+    %6 = dsc.matmul %5, %3 : tensor<2x4x6xf32>, tensor<6x6xf32> -> tensor<2x4x6xf32>
+    %7 = dsc.matmul %6, %0 {transpose_rhs} : tensor<2x4x6xf32>, tensor<16x6xf32> -> tensor<2x4x16xf32>
+    %8 = dsc.cross_entropy %7, %arg1 : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %8 : tensor<f32>
+  }
+  func.func @forward_backward(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4xi32>) -> tensor<f32> {
+    %0 = dsc.get_parameter @wte : tensor<16x6xf32>
+    %1 = dsc.get_parameter @ln.weight : tensor<6xf32>
+    %2 = dsc.get_parameter @ln.bias : tensor<6xf32>
+    %3 = dsc.get_parameter @fc.weight : tensor<6x6xf32>
+    %4 = dsc.embedding %0, %arg0 : tensor<16x6xf32>, tensor<2x4xi32> -> tensor<2x4x6xf32>
+    %5 = dsc.layer_norm %4, %1, %2 : tensor<2x4x6xf32>, tensor<6xf32>, tensor<6xf32>
+    %6 = dsc.matmul %5, %3 : tensor<2x4x6xf32>, tensor<6x6xf32> -> tensor<2x4x6xf32>
+    %7 = dsc.matmul %6, %0 {transpose_rhs} : tensor<2x4x6xf32>, tensor<16x6xf32> -> tensor<2x4x16xf32>
+    %8 = dsc.cross_entropy %7, %arg1 : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    %cst = arith.constant dense<1.000000e+00> : tensor<f32>
+    %9 = dsc.cross_entropy_grad %7, %arg1, %cst : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>
+    %10 = dsc.matmul %9, %0 : tensor<2x4x16xf32>, tensor<16x6xf32> -> tensor<2x4x6xf32>
+    %11 = dsc.reshape %6 : tensor<2x4x6xf32> -> tensor<8x6xf32>
+    %12 = dsc.reshape %9 : tensor<2x4x16xf32> -> tensor<8x16xf32>
+    %13 = dsc.matmul %12, %11 {transpose_lhs} : tensor<8x16xf32>, tensor<8x6xf32> -> tensor<16x6xf32>
+    %14 = dsc.matmul %10, %3 {transpose_rhs} : tensor<2x4x6xf32>, tensor<6x6xf32> -> tensor<2x4x6xf32>
+    %15 = dsc.reshape %5 : tensor<2x4x6xf32> -> tensor<8x6xf32>
+    %16 = dsc.reshape %10 : tensor<2x4x6xf32> -> tensor<8x6xf32>
+    %17 = dsc.matmul %15, %16 {transpose_lhs} : tensor<8x6xf32>, tensor<8x6xf32> -> tensor<6x6xf32>
+    %input_grad, %gamma_grad, %beta_grad = dsc.layer_norm_grad %4, %1, %14 : tensor<2x4x6xf32>, tensor<6xf32>
+    %18 = dsc.embedding_grad %input_grad, %arg0 : tensor<2x4x6xf32>, tensor<2x4xi32> -> tensor<16x6xf32>
+    %19 = dsc.add %13, %18 : tensor<16x6xf32>
+    dsc.accumulate %17 into @grad.fc.weight : tensor<6x6xf32>
+    dsc.accumulate %beta_grad into @grad.ln.bias : tensor<6xf32>
+    dsc.accumulate %gamma_grad into @grad.ln.weight : tensor<6xf32>
+    dsc.accumulate %19 into @grad.wte : tensor<16x6xf32>
+    return %8 : tensor<f32>
+  }
+  func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+    %0 = dsc.learning_rate constant base = 6.000000e-04 min = 6.000000e-05 warmup = 0 total = 200 : tensor<f32>
+    %1 = dsc.clip_grad_norm [@grad.fc.weight, @grad.ln.bias, @grad.ln.weight, @grad.wte] max_norm = 1.000000e+00 : tensor<f32>
+    dsc.adamw @fc.weight grad = @grad.fc.weight exp_avg = @adam.m.fc.weight exp_avg_sq = @adam.v.fc.weight lr = %0 beta1 = 9.000000e-01 beta2 = 0.94999999999999996 eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<f32>
+    dsc.adamw @ln.bias grad = @grad.ln.bias exp_avg = @adam.m.ln.bias exp_avg_sq = @adam.v.ln.bias lr = %0 beta1 = 9.000000e-01 beta2 = 0.94999999999999996 eps = 1.000000e-08 weight_decay = 0.000000e+00 : tensor<f32>
+    dsc.adamw @ln.weight grad = @grad.ln.weight exp_avg = @adam.m.ln.weight exp_avg_sq = @adam.v.ln.weight lr = %0 beta1 = 9.000000e-01 beta2 = 0.94999999999999996 eps = 1.000000e-08 weight_decay = 0.000000e+00 : tensor<f32>
+    dsc.adamw @wte grad = @grad.wte exp_avg = @adam.m.wte exp_avg_sq = @adam.v.wte lr = %0 beta1 = 9.000000e-01 beta2 = 0.94999999999999996 eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<f32>
+    dsc.zero [@grad.fc.weight, @grad.ln.bias, @grad.ln.weight, @grad.wte]
+    return %1, %0 : tensor<f32>, tensor<f32>
   }
 }
+

@@ -1,5 +1,10 @@
 // RUN: dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=1024 zero=1" -split-input-file -verify-diagnostics | FileCheck %s
 // RUN: dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=1024 zero=1" -split-input-file -verify-diagnostics --dsc-plan-memory --dsc-plan-summary -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=BYTES
+// RUN: not dsc-opt %s --dsc-data-parallel="dp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=DP0
+// RUN: not dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=BUCKET
+
+// DP0: error: --dsc-data-parallel: dp must be >= 1, got 0
+// BUCKET: error: --dsc-data-parallel: bucket-bytes must be >= 1
 
 // Gradients (declaration order: 512 + 256 + 1024 + 64 bytes) are averaged
 // over dp in buckets of at most 1024 bytes, before the optimizer uses them.
@@ -87,3 +92,27 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
   return %n, %lr : tensor<f32>, tensor<f32>
 }
 
+// -----
+
+// An optimizer that zeroes no gradient has nothing to average.
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>
+// expected-error @+1 {{--dsc-data-parallel: no gradient states to reduce}}
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+  %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
+  return %lr, %lr : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// ZeRO shards AdamW's moments; SGD's momentum is not sharded.
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>
+dsc.state @grad.w : tensor<8xf32> gradient of @w
+dsc.state @sgd.momentum.w : tensor<8xf32> momentum of @w
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+  %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
+  %n = dsc.clip_grad_norm [@grad.w] max_norm = 1.0 : tensor<f32>
+  // expected-error @+1 {{--dsc-data-parallel: zero=1 shards AdamW state; SGD is not supported (use zero=0 or the adamw optimizer)}}
+  dsc.sgd @w grad = @grad.w momentum_buffer = @sgd.momentum.w lr = %lr momentum = 0.9 weight_decay = 0.0 : tensor<f32>
+  dsc.zero [@grad.w]
+  return %n, %lr : tensor<f32>, tensor<f32>
+}

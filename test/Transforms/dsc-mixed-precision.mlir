@@ -1,5 +1,4 @@
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-mixed-precision="dtype=bf16" | FileCheck %s
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | dsc-opt --dsc-mixed-precision --dsc-autodiff | FileCheck %s --check-prefix=AD
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-mixed-precision="dtype=f16" | FileCheck %s --check-prefix=F16
 // RUN: not dsc-opt %s -split-input-file --dsc-mixed-precision="dtype=fp8" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
@@ -42,32 +41,6 @@ func.func @loss(%ids: tensor<2x8xi32>, %t: tensor<2x8xi32>) -> tensor<f32> {
   // CHECK-NEXT: return %[[LOSS]] : tensor<f32>
   return %loss : tensor<f32>
 }
-
-// With autodiff, on a 4-layer GPT: bf16 activation gradients; each
-// weight's gradient is cast back to f32 (the cast's rule) right before it
-// is accumulated into its f32 state. The tied table's two bf16
-// contributions (LM head, embedding) are summed before the one cast.
-// AD: dsc.parameter @wte.weight : tensor<64x32xf32>
-// AD: dsc.state @grad.wte.weight : tensor<64x32xf32> gradient of @wte.weight
-// AD-LABEL: func.func @forward_backward
-// AD: %[[W:.*]] = dsc.get_parameter @wte.weight : tensor<64x32xf32>
-// AD-NEXT: %[[WB:.*]] = dsc.cast %[[W]] : tensor<64x32xf32> to tensor<64x32xbf16>
-// AD: %[[G:.*]] = dsc.get_parameter @ln_f.weight : tensor<32xf32>
-// AD-NEXT: dsc.cast %[[G]] : tensor<32xf32> to tensor<32xbf16>
-// AD: %[[LOSS:.*]] = dsc.cross_entropy %[[LOGITS:.*]], %{{.*}} : tensor<2x8x64xbf16>, tensor<2x8xi32> -> tensor<f32>
-// AD-NEXT: %[[SEED:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
-// AD-NEXT: %[[DL:.*]] = dsc.cross_entropy_grad %[[LOGITS]], %{{.*}}, %[[SEED]] : tensor<2x8x64xbf16>, tensor<2x8xi32>, tensor<f32>
-// AD: %[[DHEAD:.*]] = dsc.matmul {{.*}} -> tensor<64x32xbf16>
-// AD: %{{.*}}, %[[DGB:.*]], %[[DBB:.*]] = dsc.layer_norm_grad {{.*}} : tensor<2x8x32xbf16>, tensor<32xbf16>
-// AD-NEXT: %[[DB:.*]] = dsc.cast %[[DBB]] : tensor<32xbf16> to tensor<32xf32>
-// AD-NEXT: dsc.accumulate %[[DB]] into @grad.ln_f.bias : tensor<32xf32>
-// AD-NEXT: %[[DG:.*]] = dsc.cast %[[DGB]] : tensor<32xbf16> to tensor<32xf32>
-// AD-NEXT: dsc.accumulate %[[DG]] into @grad.ln_f.weight : tensor<32xf32>
-// AD: %[[DE:.*]] = dsc.embedding_grad {{.*}} : tensor<2x8x32xbf16>, tensor<2x8xi32> -> tensor<64x32xbf16>
-// AD-NEXT: %[[DWB:.*]] = dsc.add %[[DHEAD]], %[[DE]] : tensor<64x32xbf16>
-// AD: %[[DW:.*]] = dsc.cast %[[DWB]] : tensor<64x32xbf16> to tensor<64x32xf32>
-// AD-NEXT: dsc.accumulate %[[DW]] into @grad.wte.weight : tensor<64x32xf32>
-// AD-NEXT: return %[[LOSS]] : tensor<f32>
 
 // -----
 

@@ -1,76 +1,240 @@
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | dsc-opt --dsc-declare-mesh="pp=2" --dsc-pipeline="pp=2" | FileCheck %s --check-prefix=EVEN
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer-wide-vocab.yml | dsc-opt --dsc-declare-mesh="pp=2" --dsc-pipeline="pp=2" | FileCheck %s --check-prefix=COST
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | dsc-opt --dsc-pipeline="pp=4 schedule=gpipe" | FileCheck %s --check-prefix=FOUR
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | dsc-opt --dsc-declare-mesh="pp=2" --dsc-pipeline="pp=2" --dsc-autodiff="grad-scale=0.25" --dsc-optimizer | FileCheck %s --check-prefix=TRAIN
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | not dsc-opt --dsc-pipeline="pp=5" 2>&1 | FileCheck %s --check-prefix=LAYERS
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | not dsc-opt --dsc-declare-mesh="pp=2" --dsc-pipeline="pp=4" 2>&1 | FileCheck %s --check-prefix=MESH
-// RUN: dsc-translate --import-neox %S/Inputs/pp-4layer.yml | not dsc-opt --dsc-pipeline="pp=2 schedule=zigzag" 2>&1 | FileCheck %s --check-prefix=SCHED
+// RUN: dsc-opt %s --dsc-pipeline="pp=2" -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: dsc-opt %s --dsc-pipeline="pp=2 schedule=gpipe" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=GPIPE
+// RUN: not dsc-opt %s --dsc-pipeline="pp=2 schedule=zigzag" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
+// RUN: not dsc-opt %s --dsc-pipeline="pp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=PP0
 
-// A small vocabulary: the embedding and the LM head weigh about a layer
-// each, and the cost-balanced cut is the even one, h.0-h.1 | h.2-h.3.
-// EVEN: module attributes {{.*}}dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}
-// EVEN-LABEL: func.func @loss.stage0(%arg0: tensor<2x8xi32>) -> tensor<2x8x32xf32> attributes {dsc.stage = 0 : i64}
-// EVEN: dsc.get_parameter @wte.weight
-// EVEN: dsc.get_parameter @h.0.ln_1.weight
-// EVEN: dsc.get_parameter @h.1.ln_1.weight
-// EVEN-NOT: @h.2.
-// EVEN: return %{{.*}} : tensor<2x8x32xf32>
-// EVEN-LABEL: func.func @loss.stage1(%arg0: tensor<2x8x32xf32>, %arg1: tensor<2x8xi32>) -> tensor<f32> attributes {dsc.stage = 1 : i64}
-// EVEN-NOT: @h.1.
-// EVEN: dsc.get_parameter @h.2.ln_1.weight
-// EVEN: dsc.get_parameter @h.3.ln_1.weight
-// The tied embedding is read again by the LM head of the last stage.
-// EVEN: dsc.get_parameter @wte.weight
-// EVEN: dsc.cross_entropy
-// EVEN-NOT: func.func @loss(
-
-// A vocabulary of 2048 over h=32: the LM head's 2·b·s·h·V FLOPs outweigh
-// three layers, so cost balance puts three layers on stage 0 where equal
-// layer counts would put two.
-// COST-LABEL: func.func @loss.stage0
-// COST: dsc.get_parameter @h.2.ln_1.weight
-// COST-LABEL: func.func @loss.stage1
-// COST-NOT: @h.2.
-// COST: dsc.get_parameter @h.3.ln_1.weight
-// COST: dsc.cross_entropy
-
-// pp=4 declares its mesh and gives each stage one layer.
-// FOUR: dsc.pipeline = {schedule = "gpipe", stages = 4 : i64}
-// FOUR: dsc.mesh @mesh axes = ["pp"] shape = [4]
-// FOUR-LABEL: func.func @loss.stage0(%arg0: tensor<2x8xi32>) -> tensor<2x8x32xf32>
-// FOUR: @h.0.ln_1.weight
-// FOUR-LABEL: func.func @loss.stage1(%arg0: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> attributes {dsc.stage = 1 : i64}
-// FOUR: @h.1.ln_1.weight
-// FOUR-LABEL: func.func @loss.stage2(%arg0: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> attributes {dsc.stage = 2 : i64}
-// FOUR: @h.2.ln_1.weight
-// FOUR-LABEL: func.func @loss.stage3(%arg0: tensor<2x8x32xf32>, %arg1: tensor<2x8xi32>) -> tensor<f32> attributes {dsc.stage = 3 : i64}
-// FOUR: @h.3.ln_1.weight
-
-// Autodiff: stage 0's backward takes its output's gradient and returns
-// nothing; the last returns the loss and its input's gradient. Each
-// recomputes its forward.
-// TRAIN-LABEL: func.func @forward_backward.stage0(%arg0: tensor<2x8xi32>, %arg1: tensor<2x8x32xf32>) attributes {dsc.stage = 0 : i64}
-// TRAIN: dsc.accumulate %{{.*}} into @grad.wte.weight
-// TRAIN: return{{$}}
-// TRAIN-LABEL: func.func @forward_backward.stage1(%arg0: tensor<2x8x32xf32>, %arg1: tensor<2x8xi32>) -> (tensor<f32>, tensor<2x8x32xf32>) attributes {dsc.stage = 1 : i64}
-// TRAIN: %[[SEED:.*]] = arith.constant dense<2.500000e-01> : tensor<f32>
-// TRAIN: dsc.cross_entropy_grad %{{.*}}, %arg1, %[[SEED]]
-// TRAIN: dsc.accumulate %{{.*}} into @grad.wte.weight
-// TRAIN: return %{{.*}}, %[[DX:.*]] : tensor<f32>, tensor<2x8x32xf32>
-// One optimizer per stage: the tied embedding's two parts are summed over
-// pp, the norm counts the stage's own gradients as parts over pp (false
-// for the shared one), and both stages update their copy of wte.
-// TRAIN-LABEL: func.func @optimizer.stage0() -> (tensor<f32>, tensor<f32>) attributes {dsc.stage = 0 : i64}
-// TRAIN-NEXT: dsc.all_reduce_states [@grad.wte.weight] on @mesh axes = ["pp"]
-// TRAIN: dsc.clip_grad_norm {{.*}}@grad.wte.weight] max_norm {{.*}}dsc.pipeline_local = array<i1: true, {{.*}}, true, false>
-// TRAIN-NOT: @h.2.
-// TRAIN: dsc.adamw @wte.weight
-// TRAIN-LABEL: func.func @optimizer.stage1() -> (tensor<f32>, tensor<f32>) attributes {dsc.stage = 1 : i64}
-// TRAIN-NEXT: dsc.all_reduce_states [@grad.wte.weight] on @mesh axes = ["pp"]
-// TRAIN: dsc.clip_grad_norm [@grad.wte.weight, @grad.ln_f.bias, {{.*}}dsc.pipeline_local = array<i1: false, true,
-// TRAIN-NOT: @h.1.
-// TRAIN: dsc.adamw @wte.weight
-
-// LAYERS: error: --dsc-pipeline: 5 stages need at least 5 transformer layers, but @loss has 4
-// MESH: error: --dsc-pipeline: pp=4 but mesh @mesh has a 'pp' axis of size 2
 // SCHED: error: --dsc-pipeline: unknown schedule 'zigzag'; expected 1f1b or gpipe
+// PP0: error: --dsc-pipeline: pp must be >= 1, got 0
+
+// Two layers, pp=2: one stage function per layer with its `dsc.stage`, the
+// schedule on the module, the mesh declared, @loss erased. Stage 0 takes
+// the tokens and returns the residual stream after h.0; stage 1 takes it and
+// the targets and returns the loss. The embedding goes with the first layer,
+// the LM head and the loss with the last; the tied table's read is cloned
+// into the last stage. Layers are told by the name locations of the ops
+// (h.1's GELU comes before its first parameter read) and by parameter names.
+// CHECK-LABEL: module @two_layers attributes {dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}}
+// CHECK-NEXT: dsc.mesh @mesh axes = ["pp"] shape = [2]
+// CHECK-LABEL: func.func @loss.stage0(%arg0: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.stage = 0 : i64}
+// CHECK-NEXT: %[[WTE:.*]] = dsc.get_parameter @wte : tensor<16x8xf32>
+// CHECK-NEXT: %[[X:.*]] = dsc.embedding %[[WTE]], %arg0
+// CHECK-NEXT: %[[W0:.*]] = dsc.get_parameter @h.0.w
+// CHECK-NEXT: %[[Y0:.*]] = dsc.matmul %[[X]], %[[W0]]
+// CHECK-NEXT: %[[X1:.*]] = dsc.add %[[X]], %[[Y0]]
+// CHECK-NEXT: return %[[X1]] : tensor<2x4x8xf32>
+// CHECK-LABEL: func.func @loss.stage1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.stage = 1 : i64}
+// CHECK-NEXT: %[[A1:.*]] = dsc.gelu %arg0
+// CHECK-NEXT: %[[W1:.*]] = dsc.get_parameter @h.1.w
+// CHECK-NEXT: %[[Y1:.*]] = dsc.matmul %[[A1]], %[[W1]]
+// CHECK-NEXT: %[[X2:.*]] = dsc.add %arg0, %[[Y1]]
+// CHECK-NEXT: %[[HEAD:.*]] = dsc.get_parameter @wte : tensor<16x8xf32>
+// CHECK-NEXT: %[[LOGITS:.*]] = dsc.matmul %[[X2]], %[[HEAD]] {transpose_rhs}
+// CHECK-NEXT: %[[L:.*]] = dsc.cross_entropy %[[LOGITS]], %arg1
+// CHECK-NEXT: return %[[L]] : tensor<f32>
+// CHECK-NOT: func.func @loss(
+// GPIPE-LABEL: module @two_layers attributes {dsc.pipeline = {schedule = "gpipe", stages = 2 : i64}}
+
+module @two_layers {
+  dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %wte = dsc.get_parameter @wte : tensor<16x8xf32>
+    %x = dsc.embedding %wte, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32> loc("wte")
+    %w0 = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+    %y0 = dsc.matmul %x, %w0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32> loc("h.0.mlp")
+    %x1 = dsc.add %x, %y0 : tensor<2x4x8xf32> loc("h.0.residual")
+    %a1 = dsc.gelu %x1 : tensor<2x4x8xf32> loc("h.1.act")
+    %w1 = dsc.get_parameter @h.1.w : tensor<8x8xf32>
+    %y1 = dsc.matmul %a1, %w1 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32> loc("h.1.mlp")
+    %x2 = dsc.add %x1, %y1 : tensor<2x4x8xf32> loc("h.1.residual")
+    %logits = dsc.matmul %x2, %wte {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32> loc("lm_head")
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32> loc("loss")
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// The cut balances cost, not layer counts. Four layers under a vocabulary
+// of 8: the LM head weighs about a layer, and the cut is the even one.
+// CHECK-LABEL: module @narrow_vocab
+// CHECK-LABEL: func.func @loss.stage0
+// CHECK: @h.1.w
+// CHECK-NOT: @h.2.w
+// CHECK-LABEL: func.func @loss.stage1
+// CHECK: @h.2.w
+// CHECK: @h.3.w
+// GPIPE-LABEL: module @narrow_vocab
+
+module @narrow_vocab {
+  dsc.parameter @wte : tensor<8x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.0.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.1.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.2.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.3.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %wte = dsc.get_parameter @wte : tensor<8x16xf32>
+    %x0 = dsc.embedding %wte, %ids : tensor<8x16xf32>, tensor<2x4xi32> -> tensor<2x4x16xf32>
+    %w0 = dsc.get_parameter @h.0.w : tensor<16x16xf32>
+    %y0 = dsc.matmul %x0, %w0 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x1 = dsc.add %x0, %y0 : tensor<2x4x16xf32>
+    %w1 = dsc.get_parameter @h.1.w : tensor<16x16xf32>
+    %y1 = dsc.matmul %x1, %w1 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x2 = dsc.add %x1, %y1 : tensor<2x4x16xf32>
+    %w2 = dsc.get_parameter @h.2.w : tensor<16x16xf32>
+    %y2 = dsc.matmul %x2, %w2 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x3 = dsc.add %x2, %y2 : tensor<2x4x16xf32>
+    %w3 = dsc.get_parameter @h.3.w : tensor<16x16xf32>
+    %y3 = dsc.matmul %x3, %w3 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x4 = dsc.add %x3, %y3 : tensor<2x4x16xf32>
+    %logits = dsc.matmul %x4, %wte {transpose_rhs} : tensor<2x4x16xf32>, tensor<8x16xf32> -> tensor<2x4x8xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A vocabulary of 256: the LM head outweighs three layers, and stage 0
+// takes three.
+// CHECK-LABEL: module @wide_vocab
+// CHECK-LABEL: func.func @loss.stage0
+// CHECK: @h.2.w
+// CHECK-LABEL: func.func @loss.stage1
+// CHECK-NOT: @h.2.w
+// CHECK: @h.3.w
+// CHECK: dsc.cross_entropy
+// GPIPE-LABEL: module @wide_vocab
+
+module @wide_vocab {
+  dsc.parameter @wte : tensor<256x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.0.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.1.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.2.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.3.w : tensor<16x16xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %wte = dsc.get_parameter @wte : tensor<256x16xf32>
+    %x0 = dsc.embedding %wte, %ids : tensor<256x16xf32>, tensor<2x4xi32> -> tensor<2x4x16xf32>
+    %w0 = dsc.get_parameter @h.0.w : tensor<16x16xf32>
+    %y0 = dsc.matmul %x0, %w0 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x1 = dsc.add %x0, %y0 : tensor<2x4x16xf32>
+    %w1 = dsc.get_parameter @h.1.w : tensor<16x16xf32>
+    %y1 = dsc.matmul %x1, %w1 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x2 = dsc.add %x1, %y1 : tensor<2x4x16xf32>
+    %w2 = dsc.get_parameter @h.2.w : tensor<16x16xf32>
+    %y2 = dsc.matmul %x2, %w2 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x3 = dsc.add %x2, %y2 : tensor<2x4x16xf32>
+    %w3 = dsc.get_parameter @h.3.w : tensor<16x16xf32>
+    %y3 = dsc.matmul %x3, %w3 : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+    %x4 = dsc.add %x3, %y3 : tensor<2x4x16xf32>
+    %logits = dsc.matmul %x4, %wte {transpose_rhs} : tensor<2x4x16xf32>, tensor<256x16xf32> -> tensor<2x4x256xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x256xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+
+// -----
+
+// A mesh with a pp axis of that size is used as it is.
+// CHECK-LABEL: module @dp_pp_mesh attributes {dsc.pipeline
+// CHECK-NEXT: dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+// CHECK-NOT: dsc.mesh
+// CHECK: func.func @loss.stage0
+// CHECK: func.func @loss.stage1
+// GPIPE-LABEL: module @dp_pp_mesh
+
+module @dp_pp_mesh {
+  dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 2]
+  dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %w0 = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+    %y0 = dsc.matmul %x, %w0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+    %w1 = dsc.get_parameter @h.1.w : tensor<8x8xf32>
+    %y1 = dsc.matmul %y0, %w1 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+    return %y1 : tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+// expected-error @+1 {{--dsc-pipeline: 2 stages need at least 2 transformer layers, but @loss has 1}}
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w0 = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+  %y0 = dsc.matmul %x, %w0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  return %y0 : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Stages are cut between whole layers in program order.
+dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @h.0.v : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w0 = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+  %y0 = dsc.matmul %x, %w0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %w1 = dsc.get_parameter @h.1.w : tensor<8x8xf32>
+  %y1 = dsc.matmul %y0, %w1 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  // expected-error @+1 {{'dsc.get_parameter' op --dsc-pipeline: layer h.0 is interleaved with layer h.1; stages are cut between whole layers in program order}}
+  %v0 = dsc.get_parameter @h.0.v : tensor<8x8xf32>
+  %z = dsc.matmul %y1, %v0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  return %z : tensor<2x4x8xf32>
+}
+
+// -----
+
+// A cut is crossed by one activation, the residual stream; here h.1 reads
+// two values of h.0.
+dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w0 = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+  // expected-note @+1 {{crossing value}}
+  %y0 = dsc.matmul %x, %w0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  // expected-note @+1 {{crossing value}}
+  %x1 = dsc.add %x, %y0 : tensor<2x4x8xf32>
+  // expected-error @+1 {{'dsc.get_parameter' op --dsc-pipeline: the cut before layer h.1 (stage 1) is crossed by 2 values; a cut must be crossed by exactly one activation (the residual stream)}}
+  %w1 = dsc.get_parameter @h.1.w : tensor<8x8xf32>
+  %y1 = dsc.matmul %x1, %w1 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %x2 = dsc.add %y0, %y1 : tensor<2x4x8xf32>
+  return %x2 : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-pipeline: pp=2 but mesh @mesh has a 'pp' axis of size 4}}
+dsc.mesh @mesh axes = ["pp"] shape = [4]
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-pipeline: mesh @mesh has no 'pp' axis for 2 stages}}
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-pipeline cuts the forward graph and must run before --dsc-autodiff}}
+module {
+  func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    return %x : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward() {
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-pipeline: no single-block function @loss computing the loss}}
+module {
+  func.func private @loss(tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+}

@@ -1,74 +1,245 @@
-// RUN: dsc-translate --import-neox %S/Inputs/tp-1layer.yml | dsc-opt --dsc-tensor-parallel="tp=2" | FileCheck %s
-// RUN: dsc-translate --import-neox %S/Inputs/tp-1layer.yml | dsc-opt --dsc-tensor-parallel="tp=2" --dsc-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: dsc-opt %s --dsc-tensor-parallel="tp=2" -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: not dsc-opt %s --dsc-tensor-parallel="tp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=TP0
 
-// Megatron-LM's layout of one rank of tp=2: split parameters keep their
-// names, get their local type and the layout of the whole they come from.
-// CHECK: dsc.mesh @mesh axes = ["tp"] shape = [2]
-// CHECK: dsc.parameter @wte.weight : tensor<32x32xf32> {{.*}} layout = <view = [64, 32], split = {{\[}}["tp"], []]>
-// CHECK: dsc.parameter @wpe.weight : tensor<8x32xf32> init = <normal, std = 2.000000e-02>
-// CHECK-NEXT: dsc.parameter @h.0.ln_1.weight : tensor<32xf32> init = <ones>
-// CHECK: dsc.parameter @h.0.attn.qkv.weight : tensor<32x48xf32> {{.*}} layout = <view = [32, 3, 32], split = {{\[}}[], [], ["tp"]]>
-// CHECK: dsc.parameter @h.0.attn.qkv.bias : tensor<48xf32> {{.*}} layout = <view = [3, 32], split = {{\[}}[], ["tp"]]>
-// CHECK: dsc.parameter @h.0.attn.proj.weight : tensor<16x32xf32> {{.*}} layout = <view = [32, 32], split = {{\[}}["tp"], []]>
-// CHECK: dsc.parameter @h.0.attn.proj.bias : tensor<32xf32> init = <zeros>
-// CHECK: dsc.parameter @h.0.mlp.fc.weight : tensor<32x64xf32> {{.*}} layout = <view = [32, 128], split = {{\[}}[], ["tp"]]>
-// CHECK: dsc.parameter @h.0.mlp.fc.bias : tensor<64xf32> {{.*}} layout = <view = [128], split = {{\[}}["tp"]]>
-// CHECK: dsc.parameter @h.0.mlp.proj.weight : tensor<64x32xf32> {{.*}} layout = <view = [128, 32], split = {{\[}}["tp"], []]>
-// CHECK: dsc.parameter @h.0.mlp.proj.bias : tensor<32xf32> init = <zeros>
+// TP0: error: --dsc-tensor-parallel: tp must be >= 1, got 0
 
-// The vocabulary-parallel lookup, summed over tp (g).
-// CHECK-LABEL: func.func @loss
-// CHECK: %[[LOOKUP:.*]] = dsc.vocab_parallel_embedding %{{.*}}, %arg0 on @mesh axes = ["tp"] : tensor<32x32xf32>, tensor<2x8xi32> -> tensor<2x8x32xf32>
-// CHECK-NEXT: dsc.all_reduce %[[LOOKUP]] on @mesh axes = ["tp"] : tensor<2x8x32xf32>
-// Column-parallel QKV behind f; the rank's 2 of 4 heads; q, k, v at its
-// columns 0, 16, 32.
-// CHECK: %[[LN1:.*]] = dsc.layer_norm
-// CHECK: %[[F1:.*]] = dsc.copy_to_parallel %[[LN1]] on @mesh axes = ["tp"] : tensor<2x8x32xf32>
-// CHECK-NEXT: %[[QKV:.*]] = dsc.matmul %[[F1]], %{{.*}} : tensor<2x8x32xf32>, tensor<32x48xf32> -> tensor<2x8x48xf32>
-// CHECK-NEXT: %[[QKVB:.*]] = dsc.bias_add %[[QKV]], %{{.*}} : tensor<2x8x48xf32>, tensor<48xf32>
-// CHECK-NEXT: dsc.slice %[[QKVB]] [0, 0, 0] [2, 8, 16]
-// CHECK-NEXT: dsc.slice %[[QKVB]] [0, 0, 16] [2, 8, 16]
-// CHECK-NEXT: dsc.slice %[[QKVB]] [0, 0, 32] [2, 8, 16]
-// CHECK-NEXT: %[[ATT:.*]] = dsc.attention {{.*}}num_heads = 2{{.*}} : tensor<2x8x16xf32>
-// Row-parallel projection: partial sums all-reduced (g) before the bias.
-// CHECK: %[[PROJ:.*]] = dsc.matmul %[[ATT]], %{{.*}} : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
-// CHECK-NEXT: %[[SUM:.*]] = dsc.all_reduce %[[PROJ]] on @mesh axes = ["tp"] : tensor<2x8x32xf32>
-// CHECK-NEXT: dsc.bias_add %[[SUM]]
-// The MLP: fc column-parallel, GELU on the rank's 64 of 128 columns, proj
+// An MLP, one rank of tp=2: the first product is column-parallel (the
+// rank keeps 16 of the 32 columns of W1 and b1, its input passes through
+// Megatron's f, copy_to_parallel), GELU runs on the rank's columns, the
+// second product is row-parallel (16 of the 32 rows of W2) and its partial
+// sums are all-reduced (Megatron's g) before the replicated bias. Split
+// parameters keep their names and get the layout of the whole they are a
+// part of; the mesh is declared.
+// CHECK-LABEL: module {
+// CHECK-NEXT: dsc.mesh @mesh axes = ["tp"] shape = [2]
+// CHECK-NEXT: dsc.parameter @fc.weight : tensor<8x16xf32> {{.*}} layout = <view = [8, 32], split = {{\[}}[], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @fc.bias : tensor<16xf32> {{.*}} layout = <view = [32], split = {{\[}}["tp"]]>
+// CHECK-NEXT: dsc.parameter @proj.weight : tensor<16x8xf32> {{.*}} layout = <view = [32, 8], split = {{\[}}["tp"], []]>
+// CHECK-NEXT: dsc.parameter @proj.bias : tensor<8xf32> init = <zeros>{{$}}
+// CHECK-LABEL: func.func @loss(%arg0: tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[W1:.*]] = dsc.get_parameter @fc.weight : tensor<8x16xf32>
+// CHECK-NEXT: %[[B1:.*]] = dsc.get_parameter @fc.bias : tensor<16xf32>
+// CHECK-NEXT: %[[F:.*]] = dsc.copy_to_parallel %arg0 on @mesh axes = ["tp"] : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[H:.*]] = dsc.matmul %[[F]], %[[W1]] : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[HB:.*]] = dsc.bias_add %[[H]], %[[B1]] : tensor<2x4x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[G:.*]] = dsc.gelu %[[HB]] : tensor<2x4x16xf32>
+// CHECK-NEXT: %[[W2:.*]] = dsc.get_parameter @proj.weight : tensor<16x8xf32>
+// CHECK-NEXT: %[[B2:.*]] = dsc.get_parameter @proj.bias : tensor<8xf32>
+// CHECK-NEXT: %[[Y:.*]] = dsc.matmul %[[G]], %[[W2]] : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = dsc.all_reduce %[[Y]] on @mesh axes = ["tp"] : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[OUT:.*]] = dsc.bias_add %[[SUM]], %[[B2]] : tensor<2x4x8xf32>, tensor<8xf32>
+// CHECK-NEXT: return %[[OUT]] : tensor<2x4x8xf32>
+
+dsc.parameter @fc.weight : tensor<8x32xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @fc.bias : tensor<32xf32> init = #dsc.init<zeros>
+dsc.parameter @proj.weight : tensor<32x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @proj.bias : tensor<8xf32> init = #dsc.init<zeros>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w1 = dsc.get_parameter @fc.weight : tensor<8x32xf32>
+  %b1 = dsc.get_parameter @fc.bias : tensor<32xf32>
+  %h = dsc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x32xf32> -> tensor<2x4x32xf32>
+  %hb = dsc.bias_add %h, %b1 : tensor<2x4x32xf32>, tensor<32xf32>
+  %g = dsc.gelu %hb : tensor<2x4x32xf32>
+  %w2 = dsc.get_parameter @proj.weight : tensor<32x8xf32>
+  %b2 = dsc.get_parameter @proj.bias : tensor<8xf32>
+  %y = dsc.matmul %g, %w2 : tensor<2x4x32xf32>, tensor<32x8xf32> -> tensor<2x4x8xf32>
+  %yb = dsc.bias_add %y, %b2 : tensor<2x4x8xf32>, tensor<8xf32>
+  return %yb : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Attention: the fused QKV product is column-parallel in the [h, 3, h]
+// view (the rank keeps its heads' q, k and v columns), the attention runs
+// on 2 of the 4 heads with q, k, v at the rank's columns 0, 4 and 8, and
+// its head dropout masks follow the tp axis; the output projection is
 // row-parallel.
-// CHECK: dsc.copy_to_parallel
-// CHECK: dsc.gelu %{{.*}} : tensor<2x8x64xf32>
-// CHECK: dsc.matmul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
-// CHECK-NEXT: dsc.all_reduce
-// The LM head computes the rank's 32 of 64 vocabulary columns; the loss
-// never sees whole logits.
-// CHECK: %[[F3:.*]] = dsc.copy_to_parallel
-// CHECK-NEXT: %[[LOGITS:.*]] = dsc.matmul %[[F3]], %{{.*}} {transpose_rhs} : tensor<2x8x32xf32>, tensor<32x32xf32> -> tensor<2x8x32xf32>
-// CHECK-NEXT: dsc.vocab_parallel_cross_entropy %[[LOGITS]], %arg1 on @mesh axes = ["tp"] : tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<f32>
+// CHECK-LABEL: dsc.parameter @qkv.weight : tensor<8x12xf32> {{.*}} layout = <view = [8, 3, 8], split = {{\[}}[], [], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @qkv.bias : tensor<12xf32> {{.*}} layout = <view = [3, 8], split = {{\[}}[], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @proj.weight : tensor<4x8xf32> {{.*}} layout = <view = [8, 8], split = {{\[}}["tp"], []]>
+// CHECK-LABEL: func.func @loss
+// CHECK: %[[F:.*]] = dsc.copy_to_parallel %arg0 on @mesh axes = ["tp"]
+// CHECK-NEXT: %[[M:.*]] = dsc.matmul %[[F]], %{{.*}} : tensor<2x4x8xf32>, tensor<8x12xf32> -> tensor<2x4x12xf32>
+// CHECK-NEXT: %[[QKV:.*]] = dsc.bias_add %[[M]], %{{.*}} : tensor<2x4x12xf32>, tensor<12xf32>
+// CHECK-NEXT: %[[Q:.*]] = dsc.slice %[[QKV]] [0, 0, 0] [2, 4, 4] : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[K:.*]] = dsc.slice %[[QKV]] [0, 0, 4] [2, 4, 4]
+// CHECK-NEXT: %[[V:.*]] = dsc.slice %[[QKV]] [0, 0, 8] [2, 4, 4]
+// CHECK-NEXT: %[[A:.*]] = dsc.attention %[[Q]], %[[K]], %[[V]] {causal, head_axes = ["tp"], num_heads = 2 : i64, seed = 1 : i64} : tensor<2x4x4xf32>
+// CHECK: %[[P:.*]] = dsc.matmul %[[A]], %{{.*}} : tensor<2x4x4xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = dsc.all_reduce %[[P]] on @mesh axes = ["tp"] : tensor<2x4x8xf32>
+// CHECK-NEXT: dsc.bias_add %[[SUM]]
 
-// Autodiff derives the backward's collectives: the gradient of each f is
-// all-reduced (three here: the LM head's input, the MLP's and the
-// attention's), the g's pass their gradient through.
-// GRAD-LABEL: func.func @forward_backward
-// GRAD: dsc.vocab_parallel_cross_entropy_grad %{{.*}}, %arg1, %{{.*}} on @mesh axes = ["tp"]
-// GRAD-COUNT-3: dsc.all_reduce %{{.*}} on @mesh axes = ["tp"] : tensor<2x8x32xf32>
-// GRAD: dsc.vocab_parallel_embedding_grad %{{.*}}, %arg0 on @mesh axes = ["tp"] : tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<32x32xf32>
-// GRAD-NOT: dsc.all_reduce
+dsc.parameter @qkv.weight : tensor<8x24xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @qkv.bias : tensor<24xf32> init = #dsc.init<zeros>
+dsc.parameter @proj.weight : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @proj.bias : tensor<8xf32> init = #dsc.init<zeros>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w = dsc.get_parameter @qkv.weight : tensor<8x24xf32>
+  %b = dsc.get_parameter @qkv.bias : tensor<24xf32>
+  %m = dsc.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x24xf32> -> tensor<2x4x24xf32>
+  %qkv = dsc.bias_add %m, %b : tensor<2x4x24xf32>, tensor<24xf32>
+  %q = dsc.slice %qkv [0, 0, 0] [2, 4, 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %k = dsc.slice %qkv [0, 0, 8] [2, 4, 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %v = dsc.slice %qkv [0, 0, 16] [2, 4, 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %a = dsc.attention %q, %k, %v {causal, num_heads = 4 : i64, seed = 1 : i64} : tensor<2x4x8xf32>
+  %pw = dsc.get_parameter @proj.weight : tensor<8x8xf32>
+  %pb = dsc.get_parameter @proj.bias : tensor<8xf32>
+  %p = dsc.matmul %a, %pw : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %pbb = dsc.bias_add %p, %pb : tensor<2x4x8xf32>, tensor<8xf32>
+  return %pbb : tensor<2x4x8xf32>
+}
 
-// Configurations that do not divide are errors naming the numbers.
-// RUN: dsc-translate --import-neox %S/Inputs/tp-1layer.yml | not dsc-opt --dsc-tensor-parallel="tp=3" 2>&1 | FileCheck %s --check-prefix=HEADS
-// HEADS: error: 'dsc.attention' op --dsc-tensor-parallel: 4 attention heads are not divisible by tp=3
-// RUN: dsc-translate --import-neox %S/Inputs/tp-1layer.yml | not dsc-opt --dsc-tensor-parallel="tp=8" 2>&1 | FileCheck %s --check-prefix=HEADS8
-// HEADS8: 4 attention heads are not divisible by tp=8
-// RUN: dsc-translate --import-neox %S/Inputs/tp-1layer.yml | dsc-opt --dsc-declare-mesh="dp=2" | not dsc-opt --dsc-tensor-parallel="tp=2" 2>&1 | FileCheck %s --check-prefix=MESH
-// MESH: error: --dsc-tensor-parallel: mesh @mesh needs a 'tp' axis of size 2
-// RUN: dsc-translate --import-neox %S/Inputs/tp-1layer.yml | dsc-opt --dsc-tensor-parallel="tp=2" --dsc-autodiff | not dsc-opt --dsc-tensor-parallel="tp=2" 2>&1 | FileCheck %s --check-prefix=ORDER
-// ORDER: error: --dsc-tensor-parallel slices the forward graph and must run before --dsc-autodiff
-// RUN: %python -c "print('{\"num_layers\": 1, \"hidden_size\": 32, \"num_attention_heads\": 4, \"seq_length\": 8, \"max_position_embeddings\": 8, \"vocab_size\": 66, \"hidden_dropout\": 0, \"attention_dropout\": 0}')" > %t.vocab.json
-// RUN: dsc-translate --import-neox %t.vocab.json | not dsc-opt --dsc-tensor-parallel="tp=4" 2>&1 | FileCheck %s --check-prefix=VOCAB
-// VOCAB: error: 'dsc.embedding' op --dsc-tensor-parallel: the vocabulary (66 tokens) is not divisible by tp=4; pad it (Megatron's make-vocab-size-divisible-by)
-// RUN: %python -c "print('{\"num_layers\": 1, \"hidden_size\": 32, \"num_attention_heads\": 4, \"seq_length\": 8, \"max_position_embeddings\": 8, \"vocab_size\": 64, \"attention_dropout\": 0.1}')" > %t.dropout.json
-// Attention dropout stays one rank's: each rank's heads are those at its
-// index in the tp group, and draw those heads' masks.
-// RUN: dsc-translate --import-neox %t.dropout.json | dsc-opt --dsc-tensor-parallel="tp=2" | FileCheck %s --check-prefix=DROPOUT
-// DROPOUT: dsc.attention {{.*}}dropout = 1.000000e-01 : f64, head_axes = ["tp"], num_heads = 2
+// -----
+
+// The tied embedding and LM head are vocabulary-parallel: the rank keeps 8
+// of the 16 rows, looks up its tokens and g sums the lookups; the head
+// computes the rank's 8 logit columns behind f, and the loss combines
+// them without whole logits. A mesh with a tp axis of size 2 is used as it
+// is.
+// CHECK-LABEL: dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+// CHECK-NEXT: dsc.parameter @wte : tensor<8x8xf32> {{.*}} layout = <view = [16, 8], split = {{\[}}["tp"], []]>
+// CHECK-LABEL: func.func @loss
+// CHECK-NEXT: %[[W:.*]] = dsc.get_parameter @wte : tensor<8x8xf32>
+// CHECK-NEXT: %[[E:.*]] = dsc.vocab_parallel_embedding %[[W]], %arg0 on @mesh axes = ["tp"] : tensor<8x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[X:.*]] = dsc.all_reduce %[[E]] on @mesh axes = ["tp"] : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[F:.*]] = dsc.copy_to_parallel %[[X]] on @mesh axes = ["tp"] : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[L:.*]] = dsc.matmul %[[F]], %[[W]] {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[LOSS:.*]] = dsc.vocab_parallel_cross_entropy %[[L]], %arg1 on @mesh axes = ["tp"] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<f32>
+// CHECK-NEXT: return %[[LOSS]] : tensor<f32>
+// CHECK-NOT: dsc.mesh
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  %w = dsc.get_parameter @wte : tensor<16x8xf32>
+  %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Sizes tp does not divide are errors naming the numbers.
+func.func @loss(%x: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {
+  %w = dsc.get_parameter @qkv.weight : tensor<6x18xf32>
+  %b = dsc.get_parameter @qkv.bias : tensor<18xf32>
+  %m = dsc.matmul %x, %w : tensor<2x4x6xf32>, tensor<6x18xf32> -> tensor<2x4x18xf32>
+  %qkv = dsc.bias_add %m, %b : tensor<2x4x18xf32>, tensor<18xf32>
+  %q = dsc.slice %qkv [0, 0, 0] [2, 4, 6] : tensor<2x4x18xf32> -> tensor<2x4x6xf32>
+  %k = dsc.slice %qkv [0, 0, 6] [2, 4, 6] : tensor<2x4x18xf32> -> tensor<2x4x6xf32>
+  %v = dsc.slice %qkv [0, 0, 12] [2, 4, 6] : tensor<2x4x18xf32> -> tensor<2x4x6xf32>
+  // expected-error @+1 {{'dsc.attention' op --dsc-tensor-parallel: 3 attention heads are not divisible by tp=2}}
+  %a = dsc.attention %q, %k, %v {causal, num_heads = 3 : i64, seed = 1 : i64} : tensor<2x4x6xf32>
+  return %a : tensor<2x4x6xf32>
+}
+dsc.parameter @qkv.weight : tensor<6x18xf32> init = #dsc.init<zeros>
+dsc.parameter @qkv.bias : tensor<18xf32> init = #dsc.init<zeros>
+
+// -----
+
+dsc.parameter @fc.weight : tensor<8x5xf32> init = #dsc.init<zeros>
+dsc.parameter @fc.bias : tensor<5xf32> init = #dsc.init<zeros>
+dsc.parameter @proj.weight : tensor<5x8xf32> init = #dsc.init<zeros>
+dsc.parameter @proj.bias : tensor<8xf32> init = #dsc.init<zeros>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w1 = dsc.get_parameter @fc.weight : tensor<8x5xf32>
+  %b1 = dsc.get_parameter @fc.bias : tensor<5xf32>
+  %h = dsc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x5xf32> -> tensor<2x4x5xf32>
+  %hb = dsc.bias_add %h, %b1 : tensor<2x4x5xf32>, tensor<5xf32>
+  // expected-error @+1 {{'dsc.gelu' op --dsc-tensor-parallel: the MLP width 5 is not divisible by tp=2}}
+  %g = dsc.gelu %hb : tensor<2x4x5xf32>
+  %w2 = dsc.get_parameter @proj.weight : tensor<5x8xf32>
+  %b2 = dsc.get_parameter @proj.bias : tensor<8xf32>
+  %y = dsc.matmul %g, %w2 : tensor<2x4x5xf32>, tensor<5x8xf32> -> tensor<2x4x8xf32>
+  %yb = dsc.bias_add %y, %b2 : tensor<2x4x8xf32>, tensor<8xf32>
+  return %yb : tensor<2x4x8xf32>
+}
+
+// -----
+
+dsc.parameter @wte : tensor<15x8xf32> init = #dsc.init<zeros>
+func.func @loss(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %w = dsc.get_parameter @wte : tensor<15x8xf32>
+  // expected-error @+1 {{'dsc.embedding' op --dsc-tensor-parallel: the vocabulary (15 tokens) is not divisible by tp=2; pad it (Megatron's make-vocab-size-divisible-by)}}
+  %x = dsc.embedding %w, %ids : tensor<15x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Graphs not in Megatron's shapes are refused.
+dsc.parameter @fc.weight : tensor<8x32xf32> init = #dsc.init<zeros>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x32xf32> {
+  %w1 = dsc.get_parameter @fc.weight : tensor<8x32xf32>
+  %h = dsc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x32xf32> -> tensor<2x4x32xf32>
+  // expected-error @+1 {{'dsc.gelu' op --dsc-tensor-parallel: expected the MLP x · W1 + b1 -> gelu -> · W2 + b2}}
+  %g = dsc.gelu %h : tensor<2x4x32xf32>
+  return %g : tensor<2x4x32xf32>
+}
+
+// -----
+
+func.func @loss(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'dsc.attention' op --dsc-tensor-parallel: expected q, k and v to be slices of one fused QKV projection (Megatron's layout)}}
+  %a = dsc.attention %q, %k, %v {causal, num_heads = 4 : i64, seed = 1 : i64} : tensor<2x4x8xf32>
+  return %a : tensor<2x4x8xf32>
+}
+
+// -----
+
+dsc.parameter @head : tensor<8x16xf32> init = #dsc.init<zeros>
+func.func @loss(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  %w = dsc.get_parameter @head : tensor<8x16xf32>
+  %logits = dsc.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  // expected-error @+1 {{'dsc.cross_entropy' op --dsc-tensor-parallel: expected the logits to be x · Wᵀ of a [vocab, hidden] parameter (the LM head)}}
+  %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A parameter split already (the pass ran before) is not split again.
+dsc.mesh @mesh axes = ["tp"] shape = [2]
+// expected-error @+1 {{'dsc.parameter' op --dsc-tensor-parallel: parameter 'wte' is split already}}
+dsc.parameter @wte : tensor<8x8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [16, 8], split = [["tp"], []]>
+func.func @loss(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %w = dsc.get_parameter @wte : tensor<8x8xf32>
+  %x = dsc.embedding %w, %ids : tensor<8x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-tensor-parallel: mesh @mesh needs a 'tp' axis of size 2}}
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-tensor-parallel: mesh @mesh needs a 'tp' axis of size 2}}
+dsc.mesh @mesh axes = ["tp"] shape = [4]
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-tensor-parallel slices the forward graph and must run before --dsc-autodiff}}
+module {
+  func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    return %x : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward() {
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-tensor-parallel: no function @loss computing the loss}}
+module {
+  func.func private @loss(tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+}
