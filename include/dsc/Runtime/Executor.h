@@ -93,7 +93,7 @@ public:
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
 
-  const Plan &plan() const { return thePlan; }
+  const Plan &plan() const override { return thePlan; }
   /// Bytes allocated for arena `arena`: equals the plan's arena size.
   uint64_t allocatedBytes(uint32_t arena) const;
   /// Scratch outside the arenas (the backend's, e.g. the CPU attention's

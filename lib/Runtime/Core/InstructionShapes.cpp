@@ -58,8 +58,6 @@ void InstructionChecker::shapes() {
   case Opcode::VocabParallelEmbeddingGrad: {
     bool fwd = inst.opcode == Opcode::Embedding ||
                inst.opcode == Opcode::VocabParallelEmbedding;
-    bool parallel = inst.opcode == Opcode::VocabParallelEmbedding ||
-                    inst.opcode == Opcode::VocabParallelEmbeddingGrad;
     const Buffer &table = fwd ? in(0) : out(0);
     std::string tableName = fwd ? inName(0) : outName(0);
     const Buffer &y = fwd ? out(0) : in(0);
