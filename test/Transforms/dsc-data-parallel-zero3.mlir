@@ -1,5 +1,5 @@
-// RUN: dsc-opt %s --dsc-autodiff --dsc-optimizer="schedule=constant warmup=0" --dsc-data-parallel="dp=4 zero=3" | FileCheck %s --enable-var-scope
-// RUN: dsc-opt %s --dsc-autodiff --dsc-optimizer="schedule=constant warmup=0" --dsc-data-parallel="dp=4 zero=3" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
+// RUN: dsc-opt %s --dsc-autodiff --dsc-optimizer="lr-schedule=constant warmup=0" --dsc-data-parallel="dp=4 zero=3" | FileCheck %s --enable-var-scope
+// RUN: dsc-opt %s --dsc-autodiff --dsc-optimizer="lr-schedule=constant warmup=0" --dsc-data-parallel="dp=4 zero=3" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
 
 // ZeRO-3: @wte (96 elements) and @fc.weight (36) become chunks of 24 and 9
 // elements whose layout says which part of the whole each rank holds; the
