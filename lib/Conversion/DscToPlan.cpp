@@ -7,7 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Conversion/DscToPlan.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Instructions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -54,7 +56,7 @@ class PlanBuilder {
 public:
   explicit PlanBuilder(ModuleOp module) : module(module) {}
 
-  FailureOr<rt::Plan> build(StringRef lossFunction);
+  FailureOr<rt::Plan> build();
 
 private:
   /// A buffer for `type` at `offset`; persistent ones are shared by offset.
@@ -65,7 +67,7 @@ private:
   /// The tokens' [batch, seq] from `tokensUser`'s first argument.
   LogicalResult setDataShape(func::FuncOp tokensUser);
   /// The programs and the boundary buffers of each pipeline stage.
-  LogicalResult buildStages(StringRef lossFunction, DictionaryAttr pipeline);
+  LogicalResult buildStages(DictionaryAttr pipeline);
   LogicalResult lowerOp(Operation &op, rt::Instruction &inst, bool &skip);
   uint32_t declBuffer(FlatSymbolRefAttr name) {
     return declBuffers.lookup(name.getAttr());
@@ -112,7 +114,7 @@ private:
     return mask;
   }
   bool anySplitGradient(ClipGradNormOp clip) {
-    if (clip->hasAttr("dsc.pipeline_local"))
+    if (clip->hasAttr(kPipelineLocalAttr))
       return true;
     return llvm::any_of(clip.getGradients(), [&](Attribute name) {
       return splitMaskOf(paramOfGradient(name)) != 0;
@@ -134,7 +136,7 @@ private:
     int64_t axes = 0;
     // A pipeline stage's own gradients are parts of the model's split over
     // pp (each stage holds others); shared ones are whole on every stage.
-    auto local = clip->getAttrOfType<DenseBoolArrayAttr>("dsc.pipeline_local");
+    auto local = clip->getAttrOfType<DenseBoolArrayAttr>(kPipelineLocalAttr);
     int64_t ppMask = 0;
     if (local) {
       std::optional<unsigned> axis =
@@ -275,8 +277,8 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
   return id;
 }
 
-FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
-  auto memory = module->getAttrOfType<DictionaryAttr>("dsc.memory");
+FailureOr<rt::Plan> PlanBuilder::build() {
+  auto memory = module->getAttrOfType<DictionaryAttr>(kMemoryAttr);
   if (!memory)
     return module.emitError("lowering to a plan needs a memory-planned module;"
                             " run --dsc-plan-memory (or --dsc-compile) first");
@@ -314,7 +316,7 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
       }
       FailureOr<uint32_t> id =
           addBuffer(param.getLoc(), param.getType(),
-                    cast<IntegerAttr>(param->getAttr("dsc.offset")).getInt(),
+                    cast<IntegerAttr>(param->getAttr(kOffsetAttr)).getInt(),
                     rt::BufferRole::Parameter, param.getSymName().str(), init);
       if (failed(id))
         return failure();
@@ -325,7 +327,7 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
       init.kind = rt::InitKind::Zeros;
       FailureOr<uint32_t> id =
           addBuffer(state.getLoc(), state.getType(),
-                    cast<IntegerAttr>(state->getAttr("dsc.offset")).getInt(),
+                    cast<IntegerAttr>(state->getAttr(kOffsetAttr)).getInt(),
                     state.getKind() == StateKind::Gradient
                         ? rt::BufferRole::Gradient
                         : rt::BufferRole::OptimizerState,
@@ -339,22 +341,23 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
     }
   }
 
-  if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
+  if (auto m = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
     microbatches = std::max<int64_t>(1, m.getInt());
   plan.microBatches = microbatches;
 
-  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("dsc.pipeline")) {
-    if (failed(buildStages(lossFunction, pipeline)))
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr)) {
+    if (failed(buildStages(pipeline)))
       return failure();
   } else {
     // The shape of the data comes from the training program's inputs.
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-    auto opt = module.lookupSymbol<func::FuncOp>("optimizer");
-    auto loss = module.lookupSymbol<func::FuncOp>(lossFunction);
+    auto fb = lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward);
+    auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer);
+    auto loss = lookupProgram<func::FuncOp>(module, ProgramRole::Forward);
     if (!fb || !opt || !loss)
-      return module.emitError("lowering to a plan needs @")
-             << lossFunction << ", @forward_backward and @optimizer; run "
-             << "--dsc-autodiff and --dsc-optimizer first";
+      return module.emitError("lowering to a plan needs a forward, a "
+                              "forward_backward and an optimizer program "
+                              "(dsc.program); run --dsc-autodiff and "
+                              "--dsc-optimizer first");
     if (fb.getNumArguments() != 2)
       return fb.emitError("@forward_backward must take (tokens, targets)");
     if (failed(setDataShape(fb)))
@@ -369,7 +372,7 @@ FailureOr<rt::Plan> PlanBuilder::build(StringRef lossFunction) {
       plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
     });
   }
-  if (auto model = module->getAttrOfType<DictionaryAttr>("dsc.model"))
+  if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr))
     if (auto vocab = model.getAs<IntegerAttr>("vocab_size"))
       plan.vocabSize = vocab.getInt();
 
@@ -390,8 +393,7 @@ LogicalResult PlanBuilder::setDataShape(func::FuncOp tokensUser) {
   return success();
 }
 
-LogicalResult PlanBuilder::buildStages(StringRef lossFunction,
-                                       DictionaryAttr pipeline) {
+LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
   auto stagesAttr = pipeline.getAs<IntegerAttr>("stages");
   auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
   if (!stagesAttr || !scheduleAttr ||
@@ -404,15 +406,15 @@ LogicalResult PlanBuilder::buildStages(StringRef lossFunction,
   const int64_t numStages = stagesAttr.getInt();
   uint64_t flops = 0;
   for (int64_t k = 0; k < numStages; ++k) {
-    std::string suffix = (".stage" + Twine(k)).str();
-    auto fwd = module.lookupSymbol<func::FuncOp>(lossFunction.str() + suffix);
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward" + suffix);
-    auto opt = module.lookupSymbol<func::FuncOp>("optimizer" + suffix);
+    auto fwd = lookupProgram<func::FuncOp>(module, ProgramRole::Forward, k);
+    auto fb =
+        lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward, k);
+    auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer, k);
     if (!fwd || !fb || !opt)
       return module.emitError("lowering pipeline stage ")
-             << k << " needs @" << lossFunction << suffix
-             << ", @forward_backward" << suffix << " and @optimizer" << suffix
-             << "; run --dsc-pipeline, --dsc-autodiff and --dsc-optimizer";
+             << k << " needs its forward, forward_backward and optimizer "
+             << "programs (dsc.program, dsc.stage = " << k
+             << "); run --dsc-pipeline, --dsc-autodiff and --dsc-optimizer";
     if (k == 0 && failed(setDataShape(fwd)))
       return failure();
     std::string prefix = ("stage" + Twine(k) + ".").str();
@@ -454,7 +456,7 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
                                         StringRef programName) {
   currentFunc = func;
   auto inputOffsets =
-      func->getAttrOfType<DenseI64ArrayAttr>("dsc.input_offsets");
+      func->getAttrOfType<DenseI64ArrayAttr>(kInputOffsetsAttr);
   if (!inputOffsets)
     return func.emitError("function was not memory-planned");
   for (BlockArgument arg : func.getArguments()) {
@@ -488,6 +490,7 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   Block &block = func.getBody().front();
   Operation *terminator = block.getTerminator();
   llvm::DenseMap<Value, std::pair<rt::BufferRole, std::string>> special;
+  std::optional<ProgramRole> role = getProgramRole(func);
   for (auto [index, result] : llvm::enumerate(terminator->getOperands())) {
     bool scalar = cast<RankedTensorType>(result.getType()).getNumElements() == 1;
     if (currentStage) {
@@ -495,11 +498,11 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       // (forward), its loss and input gradient (backward), the norm and
       // learning rate (optimizer).
       std::string stageName = programName.str();
-      if (programName == currentStage->optimizer)
+      if (role == ProgramRole::Optimizer)
         special[result] = {rt::BufferRole::Scalar,
                            stageName + (index == 0 ? ".grad_norm"
                                                    : ".learning_rate")};
-      else if (programName == currentStage->forward)
+      else if (role == ProgramRole::Forward)
         special[result] = scalar ? std::make_pair(rt::BufferRole::Scalar,
                                                   stageName + ".eval_loss")
                                  : std::make_pair(rt::BufferRole::Boundary,
@@ -511,9 +514,9 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
                                                   stageName + ".input_grad");
       continue;
     }
-    if (programName == "forward_backward")
+    if (role == ProgramRole::ForwardBackward)
       special[result] = {rt::BufferRole::Loss, "loss"};
-    else if (programName == "forward")
+    else if (role == ProgramRole::Forward)
       special[result] = {rt::BufferRole::Scalar, "eval_loss"};
     else
       special[result] = {rt::BufferRole::Scalar,
@@ -524,7 +527,7 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   program.name = programName.str();
   unsigned tempIndex = 0;
   for (Operation &op : block.without_terminator()) {
-    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("dsc.offsets");
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
     if (op.getNumResults() && !offsets)
       return op.emitOpError("has no planned offsets; run --dsc-plan-memory");
     // Result buffers.
@@ -980,7 +983,6 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
 
 } // namespace
 
-FailureOr<rt::Plan> mlir::dsc::lowerToPlan(ModuleOp module,
-                                           StringRef lossFunction) {
-  return PlanBuilder(module).build(lossFunction);
+FailureOr<rt::Plan> mlir::dsc::lowerToPlan(ModuleOp module) {
+  return PlanBuilder(module).build();
 }

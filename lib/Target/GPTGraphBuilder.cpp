@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Target/GPTGraphBuilder.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -199,7 +200,7 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   add("parameters", config.expectedParameters());
   shape.push_back(builder.getNamedAttr(
       "tied_embeddings", builder.getBoolAttr(config.tieWordEmbeddings)));
-  (*module)->setAttr("dsc.model", builder.getDictionaryAttr(shape));
+  (*module)->setAttr(kModelAttr, builder.getDictionaryAttr(shape));
   return module;
 }
 

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Analysis/PlanReport.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -52,9 +53,9 @@ constexpr const char *kHowToGetModel =
 
 /// Reads `dsc.model` into a ModelShape, or reports what is missing.
 FailureOr<an::ModelShape> readModelShape(ModuleOp module) {
-  auto dict = module->getAttrOfType<DictionaryAttr>("dsc.model");
+  auto dict = module->getAttrOfType<DictionaryAttr>(kModelAttr);
   if (!dict) {
-    if (module->hasAttr("dsc.model"))
+    if (module->hasAttr(kModelAttr))
       return module.emitError("--dsc-auto-parallel: 'dsc.model' must be a "
                               "dictionary; ")
              << kHowToGetModel;
@@ -163,7 +164,7 @@ struct DscAutoParallelPass
                        b.getBoolAttr(p.sequenceParallel && p.tp > 1)),
         b.getNamedAttr("offload", b.getBoolAttr(p.offloadOptimizer)),
     };
-    module->setAttr("dsc.plan", b.getDictionaryAttr(plan));
+    module->setAttr(kPlanAttr, b.getDictionaryAttr(plan));
     NamedAttribute estimate[] = {
         b.getNamedAttr("step_seconds", b.getF64FloatAttr(best.time.total)),
         b.getNamedAttr("mfu", b.getF64FloatAttr(best.mfu)),
@@ -178,7 +179,7 @@ struct DscAutoParallelPass
         b.getNamedAttr("objective", b.getStringAttr(objective)),
         b.getNamedAttr("reason", b.getStringAttr(result->explanation)),
     };
-    module->setAttr("dsc.plan_estimate", b.getDictionaryAttr(estimate));
+    module->setAttr(kPlanEstimateAttr, b.getDictionaryAttr(estimate));
   }
 };
 

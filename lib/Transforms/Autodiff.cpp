@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -38,12 +40,16 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
-    // A pipelined graph (--dsc-pipeline) has one function per stage,
-    // `@<func>.stage<k>` with `dsc.stage = k`; each gets its own backward.
+    if (microbatches < 1) {
+      module.emitError("--dsc-autodiff: microbatches must be >= 1, got ")
+          << microbatches;
+      return signalPassFailure();
+    }
+    // A pipelined graph (--dsc-pipeline) has one forward program per stage,
+    // with `dsc.stage = k`; each gets its own backward.
     SmallVector<func::FuncOp> stages;
-    std::string stagePrefix = funcName + ".stage";
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func->hasAttr("dsc.stage") && func.getSymName().starts_with(stagePrefix))
+    for (Operation *op : getProgramOps(module, ProgramRole::Forward))
+      if (auto func = dyn_cast<func::FuncOp>(op); func && getPipelineStage(func))
         stages.push_back(func);
     auto loss = symbols.lookup<func::FuncOp>(funcName);
     if (!loss && stages.empty()) {
@@ -51,29 +57,32 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
           << funcName << " to differentiate";
       return signalPassFailure();
     }
-    if (symbols.lookup("forward_backward")) {
+    if (!getProgramOps(module, ProgramRole::ForwardBackward).empty() ||
+        symbols.lookup("forward_backward")) {
       (loss ? loss : stages.front())
           .emitError("--dsc-autodiff: the module already has a "
                      "@forward_backward function");
       return signalPassFailure();
     }
-    if (loss && failed(differentiate(loss, "forward_backward", symbols)))
-      return signalPassFailure();
+    // The function differentiated is the evaluation (forward) program.
+    if (loss) {
+      setProgramRole(loss, ProgramRole::Forward);
+      if (failed(differentiate(loss, "forward_backward", symbols)))
+        return signalPassFailure();
+    }
     for (func::FuncOp stage : stages) {
-      int64_t k = stage->getAttrOfType<IntegerAttr>("dsc.stage").getInt();
+      int64_t k = *getPipelineStage(stage);
       if (failed(differentiate(stage,
                                ("forward_backward.stage" + Twine(k)).str(),
                                symbols)))
         return signalPassFailure();
     }
-    // The micro-batches per step the seed stands for, for the per-step
-    // totals of collectives that run once per micro-batch (ZeRO-2).
-    double microbatches = 1.0 / gradScale;
-    if (gradScale > 0 && microbatches == std::round(microbatches))
-      getOperation()->setAttr(
-          "dsc.microbatches",
-          IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                           static_cast<int64_t>(microbatches)));
+    // The micro-batches per step the seed averages over, for the per-step
+    // totals of collectives that run once per micro-batch (ZeRO-2) and for
+    // the lowering.
+    module->setAttr(kMicrobatchesAttr,
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     static_cast<int64_t>(microbatches)));
   }
 
   /// Emits `fbName`, the backward of `loss`. A pipeline stage
@@ -89,7 +98,7 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
       return loss.emitError("--dsc-autodiff: @")
              << loss.getSymName() << " must have a single block";
     auto ret = cast<func::ReturnOp>(loss.getBody().front().getTerminator());
-    auto stageAttr = loss->getAttrOfType<IntegerAttr>("dsc.stage");
+    auto stageAttr = loss->getAttrOfType<IntegerAttr>(kStageAttr);
     bool returnsLoss =
         ret.getNumOperands() == 1 &&
         isa_and_nonnull<CrossEntropyOp, VocabParallelCrossEntropyOp>(
@@ -107,6 +116,7 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
     moduleBuilder.setInsertionPointAfter(loss);
     auto fb = cast<func::FuncOp>(moduleBuilder.clone(*loss));
     fb.setSymName(fbName);
+    setProgramRole(fb, ProgramRole::ForwardBackward);
     symbols.insert(fb);
 
     Block &body = fb.getBody().front();
@@ -120,7 +130,7 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
           b, lossValue.getLoc(),
           DenseElementsAttr::get(lossType,
                                  b.getFloatAttr(lossType.getElementType(),
-                                                gradScale.getValue())));
+                                                1.0 / double(microbatches))));
       grads[lossValue] = seed;
     } else {
       // The output's gradient comes from the next stage.

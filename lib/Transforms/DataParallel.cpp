@@ -31,7 +31,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,10 +88,8 @@ struct DscDataParallelPass
     // One optimizer, or one per pipeline stage (--dsc-pipeline), each over
     // the gradients its stage holds.
     SmallVector<func::FuncOp> optimizers;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && (func.getSymName() == "optimizer" ||
-                                 (func->hasAttr("dsc.stage") &&
-                                  func.getSymName().starts_with("optimizer."))))
+    for (Operation *op : getProgramOps(module, ProgramRole::Optimizer))
+      if (auto func = dyn_cast<func::FuncOp>(op); func && !func.isExternal())
         optimizers.push_back(func);
     if (optimizers.empty()) {
       module.emitError("--dsc-data-parallel: no @optimizer; run "
@@ -273,7 +273,8 @@ struct DscDataParallelPass
         continue;
       Block &top = func.getBody().front();
       Operation *lossOp = nullptr;
-      if (func.getSymName() == "forward_backward")
+      if (getProgramRole(func) == ProgramRole::ForwardBackward &&
+          !getPipelineStage(func))
         if (auto ret = dyn_cast<func::ReturnOp>(top.getTerminator());
             ret && ret.getNumOperands() > 0)
           lossOp = ret.getOperand(0).getDefiningOp();
@@ -353,9 +354,8 @@ struct DscDataParallelPass
                                const llvm::StringSet<> &shardedParams) {
     // @forward_backward, or one per pipeline stage.
     SmallVector<func::FuncOp> backwards;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func.getSymName() == "forward_backward" ||
-          func.getSymName().starts_with("forward_backward."))
+    for (Operation *op : getProgramOps(module, ProgramRole::ForwardBackward))
+      if (auto func = dyn_cast<func::FuncOp>(op))
         backwards.push_back(func);
     if (backwards.empty())
       return module.emitError("--dsc-data-parallel: zero=")

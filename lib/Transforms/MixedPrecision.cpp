@@ -26,7 +26,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -101,8 +103,7 @@ struct DscMixedPrecisionPass
       return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>())
-      if (func.getSymName() == "forward_backward" ||
-          func.getSymName().starts_with("forward_backward.")) {
+      if (getProgramRole(func) == ProgramRole::ForwardBackward) {
         func.emitError("--dsc-mixed-precision runs on the forward graph, "
                        "before --dsc-autodiff, but the module has @")
             << func.getSymName()
@@ -124,7 +125,7 @@ struct DscMixedPrecisionPass
     Block &block = func.getBody().front();
     // A pipeline stage's activation crosses to the next stage in bf16, as
     // Megatron-LM sends it; other functions keep their signature.
-    bool stage = func->hasAttr("dsc.stage");
+    bool stage = func->hasAttr(kStageAttr);
     // Values this pass made low precision (their original type was f32).
     llvm::DenseSet<Value> low16;
     OpBuilder b(func.getContext());

@@ -6,7 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,10 +33,13 @@ struct DscOptimizerPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<LrSchedule> kind = symbolizeLrSchedule(schedule);
+    if (failed(refuseRemovedScheduleOption(module, "--dsc-optimizer",
+                                           removedSchedule)))
+      return signalPassFailure();
+    std::optional<LrSchedule> kind = symbolizeLrSchedule(lrSchedule);
     if (!kind) {
       module.emitError("--dsc-optimizer: unknown schedule '")
-          << schedule
+          << lrSchedule
           << "'; expected constant, warmup, warmup_linear or warmup_cosine";
       return signalPassFailure();
     }
@@ -42,7 +47,7 @@ struct DscOptimizerPass
          *kind == LrSchedule::WarmupCosine) &&
         totalSteps <= warmup) {
       module.emitError("--dsc-optimizer: schedule '")
-          << schedule << "' decays after the warmup, so total-steps ("
+          << lrSchedule << "' decays after the warmup, so total-steps ("
           << totalSteps.getValue() << ") must exceed warmup ("
           << warmup.getValue() << ")";
       return signalPassFailure();
@@ -56,7 +61,8 @@ struct DscOptimizerPass
     OpBuilder decls(module.getContext());
     symbols = &symbolTable;
     declBuilder = &decls;
-    if (symbols->lookup("optimizer")) {
+    if (!getProgramOps(module, ProgramRole::Optimizer).empty() ||
+        symbols->lookup("optimizer")) {
       module.emitError("--dsc-optimizer: the module already has an "
                        "@optimizer function");
       return signalPassFailure();
@@ -82,13 +88,14 @@ struct DscOptimizerPass
     // Pipeline stages (--dsc-pipeline): one optimizer per stage over the
     // gradients its backward accumulates.
     SmallVector<std::pair<int64_t, llvm::StringSet<>>> stages;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      auto stage = func->getAttrOfType<IntegerAttr>("dsc.stage");
-      if (!stage || !func.getSymName().starts_with("forward_backward."))
+    for (Operation *func :
+         getProgramOps(module, ProgramRole::ForwardBackward)) {
+      std::optional<int64_t> stage = getPipelineStage(func);
+      if (!stage)
         continue;
       llvm::StringSet<> accumulated;
-      func.walk([&](AccumulateOp acc) { accumulated.insert(acc.getState()); });
-      stages.push_back({stage.getInt(), std::move(accumulated)});
+      func->walk([&](AccumulateOp acc) { accumulated.insert(acc.getState()); });
+      stages.push_back({*stage, std::move(accumulated)});
     }
     if (stages.empty()) {
       emitOptimizer("optimizer", gradients, gradients, {}, {}, std::nullopt);
@@ -135,7 +142,7 @@ struct DscOptimizerPass
                      ArrayRef<StateOp> shared, std::optional<int64_t> stage) {
     ModuleOp module = getOperation();
     MLIRContext *context = module.getContext();
-    auto kind = *symbolizeLrSchedule(schedule);
+    auto kind = *symbolizeLrSchedule(lrSchedule);
     OpBuilder b(context);
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
@@ -146,8 +153,9 @@ struct DscOptimizerPass
         {}, element.isF64() ? element : Type(b.getF32Type()));
     auto func = func::FuncOp::create(b, loc, name,
                                      b.getFunctionType({}, {scalar, scalar}));
+    setProgramRole(func, ProgramRole::Optimizer);
     if (stage)
-      func->setAttr("dsc.stage", b.getI64IntegerAttr(*stage));
+      func->setAttr(kStageAttr, b.getI64IntegerAttr(*stage));
     b.setInsertionPointToStart(func.addEntryBlock());
 
     if (!shared.empty()) {
@@ -175,7 +183,7 @@ struct DscOptimizerPass
         /*mesh=*/FlatSymbolRefAttr(), /*shard_axes=*/ArrayAttr(),
         /*sharded=*/DenseBoolArrayAttr());
     if (stage)
-      clip->setAttr("dsc.pipeline_local", b.getDenseBoolArrayAttr(local));
+      clip->setAttr(kPipelineLocalAttr, b.getDenseBoolArrayAttr(local));
     Value norm = clip.getResult();
 
     for (StateOp grad : updated) {

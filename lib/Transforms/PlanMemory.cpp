@@ -6,7 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -123,10 +125,10 @@ struct DscPlanMemoryPass
     // buffer (the loss function and @forward_backward read one batch).
     for (Operation &op : module.getBody()->getOperations()) {
       if (auto param = dyn_cast<ParameterOp>(op))
-        op.setAttr("dsc.offset",
+        op.setAttr(kOffsetAttr,
                    b.getI64IntegerAttr(place(bytesOfType(param.getType()))));
       else if (auto state = dyn_cast<StateOp>(op))
-        op.setAttr("dsc.offset",
+        op.setAttr(kOffsetAttr,
                    b.getI64IntegerAttr(place(bytesOfType(state.getType()))));
     }
     llvm::DenseMap<std::pair<unsigned, Type>, int64_t> inputOffsets;
@@ -147,7 +149,7 @@ struct DscPlanMemoryPass
           it->second = place(bytesOfType(arg.getType()));
         offsets.push_back(it->second);
       }
-      func->setAttr("dsc.input_offsets", b.getDenseI64ArrayAttr(offsets));
+      func->setAttr(kInputOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     }
 
     llvm::DenseMap<Value, int64_t> persistentValues;
@@ -177,7 +179,7 @@ struct DscPlanMemoryPass
       temporaries = std::max(temporaries, peak);
     }
     module->setAttr(
-        "dsc.memory",
+        kMemoryAttr,
         b.getDictionaryAttr(
             {b.getNamedAttr("persistent_bytes",
                             b.getI64IntegerAttr(persistent)),
@@ -186,7 +188,7 @@ struct DscPlanMemoryPass
              b.getNamedAttr("arena_bytes",
                             b.getI64IntegerAttr(persistent + temporaries)),
              b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment))}));
-    module->setAttr("dsc.program_peaks", b.getDictionaryAttr(peaks));
+    module->setAttr(kProgramPeaksAttr, b.getDictionaryAttr(peaks));
   }
 
   /// Plans the temporaries of `func` at `base` and returns their peak bytes.
@@ -260,7 +262,7 @@ struct DscPlanMemoryPass
     Builder b(func.getContext());
     auto moduleOffset = [&](FlatSymbolRefAttr name) -> int64_t {
       Operation *decl = SymbolTable::lookupNearestSymbolFrom(func, name);
-      return cast<IntegerAttr>(decl->getAttr("dsc.offset")).getInt();
+      return cast<IntegerAttr>(decl->getAttr(kOffsetAttr)).getInt();
     };
     RangeAllocator allocator(alignment);
     int64_t reused = 0;
@@ -295,7 +297,7 @@ struct DscPlanMemoryPass
         resultOffsets.push_back(offset);
       }
       if (op.getNumResults())
-        op.setAttr("dsc.offsets", b.getDenseI64ArrayAttr(resultOffsets));
+        op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(resultOffsets));
       // Owners die after the op that uses them (or a view of them) last;
       // outputs are allocated first so that no kernel writes over an operand
       // it is reading.

@@ -5,7 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,8 +30,8 @@ struct DscPlanSummaryPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto memory = module->getAttrOfType<DictionaryAttr>("dsc.memory");
-    auto peaks = module->getAttrOfType<DictionaryAttr>("dsc.program_peaks");
+    auto memory = module->getAttrOfType<DictionaryAttr>(kMemoryAttr);
+    auto peaks = module->getAttrOfType<DictionaryAttr>(kProgramPeaksAttr);
     if (!memory || !peaks) {
       module.emitError("--dsc-plan-summary needs a compiled module; run "
                        "--dsc-compile first");
@@ -39,7 +41,8 @@ struct DscPlanSummaryPass
       module.emitError("--dsc-plan-summary: microbatches must be >= 1");
       return signalPassFailure();
     }
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    auto fb =
+        lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward);
     // `whole_parameters` is the model's size (the whole of a sharded
     // parameter); the element counts and model-state bytes are what one
     // rank stores.
@@ -82,14 +85,14 @@ struct DscPlanSummaryPass
     int64_t flops = 0, forwardFlops = 0;
     if (fb)
       fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
-    if (auto loss = module.lookupSymbol<func::FuncOp>(lossFunction))
+    if (auto loss = lookupProgram<func::FuncOp>(module, ProgramRole::Forward))
       loss.walk([&](CostOpInterface op) {
         forwardFlops += op.getCost().matmulFlops;
       });
     // ZeRO-2's reduce-scatters and ZeRO-3's gathers run once per
     // micro-batch.
     int64_t perStep = microbatches;
-    if (auto m = module->getAttrOfType<IntegerAttr>("dsc.microbatches"))
+    if (auto m = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
       perStep = m.getInt();
     CollectiveBytes collectives = collectiveBytesPerStep(module, perStep);
     auto get = [](DictionaryAttr dict, StringRef key) {

@@ -19,7 +19,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -67,7 +69,7 @@ struct DscTensorParallelPass
     }
     if (tp == 1)
       return;
-    if (module.lookupSymbol("forward_backward")) {
+    if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
       module.emitError("--dsc-tensor-parallel slices the forward graph and "
                        "must run before --dsc-autodiff");
       return signalPassFailure();

@@ -29,7 +29,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,9 +54,8 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// The function attribute that restricts a program to one pipeline stage,
-/// and the mesh axis whose coordinate is the stage.
-constexpr StringLiteral kStageAttr = "dsc.stage";
+/// The mesh axis whose coordinate is a program's pipeline stage
+/// (kStageAttr).
 constexpr StringLiteral kStageAxis = "pp";
 
 //===----------------------------------------------------------------------===//
@@ -722,37 +723,32 @@ void DscVerifyCollectivesPass::runOnOperation() {
   ModuleOp module = getOperation();
   programs.clear();
 
+  // The dialect has checked it is an i64 >= 1.
   int64_t microbatches = 1;
-  if (Attribute attr = module->getAttr("dsc.microbatches")) {
-    auto count = dyn_cast<IntegerAttr>(attr);
-    if (!count || count.getInt() < 1) {
-      module.emitError("--dsc-verify-collectives: dsc.microbatches must be "
-                       "an integer >= 1, got ")
-          << attr;
-      return signalPassFailure();
-    }
+  if (auto count = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
     microbatches = count.getInt();
-  }
 
   // Programs of one step (see the pass description for the order) and the
   // evaluation program, which runs on its own.
   Schedule step{"the training step", {}};
-  Schedule eval{"evaluation @" + evalFunc, {}};
   func::FuncOp forwardBackward, optimizer, evaluation;
   SmallVector<func::FuncOp> stageFuncs;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal())
       continue;
-    StringRef name = func.getSymName();
-    if (name == "forward_backward")
-      forwardBackward = func;
-    else if (name == "optimizer")
-      optimizer = func;
-    else if (name == evalFunc)
-      evaluation = func;
-    else if (func->hasAttr(kStageAttr))
+    std::optional<ProgramRole> role = getProgramRole(func);
+    if (func->hasAttr(kStageAttr))
       stageFuncs.push_back(func);
+    else if (role == ProgramRole::ForwardBackward)
+      forwardBackward = func;
+    else if (role == ProgramRole::Optimizer)
+      optimizer = func;
+    else if (role == ProgramRole::Forward)
+      evaluation = func;
   }
+  Schedule eval{
+      ("evaluation @" + (evaluation ? evaluation.getSymName() : "")).str(),
+      {}};
   if (microbatches > 1)
     step.name += " (" + std::to_string(microbatches) + " micro-batches)";
 
@@ -763,14 +759,9 @@ void DscVerifyCollectivesPass::runOnOperation() {
     Program program;
     program.func = func;
     program.repeat = repeat;
-    if (Attribute attr = func->getAttr(kStageAttr)) {
-      auto stage = dyn_cast<IntegerAttr>(attr);
-      if (!stage || !isa<IntegerType>(stage.getType()))
-        return func.emitError("--dsc-verify-collectives: ")
-               << kStageAttr << " must be an integer pipeline stage, got "
-               << attr;
-      program.stage = stage.getInt();
-    }
+    // The dialect has checked it is an i64 >= 0.
+    if (std::optional<int64_t> stage = getPipelineStage(func))
+      program.stage = *stage;
     if (failed(collector.collect(func, std::nullopt, program.events)))
       return failure();
     schedule.programs.push_back(programs.size());

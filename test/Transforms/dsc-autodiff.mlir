@@ -1,5 +1,5 @@
 // RUN: dsc-opt %s --dsc-autodiff -split-input-file -verify-diagnostics | FileCheck %s
-// RUN: dsc-opt %s --dsc-autodiff="grad-scale=0.25" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SCALE
+// RUN: dsc-opt %s --dsc-autodiff="microbatches=4" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SCALE
 
 // A matmul, a bias, a residual add and the loss. The forward is cloned into
 // @forward_backward, then each op's vector-Jacobian product in reverse
@@ -31,8 +31,8 @@
 // CHECK-NEXT: dsc.accumulate %[[DW]] into @grad.w : tensor<8x16xf32>
 // CHECK-NEXT: return %[[L]] : tensor<f32>
 
-// grad-scale seeds the loss gradient (1/microbatches averages the
-// accumulated gradients) and records the micro-batches it stands for.
+// microbatches=M seeds the loss gradient with 1/M (averaging the
+// accumulated gradients) and records M on the module.
 // SCALE-LABEL: module attributes {dsc.microbatches = 4 : i64}
 // SCALE-LABEL: func.func @forward_backward
 // SCALE: %[[SEED:.*]] = arith.constant dense<2.500000e-01> : tensor<f32>

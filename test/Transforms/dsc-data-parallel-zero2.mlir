@@ -25,12 +25,12 @@ module {
   dsc.state @adam.v.w : tensor<16x8xf32> exp_avg_sq of @w
   dsc.state @adam.m.odd : tensor<6xf32> exp_avg of @odd
   dsc.state @adam.v.odd : tensor<6xf32> exp_avg_sq of @odd
-  func.func @forward_backward(%gw: tensor<16x8xf32>, %godd: tensor<6xf32>) {
+  func.func @forward_backward(%gw: tensor<16x8xf32>, %godd: tensor<6xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
     dsc.accumulate %gw into @grad.w : tensor<16x8xf32>
     dsc.accumulate %godd into @grad.odd : tensor<6xf32>
     return
   }
-  func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+  func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
     %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
     %n = dsc.clip_grad_norm [@grad.w, @grad.odd] max_norm = 1.0 : tensor<f32>
     dsc.adamw @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.1 : tensor<f32>

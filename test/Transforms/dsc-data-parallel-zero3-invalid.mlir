@@ -8,7 +8,7 @@
 dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>
 dsc.state @grad.w : tensor<8xf32> gradient of @w
 dsc.state @sgd.momentum.w : tensor<8xf32> momentum of @w
-func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
   %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
   %n = dsc.clip_grad_norm [@grad.w] max_norm = 1.0 : tensor<f32>
   // expected-error @+1 {{--dsc-data-parallel: zero=3 shards AdamW state; SGD is not supported (use zero=0 or the adamw optimizer)}}
@@ -25,7 +25,7 @@ dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<vi
 dsc.state @grad.w : tensor<8xf32> gradient of @w
 dsc.state @adam.m.w : tensor<8xf32> exp_avg of @w
 dsc.state @adam.v.w : tensor<8xf32> exp_avg_sq of @w
-func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
   %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
   %n = dsc.clip_grad_norm [@grad.w] max_norm = 1.0 : tensor<f32>
   dsc.adamw @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
@@ -42,7 +42,7 @@ module {
   dsc.state @grad.w : tensor<8xf32> gradient of @w
   dsc.state @adam.m.w : tensor<8xf32> exp_avg of @w
   dsc.state @adam.v.w : tensor<8xf32> exp_avg_sq of @w
-  func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+  func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
     %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
     %n = dsc.clip_grad_norm [@grad.w] max_norm = 1.0 : tensor<f32>
     dsc.adamw @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>

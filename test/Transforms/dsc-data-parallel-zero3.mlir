@@ -76,7 +76,7 @@
 // BYTES: "all_gather": 792
 
 // The training programs of an embedding, a layer norm, a product and a
-// tied LM head, as --dsc-autodiff and --dsc-optimizer="schedule=constant
+// tied LM head, as --dsc-autodiff and --dsc-optimizer="lr-schedule=constant
 // warmup=0" make them.
 module attributes {dsc.microbatches = 1 : i64} {
   dsc.parameter @wte : tensor<16x6xf32> init = <normal, std = 2.000000e-02>

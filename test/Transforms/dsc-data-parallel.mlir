@@ -26,7 +26,7 @@ dsc.state @grad.a : tensor<128xf32> gradient of @a
 dsc.state @grad.b : tensor<64xf32> gradient of @b
 dsc.state @grad.c : tensor<256xf32> gradient of @c
 dsc.state @grad.d : tensor<16xf32> gradient of @d
-func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
   %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
   %n = dsc.clip_grad_norm [@grad.a, @grad.b, @grad.c, @grad.d] max_norm = 1.0 : tensor<f32>
   dsc.zero [@grad.a, @grad.b, @grad.c, @grad.d]
@@ -39,7 +39,7 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
 dsc.mesh @m axes = ["tp"] shape = [4]
 dsc.parameter @a : tensor<128xf32> init = #dsc.init<zeros>
 dsc.state @grad.a : tensor<128xf32> gradient of @a
-func.func @optimizer() {
+func.func @optimizer() attributes {dsc.program = #dsc.program_role<optimizer>} {
   return
 }
 
@@ -83,7 +83,7 @@ dsc.state @adam.m.w : tensor<16x8xf32> exp_avg of @w
 dsc.state @adam.v.w : tensor<16x8xf32> exp_avg_sq of @w
 dsc.state @adam.m.odd : tensor<6xf32> exp_avg of @odd
 dsc.state @adam.v.odd : tensor<6xf32> exp_avg_sq of @odd
-func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
   %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
   %n = dsc.clip_grad_norm [@grad.w, @grad.odd] max_norm = 1.0 : tensor<f32>
   dsc.adamw @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.1 : tensor<f32>

@@ -111,7 +111,7 @@ func.func @gathered(%x: tensor<2x8xi32>) -> tensor<8x4xf32> {
 
 // After autodiff is too late: the backward would be half converted.
 // expected-error @below {{--dsc-mixed-precision runs on the forward graph, before --dsc-autodiff, but the module has @forward_backward already; run it before autodiff (--dsc-compile "precision=bf16" does)}}
-func.func @forward_backward(%x: tensor<4xf32>) -> tensor<4xf32> {
+func.func @forward_backward(%x: tensor<4xf32>) -> tensor<4xf32> attributes {dsc.program = #dsc.program_role<forward_backward>} {
   return %x : tensor<4xf32>
 }
 

@@ -1,8 +1,8 @@
 // RUN: dsc-opt %s --dsc-optimizer -split-input-file -verify-diagnostics | FileCheck %s
-// RUN: dsc-opt %s --dsc-optimizer="lr=1.0e-3 min-lr=1.0e-4 schedule=warmup_linear warmup=5 total-steps=100 beta1=0.8 beta2=0.99 eps=1.0e-6 weight-decay=0.01 clip-grad-norm=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=OPTS
-// RUN: dsc-opt %s --dsc-optimizer="optimizer=sgd momentum=0.8 nesterov=true schedule=constant lr=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SGD
-// RUN: not dsc-opt %s --dsc-optimizer="schedule=step" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
-// RUN: not dsc-opt %s --dsc-optimizer="schedule=warmup_cosine warmup=10 total-steps=10" -split-input-file 2>&1 | FileCheck %s --check-prefix=STEPS
+// RUN: dsc-opt %s --dsc-optimizer="lr=1.0e-3 min-lr=1.0e-4 lr-schedule=warmup_linear warmup=5 total-steps=100 beta1=0.8 beta2=0.99 eps=1.0e-6 weight-decay=0.01 clip-grad-norm=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=OPTS
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=sgd momentum=0.8 nesterov=true lr-schedule=constant lr=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SGD
+// RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=step" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
+// RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=warmup_cosine warmup=10 total-steps=10" -split-input-file 2>&1 | FileCheck %s --check-prefix=STEPS
 // RUN: not dsc-opt %s --dsc-optimizer="optimizer=lamb" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
 
 // Bad options are refused before anything is emitted, naming what is

@@ -1,6 +1,6 @@
 // RUN: dsc-opt %s --dsc-pipeline="pp=2" -split-input-file -verify-diagnostics | FileCheck %s
-// RUN: dsc-opt %s --dsc-pipeline="pp=2 schedule=gpipe" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=GPIPE
-// RUN: not dsc-opt %s --dsc-pipeline="pp=2 schedule=zigzag" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
+// RUN: dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=gpipe" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=GPIPE
+// RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=zigzag" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not dsc-opt %s --dsc-pipeline="pp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=PP0
 
 // SCHED: error: --dsc-pipeline: unknown schedule 'zigzag'; expected 1f1b or gpipe

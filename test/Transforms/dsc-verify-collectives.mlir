@@ -18,7 +18,7 @@
 dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
 dsc.parameter @w : tensor<8x4xf32> init = #dsc.init<zeros>
 dsc.state @grad.w : tensor<8x4xf32> gradient of @w
-func.func @forward_backward(%x: tensor<8x4xf32>) {
+func.func @forward_backward(%x: tensor<8x4xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
   %y = dsc.all_reduce %x on @mesh axes = ["tp"] : tensor<8x4xf32>
   dsc.accumulate %y into @grad.w : tensor<8x4xf32>
   return
@@ -27,12 +27,12 @@ func.func @sync_grads() {
   dsc.all_reduce_states [@grad.w] on @mesh axes = ["dp"] reduction = avg
   return
 }
-func.func @optimizer() {
+func.func @optimizer() attributes {dsc.program = #dsc.program_role<optimizer>} {
   call @sync_grads() : () -> ()
   dsc.all_gather_states [@w] on @mesh axes = ["dp"]
   return
 }
-func.func @loss(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+func.func @loss(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {dsc.program = #dsc.program_role<forward>} {
   %y = dsc.all_reduce %x on @mesh axes = ["tp"] : tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
@@ -71,7 +71,7 @@ func.func @stage1() attributes {dsc.stage = 1 : i64} {
 module attributes {dsc.microbatches = 2 : i64} {
   // expected-remark @+1 {{verified the training step (2 micro-batches) on 2 ranks of @mesh: 3 events per rank; group [pp]: 1 group x 1 collectives; along pp: 2 send/recv pairs}}
   dsc.mesh @mesh axes = ["pp"] shape = [2]
-  func.func @forward_backward(%x: tensor<4xf32>) {
+  func.func @forward_backward(%x: tensor<4xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
     dsc.pipeline_stage 0 {
       dsc.send %x on @mesh axis = "pp" to 1 : tensor<4xf32>
       dsc.yield
@@ -82,7 +82,7 @@ module attributes {dsc.microbatches = 2 : i64} {
     }
     return
   }
-  func.func @optimizer(%n: tensor<f32>) {
+  func.func @optimizer(%n: tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
     %m = dsc.all_reduce %n on @mesh axes = ["pp"] reduction = max : tensor<f32>
     return
   }
@@ -95,7 +95,7 @@ module attributes {dsc.microbatches = 2 : i64} {
 // CHECK-LABEL: func.func @forward_backward
 // expected-remark @below {{the plan does not communicate; nothing to verify}}
 module {
-  func.func @forward_backward() {
+  func.func @forward_backward() attributes {dsc.program = #dsc.program_role<forward_backward>} {
     return
   }
 }

@@ -19,12 +19,11 @@ namespace rt = ::dsc::rt;
 
 /// Builds the runtime plan of `module`: one device arena, a buffer per
 /// parameter, state, program input, result, constant and temporary, and the
-/// programs "forward" (the loss function), "forward_backward" and
-/// "optimizer" as instruction lists in program order. Emits a diagnostic and
-/// fails on an op the runtime has no instruction for, or a module that was
-/// not memory-planned.
-FailureOr<rt::Plan> lowerToPlan(ModuleOp module,
-                                StringRef lossFunction = "loss");
+/// programs "forward", "forward_backward" and "optimizer" (the functions
+/// with those `dsc.program` roles) as instruction lists in program order.
+/// Emits a diagnostic and fails on an op the runtime has no instruction for,
+/// or a module that was not memory-planned.
+FailureOr<rt::Plan> lowerToPlan(ModuleOp module);
 
 /// Registers `dsc-translate --dsc-to-plan`, which writes the binary plan file.
 void registerToPlanTranslation();

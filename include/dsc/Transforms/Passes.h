@@ -53,10 +53,18 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<double> minLr{*this, "min-lr",
                        llvm::cl::desc("Final learning rate of the decay"),
                        llvm::cl::init(6.0e-5)};
-  Option<std::string> schedule{
-      *this, "schedule",
-      llvm::cl::desc("constant, warmup, warmup_linear or warmup_cosine"),
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("Learning-rate schedule: constant, warmup, "
+                     "warmup_linear or warmup_cosine"),
       llvm::cl::init("warmup_cosine")};
+  /// `schedule=` meant either schedule; it is refused with an error naming
+  /// lr-schedule and pipeline-schedule.
+  Option<std::string> removedSchedule{
+      *this, "schedule",
+      llvm::cl::desc("Removed: an error naming lr-schedule and "
+                     "pipeline-schedule"),
+      llvm::cl::init("")};
   Option<int64_t> warmup{*this, "warmup", llvm::cl::desc("Warmup steps"),
                          llvm::cl::init(10)};
   Option<int64_t> steps{*this, "steps",
@@ -82,6 +90,23 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "(--dsc-plan-memory prefetch)"),
       llvm::cl::init(false)};
 };
+
+/// Fails with an error on `module` naming `lr-schedule=` and
+/// `pipeline-schedule=` when the removed option `schedule=` of `pass` was
+/// given a value (`removed`), so that no schedule is silently taken for the
+/// other. (Option::hasValue cannot tell: copying a pass's options sets it.)
+inline LogicalResult refuseRemovedScheduleOption(Operation *module,
+                                                 StringRef pass,
+                                                 StringRef removed) {
+  if (removed.empty())
+    return success();
+  return module->emitError()
+         << pass << ": the option 'schedule=" << removed
+         << "' was removed; use 'lr-schedule=' for the learning-rate schedule "
+            "(constant, warmup, warmup_linear, warmup_cosine) or "
+            "'pipeline-schedule=' for the pipeline's order of micro-batches "
+            "(1f1b, gpipe)";
+}
 
 /// Adds autodiff, the optimizer, data parallelism, memory planning and the
 /// verification of the plan's collectives to `pm`.

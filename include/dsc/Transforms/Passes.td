@@ -96,8 +96,16 @@ def DscAutodiffPass : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
     The original function is kept as the evaluation (forward-only) program.
 
     Running `@forward_backward` once per micro-batch sums the gradients;
-    `grad-scale` (the seed of the loss gradient, `1/microbatches` for
-    gradient accumulation) makes that sum an average.
+    the loss gradient's seed `1/microbatches` makes that sum an average
+    (gradient accumulation). The pass records the count it seeded for as
+    `dsc.microbatches` on the module, for the per-step totals and the
+    lowering.
+
+    The differentiated function is marked `dsc.program =
+    #dsc.program_role<forward>` (the evaluation program) and
+    `@forward_backward` `#dsc.program_role<forward_backward>`; a pipelined
+    module's stages (forward programs with `dsc.stage`) each get a
+    `@forward_backward.stage<k>`.
 
     Before:
     ```mlir
@@ -111,7 +119,8 @@ def DscAutodiffPass : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
     After (added):
     ```mlir
     dsc.state @grad.wte.weight : tensor<256x64xf32> gradient of @wte.weight
-    func.func @forward_backward(%ids, %t) -> tensor<f32> {
+    func.func @forward_backward(%ids, %t) -> tensor<f32>
+        attributes {dsc.program = #dsc.program_role<forward_backward>} {
       ... forward ...
       %seed = arith.constant dense<1.0> : tensor<f32>
       %dlogits = dsc.cross_entropy_grad %logits, %t, %seed : ...
@@ -125,9 +134,9 @@ def DscAutodiffPass : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
            "The loss function to differentiate">,
-    Option<"gradScale", "grad-scale", "double", /*default=*/"1.0",
-           "Seed of the loss gradient (1/microbatches averages accumulated "
-           "gradients)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step: the loss gradient's seed is their "
+           "inverse, which averages the accumulated gradients">,
   ];
   let statistics = [
     Statistic<"numGradientOps", "gradient-ops", "Ops emitted by the backward pass">,
@@ -154,8 +163,12 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     Option<"lr", "lr", "double", /*default=*/"6.0e-4", "Peak learning rate">,
     Option<"minLr", "min-lr", "double", /*default=*/"6.0e-5",
            "Learning rate at the end of a decaying schedule">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"warmup_cosine\"",
-           "constant, warmup, warmup_linear or warmup_cosine">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"warmup_cosine\"",
+           "Learning-rate schedule: constant, warmup, warmup_linear or "
+           "warmup_cosine">,
+    Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
+           "Removed: an error naming lr-schedule and pipeline-schedule">,
     Option<"warmup", "warmup", "int64_t", /*default=*/"10", "Warmup steps">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"200",
            "Steps of the whole run (end of the decay)">,
@@ -217,13 +230,13 @@ def DscPlanSummaryPass : Pass<"dsc-plan-summary", "::mlir::ModuleOp"> {
     For a module compiled by `--dsc-compile`, prints on stdout: planned bytes
     per tier (persistent, temporary, arena) and per program, the parameter
     count, model FLOPs of one micro-batch's forward and backward and of a
-    step, and the bytes moved by collectives per step.
+    step, and the bytes moved by collectives per step. The programs are
+    found by their `dsc.program` role.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "Micro-batches per step, for the per-step totals">,
-    Option<"lossFunction", "func", "std::string", /*default=*/"\"loss\"",
-           "The forward (loss) function">,
+           "Micro-batches per step, for the per-step totals (the module's "
+           "dsc.microbatches wins)">,
   ];
 }
 
@@ -383,17 +396,18 @@ def DscVerifyCollectivesPass
     row-major ranks, last axis innermost). One training step of a rank runs,
     in order:
 
-    1. `@forward_backward` once per micro-batch (the module's
-       `dsc.microbatches`, default 1);
-    2. every other function carrying `dsc.stage`, once, in module order (a
+    1. the `forward_backward` program (`dsc.program`) once per micro-batch
+       (the module's `dsc.microbatches`, default 1);
+    2. every function carrying `dsc.stage`, once, in module order (a
        pipeline stage's program, whose schedule covers all micro-batches);
-    3. `@optimizer` once.
+    3. the `optimizer` program once.
 
     A `func.func` with an integer attribute `dsc.stage = k` runs only on
     ranks whose coordinate on mesh axis `pp` is `k`, and ops inside
     `dsc.pipeline_stage k` only on those ranks; everything else runs on
-    every rank. The evaluation function (`eval-func`, default `@loss`) runs
-    alone and is checked as a schedule of its own. Calls are followed.
+    every rank. The evaluation function (the `dsc.program =
+    #dsc.program_role<forward>` without a stage) runs alone and is checked
+    as a schedule of its own. Calls are followed.
 
     Ops describe their communication through `CommunicationOpInterface`. A
     collective completes when every rank of its group (the ranks that differ
@@ -418,8 +432,6 @@ def DscVerifyCollectivesPass
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
            "Emit a remark per verified schedule with per-group event counts">,
-    Option<"evalFunc", "eval-func", "std::string", /*default=*/"\"loss\"",
-           "The evaluation (forward-only) function, checked on its own">,
   ];
   let statistics = [
     Statistic<"numEvents", "events",
@@ -464,13 +476,17 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     After (pp=2):
     ```mlir
     func.func @loss.stage0(%tokens: tensor<8x64xi32>) -> tensor<8x64x128xf32>
-        attributes {dsc.stage = 0 : i64} { ... wte, wpe, h.0, h.1 ... }
+        attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64}
+        { ... wte, wpe, h.0, h.1 ... }
     func.func @loss.stage1(%x: tensor<8x64x128xf32>, %targets: tensor<8x64xi32>)
-        -> tensor<f32> attributes {dsc.stage = 1 : i64} { ... h.2, h.3, ln_f, lm_head ... }
+        -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64}
+        { ... h.2, h.3, ln_f, lm_head ... }
     ```
 
-    The schedule is recorded on the module as `dsc.pipeline = {stages = P,
-    schedule = "1f1b"}` for the lowering to the runtime plan.
+    Each stage function is a forward program of its stage (`dsc.program =
+    #dsc.program_role<forward>`, `dsc.stage = k`). The pipeline schedule
+    (`pipeline-schedule`) is recorded on the module as `dsc.pipeline =
+    {stages = P, schedule = "1f1b"}` for the lowering to the runtime plan.
 
     Errors name the numbers: fewer layers than stages, a mesh whose `pp`
     axis has another size, a cut crossed by more than one activation.
@@ -483,9 +499,12 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
            "The forward function computing the loss">,
     Option<"vectorWeight", "vector-weight", "double", /*default=*/"8.0",
            "Cost of one vector FLOP in matmul FLOPs, for balancing">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+    Option<"pipelineSchedule", "pipeline-schedule", "std::string",
+           /*default=*/"\"1f1b\"",
            "The runtime's schedule of micro-batches: '1f1b' (PipeDream-flush, "
            "Megatron-LM's default) or 'gpipe'">,
+    Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
+           "Removed: an error naming pipeline-schedule and lr-schedule">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Pipeline stages created">,

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -56,7 +57,7 @@ int64_t bytesOfSymbols(Operation *op, ArrayAttr names) {
 
 SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
   llvm::SetVector<StringRef> axes;
-  if (clip->hasAttr("dsc.pipeline_local"))
+  if (clip->hasAttr(kPipelineLocalAttr))
     axes.insert("pp");
   if (ArrayAttr shard = clip.getShardAxesAttr())
     for (StringRef axis : shard.getAsValueRange<StringAttr>())
@@ -81,8 +82,9 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                                                   int64_t microbatches) {
   // Ring algorithms over n ranks: an all-reduce of S bytes sends 2(n-1)/n*S
   // per rank, a reduce-scatter or an all-gather (n-1)/n*S. A step runs
-  // @forward_backward once per micro-batch and @optimizer once; other
-  // functions (the evaluation loss) are not part of it.
+  // the forward_backward program once per micro-batch and the optimizer
+  // once (dsc.program); other functions (the evaluation loss) are not part
+  // of it.
   CollectiveBytes total;
   // Rank 0's share when n does not divide the elements: the ring sends all
   // chunks but its own and then all but its successor's, chunks split
@@ -155,24 +157,24 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
   // runs its forward program and sends), whose backward's second
   // argument is the gradient of the activation it sends forward once per
   // micro-batch (the gradients coming back are received, not sent).
-  bool pipelined = module->hasAttr("dsc.pipeline");
-  StringRef fbName = pipelined ? "forward_backward.stage0" : "forward_backward";
-  StringRef optName = pipelined ? "optimizer.stage0" : "optimizer";
-  for (auto [name, times] :
-       {std::pair<StringRef, int64_t>{fbName, microbatches}, {optName, 1}})
-    if (Operation *func = SymbolTable::lookupSymbolIn(module, name))
+  bool pipelined = module->hasAttr(kPipelineAttr);
+  std::optional<int64_t> stage0 =
+      pipelined ? std::optional<int64_t>(0) : std::nullopt;
+  Operation *fbOp =
+      lookupProgramOp(module, ProgramRole::ForwardBackward, stage0);
+  Operation *optOp = lookupProgramOp(module, ProgramRole::Optimizer, stage0);
+  for (auto [func, times] : {std::pair<Operation *, int64_t>{fbOp, microbatches},
+                             {optOp, 1}})
+    if (func)
       func->walk([&, times = times](Operation *op) { count(op, times); });
   // Stage 0's forward runs too (its backward recomputes it), collectives
   // included (tensor slicing's all-reduces run twice per micro-batch).
   if (pipelined)
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      auto stage = func->getAttrOfType<IntegerAttr>("dsc.stage");
-      StringRef name = func.getName();
-      if (stage && stage.getInt() == 0 && name != fbName && name != optName)
+    for (auto func : module.getOps<FunctionOpInterface>())
+      if (getPipelineStage(func) == 0 && func.getOperation() != fbOp &&
+          func.getOperation() != optOp)
         func->walk([&](Operation *op) { count(op, microbatches); });
-    }
-  if (auto fb = dyn_cast_or_null<FunctionOpInterface>(
-          SymbolTable::lookupSymbolIn(module, fbName));
+  if (auto fb = dyn_cast_or_null<FunctionOpInterface>(fbOp);
       pipelined && fb && fb.getNumArguments() == 2)
     total.pointToPoint =
         microbatches *

@@ -1,11 +1,18 @@
 //===- DscDialect.cpp - dsc dialect registration ----------------*- C++ -*-===//
 //
-// Registers the dsc ops and attributes with the context.
+// Registers the dsc ops and attributes with the context, and checks the
+// `dsc.*` discardable attributes passes leave for each other (their names
+// live in DscAttrNames.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -18,4 +25,182 @@ void DscDialect::initialize() {
 #include "dsc/Dialect/Dsc/IR/DscOps.cpp.inc"
       >();
   registerAttributes();
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Where a known attribute may sit.
+enum class Holder { Function, Module, Declaration, ClipGradNorm, AnyOp };
+
+struct KnownAttr {
+  StringLiteral name;
+  Holder holder;
+};
+
+constexpr KnownAttr kKnownAttrs[] = {
+    {kProgramAttr, Holder::Function},
+    {kStageAttr, Holder::Function},
+    {kInputOffsetsAttr, Holder::Function},
+    {kOffsetAttr, Holder::Declaration},
+    {kOffsetsAttr, Holder::AnyOp},
+    {kPipelineLocalAttr, Holder::ClipGradNorm},
+    {kMicrobatchesAttr, Holder::Module},
+    {kPipelineAttr, Holder::Module},
+    {kModelAttr, Holder::Module},
+    {kMemoryAttr, Holder::Module},
+    {kProgramPeaksAttr, Holder::Module},
+    {kPlanAttr, Holder::Module},
+    {kPlanEstimateAttr, Holder::Module},
+};
+
+StringRef holderName(Holder holder) {
+  switch (holder) {
+  case Holder::Function:
+    return "a function";
+  case Holder::Module:
+    return "the module";
+  case Holder::Declaration:
+    return "a dsc.parameter or dsc.state";
+  case Holder::ClipGradNorm:
+    return "a dsc.clip_grad_norm";
+  case Holder::AnyOp:
+    return "an op";
+  }
+  llvm_unreachable("unknown holder");
+}
+
+bool holds(Holder holder, Operation *op) {
+  switch (holder) {
+  case Holder::Function:
+    return isa<FunctionOpInterface>(op);
+  case Holder::Module:
+    return isa<ModuleOp>(op);
+  case Holder::Declaration:
+    return isa<ParameterOp, StateOp>(op);
+  case Holder::ClipGradNorm:
+    return isa<ClipGradNormOp>(op);
+  case Holder::AnyOp:
+    return true;
+  }
+  llvm_unreachable("unknown holder");
+}
+
+/// An integer attribute of type i64 (what the passes write), or null (also
+/// for a null `attr`, a dictionary's missing key).
+IntegerAttr asI64(Attribute attr) {
+  auto value = dyn_cast_or_null<IntegerAttr>(attr);
+  if (!value || !value.getType().isSignlessInteger(64))
+    return {};
+  return value;
+}
+
+/// Checks the value of a known attribute on an op that may hold it.
+LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
+  auto fail = [&]() {
+    return op->emitOpError("attribute '") << name << "' must be ";
+  };
+  if (name == kProgramAttr) {
+    if (!isa<ProgramRoleAttr>(value))
+      return fail() << "a #dsc.program_role<forward|forward_backward|"
+                       "optimizer>, got "
+                    << value;
+    return success();
+  }
+  if (name == kStageAttr) {
+    IntegerAttr stage = asI64(value);
+    if (!stage || stage.getInt() < 0)
+      return fail() << "a pipeline stage, an i64 >= 0, got " << value;
+    return success();
+  }
+  if (name == kMicrobatchesAttr) {
+    IntegerAttr count = asI64(value);
+    if (!count || count.getInt() < 1)
+      return fail() << "the micro-batches per step, an i64 >= 1, got "
+                    << value;
+    return success();
+  }
+  if (name == kOffsetAttr) {
+    IntegerAttr offset = asI64(value);
+    if (!offset || offset.getInt() < 0)
+      return fail() << "a byte offset, an i64 >= 0, got " << value;
+    return success();
+  }
+  if (name == kInputOffsetsAttr || name == kOffsetsAttr) {
+    bool inputs = name == kInputOffsetsAttr;
+    unsigned expected =
+        inputs ? cast<FunctionOpInterface>(op).getNumArguments()
+               : op->getNumResults();
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!offsets || offsets.size() != static_cast<int64_t>(expected) ||
+        llvm::any_of(offsets.asArrayRef(), [](int64_t x) { return x < 0; }))
+      return fail() << "an array<i64> of " << expected << " byte offsets >= 0 "
+                    << "(one per " << (inputs ? "argument" : "result")
+                    << "), got " << value;
+    return success();
+  }
+  if (name == kPipelineLocalAttr) {
+    size_t expected = cast<ClipGradNormOp>(op).getGradients().size();
+    auto local = dyn_cast<DenseBoolArrayAttr>(value);
+    if (!local || local.size() != static_cast<int64_t>(expected))
+      return fail() << "an array<i1> of " << expected
+                    << " flags (one per gradient), got " << value;
+    return success();
+  }
+  auto dict = dyn_cast<DictionaryAttr>(value);
+  if (!dict)
+    return fail() << "a dictionary, got " << value;
+  if (name == kPipelineAttr) {
+    IntegerAttr stages = asI64(dict.get("stages"));
+    auto schedule = dict.getAs<StringAttr>("schedule");
+    if (!stages || stages.getInt() < 1 || !schedule ||
+        (schedule.getValue() != "1f1b" && schedule.getValue() != "gpipe"))
+      return fail() << "{stages = P : i64 (>= 1), schedule = \"1f1b\" or "
+                       "\"gpipe\"}, got "
+                    << value;
+    return success();
+  }
+  if (name == kMemoryAttr) {
+    for (StringRef key : {"persistent_bytes", "temporary_bytes", "arena_bytes"})
+      if (!asI64(dict.get(key)))
+        return fail() << "{persistent_bytes, temporary_bytes, arena_bytes} "
+                         "as i64 byte counts, but '"
+                      << key << "' is " << (dict.get(key) ? "not an i64" : "missing");
+    return success();
+  }
+  if (name == kProgramPeaksAttr) {
+    for (NamedAttribute peak : dict)
+      if (!asI64(peak.getValue()))
+        return fail() << "a dictionary of i64 peak bytes per program, but '"
+                      << peak.getName().getValue() << "' is "
+                      << peak.getValue();
+    return success();
+  }
+  // dsc.model, dsc.plan and dsc.plan_estimate: their readers check their
+  // fields and say which one is wrong.
+  return success();
+}
+
+} // namespace
+
+LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  const KnownAttr *known = llvm::find_if(
+      kKnownAttrs, [&](const KnownAttr &k) { return k.name == name; });
+  if (known == std::end(kKnownAttrs)) {
+    InFlightDiagnostic diag = op->emitOpError("has unknown dsc attribute '")
+                              << name << "'; the dsc attributes are ";
+    llvm::interleaveComma(kKnownAttrs, diag,
+                          [&](const KnownAttr &k) { diag << k.name; });
+    return diag;
+  }
+  if (!holds(known->holder, op))
+    return op->emitOpError("attribute '")
+           << name << "' belongs on " << holderName(known->holder)
+           << ", not on '" << op->getName() << "'";
+  return verifyValue(op, name, attr.getValue());
 }

@@ -1,7 +1,8 @@
 //===- DscAttrs.td - dsc attributes and enums --------------*- tablegen -*-===//
 //
 // Attributes of the dsc dialect: parameter initializers, memory tiers,
-// reduction kinds and the sharding of a tensor over a mesh.
+// reduction kinds, the sharding of a tensor over a mesh and the role of a
+// training program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,9 +64,42 @@ def Dsc_LrSchedule : I32EnumAttr<"LrSchedule", "learning-rate schedule", [
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
+  I32EnumAttrCase<"Forward", 0, "forward">,
+  I32EnumAttrCase<"ForwardBackward", 1, "forward_backward">,
+  I32EnumAttrCase<"Optimizer", 2, "optimizer">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
+
+def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "What a training program computes";
+  let description = [{
+    Set as `dsc.program` on each function the compiler makes a program of,
+    by the pass that creates (or adopts) it, and read by later passes and
+    the lowering instead of the function's name:
+
+    - `forward`: the loss alone (evaluation), or a pipeline stage's forward
+      (`--dsc-autodiff` marks the function it differentiates,
+      `--dsc-pipeline` each stage it cuts);
+    - `forward_backward`: one micro-batch's forward and backward, which
+      accumulates the gradients (`--dsc-autodiff`);
+    - `optimizer`: the step after the micro-batches (`--dsc-optimizer`).
+
+    A pipeline stage's programs carry `dsc.stage = k` beside their role.
+
+    ```mlir
+    func.func @forward_backward(%ids: tensor<8x64xi32>, %t: tensor<8x64xi32>)
+        -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward_backward>}
+    ```
+  }];
+}
 
 // A double stored as an APFloat (hashable, exact round trip).
 def Dsc_F64Parameter : AttrOrTypeParameter<"::llvm::APFloat", "a 64-bit float"> {

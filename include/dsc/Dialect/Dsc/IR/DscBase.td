@@ -28,8 +28,21 @@ def Dsc_Dialect : Dialect {
     Graph ops implement `DscCostOpInterface`, which reports the FLOPs and
     bytes an op moves from its types alone; analyses such as
     `--dsc-print-model-stats` and the plan search build on it.
+
+    Passes talk to each other through a few discardable attributes, all
+    named in `DscAttrNames.h` and checked by the dialect: on functions
+    `dsc.program` (a `#dsc.program_role`), `dsc.stage` (i64 >= 0) and
+    `dsc.input_offsets` (one i64 per argument); on ops `dsc.offset`
+    (`dsc.parameter`, `dsc.state`), `dsc.offsets` (one i64 per result) and
+    `dsc.pipeline_local` (`dsc.clip_grad_norm`, one bool per gradient); on
+    the module `dsc.microbatches` (i64 >= 1), `dsc.pipeline`, `dsc.model`,
+    `dsc.memory`, `dsc.program_peaks`, `dsc.plan` and `dsc.plan_estimate`
+    (dictionaries). Any other `dsc.*` attribute is an error.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // The `dsc.*` discardable attributes passes leave for each other
+  // (DscAttrNames.h): each must have its type and sit on its kind of op.
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

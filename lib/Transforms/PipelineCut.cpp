@@ -1,6 +1,7 @@
-//===- Pipeline.cpp - --dsc-pipeline ----------------------------*- C++ -*-===//
+//===- PipelineCut.cpp - --dsc-pipeline -------------------------*- C++ -*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
+// (The pass pipeline --dsc-compile is CompilePipeline.cpp.)
 //
 //===----------------------------------------------------------------------===//
 //
@@ -15,13 +16,17 @@
 //   }
 // becomes, for pp=2 (the cut `|` minimizes the heaviest stage's cost):
 //   func.func @loss.stage0(%tokens) -> tensor<BxSxH>
-//       attributes {dsc.stage = 0} { <embedding> <h.0> <h.1>; return %x }
+//       attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0}
+//       { <embedding> <h.0> <h.1>; return %x }
 //   func.func @loss.stage1(%x, %targets) -> tensor<f32>
-//       attributes {dsc.stage = 1} { <h.2> <h.3> <ln_f, lm_head, loss> }
+//       attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1}
+//       { <h.2> <h.3> <ln_f, lm_head, loss> }
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -92,14 +97,17 @@ struct DscPipelinePass
           << pp.getValue();
       return signalPassFailure();
     }
-    if (schedule != "1f1b" && schedule != "gpipe") {
+    if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
+                                           removedSchedule)))
+      return signalPassFailure();
+    if (pipelineSchedule != "1f1b" && pipelineSchedule != "gpipe") {
       module.emitError("--dsc-pipeline: unknown schedule '")
-          << schedule.getValue() << "'; expected 1f1b or gpipe";
+          << pipelineSchedule.getValue() << "'; expected 1f1b or gpipe";
       return signalPassFailure();
     }
     if (pp == 1)
       return;
-    if (module.lookupSymbol("forward_backward")) {
+    if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
       module.emitError("--dsc-pipeline cuts the forward graph and must run "
                        "before --dsc-autodiff");
       return signalPassFailure();
@@ -116,10 +124,11 @@ struct DscPipelinePass
       return signalPassFailure();
     Builder b(module.getContext());
     module->setAttr(
-        "dsc.pipeline",
+        kPipelineAttr,
         b.getDictionaryAttr(
             {b.getNamedAttr("stages", b.getI64IntegerAttr(pp)),
-             b.getNamedAttr("schedule", b.getStringAttr(schedule.getValue()))}));
+             b.getNamedAttr("schedule",
+                            b.getStringAttr(pipelineSchedule.getValue()))}));
   }
 
   LogicalResult checkMesh(ModuleOp module) {
@@ -294,7 +303,8 @@ struct DscPipelinePass
     auto func = func::FuncOp::create(
         b, loss.getLoc(), name,
         b.getFunctionType(inputTypes, TypeRange{out.getType()}));
-    func->setAttr("dsc.stage", b.getI64IntegerAttr(k));
+    func->setAttr(kStageAttr, b.getI64IntegerAttr(k));
+    setProgramRole(func, ProgramRole::Forward);
     Block *entry = func.addEntryBlock();
 
     IRMapping mapping;

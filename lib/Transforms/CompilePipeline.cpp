@@ -1,7 +1,8 @@
-//===- Pipelines.cpp - --dsc-compile ----------------------------*- C++ -*-===//
+//===- CompilePipeline.cpp - --dsc-compile ----------------------*- C++ -*-===//
 //
 // The whole chain from a graph to a memory-planned training plan, as one
-// registered pipeline so that dsc-opt and dsc-run compile identically.
+// registered pass pipeline so that dsc-opt and dsc-run compile identically.
+// (The pipeline-parallel cut, --dsc-pipeline, is PipelineCut.cpp.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +37,7 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   if (options.pp > 1) {
     DscPipelinePassOptions pipeline;
     pipeline.pp = options.pp;
-    pipeline.schedule = options.pipelineSchedule;
+    pipeline.pipelineSchedule = options.pipelineSchedule;
     pm.addPass(createDscPipelinePass(pipeline));
   }
 
@@ -53,14 +54,16 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   DscAutodiffPassOptions autodiff;
   // The loss gradient's seed 1/m turns the micro-batches' summed gradients
   // into their mean, as DeepSpeed's gradient accumulation does.
-  autodiff.gradScale = 1.0 / static_cast<double>(options.microbatches);
+  autodiff.microbatches = options.microbatches;
   pm.addPass(createDscAutodiffPass(autodiff));
 
   DscOptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.lr = options.lr;
   optimizer.minLr = options.minLr;
-  optimizer.schedule = options.schedule;
+  optimizer.lrSchedule = options.lrSchedule;
+  // The optimizer runs in every compile: it refuses the removed `schedule=`.
+  optimizer.removedSchedule = options.removedSchedule.getValue();
   optimizer.warmup = options.warmup;
   optimizer.totalSteps = options.steps;
   optimizer.weightDecay = options.weightDecay;

@@ -1,0 +1,70 @@
+//===- DscAttrNames.h - names of the dsc discardable attributes -*- C++ -*-===//
+//
+// The `dsc.*` attributes passes leave on ops for later passes and the
+// lowering to read, one constant each, so that no pass spells a name of its
+// own. DscDialect::verifyOperationAttribute checks each one's type and the
+// kind of op it sits on, and refuses any other `dsc.*` name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_DIALECT_DSC_IR_DSCATTRNAMES_H
+#define DSC_DIALECT_DSC_IR_DSCATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::dsc {
+
+//===----------------------------------------------------------------------===//
+// On functions
+//===----------------------------------------------------------------------===//
+
+/// `#dsc.program_role<...>`: what a training program is (the evaluation
+/// forward, the micro-batch's forward and backward, the optimizer step).
+/// Set by the pass that creates the function (--dsc-autodiff,
+/// --dsc-pipeline, --dsc-optimizer); read instead of its name.
+inline constexpr llvm::StringLiteral kProgramAttr = "dsc.program";
+/// `i64 >= 0`: the pipeline stage a function runs on (--dsc-pipeline).
+inline constexpr llvm::StringLiteral kStageAttr = "dsc.stage";
+/// `array<i64>`, one per argument: the planned offsets of a program's
+/// inputs (--dsc-plan-memory).
+inline constexpr llvm::StringLiteral kInputOffsetsAttr = "dsc.input_offsets";
+
+//===----------------------------------------------------------------------===//
+// On ops
+//===----------------------------------------------------------------------===//
+
+/// `i64 >= 0` on `dsc.parameter` and `dsc.state`: the declaration's planned
+/// offset (--dsc-plan-memory).
+inline constexpr llvm::StringLiteral kOffsetAttr = "dsc.offset";
+/// `array<i64>`, one per result, on an op in a program: the planned offsets
+/// of its results (--dsc-plan-memory).
+inline constexpr llvm::StringLiteral kOffsetsAttr = "dsc.offsets";
+/// `array<i1>`, one per gradient, on `dsc.clip_grad_norm` of a pipeline
+/// stage: whether the stage holds that gradient alone (--dsc-optimizer).
+inline constexpr llvm::StringLiteral kPipelineLocalAttr = "dsc.pipeline_local";
+
+//===----------------------------------------------------------------------===//
+// On the module
+//===----------------------------------------------------------------------===//
+
+/// `i64 >= 1`: micro-batches per step, recorded by --dsc-autodiff, which
+/// seeds the loss gradient with their inverse.
+inline constexpr llvm::StringLiteral kMicrobatchesAttr = "dsc.microbatches";
+/// `{stages = P : i64, schedule = "1f1b" | "gpipe"}` (--dsc-pipeline).
+inline constexpr llvm::StringLiteral kPipelineAttr = "dsc.pipeline";
+/// A dictionary: the model's shape (dsc-translate --import-neox).
+inline constexpr llvm::StringLiteral kModelAttr = "dsc.model";
+/// `{persistent_bytes, temporary_bytes, arena_bytes, alignment}`, each an
+/// integer (--dsc-plan-memory).
+inline constexpr llvm::StringLiteral kMemoryAttr = "dsc.memory";
+/// A dictionary of integers: each program's peak temporary bytes
+/// (--dsc-plan-memory).
+inline constexpr llvm::StringLiteral kProgramPeaksAttr = "dsc.program_peaks";
+/// A dictionary: the plan --dsc-auto-parallel chose.
+inline constexpr llvm::StringLiteral kPlanAttr = "dsc.plan";
+/// A dictionary: that plan's cost estimate (--dsc-auto-parallel).
+inline constexpr llvm::StringLiteral kPlanEstimateAttr = "dsc.plan_estimate";
+
+} // namespace mlir::dsc
+
+#endif // DSC_DIALECT_DSC_IR_DSCATTRNAMES_H

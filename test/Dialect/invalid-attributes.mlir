@@ -1,0 +1,147 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics
+
+// The dialect checks each dsc.* discardable attribute's type and the op it
+// sits on, and refuses any other dsc.* name.
+
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.plan, dsc.plan_estimate}}
+module attributes {dsc.stages = 2 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer>, got "optimizer"}}
+func.func @optimizer() attributes {dsc.program = "optimizer"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.program' belongs on a function, not on 'builtin.module'}}
+module attributes {dsc.program = #dsc.program_role<forward>} {
+}
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::dsc::ProgramRole to be one of: forward, forward_backward, optimizer}}
+// expected-error @+1 {{failed to parse Dsc_ProgramRoleAttr parameter 'value' which is to be a `::mlir::dsc::ProgramRole`}}
+func.func @f() attributes {dsc.program = #dsc.program_role<backward>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'dsc.stage' must be a pipeline stage, an i64 >= 0, got -1 : i64}}
+func.func @f() attributes {dsc.stage = -1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'dsc.stage' must be a pipeline stage, an i64 >= 0, got 1 : i32}}
+func.func @f() attributes {dsc.stage = 1 : i32} {
+  return
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'dsc.parameter' op attribute 'dsc.stage' belongs on a function, not on 'dsc.parameter'}}
+  dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros> {dsc.stage = 0 : i64}
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'dsc.input_offsets' must be an array<i64> of 2 byte offsets >= 0 (one per argument), got array<i64: 0>}}
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) attributes {dsc.input_offsets = array<i64: 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.microbatches' must be the micro-batches per step, an i64 >= 1, got 0 : i64}}
+module attributes {dsc.microbatches = 0 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'dsc.microbatches' belongs on the module, not on 'func.func'}}
+func.func @f() attributes {dsc.microbatches = 2 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline' must be {stages = P : i64 (>= 1), schedule = "1f1b" or "gpipe"}, got {schedule = "zigzag", stages = 2 : i64}}}
+module attributes {dsc.pipeline = {stages = 2 : i64, schedule = "zigzag"}} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.model' must be a dictionary, got "gpt2"}}
+module attributes {dsc.model = "gpt2"} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.memory' must be {persistent_bytes, temporary_bytes, arena_bytes} as i64 byte counts, but 'arena_bytes' is missing}}
+module attributes {dsc.memory = {persistent_bytes = 0 : i64, temporary_bytes = 0 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.program_peaks' must be a dictionary of i64 peak bytes per program, but 'optimizer' is "big"}}
+module attributes {dsc.program_peaks = {optimizer = "big"}} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.plan' must be a dictionary, got [2]}}
+module attributes {dsc.plan = [2]} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.plan_estimate' must be a dictionary, got 1.000000e+00 : f64}}
+module attributes {dsc.plan_estimate = 1.0 : f64} {
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'dsc.parameter' op attribute 'dsc.offset' must be a byte offset, an i64 >= 0, got -64 : i64}}
+  dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros> {dsc.offset = -64 : i64}
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.offset' belongs on a dsc.parameter or dsc.state, not on 'dsc.gelu'}}
+  %y = dsc.gelu %x {dsc.offset = 0 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.offsets' must be an array<i64> of 1 byte offsets >= 0 (one per result), got array<i64: 0, 64>}}
+  %y = dsc.gelu %x {dsc.offsets = array<i64: 0, 64>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>
+dsc.state @grad.w : tensor<4xf32> gradient of @w
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{'dsc.clip_grad_norm' op attribute 'dsc.pipeline_local' must be an array<i1> of 1 flags (one per gradient), got array<i1: true, false>}}
+  %n = dsc.clip_grad_norm [@grad.w] max_norm = 1.0 {dsc.pipeline_local = array<i1: true, false>} : tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.pipeline_local' belongs on a dsc.clip_grad_norm, not on 'dsc.gelu'}}
+  %y = dsc.gelu %x {dsc.pipeline_local = array<i1: true>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
