@@ -11,6 +11,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -113,6 +114,19 @@ struct DscOptimizerPass
     for (StateOp grad : gradients)
       if (owners.lookup(grad.getSymName()) > 1)
         shared.push_back(grad);
+    // Shared gradients are summed over the mesh's pp axis.
+    if (!shared.empty()) {
+      auto meshes = module.getOps<MeshOp>();
+      if (meshes.empty() || !(*meshes.begin()).getAxisIndex("pp")) {
+        shared.front().emitError("--dsc-optimizer: gradient @")
+            << shared.front().getSymName()
+            << " is accumulated by several pipeline stages and must be "
+               "summed over the mesh axis 'pp', but the module has no "
+               "dsc.mesh with a 'pp' axis (run --dsc-declare-mesh or "
+               "--dsc-pipeline first)";
+        return signalPassFailure();
+      }
+    }
     for (auto &[k, accumulated] : stages) {
       SmallVector<StateOp> normed, updated;
       SmallVector<bool> local;

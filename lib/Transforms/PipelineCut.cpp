@@ -172,10 +172,17 @@ struct DscPipelinePass
         layers.push_back({i, i});
         continue;
       }
-      if (size_t(layer) + 1 != layers.size())
+      if (size_t(layer) + 1 != layers.size()) {
+        // Layers must appear h.0, h.1, ... each in one contiguous run.
+        if (size_t(layer) > layers.size())
+          return op->emitOpError("--dsc-pipeline: layer h.")
+                 << layer << " comes before layer h." << layers.size()
+                 << "; stages are cut between whole layers numbered from h.0 "
+                    "in program order";
         return op->emitOpError("--dsc-pipeline: layer h.")
                << layer << " is interleaved with layer h." << layers.size() - 1
                << "; stages are cut between whole layers in program order";
+      }
       layers.back().second = i;
     }
     const int64_t numLayers = layers.size();

@@ -85,11 +85,11 @@ func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 // its output activation: its backward takes that activation's gradient as
 // a new last argument and returns nothing. The last stage returns the loss
 // and the gradient of its input activation. No @forward_backward.
-// CHECK-LABEL: func.func @forward_backward.stage0(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4x8xf32>) attributes {dsc.stage = 0 : i64}
+// CHECK-LABEL: func.func @forward_backward.stage0(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64}
 // CHECK: %[[DT:.*]] = dsc.embedding_grad %arg1, %arg0
 // CHECK-NEXT: dsc.accumulate %[[DT]] into @grad.wte
 // CHECK-NEXT: return{{$}}
-// CHECK-LABEL: func.func @forward_backward.stage1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) attributes {dsc.stage = 1 : i64}
+// CHECK-LABEL: func.func @forward_backward.stage1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64}
 // CHECK: %[[HEAD:.*]] = dsc.get_parameter @head
 // CHECK: %[[L:.*]] = dsc.cross_entropy
 // CHECK: %[[DX:.*]] = dsc.matmul %{{.*}}, %[[HEAD]] : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
@@ -101,12 +101,12 @@ func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 
 dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
 dsc.parameter @head : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
-func.func @loss.stage0(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.stage = 0 : i64} {
+func.func @loss.stage0(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
   %w = dsc.get_parameter @wte : tensor<16x8xf32>
   %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
   return %x : tensor<2x4x8xf32>
 }
-func.func @loss.stage1(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.stage = 1 : i64} {
+func.func @loss.stage1(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
   %w = dsc.get_parameter @head : tensor<16x8xf32>
   %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
   %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
@@ -128,7 +128,7 @@ module {
 func.func @loss(%l: tensor<f32>) -> tensor<f32> {
   return %l : tensor<f32>
 }
-func.func @forward_backward() {
+func.func @forward_backward() attributes {dsc.program = #dsc.program_role<forward_backward>} {
   return
 }
 

@@ -107,7 +107,7 @@ module attributes {dsc.microbatches = 1 : i64} {
     %8 = dsc.cross_entropy %7, %arg1 : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
     return %8 : tensor<f32>
   }
-  func.func @forward_backward(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4xi32>) -> tensor<f32> {
+  func.func @forward_backward(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward_backward>} {
     %0 = dsc.get_parameter @wte : tensor<16x6xf32>
     %1 = dsc.get_parameter @ln.weight : tensor<6xf32>
     %2 = dsc.get_parameter @ln.bias : tensor<6xf32>
@@ -136,7 +136,7 @@ module attributes {dsc.microbatches = 1 : i64} {
     dsc.accumulate %19 into @grad.wte : tensor<16x6xf32>
     return %8 : tensor<f32>
   }
-  func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+  func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
     %0 = dsc.learning_rate constant base = 6.000000e-04 min = 6.000000e-05 warmup = 0 total = 200 : tensor<f32>
     %1 = dsc.clip_grad_norm [@grad.fc.weight, @grad.ln.bias, @grad.ln.weight, @grad.wte] max_norm = 1.000000e+00 : tensor<f32>
     dsc.adamw @fc.weight grad = @grad.fc.weight exp_avg = @adam.m.fc.weight exp_avg_sq = @adam.v.fc.weight lr = %0 beta1 = 9.000000e-01 beta2 = 0.94999999999999996 eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<f32>

@@ -97,7 +97,7 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #
 // An optimizer that zeroes no gradient has nothing to average.
 dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>
 // expected-error @+1 {{--dsc-data-parallel: no gradient states to reduce}}
-func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
   %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
   return %lr, %lr : tensor<f32>, tensor<f32>
 }
@@ -108,7 +108,7 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
 dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>
 dsc.state @grad.w : tensor<8xf32> gradient of @w
 dsc.state @sgd.momentum.w : tensor<8xf32> momentum of @w
-func.func @optimizer() -> (tensor<f32>, tensor<f32>) {
+func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
   %lr = dsc.learning_rate constant base = 1.0e-3 min = 0.0 warmup = 0 total = 10 : tensor<f32>
   %n = dsc.clip_grad_norm [@grad.w] max_norm = 1.0 : tensor<f32>
   // expected-error @+1 {{--dsc-data-parallel: zero=1 shards AdamW state; SGD is not supported (use zero=0 or the adamw optimizer)}}

@@ -3,6 +3,11 @@
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>')" | dsc-opt --dsc-declare-mesh="dp=2 pp=3 tp=2" | FileCheck %s --check-prefix=ORDER
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>')" | dsc-opt --dsc-declare-mesh | FileCheck %s --check-prefix=ONE
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>')" | not dsc-opt --dsc-declare-mesh="dp=2 pp=0" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %python -c "print('module {}')" | dsc-opt --dsc-declare-mesh="dp=2" | FileCheck %s --check-prefix=EMPTY
+
+// A module with no dsc op yet still gets its mesh (the pass loads the
+// dialect of the op it creates).
+// EMPTY: dsc.mesh @mesh axes = ["dp"] shape = [2]
 
 // The axes above 1, in Megatron-LM's order whatever the options' order:
 // dp, pp, tp (tp innermost, a tensor-parallel group is consecutive ranks).

@@ -4,6 +4,7 @@
 // RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=step" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=warmup_cosine warmup=10 total-steps=10" -split-input-file 2>&1 | FileCheck %s --check-prefix=STEPS
 // RUN: not dsc-opt %s --dsc-optimizer="optimizer=lamb" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
+// RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>\\ndsc.state @grad.w : tensor<4xf32> gradient of @w')" | dsc-opt --dsc-optimizer | FileCheck %s --check-prefix=NOFUNC
 
 // Bad options are refused before anything is emitted, naming what is
 // accepted.
@@ -52,7 +53,7 @@ dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<normal, std = 0.02>
 dsc.parameter @b : tensor<16xf32> init = #dsc.init<zeros>
 dsc.state @grad.b : tensor<16xf32> gradient of @b
 dsc.state @grad.w : tensor<8x16xf32> gradient of @w
-func.func @forward_backward(%db: tensor<16xf32>, %dw: tensor<8x16xf32>) {
+func.func @forward_backward(%db: tensor<16xf32>, %dw: tensor<8x16xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
   dsc.accumulate %db into @grad.b : tensor<16xf32>
   dsc.accumulate %dw into @grad.w : tensor<8x16xf32>
   return
@@ -65,14 +66,14 @@ func.func @forward_backward(%db: tensor<16xf32>, %dw: tensor<8x16xf32>) {
 // first summed over pp; it is in both norms, marked not local
 // (dsc.pipeline_local false) so the lowering counts it once, and both
 // stages update their copy. No @optimizer.
-// CHECK-LABEL: func.func @optimizer.stage0() -> (tensor<f32>, tensor<f32>) attributes {dsc.stage = 0 : i64}
+// CHECK-LABEL: func.func @optimizer.stage0() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>, dsc.stage = 0 : i64}
 // CHECK-NEXT: dsc.all_reduce_states [@grad.wte] on @mesh axes = ["pp"]
 // CHECK-NEXT: dsc.learning_rate
 // CHECK-NEXT: dsc.clip_grad_norm [@grad.wte, @grad.h.0.w] max_norm = 1.000000e+00 {dsc.pipeline_local = array<i1: false, true>}
 // CHECK-NEXT: dsc.adamw @wte
 // CHECK-NEXT: dsc.adamw @h.0.w
 // CHECK-NEXT: dsc.zero [@grad.wte, @grad.h.0.w]
-// CHECK-LABEL: func.func @optimizer.stage1() -> (tensor<f32>, tensor<f32>) attributes {dsc.stage = 1 : i64}
+// CHECK-LABEL: func.func @optimizer.stage1() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>, dsc.stage = 1 : i64}
 // CHECK-NEXT: dsc.all_reduce_states [@grad.wte] on @mesh axes = ["pp"]
 // CHECK-NEXT: dsc.learning_rate
 // CHECK-NEXT: dsc.clip_grad_norm [@grad.h.1.w, @grad.wte] max_norm = 1.000000e+00 {dsc.pipeline_local = array<i1: true, false>}
@@ -91,12 +92,12 @@ dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
 dsc.state @grad.h.1.w : tensor<8x8xf32> gradient of @h.1.w
 dsc.state @grad.wte : tensor<16x8xf32> gradient of @wte
 dsc.state @grad.h.0.w : tensor<8x8xf32> gradient of @h.0.w
-func.func @forward_backward.stage0(%a: tensor<16x8xf32>, %b: tensor<8x8xf32>) attributes {dsc.stage = 0 : i64} {
+func.func @forward_backward.stage0(%a: tensor<16x8xf32>, %b: tensor<8x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
   dsc.accumulate %a into @grad.wte : tensor<16x8xf32>
   dsc.accumulate %b into @grad.h.0.w : tensor<8x8xf32>
   return
 }
-func.func @forward_backward.stage1(%a: tensor<16x8xf32>, %b: tensor<8x8xf32>) attributes {dsc.stage = 1 : i64} {
+func.func @forward_backward.stage1(%a: tensor<16x8xf32>, %b: tensor<8x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
   dsc.accumulate %b into @grad.h.1.w : tensor<8x8xf32>
   dsc.accumulate %a into @grad.wte : tensor<16x8xf32>
   return
@@ -113,7 +114,7 @@ func.func @forward_backward.stage1(%a: tensor<16x8xf32>, %b: tensor<8x8xf32>) at
 
 dsc.parameter @w : tensor<4xf64> init = #dsc.init<zeros>
 dsc.state @grad.w : tensor<4xf64> gradient of @w
-func.func @forward_backward(%dw: tensor<4xf64>) {
+func.func @forward_backward(%dw: tensor<4xf64>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
   dsc.accumulate %dw into @grad.w : tensor<4xf64>
   return
 }
@@ -124,7 +125,7 @@ func.func @forward_backward(%dw: tensor<4xf64>) {
 module {
   dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>
   dsc.state @grad.w : tensor<4xf32> gradient of @w
-  func.func @optimizer() {
+  func.func @optimizer() attributes {dsc.program = #dsc.program_role<optimizer>} {
     return
   }
 }
@@ -138,3 +139,24 @@ module {
     return
   }
 }
+
+// -----
+
+// A gradient that two stages accumulate is summed over the mesh's pp axis,
+// which must exist.
+dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+// expected-error @+1 {{--dsc-optimizer: gradient @grad.wte is accumulated by several pipeline stages and must be summed over the mesh axis 'pp', but the module has no dsc.mesh with a 'pp' axis}}
+dsc.state @grad.wte : tensor<16x8xf32> gradient of @wte
+func.func @forward_backward.stage0(%a: tensor<16x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+  dsc.accumulate %a into @grad.wte : tensor<16x8xf32>
+  return
+}
+func.func @forward_backward.stage1(%a: tensor<16x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+  dsc.accumulate %a into @grad.wte : tensor<16x8xf32>
+  return
+}
+
+// A module of states and no function yet: the pass loads the dialects of
+// the ops it creates.
+// NOFUNC: func.func @optimizer() -> (tensor<f32>, tensor<f32>)
+// NOFUNC: dsc.adamw

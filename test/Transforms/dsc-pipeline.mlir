@@ -15,14 +15,14 @@
 // (h.1's GELU comes before its first parameter read) and by parameter names.
 // CHECK-LABEL: module @two_layers attributes {dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}}
 // CHECK-NEXT: dsc.mesh @mesh axes = ["pp"] shape = [2]
-// CHECK-LABEL: func.func @loss.stage0(%arg0: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.stage = 0 : i64}
+// CHECK-LABEL: func.func @loss.stage0(%arg0: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64}
 // CHECK-NEXT: %[[WTE:.*]] = dsc.get_parameter @wte : tensor<16x8xf32>
 // CHECK-NEXT: %[[X:.*]] = dsc.embedding %[[WTE]], %arg0
 // CHECK-NEXT: %[[W0:.*]] = dsc.get_parameter @h.0.w
 // CHECK-NEXT: %[[Y0:.*]] = dsc.matmul %[[X]], %[[W0]]
 // CHECK-NEXT: %[[X1:.*]] = dsc.add %[[X]], %[[Y0]]
 // CHECK-NEXT: return %[[X1]] : tensor<2x4x8xf32>
-// CHECK-LABEL: func.func @loss.stage1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.stage = 1 : i64}
+// CHECK-LABEL: func.func @loss.stage1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64}
 // CHECK-NEXT: %[[A1:.*]] = dsc.gelu %arg0
 // CHECK-NEXT: %[[W1:.*]] = dsc.get_parameter @h.1.w
 // CHECK-NEXT: %[[Y1:.*]] = dsc.matmul %[[A1]], %[[W1]]
@@ -187,6 +187,17 @@ func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 
 // -----
 
+// Layers are numbered from h.0: a first layer h.1 is named as such.
+dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'dsc.get_parameter' op --dsc-pipeline: layer h.1 comes before layer h.0; stages are cut between whole layers numbered from h.0 in program order}}
+  %w1 = dsc.get_parameter @h.1.w : tensor<8x8xf32>
+  %y1 = dsc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  return %y1 : tensor<2x4x8xf32>
+}
+
+// -----
+
 // A cut is crossed by one activation, the residual stream; here h.1 reads
 // two values of h.0.
 dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
@@ -227,7 +238,7 @@ module {
   func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
     return %x : tensor<2x4x8xf32>
   }
-  func.func @forward_backward() {
+  func.func @forward_backward() attributes {dsc.program = #dsc.program_role<forward_backward>} {
     return
   }
 }

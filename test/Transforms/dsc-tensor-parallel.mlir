@@ -232,7 +232,7 @@ module {
   func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
     return %x : tensor<2x4x8xf32>
   }
-  func.func @forward_backward() {
+  func.func @forward_backward() attributes {dsc.program = #dsc.program_role<forward_backward>} {
     return
   }
 }

@@ -157,6 +157,9 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     not applied to biases and normalization weights (rank-1 parameters).
     Requires `--dsc-autodiff` first.
   }];
+  // The ops it creates: their dialects load even when the input has none.
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
            "adamw or sgd">,
@@ -326,6 +329,8 @@ def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
     dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
     ```
   }];
+  // The ops it creates: their dialects load even when the input has none.
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
