@@ -21,6 +21,8 @@
 #ifndef DSC_RUNTIME_PLAN_H
 #define DSC_RUNTIME_PLAN_H
 
+#include "dsc/Support/PipelineScheduleKind.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -347,15 +349,8 @@ struct PipelineStage {
 };
 
 /// The order of a pipelined step's forwards and backwards (see
-/// Executor::trainStep).
-enum class PipelineSchedule : uint32_t {
-  /// All M forwards, then all M backwards (GPipe): M stage inputs stashed.
-  GPipe = 0,
-  /// PipeDream-flush as Megatron-LM's non-interleaved schedule: P-k-1
-  /// warmup forwards, then one forward and one backward in turn, then the
-  /// remaining backwards: at most P-k stage inputs stashed.
-  OneFOneB = 1,
-};
+/// Executor::trainStep), shared with the compiler.
+using PipelineSchedule = ::dsc::PipelineScheduleKind;
 
 /// What the compiler predicted; dsc-run compares and reports.
 struct PlanSummary {
