@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Imports or parses the model, runs --dsc-compile and lowers the result to
-// the runtime's plan; compiler diagnostics become the error's message.
+// the runtime's plan (a module that is already compiled is lowered as it
+// is); compiler diagnostics become the error's message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +47,20 @@ InputKind kindOf(llvm::StringRef path) {
       path.ends_with(".json"))
     return InputKind::Config;
   return InputKind::Plan;
+}
+
+/// True for the output of `dsc-opt --dsc-compile` (or any module that went
+/// through --dsc-autodiff): it has the training step's @forward_backward, or
+/// a pipelined module's @forward_backward.stage<k>. Such a module is lowered
+/// to a plan as it is; compiling it again would differentiate it twice.
+bool isCompiledModule(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    llvm::StringRef name = func.getSymName();
+    if (name == "forward_backward" ||
+        name.starts_with("forward_backward.stage"))
+      return true;
+  }
+  return false;
 }
 
 std::string formatDouble(double value) {
@@ -104,6 +119,26 @@ rt::Plan loadOrCompile(const RunOptions &options) {
   if (!module)
     throw Error("cannot load the model '" + options.input + "':\n" +
                 diagnostics);
+
+  // A compiled module (dsc-opt --dsc-compile's output) runs as its plan
+  // file would: --steps, --lr and --microbatches apply at run time, and
+  // there is nothing left to compile.
+  if (kind == InputKind::Module && isCompiledModule(*module)) {
+    if (!options.compile.empty())
+      throw Error("'" + options.input +
+                  "' is already compiled (it has @forward_backward), so "
+                  "--compile \"" +
+                  options.compile +
+                  "\" has nothing to apply to: run it without --compile, or "
+                  "give dsc-run the graph-level module or config it was "
+                  "compiled from together with --compile");
+    FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(*module);
+    if (failed(plan))
+      throw Error("lowering the compiled module '" + options.input +
+                  "' to a plan failed:\n" + diagnostics);
+    validatePlan(*plan);
+    return std::move(*plan);
+  }
 
   std::string pipeline = "steps=" + std::to_string(options.steps);
   if (options.microBatches > 0)
