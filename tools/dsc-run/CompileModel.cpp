@@ -31,6 +31,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <sstream>
 
 using namespace mlir;
@@ -61,6 +62,12 @@ bool isCompiledModule(ModuleOp module) {
       return true;
   }
   return false;
+}
+
+/// The LR schedules that decay after their warmup, which therefore needs
+/// fewer steps than the run (the optimizer pass's rule).
+bool decaysAfterWarmup(llvm::StringRef schedule) {
+  return schedule == "warmup_linear" || schedule == "warmup_cosine";
 }
 
 std::string formatDouble(double value) {
@@ -154,6 +161,28 @@ rt::Plan loadOrCompile(const RunOptions &options) {
                 "' (see dsc-opt --help, --dsc-compile)");
   if (compileOptions->microbatches < 1)
     throw Error("microbatches must be >= 1");
+  // The default warmup (10 steps) is capped at steps - 1 for a schedule that
+  // decays after it, so a short run (--steps 1 for a smoke test) compiles:
+  // Megatron asserts warmup < decay steps, DeepSpeed's WarmupDecayLR warms
+  // up through such a run. Runs longer than the default warmup keep it, so
+  // dsc-run and dsc-opt --dsc-compile agree wherever the latter succeeds. An
+  // explicit warmup is the user's: one that leaves no step to decay is an
+  // error naming both numbers.
+  const int64_t steps = compileOptions->steps;
+  const int64_t warmup = compileOptions->warmup;
+  if (decaysAfterWarmup(compileOptions->schedule.getValue()) &&
+      warmup >= steps) {
+    if (compileOptions->warmup.hasValue())
+      throw Error("the '" + compileOptions->schedule.getValue() +
+                  "' learning-rate schedule decays after its warmup, so the "
+                  "run's " +
+                  std::to_string(steps) + " steps must exceed the warmup of " +
+                  std::to_string(warmup) + " steps: pass --compile \"warmup=" +
+                  std::to_string(std::max<int64_t>(0, steps - 1)) +
+                  "\" (or less), more --steps, or a schedule without decay "
+                  "(schedule=warmup or schedule=constant)");
+    compileOptions->warmup = std::max<int64_t>(0, steps - 1);
+  }
 
   PassManager pm(&context);
   mlir::dsc::buildCompilePipeline(pm, *compileOptions);

@@ -23,8 +23,10 @@ namespace dsc::run {
 /// compiled .mlir module (dsc-opt --dsc-compile's output; --compile is then
 /// an error), or compiled from a graph-level .mlir module or a
 /// .yml/.yaml/.json GPT-NeoX config with --dsc-compile options
-/// steps/lr/microbatches taken from the flags plus `options.compile`.
-/// Throws rt::Error with the compiler's diagnostics.
+/// steps/lr/microbatches taken from the flags plus `options.compile`. The
+/// default warmup is capped at steps - 1 when the schedule decays after it;
+/// an explicit warmup that does not fit the steps is an error. Throws
+/// rt::Error with the compiler's diagnostics.
 rt::Plan loadOrCompile(const RunOptions &options);
 
 } // namespace dsc::run
