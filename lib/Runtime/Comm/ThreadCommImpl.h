@@ -53,7 +53,7 @@ class ThreadComm;
 /// What a rank published for its current collective.
 struct Slot {
   uint64_t seq = 0;   // collectives entered
-  uint64_t ticks = 0; // monotonic progress, see the file comment
+  uint64_t ticks = 0; // monotonic progress, see ThreadCommunicator.cpp
   Op op = Op::Barrier;
   size_t count = 0;
   DType dtype = DType::F32;
