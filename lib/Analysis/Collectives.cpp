@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The factors follow nccl-tests' doc/PERFORMANCE.md so that a user can take
-// its busbw column and put it straight into a cluster file's calibration.
+// The factors (dsc/Support/CollectiveBytes.h) follow nccl-tests'
+// doc/PERFORMANCE.md so that a user can take its busbw column and put it
+// straight into a cluster file's calibration.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,37 +15,6 @@
 #include <algorithm>
 
 using namespace mlir::dsc::analysis;
-
-double mlir::dsc::analysis::busBandwidthFactor(CollectiveKind kind, int64_t n) {
-  if (n <= 1)
-    return 0.0;
-  double nd = static_cast<double>(n);
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return 2.0 * (nd - 1.0) / nd;
-  case CollectiveKind::AllGather:
-  case CollectiveKind::ReduceScatter:
-    return (nd - 1.0) / nd;
-  case CollectiveKind::SendRecv:
-    return 1.0;
-  }
-  return 0.0;
-}
-
-int64_t mlir::dsc::analysis::ringSteps(CollectiveKind kind, int64_t n) {
-  if (n <= 1)
-    return 0;
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return 2 * (n - 1);
-  case CollectiveKind::AllGather:
-  case CollectiveKind::ReduceScatter:
-    return n - 1;
-  case CollectiveKind::SendRecv:
-    return 1;
-  }
-  return 0;
-}
 
 GroupPlacement mlir::dsc::analysis::placeGroup(int64_t stride, int64_t size,
                                                int64_t gpusPerNode) {

@@ -234,7 +234,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     }
     ppPerMb =
         2.0 *
-        (collectiveTime(CollectiveKind::SendRecv, 2, bytes, ppLink) + gather);
+        (collectiveTime(CollectiveKind::Send, 2, bytes, ppLink) + gather);
     ppBytesPerMb = 2.0 * bytes;
   }
 

@@ -15,10 +15,6 @@
 
 using namespace mlir::dsc::analysis;
 
-const char *mlir::dsc::analysis::scheduleName(PipelineSchedule s) {
-  return s == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
-}
-
 std::string ParallelPlan::str() const {
   std::string s =
       llvm::formatv("dp={0} tp={1} pp={2} zero={3} b={4} m={5}", dp, tp, pp,

@@ -26,7 +26,7 @@ TEST(BusBandwidth, NcclTestsFactors) {
                      (nd - 1) / nd);
     EXPECT_DOUBLE_EQ(busBandwidthFactor(CollectiveKind::ReduceScatter, n),
                      (nd - 1) / nd);
-    EXPECT_EQ(busBandwidthFactor(CollectiveKind::SendRecv, n), 1.0);
+    EXPECT_EQ(busBandwidthFactor(CollectiveKind::Send, n), 1.0);
   }
   EXPECT_EQ(busBandwidthFactor(CollectiveKind::AllReduce, 8), 1.75);
   EXPECT_EQ(busBandwidthFactor(CollectiveKind::AllGather, 8), 0.875);
@@ -40,6 +40,23 @@ TEST(BusBandwidth, AllReduceIsReduceScatterPlusAllGather) {
                          busBandwidthFactor(CollectiveKind::AllGather, n));
 }
 
+// The cost model's factor is the bytes the runtime's communicators count
+// (and the plan summary plans) per byte of the collective, for every rank,
+// when n divides the buffer: one formula, dsc/Support/CollectiveBytes.h.
+TEST(BusBandwidth, FactorIsTheRingBytesEveryRankSends) {
+  for (int64_t n : {2, 3, 4, 8})
+    for (CollectiveKind kind :
+         {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter,
+          CollectiveKind::AllGather, CollectiveKind::AllToAll,
+          CollectiveKind::Send}) {
+      uint64_t bytes = 4 * uint64_t(n) * 1000;
+      for (int64_t r = 0; r < n; ++r)
+        EXPECT_DOUBLE_EQ(double(::dsc::ringBytesSent(kind, bytes, 4, n, r)),
+                         collectiveBusBytes(kind, n, double(bytes)))
+            << ::dsc::collectiveKindName(kind) << " n=" << n << " r=" << r;
+    }
+}
+
 TEST(AlphaBeta, TimeIsStepsTimesLatencyPlusBusBytesOverBandwidth) {
   Link link{100e9, 5e-6, false};
   // 8-way all-reduce of 1 GB: 14 steps * 5 us + 1.75 GB / 100 GB/s.
@@ -47,7 +64,7 @@ TEST(AlphaBeta, TimeIsStepsTimesLatencyPlusBusBytesOverBandwidth) {
                    14 * 5e-6 + 1.75e9 / 100e9);
   EXPECT_DOUBLE_EQ(collectiveTime(CollectiveKind::AllGather, 4, 1e9, link),
                    3 * 5e-6 + 0.75e9 / 100e9);
-  EXPECT_DOUBLE_EQ(collectiveTime(CollectiveKind::SendRecv, 2, 1e9, link),
+  EXPECT_DOUBLE_EQ(collectiveTime(CollectiveKind::Send, 2, 1e9, link),
                    5e-6 + 1e9 / 100e9);
   EXPECT_EQ(collectiveTime(CollectiveKind::AllReduce, 1, 1e9, link), 0.0);
   EXPECT_DOUBLE_EQ(collectiveBusBytes(CollectiveKind::AllReduce, 4, 100), 150);

@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Imports or parses the model, runs --dsc-compile and lowers the result to
-// the runtime's plan; compiler diagnostics become the error's message.
+// the runtime's plan (a module that is already compiled is lowered as it
+// is); compiler diagnostics become the error's message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <sstream>
 
 using namespace mlir;
@@ -46,6 +48,26 @@ InputKind kindOf(llvm::StringRef path) {
       path.ends_with(".json"))
     return InputKind::Config;
   return InputKind::Plan;
+}
+
+/// True for the output of `dsc-opt --dsc-compile` (or any module that went
+/// through --dsc-autodiff): it has the training step's @forward_backward, or
+/// a pipelined module's @forward_backward.stage<k>. Such a module is lowered
+/// to a plan as it is; compiling it again would differentiate it twice.
+bool isCompiledModule(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    llvm::StringRef name = func.getSymName();
+    if (name == "forward_backward" ||
+        name.starts_with("forward_backward.stage"))
+      return true;
+  }
+  return false;
+}
+
+/// The LR schedules that decay after their warmup, which therefore needs
+/// fewer steps than the run (the optimizer pass's rule).
+bool decaysAfterWarmup(llvm::StringRef schedule) {
+  return schedule == "warmup_linear" || schedule == "warmup_cosine";
 }
 
 std::string formatDouble(double value) {
@@ -105,6 +127,26 @@ rt::Plan loadOrCompile(const RunOptions &options) {
     throw Error("cannot load the model '" + options.input + "':\n" +
                 diagnostics);
 
+  // A compiled module (dsc-opt --dsc-compile's output) runs as its plan
+  // file would: --steps, --lr and --microbatches apply at run time, and
+  // there is nothing left to compile.
+  if (kind == InputKind::Module && isCompiledModule(*module)) {
+    if (!options.compile.empty())
+      throw Error("'" + options.input +
+                  "' is already compiled (it has @forward_backward), so "
+                  "--compile \"" +
+                  options.compile +
+                  "\" has nothing to apply to: run it without --compile, or "
+                  "give dsc-run the graph-level module or config it was "
+                  "compiled from together with --compile");
+    FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(*module);
+    if (failed(plan))
+      throw Error("lowering the compiled module '" + options.input +
+                  "' to a plan failed:\n" + diagnostics);
+    validatePlan(*plan);
+    return std::move(*plan);
+  }
+
   std::string pipeline = "steps=" + std::to_string(options.steps);
   if (options.microBatches > 0)
     pipeline += " microbatches=" + std::to_string(options.microBatches);
@@ -119,6 +161,28 @@ rt::Plan loadOrCompile(const RunOptions &options) {
                 "' (see dsc-opt --help, --dsc-compile)");
   if (compileOptions->microbatches < 1)
     throw Error("microbatches must be >= 1");
+  // The default warmup (10 steps) is capped at steps - 1 for a schedule that
+  // decays after it, so a short run (--steps 1 for a smoke test) compiles:
+  // Megatron asserts warmup < decay steps, DeepSpeed's WarmupDecayLR warms
+  // up through such a run. Runs longer than the default warmup keep it, so
+  // dsc-run and dsc-opt --dsc-compile agree wherever the latter succeeds. An
+  // explicit warmup is the user's: one that leaves no step to decay is an
+  // error naming both numbers.
+  const int64_t steps = compileOptions->steps;
+  const int64_t warmup = compileOptions->warmup;
+  if (decaysAfterWarmup(compileOptions->schedule.getValue()) &&
+      warmup >= steps) {
+    if (compileOptions->warmup.hasValue())
+      throw Error("the '" + compileOptions->schedule.getValue() +
+                  "' learning-rate schedule decays after its warmup, so the "
+                  "run's " +
+                  std::to_string(steps) + " steps must exceed the warmup of " +
+                  std::to_string(warmup) + " steps: pass --compile \"warmup=" +
+                  std::to_string(std::max<int64_t>(0, steps - 1)) +
+                  "\" (or less), more --steps, or a schedule without decay "
+                  "(schedule=warmup or schedule=constant)");
+    compileOptions->warmup = std::max<int64_t>(0, steps - 1);
+  }
 
   PassManager pm(&context);
   mlir::dsc::buildCompilePipeline(pm, *compileOptions);

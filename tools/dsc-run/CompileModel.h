@@ -19,10 +19,14 @@
 
 namespace dsc::run {
 
-/// The plan of `options.input`: read from a plan file, or compiled from a
-/// .mlir module or a .yml/.yaml/.json GPT-NeoX config with --dsc-compile
-/// options steps/lr/microbatches taken from the flags plus
-/// `options.compile`. Throws rt::Error with the compiler's diagnostics.
+/// The plan of `options.input`: read from a plan file, lowered from a
+/// compiled .mlir module (dsc-opt --dsc-compile's output; --compile is then
+/// an error), or compiled from a graph-level .mlir module or a
+/// .yml/.yaml/.json GPT-NeoX config with --dsc-compile options
+/// steps/lr/microbatches taken from the flags plus `options.compile`. The
+/// default warmup is capped at steps - 1 when the schedule decays after it;
+/// an explicit warmup that does not fit the steps is an error. Throws
+/// rt::Error with the compiler's diagnostics.
 rt::Plan loadOrCompile(const RunOptions &options);
 
 } // namespace dsc::run

@@ -169,8 +169,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         << " micro-batches of the step's " << dpSize * microBatches << "\n";
   if (!p.stages.empty())
     log << "dsc-run: " << p.stages.size() << " pipeline stages, schedule "
-        << (p.schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b")
-        << " (bubble " << p.stages.size() - 1 << "/" << microBatches
+        << ::dsc::pipelineScheduleName(p.schedule) << " (bubble "
+        << p.stages.size() - 1 << "/" << microBatches
         << " of the step's stage time)\n";
   log << "dsc-run: data: " << source->describe() << " (" << source->size()
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";

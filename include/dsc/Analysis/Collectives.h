@@ -14,21 +14,21 @@
 #define DSC_ANALYSIS_COLLECTIVES_H
 
 #include "dsc/Analysis/ClusterSpec.h"
+#include "dsc/Support/CollectiveBytes.h"
 
 #include <cstdint>
 
 namespace mlir::dsc::analysis {
 
-enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, SendRecv };
-
-/// nccl-tests' busBw/algBw factor: all-reduce 2(n-1)/n, all-gather and
-/// reduce-scatter (n-1)/n, send/recv 1. A rank moves factor * size bytes
-/// over its slowest link.
-double busBandwidthFactor(CollectiveKind kind, int64_t n);
-
-/// Latency steps of a ring: all-reduce 2(n-1), all-gather and reduce-scatter
-/// n-1, send/recv 1.
-int64_t ringSteps(CollectiveKind kind, int64_t n);
+/// The collective kinds and their nccl-tests factors are the runtime's
+/// (dsc/Support/CollectiveBytes.h), so the cost model prices the bytes the
+/// communicators count: busBandwidthFactor (all-reduce 2(n-1)/n, all-gather
+/// and reduce-scatter (n-1)/n, point-to-point 1; a rank moves factor * size
+/// bytes over its slowest link) and ringSteps (the latency steps: 2(n-1),
+/// n-1, 1).
+using ::dsc::busBandwidthFactor;
+using ::dsc::CollectiveKind;
+using ::dsc::ringSteps;
 
 /// An effective link: bus bandwidth a ring achieves (bytes/s) and the
 /// latency of one ring step (s).

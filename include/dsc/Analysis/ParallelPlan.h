@@ -12,15 +12,21 @@
 #ifndef DSC_ANALYSIS_PARALLELPLAN_H
 #define DSC_ANALYSIS_PARALLELPLAN_H
 
+#include "dsc/Support/PipelineScheduleKind.h"
+
 #include <cstdint>
 #include <string>
 
 namespace mlir::dsc::analysis {
 
-enum class PipelineSchedule { GPipe, OneFOneB };
+/// GPipe or 1F1B: the runtime's kind (dsc/Support/PipelineScheduleKind.h),
+/// so a plan the search picks lowers to the schedule the runtime runs.
+using PipelineSchedule = ::dsc::PipelineScheduleKind;
 
 /// Returns "gpipe" or "1f1b" (the spelling used in reports and attributes).
-const char *scheduleName(PipelineSchedule s);
+inline const char *scheduleName(PipelineSchedule s) {
+  return ::dsc::pipelineScheduleName(s);
+}
 
 /// A 3D-parallel training plan. Ranks are laid out as Megatron-LM orders
 /// them: tp innermost, then dp, then pp, i.e.

@@ -20,9 +20,11 @@
 // Byte accounting. Every communicator counts, per collective kind, the calls
 // and the bytes this rank sent and received, so dsc-run can compare the plan
 // summary's predicted traffic with what moved. The counts follow the ring
-// algorithms (see ringBytesSent): the thread communicator measures them (its
-// collectives are those rings), MPI and NCCL count the same model because
-// their libraries choose algorithms of their own. docs/communicators.md.
+// algorithms (ringBytesSent in dsc/Support/CollectiveBytes.h, the formulas
+// the compiler's plan summary uses too): the thread communicator measures
+// them (its collectives are those rings), MPI and NCCL count the same model
+// because their libraries choose algorithms of their own.
+// docs/communicators.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +32,7 @@
 #define DSC_RUNTIME_COMMUNICATOR_H
 
 #include "dsc/Runtime/Plan.h"
+#include "dsc/Support/CollectiveBytes.h"
 
 #include <array>
 #include <atomic>
@@ -43,22 +46,16 @@ namespace dsc::rt {
 
 enum class ReduceOp : uint32_t { Sum = 0, Avg = 1, Max = 2, Min = 3 };
 
-/// What the byte counters are kept by. Send and Recv are point-to-point
-/// (sendRecv counts under both).
-enum class CollectiveKind : uint32_t {
-  AllReduce = 0,
-  ReduceScatter,
-  AllGather,
-  AllToAll,
-  Broadcast,
-  Send,
-  Recv,
-  Barrier,
-};
-constexpr size_t kNumCollectiveKinds = 8;
+/// What the byte counters are kept by, and the ring byte model they follow:
+/// one definition for the compiler's planned bytes and the runtime's counts
+/// (dsc/Support/CollectiveBytes.h).
+using ::dsc::CollectiveKind;
+using ::dsc::collectiveKindName; // "all_reduce", ...
+using ::dsc::kNumCollectiveKinds;
+using ::dsc::ringBytesReceived;
+using ::dsc::ringBytesSent;
 
-const char *reduceOpName(ReduceOp op);            // "sum", ...
-const char *collectiveKindName(CollectiveKind k); // "all_reduce", ...
+const char *reduceOpName(ReduceOp op); // "sum", ...
 /// Bytes per element of `t` (the runtime's communicators do not link the
 /// plan library, which defines dtypeSize).
 size_t commElementSize(DType t);
@@ -79,24 +76,6 @@ struct CommStats {
 /// "all_reduce 3 calls 24576 B sent 24576 B received, barrier 1 call ...",
 /// kinds without calls left out; "no communication" when none.
 std::string formatCommStats(const CommStats &stats);
-
-/// Bytes that rank `rank` of `n` sends in the ring algorithm of `kind` over
-/// `bytes` bytes (the whole buffer for AllReduce, the whole gathered / the
-/// whole input buffer for AllGather / ReduceScatter, the input buffer of
-/// AllToAll, the message of Broadcast rooted at `root`). All-reduce splits
-/// the buffer into n chunks of `elementSize`-aligned sizes (the first
-/// bytes/elementSize % n chunks one element longer) and sends all chunks but
-/// its own twice: 2(n-1)/n·S when n divides the elements. Reduce-scatter and
-/// all-gather send (n-1)/n·S; all-to-all (n-1)/n of its input; broadcast is
-/// a chain from the root, every rank but the one before the root forwards S.
-uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, size_t elementSize,
-                       int n, int rank, int root = 0);
-/// Bytes that rank `rank` receives in the same algorithms: equal to what it
-/// sends except for uneven all-reduce chunks (it receives all chunks but its
-/// own and its predecessor's), the broadcast chain (every rank but the root
-/// receives S) and point-to-point.
-uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
-                           size_t elementSize, int n, int rank, int root = 0);
 
 /// The rank's interface to a group of ranks. One object belongs to one
 /// thread: its calls are not reentrant, and every rank of the group must

@@ -22,6 +22,7 @@
 #define DSC_RUNTIME_PLAN_H
 
 #include "dsc/Runtime/Opcode.h"
+#include "dsc/Support/PipelineScheduleKind.h"
 
 #include <cstdint>
 #include <string>
@@ -179,15 +180,8 @@ struct PipelineStage {
 };
 
 /// The order of a pipelined step's forwards and backwards (see
-/// Executor::trainStep).
-enum class PipelineSchedule : uint32_t {
-  /// All M forwards, then all M backwards (GPipe): M stage inputs stashed.
-  GPipe = 0,
-  /// PipeDream-flush as Megatron-LM's non-interleaved schedule: P-k-1
-  /// warmup forwards, then one forward and one backward in turn, then the
-  /// remaining backwards: at most P-k stage inputs stashed.
-  OneFOneB = 1,
-};
+/// Executor::trainStep), shared with the compiler.
+using PipelineSchedule = ::dsc::PipelineScheduleKind;
 
 /// What the compiler predicted; dsc-run compares and reports.
 struct PlanSummary {

@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // The backend-independent half of Communicator: argument checks with
-// messages that name the call and the group, the call and byte counters, the
-// ring byte model, and launcher detection for dsc-run.
+// messages that name the call and the group, the call and byte counters (by
+// the ring byte model of dsc/Support/CollectiveBytes.h for backends whose
+// library picks its own algorithm), and launcher detection for dsc-run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,28 +32,6 @@ const char *reduceOpName(ReduceOp op) {
     return "min";
   }
   return "unknown-op";
-}
-
-const char *collectiveKindName(CollectiveKind k) {
-  switch (k) {
-  case CollectiveKind::AllReduce:
-    return "all_reduce";
-  case CollectiveKind::ReduceScatter:
-    return "reduce_scatter";
-  case CollectiveKind::AllGather:
-    return "all_gather";
-  case CollectiveKind::AllToAll:
-    return "all_to_all";
-  case CollectiveKind::Broadcast:
-    return "broadcast";
-  case CollectiveKind::Send:
-    return "send";
-  case CollectiveKind::Recv:
-    return "recv";
-  case CollectiveKind::Barrier:
-    return "barrier";
-  }
-  return "unknown-collective";
 }
 
 size_t commElementSize(DType t) {
@@ -83,64 +62,6 @@ CommStats &CommStats::operator+=(const CommStats &other) {
     bytesReceived[k] += other.bytesReceived[k];
   }
   return *this;
-}
-
-/// Bytes of chunk `c` when `elements` are split into n near-equal chunks.
-static uint64_t chunkBytes(uint64_t elements, size_t elementSize, int n,
-                           int c) {
-  uint64_t base = elements / uint64_t(n), extra = elements % uint64_t(n);
-  return (base + (uint64_t(c) < extra ? 1 : 0)) * elementSize;
-}
-
-uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, size_t elementSize,
-                       int n, int rank, int root) {
-  if (n <= 1 || elementSize == 0)
-    return 0;
-  uint64_t un = uint64_t(n);
-  switch (kind) {
-  case CollectiveKind::AllReduce: {
-    // Reduce-scatter sends every chunk but the rank's own, all-gather every
-    // chunk but its successor's.
-    uint64_t elements = bytes / elementSize;
-    return 2 * bytes - chunkBytes(elements, elementSize, n, rank) -
-           chunkBytes(elements, elementSize, n, (rank + 1) % n);
-  }
-  case CollectiveKind::ReduceScatter:
-  case CollectiveKind::AllGather:
-  case CollectiveKind::AllToAll:
-    return bytes / un * (un - 1);
-  case CollectiveKind::Broadcast:
-    return (rank + 1) % n == root ? 0 : bytes;
-  case CollectiveKind::Send:
-    return bytes;
-  case CollectiveKind::Recv:
-  case CollectiveKind::Barrier:
-    return 0;
-  }
-  return 0;
-}
-
-uint64_t ringBytesReceived(CollectiveKind kind, uint64_t bytes,
-                           size_t elementSize, int n, int rank, int root) {
-  if (n <= 1 || elementSize == 0)
-    return kind == CollectiveKind::Recv ? bytes : 0;
-  switch (kind) {
-  case CollectiveKind::AllReduce: {
-    // Reduce-scatter brings every chunk but the predecessor's, all-gather
-    // every chunk but the rank's own.
-    uint64_t elements = bytes / elementSize;
-    return 2 * bytes - chunkBytes(elements, elementSize, n, rank) -
-           chunkBytes(elements, elementSize, n, (rank + n - 1) % n);
-  }
-  case CollectiveKind::Broadcast:
-    return n > 1 && rank != root ? bytes : 0;
-  case CollectiveKind::Send:
-    return 0;
-  case CollectiveKind::Recv:
-    return bytes;
-  default:
-    return ringBytesSent(kind, bytes, elementSize, n, rank, root);
-  }
 }
 
 Communicator::~Communicator() = default;

@@ -1,12 +1,14 @@
 //===- DscCollectiveBytes.cpp - bytes a plan's collectives move -*- C++ -*-===//
 //
 // The per-rank, per-step bytes of a compiled module's collectives under the
-// ring algorithms, computed once for the plan summary and the plan file.
+// ring algorithms, computed once for the plan summary and the plan file with
+// the formulas the runtime counts by (dsc/Support/CollectiveBytes.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Support/CollectiveBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -80,25 +82,31 @@ SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
 
 CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                                                   int64_t microbatches) {
-  // Ring algorithms over n ranks: an all-reduce of S bytes sends 2(n-1)/n*S
-  // per rank, a reduce-scatter or an all-gather (n-1)/n*S. A step runs
-  // the forward_backward program once per micro-batch and the optimizer
-  // once (dsc.program); other functions (the evaluation loss) are not part
-  // of it.
+  // Ring algorithms over n ranks (dsc/Support/CollectiveBytes.h, the
+  // formulas the runtime's communicators count by): rank 0's bytes sent. An
+  // all-reduce of S bytes sends 2(n-1)/n*S, 2S - chunk(0) - chunk(1) when n
+  // does not divide the elements; a reduce-scatter or an all-gather
+  // (n-1)/n*S. A step runs the forward_backward program once per
+  // micro-batch and the optimizer once (dsc.program); other functions (the
+  // evaluation loss) are not part of it.
   CollectiveBytes total;
-  // Rank 0's share when n does not divide the elements: the ring sends all
-  // chunks but its own and then all but its successor's, chunks split
-  // near-equally with the first ones one element longer (the runtime's
-  // split), i.e. 2S - chunk(0) - chunk(1).
+  auto sent = [](::dsc::CollectiveKind kind, int64_t n, int64_t bytes,
+                 int64_t elementSize) {
+    return int64_t(::dsc::ringBytesSent(kind, uint64_t(bytes),
+                                        size_t(elementSize), n, /*rank=*/0));
+  };
   auto allReduce = [&](int64_t times, int64_t n, int64_t bytes,
                        int64_t elementSize = 4) {
-    if (n <= 1)
-      return;
-    int64_t elements = bytes / elementSize;
-    auto chunk = [&](int64_t c) {
-      return (elements / n + (c < elements % n ? 1 : 0)) * elementSize;
-    };
-    total.allReduce += times * (2 * bytes - chunk(0) - chunk(1));
+    total.allReduce +=
+        times * sent(::dsc::CollectiveKind::AllReduce, n, bytes, elementSize);
+  };
+  auto reduceScatter = [&](int64_t times, int64_t n, int64_t bytes) {
+    total.reduceScatter +=
+        times * sent(::dsc::CollectiveKind::ReduceScatter, n, bytes, 1);
+  };
+  auto allGather = [&](int64_t times, int64_t n, int64_t bytes) {
+    total.allGather +=
+        times * sent(::dsc::CollectiveKind::AllGather, n, bytes, 1);
   };
   auto count = [&](Operation *op, int64_t times) {
     if (auto reduce = dyn_cast<AllReduceStatesOp>(op)) {
@@ -132,25 +140,20 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
       allReduce(times, n, 8, 8);
     } else if (auto scatter = dyn_cast<ReduceScatterStatesOp>(op)) {
       int64_t n = groupSize(op, scatter.getMeshAttr(), scatter.getMeshAxes());
-      total.reduceScatter +=
-          times * ((n - 1) * bytesOfSymbols(op, scatter.getStates()) / n);
+      reduceScatter(times, n, bytesOfSymbols(op, scatter.getStates()));
     } else if (auto scatter = dyn_cast<ReduceScatterAccumulateOp>(op)) {
       int64_t n = groupSize(op, scatter.getMeshAttr(), scatter.getMeshAxes());
-      total.reduceScatter +=
-          times *
-          ((n - 1) *
-           bytesOfType(cast<RankedTensorType>(scatter.getValue().getType())) /
-           n);
+      reduceScatter(
+          times, n,
+          bytesOfType(cast<RankedTensorType>(scatter.getValue().getType())));
     } else if (auto gather = dyn_cast<AllGatherStatesOp>(op)) {
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
-      total.allGather +=
-          times * ((n - 1) * bytesOfSymbols(op, gather.getBuffers()) / n);
+      allGather(times, n, bytesOfSymbols(op, gather.getBuffers()));
     } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
       // ZeRO-3: each rank sends its chunk to the n-1 others.
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
-      total.allGather +=
-          times * ((n - 1) *
-                   bytesOfType(cast<RankedTensorType>(gather.getType())) / n);
+      allGather(times, n,
+                bytesOfType(cast<RankedTensorType>(gather.getType())));
     }
   };
   // A pipelined module: rank 0 runs stage 0 (which is not the last: it
