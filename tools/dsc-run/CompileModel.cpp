@@ -15,6 +15,7 @@
 
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Target/GPTGraphBuilder.h"
@@ -51,17 +52,13 @@ InputKind kindOf(llvm::StringRef path) {
 }
 
 /// True for the output of `dsc-opt --dsc-compile` (or any module that went
-/// through --dsc-autodiff): it has the training step's @forward_backward, or
-/// a pipelined module's @forward_backward.stage<k>. Such a module is lowered
-/// to a plan as it is; compiling it again would differentiate it twice.
+/// through --dsc-autodiff): it has a training step's program (the
+/// forward_backward role, one per pipeline stage when pipelined). Such a
+/// module is lowered to a plan as it is; compiling it again would
+/// differentiate it twice.
 bool isCompiledModule(ModuleOp module) {
-  for (auto func : module.getOps<func::FuncOp>()) {
-    llvm::StringRef name = func.getSymName();
-    if (name == "forward_backward" ||
-        name.starts_with("forward_backward.stage"))
-      return true;
-  }
-  return false;
+  return !mlir::dsc::getProgramOps(module, mlir::dsc::ProgramRole::ForwardBackward)
+              .empty();
 }
 
 /// The LR schedules that decay after their warmup, which therefore needs
@@ -170,10 +167,10 @@ rt::Plan loadOrCompile(const RunOptions &options) {
   // error naming both numbers.
   const int64_t steps = compileOptions->steps;
   const int64_t warmup = compileOptions->warmup;
-  if (decaysAfterWarmup(compileOptions->schedule.getValue()) &&
+  if (decaysAfterWarmup(compileOptions->lrSchedule.getValue()) &&
       warmup >= steps) {
     if (compileOptions->warmup.hasValue())
-      throw Error("the '" + compileOptions->schedule.getValue() +
+      throw Error("the '" + compileOptions->lrSchedule.getValue() +
                   "' learning-rate schedule decays after its warmup, so the "
                   "run's " +
                   std::to_string(steps) + " steps must exceed the warmup of " +
