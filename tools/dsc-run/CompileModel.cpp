@@ -177,7 +177,7 @@ rt::Plan loadOrCompile(const RunOptions &options) {
                   std::to_string(warmup) + " steps: pass --compile \"warmup=" +
                   std::to_string(std::max<int64_t>(0, steps - 1)) +
                   "\" (or less), more --steps, or a schedule without decay "
-                  "(schedule=warmup or schedule=constant)");
+                  "(lr-schedule=warmup or lr-schedule=constant)");
     compileOptions->warmup = std::max<int64_t>(0, steps - 1);
   }
 
