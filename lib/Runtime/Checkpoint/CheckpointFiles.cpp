@@ -18,12 +18,14 @@
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Safetensors.h"
 #include "FileIO.h"
+#include "Shapes.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 
 using namespace dsc::rt;
+using namespace dsc::rt::checkpoint;
 
 std::string dsc::rt::beginCheckpointStep(const std::string &dir,
                                          int64_t iteration, int64_t token) {
@@ -115,11 +117,11 @@ CheckpointReader::readPiece(const CheckpointTensor &tensor,
       entry->end - entry->begin != piece.byteLength)
     throw Error(what + ": the file holds '" + piece.key + "' as " +
                 safetensorsDTypeName(entry->dtype) + " " +
-                shapeString(entry->shape) + " at bytes " +
+                shapeText(entry->shape) + " at bytes " +
                 std::to_string(entry->begin) + " to " +
                 std::to_string(entry->end) + ", the manifest says " +
                 safetensorsDTypeName(tensor.dtype) + " " +
-                shapeString(expectShape) + " at bytes " +
+                shapeText(expectShape) + " at bytes " +
                 std::to_string(piece.byteOffset) + " to " +
                 std::to_string(piece.byteOffset + piece.byteLength));
   ReadFile f(path, "checkpoint data file");
@@ -136,7 +138,7 @@ CheckpointReader::readPiece(const CheckpointTensor &tensor,
 std::vector<uint8_t> dsc::rt::readWholeTensor(CheckpointReader &reader,
                                               const CheckpointTensor &t) {
   const uint64_t size = dtypeSize(t.dtype);
-  std::vector<uint8_t> out(uint64_t(numElements(t.shape)) * size);
+  std::vector<uint8_t> out(uint64_t(elementCount(t.shape)) * size);
   for (const CheckpointPiece &p : t.pieces) {
     std::vector<uint8_t> bytes = reader.readPiece(t, p);
     BoxIndexer box(p.box);

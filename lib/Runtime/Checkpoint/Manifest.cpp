@@ -16,6 +16,7 @@
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Safetensors.h"
 #include "FileIO.h"
+#include "Shapes.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,7 @@
 #include <set>
 
 using namespace dsc::rt;
+using namespace dsc::rt::checkpoint;
 using Json = nlohmann::json;
 
 namespace {
@@ -49,23 +51,23 @@ std::string hex16(uint64_t v) {
 int64_t TensorBox::count() const {
   if (flatCount >= 0)
     return flatCount;
-  return numElements(sizes);
+  return elementCount(sizes);
 }
 
 std::string dsc::rt::checkTensorBox(const TensorBox &box,
                                     int64_t wholeElements) {
   const size_t rank = box.view.size();
   if (box.offsets.size() != rank || box.sizes.size() != rank)
-    return "view " + shapeString(box.view) + " has " +
+    return "view " + shapeText(box.view) + " has " +
            std::to_string(box.offsets.size()) + " offsets and " +
            std::to_string(box.sizes.size()) + " sizes";
   for (size_t d = 0; d < rank; ++d)
     if (box.view[d] < 1 || box.view[d] > kMaxDim)
-      return "view " + shapeString(box.view) + " has a dimension outside [1, "
+      return "view " + shapeText(box.view) + " has a dimension outside [1, "
              "2^50]";
-  const int64_t viewElements = numElements(box.view);
+  const int64_t viewElements = elementCount(box.view);
   if (viewElements != wholeElements)
-    return "view " + shapeString(box.view) + " has " +
+    return "view " + shapeText(box.view) + " has " +
            std::to_string(viewElements) + " elements but the tensor has " +
            std::to_string(wholeElements);
   for (size_t d = 0; d < rank; ++d) {
@@ -75,7 +77,7 @@ std::string dsc::rt::checkTensorBox(const TensorBox &box,
              std::to_string(size) + " is outside view dimension " +
              std::to_string(d) + " (" + std::to_string(box.view[d]) + ")";
   }
-  const int64_t boxElements = numElements(box.sizes);
+  const int64_t boxElements = elementCount(box.sizes);
   if (box.flatCount == -1) {
     if (box.flatOffset != 0)
       return "flat offset " + std::to_string(box.flatOffset) +
@@ -136,7 +138,7 @@ int64_t BoxIndexer::runFrom(int64_t j) const {
 
 bool dsc::rt::shapesCompatible(const std::vector<int64_t> &a,
                                const std::vector<int64_t> &b) {
-  if (numElements(a) != numElements(b) || numElements(a) < 0)
+  if (elementCount(a) != elementCount(b) || elementCount(a) < 0)
     return false;
   auto products = [](const std::vector<int64_t> &s) {
     std::set<int64_t> out;
@@ -182,7 +184,7 @@ dsc::rt::modelFingerprint(const std::vector<CheckpointTensor> &tensors) {
   std::string text;
   for (const CheckpointTensor *t : sorted)
     text += t->name + " " + safetensorsDTypeName(t->dtype) + " " +
-            shapeString(t->shape) + "\n";
+            shapeText(t->shape) + "\n";
   return hex16(checkpointChecksum(
       reinterpret_cast<const uint8_t *>(text.data()), text.size()));
 }
@@ -314,7 +316,7 @@ bool plainFileName(const std::string &name) {
 /// Checks that the pieces of `t` cover its elements exactly once.
 void checkCoverage(const CheckpointTensor &t, const Fields &f) {
   const std::string ctx = "tensor '" + t.name + "': ";
-  const int64_t whole = numElements(t.shape);
+  const int64_t whole = elementCount(t.shape);
   std::vector<std::pair<int64_t, int64_t>> runs; // [begin, end)
   int64_t total = 0;
   for (size_t p = 0; p < t.pieces.size(); ++p) {
@@ -441,9 +443,9 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
     if (!parseSafetensorsDType(dtype, t.dtype))
       f.fail(ctx + "has dtype '" + dtype + "', which dsc does not know");
     t.shape = f.integers(tj, "shape", ctx);
-    const int64_t whole = numElements(t.shape);
+    const int64_t whole = elementCount(t.shape);
     if (whole < 1)
-      f.fail(ctx + "has shape " + shapeString(t.shape) +
+      f.fail(ctx + "has shape " + shapeText(t.shape) +
              " with no elements or too many");
     const Json &pieces = f.get(tj, "pieces", ctx);
     if (!pieces.is_array() || pieces.empty())

@@ -13,6 +13,7 @@
 #include "dsc/Runtime/Safetensors.h"
 #include "dsc/Runtime/Error.h"
 #include "FileIO.h"
+#include "Shapes.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@
 #include <cstring>
 
 using namespace dsc::rt;
+using namespace dsc::rt::checkpoint;
 using Json = nlohmann::json;
 
 namespace {
@@ -145,11 +147,11 @@ SafetensorsHeader dsc::rt::parseSafetensorsHeader(const uint8_t *prefix,
       throw fail(field + " has data_offsets [" + std::to_string(begin) + ", " +
                  std::to_string(end) + "] outside the " +
                  std::to_string(dataSize) + " data bytes (truncated?)");
-    const int64_t elements = numElements(t.shape);
+    const int64_t elements = elementCount(t.shape);
     if (elements < 0 || uint64_t(elements) > end - begin ||
         uint64_t(elements) * dtypeSize(t.dtype) != end - begin)
       throw fail(field + " is " + dtype->get<std::string>() + " " +
-                 shapeString(t.shape) + " but has " +
+                 shapeText(t.shape) + " but has " +
                  std::to_string(end - begin) + " bytes");
     t.begin = out.dataStart + begin;
     t.end = out.dataStart + end;
@@ -201,10 +203,10 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
   for (const SafetensorsTensor &t : tensors)
     if (t.name == name)
       throw Error("safetensors tensor '" + name + "' added twice");
-  const int64_t elements = numElements(shape);
+  const int64_t elements = elementCount(shape);
   if (elements < 0 || uint64_t(elements) * dtypeSize(dtype) != size)
     throw Error("safetensors tensor '" + name + "' is " + dtypeName(dtype) +
-                " " + shapeString(shape) + " but was given " +
+                " " + shapeText(shape) + " but was given " +
                 std::to_string(size) + " bytes");
   SafetensorsTensor t;
   t.name = name;
