@@ -229,9 +229,9 @@ TEST(TensorBox, MapsPartsToTheFlatIndexAndBack) {
   EXPECT_NE(checkTensorBox({{4, 6}, {0, 0}, {4, 6}, 0, -1}, 25)
                 .find("has 24 elements but the tensor has 25"),
             std::string::npos);
-  EXPECT_NE(checkTensorBox({{4, 6}, {0, 0}, {4, 6}, 20, 5}, 24)
-                .find("flat range"),
-            std::string::npos);
+  EXPECT_NE(
+      checkTensorBox({{4, 6}, {0, 0}, {4, 6}, 20, 5}, 24).find("flat range"),
+      std::string::npos);
   EXPECT_NE(checkTensorBox({{4, 6}, {0}, {4, 6}, 0, -1}, 24).find("offsets"),
             std::string::npos);
 }
@@ -276,13 +276,13 @@ CheckpointManifest sampleManifest() {
     p.checksum = 0x0123456789abcdefull;
     return p;
   };
-  t.pieces.push_back(piece({{4, 6}, {0, 0}, {2, 6}, 0, -1},
-                           "rank-00000.safetensors", 64));
-  t.pieces.push_back(piece({{4, 6}, {2, 0}, {2, 6}, 0, 5},
-                           "rank-00001.safetensors", 64));
+  t.pieces.push_back(
+      piece({{4, 6}, {0, 0}, {2, 6}, 0, -1}, "rank-00000.safetensors", 64));
+  t.pieces.push_back(
+      piece({{4, 6}, {2, 0}, {2, 6}, 0, 5}, "rank-00001.safetensors", 64));
   t.pieces[1].key = "w.0";
-  t.pieces.push_back(piece({{4, 6}, {2, 0}, {2, 6}, 5, 7},
-                           "rank-00001.safetensors", 84));
+  t.pieces.push_back(
+      piece({{4, 6}, {2, 0}, {2, 6}, 5, 7}, "rank-00001.safetensors", 84));
   m.tensors.push_back(t);
   m.fingerprint = modelFingerprint(m.tensors);
   return m;
@@ -344,8 +344,8 @@ TEST(CheckpointManifest, CoverageAndFieldsAreChecked) {
       {"\"byte_length\":48", "\"byte_length\":40", "has 40 bytes"},
       {"\"file\":\"rank-00000.safetensors\",\"key\"",
        "\"file\":\"../rank-00000.safetensors\",\"key\"", "not in \"files\""},
-      {"\"rank-00000.safetensors\",\"rank-00001",
-       "\"../x\",\"rank-00001", "plain file name"},
+      {"\"rank-00000.safetensors\",\"rank-00001", "\"../x\",\"rank-00001",
+       "plain file name"},
       {"\"version\": 1", "\"version\": 2", "format version 2"},
       {"\"dtype\":\"F32\"", "\"dtype\":\"Q4\"", "dtype 'Q4'"},
       {"\"role\":\"parameter\"", "\"role\":\"gradient\"", "role 'gradient'"},
@@ -365,8 +365,9 @@ TEST(CheckpointManifest, CoverageAndFieldsAreChecked) {
   // A piece removed: the tensor's last rows have no piece.
   CheckpointManifest m = sampleManifest();
   m.tensors[0].pieces.pop_back();
-  EXPECT_NE(manifestError(formatManifest(m)).find("tensor 'w': no piece holds "
-                                                  "elements 17 to 23"),
+  EXPECT_NE(manifestError(formatManifest(m))
+                .find("tensor 'w': no piece holds "
+                      "elements 17 to 23"),
             std::string::npos);
 }
 
@@ -416,8 +417,8 @@ TEST(CheckpointManifest, StepDirectoriesAreCommittedAndFound) {
     SafetensorsHeader h1 = w1.write(tmp + "/rank-00001.safetensors");
     CheckpointTensor &t = m.tensors[0];
     t.pieces[0].byteOffset = h0.find("w")->begin;
-    t.pieces[0].checksum = checkpointChecksum(
-        reinterpret_cast<const uint8_t *>(rows.data()), 48);
+    t.pieces[0].checksum =
+        checkpointChecksum(reinterpret_cast<const uint8_t *>(rows.data()), 48);
     t.pieces[1].byteOffset = h1.find("w.0")->begin;
     t.pieces[1].checksum = checkpointChecksum(
         reinterpret_cast<const uint8_t *>(chunkA.data()), 20);

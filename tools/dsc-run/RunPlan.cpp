@@ -19,6 +19,7 @@
 #include "Metrics.h"
 
 #include "dsc/Runtime/Data.h"
+#include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/MpiCommunicator.h"
@@ -139,6 +140,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       throw Error("cannot open --log-json file '" + options.logJson +
                   "': " + std::strerror(errno));
   }
+
+  if (primary && !options.save.empty())
+    prepareCheckpointDirectory(options.save);
 
   Executor ex(std::move(plan), options.seed, world,
               makeBackend(options, world));

@@ -155,6 +155,9 @@ std::string resolveCheckpointStep(const std::string &path);
 // Directories: writing a step atomically, reading pieces
 //===----------------------------------------------------------------------===//
 
+/// Creates `dir` and its parents if absent and checks that it is writable,
+/// so that a run fails before training rather than at its first save.
+void prepareCheckpointDirectory(const std::string &dir);
 /// Creates `dir` (if absent) and an empty `dir`/.tmp-step-N-<token> for the
 /// ranks to write into; returns its path.
 std::string beginCheckpointStep(const std::string &dir, int64_t iteration,
@@ -166,8 +169,7 @@ std::string checkpointDataFileName(int64_t rank);
 /// then points `dir`/latest at it (a temporary file renamed over the
 /// marker) and removes all but the newest `keep` steps (0: none). Returns
 /// the step directory.
-std::string commitCheckpointStep(const std::string &dir,
-                                 const std::string &tmp,
+std::string commitCheckpointStep(const std::string &dir, const std::string &tmp,
                                  const CheckpointManifest &m, int64_t keep);
 /// Removes a temporary step directory after a failed save.
 void abandonCheckpointStep(const std::string &tmp);

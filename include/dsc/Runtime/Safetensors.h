@@ -71,8 +71,7 @@ public:
   /// `bytes` must be numElements(shape) * dtypeSize(dtype) long; a name
   /// given twice is an Error.
   void add(const std::string &name, DType dtype,
-           const std::vector<int64_t> &shape, const void *bytes,
-           uint64_t size);
+           const std::vector<int64_t> &shape, const void *bytes, uint64_t size);
   void setMetadata(const std::string &key, const std::string &value) {
     metadata[key] = value;
   }

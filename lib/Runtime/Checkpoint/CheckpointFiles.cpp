@@ -14,24 +14,31 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FileIO.h"
+#include "Shapes.h"
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Safetensors.h"
-#include "FileIO.h"
-#include "Shapes.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <unistd.h>
 
 using namespace dsc::rt;
 using namespace dsc::rt::checkpoint;
 
+void dsc::rt::prepareCheckpointDirectory(const std::string &dir) {
+  makeDirectories(dir);
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error("checkpoint directory '" + dir + "' is not writable");
+}
+
 std::string dsc::rt::beginCheckpointStep(const std::string &dir,
                                          int64_t iteration, int64_t token) {
-  makeDirectory(dir, /*mayExist=*/true);
-  const std::string tmp = dir + "/.tmp-" + checkpointStepName(iteration) +
-                          "-" + std::to_string(token);
+  makeDirectories(dir);
+  const std::string tmp = dir + "/.tmp-" + checkpointStepName(iteration) + "-" +
+                          std::to_string(token);
   removeTree(tmp);
   makeDirectory(tmp, /*mayExist=*/false);
   return tmp;
@@ -96,12 +103,11 @@ CheckpointReader::CheckpointReader(const std::string &path)
   m = parseManifest(std::string(bytes.begin(), bytes.end()), file);
 }
 
-std::vector<uint8_t>
-CheckpointReader::readPiece(const CheckpointTensor &tensor,
-                            const CheckpointPiece &piece) {
+std::vector<uint8_t> CheckpointReader::readPiece(const CheckpointTensor &tensor,
+                                                 const CheckpointPiece &piece) {
   const std::string path = stepDir + "/" + piece.file;
-  const std::string what = "checkpoint data file '" + path + "': tensor '" +
-                           tensor.name + "'";
+  const std::string what =
+      "checkpoint data file '" + path + "': tensor '" + tensor.name + "'";
   // The header is read each time: pieces are few per file and rank, and a
   // file changed between two reads is caught by the checksum anyway.
   SafetensorsHeader header = readSafetensorsHeader(path);
@@ -115,15 +121,14 @@ CheckpointReader::readPiece(const CheckpointTensor &tensor,
   if (entry->dtype != tensor.dtype || entry->shape != expectShape ||
       entry->begin != piece.byteOffset ||
       entry->end - entry->begin != piece.byteLength)
-    throw Error(what + ": the file holds '" + piece.key + "' as " +
-                safetensorsDTypeName(entry->dtype) + " " +
-                shapeText(entry->shape) + " at bytes " +
-                std::to_string(entry->begin) + " to " +
-                std::to_string(entry->end) + ", the manifest says " +
-                safetensorsDTypeName(tensor.dtype) + " " +
-                shapeText(expectShape) + " at bytes " +
-                std::to_string(piece.byteOffset) + " to " +
-                std::to_string(piece.byteOffset + piece.byteLength));
+    throw Error(
+        what + ": the file holds '" + piece.key + "' as " +
+        safetensorsDTypeName(entry->dtype) + " " + shapeText(entry->shape) +
+        " at bytes " + std::to_string(entry->begin) + " to " +
+        std::to_string(entry->end) + ", the manifest says " +
+        safetensorsDTypeName(tensor.dtype) + " " + shapeText(expectShape) +
+        " at bytes " + std::to_string(piece.byteOffset) + " to " +
+        std::to_string(piece.byteOffset + piece.byteLength));
   ReadFile f(path, "checkpoint data file");
   std::vector<uint8_t> bytes(piece.byteLength);
   f.read(piece.byteOffset, bytes.data(), bytes.size());

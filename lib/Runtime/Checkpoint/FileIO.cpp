@@ -116,6 +116,15 @@ void dsc::rt::makeDirectory(const std::string &path, bool mayExist) {
   throw Error("cannot create directory '" + path + "': " + errnoText());
 }
 
+void dsc::rt::makeDirectories(const std::string &path) {
+  if (path.empty() || isDirectory(path))
+    return;
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0)
+    makeDirectories(path.substr(0, slash));
+  makeDirectory(path, /*mayExist=*/true);
+}
+
 void dsc::rt::renamePath(const std::string &from, const std::string &to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
     throw Error("cannot rename '" + from + "' to '" + to + "': " + errnoText());

@@ -49,6 +49,8 @@ std::vector<uint8_t> readWholeFile(const std::string &path,
 void syncDirectory(const std::string &path);
 /// mkdir, with an Error unless it was created or `mayExist` and it exists.
 void makeDirectory(const std::string &path, bool mayExist);
+/// mkdir -p: `path` and any missing parents.
+void makeDirectories(const std::string &path);
 /// rename(2): atomic within one file system.
 void renamePath(const std::string &from, const std::string &to);
 /// Removes a file, or a directory and what it holds; no error when absent.

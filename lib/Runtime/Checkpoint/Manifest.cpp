@@ -12,11 +12,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FileIO.h"
+#include "Shapes.h"
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Safetensors.h"
-#include "FileIO.h"
-#include "Shapes.h"
 
 #include <nlohmann/json.hpp>
 
@@ -63,7 +63,8 @@ std::string dsc::rt::checkTensorBox(const TensorBox &box,
            std::to_string(box.sizes.size()) + " sizes";
   for (size_t d = 0; d < rank; ++d)
     if (box.view[d] < 1 || box.view[d] > kMaxDim)
-      return "view " + shapeText(box.view) + " has a dimension outside [1, "
+      return "view " + shapeText(box.view) +
+             " has a dimension outside [1, "
              "2^50]";
   const int64_t viewElements = elementCount(box.view);
   if (viewElements != wholeElements)
@@ -84,8 +85,7 @@ std::string dsc::rt::checkTensorBox(const TensorBox &box,
              " without a flat count";
     return "";
   }
-  if (box.flatOffset < 0 || box.flatCount < 1 ||
-      box.flatOffset > boxElements ||
+  if (box.flatOffset < 0 || box.flatCount < 1 || box.flatOffset > boxElements ||
       box.flatCount > boxElements - box.flatOffset)
     return "flat range [" + std::to_string(box.flatOffset) + ", +" +
            std::to_string(box.flatCount) + ") is outside the box's " +
@@ -394,10 +394,8 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
     if (!scale.is_number())
       f.fail("loss_scaler \"scale\" is not a number");
     st.scale = scale.get<double>();
-    st.hysteresisLeft =
-        int(std::min<int64_t>(f.integer(scaler, "hysteresis_left",
-                                        "loss_scaler "),
-                              INT32_MAX));
+    st.hysteresisLeft = int(std::min<int64_t>(
+        f.integer(scaler, "hysteresis_left", "loss_scaler "), INT32_MAX));
     st.iteration = f.integer(scaler, "iteration", "loss_scaler ");
     st.lastOverflowIteration =
         f.integer(scaler, "last_overflow_iteration", "loss_scaler ", -1);
@@ -478,8 +476,7 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
       p.byteLength = f.unsignedInteger(pj, "byte_length", pctx);
       if (p.byteLength != uint64_t(p.box.count()) * dtypeSize(t.dtype))
         f.fail(pctx + "has " + std::to_string(p.byteLength) + " bytes but " +
-               std::to_string(p.box.count()) + " " + dtype +
-               " elements need " +
+               std::to_string(p.box.count()) + " " + dtype + " elements need " +
                std::to_string(uint64_t(p.box.count()) * dtypeSize(t.dtype)));
       if (p.byteOffset > (uint64_t(1) << 62))
         f.fail(pctx + "has byte offset " + std::to_string(p.byteOffset));
@@ -506,7 +503,8 @@ std::string dsc::rt::resolveCheckpointStep(const std::string &path) {
   if (pathExists(path + "/manifest.json"))
     return path;
   if (!isDirectory(path))
-    throw Error("checkpoint '" + path + "' does not exist or is not a "
+    throw Error("checkpoint '" + path +
+                "' does not exist or is not a "
                 "directory");
   const std::string marker = path + "/latest";
   if (!pathExists(marker))
@@ -518,7 +516,8 @@ std::string dsc::rt::resolveCheckpointStep(const std::string &path) {
   while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
     name.pop_back();
   if (!plainFileName(name))
-    throw Error("checkpoint marker '" + marker + "' does not name a step "
+    throw Error("checkpoint marker '" + marker +
+                "' does not name a step "
                 "directory");
   const std::string step = path + "/" + name;
   if (!pathExists(step + "/manifest.json"))

@@ -11,9 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Safetensors.h"
-#include "dsc/Runtime/Error.h"
 #include "FileIO.h"
 #include "Shapes.h"
+#include "dsc/Runtime/Error.h"
 
 #include <nlohmann/json.hpp>
 
@@ -164,7 +164,8 @@ SafetensorsHeader dsc::rt::parseSafetensorsHeader(const uint8_t *prefix,
   uint64_t at = out.dataStart;
   for (const SafetensorsTensor &t : out.tensors) {
     if (t.begin < at)
-      throw fail("tensor '" + t.name + "' overlaps the tensor before it (bytes " +
+      throw fail("tensor '" + t.name +
+                 "' overlaps the tensor before it (bytes " +
                  std::to_string(t.begin - out.dataStart) + " to " +
                  std::to_string(t.end - out.dataStart) + ")");
     if (t.begin > at)

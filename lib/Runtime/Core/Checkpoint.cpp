@@ -76,8 +76,8 @@ std::vector<int64_t> wholeShape(const Plan &plan, const Buffer &b,
   const Buffer *param = nullptr;
   for (const Buffer &p : plan.buffers)
     if (p.role == BufferRole::Parameter && b.name.size() > p.name.size() &&
-        b.name.compare(b.name.size() - p.name.size(), p.name.size(),
-                       p.name) == 0 &&
+        b.name.compare(b.name.size() - p.name.size(), p.name.size(), p.name) ==
+            0 &&
         b.name[b.name.size() - p.name.size() - 1] == '.' &&
         (!param || p.name.size() > param->name.size()))
       param = &p;
@@ -111,8 +111,7 @@ TensorBox boxOf(const Plan &plan, const Buffer &b,
   for (size_t d = 0; d < l.view.size(); ++d) {
     const int64_t size = l.view[d] / groupSize(plan.mesh, l.viewSplit[d]);
     box.sizes.push_back(size);
-    box.offsets.push_back(groupIndex(plan.mesh, coords, l.viewSplit[d]) *
-                          size);
+    box.offsets.push_back(groupIndex(plan.mesh, coords, l.viewSplit[d]) * size);
   }
   if (l.chunkAxes) {
     box.flatOffset = groupIndex(plan.mesh, coords, l.chunkAxes) * count;
@@ -162,9 +161,9 @@ std::vector<PlannedPiece> planPieces(const Plan &plan, int64_t ranks) {
   std::map<std::pair<uint32_t, std::string>, bool> seen;
   std::vector<PlannedPiece> out;
   for (int64_t r = 0; r < ranks; ++r) {
-    std::vector<int64_t> coords =
-        plan.mesh.empty() ? std::vector<int64_t>{}
-                          : meshCoordinates(plan.mesh, r);
+    std::vector<int64_t> coords = plan.mesh.empty()
+                                      ? std::vector<int64_t>{}
+                                      : meshCoordinates(plan.mesh, r);
     const std::vector<bool> &held = stages[size_t(stageOfRank(plan, coords))];
     for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
       const Buffer &b = plan.buffers[id];
@@ -182,6 +181,31 @@ std::vector<PlannedPiece> planPieces(const Plan &plan, int64_t ranks) {
   return out;
 }
 
+/// Every rank learns whether any rank failed (`mine` non-empty) and, if so,
+/// the lowest failing rank's message (prefixed with its number on the
+/// others): all ranks throw the cause, whichever the runner reports.
+std::string sharedFailure(Communicator *world, const std::string &mine) {
+  if (!world || world->size() < 2)
+    return mine;
+  double first = mine.empty() ? double(world->size()) : double(world->rank());
+  world->allReduce(&first, 1, DType::F64, ReduceOp::Min);
+  if (first >= double(world->size()))
+    return "";
+  const int root = int(first);
+  const std::string &text = mine;
+  double length = double(text.size());
+  world->broadcast(&length, 1, DType::F64, root);
+  std::vector<int32_t> words((size_t(length) + 3) / 4, 0);
+  if (world->rank() == root)
+    std::memcpy(words.data(), text.data(), text.size());
+  world->broadcast(words.data(), words.size(), DType::I32, root);
+  if (world->rank() == root)
+    return mine;
+  return "rank " + std::to_string(root) + ": " +
+         std::string(reinterpret_cast<const char *>(words.data()),
+                     size_t(length));
+}
+
 const char *roleString(BufferRole role) {
   return role == BufferRole::Parameter ? "parameter" : "optimizer_state";
 }
@@ -197,29 +221,26 @@ std::string Executor::saveCheckpoint(const std::string &dir,
   std::vector<PlannedPiece> pieces = planPieces(thePlan, ranks);
 
   // One temporary directory, named by rank 0's pid, created before any rank
-  // writes into it (the broadcast orders the two).
-  double token = 0;
+  // writes into it (the agreement orders the two).
+  double token = double(::getpid());
   std::string tmp, failure;
   if (me == 0) {
-    token = double(::getpid());
     try {
       tmp = beginCheckpointStep(dir, iteration, int64_t(token));
     } catch (const Error &e) {
       failure = e.what();
-      token = -1;
     }
   }
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty())
+    throw Error(failure);
   if (worldComm && ranks > 1)
     worldComm->broadcast(&token, 1, DType::F64, 0);
-  if (token < 0)
-    throw Error(me == 0 ? failure
-                        : "checkpoint save to '" + dir +
-                              "' failed on rank 0");
   tmp = dir + "/.tmp-" + checkpointStepName(iteration) + "-" +
         std::to_string(int64_t(token));
 
-  // This rank's file; then [failed, then per piece: offset, checksum low
-  // and high 32 bits] summed over the ranks (each piece has one writer).
+  // This rank's file; then per piece [unused, offset, checksum low and
+  // high 32 bits] summed over the ranks (each piece has one writer).
   std::vector<double> shared(1 + 3 * pieces.size(), 0.0);
   const std::string file = checkpointDataFileName(me);
   try {
@@ -253,22 +274,18 @@ std::string Executor::saveCheckpoint(const std::string &dir,
     }
   } catch (const Error &e) {
     failure = e.what();
-    shared[0] = 1;
+  }
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty()) {
+    if (me == 0)
+      abandonCheckpointStep(tmp);
+    throw Error(failure);
   }
   if (worldComm && ranks > 1)
     worldComm->allReduce(shared.data(), shared.size(), DType::F64,
                          ReduceOp::Sum);
-  if (shared[0] != 0) {
-    if (me == 0)
-      abandonCheckpointStep(tmp);
-    throw Error(!failure.empty()
-                    ? failure
-                    : "checkpoint save to '" + dir + "' failed on another "
-                      "rank (its message names the cause)");
-  }
 
   // Rank 0 writes the manifest and commits; the others wait for its word.
-  double committed = 1;
   std::string step = dir + "/" + checkpointStepName(iteration);
   if (me == 0) {
     try {
@@ -301,8 +318,8 @@ std::string Executor::saveCheckpoint(const std::string &dir,
         piece.key = b.name;
         piece.byteOffset = uint64_t(shared[1 + 3 * p]);
         piece.byteLength = b.bytes;
-        piece.checksum = uint64_t(shared[2 + 3 * p]) |
-                         (uint64_t(shared[3 + 3 * p]) << 32);
+        piece.checksum =
+            uint64_t(shared[2 + 3 * p]) | (uint64_t(shared[3 + 3 * p]) << 32);
         m.tensors[it->second].pieces.push_back(std::move(piece));
         writers.insert(pieces[p].rank);
       }
@@ -312,16 +329,12 @@ std::string Executor::saveCheckpoint(const std::string &dir,
       step = commitCheckpointStep(dir, tmp, m, keep);
     } catch (const Error &e) {
       failure = e.what();
-      committed = 0;
       abandonCheckpointStep(tmp);
     }
   }
-  if (worldComm && ranks > 1)
-    worldComm->broadcast(&committed, 1, DType::F64, 0);
-  if (committed == 0)
-    throw Error(me == 0 ? failure
-                        : "checkpoint save to '" + dir +
-                              "' failed on rank 0");
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty())
+    throw Error(failure);
   return step;
 }
 
@@ -397,8 +410,10 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
           if ((j = stored[p].local(w)) >= 0)
             last = p;
         if (j < 0) // the manifest's coverage check makes this unreachable
-          throw Error(what + ": tensor '" + b.name + "' has no piece with "
-                      "element " + std::to_string(w));
+          throw Error(what + ": tensor '" + b.name +
+                      "' has no piece with "
+                      "element " +
+                      std::to_string(w));
         const int64_t n = std::min(mine.runFrom(i), stored[last].runFrom(j));
         if (!copies.empty() && copies.back().piece == last &&
             copies.back().from + copies.back().count == j &&
@@ -428,14 +443,9 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
     failure = e.what();
   }
   // No rank changes anything unless every rank found its part sound.
-  double failed = failure.empty() ? 0 : 1;
-  if (worldComm && ranks > 1)
-    worldComm->allReduce(&failed, 1, DType::F64, ReduceOp::Sum);
+  failure = sharedFailure(worldComm, failure);
   if (!failure.empty())
     throw Error(failure);
-  if (failed != 0)
-    throw Error("checkpoint '" + path + "' failed to load on another rank "
-                "(its message names the cause); nothing was changed");
 
   for (const auto &[id, bytes] : staged)
     if (!bytes.empty())

@@ -21,11 +21,6 @@ import os
 import struct
 import sys
 
-import numpy as np
-
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32,
-          "F16": np.float16, "BF16": np.uint16}
-
 
 def losses(path):
     with open(path) as f:
@@ -79,6 +74,9 @@ def read_header(path):
 
 
 def read(argv):
+    import numpy as np  # only here: `resumed` runs without it
+    dtypes = {"F32": np.float32, "F64": np.float64, "I32": np.int32,
+              "F16": np.float16, "BF16": np.uint16}
     step = argv[0]
     with open(os.path.join(step, "manifest.json")) as f:
         m = json.load(f)
@@ -86,7 +84,7 @@ def read(argv):
     files = {name: read_header(os.path.join(step, name)) for name in m["files"]}
     elements = 0
     for t in m["tensors"]:
-        dtype = DTYPES[t["dtype"]]
+        dtype = dtypes[t["dtype"]]
         whole = np.zeros(int(np.prod(t["shape"])), dtype=dtype)
         seen = np.zeros(whole.size, dtype=np.int32)
         for p in t["pieces"]:
