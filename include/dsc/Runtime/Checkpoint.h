@@ -145,6 +145,16 @@ std::string formatManifest(const CheckpointManifest &m);
 CheckpointManifest parseManifest(const std::string &text,
                                  const std::string &file);
 
+/// The manifest as a human table: the step, the plan, one row per tensor
+/// (role, dtype, shape, bytes, pieces, how it was split).
+std::string formatCheckpointInfo(const std::string &stepDir,
+                                 const CheckpointManifest &m);
+/// The table of the step `path` names (a directory with `latest`, or a step
+/// directory), checked as a load checks the manifest; for tools built
+/// without exceptions (dsc-translate): false and `error` on failure.
+bool describeCheckpoint(const std::string &path, std::string &table,
+                        std::string &error) noexcept;
+
 /// "step-00000010".
 std::string checkpointStepName(int64_t iteration);
 /// The step directory `path` names: `path` itself when it holds a
