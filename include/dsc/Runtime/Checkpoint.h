@@ -181,6 +181,11 @@ std::string checkpointDataFileName(int64_t rank);
 /// the step directory.
 std::string commitCheckpointStep(const std::string &dir, const std::string &tmp,
                                  const CheckpointManifest &m, int64_t keep);
+/// A crash test's hook: SIGKILLs this process at `phase` of the save of
+/// `iteration` when the environment has DSC_CHECKPOINT_KILL_AT=phase:N
+/// ("data": a rank's file written; "manifest", "rename", "marker",
+/// "marker-rename": before each step of the commit). Nothing otherwise.
+void checkpointKillPoint(const char *phase, int64_t iteration);
 /// Removes a temporary step directory after a failed save.
 void abandonCheckpointStep(const std::string &tmp);
 

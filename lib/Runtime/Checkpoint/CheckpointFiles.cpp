@@ -21,7 +21,9 @@
 #include "dsc/Runtime/Safetensors.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <unistd.h>
 
@@ -44,6 +46,13 @@ std::string dsc::rt::beginCheckpointStep(const std::string &dir,
   return tmp;
 }
 
+void dsc::rt::checkpointKillPoint(const char *phase, int64_t iteration) {
+  static const char *at = std::getenv("DSC_CHECKPOINT_KILL_AT");
+  if (at &&
+      std::string(at) == std::string(phase) + ":" + std::to_string(iteration))
+    std::raise(SIGKILL);
+}
+
 std::string dsc::rt::checkpointDataFileName(int64_t rank) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "rank-%05lld.safetensors", (long long)rank);
@@ -55,8 +64,10 @@ std::string dsc::rt::commitCheckpointStep(const std::string &dir,
                                           const CheckpointManifest &m,
                                           int64_t keep) {
   const std::string text = formatManifest(m);
+  checkpointKillPoint("manifest", m.iteration);
   writeFileDurably(tmp + "/manifest.json", text.data(), text.size());
   syncDirectory(tmp);
+  checkpointKillPoint("rename", m.iteration);
   const std::string name = checkpointStepName(m.iteration);
   const std::string step = dir + "/" + name;
   // A step saved again (a run resumed from an earlier step): the new one
@@ -66,10 +77,12 @@ std::string dsc::rt::commitCheckpointStep(const std::string &dir,
     removeTree(step);
   renamePath(tmp, step);
   syncDirectory(dir);
+  checkpointKillPoint("marker", m.iteration);
   const std::string marker = dir + "/latest";
   const std::string markerTmp = marker + ".tmp";
   const std::string line = name + "\n";
   writeFileDurably(markerTmp, line.data(), line.size());
+  checkpointKillPoint("marker-rename", m.iteration);
   renamePath(markerTmp, marker);
   syncDirectory(dir);
 

@@ -268,6 +268,7 @@ std::string Executor::saveCheckpoint(const std::string &dir,
     if (!mine.empty()) {
       writer.setMetadata("format", "dsc-checkpoint piece file");
       SafetensorsHeader layout = writer.write(tmp + "/" + file);
+      checkpointKillPoint("data", iteration);
       for (size_t p : mine)
         shared[1 + 3 * p] =
             double(layout.find(thePlan.buffers[pieces[p].buffer].name)->begin);
