@@ -12,11 +12,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-${DSC_BUILD_DIR:-$ROOT/build}}"
 
 # Debian 12 packages: LLVM/MLIR 22 (bookworm-security), Open MPI, OpenBLAS,
-# GoogleTest, numpy (the CUDA kernels' float64 mirrors), and the tools to
-# build and test.
+# GoogleTest, numpy (the CUDA kernels' float64 mirrors), nlohmann/json (the
+# checkpoint manifest and safetensors headers), and the tools to build and
+# test.
 PACKAGES=(build-essential cmake ninja-build python3 ccache
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools libzstd-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev python3-numpy)
+  libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev python3-numpy
+  nlohmann-json3-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -401,55 +401,81 @@ TEST(Executor, ResumingFromACheckpointIsBitwiseIdentical) {
 }
 
 TEST(Executor, ABadCheckpointChangesNothing) {
-  std::string path = uniqueTempPath(::testing::TempDir(), "bad.ckpt");
+  // Damaged checkpoints (test/Runtime/CheckpointTest.cpp has the format's
+  // own cases): each load fails naming the file and the tensor, and the
+  // executor keeps its weights and step.
+  std::string dir = uniqueTempPath(::testing::TempDir(), "bad.ckpt");
   Executor a(makeTinyPlan(DType::F64), 1);
-  a.saveCheckpoint(path);
-  std::ifstream is(path, std::ios::binary);
-  std::vector<char> good((std::istreambuf_iterator<char>(is)),
-                         std::istreambuf_iterator<char>());
-  is.close();
+  const std::string step = a.saveCheckpoint(dir);
+  EXPECT_EQ(step, dir + "/step-00000000");
+  const std::string data = step + "/rank-00000.safetensors";
+  const std::string manifest = step + "/manifest.json";
+  auto slurpFile = [](const std::string &path) {
+    std::ifstream is(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(is)),
+                             std::istreambuf_iterator<char>());
+  };
+  auto put = [](const std::string &path, const std::vector<char> &bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), std::streamsize(bytes.size()));
+  };
+  const std::vector<char> goodData = slurpFile(data);
+  const std::vector<char> goodManifest = slurpFile(manifest);
 
   Executor b(makeTinyPlan(DType::F64), 2);
   std::vector<double> before = b.read("wte.weight");
-  auto load = [&](const std::vector<char> &bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc)
-        .write(bytes.data(), std::streamsize(bytes.size()));
+  auto load = [&]() {
     try {
-      b.loadCheckpoint(path);
+      b.loadCheckpoint(dir);
     } catch (const Error &e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
-  std::vector<char> corrupt = good;
-  corrupt[corrupt.size() / 2] ^= 1;
-  EXPECT_NE(load(corrupt).find("checksum mismatch"), std::string::npos);
-  for (size_t len = 0; len < good.size(); len += 7) {
-    std::string msg = load(std::vector<char>(good.begin(), good.begin() + len));
-    EXPECT_NE(msg.find("checkpoint '"), std::string::npos) << msg;
+  std::vector<char> corrupt = goodData;
+  corrupt[corrupt.size() - 3] ^= 1;
+  put(data, corrupt);
+  std::string msg = load();
+  EXPECT_NE(msg.find("checksum mismatch"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(data), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor '"), std::string::npos) << msg;
+  for (size_t len = 0; len < goodData.size(); len += 97) {
+    put(data, std::vector<char>(goodData.begin(), goodData.begin() + len));
+    msg = load();
+    EXPECT_NE(msg.find(data), std::string::npos) << msg;
   }
+  put(data, goodData);
+  for (size_t len = 0; len < goodManifest.size(); len += 61) {
+    put(manifest,
+        std::vector<char>(goodManifest.begin(), goodManifest.begin() + len));
+    msg = load();
+    EXPECT_NE(msg.find("checkpoint manifest '" + manifest + "'"),
+              std::string::npos)
+        << msg;
+  }
+  put(manifest, goodManifest);
+  std::remove(data.c_str());
+  msg = load();
+  EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
   EXPECT_EQ(b.read("wte.weight"), before);
   EXPECT_EQ(b.step(), 1);
 
-  // A checkpoint of another model names the buffer that does not fit.
+  // A checkpoint of another model names the tensor that does not fit.
   TinyShape wider;
   wider.hidden = 12;
   Executor c(makeTinyPlan(DType::F64, wider), 1);
-  c.saveCheckpoint(path);
-  std::string msg;
-  try {
-    b.loadCheckpoint(path);
-    FAIL() << "no error";
-  } catch (const Error &e) {
-    msg = e.what();
-  }
-  EXPECT_NE(msg.find("buffer 'wte.weight' is f64 [16, 12] in the checkpoint "
+  c.saveCheckpoint(dir);
+  msg = load();
+  EXPECT_NE(msg.find("tensor 'wte.weight' is f64 [16, 12] in the checkpoint "
                      "but f64 [16, 8] in the plan"),
             std::string::npos)
       << msg;
   EXPECT_EQ(b.read("wte.weight"), before);
-  std::remove(path.c_str());
   EXPECT_THROW(b.loadCheckpoint("/nonexistent/x.ckpt"), Error);
+  // The good one, back in place, loads.
+  a.saveCheckpoint(dir);
+  EXPECT_EQ(load(), "no error");
+  EXPECT_EQ(b.read("wte.weight"), a.read("wte.weight"));
 }
 
 TEST(Executor, PlanFromAFileRuns) {

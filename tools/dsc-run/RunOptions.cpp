@@ -43,10 +43,13 @@ std::string dsc::run::usage() {
          "  --log-json FILE      write one JSON object of metrics per step\n"
          "  --trace FILE         write a Chrome trace (chrome://tracing, "
          "Perfetto)\n"
-         "  --save FILE          write a checkpoint at the end (and every\n"
-         "                       --save-interval K steps)\n"
-         "  --load FILE          resume from a checkpoint; --steps is the "
-         "total\n"
+         "  --save DIR           write a sharded checkpoint DIR/step-N at the\n"
+         "                       end (and every --save-interval K steps);\n"
+         "                       DIR/latest names the newest\n"
+         "  --keep N             keep only the newest N steps in DIR\n"
+         "  --load DIR           resume from DIR's latest step, or from a\n"
+         "                       step directory, saved by any plan of the\n"
+         "                       model; --steps is the total\n"
          "  --compile OPTIONS    more --dsc-compile options for a MODEL that\n"
          "                       is compiled, e.g. \"warmup=20 min-lr=1e-4\"\n"
          "                       (steps, lr, microbatches come from the\n"
@@ -152,6 +155,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.save = next();
     else if (flag == "--save-interval")
       o.saveInterval = parseInt(flag, next(), 1);
+    else if (flag == "--keep")
+      o.keep = parseInt(flag, next(), 1);
     else if (flag == "--load")
       o.load = next();
     else if (flag == "--compile")

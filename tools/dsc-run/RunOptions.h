@@ -35,10 +35,13 @@ struct RunOptions {
   std::string trace;   // Chrome trace file, "" for none
   /// --microbatches: gradient-accumulation steps; 0 keeps the plan's.
   int64_t microBatches = 0;
-  /// --save: checkpoint file written every saveInterval steps and at the
-  /// end; --load: checkpoint to resume from (--steps stays the total).
+  /// --save: checkpoint directory, a step-N directory in it written every
+  /// saveInterval steps and at the end (docs/checkpoints.md); --load: a
+  /// checkpoint directory (its latest step) or a step directory to resume
+  /// from, saved by any plan of the model (--steps stays the total).
   std::string save, load;
   int64_t saveInterval = 0; // 0: only at the end
+  int64_t keep = 0;         // --keep: newest steps kept; 0: all
   /// --print-plan: print the plan as text and exit (no training).
   bool printPlan = false;
   /// --compile: extra --dsc-compile options for a model compiled in-process.

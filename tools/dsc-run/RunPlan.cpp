@@ -19,6 +19,7 @@
 #include "Metrics.h"
 
 #include "dsc/Runtime/Data.h"
+#include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/MpiCommunicator.h"
@@ -107,7 +108,8 @@ std::string dsc::run::traceFileOfRank(const std::string &path, int rank) {
 namespace {
 
 /// One rank's training run; `world` is null for a one-rank plan without a
-/// mesh. Only world rank 0 writes to `out`, the JSON lines and checkpoints.
+/// mesh. Only world rank 0 writes to `out` and the JSON lines; every rank
+/// writes its pieces of a checkpoint.
 int runRank(Plan plan, const RunOptions &options, std::ostream &out,
             RunResult *result, Communicator *world, const RunHooks &hooks) {
   const int worldRank = world ? world->rank() : 0;
@@ -139,10 +141,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                   "': " + std::strerror(errno));
   }
 
-  // Each pipeline stage holds only its own parameters up to date.
-  if (!plan.stages.empty() && (!options.save.empty() || !options.load.empty()))
-    throw Error("checkpoints of pipelined plans are not supported yet (each "
-                "stage's ranks hold only that stage's parameters)");
+  if (primary && !options.save.empty())
+    prepareCheckpointDirectory(options.save);
 
   Executor ex(std::move(plan), options.seed, world,
               makeBackend(options, world));
@@ -319,11 +319,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                   std::to_string(!std::isfinite(r.loss) ? r.loss : r.gradNorm) +
                   ": training diverged (try a lower --lr)");
     }
-    // The ranks hold the same parameters and state: rank 0 saves them.
-    if (primary && !options.save.empty() &&
+    // Every rank saves the pieces it is the first to hold.
+    if (!options.save.empty() &&
         ((options.saveInterval && iteration % options.saveInterval == 0) ||
          iteration == options.steps))
-      ex.saveCheckpoint(options.save, consumed);
+      ex.saveCheckpoint(options.save, consumed, options.keep);
   }
   if (json.is_open()) {
     json.close();

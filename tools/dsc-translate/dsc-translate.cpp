@@ -1,15 +1,36 @@
 //===- dsc-translate.cpp - dsc front-ends -----------------------*- C++ -*-===//
 //
 // mlir-translate for dsc: imports model configs (GPT-NeoX) as dsc graphs.
+// `--checkpoint-info DIR` (a checkpoint directory or one of its steps) is
+// not a translation: it prints the manifest as a table and exits.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Conversion/DscToPlan.h"
+#include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Target/GPTGraphBuilder.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+#include <string>
+
+static llvm::cl::extrahelp checkpointInfoHelp(
+    "\n  --checkpoint-info DIR   print a checkpoint's manifest (DIR's latest "
+    "step,\n                          or a step directory) as a table\n");
 
 int main(int argc, char **argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--checkpoint-info") == 0) {
+    std::string table, error;
+    if (!dsc::rt::describeCheckpoint(argv[2], table, error)) {
+      llvm::errs() << "dsc-translate: error: " << error << "\n";
+      return 1;
+    }
+    llvm::outs() << table;
+    return 0;
+  }
   mlir::dsc::registerImportNeoXTranslation();
   mlir::dsc::registerToPlanTranslation();
   return mlir::failed(

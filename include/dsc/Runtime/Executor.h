@@ -168,15 +168,24 @@ public:
   /// A float buffer's values as doubles (tests, checkpoints).
   std::vector<double> read(const std::string &name);
 
-  /// Saves the parameters and optimizer state (by name), the step and
-  /// `consumedSamples` to `path`, through a temporary file renamed into
-  /// place so a failed save leaves any previous checkpoint intact.
-  void saveCheckpoint(const std::string &path, int64_t consumedSamples = 0);
-  /// Restores a checkpoint saved from a plan with the same parameter and
-  /// optimizer-state names, dtypes and shapes (the memory layout may
-  /// differ); zeroes the gradients; returns its consumed-sample count.
-  /// Throws Error naming the file and the buffer at fault, and then has
-  /// changed nothing.
+  /// Saves a sharded checkpoint (docs/checkpoints.md): the parameters and
+  /// optimizer state, the step, `consumedSamples`, the seed and the loss
+  /// scaler, into `dir`/step-N (N: iterations done). Every rank of the world
+  /// calls it; each writes only the pieces of its buffers no lower rank
+  /// holds. Written into a temporary directory, fsynced, renamed into place,
+  /// then `dir`/latest names it; then only the newest `keep` steps are kept
+  /// (0: all). Returns the step directory. Throws Error on every rank when
+  /// any rank fails (the previous checkpoints stay as they were).
+  std::string saveCheckpoint(const std::string &dir,
+                             int64_t consumedSamples = 0, int64_t keep = 0);
+  /// Restores a checkpoint saved by any plan of the same model (the mesh,
+  /// ZeRO stage, rank count, memory layout and float precision may differ):
+  /// `path` is a step directory or a directory whose `latest` names one.
+  /// Each rank reads only the pieces that overlap its own buffers. Zeroes
+  /// the gradients; returns the consumed-sample count. Every rank calls it;
+  /// it checks everything (the manifest, the files, the checksums, on every
+  /// rank) before any rank changes anything, and throws Error naming the
+  /// file and the tensor at fault.
   int64_t loadCheckpoint(const std::string &path);
 
   /// Whether the plan trains with dynamic loss scaling: it computes in f16
@@ -237,9 +246,6 @@ public:
   double nowUs() const;
 
 private:
-  /// Throws Error when a buffer holds only this rank's part of a tensor.
-  void refuseShardedCheckpoint(const std::string &verb,
-                               const std::string &path) const;
   void runInstruction(const Program &prog, size_t index);
   /// runProgram with the instruction hook: one instruction at a time.
   void runTimed(const Program &prog);

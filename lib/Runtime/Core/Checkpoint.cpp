@@ -4,272 +4,453 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// A checkpoint holds what a step leaves behind (parameters, optimizer
-// state, the step and the samples consumed), keyed by buffer name so it
-// survives a re-planned memory layout. Like a plan file it is untrusted: a
-// load checks everything before it changes anything.
+// The executor's side of sharded checkpoints (the format is
+// include/dsc/Runtime/Checkpoint.h, docs/checkpoints.md). Every rank computes
+// the same global list of pieces from the plan alone: for each world rank,
+// each parameter and optimizer state its pipeline stage holds, the box its
+// ShardLayout gives it; a box several ranks hold (dp replicas, or tp for an
+// unsliced tensor) is written by the lowest of them. The ranks write their
+// files, then one all-reduce shares each piece's byte offset and checksum
+// (and any failure), and rank 0 writes the manifest and commits the step.
 //
-// Layout (little-endian): magic "DSCCKPT\0", u32 version, u32 reserved (0),
-// u64 body length, u64 FNV-1a 64 of the body; body: i64 step, i64 consumed
-// samples, u64 seed, u32 count, then per buffer u32 name length + name,
-// u32 role, u32 dtype, u32 rank + i64 dims[rank], u64 bytes + the bytes;
-// from version 2, then u32 1 and the loss scaler's state (f64 scale bits,
-// u32 hysteresis left, i64 iteration, i64 last overflow, i64 skipped) for a
-// plan that scales its loss (fp16), or u32 0. Version 1 files still load.
+// Loading maps this rank's boxes onto the stored pieces through the tensor's
+// flat element index, whatever plan wrote them, reads only the pieces that
+// overlap, checks everything, agrees with the other ranks that all is well,
+// and only then copies into the buffers.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Executor.h"
-#include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/FloatConvert.h"
+#include "dsc/Runtime/Safetensors.h"
+#include "dsc/Runtime/ShardLayout.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
-#include <optional>
+#include <set>
+#include <unistd.h>
 
 using namespace dsc::rt;
 
 namespace {
 
-constexpr char kMagic[8] = {'D', 'S', 'C', 'C', 'K', 'P', 'T', '\0'};
-constexpr uint32_t kVersion = 2;
-constexpr uint32_t kOldestVersion = 1;
-constexpr size_t kHeader = 32;
-
 bool checkpointed(BufferRole role) {
   return role == BufferRole::Parameter || role == BufferRole::OptimizerState;
 }
 
-void putLE(std::vector<uint8_t> &out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i)
-    out.push_back(uint8_t(v >> (8 * i)));
+/// The whole tensor's shape as far as the plan tells it. A whole buffer has
+/// it; a tensor-sliced one has its local shape grouped like the view's box
+/// (TensorParallel splits the dim that holds the split view dim); a chunk
+/// of a view has only the view (a refinement of the shape:
+/// shapesCompatible); a chunk without a view (a ZeRO-1/2 state) takes its
+/// parameter's shape.
+std::vector<int64_t> wholeShape(const Plan &plan, const Buffer &b,
+                                int depth = 0) {
+  const ShardLayout &l = b.layout;
+  if (l.isWhole())
+    return b.shape;
+  if (!l.view.empty() && l.chunkAxes == 0) {
+    // Box dims per local dim, by running products.
+    std::vector<int64_t> box;
+    for (size_t d = 0; d < l.view.size(); ++d)
+      box.push_back(l.view[d] / groupSize(plan.mesh, l.viewSplit[d]));
+    std::vector<int64_t> out;
+    size_t v = 0;
+    for (int64_t dim : b.shape) {
+      int64_t local = 1, whole = 1;
+      while (v < box.size() && local < dim) {
+        local *= box[v];
+        whole *= l.view[v++];
+      }
+      if (local != dim)
+        return l.view;
+      out.push_back(whole);
+    }
+    return v == box.size() ? out : l.view;
+  }
+  if (!l.view.empty())
+    return l.view;
+  const int64_t elements =
+      numElements(b.shape) * groupSize(plan.mesh, l.chunkAxes);
+  const Buffer *param = nullptr;
+  for (const Buffer &p : plan.buffers)
+    if (p.role == BufferRole::Parameter && b.name.size() > p.name.size() &&
+        b.name.compare(b.name.size() - p.name.size(), p.name.size(), p.name) ==
+            0 &&
+        b.name[b.name.size() - p.name.size() - 1] == '.' &&
+        (!param || p.name.size() > param->name.size()))
+      param = &p;
+  if (param && depth == 0) {
+    std::vector<int64_t> shape = wholeShape(plan, *param, 1);
+    if (numElements(shape) == elements)
+      return shape;
+  }
+  return {elements};
 }
 
-/// Bounds-checked little-endian reads; errors name the file and field.
-struct Cursor {
-  const uint8_t *data;
-  size_t size, pos = 0;
-  std::string what;
+/// The part of its whole tensor that buffer `b` holds on the rank at
+/// `coords` (ShardIndexer's mapping, as a box).
+TensorBox boxOf(const Plan &plan, const Buffer &b,
+                const std::vector<int64_t> &coords) {
+  const ShardLayout &l = b.layout;
+  const int64_t count = numElements(b.shape);
+  TensorBox box;
+  if (l.view.empty()) {
+    const int64_t chunks = groupSize(plan.mesh, l.chunkAxes);
+    box.view = wholeShape(plan, b);
+    box.offsets.assign(box.view.size(), 0);
+    box.sizes = box.view;
+    if (chunks > 1) {
+      box.flatOffset = groupIndex(plan.mesh, coords, l.chunkAxes) * count;
+      box.flatCount = count;
+    }
+    return box;
+  }
+  box.view = l.view;
+  for (size_t d = 0; d < l.view.size(); ++d) {
+    const int64_t size = l.view[d] / groupSize(plan.mesh, l.viewSplit[d]);
+    box.sizes.push_back(size);
+    box.offsets.push_back(groupIndex(plan.mesh, coords, l.viewSplit[d]) * size);
+  }
+  if (l.chunkAxes) {
+    box.flatOffset = groupIndex(plan.mesh, coords, l.chunkAxes) * count;
+    box.flatCount = count;
+  }
+  return box;
+}
 
-  [[noreturn]] void fail(const std::string &msg) const {
-    throw Error(what + ": " + msg);
+/// Which buffers each pipeline stage keeps up to date: those its programs
+/// name (all of them without stages). Index: stage (0 without stages).
+std::vector<std::vector<bool>> buffersOfStages(const Plan &plan) {
+  if (plan.stages.empty())
+    return {std::vector<bool>(plan.buffers.size(), true)};
+  std::vector<std::vector<bool>> out;
+  for (const PipelineStage &s : plan.stages) {
+    std::vector<bool> used(plan.buffers.size(), false);
+    for (const std::string &name : {s.forward, s.forwardBackward, s.optimizer})
+      if (const Program *prog = plan.findProgram(name))
+        for (const Instruction &inst : prog->instructions) {
+          for (uint32_t id : inst.inputs)
+            used[id] = true;
+          for (uint32_t id : inst.outputs)
+            used[id] = true;
+        }
+    out.push_back(std::move(used));
   }
-  uint64_t le(int n, const std::string &field) {
-    if (size - pos < size_t(n))
-      fail("truncated in " + field + " at offset " +
-           std::to_string(kHeader + pos));
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i)
-      v |= uint64_t(data[pos + i]) << (8 * i);
-    pos += n;
-    return v;
-  }
-  const uint8_t *bytes(uint64_t n, const std::string &field) {
-    if (n > size - pos)
-      fail("truncated in " + field + ": " + std::to_string(n) +
-           " bytes needed, " + std::to_string(size - pos) + " remain");
-    const uint8_t *p = data + pos;
-    pos += n;
-    return p;
-  }
+  return out;
+}
+
+int64_t stageOfRank(const Plan &plan, const std::vector<int64_t> &coords) {
+  if (plan.stages.empty())
+    return 0;
+  return coords[size_t(findMeshAxis(plan.mesh, "pp"))];
+}
+
+/// A piece of the checkpoint: buffer `buffer` as world rank `rank` holds it.
+struct PlannedPiece {
+  uint32_t buffer;
+  int64_t rank;
+  TensorBox box;
 };
 
-struct Entry {
-  uint32_t buffer;
-  const uint8_t *data;
+/// Every piece of the checkpoint, in (rank, buffer) order; the same list on
+/// every rank.
+std::vector<PlannedPiece> planPieces(const Plan &plan, int64_t ranks) {
+  std::vector<std::vector<bool>> stages = buffersOfStages(plan);
+  std::map<std::pair<uint32_t, std::string>, bool> seen;
+  std::vector<PlannedPiece> out;
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<int64_t> coords = plan.mesh.empty()
+                                      ? std::vector<int64_t>{}
+                                      : meshCoordinates(plan.mesh, r);
+    const std::vector<bool> &held = stages[size_t(stageOfRank(plan, coords))];
+    for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
+      const Buffer &b = plan.buffers[id];
+      if (!checkpointed(b.role) || !held[id])
+        continue;
+      TensorBox box = boxOf(plan, b, coords);
+      std::string key = shapeString(box.view) + shapeString(box.offsets) +
+                        shapeString(box.sizes) + " " +
+                        std::to_string(box.flatOffset) + " " +
+                        std::to_string(box.flatCount);
+      if (seen.emplace(std::make_pair(id, key), true).second)
+        out.push_back({id, r, std::move(box)});
+    }
+  }
+  return out;
+}
+
+/// Every rank learns whether any rank failed (`mine` non-empty) and, if so,
+/// the lowest failing rank's message (prefixed with its number on the
+/// others): all ranks throw the cause, whichever the runner reports.
+std::string sharedFailure(Communicator *world, const std::string &mine) {
+  if (!world || world->size() < 2)
+    return mine;
+  double first = mine.empty() ? double(world->size()) : double(world->rank());
+  world->allReduce(&first, 1, DType::F64, ReduceOp::Min);
+  if (first >= double(world->size()))
+    return "";
+  const int root = int(first);
+  const std::string &text = mine;
+  double length = double(text.size());
+  world->broadcast(&length, 1, DType::F64, root);
+  std::vector<int32_t> words((size_t(length) + 3) / 4, 0);
+  if (world->rank() == root)
+    std::memcpy(words.data(), text.data(), text.size());
+  world->broadcast(words.data(), words.size(), DType::I32, root);
+  if (world->rank() == root)
+    return mine;
+  return "rank " + std::to_string(root) + ": " +
+         std::string(reinterpret_cast<const char *>(words.data()),
+                     size_t(length));
+}
+
+const char *roleString(BufferRole role) {
+  return role == BufferRole::Parameter ? "parameter" : "optimizer_state";
+}
+
+} // namespace
+
+std::string Executor::saveCheckpoint(const std::string &dir,
+                                     int64_t consumedSamples, int64_t keep) {
+  const int64_t ranks = worldComm ? worldComm->size() : 1;
+  const int64_t me = worldComm ? worldComm->rank() : 0;
+  const int64_t iteration =
+      currentStep - 1 + (scaler ? scaler->skippedSteps() : 0);
+  std::vector<PlannedPiece> pieces = planPieces(thePlan, ranks);
+
+  // One temporary directory, named by rank 0's pid, created before any rank
+  // writes into it (the agreement orders the two).
+  double token = double(::getpid());
+  std::string tmp, failure;
+  if (me == 0) {
+    try {
+      tmp = beginCheckpointStep(dir, iteration, int64_t(token));
+    } catch (const Error &e) {
+      failure = e.what();
+    }
+  }
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty())
+    throw Error(failure);
+  if (worldComm && ranks > 1)
+    worldComm->broadcast(&token, 1, DType::F64, 0);
+  tmp = dir + "/.tmp-" + checkpointStepName(iteration) + "-" +
+        std::to_string(int64_t(token));
+
+  // This rank's file; then per piece [unused, offset, checksum low and
+  // high 32 bits] summed over the ranks (each piece has one writer).
+  std::vector<double> shared(1 + 3 * pieces.size(), 0.0);
+  const std::string file = checkpointDataFileName(me);
+  try {
+    SafetensorsWriter writer;
+    std::vector<uint8_t> bytes;
+    std::vector<size_t> mine;
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      if (pieces[p].rank != me)
+        continue;
+      const Buffer &b = thePlan.buffers[pieces[p].buffer];
+      bytes.resize(b.bytes);
+      if (b.bytes)
+        backendImpl->copyOut(bytes.data(), buffer(pieces[p].buffer).data,
+                             b.bytes);
+      const TensorBox &box = pieces[p].box;
+      writer.add(b.name, b.dtype,
+                 box.flatCount >= 0 ? std::vector<int64_t>{box.flatCount}
+                                    : box.sizes,
+                 bytes.data(), bytes.size());
+      const uint64_t sum = checkpointChecksum(bytes.data(), bytes.size());
+      shared[2 + 3 * p] = double(sum & 0xffffffffu);
+      shared[3 + 3 * p] = double(sum >> 32);
+      mine.push_back(p);
+    }
+    if (!mine.empty()) {
+      writer.setMetadata("format", "dsc-checkpoint piece file");
+      SafetensorsHeader layout = writer.write(tmp + "/" + file);
+      checkpointKillPoint("data", iteration);
+      for (size_t p : mine)
+        shared[1 + 3 * p] =
+            double(layout.find(thePlan.buffers[pieces[p].buffer].name)->begin);
+    }
+  } catch (const Error &e) {
+    failure = e.what();
+  }
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty()) {
+    if (me == 0)
+      abandonCheckpointStep(tmp);
+    throw Error(failure);
+  }
+  if (worldComm && ranks > 1)
+    worldComm->allReduce(shared.data(), shared.size(), DType::F64,
+                         ReduceOp::Sum);
+
+  // Rank 0 writes the manifest and commits; the others wait for its word.
+  std::string step = dir + "/" + checkpointStepName(iteration);
+  if (me == 0) {
+    try {
+      CheckpointManifest m;
+      m.iteration = iteration;
+      m.optimizerSteps = currentStep - 1;
+      m.consumedSamples = consumedSamples;
+      m.seed = seed;
+      m.mesh = meshString(thePlan.mesh);
+      m.ranks = ranks;
+      if (scaler)
+        m.lossScaler = scaler->state();
+      std::map<uint32_t, size_t> tensorOf;
+      std::set<int64_t> writers;
+      for (size_t p = 0; p < pieces.size(); ++p) {
+        const uint32_t id = pieces[p].buffer;
+        const Buffer &b = thePlan.buffers[id];
+        auto [it, fresh] = tensorOf.emplace(id, m.tensors.size());
+        if (fresh) {
+          CheckpointTensor t;
+          t.name = b.name;
+          t.role = roleString(b.role);
+          t.dtype = b.dtype;
+          t.shape = wholeShape(thePlan, b);
+          m.tensors.push_back(std::move(t));
+        }
+        CheckpointPiece piece;
+        piece.box = pieces[p].box;
+        piece.file = checkpointDataFileName(pieces[p].rank);
+        piece.key = b.name;
+        piece.byteOffset = uint64_t(shared[1 + 3 * p]);
+        piece.byteLength = b.bytes;
+        piece.checksum =
+            uint64_t(shared[2 + 3 * p]) | (uint64_t(shared[3 + 3 * p]) << 32);
+        m.tensors[it->second].pieces.push_back(std::move(piece));
+        writers.insert(pieces[p].rank);
+      }
+      for (int64_t r : writers)
+        m.files.push_back(checkpointDataFileName(r));
+      m.fingerprint = modelFingerprint(m.tensors);
+      step = commitCheckpointStep(dir, tmp, m, keep);
+    } catch (const Error &e) {
+      failure = e.what();
+      abandonCheckpointStep(tmp);
+    }
+  }
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty())
+    throw Error(failure);
+  return step;
+}
+
+namespace {
+
+/// One copy of a load: `count` elements from element `from` of a piece to
+/// element `to` of the buffer.
+struct PieceCopy {
+  size_t piece;
+  int64_t from, to, count;
 };
 
 } // namespace
 
-void Executor::refuseShardedCheckpoint(const std::string &verb,
-                                      const std::string &path) const {
-  // A rank holds only its part of these; saving rank 0's part as the whole
-  // would lose the others' (distributed checkpoints are not built yet).
-  for (const Buffer &b : thePlan.buffers)
-    if (!b.layout.isWhole())
-      throw Error("cannot " + verb + " checkpoint '" + path + "': buffer '" +
-                  b.name +
-                  "' is sharded over the mesh (ZeRO or tensor slicing) and "
-                  "dsc checkpoints hold whole tensors; train without "
-                  "--save/--load or with zero=0 and tp=1");
-}
-
-void Executor::saveCheckpoint(const std::string &path,
-                              int64_t consumedSamples) {
-  refuseShardedCheckpoint("save to", path);
-  std::vector<uint8_t> body;
-  putLE(body, uint64_t(currentStep), 8);
-  putLE(body, uint64_t(consumedSamples), 8);
-  putLE(body, seed, 8);
-  std::vector<uint32_t> ids;
-  for (uint32_t i = 0; i < thePlan.buffers.size(); ++i)
-    if (checkpointed(thePlan.buffers[i].role))
-      ids.push_back(i);
-  putLE(body, ids.size(), 4);
-  for (uint32_t id : ids) {
-    const Buffer &b = thePlan.buffers[id];
-    putLE(body, b.name.size(), 4);
-    body.insert(body.end(), b.name.begin(), b.name.end());
-    putLE(body, uint32_t(b.role), 4);
-    putLE(body, uint32_t(b.dtype), 4);
-    putLE(body, b.shape.size(), 4);
-    for (int64_t d : b.shape)
-      putLE(body, uint64_t(d), 8);
-    putLE(body, b.bytes, 8);
-    // Appended through the backend: the buffer may be device memory.
-    const size_t at = body.size();
-    body.resize(at + b.bytes);
-    if (b.bytes)
-      backendImpl->copyOut(body.data() + at, buffer(id).data, b.bytes);
-  }
-  // The loss scaler, so a resumed fp16 run goes on at its scale.
-  putLE(body, scaler ? 1 : 0, 4);
-  if (scaler) {
-    const LossScalerState st = scaler->state();
-    uint64_t bits;
-    std::memcpy(&bits, &st.scale, sizeof bits);
-    putLE(body, bits, 8);
-    putLE(body, uint64_t(st.hysteresisLeft), 4);
-    putLE(body, uint64_t(st.iteration), 8);
-    putLE(body, uint64_t(st.lastOverflowIteration), 8);
-    putLE(body, uint64_t(st.skippedSteps), 8);
-  }
-  std::vector<uint8_t> file(kMagic, kMagic + 8);
-  putLE(file, kVersion, 4);
-  putLE(file, 0, 4);
-  putLE(file, body.size(), 8);
-  putLE(file, fnv1a64(body.data(), body.size()), 8);
-
-  // Write a sibling file and rename it over the target, so a crash while
-  // saving never destroys the previous checkpoint.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
-    if (!os)
-      throw Error("cannot open checkpoint file '" + tmp +
-                  "' for writing: " + std::strerror(errno));
-    os.write(reinterpret_cast<const char *>(file.data()),
-             std::streamsize(file.size()));
-    os.write(reinterpret_cast<const char *>(body.data()),
-             std::streamsize(body.size()));
-    os.close();
-    if (!os) {
-      std::remove(tmp.c_str());
-      throw Error("cannot write checkpoint file '" + tmp + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot move checkpoint '" + tmp + "' to '" + path +
-                "': " + std::strerror(err));
-  }
-}
-
 int64_t Executor::loadCheckpoint(const std::string &path) {
-  refuseShardedCheckpoint("load", path);
-  const std::string what = "checkpoint '" + path + "'";
-  std::ifstream is(path, std::ios::binary);
-  if (!is)
-    throw Error("cannot open " + what + ": " + std::strerror(errno));
-  std::vector<uint8_t> file;
+  const int64_t ranks = worldComm ? worldComm->size() : 1;
+  std::string failure;
+  // Per buffer this rank holds: its new bytes, staged on the host.
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> staged;
+  CheckpointManifest m;
   try {
-    file.assign(std::istreambuf_iterator<char>(is),
-                std::istreambuf_iterator<char>());
-  } catch (const std::exception &e) {
-    throw Error("cannot read " + what + ": " + e.what());
-  }
-  if (file.size() < kHeader || std::memcmp(file.data(), kMagic, 8) != 0)
-    throw Error(what + ": not a dsc checkpoint (no \"DSCCKPT\\0\" header)");
-  Cursor h{file.data() + 8, kHeader - 8, 0, what};
-  uint32_t version = uint32_t(h.le(4, "version"));
-  if (version < kOldestVersion || version > kVersion)
-    throw Error(what + ": checkpoint format version " +
-                std::to_string(version) + " is not supported: this runtime " +
-                "reads versions " + std::to_string(kOldestVersion) + " to " +
-                std::to_string(kVersion));
-  h.le(4, "reserved");
-  uint64_t length = h.le(8, "body length");
-  uint64_t checksum = h.le(8, "checksum");
-  if (length != file.size() - kHeader)
-    throw Error(what + ": body length " + std::to_string(length) + " but " +
-                std::to_string(file.size() - kHeader) +
-                " bytes follow the header (truncated?)");
-  if (fnv1a64(file.data() + kHeader, length) != checksum)
-    throw Error(what + ": checksum mismatch (the file is corrupt)");
+    CheckpointReader reader(path);
+    m = reader.manifest();
+    const std::string what = "checkpoint '" + reader.directory() + "'";
+    // Every rank checks every tensor, so all give the same verdict on a
+    // checkpoint of another model, naming the first tensor that differs.
+    std::set<std::string> planned;
+    for (const Buffer &b : thePlan.buffers) {
+      if (!checkpointed(b.role))
+        continue;
+      planned.insert(b.name);
+      const CheckpointTensor *t = m.find(b.name);
+      const std::vector<int64_t> shape = wholeShape(thePlan, b);
+      if (!t)
+        throw Error(what + " has no tensor '" + b.name + "' (" +
+                    roleName(b.role) + " " + dtypeName(b.dtype) + " " +
+                    shapeString(shape) +
+                    ") that the plan needs: is it a checkpoint of "
+                    "another model or optimizer?");
+      const bool floats = b.dtype != DType::I32 && t->dtype != DType::I32;
+      if (!shapesCompatible(shape, t->shape) ||
+          (t->dtype != b.dtype && !floats))
+        throw Error(what + ": tensor '" + b.name + "' is " +
+                    dtypeName(t->dtype) + " " + shapeString(t->shape) +
+                    " in the checkpoint but " + dtypeName(b.dtype) + " " +
+                    shapeString(shape) + " in the plan");
+    }
+    for (const CheckpointTensor &t : m.tensors)
+      if (!planned.count(t.name))
+        throw Error(what + " has tensor '" + t.name + "' (" + t.role + " " +
+                    dtypeName(t.dtype) + " " + shapeString(t.shape) +
+                    ") that the plan does not: is it a checkpoint of "
+                    "another model or optimizer?");
 
-  // Parse and check everything before touching any buffer.
-  Cursor c{file.data() + kHeader, length, 0, what};
-  int64_t step = int64_t(c.le(8, "step"));
-  int64_t consumed = int64_t(c.le(8, "consumed samples"));
-  c.le(8, "seed");
-  if (step < 1 || consumed < 0)
-    c.fail("step " + std::to_string(step) + " / consumed samples " +
-           std::to_string(consumed) + " out of range");
-  uint32_t count = uint32_t(c.le(4, "buffer count"));
-  std::map<std::string, Entry> entries;
-  for (uint32_t e = 0; e < count; ++e) {
-    std::string field = "entry " + std::to_string(e);
-    uint64_t nameLength = c.le(4, field + " name length");
-    const uint8_t *nameData = c.bytes(nameLength, field + " name");
-    std::string name(reinterpret_cast<const char *>(nameData), nameLength);
-    field = "buffer '" + name + "'";
-    uint32_t role = uint32_t(c.le(4, field + " role"));
-    uint32_t dtype = uint32_t(c.le(4, field + " dtype"));
-    uint64_t rank = c.le(4, field + " rank");
-    if (rank > 64)
-      c.fail(field + " has rank " + std::to_string(rank));
-    std::vector<int64_t> shape(rank);
-    for (int64_t &d : shape)
-      d = int64_t(c.le(8, field + " shape"));
-    uint64_t bytes = c.le(8, field + " bytes");
-    const uint8_t *data = c.bytes(bytes, field + " data");
-    int64_t id = thePlan.findBuffer(name);
-    if (id < 0 || !checkpointed(thePlan.buffers[id].role))
-      c.fail(field + " is not a parameter or optimizer state of this plan");
-    const Buffer &b = thePlan.buffers[id];
-    if (role != uint32_t(b.role) || dtype != uint32_t(b.dtype) ||
-        shape != b.shape || bytes != b.bytes)
-      c.fail(field + " is " +
-             (dtype <= uint32_t(DType::F16) ? dtypeName(DType(dtype))
-                                            : "an unknown dtype") +
-             " " + shapeString(shape) + " in the checkpoint but " +
-             dtypeName(b.dtype) + " " + shapeString(b.shape) + " in the plan");
-    if (!entries.emplace(name, Entry{uint32_t(id), data}).second)
-      c.fail(field + " appears twice");
+    // This rank's buffers, mapped onto the pieces; the pieces read once.
+    const std::vector<bool> held =
+        buffersOfStages(thePlan)[size_t(stageOfRank(thePlan, coords))];
+    for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
+      const Buffer &b = thePlan.buffers[id];
+      if (!checkpointed(b.role) || !held[id])
+        continue;
+      const CheckpointTensor &t = *m.find(b.name);
+      BoxIndexer mine(boxOf(thePlan, b, coords));
+      std::vector<BoxIndexer> stored;
+      for (const CheckpointPiece &p : t.pieces)
+        stored.emplace_back(p.box);
+      std::vector<PieceCopy> copies;
+      size_t last = 0;
+      for (int64_t i = 0; i < mine.count();) {
+        const int64_t w = mine.whole(i);
+        int64_t j = stored[last].local(w);
+        for (size_t p = 0; j < 0 && p < stored.size(); ++p)
+          if ((j = stored[p].local(w)) >= 0)
+            last = p;
+        if (j < 0) // the manifest's coverage check makes this unreachable
+          throw Error(what + ": tensor '" + b.name +
+                      "' has no piece with "
+                      "element " +
+                      std::to_string(w));
+        const int64_t n = std::min(mine.runFrom(i), stored[last].runFrom(j));
+        if (!copies.empty() && copies.back().piece == last &&
+            copies.back().from + copies.back().count == j &&
+            copies.back().to + copies.back().count == i)
+          copies.back().count += n;
+        else
+          copies.push_back({last, j, i, n});
+        i += n;
+      }
+      std::map<size_t, std::vector<uint8_t>> bytesOf;
+      for (const PieceCopy &c : copies)
+        if (!bytesOf.count(c.piece))
+          bytesOf[c.piece] = reader.readPiece(t, t.pieces[c.piece]);
+      std::vector<uint8_t> out(b.bytes);
+      const uint64_t from = dtypeSize(t.dtype), to = dtypeSize(b.dtype);
+      for (const PieceCopy &c : copies) {
+        const uint8_t *src = bytesOf[c.piece].data() + c.from * from;
+        uint8_t *dst = out.data() + c.to * to;
+        if (t.dtype == b.dtype)
+          std::memcpy(dst, src, c.count * to);
+        else
+          convertFloats(src, t.dtype, dst, b.dtype, c.count);
+      }
+      staged.emplace_back(id, std::move(out));
+    }
+  } catch (const Error &e) {
+    failure = e.what();
   }
-  std::optional<LossScalerState> scalerState;
-  if (version >= 2 && c.le(4, "loss scaler flag") != 0) {
-    LossScalerState st;
-    uint64_t bits = c.le(8, "loss scale");
-    std::memcpy(&st.scale, &bits, sizeof bits);
-    st.hysteresisLeft = int(uint32_t(c.le(4, "loss scaler hysteresis")));
-    st.iteration = int64_t(c.le(8, "loss scaler iteration"));
-    st.lastOverflowIteration = int64_t(c.le(8, "loss scaler last overflow"));
-    st.skippedSteps = int64_t(c.le(8, "loss scaler skipped steps"));
-    // Checked now, whether or not this plan scales: the file is one whole.
-    if (!DynamicLossScaler().restore(st))
-      c.fail("loss scaler state (scale " + std::to_string(st.scale) +
-             ", hysteresis " + std::to_string(st.hysteresisLeft) +
-             ", iteration " + std::to_string(st.iteration) +
-             ") is not one DeepSpeed's defaults can reach");
-    scalerState = st;
-  }
-  if (c.pos != c.size)
-    c.fail(std::to_string(c.size - c.pos) + " unexpected trailing bytes");
-  for (const Buffer &b : thePlan.buffers)
-    if (checkpointed(b.role) && !entries.count(b.name))
-      c.fail("has no buffer '" + b.name + "' (" + roleName(b.role) +
-             ") that the plan needs");
+  // No rank changes anything unless every rank found its part sound.
+  failure = sharedFailure(worldComm, failure);
+  if (!failure.empty())
+    throw Error(failure);
 
-  for (const auto &[name, entry] : entries) {
-    BufferView v = buffer(entry.buffer);
-    if (v.desc->bytes)
-      backendImpl->copyIn(v.data, entry.data, v.desc->bytes);
-  }
+  for (const auto &[id, bytes] : staged)
+    if (!bytes.empty())
+      backendImpl->copyIn(buffer(id).data, bytes.data(), bytes.size());
   // Gradients are zero between steps; a checkpoint is taken between steps.
   for (uint32_t i = 0; i < thePlan.buffers.size(); ++i)
     if (thePlan.buffers[i].role == BufferRole::Gradient && buffer(i).data)
@@ -278,9 +459,9 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   // resumed in bf16 or fp32); a scaling plan without one starts afresh.
   if (scaler) {
     scaler.emplace();
-    if (scalerState)
-      scaler->restore(*scalerState);
+    if (m.lossScaler)
+      scaler->restore(*m.lossScaler);
   }
-  currentStep = step;
-  return consumed;
+  currentStep = m.optimizerSteps + 1;
+  return m.consumedSamples;
 }
