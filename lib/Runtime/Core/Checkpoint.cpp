@@ -351,7 +351,6 @@ struct PieceCopy {
 } // namespace
 
 int64_t Executor::loadCheckpoint(const std::string &path) {
-  const int64_t ranks = worldComm ? worldComm->size() : 1;
   std::string failure;
   // Per buffer this rank holds: its new bytes, staged on the host.
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> staged;
