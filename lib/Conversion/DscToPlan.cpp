@@ -11,6 +11,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Instructions.h"
+#include "dsc/Support/PipelineScheduleKind.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -396,13 +397,13 @@ LogicalResult PlanBuilder::setDataShape(func::FuncOp tokensUser) {
 LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
   auto stagesAttr = pipeline.getAs<IntegerAttr>("stages");
   auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
-  if (!stagesAttr || !scheduleAttr ||
-      (scheduleAttr.getValue() != "1f1b" && scheduleAttr.getValue() != "gpipe"))
+  std::optional<::dsc::PipelineScheduleKind> schedule =
+      scheduleAttr ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
+                   : std::nullopt;
+  if (!stagesAttr || !schedule)
     return module.emitError("dsc.pipeline must be {stages = P : i64, "
                             "schedule = \"1f1b\" or \"gpipe\"}");
-  plan.schedule = scheduleAttr.getValue() == "gpipe"
-                      ? rt::PipelineSchedule::GPipe
-                      : rt::PipelineSchedule::OneFOneB;
+  plan.schedule = *schedule;
   const int64_t numStages = stagesAttr.getInt();
   uint64_t flops = 0;
   for (int64_t k = 0; k < numStages; ++k) {

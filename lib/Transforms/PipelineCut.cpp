@@ -27,6 +27,7 @@
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Support/PipelineScheduleKind.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -100,7 +101,7 @@ struct DscPipelinePass
     if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
                                            removedSchedule)))
       return signalPassFailure();
-    if (pipelineSchedule != "1f1b" && pipelineSchedule != "gpipe") {
+    if (!::dsc::parsePipelineSchedule(pipelineSchedule.getValue())) {
       module.emitError("--dsc-pipeline: unknown schedule '")
           << pipelineSchedule.getValue() << "'; expected 1f1b or gpipe";
       return signalPassFailure();

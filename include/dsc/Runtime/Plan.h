@@ -22,6 +22,7 @@
 #define DSC_RUNTIME_PLAN_H
 
 #include "dsc/Runtime/Opcode.h"
+#include "dsc/Runtime/ShapeMath.h"
 #include "dsc/Support/PipelineScheduleKind.h"
 
 #include <cstdint>
@@ -274,10 +275,6 @@ inline uint64_t dtypeSize(DType t) {
 }
 const char *roleName(BufferRole r); // "parameter", ...
 const char *tierName(Tier t);       // "device", ...
-/// Product of the dims (1 for a scalar); -1 on a negative dim or overflow.
-int64_t numElements(const std::vector<int64_t> &shape);
-/// "[4, 64, 256]".
-std::string shapeString(const std::vector<int64_t> &shape);
 
 /// The ranks a mesh spans: the product of its sizes, 1 for an empty mesh
 /// (a one-rank plan); -1 when a size is below 1 or the product overflows.

@@ -151,23 +151,6 @@ const char *dsc::rt::tierName(Tier t) {
   return "unknown tier";
 }
 
-int64_t dsc::rt::numElements(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d != 0 && n > std::numeric_limits<int64_t>::max() / d))
-      return -1;
-    n *= d;
-  }
-  return n;
-}
-
-std::string dsc::rt::shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 int64_t dsc::rt::meshRanks(const std::vector<Plan::MeshAxis> &mesh) {
   int64_t n = 1;
   for (const Plan::MeshAxis &axis : mesh) {

@@ -37,7 +37,7 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &st = plan.stages[k];
     os << "stage " << k << " ("
-       << (plan.schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b")
+       << ::dsc::pipelineScheduleName(plan.schedule)
        << "): programs '" << st.forward << "', '" << st.forwardBackward
        << "', '" << st.optimizer << "'; input %" << st.input;
     if (st.output >= 0)

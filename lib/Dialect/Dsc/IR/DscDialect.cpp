@@ -9,6 +9,7 @@
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Support/PipelineScheduleKind.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -157,7 +158,7 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     IntegerAttr stages = asI64(dict.get("stages"));
     auto schedule = dict.getAs<StringAttr>("schedule");
     if (!stages || stages.getInt() < 1 || !schedule ||
-        (schedule.getValue() != "1f1b" && schedule.getValue() != "gpipe"))
+        !::dsc::parsePipelineSchedule(schedule.getValue().str()))
       return fail() << "{stages = P : i64 (>= 1), schedule = \"1f1b\" or "
                        "\"gpipe\"}, got "
                     << value;
