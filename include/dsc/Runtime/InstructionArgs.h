@@ -35,6 +35,12 @@ AdamWConfig adamConfigOf(const Instruction &inst, double lr);
 bool adamDecayOf(const Instruction &inst);
 /// Sgd's floats (momentum wd) and ints (nesterov) at learning rate `lr`.
 SgdConfig sgdConfigOf(const Instruction &inst, double lr);
+/// Transpose's permutation as the kernels take it (int per dim).
+struct Permutation {
+  int perm[kMaxRank];
+  int rank = 0;
+};
+Permutation permutationOf(const Instruction &inst);
 /// Attention/AttentionGrad's `seed` (the plan's; the run's comes from the
 /// executor's dropoutSeed()).
 uint64_t attentionSeedOf(const Instruction &inst);

@@ -83,6 +83,16 @@ bool dsc::rt::adamDecayOf(const Instruction &inst) {
              : ops::AdamW::decode(inst).decay;
 }
 
+Permutation dsc::rt::permutationOf(const Instruction &inst) {
+  const std::vector<int64_t> permutation =
+      ops::Transpose::decode(inst).permutation;
+  Permutation p;
+  p.rank = int(permutation.size()); // <= kMaxRank (validatePlan)
+  for (int i = 0; i < p.rank; ++i)
+    p.perm[i] = int(permutation[size_t(i)]);
+  return p;
+}
+
 SgdConfig dsc::rt::sgdConfigOf(const Instruction &inst, double lr) {
   const ops::Sgd sgd = ops::Sgd::decode(inst);
   SgdConfig cfg;

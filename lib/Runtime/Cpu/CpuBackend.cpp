@@ -389,13 +389,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
       std::memmove(out(0), in(0), inB(0).bytes);
     break;
   case Opcode::Transpose: {
-    const std::vector<int64_t> permutation =
-        ops::Transpose::decode(inst).permutation;
-    int perm[kMaxRank];
-    for (size_t i = 0; i < permutation.size(); ++i)
-      perm[i] = int(permutation[i]);
-    transposeForward(in(0), out(0), inB(0).shape.data(), perm,
-                     int(permutation.size()));
+    const Permutation p = permutationOf(inst);
+    transposeForward(in(0), out(0), inB(0).shape.data(), p.perm, p.rank);
     break;
   }
   case Opcode::Slice: {

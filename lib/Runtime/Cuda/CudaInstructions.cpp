@@ -143,13 +143,9 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     copy(out(0), in(0), inB(0).bytes);
     break;
   case Opcode::Transpose: {
-    const std::vector<int64_t> permutation =
-        ops::Transpose::decode(inst).permutation;
-    int perm[kMaxRank];
-    for (size_t i = 0; i < permutation.size(); ++i)
-      perm[i] = int(permutation[i]);
-    launched(cuda::transposeForward(in(0), out(0), inB(0).shape.data(), perm,
-                                    int(permutation.size()), stream));
+    const Permutation p = permutationOf(inst);
+    launched(cuda::transposeForward(in(0), out(0), inB(0).shape.data(), p.perm,
+                                    p.rank, stream));
     break;
   }
   case Opcode::Slice: {
