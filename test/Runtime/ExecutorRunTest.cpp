@@ -531,7 +531,9 @@ TEST(DscRunRanks, AFailingRankStopsTheRunNamingIt) {
   } catch (const Error &e) {
     msg = e.what();
   }
-  EXPECT_EQ(msg, "rank 1 failed: injected failure");
+  EXPECT_EQ(msg, "rank 1 failed: iteration 4: injected failure; no "
+                 "checkpoint was saved (--save DIR --save-interval K saves "
+                 "them)");
   EXPECT_NE(sink.str().find(" iteration        2/       5 |"),
             std::string::npos);
   EXPECT_EQ(sink.str().find(" iteration        4/"), std::string::npos);

@@ -79,6 +79,9 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
                     ", \"skipped_iterations\": " +
                     std::to_string(m.skippedIterations)
               : std::string()) +
+         (std::isnan(m.checkpointMs)
+              ? std::string()
+              : ", \"checkpoint_ms\": " + jsonNumber(m.checkpointMs)) +
          "}";
 }
 

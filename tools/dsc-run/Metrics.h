@@ -33,6 +33,10 @@ struct StepMetrics {
   /// so far; NaN and -1 (left out) without it.
   double lossScale = std::nan("");
   int64_t skippedIterations = -1;
+  /// Milliseconds this step's boundary spent on checkpoints (a save, an
+  /// async snapshot, or committing one), outside msPerIteration (as
+  /// Megatron's save-checkpoint timer); NaN (left out) when none.
+  double checkpointMs = std::nan("");
 };
 
 /// " iteration       10/     200 | consumed samples:          40 | elapsed

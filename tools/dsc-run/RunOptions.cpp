@@ -47,6 +47,9 @@ std::string dsc::run::usage() {
          "                       end (and every --save-interval K steps);\n"
          "                       DIR/latest names the newest\n"
          "  --keep N             keep only the newest N steps in DIR\n"
+         "  --save-async         copy the state to host memory at the step\n"
+         "                       boundary and write it beside the next\n"
+         "                       steps (one snapshot in flight)\n"
          "  --load DIR           resume from DIR's latest step, or from a\n"
          "                       step directory, saved by any plan of the\n"
          "                       model; --steps is the total\n"
@@ -123,6 +126,10 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.tf32 = true;
       continue;
     }
+    if (arg == "--save-async") {
+      o.saveAsync = true;
+      continue;
+    }
     std::string flag = arg, value;
     bool hasValue = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -174,8 +181,7 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.backend = next();
       if (o.backend != "cpu" && o.backend != "cuda")
         throw Error("--backend expects cpu or cuda, got '" + o.backend + "'");
-    }
-    else
+    } else
       throw Error("unknown option '" + flag + "' (dsc-run --help lists them)");
     if (o.data.empty() && flag == "--data")
       throw Error("--data expects a file or prefix");
@@ -190,5 +196,12 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
   o.input = positional[0];
   if (o.tf32 && o.backend != "cuda")
     throw Error("--tf32 needs --backend cuda");
+  // Saving options without a place to save would be silently ignored.
+  const char *saveFlag = o.saveInterval ? "--save-interval"
+                         : o.keep       ? "--keep"
+                         : o.saveAsync  ? "--save-async"
+                                        : nullptr;
+  if (o.save.empty() && saveFlag)
+    throw Error(std::string(saveFlag) + " needs --save DIR");
   return o;
 }

@@ -42,6 +42,8 @@ struct RunOptions {
   std::string save, load;
   int64_t saveInterval = 0; // 0: only at the end
   int64_t keep = 0;         // --keep: newest steps kept; 0: all
+  /// --save-async: snapshot at the step boundary, write beside training.
+  bool saveAsync = false;
   /// --print-plan: print the plan as text and exit (no training).
   bool printPlan = false;
   /// --compile: extra --dsc-compile options for a model compiled in-process.

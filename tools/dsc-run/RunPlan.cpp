@@ -17,10 +17,11 @@
 
 #include "ChromeTrace.h"
 #include "Metrics.h"
+#include "PeerWatch.h"
 
-#include "dsc/Runtime/Data.h"
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/CudaBackend.h"
+#include "dsc/Runtime/Data.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/MpiCommunicator.h"
 #include "dsc/Runtime/PlanIO.h"
@@ -31,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -107,11 +109,32 @@ std::string dsc::run::traceFileOfRank(const std::string &path, int rank) {
 
 namespace {
 
+/// The iteration at which DSC_FAIL_RANK_AT=R:N makes world rank R fail (a
+/// test of failure handling: an MPI rank SIGKILLs itself, a thread rank
+/// throws), or -1.
+int64_t injectedFailureAt(int worldRank, int worldSize) {
+  const char *text = std::getenv("DSC_FAIL_RANK_AT");
+  if (!text || !*text)
+    return -1;
+  long long rank = -1, iteration = -1;
+  char tail = 0;
+  if (std::sscanf(text, "%lld:%lld%c", &rank, &iteration, &tail) != 2 ||
+      rank < 0 || iteration < 1)
+    throw Error(std::string("DSC_FAIL_RANK_AT='") + text +
+                "' is not RANK:ITERATION");
+  if (rank >= worldSize)
+    throw Error(std::string("DSC_FAIL_RANK_AT='") + text + "' names rank " +
+                std::to_string(rank) + " but the run has " +
+                std::to_string(worldSize) + " ranks");
+  return rank == worldRank ? iteration : -1;
+}
+
 /// One rank's training run; `world` is null for a one-rank plan without a
 /// mesh. Only world rank 0 writes to `out` and the JSON lines; every rank
 /// writes its pieces of a checkpoint.
 int runRank(Plan plan, const RunOptions &options, std::ostream &out,
-            RunResult *result, Communicator *world, const RunHooks &hooks) {
+            RunResult *result, Communicator *world, const RunHooks &hooks,
+            bool processPerRank) {
   const int worldRank = world ? world->rank() : 0;
   const int worldSize = world ? world->size() : 1;
   const bool primary = worldRank == 0;
@@ -211,14 +234,22 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     });
   }
 
+  // Where the run is, for the message of a failure; under mpirun a watch
+  // names a rank that dies rather than waiting on it.
+  RunProgress progress(options.save);
+  std::unique_ptr<PeerWatch> watch;
+  if (processPerRank && world && worldSize > 1)
+    watch = std::make_unique<PeerWatch>(*world, progress);
+
   int64_t consumed = 0, firstIteration = 1;
   if (!options.load.empty()) {
     consumed = ex.loadCheckpoint(options.load);
+    const std::string step = resolveCheckpointStep(options.load);
+    progress.setCheckpoint(step, step);
     // Iterations are optimizer steps plus the steps loss scaling skipped
     // (a skipped step does not advance the optimizer's step).
-    firstIteration = ex.step() + (ex.lossScaler()
-                                      ? ex.lossScaler()->skippedSteps()
-                                      : 0);
+    firstIteration =
+        ex.step() + (ex.lossScaler() ? ex.lossScaler()->skippedSteps() : 0);
     if (firstIteration > options.steps)
       throw Error("checkpoint '" + options.load + "' has done " +
                   std::to_string(firstIteration - 1) +
@@ -237,94 +268,141 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   double intervalSeconds = 0, intervalLoss = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
-  for (int64_t iteration = firstIteration; iteration <= options.steps;
-       ++iteration) {
-    if (hooks.beforeStep)
-      hooks.beforeStep(worldRank, iteration);
-    const int64_t firstSample =
-        consumed + dpRank * microBatches * p.microBatchSize;
-    const double traceStart = ex.nowUs();
-    const auto t0 = std::chrono::steady_clock::now();
-    StepResult r = ex.trainStep(
-        [&](int64_t m, int32_t *tokens, int32_t *targets) {
-          sampler.sample(firstSample + m * p.microBatchSize, p.microBatchSize,
-                         tokens, targets);
-        },
-        microBatches);
-    // The step's loss is the mean over every rank's micro-batches; in a
-    // pipeline only the last stage's ranks (one per dp x tp coordinate)
-    // compute it.
-    if (world && worldSize > 1 && p.stages.empty()) {
-      world->allReduce(&r.loss, 1, DType::F64, ReduceOp::Avg);
-    } else if (world && worldSize > 1) {
-      double sum[2] = {r.hasLoss ? r.loss : 0.0, r.hasLoss ? 1.0 : 0.0};
-      world->allReduce(sum, 2, DType::F64, ReduceOp::Sum);
-      r.loss = sum[0] / sum[1];
-    }
-    const double seconds = secondsSince(t0);
-    if (trace)
-      trace->add("iteration " + std::to_string(iteration), "step", 0,
-                 traceStart, ex.nowUs() - traceStart);
-    lastCollectiveBytes = r.collectiveBytesSent;
-    if (result) {
-      result->losses.push_back(r.loss);
-      result->collectiveBytesPerStep.push_back(r.collectiveBytesSent);
-    }
+  bool reportedSnapshot = false;
+  const int64_t failAt = injectedFailureAt(worldRank, worldSize);
+  int64_t iteration = firstIteration;
+  try {
+    for (; iteration <= options.steps; ++iteration) {
+      progress.setIteration(iteration);
+      if (hooks.beforeStep)
+        hooks.beforeStep(worldRank, iteration);
+      if (iteration == failAt) {
+        if (processPerRank)
+          std::raise(SIGKILL);
+        throw Error("failure injected by DSC_FAIL_RANK_AT");
+      }
+      const int64_t firstSample =
+          consumed + dpRank * microBatches * p.microBatchSize;
+      const double traceStart = ex.nowUs();
+      const auto t0 = std::chrono::steady_clock::now();
+      StepResult r = ex.trainStep(
+          [&](int64_t m, int32_t *tokens, int32_t *targets) {
+            sampler.sample(firstSample + m * p.microBatchSize, p.microBatchSize,
+                           tokens, targets);
+          },
+          microBatches);
+      // The step's loss is the mean over every rank's micro-batches; in a
+      // pipeline only the last stage's ranks (one per dp x tp coordinate)
+      // compute it.
+      if (world && worldSize > 1 && p.stages.empty()) {
+        world->allReduce(&r.loss, 1, DType::F64, ReduceOp::Avg);
+      } else if (world && worldSize > 1) {
+        double sum[2] = {r.hasLoss ? r.loss : 0.0, r.hasLoss ? 1.0 : 0.0};
+        world->allReduce(sum, 2, DType::F64, ReduceOp::Sum);
+        r.loss = sum[0] / sum[1];
+      }
+      const double seconds = secondsSince(t0);
+      if (trace)
+        trace->add("iteration " + std::to_string(iteration), "step", 0,
+                   traceStart, ex.nowUs() - traceStart);
+      lastCollectiveBytes = r.collectiveBytesSent;
+      if (result) {
+        result->losses.push_back(r.loss);
+        result->collectiveBytesPerStep.push_back(r.collectiveBytesSent);
+      }
 
-    consumed += samplesPerStep;
+      consumed += samplesPerStep;
 
-    StepMetrics m;
-    m.iteration = iteration;
-    m.iterations = options.steps;
-    m.consumedSamples = consumed;
-    m.msPerIteration = seconds * 1e3;
-    m.tflops = seconds > 0 ? flopsPerStep / seconds / 1e12 : 0.0;
-    m.learningRate = r.learningRate;
-    m.loss = r.loss;
-    m.gradNorm = r.gradNorm;
-    if (ex.scalesLoss()) {
-      m.lossScale = r.lossScale;
-      m.skippedIterations = r.skippedSteps;
-    }
-    if (!p.mesh.empty())
-      m.collectiveBytes = int64_t(r.collectiveBytesSent);
-    if (json.is_open())
-      json << formatJsonLine(m) << "\n";
+      StepMetrics m;
+      m.iteration = iteration;
+      m.iterations = options.steps;
+      m.consumedSamples = consumed;
+      m.msPerIteration = seconds * 1e3;
+      m.tflops = seconds > 0 ? flopsPerStep / seconds / 1e12 : 0.0;
+      m.learningRate = r.learningRate;
+      m.loss = r.loss;
+      m.gradNorm = r.gradNorm;
+      if (ex.scalesLoss()) {
+        m.lossScale = r.lossScale;
+        m.skippedIterations = r.skippedSteps;
+      }
+      if (!p.mesh.empty())
+        m.collectiveBytes = int64_t(r.collectiveBytesSent);
 
-    // The log line averages time and loss over its interval, as Megatron.
-    intervalSeconds += seconds;
-    intervalLoss += r.loss;
-    ++intervalSteps;
-    if (iteration % options.logInterval == 0 || iteration == options.steps) {
-      StepMetrics avg = m;
-      avg.msPerIteration = intervalSeconds / double(intervalSteps) * 1e3;
-      avg.tflops = intervalSeconds > 0 ? flopsPerStep * double(intervalSteps) /
-                                             intervalSeconds / 1e12
-                                       : 0.0;
-      avg.loss = intervalLoss / double(intervalSteps);
-      log << formatLogLine(avg) << std::endl;
-      intervalSeconds = intervalLoss = 0;
-      intervalSteps = 0;
+      // The log line averages time and loss over its interval, as Megatron.
+      intervalSeconds += seconds;
+      intervalLoss += r.loss;
+      ++intervalSteps;
+      if (iteration % options.logInterval == 0 || iteration == options.steps) {
+        StepMetrics avg = m;
+        avg.msPerIteration = intervalSeconds / double(intervalSteps) * 1e3;
+        avg.tflops =
+            intervalSeconds > 0
+                ? flopsPerStep * double(intervalSteps) / intervalSeconds / 1e12
+                : 0.0;
+        avg.loss = intervalLoss / double(intervalSteps);
+        log << formatLogLine(avg) << std::endl;
+        intervalSeconds = intervalLoss = 0;
+        intervalSteps = 0;
+      }
+      // Megatron stops on a NaN loss or grad norm; so do we, after logging
+      // the step (and before a checkpoint could save the damage). Every rank
+      // sees the same averaged loss and grad norm, so all stop here.
+      // (A step skipped by loss scaling has no grad norm: no optimizer ran.)
+      if (!std::isfinite(r.loss) ||
+          (p.gradNorm >= 0 && !r.skipped && !std::isfinite(r.gradNorm))) {
+        if (intervalSteps)
+          log << formatLogLine(m) << std::endl;
+        if (json.is_open())
+          json << formatJsonLine(m) << std::endl;
+        throw Error(
+            std::string(!std::isfinite(r.loss) ? "lm loss" : "grad norm") +
+            " is " +
+            std::to_string(!std::isfinite(r.loss) ? r.loss : r.gradNorm) +
+            ": training diverged (try a lower --lr)");
+      }
+      // Every rank saves the pieces it is the first to hold. An asynchronous
+      // save is committed at the first step boundary where every rank's
+      // files are written (or before the next save: one in flight).
+      const auto saveStart = std::chrono::steady_clock::now();
+      const bool saving = ex.checkpointInFlight();
+      if (saving)
+        if (std::optional<std::string> step = ex.finishCheckpoint(false))
+          progress.setSaved(*step);
+      if (!options.save.empty() &&
+          ((options.saveInterval && iteration % options.saveInterval == 0) ||
+           iteration == options.steps)) {
+        if (options.saveAsync) {
+          if (ex.checkpointInFlight())
+            progress.setSaved(*ex.finishCheckpoint(true));
+          const uint64_t bytes =
+              ex.beginCheckpoint(options.save, consumed, options.keep, true);
+          if (!reportedSnapshot)
+            log << "dsc-run: --save-async: a snapshot holds " << bytes
+                << " bytes (" << humanBytes(bytes)
+                << ") of host memory on rank 0, one in flight\n";
+          reportedSnapshot = true;
+        } else {
+          progress.setSaved(
+              ex.saveCheckpoint(options.save, consumed, options.keep));
+        }
+        m.checkpointMs = secondsSince(saveStart) * 1e3;
+      } else if (saving) {
+        m.checkpointMs = secondsSince(saveStart) * 1e3;
+      }
+      if (json.is_open())
+        json << formatJsonLine(m) << "\n";
     }
-    // Megatron stops on a NaN loss or grad norm; so do we, after logging
-    // the step (and before a checkpoint could save the damage). Every rank
-    // sees the same averaged loss and grad norm, so all stop here.
-    // (A step skipped by loss scaling has no grad norm: no optimizer ran.)
-    if (!std::isfinite(r.loss) ||
-        (p.gradNorm >= 0 && !r.skipped && !std::isfinite(r.gradNorm))) {
-      if (intervalSteps)
-        log << formatLogLine(m) << std::endl;
-      throw Error("iteration " + std::to_string(iteration) + ": " +
-                  (!std::isfinite(r.loss) ? "lm loss" : "grad norm") + " is " +
-                  std::to_string(!std::isfinite(r.loss) ? r.loss : r.gradNorm) +
-                  ": training diverged (try a lower --lr)");
-    }
-    // Every rank saves the pieces it is the first to hold.
-    if (!options.save.empty() &&
-        ((options.saveInterval && iteration % options.saveInterval == 0) ||
-         iteration == options.steps))
-      ex.saveCheckpoint(options.save, consumed, options.keep);
+    iteration = options.steps; // the last save belongs to the last step
+    if (ex.checkpointInFlight())
+      progress.setSaved(*ex.finishCheckpoint(true));
+  } catch (const Error &e) {
+    // Name the iteration and what to resume from (a thread rank's failure
+    // reaches the user through runRanks with this text).
+    throw Error("iteration " + std::to_string(iteration) + ": " + e.what() +
+                "; " + progress.resumeAdvice());
   }
+  watch.reset();
   if (json.is_open()) {
     json.close();
     if (!json)
@@ -386,14 +464,16 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
     checkRankCount(plan, world->size(),
                    std::to_string(world->size()) + " " + world->backendName() +
                        " ranks");
-    return runRank(std::move(plan), options, out, result, world, hooks);
+    return runRank(std::move(plan), options, out, result, world, hooks,
+                   /*processPerRank=*/true);
   }
   const int64_t ranks = options.np ? options.np : 1;
   checkRankCount(plan, ranks,
                  options.np ? "--np " + std::to_string(options.np)
                             : std::string("1 (no --np)"));
   if (plan.mesh.empty())
-    return runRank(std::move(plan), options, out, result, nullptr, hooks);
+    return runRank(std::move(plan), options, out, result, nullptr, hooks,
+                   /*processPerRank=*/true);
 
   // One thread per rank, each with its own executor; the kernels' OpenMP
   // threads share the cores.
@@ -404,7 +484,7 @@ int dsc::run::runPlan(Plan plan, const RunOptions &options, std::ostream &out,
       [&](Communicator &comm) {
         omp_set_num_threads(threadsPerRank);
         runRank(plan, options, out, comm.rank() == 0 ? result : nullptr, &comm,
-                hooks);
+                hooks, /*processPerRank=*/false);
       },
       ThreadWorldOptions::fromEnvironment());
   return 0;

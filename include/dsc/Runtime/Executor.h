@@ -29,12 +29,12 @@
 #include "dsc/Runtime/LossScaler.h"
 #include "dsc/Runtime/Plan.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
-#include <cmath>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +58,7 @@ using InstructionHook = std::function<void(const InstructionEvent &)>;
 
 /// What trainStep reports.
 struct StepResult {
-  double loss = 0;         // mean over the micro-batches
+  double loss = 0; // mean over the micro-batches
   /// False on a pipeline stage other than the last, which computes no loss
   /// (then `loss` is 0).
   bool hasLoss = true;
@@ -76,6 +76,9 @@ struct StepResult {
   bool skipped = false;
   int64_t skippedSteps = 0;
 };
+
+/// A checkpoint saved beside training (Checkpoint.cpp).
+struct PendingCheckpoint;
 
 class Executor final : public InstructionContext {
 public:
@@ -178,6 +181,24 @@ public:
   /// any rank fails (the previous checkpoints stay as they were).
   std::string saveCheckpoint(const std::string &dir,
                              int64_t consumedSamples = 0, int64_t keep = 0);
+  /// The two halves of saveCheckpoint, for saving beside training
+  /// (--save-async). beginCheckpoint, at a step boundary: creates the
+  /// temporary directory and copies this rank's pieces into host memory
+  /// (its one cost to training); with `async` a thread of its own then
+  /// writes and fsyncs the file while the next steps train, else it is
+  /// written before the call returns. Returns the snapshot's host bytes on
+  /// this rank. At most one save is in flight: Error if one is.
+  uint64_t beginCheckpoint(const std::string &dir, int64_t consumedSamples,
+                           int64_t keep, bool async);
+  /// Commits the save in flight: the ranks share their pieces' offsets and
+  /// checksums, rank 0 writes the manifest and renames the step into place
+  /// (saveCheckpoint's commit). With `wait` it waits for every rank's
+  /// writer; without, it commits only when all have finished (one small
+  /// all-reduce) and otherwise returns nullopt, to be asked again at a
+  /// later step boundary. Returns the step directory once committed. Every
+  /// rank calls it at the same points; a failure on any rank throws on all.
+  std::optional<std::string> finishCheckpoint(bool wait);
+  bool checkpointInFlight() const { return pendingSave != nullptr; }
   /// Restores a checkpoint saved by any plan of the same model (the mesh,
   /// ZeRO stage, rank count, memory layout and float precision may differ):
   /// `path` is a step directory or a directory whose `latest` names one.
@@ -289,9 +310,8 @@ private:
   /// Calls `fill` for micro-batch `microBatchInStep` on the tokens and
   /// targets buffers (host memory) or on their host mirrors, then copied in
   /// (device memory).
-  void fillBatch(
-      const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
-      int64_t microBatchInStep);
+  void fillBatch(const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
+                 int64_t microBatchInStep);
   /// The number, in the whole step, of this rank's first micro-batch: its
   /// data-parallel coordinate times `microBatches`.
   int64_t firstMicroBatchOfRank(int64_t microBatches) const;
@@ -335,6 +355,11 @@ private:
   int64_t stageIndex = -1;
   int64_t ppMask = 0;
   std::vector<uint8_t *> stash; // backend memory, one stage input each
+  /// The checkpoint save in flight (Checkpoint.cpp), or null.
+  std::unique_ptr<PendingCheckpoint> pendingSave;
+  /// The last asynchronous snapshot's host buffers, filled again by the
+  /// next (SafetensorsWriter::reuseStorage).
+  std::vector<std::vector<uint8_t>> snapshotStorage;
 };
 
 } // namespace dsc::rt

@@ -72,18 +72,41 @@ public:
   /// given twice is an Error.
   void add(const std::string &name, DType dtype,
            const std::vector<int64_t> &shape, const void *bytes, uint64_t size);
+  /// Adds a tensor whose bytes the caller writes at the returned address
+  /// (numElements(shape) * dtypeSize(dtype) of them, stable until the
+  /// writer is destroyed): one copy from a device straight into the file's
+  /// data (an asynchronous checkpoint's snapshot).
+  uint8_t *reserve(const std::string &name, DType dtype,
+                   const std::vector<int64_t> &shape);
   void setMetadata(const std::string &key, const std::string &value) {
     metadata[key] = value;
+  }
+  /// The bytes of the tensor added `index`-th.
+  const std::vector<uint8_t> &bytesOf(size_t index) const {
+    return data[index];
+  }
+  /// The data bytes held (the host memory a snapshot costs).
+  uint64_t dataBytes() const;
+  /// Hands over the tensors' buffers, and takes an earlier writer's to
+  /// fill again (reserve reuses them in order): a snapshot taken again and
+  /// again then costs the copy, not fresh pages.
+  std::vector<std::vector<uint8_t>> takeStorage() { return std::move(data); }
+  void reuseStorage(std::vector<std::vector<uint8_t>> storage) {
+    spare = std::move(storage);
   }
   /// Writes the file, fsyncs it and closes it; returns the tensors with
   /// their absolute byte ranges. Throws Error naming `path`.
   SafetensorsHeader write(const std::string &path) const;
-  /// The header and data as one byte string (write() writes this).
+  /// The header and data as one byte string (the bytes write() writes).
   std::vector<uint8_t> serialize(SafetensorsHeader *layout = nullptr) const;
 
 private:
+  /// The header text, padded, with its 8-byte length in front.
+  std::string headerBytes(SafetensorsHeader *layout) const;
   std::vector<SafetensorsTensor> tensors; // begin/end relative to data
-  std::vector<uint8_t> data;
+  /// Each tensor's bytes, in add order (contiguous in the file).
+  std::vector<std::vector<uint8_t>> data, spare;
+  uint64_t dataSize = 0;
   std::map<std::string, std::string> metadata;
 };
 

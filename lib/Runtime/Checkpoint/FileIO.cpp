@@ -58,24 +58,26 @@ void ReadFile::read(uint64_t offset, void *out, uint64_t size) const {
   }
 }
 
-void dsc::rt::writeFileDurably(const std::string &path, const void *data,
-                               size_t size) {
+void dsc::rt::writeFileDurably(const std::string &path,
+                               const std::vector<ByteSpan> &parts) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     throw Error("cannot create '" + path + "': " + errnoText());
-  const auto *p = static_cast<const uint8_t *>(data);
-  size_t left = size;
-  while (left) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      std::string why = errnoText();
-      ::close(fd);
-      throw Error("cannot write '" + path + "': " + why);
+  for (const ByteSpan &part : parts) {
+    const auto *p = static_cast<const uint8_t *>(part.data);
+    size_t left = part.size;
+    while (left) {
+      ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        std::string why = n == 0 ? "no bytes written" : errnoText();
+        ::close(fd);
+        throw Error("cannot write '" + path + "': " + why);
+      }
+      p += n;
+      left -= size_t(n);
     }
-    p += n;
-    left -= size_t(n);
   }
   if (::fsync(fd) != 0) {
     std::string why = errnoText();
@@ -84,6 +86,11 @@ void dsc::rt::writeFileDurably(const std::string &path, const void *data,
   }
   if (::close(fd) != 0)
     throw Error("cannot close '" + path + "': " + errnoText());
+}
+
+void dsc::rt::writeFileDurably(const std::string &path, const void *data,
+                               size_t size) {
+  writeFileDurably(path, {{data, size}});
 }
 
 std::vector<uint8_t> dsc::rt::readWholeFile(const std::string &path,

@@ -40,6 +40,15 @@ private:
   uint64_t bytes = 0;
 };
 
+/// Bytes in memory: one part of a file to write.
+struct ByteSpan {
+  const void *data;
+  size_t size;
+};
+/// Creates `path` (or truncates it), writes the parts one after another,
+/// fsyncs, closes.
+void writeFileDurably(const std::string &path,
+                      const std::vector<ByteSpan> &parts);
 /// Creates `path` (or truncates it), writes `size` bytes, fsyncs, closes.
 void writeFileDurably(const std::string &path, const void *data, size_t size);
 /// Reads a whole (small) file: manifests and markers.

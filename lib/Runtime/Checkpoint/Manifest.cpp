@@ -19,6 +19,7 @@
 #include "dsc/Runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -165,13 +166,18 @@ CheckpointManifest::find(const std::string &name) const {
   return nullptr;
 }
 
-uint64_t dsc::rt::checkpointChecksum(const uint8_t *data, size_t size,
-                                     uint64_t hash) {
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= data[i];
-    hash *= 0x100000001b3ull;
-  }
+namespace {
+/// FNV-1a 64: the fingerprint's hash (short text; docs/checkpoints.md).
+uint64_t fnv1a64(const uint8_t *data, size_t size) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i)
+    hash = (hash ^ data[i]) * 0x100000001b3ull;
   return hash;
+}
+} // namespace
+
+uint64_t dsc::rt::checkpointChecksum(const uint8_t *data, size_t size) {
+  return XXH3_64bits(data, size);
 }
 
 std::string
@@ -185,8 +191,8 @@ dsc::rt::modelFingerprint(const std::vector<CheckpointTensor> &tensors) {
   for (const CheckpointTensor *t : sorted)
     text += t->name + " " + safetensorsDTypeName(t->dtype) + " " +
             shapeText(t->shape) + "\n";
-  return hex16(checkpointChecksum(
-      reinterpret_cast<const uint8_t *>(text.data()), text.size()));
+  return hex16(
+      fnv1a64(reinterpret_cast<const uint8_t *>(text.data()), text.size()));
 }
 
 std::string dsc::rt::formatManifest(const CheckpointManifest &m) {
@@ -237,7 +243,7 @@ std::string dsc::rt::formatManifest(const CheckpointManifest &m) {
         piece["flat"] = {p.box.flatOffset, p.box.flatCount};
       piece["byte_offset"] = p.byteOffset;
       piece["byte_length"] = p.byteLength;
-      piece["fnv1a64"] = hex16(p.checksum);
+      piece["xxh3_64"] = hex16(p.checksum);
       text += (k ? ",\n    " : "\n    ") + piece.dump();
     }
     text += "]}";
@@ -480,11 +486,11 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
                std::to_string(uint64_t(p.box.count()) * dtypeSize(t.dtype)));
       if (p.byteOffset > (uint64_t(1) << 62))
         f.fail(pctx + "has byte offset " + std::to_string(p.byteOffset));
-      std::string sum = f.string(pj, "fnv1a64", pctx);
+      std::string sum = f.string(pj, "xxh3_64", pctx);
       char *end = nullptr;
       p.checksum = std::strtoull(sum.c_str(), &end, 16);
       if (sum.size() != 16 || !end || *end)
-        f.fail(pctx + "\"fnv1a64\" is not 16 hex digits");
+        f.fail(pctx + "\"xxh3_64\" is not 16 hex digits");
       t.pieces.push_back(std::move(p));
     }
     checkCoverage(t, f);

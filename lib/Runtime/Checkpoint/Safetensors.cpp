@@ -196,32 +196,50 @@ SafetensorsHeader dsc::rt::readSafetensorsHeader(const std::string &path) {
   return parseSafetensorsHeader(prefix.data(), prefix.size(), size, path);
 }
 
-void SafetensorsWriter::add(const std::string &name, DType dtype,
-                            const std::vector<int64_t> &shape,
-                            const void *bytes, uint64_t size) {
+uint8_t *SafetensorsWriter::reserve(const std::string &name, DType dtype,
+                                    const std::vector<int64_t> &shape) {
   if (name == "__metadata__")
     throw Error("a safetensors tensor cannot be called '__metadata__'");
   for (const SafetensorsTensor &t : tensors)
     if (t.name == name)
       throw Error("safetensors tensor '" + name + "' added twice");
   const int64_t elements = elementCount(shape);
-  if (elements < 0 || uint64_t(elements) * dtypeSize(dtype) != size)
-    throw Error("safetensors tensor '" + name + "' is " + dtypeName(dtype) +
-                " " + shapeText(shape) + " but was given " +
-                std::to_string(size) + " bytes");
+  if (elements < 0)
+    throw Error("safetensors tensor '" + name + "' has a malformed shape " +
+                shapeText(shape));
   SafetensorsTensor t;
   t.name = name;
   t.dtype = dtype;
   t.shape = shape;
-  t.begin = data.size();
-  t.end = t.begin + size;
-  const auto *p = static_cast<const uint8_t *>(bytes);
-  data.insert(data.end(), p, p + size);
+  t.begin = dataSize;
+  t.end = t.begin + uint64_t(elements) * dtypeSize(dtype);
+  dataSize = t.end;
+  if (data.size() < spare.size()) {
+    data.push_back(std::move(spare[data.size()]));
+    data.back().resize(t.end - t.begin);
+  } else {
+    data.emplace_back(t.end - t.begin);
+  }
   tensors.push_back(std::move(t));
+  return data.back().data();
 }
 
-std::vector<uint8_t>
-SafetensorsWriter::serialize(SafetensorsHeader *layout) const {
+void SafetensorsWriter::add(const std::string &name, DType dtype,
+                            const std::vector<int64_t> &shape,
+                            const void *bytes, uint64_t size) {
+  const int64_t elements = elementCount(shape);
+  if (elements < 0 || uint64_t(elements) * dtypeSize(dtype) != size)
+    throw Error("safetensors tensor '" + name + "' is " + dtypeName(dtype) +
+                " " + shapeText(shape) + " but was given " +
+                std::to_string(size) + " bytes");
+  uint8_t *out = reserve(name, dtype, shape);
+  if (size)
+    std::memcpy(out, bytes, size);
+}
+
+uint64_t SafetensorsWriter::dataBytes() const { return dataSize; }
+
+std::string SafetensorsWriter::headerBytes(SafetensorsHeader *layout) const {
   // nlohmann's object sorts its keys, and the data is in add order: the
   // offsets say where each tensor is, whatever the key order.
   Json header = Json::object();
@@ -235,14 +253,12 @@ SafetensorsWriter::serialize(SafetensorsHeader *layout) const {
   // Pad with spaces so the data starts 8-byte aligned, as the package does.
   while ((8 + text.size()) % 8)
     text += ' ';
-  std::vector<uint8_t> out(8 + text.size() + data.size());
+  std::string out(8, '\0');
   for (int i = 0; i < 8; ++i)
-    out[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  std::memcpy(out.data() + 8, text.data(), text.size());
-  if (!data.empty())
-    std::memcpy(out.data() + 8 + text.size(), data.data(), data.size());
+    out[i] = char(uint8_t(uint64_t(text.size()) >> (8 * i)));
+  out += text;
   if (layout) {
-    layout->dataStart = 8 + text.size();
+    layout->dataStart = out.size();
     layout->tensors = tensors;
     for (SafetensorsTensor &t : layout->tensors) {
       t.begin += layout->dataStart;
@@ -253,9 +269,22 @@ SafetensorsWriter::serialize(SafetensorsHeader *layout) const {
   return out;
 }
 
+std::vector<uint8_t>
+SafetensorsWriter::serialize(SafetensorsHeader *layout) const {
+  const std::string header = headerBytes(layout);
+  std::vector<uint8_t> out(header.begin(), header.end());
+  out.reserve(header.size() + dataSize);
+  for (const std::vector<uint8_t> &bytes : data)
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  return out;
+}
+
 SafetensorsHeader SafetensorsWriter::write(const std::string &path) const {
   SafetensorsHeader layout;
-  std::vector<uint8_t> bytes = serialize(&layout);
-  writeFileDurably(path, bytes.data(), bytes.size());
+  const std::string header = headerBytes(&layout);
+  std::vector<ByteSpan> parts{{header.data(), header.size()}};
+  for (const std::vector<uint8_t> &bytes : data)
+    parts.push_back({bytes.data(), bytes.size()});
+  writeFileDurably(path, parts);
   return layout;
 }

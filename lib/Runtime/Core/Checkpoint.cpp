@@ -20,6 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PendingCheckpoint.h"
+
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/FloatConvert.h"
@@ -147,13 +149,6 @@ int64_t stageOfRank(const Plan &plan, const std::vector<int64_t> &coords) {
   return coords[size_t(findMeshAxis(plan.mesh, "pp"))];
 }
 
-/// A piece of the checkpoint: buffer `buffer` as world rank `rank` holds it.
-struct PlannedPiece {
-  uint32_t buffer;
-  int64_t rank;
-  TensorBox box;
-};
-
 /// Every piece of the checkpoint, in (rank, buffer) order; the same list on
 /// every rank.
 std::vector<PlannedPiece> planPieces(const Plan &plan, int64_t ranks) {
@@ -212,21 +207,57 @@ const char *roleString(BufferRole role) {
 
 } // namespace
 
+void PendingCheckpoint::write(const std::string &file) {
+  try {
+    if (!mine.empty()) {
+      writer.setMetadata("format", "dsc-checkpoint piece file");
+      SafetensorsHeader layout = writer.write(tmp + "/" + file);
+      checkpointKillPoint("data", iteration);
+      // The layout lists the tensors in add order: mine's order.
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const std::vector<uint8_t> &bytes = writer.bytesOf(k);
+        const uint64_t sum = checkpointChecksum(bytes.data(), bytes.size());
+        shared[1 + 3 * mine[k]] = double(layout.tensors[k].begin);
+        shared[2 + 3 * mine[k]] = double(sum & 0xffffffffu);
+        shared[3 + 3 * mine[k]] = double(sum >> 32);
+      }
+    }
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  written.store(true);
+}
+
 std::string Executor::saveCheckpoint(const std::string &dir,
                                      int64_t consumedSamples, int64_t keep) {
+  beginCheckpoint(dir, consumedSamples, keep, /*async=*/false);
+  return *finishCheckpoint(/*wait=*/true);
+}
+
+uint64_t Executor::beginCheckpoint(const std::string &dir,
+                                   int64_t consumedSamples, int64_t keep,
+                                   bool async) {
+  if (pendingSave)
+    throw Error("a checkpoint save is in flight; finish it first");
   const int64_t ranks = worldComm ? worldComm->size() : 1;
   const int64_t me = worldComm ? worldComm->rank() : 0;
-  const int64_t iteration =
-      currentStep - 1 + (scaler ? scaler->skippedSteps() : 0);
-  std::vector<PlannedPiece> pieces = planPieces(thePlan, ranks);
+  auto save = std::make_unique<PendingCheckpoint>();
+  save->dir = dir;
+  save->keep = keep;
+  save->iteration = currentStep - 1 + (scaler ? scaler->skippedSteps() : 0);
+  save->optimizerSteps = currentStep - 1;
+  save->consumedSamples = consumedSamples;
+  if (scaler)
+    save->lossScaler = scaler->state();
+  save->pieces = planPieces(thePlan, ranks);
 
   // One temporary directory, named by rank 0's pid, created before any rank
   // writes into it (the agreement orders the two).
   double token = double(::getpid());
-  std::string tmp, failure;
+  std::string failure;
   if (me == 0) {
     try {
-      tmp = beginCheckpointStep(dir, iteration, int64_t(token));
+      beginCheckpointStep(dir, save->iteration, int64_t(token));
     } catch (const Error &e) {
       failure = e.what();
     }
@@ -236,69 +267,92 @@ std::string Executor::saveCheckpoint(const std::string &dir,
     throw Error(failure);
   if (worldComm && ranks > 1)
     worldComm->broadcast(&token, 1, DType::F64, 0);
-  tmp = dir + "/.tmp-" + checkpointStepName(iteration) + "-" +
-        std::to_string(int64_t(token));
+  save->tmp = dir + "/.tmp-" + checkpointStepName(save->iteration) + "-" +
+              std::to_string(int64_t(token));
 
-  // This rank's file; then per piece [unused, offset, checksum low and
-  // high 32 bits] summed over the ranks (each piece has one writer).
-  std::vector<double> shared(1 + 3 * pieces.size(), 0.0);
-  const std::string file = checkpointDataFileName(me);
+  // The snapshot: this rank's pieces, copied once into the file's data.
+  save->shared.assign(1 + 3 * save->pieces.size(), 0.0);
+  save->async = async;
+  if (async)
+    save->writer.reuseStorage(std::move(snapshotStorage));
   try {
-    SafetensorsWriter writer;
-    std::vector<uint8_t> bytes;
-    std::vector<size_t> mine;
-    for (size_t p = 0; p < pieces.size(); ++p) {
-      if (pieces[p].rank != me)
+    for (size_t p = 0; p < save->pieces.size(); ++p) {
+      if (save->pieces[p].rank != me)
         continue;
-      const Buffer &b = thePlan.buffers[pieces[p].buffer];
-      bytes.resize(b.bytes);
+      const uint32_t id = save->pieces[p].buffer;
+      const Buffer &b = thePlan.buffers[id];
+      const TensorBox &box = save->pieces[p].box;
+      uint8_t *dst = save->writer.reserve(
+          b.name, b.dtype,
+          box.flatCount >= 0 ? std::vector<int64_t>{box.flatCount} : box.sizes);
       if (b.bytes)
-        backendImpl->copyOut(bytes.data(), buffer(pieces[p].buffer).data,
-                             b.bytes);
-      const TensorBox &box = pieces[p].box;
-      writer.add(b.name, b.dtype,
-                 box.flatCount >= 0 ? std::vector<int64_t>{box.flatCount}
-                                    : box.sizes,
-                 bytes.data(), bytes.size());
-      const uint64_t sum = checkpointChecksum(bytes.data(), bytes.size());
-      shared[2 + 3 * p] = double(sum & 0xffffffffu);
-      shared[3 + 3 * p] = double(sum >> 32);
-      mine.push_back(p);
+        backendImpl->copyOut(dst, buffer(id).data, b.bytes);
+      save->mine.push_back(p);
     }
-    if (!mine.empty()) {
-      writer.setMetadata("format", "dsc-checkpoint piece file");
-      SafetensorsHeader layout = writer.write(tmp + "/" + file);
-      checkpointKillPoint("data", iteration);
-      for (size_t p : mine)
-        shared[1 + 3 * p] =
-            double(layout.find(thePlan.buffers[pieces[p].buffer].name)->begin);
-    }
-  } catch (const Error &e) {
+  } catch (const std::exception &e) {
     failure = e.what();
   }
   failure = sharedFailure(worldComm, failure);
   if (!failure.empty()) {
     if (me == 0)
-      abandonCheckpointStep(tmp);
+      abandonCheckpointStep(save->tmp);
     throw Error(failure);
   }
+
+  const uint64_t snapshotBytes = save->writer.dataBytes();
+  PendingCheckpoint *raw = save.get();
+  const std::string file = checkpointDataFileName(me);
+  if (async)
+    save->thread = std::thread([raw, file] { raw->write(file); });
+  else
+    save->write(file);
+  pendingSave = std::move(save);
+  return snapshotBytes;
+}
+
+std::optional<std::string> Executor::finishCheckpoint(bool wait) {
+  if (!pendingSave)
+    return std::nullopt;
+  const int64_t ranks = worldComm ? worldComm->size() : 1;
+  const int64_t me = worldComm ? worldComm->rank() : 0;
+  if (!wait) {
+    double ready = pendingSave->written.load() ? 1.0 : 0.0;
+    if (worldComm && ranks > 1)
+      worldComm->allReduce(&ready, 1, DType::F64, ReduceOp::Min);
+    if (ready < 1.0)
+      return std::nullopt;
+  }
+  // Released on every path out: a failed save is abandoned, not retried.
+  std::unique_ptr<PendingCheckpoint> save = std::move(pendingSave);
+  if (save->thread.joinable())
+    save->thread.join();
+  if (save->async)
+    snapshotStorage = save->writer.takeStorage();
+
+  std::string failure = sharedFailure(worldComm, save->failure);
+  if (!failure.empty()) {
+    if (me == 0)
+      abandonCheckpointStep(save->tmp);
+    throw Error(failure);
+  }
+  std::vector<double> &shared = save->shared;
   if (worldComm && ranks > 1)
     worldComm->allReduce(shared.data(), shared.size(), DType::F64,
                          ReduceOp::Sum);
 
   // Rank 0 writes the manifest and commits; the others wait for its word.
-  std::string step = dir + "/" + checkpointStepName(iteration);
+  const std::vector<PlannedPiece> &pieces = save->pieces;
+  std::string step = save->dir + "/" + checkpointStepName(save->iteration);
   if (me == 0) {
     try {
       CheckpointManifest m;
-      m.iteration = iteration;
-      m.optimizerSteps = currentStep - 1;
-      m.consumedSamples = consumedSamples;
+      m.iteration = save->iteration;
+      m.optimizerSteps = save->optimizerSteps;
+      m.consumedSamples = save->consumedSamples;
       m.seed = seed;
       m.mesh = meshString(thePlan.mesh);
       m.ranks = ranks;
-      if (scaler)
-        m.lossScaler = scaler->state();
+      m.lossScaler = save->lossScaler;
       std::map<uint32_t, size_t> tensorOf;
       std::set<int64_t> writers;
       for (size_t p = 0; p < pieces.size(); ++p) {
@@ -327,10 +381,10 @@ std::string Executor::saveCheckpoint(const std::string &dir,
       for (int64_t r : writers)
         m.files.push_back(checkpointDataFileName(r));
       m.fingerprint = modelFingerprint(m.tensors);
-      step = commitCheckpointStep(dir, tmp, m, keep);
+      step = commitCheckpointStep(save->dir, save->tmp, m, save->keep);
     } catch (const Error &e) {
       failure = e.what();
-      abandonCheckpointStep(tmp);
+      abandonCheckpointStep(save->tmp);
     }
   }
   failure = sharedFailure(worldComm, failure);

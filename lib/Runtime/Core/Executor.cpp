@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Executor.h"
+#include "PendingCheckpoint.h"
 
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuKernels.h"

@@ -1,0 +1,164 @@
+//===- PeerWatch.cpp - naming a rank that died under mpirun ---------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The watch thread sleeps in poll(2) on a self-pipe: the SIGTERM handler
+// writes a byte to it (write(2) is async-signal-safe; nothing else is done
+// in the handler), the destructor writes one to stop it, and every 100 ms
+// it wakes to look at its peers. A peer is dead when kill(pid, 0) fails with
+// ESRCH or /proc/<pid>/stat says it is a zombie (killed, not yet reaped by
+// its launcher).
+//
+//===----------------------------------------------------------------------===//
+
+#include "PeerWatch.h"
+
+#include "dsc/Runtime/Error.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <poll.h>
+#include <unistd.h>
+
+using namespace dsc::run;
+using namespace dsc::rt;
+
+void RunProgress::setCheckpoint(const std::string &step,
+                                const std::string &resumeWith) {
+  std::lock_guard<std::mutex> lock(mu);
+  checkpoint = step;
+  loadArg = resumeWith;
+}
+
+std::string RunProgress::resumeAdvice() const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!checkpoint.empty())
+    return "the last complete checkpoint is '" + checkpoint + "' (add --load " +
+           loadArg + " to resume from it, on this or another rank count)";
+  if (!saveDir.empty())
+    return "no checkpoint was completed in '" + saveDir + "' yet";
+  return "no checkpoint was saved (--save DIR --save-interval K saves them)";
+}
+
+namespace {
+
+/// The self-pipe's write end, for the signal handler; -1 when none.
+std::atomic<int> wakeFd{-1};
+std::atomic<bool> terminated{false};
+
+extern "C" void onTerminate(int) {
+  terminated.store(true);
+  const int fd = wakeFd.load();
+  if (fd >= 0) {
+    const char byte = 't';
+    [[maybe_unused]] ssize_t n = ::write(fd, &byte, 1);
+  }
+}
+
+/// FNV-1a of the host name, in 48 bits so that a double carries it exactly.
+int64_t hostId() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char *c = name; *c; ++c)
+    h = (h ^ uint8_t(*c)) * 0x100000001b3ull;
+  return int64_t(h & ((uint64_t(1) << 48) - 1));
+}
+
+bool processGone(int64_t pid) {
+  if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+    return true;
+  // State is the field after the parenthesized command name.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size())
+    return false;
+  const char state = text[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+int pipeFds[2] = {-1, -1};
+struct sigaction previousTerm;
+
+} // namespace
+
+PeerWatch::PeerWatch(Communicator &world, const RunProgress &progress)
+    : progress(progress), me(world.rank()) {
+  const int n = world.size();
+  double mine[2] = {double(hostId()), double(::getpid())};
+  std::vector<double> all(2 * size_t(n));
+  world.allGather(mine, all.data(), 2, DType::F64);
+  pids.assign(size_t(n), 0);
+  for (int r = 0; r < n; ++r)
+    if (all[2 * size_t(r)] == mine[0])
+      pids[size_t(r)] = int64_t(all[2 * size_t(r) + 1]);
+
+  if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw Error(std::string("cannot create the rank watch's pipe: ") +
+                std::strerror(errno));
+  wakeFd.store(pipeFds[1]);
+  struct sigaction action = {};
+  action.sa_handler = onTerminate;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGTERM, &action, &previousTerm);
+  thread = std::thread([this] { watch(); });
+}
+
+PeerWatch::~PeerWatch() {
+  stopping.store(true);
+  const char byte = 's';
+  [[maybe_unused]] ssize_t n = ::write(pipeFds[1], &byte, 1);
+  thread.join();
+  ::sigaction(SIGTERM, &previousTerm, nullptr);
+  wakeFd.store(-1);
+  ::close(pipeFds[0]);
+  ::close(pipeFds[1]);
+}
+
+int PeerWatch::deadPeer() const {
+  for (size_t r = 0; r < pids.size(); ++r)
+    if (int(r) != me && pids[r] && processGone(pids[r]))
+      return int(r);
+  return -1;
+}
+
+void PeerWatch::watch() {
+  while (!stopping.load()) {
+    struct pollfd fd = {pipeFds[0], POLLIN, 0};
+    ::poll(&fd, 1, 100);
+    char drain[16];
+    while (::read(pipeFds[0], drain, sizeof(drain)) > 0) {
+    }
+    if (stopping.load())
+      return;
+    const int dead = deadPeer();
+    if (dead >= 0 || terminated.load())
+      report(dead, terminated.load());
+  }
+}
+
+void PeerWatch::report(int dead, bool byTerm) const {
+  std::string what =
+      dead >= 0 ? "world rank " + std::to_string(dead) + " (pid " +
+                      std::to_string(pids[size_t(dead)]) + " on this host) died"
+                : "ended by SIGTERM (the launcher ends every rank when one "
+                  "fails)";
+  if (dead >= 0 && byTerm)
+    what += "; the launcher is ending the job";
+  const std::string text = "dsc-run: error: rank " + std::to_string(me) + ": " +
+                           what + " during iteration " +
+                           std::to_string(progress.currentIteration()) + "; " +
+                           progress.resumeAdvice() + "\n";
+  [[maybe_unused]] ssize_t n = ::write(2, text.data(), text.size());
+  // The training thread may be blocked in a collective that will never
+  // finish: end the process here, without unwinding.
+  ::_exit(1);
+}
