@@ -219,16 +219,20 @@ private:
       return mask;
     };
     int64_t paramElements = param.getNumElements();
+    ArrayRef<int64_t> wholeShape = param.getTensorType().getShape();
     if (ShardLayoutAttr attr = param.getLayoutAttr()) {
       layout.view.assign(attr.getView().begin(), attr.getView().end());
       for (unsigned d = 0; d < attr.getView().size(); ++d)
         layout.viewSplit.push_back(maskOf(attr.getAxesOfDim(d)));
       layout.chunkAxes = maskOf(attr.getChunkAxisNames());
+      wholeShape = attr.getShape().empty() ? attr.getView() : attr.getShape();
     }
     // A ZeRO-1/2 state is a dp-th of its parameter (a ZeRO-3 parameter's
     // states are chunks already, as it is).
     if (elements != paramElements && meshOp && meshOp.getAxisIndex("dp"))
       layout.chunkAxes |= maskOf({"dp"});
+    if (!layout.isWhole())
+      layout.shape.assign(wholeShape.begin(), wholeShape.end());
     return layout;
   }
 

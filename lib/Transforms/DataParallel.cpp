@@ -235,10 +235,11 @@ struct DscDataParallelPass
       // Tensor slicing made the parameter a box of a larger view already:
       // keep the box and chunk it; otherwise the view is the whole shape.
       ShardLayoutAttr layout = param.getLayoutAttr();
-      SmallVector<int64_t> view;
+      SmallVector<int64_t> view, shape;
       ArrayAttr split;
       if (layout) {
         view.assign(layout.getView().begin(), layout.getView().end());
+        shape.assign(layout.getShape().begin(), layout.getShape().end());
         split = layout.getSplit();
       } else {
         view.assign(type.getShape().begin(), type.getShape().end());
@@ -246,7 +247,8 @@ struct DscDataParallelPass
             SmallVector<Attribute>(type.getRank(), attrs.getArrayAttr({})));
       }
       auto chunked =
-          ShardLayoutAttr::get(ctx, view, split, attrs.getStrArrayAttr({"dp"}));
+          ShardLayoutAttr::get(ctx, view, split, attrs.getStrArrayAttr({"dp"}),
+                               shape);
       OpBuilder b(param);
       auto chunk = ParameterOp::create(
           b, param.getLoc(), param.getSymName(),

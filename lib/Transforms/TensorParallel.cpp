@@ -332,11 +332,14 @@ private:
       for (unsigned d = 0; d < split.view.size(); ++d)
         perDim.push_back(d == split.dim ? Attribute(axes)
                                         : Attribute(b.getStrArrayAttr({})));
-      auto layout = ShardLayoutAttr::get(context, split.view,
-                                         b.getArrayAttr(perDim), nullptr);
       // The rank's part of the whole, in the parameter's own rank: the
       // split view dim belongs to the parameter's dim that contains it.
       RankedTensorType whole = param.getTensorType();
+      ArrayRef<int64_t> wholeShape = whole.getShape();
+      auto layout = ShardLayoutAttr::get(
+          context, split.view, b.getArrayAttr(perDim), nullptr,
+          wholeShape == ArrayRef<int64_t>(split.view) ? ArrayRef<int64_t>()
+                                                      : wholeShape);
       SmallVector<int64_t> local(whole.getShape());
       if (split.dim == 0)
         local.front() /= tp;

@@ -69,6 +69,18 @@ dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<vi
 
 // -----
 
+dsc.mesh @mesh axes = ["tp"] shape = [2]
+// expected-error @+1 {{layout view [4, 3, 4] does not refine its shape [6, 8] (the same elements, split further)}}
+dsc.parameter @w : tensor<4x6xf32> init = #dsc.init<zeros> layout = #dsc.layout<shape = [6, 8], view = [4, 3, 4], split = [[], [], ["tp"]]>
+
+// -----
+
+dsc.mesh @mesh axes = ["tp"] shape = [2]
+// expected-error @+1 {{layout shape [4] has fewer elements than its view [4, 3, 4]}}
+dsc.parameter @w : tensor<4x6xf32> init = #dsc.init<zeros> layout = #dsc.layout<shape = [4], view = [4, 3, 4], split = [[], [], ["tp"]]>
+
+// -----
+
 func.func @f() {
   // expected-error @+1 {{'dsc.parameter' op expects parent op 'builtin.module'}}
   dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>

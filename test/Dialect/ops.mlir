@@ -20,6 +20,9 @@ dsc.parameter @h.0.ln.bias : tensor<64xf32> init = #dsc.init<zeros>
 dsc.parameter @h.0.qkv.weight : tensor<64x96xf32> init = #dsc.init<normal, std = 0.02> layout = #dsc.layout<view = [64, 3, 64], split = [[], [], ["tp"]]>
 // CHECK: dsc.parameter @h.0.fc.weight : tensor<1024xf32> init = <normal, std = 2.000000e-02> layout = <view = [64, 64], split = {{\[}}[], ["tp"]], chunk = ["dp"]>
 dsc.parameter @h.0.fc.weight : tensor<1024xf32> init = #dsc.init<normal, std = 0.02> layout = #dsc.layout<view = [64, 64], split = [[], ["tp"]], chunk = ["dp"]>
+// A ZeRO-3 chunk of a tensor-sliced fused QKV weight records the whole shape.
+// CHECK: dsc.parameter @h.1.qkv.weight : tensor<3072xf32> init = <normal, std = 2.000000e-02> layout = <shape = [64, 192], view = [64, 3, 64], split = {{\[}}[], [], ["tp"]], chunk = ["dp"]>
+dsc.parameter @h.1.qkv.weight : tensor<3072xf32> init = #dsc.init<normal, std = 0.02> layout = #dsc.layout<shape = [64, 192], view = [64, 3, 64], split = [[], [], ["tp"]], chunk = ["dp"]>
 
 // CHECK-LABEL: func.func @graph
 func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {

@@ -54,8 +54,8 @@ func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 // on 2 of the 4 heads with q, k, v at the rank's columns 0, 4 and 8, and
 // its head dropout masks follow the tp axis; the output projection is
 // row-parallel.
-// CHECK-LABEL: dsc.parameter @qkv.weight : tensor<8x12xf32> {{.*}} layout = <view = [8, 3, 8], split = {{\[}}[], [], ["tp"]]>
-// CHECK-NEXT: dsc.parameter @qkv.bias : tensor<12xf32> {{.*}} layout = <view = [3, 8], split = {{\[}}[], ["tp"]]>
+// CHECK-LABEL: dsc.parameter @qkv.weight : tensor<8x12xf32> {{.*}} layout = <shape = [8, 24], view = [8, 3, 8], split = {{\[}}[], [], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @qkv.bias : tensor<12xf32> {{.*}} layout = <shape = [24], view = [3, 8], split = {{\[}}[], ["tp"]]>
 // CHECK-NEXT: dsc.parameter @proj.weight : tensor<4x8xf32> {{.*}} layout = <view = [8, 8], split = {{\[}}["tp"], []]>
 // CHECK-LABEL: func.func @loss
 // CHECK: %[[F:.*]] = dsc.copy_to_parallel %arg0 on @mesh axes = ["tp"]

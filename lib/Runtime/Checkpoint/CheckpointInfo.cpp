@@ -65,9 +65,12 @@ std::string dsc::rt::formatCheckpointInfo(const std::string &stepDir,
                     std::to_string(m.optimizerSteps) + " optimizer steps), " +
                     std::to_string(m.consumedSamples) +
                     " samples consumed, seed " + std::to_string(m.seed) + "\n";
-  out += "plan: " + (m.mesh.empty() ? std::string("one rank") : m.mesh) +
-         " on " + std::to_string(m.ranks) + " ranks; fingerprint " +
-         m.fingerprint + "; loss scaler: ";
+  out += "plan: " +
+         (m.mesh.empty() && m.ranks == 1
+              ? std::string("one rank")
+              : (m.mesh.empty() ? std::string("no mesh") : m.mesh) + " on " +
+                    std::to_string(m.ranks) + " ranks") +
+         "; fingerprint " + m.fingerprint + "; loss scaler: ";
   if (m.lossScaler) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "scale %g, %lld skipped steps",

@@ -41,54 +41,18 @@ bool checkpointed(BufferRole role) {
   return role == BufferRole::Parameter || role == BufferRole::OptimizerState;
 }
 
-/// The whole tensor's shape as far as the plan tells it. A whole buffer has
-/// it; a tensor-sliced one has its local shape grouped like the view's box
-/// (TensorParallel splits the dim that holds the split view dim); a chunk
-/// of a view has only the view (a refinement of the shape:
-/// shapesCompatible); a chunk without a view (a ZeRO-1/2 state) takes its
-/// parameter's shape.
-std::vector<int64_t> wholeShape(const Plan &plan, const Buffer &b,
-                                int depth = 0) {
+/// The whole tensor's shape: a sharded buffer's layout records it (the
+/// lowering writes it from the parameter), a whole buffer is it. A plan
+/// without it (written by hand) gets the view, or a chunk's flat whole.
+std::vector<int64_t> wholeShape(const Plan &plan, const Buffer &b) {
   const ShardLayout &l = b.layout;
   if (l.isWhole())
     return b.shape;
-  if (!l.view.empty() && l.chunkAxes == 0) {
-    // Box dims per local dim, by running products.
-    std::vector<int64_t> box;
-    for (size_t d = 0; d < l.view.size(); ++d)
-      box.push_back(l.view[d] / groupSize(plan.mesh, l.viewSplit[d]));
-    std::vector<int64_t> out;
-    size_t v = 0;
-    for (int64_t dim : b.shape) {
-      int64_t local = 1, whole = 1;
-      while (v < box.size() && local < dim) {
-        local *= box[v];
-        whole *= l.view[v++];
-      }
-      if (local != dim)
-        return l.view;
-      out.push_back(whole);
-    }
-    return v == box.size() ? out : l.view;
-  }
+  if (!l.shape.empty())
+    return l.shape;
   if (!l.view.empty())
     return l.view;
-  const int64_t elements =
-      numElements(b.shape) * groupSize(plan.mesh, l.chunkAxes);
-  const Buffer *param = nullptr;
-  for (const Buffer &p : plan.buffers)
-    if (p.role == BufferRole::Parameter && b.name.size() > p.name.size() &&
-        b.name.compare(b.name.size() - p.name.size(), p.name.size(), p.name) ==
-            0 &&
-        b.name[b.name.size() - p.name.size() - 1] == '.' &&
-        (!param || p.name.size() > param->name.size()))
-      param = &p;
-  if (param && depth == 0) {
-    std::vector<int64_t> shape = wholeShape(plan, *param, 1);
-    if (numElements(shape) == elements)
-      return shape;
-  }
-  return {elements};
+  return {numElements(b.shape) * groupSize(plan.mesh, l.chunkAxes)};
 }
 
 /// The part of its whole tensor that buffer `b` holds on the rank at
@@ -415,9 +379,18 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
     const std::string what = "checkpoint '" + reader.directory() + "'";
     // Every rank checks every tensor, so all give the same verdict on a
     // checkpoint of another model, naming the first tensor that differs.
+    // A checkpoint of weights only (an imported model at step 0) starts
+    // the optimizer afresh: its state keeps its initial zeros.
+    bool weightsOnly = m.optimizerSteps == 0;
+    for (const CheckpointTensor &t : m.tensors)
+      weightsOnly = weightsOnly && t.role == "parameter";
+    auto restored = [&](const Buffer &b) {
+      return checkpointed(b.role) &&
+             !(weightsOnly && b.role == BufferRole::OptimizerState);
+    };
     std::set<std::string> planned;
     for (const Buffer &b : thePlan.buffers) {
-      if (!checkpointed(b.role))
+      if (!restored(b))
         continue;
       planned.insert(b.name);
       const CheckpointTensor *t = m.find(b.name);
@@ -448,7 +421,7 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
         buffersOfStages(thePlan)[size_t(stageOfRank(thePlan, coords))];
     for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
       const Buffer &b = thePlan.buffers[id];
-      if (!checkpointed(b.role) || !held[id])
+      if (!restored(b) || !held[id])
         continue;
       const CheckpointTensor &t = *m.find(b.name);
       BoxIndexer mine(boxOf(thePlan, b, coords));

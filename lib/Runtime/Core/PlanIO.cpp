@@ -214,6 +214,9 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       body.i64(d < b.layout.viewSplit.size() ? b.layout.viewSplit[d] : 0);
     }
     body.i64(b.layout.chunkAxes);
+    body.u32(uint32_t(b.layout.shape.size()));
+    for (int64_t d : b.layout.shape)
+      body.i64(d);
   }
 
   body.u32(uint32_t(plan.programs.size()));
@@ -379,7 +382,8 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     b.shape.resize(r.count(f + " shape", 8));
     for (int64_t &d : b.shape)
       d = r.i64(f + " shape");
-    // The shard layout: view rank, (dim, split mask) pairs, chunk mask.
+    // The shard layout: view rank, (dim, split mask) pairs, chunk mask,
+    // whole shape rank and dims.
     b.layout.view.resize(r.count(f + " layout view", 16));
     b.layout.viewSplit.resize(b.layout.view.size());
     for (size_t d = 0; d < b.layout.view.size(); ++d) {
@@ -387,6 +391,9 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
       b.layout.viewSplit[d] = r.i64(f + " layout split");
     }
     b.layout.chunkAxes = r.i64(f + " layout chunk axes");
+    b.layout.shape.resize(r.count(f + " layout shape", 8));
+    for (int64_t &d : b.layout.shape)
+      d = r.i64(f + " layout shape");
   }
 
   // name, instruction count.

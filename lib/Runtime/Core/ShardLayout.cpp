@@ -26,17 +26,52 @@ int64_t dsc::rt::groupIndex(const std::vector<Plan::MeshAxis> &mesh,
   return index;
 }
 
+namespace {
+
+/// The product of `shape`, or -1 when a dimension is below 1 or it is
+/// implausibly large (2^50).
+int64_t checkedProduct(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 1 || n > (int64_t(1) << 50) / d)
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/// The whole shape, when recorded, has the whole's element count: the
+/// view's, or the chunks' together.
+std::string checkWholeShape(const ShardLayout &layout, int64_t count,
+                            const std::vector<Plan::MeshAxis> &mesh) {
+  if (layout.shape.empty())
+    return "";
+  const int64_t whole = checkedProduct(layout.shape);
+  const int64_t expected = layout.view.empty()
+                               ? count * groupSize(mesh, layout.chunkAxes)
+                               : checkedProduct(layout.view);
+  if (whole < 0 || whole != expected)
+    return "layout shape " + shapeString(layout.shape) + " does not have the " +
+           std::to_string(expected) + " elements of the layout's whole";
+  return "";
+}
+
+} // namespace
+
 std::string dsc::rt::checkShardLayout(const ShardLayout &layout,
                                       int64_t numElements,
                                       const std::vector<Plan::MeshAxis> &mesh) {
   const int64_t known = mesh.size() >= 63 ? -1 : (int64_t(1) << mesh.size()) - 1;
   if (layout.isWhole())
-    return "";
+    return layout.shape.empty() ? "" : "has a whole shape but no layout";
   if (mesh.empty())
     return "has a shard layout but the plan has no mesh";
   if (layout.chunkAxes & ~known)
     return "chunk axes mask " + std::to_string(layout.chunkAxes) +
            " names axes the mesh " + meshString(mesh) + " does not have";
+  if (std::string error = checkWholeShape(layout, numElements, mesh);
+      !error.empty())
+    return error;
   // Without a view the buffer is a chunk of a whole of unknown size.
   if (layout.view.empty())
     return "";

@@ -119,7 +119,7 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 ShardLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         ArrayRef<int64_t> view, ArrayAttr split,
-                        ArrayAttr chunk) {
+                        ArrayAttr chunk, ArrayRef<int64_t> shape) {
   if (view.empty())
     return emitError() << "layout view must have at least one dimension";
   for (int64_t d : view)
@@ -137,6 +137,27 @@ ShardLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return failure();
   if (chunk && failed(verifyAxisList(emitError, chunk, "chunk axes", seen)))
     return failure();
+  if (!shape.empty()) {
+    // The view refines the shape: every running product of the shape is
+    // one of the view's, and the totals agree.
+    int64_t s = 1, v = 1;
+    size_t vi = 0;
+    for (int64_t d : shape) {
+      if (d < 1)
+        return emitError() << "layout shape dimensions must be positive, got "
+                           << d;
+      s *= d;
+      while (vi < view.size() && v < s)
+        v *= view[vi++];
+      if (v != s)
+        return emitError() << "layout view [" << view
+                           << "] does not refine its shape [" << shape
+                           << "] (the same elements, split further)";
+    }
+    if (vi != view.size())
+      return emitError() << "layout shape [" << shape << "] has fewer elements"
+                         << " than its view [" << view << "]";
+  }
   return success();
 }
 

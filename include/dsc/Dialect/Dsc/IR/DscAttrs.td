@@ -151,7 +151,10 @@ def Dsc_ShardLayoutAttr : Dsc_Attr<"ShardLayout", "layout"> {
     split evenly over (empty: not split); the rank's box is the product of
     its slices. `chunk` (ZeRO-3) flattens the box and keeps only the chunk at
     the rank's index in the group of those axes, of as many equal chunks as
-    the group has ranks.
+    the group has ranks. `shape` is the whole parameter's own shape when
+    it differs from the view (the fused QKV weight's `[H, 3H]`; the view
+    must refine it): once ZeRO-3 has chunked a tensor-sliced parameter,
+    nothing else records it, and checkpoints name tensors by it.
 
     The runtime initializes each rank's elements with the values a one-rank
     run gives those elements of the whole parameter, so every plan of a
@@ -164,14 +167,19 @@ def Dsc_ShardLayoutAttr : Dsc_Attr<"ShardLayout", "layout"> {
     dsc.parameter @h.0.mlp.fc.weight : tensor<8192xf32>
         init = <normal, std = 2.000000e-02>
         layout = <view = [128, 512], split = [[], ["tp"]], chunk = ["dp"]>
+    dsc.parameter @h.0.attn.qkv.weight : tensor<12288xf32>
+        init = <normal, std = 2.000000e-02>
+        layout = <shape = [128, 384], view = [128, 3, 128],
+                  split = [[], [], ["tp"]], chunk = ["dp"]>
     ```
   }];
   let parameters = (ins
     ArrayRefParameter<"int64_t">:$view,
     "::mlir::ArrayAttr":$split,
-    OptionalParameter<"::mlir::ArrayAttr">:$chunk);
+    OptionalParameter<"::mlir::ArrayAttr">:$chunk,
+    OptionalArrayRefParameter<"int64_t">:$shape);
   let assemblyFormat =
-      "`<` `view` `=` `[` $view `]` `,` `split` `=` $split (`,` `chunk` `=` $chunk^)? `>`";
+      "`<` (`shape` `=` `[` $shape^ `]` `,` ` `)? `view` `=` `[` $view `]` `,` `split` `=` $split (`,` `chunk` `=` $chunk^)? `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The number of elements of the whole parameter.
