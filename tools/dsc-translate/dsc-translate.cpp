@@ -9,6 +9,7 @@
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Target/GPTGraphBuilder.h"
+#include "dsc/Target/HFModel.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "llvm/Support/CommandLine.h"
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   mlir::dsc::registerImportNeoXTranslation();
+  mlir::dsc::registerImportHFTranslation();
   mlir::dsc::registerToPlanTranslation();
   return mlir::failed(
       mlir::mlirTranslateMain(argc, argv, "dsc translation driver\n"));

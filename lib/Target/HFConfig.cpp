@@ -1,0 +1,287 @@
+//===- HFConfig.cpp - Hugging Face config.json as a GPTConfig -------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A config.json is user input: every key is honored with transformers'
+// meaning, listed as having no effect on the causal LM's graph, or refused
+// by name. GPT-2 is the family whose graph dsc builds today; the others are
+// refused naming what their graph needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Target/HFModel.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// Keys of every transformers config that do not shape a causal LM's
+/// training graph: generation, tokenizer ids, output switches, bookkeeping.
+const char *const kNoGraphEffect[] = {
+    "_name_or_path", "architectures", "model_type", "transformers_version",
+    "dtype", "torch_dtype", "use_cache", "bos_token_id", "eos_token_id",
+    "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "output_attentions", "output_hidden_states", "return_dict",
+    "tokenizer_class", "prefix", "task_specific_params", "id2label", "label2id",
+    "problem_type", "is_encoder_decoder", "is_decoder",
+    "chunk_size_feed_forward", "tie_encoder_decoder", "finetuning_task",
+    // GPT2DoubleHeadsModel's and GPT2ForSequenceClassification's summary
+    // head; GPT2LMHeadModel has none.
+    "summary_type", "summary_use_proj", "summary_activation",
+    "summary_proj_to_labels", "summary_first_dropout",
+    // Attention numerics only (fp32 upcast of q·k): the same mathematics.
+    "reorder_and_upcast_attn"};
+
+/// The transformers architectures whose graph needs features dsc's graph
+/// does not have yet, and what they are.
+struct Pending {
+  const char *architecture, *needs;
+};
+const Pending kPending[] = {
+    {"GPTNeoXForCausalLM",
+     "rotary position embeddings (partial, rotary_pct) and the parallel "
+     "residual (use_parallel_residual)"},
+    {"LlamaForCausalLM", "RMSNorm, rotary position embeddings, the SwiGLU MLP "
+                         "and grouped-query attention"},
+    {"MistralForCausalLM",
+     "RMSNorm, rotary position embeddings, the SwiGLU MLP, grouped-query "
+     "attention and sliding-window attention"},
+};
+
+class ConfigReader {
+public:
+  ConfigReader(const llvm::json::Object &root, llvm::StringRef file,
+               Location loc)
+      : root(root), file(file), loc(loc) {}
+
+  InFlightDiagnostic error() {
+    failed = true;
+    return emitError(loc) << "'" << file << "': ";
+  }
+  bool ok() const { return !failed; }
+
+  std::optional<int64_t> integer(llvm::StringRef key, int64_t min = 1) {
+    used.insert(key);
+    std::optional<int64_t> v = root.getInteger(key);
+    if (!v) {
+      error() << "key '" << key << "' must be an integer"
+              << (root.get(key) ? "" : " and is missing");
+      return std::nullopt;
+    }
+    if (*v < min) {
+      error() << "key '" << key << "' must be at least " << min << ", got "
+              << *v;
+      return std::nullopt;
+    }
+    return v;
+  }
+  /// A number, or `fallback` when the key is absent.
+  double number(llvm::StringRef key, double fallback) {
+    used.insert(key);
+    const llvm::json::Value *v = root.get(key);
+    if (!v)
+      return fallback;
+    std::optional<double> d = v->getAsNumber();
+    if (!d) {
+      error() << "key '" << key << "' must be a number";
+      return fallback;
+    }
+    return *d;
+  }
+  bool boolean(llvm::StringRef key, bool fallback) {
+    used.insert(key);
+    const llvm::json::Value *v = root.get(key);
+    if (!v)
+      return fallback;
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b) {
+      error() << "key '" << key << "' must be true or false";
+      return fallback;
+    }
+    return *b;
+  }
+  std::string string(llvm::StringRef key, llvm::StringRef fallback) {
+    used.insert(key);
+    const llvm::json::Value *v = root.get(key);
+    if (!v)
+      return fallback.str();
+    std::optional<llvm::StringRef> s = v->getAsString();
+    if (!s) {
+      error() << "key '" << key << "' must be a string";
+      return fallback.str();
+    }
+    return s->str();
+  }
+  bool isNull(llvm::StringRef key) {
+    used.insert(key);
+    const llvm::json::Value *v = root.get(key);
+    return !v || v->getAsNull();
+  }
+  /// Every key neither read nor known to have no effect is refused.
+  void refuseUnknownKeys(llvm::StringRef architecture) {
+    for (const auto &[key, value] : root)
+      if (!used.count(key) && !llvm::is_contained(kNoGraphEffect, key.str()))
+        error() << "key '" << key.str() << "' of " << architecture
+                << " is not supported by dsc (it would change the model, "
+                   "and dsc does not build that)";
+  }
+
+private:
+  const llvm::json::Object &root;
+  llvm::StringRef file;
+  Location loc;
+  llvm::StringSet<> used;
+  bool failed = false;
+};
+
+std::optional<HFModel> parseGPT2(ConfigReader &r, HFModel model,
+                                 const HFImportOptions &options) {
+  GPTConfig &c = model.config;
+  auto get = [&](llvm::StringRef key, int64_t &out) {
+    if (std::optional<int64_t> v = r.integer(key))
+      out = *v;
+  };
+  get("n_layer", c.numLayers);
+  get("n_embd", c.hiddenSize);
+  get("n_head", c.numAttentionHeads);
+  get("vocab_size", c.vocabSize);
+  get("n_positions", c.maxPositionEmbeddings);
+  if (!r.isNull("n_ctx")) // the old spelling of n_positions
+    if (std::optional<int64_t> ctx = r.integer("n_ctx"))
+      if (*ctx != c.maxPositionEmbeddings)
+        r.error() << "n_ctx (" << *ctx << ") differs from n_positions ("
+                  << c.maxPositionEmbeddings << ")";
+  if (!r.ok())
+    return std::nullopt;
+  if (c.hiddenSize % c.numAttentionHeads != 0)
+    r.error() << "n_embd (" << c.hiddenSize << ") is not a multiple of n_head ("
+              << c.numAttentionHeads << ")";
+  if (!r.isNull("n_inner"))
+    if (std::optional<int64_t> inner = r.integer("n_inner"))
+      if (*inner != 4 * c.hiddenSize)
+        r.error() << "n_inner (" << *inner
+                  << ") is not 4 * n_embd: dsc's GPT-2 MLP is 4 * n_embd wide";
+  const std::string act = r.string("activation_function", "gelu_new");
+  // dsc's gelu is the tanh approximation: GPT-2's gelu_new.
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    r.error() << "activation_function '" << act
+              << "' is not supported: dsc's GELU is the tanh approximation "
+                 "(gelu_new, gelu_pytorch_tanh)";
+  c.layerNormEpsilon = r.number("layer_norm_epsilon", 1e-5);
+  c.initMethodStd = r.number("initializer_range", 0.02);
+  c.hiddenDropout = r.number("resid_pdrop", 0.1);
+  const double embd = r.number("embd_pdrop", 0.1);
+  if (embd != c.hiddenDropout)
+    r.error() << "embd_pdrop (" << embd << ") differs from resid_pdrop ("
+              << c.hiddenDropout << "): dsc has one hidden dropout probability";
+  c.attentionDropout = r.number("attn_pdrop", 0.1);
+  c.tieWordEmbeddings = r.boolean("tie_word_embeddings", true);
+  if (!r.boolean("scale_attn_weights", true))
+    r.error() << "scale_attn_weights false (attention without 1/sqrt(d)) is "
+                 "not supported";
+  if (r.boolean("scale_attn_by_inverse_layer_idx", false))
+    r.error() << "scale_attn_by_inverse_layer_idx is not supported";
+  if (r.boolean("add_cross_attention", false))
+    r.error() << "add_cross_attention is not supported (a decoder-only "
+                 "causal LM has no encoder)";
+  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
+  if (c.seqLength > c.maxPositionEmbeddings)
+    r.error() << "the sequence length " << c.seqLength
+              << " exceeds n_positions (" << c.maxPositionEmbeddings << ")";
+  c.microBatchSize = options.microBatchSize;
+  r.refuseUnknownKeys(model.architecture);
+  if (!r.ok())
+    return std::nullopt;
+  return model;
+}
+
+} // namespace
+
+std::optional<HFModel> mlir::dsc::parseHFConfig(llvm::StringRef text,
+                                                llvm::StringRef file,
+                                                const HFImportOptions &options,
+                                                Location loc) {
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
+  if (!json) {
+    emitError(loc) << "'" << file
+                   << "' is not JSON: " << llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root) {
+    emitError(loc) << "'" << file << "' is not a JSON object";
+    return std::nullopt;
+  }
+  ConfigReader r(*root, file, loc);
+  const llvm::json::Array *archs = root->getArray("architectures");
+  if (!archs || archs->size() != 1 || !(*archs)[0].getAsString()) {
+    r.error() << "key 'architectures' must list one architecture";
+    return std::nullopt;
+  }
+  HFModel model;
+  model.architecture = (*archs)[0].getAsString()->str();
+  for (const Pending &p : kPending)
+    if (model.architecture == p.architecture) {
+      r.error() << "architecture '" << model.architecture
+                << "' is not importable yet: its graph needs " << p.needs;
+      return std::nullopt;
+    }
+  if (model.architecture != "GPT2LMHeadModel") {
+    r.error() << "unknown architecture '" << model.architecture
+              << "' (dsc imports GPT2LMHeadModel)";
+    return std::nullopt;
+  }
+  return parseGPT2(r, std::move(model), options);
+}
+
+std::optional<std::string>
+mlir::dsc::dscNameOfHFTensor(llvm::StringRef architecture,
+                             llvm::StringRef name) {
+  if (architecture != "GPT2LMHeadModel")
+    return std::nullopt;
+  // GPT2LMHeadModel saves "transformer.<...>"; GPT2Model and old
+  // checkpoints on the Hub have no prefix.
+  name.consume_front("transformer.");
+  if (name == "wte.weight" || name == "wpe.weight" || name == "ln_f.weight" ||
+      name == "ln_f.bias" || name == "lm_head.weight")
+    return name.str();
+  llvm::StringRef rest = name;
+  int64_t layer = 0;
+  if (!rest.consume_front("h.") || rest.consumeInteger(10, layer) ||
+      !rest.consume_front("."))
+    return std::nullopt;
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  // Conv1D stores [in, out], as dsc's linear layers: names change, no
+  // transposes. c_attn's columns are [Q | K | V], heads inside each: the
+  // order dsc's qkv slices.
+  static const std::pair<const char *, const char *> kLayer[] = {
+      {"ln_1.weight", "ln_1.weight"},
+      {"ln_1.bias", "ln_1.bias"},
+      {"attn.c_attn.weight", "attn.qkv.weight"},
+      {"attn.c_attn.bias", "attn.qkv.bias"},
+      {"attn.c_proj.weight", "attn.proj.weight"},
+      {"attn.c_proj.bias", "attn.proj.bias"},
+      {"ln_2.weight", "ln_2.weight"},
+      {"ln_2.bias", "ln_2.bias"},
+      {"mlp.c_fc.weight", "mlp.fc.weight"},
+      {"mlp.c_fc.bias", "mlp.fc.bias"},
+      {"mlp.c_proj.weight", "mlp.proj.weight"},
+      {"mlp.c_proj.bias", "mlp.proj.bias"},
+  };
+  for (const auto &[hf, ours] : kLayer)
+    if (rest == hf)
+      return prefix + ours;
+  // Old checkpoints keep the causal mask as buffers; dsc's attention is
+  // causal by construction.
+  if (rest == "attn.bias" || rest == "attn.masked_bias")
+    return std::string();
+  return std::nullopt;
+}

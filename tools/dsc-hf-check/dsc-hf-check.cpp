@@ -1,0 +1,184 @@
+//===- dsc-hf-check.cpp - compare an imported model with transformers -----===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The oracle of the model-family tests: compiles an imported loss graph
+// (dsc-translate --import-hf) with the real pipeline, loads the weights the
+// import wrote, runs the training program on the golden tokens and targets,
+// and compares the loss and every parameter's gradient with what
+// transformers + torch computed for the same model
+// (scripts/hf-reference/make-goldens.py wrote golden.safetensors).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Conversion/DscToPlan.h"
+#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/FloatConvert.h"
+#include "dsc/Runtime/WeightsCheckpoint.h"
+#include "dsc/Target/HFModel.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace cl = llvm::cl;
+using namespace mlir;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
+                                      cl::desc("<imported loss graph .mlir>"));
+static cl::opt<std::string> checkpoint("load", cl::Required,
+                                       cl::desc("The import's checkpoint"));
+static cl::opt<std::string>
+    golden("golden", cl::Required,
+           cl::desc("golden.safetensors (make-goldens.py)"));
+static cl::opt<std::string>
+    architecture("architecture", cl::Required,
+                 cl::desc("The model's transformers class (GPT2LMHeadModel)"));
+static cl::opt<double>
+    lossTolerance("loss-rtol", cl::init(1e-5),
+                  cl::desc("Relative tolerance of the loss"));
+static cl::opt<double> gradTolerance(
+    "grad-tol", cl::init(1e-4),
+    cl::desc("Largest max|g - ref| / max|ref| of a parameter's gradient"));
+static cl::opt<std::string>
+    perturb("perturb", cl::init(""),
+            cl::desc("Scale this parameter's gradient by 1.01 before "
+                     "comparing (proves the check can fail)"));
+
+namespace {
+
+using ::dsc::rt::DType;
+using ::dsc::rt::WholeTensor;
+
+std::vector<double> asDoubles(const WholeTensor &t) {
+  const size_t n = t.bytes.size() / ::dsc::rt::dtypeSize(t.dtype);
+  std::vector<double> out(n);
+  ::dsc::rt::convertFloats(t.bytes.data(), t.dtype, out.data(), DType::F64, n);
+  return out;
+}
+
+int run() {
+  DialectRegistry registry;
+  registry
+      .insert<mlir::dsc::DscDialect, arith::ArithDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
+  if (!module)
+    return 1;
+  PassManager pm(&context);
+  mlir::dsc::CompileOptions options;
+  options.optimizer = "sgd"; // gradients only: no optimizer state to load
+  mlir::dsc::buildCompilePipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return 1;
+  FailureOr<::dsc::rt::Plan> lowered = mlir::dsc::lowerToPlan(*module);
+  if (failed(lowered))
+    return 1;
+
+  std::vector<WholeTensor> tensors;
+  std::string error;
+  if (!::dsc::rt::readSafetensorsTensors(golden, tensors, error))
+    throw ::dsc::rt::Error(error);
+  std::map<std::string, const WholeTensor *> ref;
+  for (const WholeTensor &t : tensors)
+    ref[t.name] = &t;
+  for (const char *name : {"tokens", "targets", "loss_all_positions"})
+    if (!ref.count(name))
+      throw ::dsc::rt::Error("'" + golden + "' has no tensor '" + name + "'");
+
+  ::dsc::rt::Executor executor(std::move(*lowered), /*seed=*/1);
+  const ::dsc::rt::Plan &plan = executor.plan();
+  executor.loadCheckpoint(checkpoint);
+  const WholeTensor &tokens = *ref["tokens"], &targets = *ref["targets"];
+  const size_t count = size_t(plan.microBatchSize * plan.seqLength);
+  if (tokens.dtype != DType::I32 || targets.dtype != DType::I32 ||
+      tokens.bytes.size() != 4 * count || targets.bytes.size() != 4 * count)
+    throw ::dsc::rt::Error("the golden tokens and targets must be I32 [" +
+                           std::to_string(plan.microBatchSize) + ", " +
+                           std::to_string(plan.seqLength) +
+                           "], the graph's micro-batch");
+  std::vector<int32_t> ids(count), next(count);
+  std::memcpy(ids.data(), tokens.bytes.data(), 4 * count);
+  std::memcpy(next.data(), targets.bytes.data(), 4 * count);
+  executor.setTokens(ids.data(), ids.size());
+  executor.setTargets(next.data(), next.size());
+  executor.runProgram("forward_backward");
+
+  int passed = 0, failedCount = 0;
+  const double loss = executor.loss();
+  const double refLoss = asDoubles(*ref["loss_all_positions"]).at(0);
+  const double lossError = std::abs(loss - refLoss) / std::abs(refLoss);
+  const bool lossOk = lossError <= lossTolerance;
+  llvm::outs() << llvm::formatv(
+      "loss {0:e9} transformers {1:e9} rel error {2:e2} {3}\n", loss, refLoss,
+      lossError, lossOk ? "ok" : "FAIL");
+  (lossOk ? passed : failedCount) += 1;
+
+  for (const WholeTensor &t : tensors) {
+    llvm::StringRef name(t.name);
+    if (!name.consume_front("grad."))
+      continue;
+    std::optional<std::string> ours =
+        mlir::dsc::dscNameOfHFTensor(architecture, name);
+    if (!ours)
+      throw ::dsc::rt::Error("golden gradient '" + t.name + "' is not a " +
+                             architecture + " weight");
+    if (ours->empty())
+      continue;
+    std::vector<double> g = executor.read("grad." + *ours);
+    std::vector<double> r = asDoubles(t);
+    if (g.size() != r.size())
+      throw ::dsc::rt::Error(
+          "gradient of '" + *ours + "' has " + std::to_string(g.size()) +
+          " elements, transformers' " + std::to_string(r.size()));
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double ours_i = g[i] * (*ours == perturb ? 1.01 : 1.0);
+      diff = std::max(diff, std::abs(ours_i - r[i]));
+      scale = std::max(scale, std::abs(r[i]));
+    }
+    const double rel = diff / std::max(scale, 1e-30);
+    const bool ok = rel <= gradTolerance;
+    llvm::outs() << llvm::formatv(
+        "{0,-24} max|g| {1:e3}  rel error {2:e2}  {3}\n", *ours, scale, rel,
+        ok ? "ok" : "FAIL");
+    (ok ? passed : failedCount) += 1;
+  }
+  llvm::outs() << "hf-check: " << passed << " passed, " << failedCount
+               << " failed\n";
+  return failedCount ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "dsc: compare an imported model's loss and "
+                              "gradients with transformers'\n");
+  try {
+    return run();
+  } catch (const std::exception &e) {
+    llvm::errs() << "dsc-hf-check: error: " << e.what() << "\n";
+    return 1;
+  }
+}
