@@ -670,6 +670,13 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         norm.encode(inst);
         return success();
       })
+      .Case<RmsNormOp>([&](RmsNormOp rn) {
+        ops::RmsNorm norm;
+        norm.eps = f64(rn.getEpsilonAttr());
+        norm.epsOutside = rn.getEpsilonOutsideSqrt();
+        norm.encode(inst);
+        return success();
+      })
       .Case<SoftmaxOp>([&](auto) {
         ops::Softmax().encode(inst);
         return success();
@@ -808,6 +815,13 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
       .Case<LayerNormGradOp>([&](LayerNormGradOp lg) {
         ops::LayerNormGrad grad;
         grad.eps = f64(lg.getEpsilonAttr());
+        grad.encode(inst);
+        return success();
+      })
+      .Case<RmsNormGradOp>([&](RmsNormGradOp rg) {
+        ops::RmsNormGrad grad;
+        grad.eps = f64(rg.getEpsilonAttr());
+        grad.epsOutside = rg.getEpsilonOutsideSqrt();
         grad.encode(inst);
         return success();
       })

@@ -51,7 +51,7 @@ private:
 
   /// Declares parameter `name` at module level and reads it in the body.
   Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init);
-  Value layerNorm(const Twine &prefix, Value x);
+  Value norm(const Twine &prefix, Value x);
   /// x · W + b with W of shape [in, out].
   Value linear(const Twine &prefix, Value x, int64_t in, int64_t out,
                InitAttr init);
@@ -75,9 +75,15 @@ Value GPTGraphBuilder::param(StringRef name, ArrayRef<int64_t> shape,
                                 FlatSymbolRefAttr::get(context, name));
 }
 
-Value GPTGraphBuilder::layerNorm(const Twine &prefix, Value x) {
+Value GPTGraphBuilder::norm(const Twine &prefix, Value x) {
   int64_t h = config.hiddenSize;
   Value gamma = param((prefix + ".weight").str(), {h}, fill(InitKind::Ones));
+  // GPT-NeoX's RMSNorm adds its epsilon to the root mean square, outside
+  // the square root.
+  if (config.rmsNorm)
+    return RmsNormOp::create(builder, named(prefix), x.getType(), x, gamma,
+                             builder.getF64FloatAttr(config.rmsNormEpsilon),
+                             builder.getUnitAttr());
   Value beta = param((prefix + ".bias").str(), {h}, fill(InitKind::Zeros));
   return LayerNormOp::create(builder, named(prefix), x.getType(), x, gamma,
                              beta,
@@ -113,7 +119,7 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
   RankedTensorType act = floatTensor({b, s, h});
 
   // Attention sub-block: x + proj(attn(ln_1(x))).
-  Value ln1 = layerNorm(prefix + ".ln_1", x);
+  Value ln1 = norm(prefix + ".ln_1", x);
   Value qkv = linear(prefix + ".attn.qkv", ln1, h, 3 * h, normal());
   SmallVector<Value, 3> qkvParts;
   for (int64_t part = 0; part < 3; ++part)
@@ -132,7 +138,7 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
   x = AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
 
   // MLP sub-block: x + proj(gelu(fc(ln_2(x)))).
-  Value ln2 = layerNorm(prefix + ".ln_2", x);
+  Value ln2 = norm(prefix + ".ln_2", x);
   Value fc = linear(prefix + ".mlp.fc", ln2, h, 4 * h, normal());
   Value gelu = GeluOp::create(builder, named(prefix + ".mlp.gelu"), fc);
   Value down = linear(prefix + ".mlp.proj", gelu, 4 * h, h, scaledNormal());
@@ -171,7 +177,7 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   for (int64_t layer = 0; layer < config.numLayers; ++layer)
     x = block(layer, x);
 
-  x = layerNorm("ln_f", x);
+  x = norm("ln_f", x);
   Value head = config.tieWordEmbeddings
                    ? wte
                    : param("lm_head.weight", {v, h}, normal());

@@ -49,11 +49,11 @@ const Pending kPending[] = {
     {"GPTNeoXForCausalLM",
      "rotary position embeddings (partial, rotary_pct) and the parallel "
      "residual (use_parallel_residual)"},
-    {"LlamaForCausalLM", "RMSNorm, rotary position embeddings, the SwiGLU MLP "
-                         "and grouped-query attention"},
+    {"LlamaForCausalLM", "rotary position embeddings, the SwiGLU MLP and "
+                         "grouped-query attention"},
     {"MistralForCausalLM",
-     "RMSNorm, rotary position embeddings, the SwiGLU MLP, grouped-query "
-     "attention and sliding-window attention"},
+     "rotary position embeddings, the SwiGLU MLP, grouped-query attention "
+     "and sliding-window attention"},
 };
 
 class ConfigReader {

@@ -27,7 +27,8 @@ int64_t GPTConfig::expectedParameters() const {
   int64_t perLayer = 12 * h * h + 13 * h;
   int64_t embeddings = (vocabSize + maxPositionEmbeddings) * h;
   int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
-  return l * perLayer + embeddings + 2 * h + head;
+  int64_t normBiases = rmsNorm ? (2 * l + 1) * h : 0;
+  return l * perLayer + embeddings + 2 * h + head - normBiases;
 }
 
 namespace {
@@ -142,24 +143,29 @@ llvm::StringMap<KeySpec> buildModelKeys() {
   floatKey("hidden_dropout", &GPTConfig::hiddenDropout);
   floatKey("attention_dropout", &GPTConfig::attentionDropout);
   floatKey("layernorm_epsilon", &GPTConfig::layerNormEpsilon);
+  floatKey("rms_norm_epsilon", &GPTConfig::rmsNormEpsilon);
   keys["no_weight_tying"] = {K::Bool, false,
                              [](GPTConfig &c, int64_t, double, bool b,
                                 StringRef) { c.tieWordEmbeddings = !b; }};
   // Architecture choices dsc supports one value of today; they are checked
   // (not ignored) so that a config asking for RMSNorm or rotary embeddings
   // fails loudly instead of silently training a different model.
-  for (StringRef name : {"norm", "activation", "pos_emb"})
+  for (StringRef name : {"activation", "pos_emb"})
     keys[name] = {K::String, false, nullptr};
+  keys["norm"] = {K::String, false,
+                  [](GPTConfig &c, int64_t, double, bool, StringRef v) {
+                    c.rmsNorm = v.lower() == "rmsnorm";
+                  }};
   return keys;
 }
 
-/// The value each architecture key must have.
-StringRef supportedValue(StringRef key) {
+/// The values each architecture key may have.
+std::vector<StringRef> supportedValues(StringRef key) {
   if (key == "norm")
-    return "layernorm";
+    return {"layernorm", "rmsnorm"};
   if (key == "activation")
-    return "gelu";
-  return "learned";
+    return {"gelu"};
+  return {"learned"};
 }
 
 class NeoXConfigReader {
@@ -297,14 +303,19 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
     break;
   }
   case KeySpec::Kind::String:
-    if (text.lower() != supportedValue(key)) {
-      emitError(locOf(scalar))
-          << "'" << key << "' = '" << text << "' is not supported; dsc "
-          << "builds GPT-2 style models with " << key << " '"
-          << supportedValue(key) << "'";
+    if (!llvm::is_contained(supportedValues(key), text.lower())) {
+      InFlightDiagnostic diag = emitError(locOf(scalar))
+                                << "'" << key << "' = '" << text
+                                << "' is not supported; dsc "
+                                << "builds " << key << " ";
+      llvm::interleave(
+          supportedValues(key), diag,
+          [&](StringRef v) { diag << "'" << v << "'"; }, " or ");
       return failure();
     }
-    return success();
+    if (!spec->second.store)
+      return success();
+    break;
   }
   spec->second.store(config, asInt, asFloat, asBool, text);
   return success();

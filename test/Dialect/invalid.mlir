@@ -266,6 +266,22 @@ func.func @f(%x: tensor<8x16xf32>, %g: tensor<8xf32>, %b: tensor<16xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<8x16xf32>, %g: tensor<16xf32>) {
+  // expected-error @+1 {{epsilon must be > 0, got -1}}
+  %0 = dsc.rms_norm %x, %g {epsilon = -1.0 : f64} : tensor<8x16xf32>, tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{gamma must be a vector of the last dimension's size [16], got [8]}}
+  %0 = dsc.rms_norm %x, %g : tensor<8x16xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<8x16xf32>, %g: tensor<16xf32>, %b: tensor<4x16xf32>) {
   // expected-error @+1 {{beta must be a vector of the last dimension's size [16], got [4x16]}}
   %0 = dsc.layer_norm %x, %g, %b : tensor<8x16xf32>, tensor<16xf32>, tensor<4x16xf32>

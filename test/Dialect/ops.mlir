@@ -44,6 +44,12 @@ func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32
   %b = dsc.get_parameter @h.0.ln.bias : tensor<64xf32>
   // CHECK: dsc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
   %ln = dsc.layer_norm %sq, %g, %b {epsilon = 1.0e-6 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  // CHECK: dsc.rms_norm %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  %rms = dsc.rms_norm %sq, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: dsc.rms_norm %{{.*}}, %{{.*}} {epsilon = 1.000000e-08 : f64, epsilon_outside_sqrt} : tensor<2x8x64xf32>, tensor<64xf32>
+  %rms2 = dsc.rms_norm %rms, %g {epsilon = 1.0e-8 : f64, epsilon_outside_sqrt} : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: dsc.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon_outside_sqrt} : tensor<2x8x64xf32>, tensor<64xf32>
+  %drms:2 = dsc.rms_norm_grad %sq, %g, %rms2 {epsilon_outside_sqrt} : tensor<2x8x64xf32>, tensor<64xf32>
   %w = dsc.get_parameter @h.0.proj.weight : tensor<64x64xf32>
   // CHECK: dsc.matmul %{{.*}}, %{{.*}} {transpose_rhs} : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
   %mm = dsc.matmul %ln, %w {transpose_rhs} : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>

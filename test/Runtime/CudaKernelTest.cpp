@@ -411,6 +411,38 @@ template <typename T> void checkLayerNorm(cudaStream_t stream) {
   }
 }
 TEST_F(CudaKernel, LayerNormFp32) { checkLayerNorm<float>(stream); }
+
+template <typename T> void checkRmsNorm(cudaStream_t stream) {
+  const int64_t rows = 300, cols = 200, n = rows * cols; // 3 row chunks
+  const float eps = 1e-2f;
+  auto x = rounded<T>(randn(n, 1, 3.0f)), dy = rounded<T>(randn(n, 2));
+  auto gamma = rounded<T>(randn(cols, 3));
+  Dev<T> dx(x), dg(gamma), dout(n), ddy(dy);
+  for (bool outside : {false, true}) {
+    SCOPED_TRACE(outside ? "eps outside" : "eps inside");
+    std::vector<float> y(n);
+    rmsNormForward(x.data(), gamma.data(), y.data(), rows, cols, eps, outside);
+    ASSERT_EQ(cudaSuccess,
+              cu::rmsNormForward(dx.get(), dg.get(), dout.get(), rows, cols,
+                                 eps, outside, stream));
+    EXPECT_LT(relNorm(dout.download(), y), tol<T>());
+    for (uint32_t accBits : {0u, 3u}) {
+      SCOPED_TRACE("acc=" + std::to_string(accBits));
+      std::vector<float> gx = dy, gg = gamma; // accumulate bases
+      rmsNormBackward(x.data(), gamma.data(), dy.data(), gx.data(), gg.data(),
+                      rows, cols, eps, outside, AccumulateMask(accBits));
+      Dev<T> dgx(dy), dgg(gamma);
+      ASSERT_EQ(cudaSuccess,
+                cu::rmsNormBackward(dx.get(), dg.get(), ddy.get(), dgx.get(),
+                                    dgg.get(), rows, cols, eps, outside,
+                                    AccumulateMask(accBits), stream));
+      EXPECT_LT(relNorm(dgx.download(), gx), tol<T>());
+      EXPECT_LT(relNorm(dgg.download(), gg), tol<T>());
+    }
+  }
+}
+TEST_F(CudaKernel, RmsNormFp32) { checkRmsNorm<float>(stream); }
+TEST_F(CudaKernel, RmsNormBf16) { checkRmsNorm<__nv_bfloat16>(stream); }
 TEST_F(CudaKernel, LayerNormBf16) { checkLayerNorm<__nv_bfloat16>(stream); }
 
 template <typename T> void checkSoftmax(cudaStream_t stream) {

@@ -190,6 +190,40 @@ TEST(Forward, GeluKnownValues) {
 
 /// Mixed accumulate masks, as the plan's LayerNormGrad uses (6: dx is
 /// overwritten, dgamma and dbeta accumulate across micro-batches).
+/// Both epsilon placements against the formulas written out in long double:
+/// transformers' Llama (eps inside the square root) and GPT-NeoX's RMSNorm
+/// (eps added to the root mean square). A large eps makes them differ.
+TEST(Forward, RmsNormMatchesBothFormulas) {
+  const int64_t rows = 5, cols = 7;
+  const double eps = 0.25;
+  std::mt19937 rng(3);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<double> x(rows * cols), gamma(cols), y(rows * cols);
+  for (double &v : x)
+    v = dist(rng);
+  for (double &v : gamma)
+    v = dist(rng);
+  for (bool outside : {false, true}) {
+    rmsNormForward(x.data(), gamma.data(), y.data(), rows, cols, eps, outside);
+    for (int64_t r = 0; r < rows; ++r) {
+      long double ms = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        ms += (long double)x[r * cols + c] * x[r * cols + c];
+      ms /= cols;
+      const long double scale =
+          outside ? 1.0L / (std::sqrt(ms) + eps) : 1.0L / std::sqrt(ms + eps);
+      for (int64_t c = 0; c < cols; ++c)
+        EXPECT_NEAR(y[r * cols + c], double(x[r * cols + c] * scale * gamma[c]),
+                    1e-14)
+            << "outside=" << outside << " r=" << r << " c=" << c;
+    }
+  }
+  // The two placements are different functions.
+  std::vector<double> inside(rows * cols);
+  rmsNormForward(x.data(), gamma.data(), inside.data(), rows, cols, eps, false);
+  EXPECT_GT(std::abs(inside[0] - y[0]), 1e-3);
+}
+
 TEST(AccumulateMask, LayerNormMixesOverwriteAndAccumulate) {
   const int64_t rows = 3, cols = 8;
   std::vector<double> x(rows * cols), g(cols, 1.5), dy(rows * cols);

@@ -166,6 +166,22 @@ void layerNormBackward(const T *x, const T *gamma, const T *mean, const T *rstd,
                        int64_t cols, T eps, AccumulateMask accumulate);
 
 //===----------------------------------------------------------------------===//
+// RMS norm over the last dimension
+//===----------------------------------------------------------------------===//
+
+/// y = x * r * gamma per row of x [rows, cols], with r = 1/sqrt(ms + eps),
+/// or with `epsOutside` r = 1/(sqrt(ms) + eps); ms = mean(x^2).
+template <typename T>
+void rmsNormForward(const T *x, const T *gamma, T *y, int64_t rows,
+                    int64_t cols, T eps, bool epsOutside);
+/// Results dX (0), dGamma (1); either may be null. dGamma reduces over rows
+/// by column-block threads (thread-count independent).
+template <typename T>
+void rmsNormBackward(const T *x, const T *gamma, const T *dY, T *dX,
+                     T *dGamma, int64_t rows, int64_t cols, T eps,
+                     bool epsOutside, AccumulateMask accumulate);
+
+//===----------------------------------------------------------------------===//
 // Softmax over the last dimension
 //===----------------------------------------------------------------------===//
 

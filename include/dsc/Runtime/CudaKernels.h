@@ -188,6 +188,21 @@ cudaError_t layerNormBackward(const T *x, const T *gamma, const float *mean,
                               AccumulateMask accumulate, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// RMS norm (one warp per row; the CPU kernel's formulas)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t rmsNormForward(const T *x, const T *gamma, T *y, int64_t rows,
+                           int64_t cols, float eps, bool epsOutside,
+                           cudaStream_t stream);
+/// dGamma reduces over rows in two fixed-order passes, so no atomics.
+template <typename T>
+cudaError_t rmsNormBackward(const T *x, const T *gamma, const T *dY, T *dX,
+                            T *dGamma, int64_t rows, int64_t cols, float eps,
+                            bool epsOutside, AccumulateMask accumulate,
+                            cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // Softmax over the last dimension
 //===----------------------------------------------------------------------===//
 

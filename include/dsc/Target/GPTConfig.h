@@ -34,12 +34,17 @@ struct GPTConfig {
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
   double layerNormEpsilon = 1e-5;
+  /// `norm: rmsnorm`: GPT-NeoX's RMSNorm, x / (rms(x) + eps) * gamma with
+  /// no bias, in place of LayerNorm; `rms_norm_epsilon` (NeoX's 1e-8).
+  bool rmsNorm = false;
+  double rmsNormEpsilon = 1e-8;
   int64_t seed = 1234;
   /// Build the graph in f64 instead of f32 (finite-difference checks).
   bool useF64 = false;
 
   /// Closed-form parameter count (Megatron-LM / Narayanan et al. 2021):
-  /// 12lh²(1 + 13/(12h) + (V+s)/(12lh)) + 2h, plus V·h when untied.
+  /// 12lh²(1 + 13/(12h) + (V+s)/(12lh)) + 2h, plus V·h when untied; RMSNorm
+  /// has no bias: (2l + 1)·h fewer.
   int64_t expectedParameters() const;
 };
 

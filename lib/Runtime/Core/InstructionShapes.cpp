@@ -131,6 +131,12 @@ void InstructionChecker::shapes() {
     minRank(in(0), inName(0), 1);
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
+  case Opcode::RmsNorm:
+    minRank(in(0), inName(0), 1);
+    vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
+    sameShape(in(0), inName(0), out(0), outName(0));
+    floatAt("eps", 0.0, 1.0);
+    break;
   case Opcode::LayerNorm:
     minRank(in(0), inName(0), 1);
     vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
@@ -229,6 +235,16 @@ void InstructionChecker::shapes() {
     sameShape(in(0), inName(0), in(1), inName(1));
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
+  case Opcode::RmsNormGrad: {
+    minRank(in(0), inName(0), 1);
+    int64_t c = last(in(0));
+    vectorOf(in(1), inName(1), c, "the last dim of x");
+    sameShape(in(0), inName(0), in(2), inName(2));
+    sameShape(in(0), inName(0), out(0), outName(0));
+    vectorOf(out(1), outName(1), c, "the last dim of x");
+    floatAt("eps", 0.0, 1.0);
+    break;
+  }
   case Opcode::LayerNormGrad: {
     minRank(in(0), inName(0), 1);
     int64_t c = last(in(0));

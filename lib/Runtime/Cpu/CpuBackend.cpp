@@ -350,6 +350,12 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
                         rowsOf(inB(0)), lastDim(inB(0)),
                         T(ops::LayerNorm::decode(inst).eps));
     break;
+  case Opcode::RmsNorm: {
+    const ops::RmsNorm rn = ops::RmsNorm::decode(inst);
+    rmsNormForward<T>(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                      T(rn.eps), rn.epsOutside);
+    break;
+  }
   case Opcode::Softmax:
     softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
     break;
@@ -442,6 +448,13 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     layerNormBackward<T>(in(0), in(1), nullptr, nullptr, in(2), out(0), out(1),
                          out(2), rowsOf(inB(0)), lastDim(inB(0)), T(lg.eps),
                          AccumulateMask(lg.accumulate));
+    break;
+  }
+  case Opcode::RmsNormGrad: {
+    const ops::RmsNormGrad rg = ops::RmsNormGrad::decode(inst);
+    rmsNormBackward<T>(in(0), in(1), in(2), out(0), out(1), rowsOf(inB(0)),
+                       lastDim(inB(0)), T(rg.eps), rg.epsOutside,
+                       AccumulateMask(rg.accumulate));
     break;
   }
   case Opcode::Accumulate:

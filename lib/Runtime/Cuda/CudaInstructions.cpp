@@ -110,6 +110,13 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
                                     float(ops::LayerNorm::decode(inst).eps),
                                     stream));
     break;
+  case Opcode::RmsNorm: {
+    const ops::RmsNorm rn = ops::RmsNorm::decode(inst);
+    launched(cuda::rmsNormForward(in(0), in(1), out(0), rowsOf(inB(0)),
+                                  lastDim(inB(0)), float(rn.eps),
+                                  bool(rn.epsOutside), stream));
+    break;
+  }
   case Opcode::Softmax:
     launched(cuda::softmaxForward(in(0), out(0), rowsOf(inB(0)),
                                   lastDim(inB(0)), stream));
@@ -202,6 +209,14 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
         in(0), in(1), nullptr, nullptr, in(2), out(0), out(1), out(2),
         rowsOf(inB(0)), lastDim(inB(0)), float(lg.eps),
         AccumulateMask(lg.accumulate), stream));
+    break;
+  }
+  case Opcode::RmsNormGrad: {
+    const ops::RmsNormGrad rg = ops::RmsNormGrad::decode(inst);
+    launched(cuda::rmsNormBackward(in(0), in(1), in(2), out(0), out(1),
+                                   rowsOf(inB(0)), lastDim(inB(0)),
+                                   float(rg.eps), bool(rg.epsOutside),
+                                   AccumulateMask(rg.accumulate), stream));
     break;
   }
   case Opcode::Accumulate:

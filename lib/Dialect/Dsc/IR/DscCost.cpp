@@ -15,9 +15,11 @@ using namespace mlir::dsc;
 // counts (they feed the vector-unit part of the cost model, not the
 // model-FLOPs totals): gelu's tanh form is x³, two fmas, tanh (~4), a mul
 // and an add; layer_norm is mean, variance, normalize, scale and shift;
+// rms_norm is the mean square, normalize and scale;
 // softmax is max, subtract, exp, sum and divide.
 static constexpr int64_t kGeluFlopsPerElement = 8;
 static constexpr int64_t kLayerNormFlopsPerElement = 8;
+static constexpr int64_t kRmsNormFlopsPerElement = 4;
 static constexpr int64_t kSoftmaxFlopsPerElement = 5;
 static constexpr int64_t kCrossEntropyFlopsPerElement = 5;
 static constexpr int64_t kDropoutFlopsPerElement = 2;
@@ -70,6 +72,9 @@ OpCost BiasAddOp::getCost() { return streamingCost(*this, 1); }
 OpCost GeluOp::getCost() { return streamingCost(*this, kGeluFlopsPerElement); }
 OpCost LayerNormOp::getCost() {
   return streamingCost(*this, kLayerNormFlopsPerElement);
+}
+OpCost RmsNormOp::getCost() {
+  return streamingCost(*this, kRmsNormFlopsPerElement);
 }
 OpCost SoftmaxOp::getCost() {
   return streamingCost(*this, kSoftmaxFlopsPerElement);

@@ -161,6 +161,7 @@ OpCost PositionEmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost BiasGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost GeluGradOp::getCost() { return streamingCost(*this, 12); }
 OpCost LayerNormGradOp::getCost() { return streamingCost(*this, 16); }
+OpCost RmsNormGradOp::getCost() { return streamingCost(*this, 8); }
 OpCost SoftmaxGradOp::getCost() { return streamingCost(*this, 4); }
 OpCost CrossEntropyGradOp::getCost() { return streamingCost(*this, 6); }
 OpCost SliceGradOp::getCost() { return streamingCost(*this, 0); }

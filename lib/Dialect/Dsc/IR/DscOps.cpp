@@ -124,8 +124,8 @@ LogicalResult ParameterOp::verify() {
   }
   if (part % chunks != 0)
     return emitOpError("layout of '")
-           << getSymName() << "' chunks " << part << " elements into "
-           << chunks << " chunks, which do not divide them";
+           << getSymName() << "' chunks " << part << " elements into " << chunks
+           << " chunks, which do not divide them";
   if (type.getNumElements() != part / chunks)
     return emitOpError("parameter '")
            << getSymName() << "' has " << type.getNumElements()
@@ -225,6 +225,17 @@ LogicalResult LayerNormOp::verify() {
                                  input.getElementType())))
     return failure();
   return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError("epsilon must be > 0, got ")
+           << getEpsilon().convertToDouble();
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  return verifyFeatureVector(*this, "gamma", tensorOf(getGamma()),
+                             input.getShape().back(), input.getElementType());
 }
 
 LogicalResult AttentionOp::verify() {
@@ -359,8 +370,8 @@ LogicalResult DropoutOp::verify() {
 
 LogicalResult CastOp::verify() {
   RankedTensorType input = tensorOf(getInput()), result = getType();
-  for (auto [what, type] : {std::make_pair("input", input),
-                            std::make_pair("result", result)})
+  for (auto [what, type] :
+       {std::make_pair("input", input), std::make_pair("result", result)})
     if (!isa<Float16Type, BFloat16Type, Float32Type, Float64Type>(
             type.getElementType()))
       return emitOpError() << what << " must be a float tensor (f16, bf16, "

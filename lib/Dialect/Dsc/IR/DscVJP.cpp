@@ -122,6 +122,16 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  auto grads = RmsNormGradOp::create(
+      b, getLoc(), getInput().getType(), getGamma().getType(), getInput(),
+      getGamma(), resultGrads[0], getEpsilonAttr(),
+      getEpsilonOutsideSqrtAttr());
+  operandGrads.append({grads.getInputGrad(), grads.getGammaGrad()});
+  return success();
+}
+
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(SoftmaxGradOp::create(b, getLoc(), getType(),

@@ -169,6 +169,31 @@ def Dsc_LayerNormGradOp : Dsc_ComputeOp<"layer_norm_grad",
   }];
 }
 
+def Dsc_RmsNormGradOp : Dsc_ComputeOp<"rms_norm_grad",
+    [AllTypesMatch<["input", "grad", "input_grad"]>,
+     AllTypesMatch<["gamma", "gamma_grad"]>]> {
+  let summary = "Gradients of root-mean-square normalization";
+  let description = [{
+    Gradients with respect to the input and gamma of `dsc.rms_norm` with the
+    same `epsilon` and `epsilon_outside_sqrt`; the row's root mean square is
+    recomputed from `input` (one pass over a row that is in cache).
+
+    ```mlir
+    %dx, %dg = dsc.rms_norm_grad %x, %g, %dy {epsilon = 1.000000e-06 : f64}
+        : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
+                       Dsc_FloatTensor:$grad,
+                       DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon,
+                       UnitAttr:$epsilon_outside_sqrt);
+  let results = (outs Dsc_FloatTensor:$input_grad,
+                      Dsc_FloatTensor:$gamma_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+}
+
 def Dsc_SoftmaxGradOp : Dsc_ComputeOp<"softmax_grad",
     [AllTypesMatch<["output", "grad", "result"]>]> {
   let summary = "Gradient of softmax from its output";

@@ -215,6 +215,32 @@ def Dsc_LayerNormOp : Dsc_GraphOp<"layer_norm",
   let hasVerifier = 1;
 }
 
+def Dsc_RmsNormOp : Dsc_GraphOp<"rms_norm",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Root-mean-square normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x²) + epsilon) * gamma` over the last dimension (Zhang
+    and Sennrich 2019; Llama and Mistral, as transformers computes it), or
+    with `epsilon_outside_sqrt`, `x / (sqrt(mean(x²)) + epsilon) * gamma`,
+    which is what GPT-NeoX's own `norm: rmsnorm` computes. `gamma` is a
+    vector of the last dimension's size; there is no mean subtraction and
+    no bias.
+
+    ```mlir
+    %y = dsc.rms_norm %x, %g {epsilon = 1.000000e-06 : f64}
+        : tensor<4x64x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon,
+                       UnitAttr:$epsilon_outside_sqrt);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma attr-dict `:` type($input) `,` type($gamma)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_SoftmaxOp : Dsc_GraphOp<"softmax", [SameOperandsAndResultType]> {
   let summary = "Softmax over the last dimension";
   let description = [{
