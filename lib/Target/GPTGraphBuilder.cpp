@@ -37,13 +37,32 @@ private:
         config.useF64 ? Type(builder.getF64Type()) : Type(builder.getF32Type());
     return RankedTensorType::get(shape, element);
   }
-  InitAttr normal() {
-    return InitAttr::get(context, InitKind::Normal,
-                         llvm::APFloat(config.initMethodStd), 0);
+  /// GPT-NeoX's init methods (megatron/model/init_functions.py) for a
+  /// weight of `shape`; all draw from a normal distribution.
+  InitAttr init(StringRef method, ArrayRef<int64_t> shape) {
+    auto normalWith = [&](double std) {
+      return InitAttr::get(context, InitKind::Normal, llvm::APFloat(std), 0);
+    };
+    const double h = double(config.hiddenSize);
+    if (method == "scaled_normal")
+      return InitAttr::get(context, InitKind::ScaledNormal,
+                           llvm::APFloat(config.initMethodStd),
+                           config.numLayers);
+    if (method == "small_init") // Nguyen & Salazar 2019
+      return normalWith(std::sqrt(2.0 / (5.0 * h)));
+    if (method == "wang_init")
+      return normalWith(2.0 / double(config.numLayers) / std::sqrt(h));
+    if (method == "xavier_normal") // Glorot & Bengio 2010, from the fans
+      return normalWith(std::sqrt(2.0 / double(shape.front() + shape.back())));
+    return normalWith(config.initMethodStd);
   }
-  InitAttr scaledNormal() {
-    return InitAttr::get(context, InitKind::ScaledNormal,
-                         llvm::APFloat(config.initMethodStd), config.numLayers);
+  /// Weights that are not residual outputs (NeoX's init_method).
+  InitAttr normal(ArrayRef<int64_t> shape) {
+    return init(config.initMethod, shape);
+  }
+  /// The residual branches' output projections (output_layer_init_method).
+  InitAttr scaledNormal(ArrayRef<int64_t> shape) {
+    return init(config.outputLayerInitMethod, shape);
   }
   InitAttr fill(InitKind kind) {
     return InitAttr::get(context, kind, llvm::APFloat(0.0), 0);
@@ -120,7 +139,7 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
 
   // Attention sub-block: x + proj(attn(ln_1(x))).
   Value ln1 = norm(prefix + ".ln_1", x);
-  Value qkv = linear(prefix + ".attn.qkv", ln1, h, 3 * h, normal());
+  Value qkv = linear(prefix + ".attn.qkv", ln1, h, 3 * h, normal({h, 3 * h}));
   SmallVector<Value, 3> qkvParts;
   for (int64_t part = 0; part < 3; ++part)
     qkvParts.push_back(
@@ -133,15 +152,17 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
       builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
       builder.getI64IntegerAttr(config.seed + 1000 + layer),
       /*head_axes=*/nullptr);
-  Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal());
+  Value proj =
+      linear(prefix + ".attn.proj", attn, h, h, scaledNormal({h, h}));
   proj = dropout(prefix + ".attn.dropout", proj, config.hiddenDropout);
   x = AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
 
   // MLP sub-block: x + proj(gelu(fc(ln_2(x)))).
   Value ln2 = norm(prefix + ".ln_2", x);
-  Value fc = linear(prefix + ".mlp.fc", ln2, h, 4 * h, normal());
+  Value fc = linear(prefix + ".mlp.fc", ln2, h, 4 * h, normal({h, 4 * h}));
   Value gelu = GeluOp::create(builder, named(prefix + ".mlp.gelu"), fc);
-  Value down = linear(prefix + ".mlp.proj", gelu, 4 * h, h, scaledNormal());
+  Value down =
+      linear(prefix + ".mlp.proj", gelu, 4 * h, h, scaledNormal({4 * h, h}));
   down = dropout(prefix + ".mlp.dropout", down, config.hiddenDropout);
   return AddOp::create(builder, named(prefix + ".mlp.residual"), x, down);
 }
@@ -165,8 +186,9 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   builder.setInsertionPointToStart(entry);
   Value tokens = entry->getArgument(0), targets = entry->getArgument(1);
 
-  Value wte = param("wte.weight", {v, h}, normal());
-  Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h}, normal());
+  Value wte = param("wte.weight", {v, h}, normal({v, h}));
+  Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h},
+                    normal({config.maxPositionEmbeddings, h}));
   Value x = EmbeddingOp::create(builder, named("wte"), floatTensor({b, s, h}),
                                 wte, tokens);
   Value pos = PositionEmbeddingOp::create(builder, named("wpe"),
@@ -180,7 +202,7 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   x = norm("ln_f", x);
   Value head = config.tieWordEmbeddings
                    ? wte
-                   : param("lm_head.weight", {v, h}, normal());
+                   : param("lm_head.weight", {v, h}, normal({v, h}));
   Value logits =
       MatmulOp::create(builder, named("lm_head"), floatTensor({b, s, v}), x,
                        head, /*transpose_lhs=*/false,

@@ -90,12 +90,9 @@ const char *const kTrainingKeys[] = {
     "log_dir",
     "keep_last_n_checkpoints",
     "make_vocab_size_divisible_by",
-    "init_method",
-    "output_layer_init_method",
     "output_layer_parallelism",
     "attention_config",
     "sparsity_config",
-    "gpt_j_residual",
     "rotary_pct",
     "no_load_optim",
     "no_load_rng",
@@ -152,6 +149,19 @@ llvm::StringMap<KeySpec> buildModelKeys() {
   // fails loudly instead of silently training a different model.
   for (StringRef name : {"activation", "pos_emb"})
     keys[name] = {K::String, false, nullptr};
+  // GPT-J's parallel residual changes the model: read, and refused when
+  // asked for (validate), never skipped.
+  keys["gpt_j_residual"] = {K::Bool, false,
+                            [](GPTConfig &c, int64_t, double, bool b,
+                               StringRef) { c.parallelResidual = b; }};
+  keys["init_method"] = {K::String, false,
+                         [](GPTConfig &c, int64_t, double, bool, StringRef v) {
+                           c.initMethod = v.lower();
+                         }};
+  keys["output_layer_init_method"] = {
+      K::String, false, [](GPTConfig &c, int64_t, double, bool, StringRef v) {
+        c.outputLayerInitMethod = v.lower();
+      }};
   keys["norm"] = {K::String, false,
                   [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                     c.rmsNorm = v.lower() == "rmsnorm";
@@ -165,6 +175,11 @@ std::vector<StringRef> supportedValues(StringRef key) {
     return {"layernorm", "rmsnorm"};
   if (key == "activation")
     return {"gelu"};
+  // Orthogonal and uniform draws are GPT-NeoX methods dsc has no
+  // initializer for yet: refused, not replaced by another.
+  if (key == "init_method" || key == "output_layer_init_method")
+    return {"normal", "scaled_normal", "small_init", "wang_init",
+            "xavier_normal"};
   return {"learned"};
 }
 
@@ -379,6 +394,17 @@ LogicalResult NeoXConfigReader::validate() {
   if (!(config.layerNormEpsilon > 0.0)) {
     emitError(locOfKey("layernorm_epsilon"))
         << "'layernorm_epsilon' must be > 0, got " << config.layerNormEpsilon;
+    return failure();
+  }
+  if (!(config.rmsNormEpsilon > 0.0)) {
+    emitError(locOfKey("rms_norm_epsilon"))
+        << "'rms_norm_epsilon' must be > 0, got " << config.rmsNormEpsilon;
+    return failure();
+  }
+  if (config.parallelResidual) {
+    emitError(locOfKey("gpt_j_residual"))
+        << "'gpt_j_residual' = true (GPT-J's parallel residual: attention "
+           "and MLP read the same input) is not supported yet";
     return failure();
   }
   return success();

@@ -31,6 +31,11 @@ struct GPTConfig {
   /// GPT-2 ties the output projection to the token embedding.
   bool tieWordEmbeddings = true;
   double initMethodStd = 0.02;
+  /// GPT-NeoX's `init_method` (every weight but the residual branches'
+  /// output projections) and `output_layer_init_method` (those): normal,
+  /// scaled_normal, small_init, wang_init or xavier_normal.
+  std::string initMethod = "normal";
+  std::string outputLayerInitMethod = "scaled_normal";
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
   double layerNormEpsilon = 1e-5;
@@ -38,6 +43,8 @@ struct GPTConfig {
   /// no bias, in place of LayerNorm; `rms_norm_epsilon` (NeoX's 1e-8).
   bool rmsNorm = false;
   double rmsNormEpsilon = 1e-8;
+  /// `gpt_j_residual`: read so that a config asking for it is refused.
+  bool parallelResidual = false;
   int64_t seed = 1234;
   /// Build the graph in f64 instead of f32 (finite-difference checks).
   bool useF64 = false;
