@@ -7,21 +7,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Conversion/DscToPlan.h"
-#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "CompileForCheck.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Executor.h"
-#include "dsc/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -56,25 +48,9 @@ double norm(const std::vector<double> &v) {
 }
 
 int run() {
-  DialectRegistry registry;
-  registry
-      .insert<mlir::dsc::DscDialect, arith::ArithDialect, func::FuncDialect>();
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
-  if (!module)
-    return 1;
-
-  PassManager pm(&context);
-  mlir::dsc::CompileOptions options;
-  options.optimizer = "sgd";
-  mlir::dsc::buildCompilePipeline(pm, options);
-  if (failed(pm.run(*module)))
-    return 1;
-  FailureOr<::dsc::rt::Plan> lowered = mlir::dsc::lowerToPlan(*module);
-  if (failed(lowered))
+  std::optional<::dsc::rt::Plan> lowered =
+      ::dsc::tools::compileForCheck(inputFile);
+  if (!lowered)
     return 1;
 
   ::dsc::rt::Executor executor(std::move(*lowered), seed);

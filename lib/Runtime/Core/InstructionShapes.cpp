@@ -235,24 +235,16 @@ void InstructionChecker::shapes() {
     sameShape(in(0), inName(0), in(1), inName(1));
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
-  case Opcode::RmsNormGrad: {
-    minRank(in(0), inName(0), 1);
-    int64_t c = last(in(0));
-    vectorOf(in(1), inName(1), c, "the last dim of x");
-    sameShape(in(0), inName(0), in(2), inName(2));
-    sameShape(in(0), inName(0), out(0), outName(0));
-    vectorOf(out(1), outName(1), c, "the last dim of x");
-    floatAt("eps", 0.0, 1.0);
-    break;
-  }
+  case Opcode::RmsNormGrad:
   case Opcode::LayerNormGrad: {
+    // x, gamma, dy -> dx, dgamma (and dbeta for layer norm).
     minRank(in(0), inName(0), 1);
     int64_t c = last(in(0));
     vectorOf(in(1), inName(1), c, "the last dim of x");
     sameShape(in(0), inName(0), in(2), inName(2));
     sameShape(in(0), inName(0), out(0), outName(0));
-    vectorOf(out(1), outName(1), c, "the last dim of x");
-    vectorOf(out(2), outName(2), c, "the last dim of x");
+    for (size_t o = 1; o < inst.outputs.size(); ++o)
+      vectorOf(out(o), outName(o), c, "the last dim of x");
     floatAt("eps", 0.0, 1.0);
     break;
   }

@@ -211,31 +211,32 @@ LogicalResult BiasAddOp::verify() {
   return success();
 }
 
-LogicalResult LayerNormOp::verify() {
-  RankedTensorType input = tensorOf(getInput());
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError("epsilon must be > 0, got ")
-           << getEpsilon().convertToDouble();
-  if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  int64_t features = input.getShape().back();
-  if (failed(verifyFeatureVector(*this, "gamma", tensorOf(getGamma()), features,
-                                 input.getElementType())) ||
-      failed(verifyFeatureVector(*this, "beta", tensorOf(getBeta()), features,
-                                 input.getElementType())))
-    return failure();
+/// A normalization over the last dimension: a positive epsilon, an input
+/// of rank >= 1, and each of `vectors` (gamma, beta) of the last dim's size.
+static LogicalResult
+verifyNorm(Operation *op, Value input, APFloat epsilon,
+           ArrayRef<std::pair<StringRef, Value>> vectors) {
+  RankedTensorType type = tensorOf(input);
+  if (!(epsilon.convertToDouble() > 0.0))
+    return op->emitOpError("epsilon must be > 0, got ")
+           << epsilon.convertToDouble();
+  if (type.getRank() < 1)
+    return op->emitOpError("input must have rank >= 1");
+  for (auto [name, vector] : vectors)
+    if (failed(verifyFeatureVector(op, name, tensorOf(vector),
+                                   type.getShape().back(),
+                                   type.getElementType())))
+      return failure();
   return success();
 }
 
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getInput(), getEpsilon(),
+                    {{"gamma", getGamma()}, {"beta", getBeta()}});
+}
+
 LogicalResult RmsNormOp::verify() {
-  RankedTensorType input = tensorOf(getInput());
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError("epsilon must be > 0, got ")
-           << getEpsilon().convertToDouble();
-  if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  return verifyFeatureVector(*this, "gamma", tensorOf(getGamma()),
-                             input.getShape().back(), input.getElementType());
+  return verifyNorm(*this, getInput(), getEpsilon(), {{"gamma", getGamma()}});
 }
 
 LogicalResult AttentionOp::verify() {
