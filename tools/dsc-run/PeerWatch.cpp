@@ -16,6 +16,7 @@
 #include "PeerWatch.h"
 
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Fnv1a.h"
 
 #include <cerrno>
 #include <csignal>
@@ -65,9 +66,8 @@ extern "C" void onTerminate(int) {
 int64_t hostId() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const char *c = name; *c; ++c)
-    h = (h ^ uint8_t(*c)) * 0x100000001b3ull;
+  const uint64_t h =
+      fnv1a64(reinterpret_cast<const uint8_t *>(name), std::strlen(name));
   return int64_t(h & ((uint64_t(1) << 48) - 1));
 }
 

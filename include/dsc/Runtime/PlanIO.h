@@ -36,6 +36,7 @@
 #define DSC_RUNTIME_PLANIO_H
 
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Fnv1a.h"
 #include "dsc/Runtime/Plan.h"
 
 #include <cstddef>
@@ -50,8 +51,6 @@ constexpr char kPlanMagic[8] = {'D', 'S', 'C', 'P', 'L', 'A', 'N', '\0'};
 /// Bytes before the body: magic, version, reserved, length, checksum.
 constexpr size_t kPlanHeaderSize = 32;
 
-/// FNV-1a, 64-bit: the body checksum.
-uint64_t fnv1a64(const uint8_t *data, size_t size);
 
 /// Serializes `plan` (at kPlanFormatVersion; plan.version is not consulted).
 /// Does not validate: call validatePlan first to catch a compiler bug before

@@ -16,6 +16,7 @@
 #include "Shapes.h"
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Fnv1a.h"
 #include "dsc/Runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -165,16 +166,6 @@ CheckpointManifest::find(const std::string &name) const {
       return &t;
   return nullptr;
 }
-
-namespace {
-/// FNV-1a 64: the fingerprint's hash (short text; docs/checkpoints.md).
-uint64_t fnv1a64(const uint8_t *data, size_t size) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i)
-    hash = (hash ^ data[i]) * 0x100000001b3ull;
-  return hash;
-}
-} // namespace
 
 uint64_t dsc::rt::checkpointChecksum(const uint8_t *data, size_t size) {
   return XXH3_64bits(data, size);

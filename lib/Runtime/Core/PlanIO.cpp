@@ -20,15 +20,6 @@
 
 using namespace dsc::rt;
 
-uint64_t dsc::rt::fnv1a64(const uint8_t *data, size_t size) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= data[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 namespace {
 
 //===----------------------------------------------------------------------===//
