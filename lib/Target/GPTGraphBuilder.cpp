@@ -152,8 +152,7 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
       builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
       builder.getI64IntegerAttr(config.seed + 1000 + layer),
       /*head_axes=*/nullptr);
-  Value proj =
-      linear(prefix + ".attn.proj", attn, h, h, scaledNormal({h, h}));
+  Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal({h, h}));
   proj = dropout(prefix + ".attn.dropout", proj, config.hiddenDropout);
   x = AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
 
@@ -187,13 +186,15 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   Value tokens = entry->getArgument(0), targets = entry->getArgument(1);
 
   Value wte = param("wte.weight", {v, h}, normal({v, h}));
-  Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h},
-                    normal({config.maxPositionEmbeddings, h}));
   Value x = EmbeddingOp::create(builder, named("wte"), floatTensor({b, s, h}),
                                 wte, tokens);
-  Value pos = PositionEmbeddingOp::create(builder, named("wpe"),
-                                          floatTensor({b, s, h}), wpe);
-  x = AddOp::create(builder, named("wpe"), x, pos);
+  if (config.learnedPositions) {
+    Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h},
+                      normal({config.maxPositionEmbeddings, h}));
+    Value pos = PositionEmbeddingOp::create(builder, named("wpe"),
+                                            floatTensor({b, s, h}), wpe);
+    x = AddOp::create(builder, named("wpe"), x, pos);
+  }
   x = dropout("drop", x, config.hiddenDropout);
 
   for (int64_t layer = 0; layer < config.numLayers; ++layer)

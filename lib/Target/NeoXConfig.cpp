@@ -25,7 +25,8 @@ using namespace mlir::dsc;
 int64_t GPTConfig::expectedParameters() const {
   int64_t l = numLayers, h = hiddenSize;
   int64_t perLayer = 12 * h * h + 13 * h;
-  int64_t embeddings = (vocabSize + maxPositionEmbeddings) * h;
+  int64_t embeddings =
+      (vocabSize + (learnedPositions ? maxPositionEmbeddings : 0)) * h;
   int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
   int64_t normBiases = rmsNorm ? (2 * l + 1) * h : 0;
   return l * perLayer + embeddings + 2 * h + head - normBiases;
@@ -147,8 +148,11 @@ llvm::StringMap<KeySpec> buildModelKeys() {
   // Architecture choices dsc supports one value of today; they are checked
   // (not ignored) so that a config asking for RMSNorm or rotary embeddings
   // fails loudly instead of silently training a different model.
-  for (StringRef name : {"activation", "pos_emb"})
-    keys[name] = {K::String, false, nullptr};
+  keys["activation"] = {K::String, false, nullptr};
+  keys["pos_emb"] = {K::String, false,
+                     [](GPTConfig &c, int64_t, double, bool, StringRef v) {
+                       c.learnedPositions = v.lower() == "learned";
+                     }};
   // GPT-J's parallel residual changes the model: read, and refused when
   // asked for (validate), never skipped.
   keys["gpt_j_residual"] = {K::Bool, false,
@@ -180,7 +184,7 @@ std::vector<StringRef> supportedValues(StringRef key) {
   if (key == "init_method" || key == "output_layer_init_method")
     return {"normal", "scaled_normal", "small_init", "wang_init",
             "xavier_normal"};
-  return {"learned"};
+  return {"learned", "none"};
 }
 
 class NeoXConfigReader {

@@ -43,6 +43,9 @@ struct GPTConfig {
   /// no bias, in place of LayerNorm; `rms_norm_epsilon` (NeoX's 1e-8).
   bool rmsNorm = false;
   double rmsNormEpsilon = 1e-8;
+  /// `pos_emb: learned` (GPT-2's table, wpe) or `none` (no position
+  /// information but the causal mask).
+  bool learnedPositions = true;
   /// `gpt_j_residual`: read so that a config asking for it is refused.
   bool parallelResidual = false;
   int64_t seed = 1234;
@@ -51,7 +54,7 @@ struct GPTConfig {
 
   /// Closed-form parameter count (Megatron-LM / Narayanan et al. 2021):
   /// 12lh²(1 + 13/(12h) + (V+s)/(12lh)) + 2h, plus V·h when untied; RMSNorm
-  /// has no bias: (2l + 1)·h fewer.
+  /// has no bias: (2l + 1)·h fewer; without learned positions, s·h fewer.
   int64_t expectedParameters() const;
 };
 
