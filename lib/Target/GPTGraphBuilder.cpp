@@ -185,12 +185,16 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   builder.setInsertionPointToStart(entry);
   Value tokens = entry->getArgument(0), targets = entry->getArgument(1);
 
+  // Both tables are read before the embeddings are computed (the order of
+  // the plan's buffers and instructions follows it).
   Value wte = param("wte.weight", {v, h}, normal({v, h}));
+  Value wpe = config.learnedPositions
+                  ? param("wpe.weight", {config.maxPositionEmbeddings, h},
+                          normal({config.maxPositionEmbeddings, h}))
+                  : Value();
   Value x = EmbeddingOp::create(builder, named("wte"), floatTensor({b, s, h}),
                                 wte, tokens);
-  if (config.learnedPositions) {
-    Value wpe = param("wpe.weight", {config.maxPositionEmbeddings, h},
-                      normal({config.maxPositionEmbeddings, h}));
+  if (wpe) {
     Value pos = PositionEmbeddingOp::create(builder, named("wpe"),
                                             floatTensor({b, s, h}), wpe);
     x = AddOp::create(builder, named("wpe"), x, pos);
