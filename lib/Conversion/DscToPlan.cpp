@@ -660,8 +660,20 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         ops::BiasAdd().encode(inst);
         return success();
       })
-      .Case<GeluOp>([&](auto) {
-        ops::Gelu().encode(inst);
+      .Case<GeluOp>([&](GeluOp gelu) {
+        if (gelu.getExact())
+          ops::GeluExact().encode(inst);
+        else
+          ops::Gelu().encode(inst);
+        return success();
+      })
+      .Case<RotaryOp>([&](RotaryOp ro) {
+        ops::Rotary rotary;
+        rotary.headDim = ro.getHeadDim();
+        rotary.rotaryDims = ro.getRotaryDims();
+        rotary.inverse = ro.getInverse();
+        rotary.base = f64(ro.getBaseAttr());
+        rotary.encode(inst);
         return success();
       })
       .Case<LayerNormOp>([&](LayerNormOp ln) {
@@ -808,8 +820,11 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         ops::BiasGrad().encode(inst);
         return success();
       })
-      .Case<GeluGradOp>([&](auto) {
-        ops::GeluGrad().encode(inst);
+      .Case<GeluGradOp>([&](GeluGradOp grad) {
+        if (grad.getExact())
+          ops::GeluExactGrad().encode(inst);
+        else
+          ops::GeluGrad().encode(inst);
         return success();
       })
       .Case<LayerNormGradOp>([&](LayerNormGradOp lg) {

@@ -1,8 +1,9 @@
 //===- GPTGraphBuilder.cpp - emit a GPT loss graph --------------*- C++ -*-===//
 //
-// Emits the dsc graph of a GPT-2 / GPT-NeoX decoder (pre-LayerNorm blocks,
-// learned positions, tanh GELU, tied or untied output embedding) computing
-// the mean next-token loss of one micro-batch.
+// Emits the dsc graph of a GPT-2 / GPT-NeoX decoder (pre-norm blocks,
+// learned, rotary or no positions, sequential or parallel residual, tanh or
+// exact GELU, tied or untied output embedding) computing the mean
+// next-token loss of one micro-batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,6 +147,13 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
         SliceOp::create(builder, named(prefix + ".attn.qkv"), act, qkv,
                         builder.getDenseI64ArrayAttr({0, 0, part * h}),
                         builder.getDenseI64ArrayAttr({b, s, h})));
+  if (config.rotary)
+    for (int64_t part = 0; part < 2; ++part)
+      qkvParts[part] = RotaryOp::create(
+          builder, named(prefix + (part ? ".attn.rotary_k" : ".attn.rotary_q")),
+          act, qkvParts[part], builder.getI64IntegerAttr(config.headDim()),
+          builder.getI64IntegerAttr(config.rotaryDims()),
+          builder.getF64FloatAttr(config.rotaryEmbBase), UnitAttr());
   Value attn = AttentionOp::create(
       builder, named(prefix + ".attn"), act, qkvParts[0], qkvParts[1],
       qkvParts[2], builder.getI64IntegerAttr(config.numAttentionHeads),
@@ -154,15 +162,24 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
       /*head_axes=*/nullptr);
   Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal({h, h}));
   proj = dropout(prefix + ".attn.dropout", proj, config.hiddenDropout);
-  x = AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
+  // Sequential: the MLP reads x + attention. Parallel (gpt_j_residual): it
+  // reads the block's input, and both branches add to it.
+  Value mlpInput = x;
+  if (!config.parallelResidual)
+    x = mlpInput =
+        AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
 
-  // MLP sub-block: x + proj(gelu(fc(ln_2(x)))).
-  Value ln2 = norm(prefix + ".ln_2", x);
-  Value fc = linear(prefix + ".mlp.fc", ln2, h, 4 * h, normal({h, 4 * h}));
-  Value gelu = GeluOp::create(builder, named(prefix + ".mlp.gelu"), fc);
-  Value down =
-      linear(prefix + ".mlp.proj", gelu, 4 * h, h, scaledNormal({4 * h, h}));
+  // MLP sub-block: proj(gelu(fc(ln_2(.)))).
+  Value ln2 = config.parallelResidualTied ? ln1
+                                          : norm(prefix + ".ln_2", mlpInput);
+  int64_t f = config.ffnWidth();
+  Value fc = linear(prefix + ".mlp.fc", ln2, h, f, normal({h, f}));
+  Value gelu = GeluOp::create(builder, named(prefix + ".mlp.gelu"), fc,
+                              config.exactGelu);
+  Value down = linear(prefix + ".mlp.proj", gelu, f, h, scaledNormal({f, h}));
   down = dropout(prefix + ".mlp.dropout", down, config.hiddenDropout);
+  if (config.parallelResidual)
+    down = AddOp::create(builder, named(prefix + ".parallel"), proj, down);
   return AddOp::create(builder, named(prefix + ".mlp.residual"), x, down);
 }
 
@@ -229,6 +246,8 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   add("seq_length", s);
   add("max_position_embeddings", config.maxPositionEmbeddings);
   add("vocab_size", v);
+  if (config.tokenizerVocabSize)
+    add("tokenizer_vocab_size", config.tokenizerVocabSize);
   add("micro_batch_size", b);
   add("parameters", config.expectedParameters());
   shape.push_back(builder.getNamedAttr(

@@ -6,8 +6,8 @@
 //
 // A config.json is user input: every key is honored with transformers'
 // meaning, listed as having no effect on the causal LM's graph, or refused
-// by name. GPT-2 is the family whose graph dsc builds today; the others are
-// refused naming what their graph needs.
+// by name. GPT-2 and GPT-NeoX are the families whose graphs dsc builds
+// today; Llama and Mistral are refused naming what their graphs need.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -46,9 +47,6 @@ struct Pending {
   const char *architecture, *needs;
 };
 const Pending kPending[] = {
-    {"GPTNeoXForCausalLM",
-     "rotary position embeddings (partial, rotary_pct) and the parallel "
-     "residual (use_parallel_residual)"},
     {"LlamaForCausalLM", "rotary position embeddings, the SwiGLU MLP and "
                          "grouped-query attention"},
     {"MistralForCausalLM",
@@ -69,7 +67,7 @@ public:
   bool ok() const { return !failed; }
 
   std::optional<int64_t> integer(llvm::StringRef key, int64_t min = 1) {
-    used.insert(key);
+    usedKeys.insert(key);
     std::optional<int64_t> v = root.getInteger(key);
     if (!v) {
       error() << "key '" << key << "' must be an integer"
@@ -85,7 +83,7 @@ public:
   }
   /// A number, or `fallback` when the key is absent.
   double number(llvm::StringRef key, double fallback) {
-    used.insert(key);
+    usedKeys.insert(key);
     const llvm::json::Value *v = root.get(key);
     if (!v)
       return fallback;
@@ -97,7 +95,7 @@ public:
     return *d;
   }
   bool boolean(llvm::StringRef key, bool fallback) {
-    used.insert(key);
+    usedKeys.insert(key);
     const llvm::json::Value *v = root.get(key);
     if (!v)
       return fallback;
@@ -109,7 +107,7 @@ public:
     return *b;
   }
   std::string string(llvm::StringRef key, llvm::StringRef fallback) {
-    used.insert(key);
+    usedKeys.insert(key);
     const llvm::json::Value *v = root.get(key);
     if (!v)
       return fallback.str();
@@ -120,15 +118,24 @@ public:
     }
     return s->str();
   }
+  /// The object at `key`, or null when absent (an error when not an object).
+  const llvm::json::Object *object(llvm::StringRef key) {
+    usedKeys.insert(key);
+    const llvm::json::Value *v = root.get(key);
+    if (v && !v->getAsObject() && !v->getAsNull())
+      error() << "key '" << key << "' must be an object";
+    return v ? v->getAsObject() : nullptr;
+  }
   bool isNull(llvm::StringRef key) {
-    used.insert(key);
+    usedKeys.insert(key);
     const llvm::json::Value *v = root.get(key);
     return !v || v->getAsNull();
   }
   /// Every key neither read nor known to have no effect is refused.
   void refuseUnknownKeys(llvm::StringRef architecture) {
     for (const auto &[key, value] : root)
-      if (!used.count(key) && !llvm::is_contained(kNoGraphEffect, key.str()))
+      if (!usedKeys.count(key) &&
+          !llvm::is_contained(kNoGraphEffect, key.str()))
         error() << "key '" << key.str() << "' of " << architecture
                 << " is not supported by dsc (it would change the model, "
                    "and dsc does not build that)";
@@ -138,7 +145,7 @@ private:
   const llvm::json::Object &root;
   llvm::StringRef file;
   Location loc;
-  llvm::StringSet<> used;
+  llvm::StringSet<> usedKeys;
   bool failed = false;
 };
 
@@ -170,7 +177,8 @@ std::optional<HFModel> parseGPT2(ConfigReader &r, HFModel model,
         r.error() << "n_inner (" << *inner
                   << ") is not 4 * n_embd: dsc's GPT-2 MLP is 4 * n_embd wide";
   const std::string act = r.string("activation_function", "gelu_new");
-  // dsc's gelu is the tanh approximation: GPT-2's gelu_new.
+  // GPT-2's gelu_new is the tanh form.
+  c.exactGelu = false;
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
     r.error() << "activation_function '" << act
               << "' is not supported: dsc's GELU is the tanh approximation "
@@ -196,6 +204,89 @@ std::optional<HFModel> parseGPT2(ConfigReader &r, HFModel model,
   if (c.seqLength > c.maxPositionEmbeddings)
     r.error() << "the sequence length " << c.seqLength
               << " exceeds n_positions (" << c.maxPositionEmbeddings << ")";
+  c.microBatchSize = options.microBatchSize;
+  r.refuseUnknownKeys(model.architecture);
+  if (!r.ok())
+    return std::nullopt;
+  return model;
+}
+
+/// transformers' GPTNeoXConfig: Pythia, GPT-NeoX-20B and their kin.
+std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
+                                    const HFImportOptions &options) {
+  GPTConfig &c = model.config;
+  auto get = [&](llvm::StringRef key, int64_t &out) {
+    if (std::optional<int64_t> v = r.integer(key))
+      out = *v;
+  };
+  get("num_hidden_layers", c.numLayers);
+  get("hidden_size", c.hiddenSize);
+  get("num_attention_heads", c.numAttentionHeads);
+  get("vocab_size", c.vocabSize);
+  get("max_position_embeddings", c.maxPositionEmbeddings);
+  get("intermediate_size", c.ffnHiddenSize);
+  if (!r.ok())
+    return std::nullopt;
+  if (c.hiddenSize % c.numAttentionHeads != 0)
+    r.error() << "hidden_size (" << c.hiddenSize
+              << ") is not a multiple of num_attention_heads ("
+              << c.numAttentionHeads << ")";
+  const std::string act = r.string("hidden_act", "gelu");
+  c.exactGelu = act == "gelu";
+  if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh" &&
+      act != "gelu_fast")
+    r.error() << "hidden_act '" << act
+              << "' is not supported: dsc has the exact GELU (gelu) and its "
+                 "tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast)";
+  // Positions are rotary, on the first int(head_dim * pct) features of
+  // each head. transformers 5 writes rope_parameters; 4.x wrote rotary_pct
+  // and rotary_emb_base.
+  c.learnedPositions = false;
+  c.rotary = true;
+  c.rotaryPct = r.number("rotary_pct", 0.25);
+  c.rotaryEmbBase = r.number("rotary_emb_base", 10000.0);
+  if (const llvm::json::Object *rope = r.object("rope_parameters")) {
+    for (const auto &[key, value] : *rope) {
+      std::optional<double> number = value.getAsNumber();
+      if (key == "partial_rotary_factor" && number)
+        c.rotaryPct = *number;
+      else if (key == "rope_theta" && number)
+        c.rotaryEmbBase = *number;
+      else if (key == "rope_type" && value.getAsString() == "default")
+        continue;
+      else
+        r.error() << "rope_parameters: '" << key.str()
+                  << "' is not supported (dsc's rotary embedding is the "
+                     "default type, with partial_rotary_factor and "
+                     "rope_theta)";
+    }
+  }
+  if (!r.isNull("rope_scaling"))
+    r.error() << "rope_scaling is not supported (dsc's rotary embedding is "
+                 "unscaled)";
+  const int64_t headDim = c.hiddenSize / c.numAttentionHeads;
+  std::string pct;
+  llvm::raw_string_ostream(pct) << llvm::format("%g", c.rotaryPct);
+  if (c.rotaryDims() < 2 || c.rotaryDims() % 2 != 0)
+    r.error() << "the rotary share " << pct << " of the head's " << headDim
+              << " features is " << c.rotaryDims()
+              << ", which is not an even number of at least 2";
+  c.parallelResidual = r.boolean("use_parallel_residual", true);
+  if (!r.boolean("attention_bias", true))
+    r.error() << "attention_bias false is not supported (dsc's attention "
+                 "projections have biases)";
+  c.layerNormEpsilon = r.number("layer_norm_eps", 1e-5);
+  c.initMethodStd = r.number("initializer_range", 0.02);
+  c.hiddenDropout = r.number("hidden_dropout", 0.0);
+  c.attentionDropout = r.number("attention_dropout", 0.0);
+  // classifier_dropout belongs to GPTNeoXForTokenClassification's head.
+  r.number("classifier_dropout", 0.1);
+  c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
+  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
+  if (c.seqLength > c.maxPositionEmbeddings)
+    r.error() << "the sequence length " << c.seqLength
+              << " exceeds max_position_embeddings (" << c.maxPositionEmbeddings
+              << ")";
   c.microBatchSize = options.microBatchSize;
   r.refuseUnknownKeys(model.architecture);
   if (!r.ok())
@@ -234,54 +325,12 @@ std::optional<HFModel> mlir::dsc::parseHFConfig(llvm::StringRef text,
                 << "' is not importable yet: its graph needs " << p.needs;
       return std::nullopt;
     }
+  if (model.architecture == "GPTNeoXForCausalLM")
+    return parseGPTNeoX(r, std::move(model), options);
   if (model.architecture != "GPT2LMHeadModel") {
     r.error() << "unknown architecture '" << model.architecture
-              << "' (dsc imports GPT2LMHeadModel)";
+              << "' (dsc imports GPT2LMHeadModel and GPTNeoXForCausalLM)";
     return std::nullopt;
   }
   return parseGPT2(r, std::move(model), options);
-}
-
-std::optional<std::string>
-mlir::dsc::dscNameOfHFTensor(llvm::StringRef architecture,
-                             llvm::StringRef name) {
-  if (architecture != "GPT2LMHeadModel")
-    return std::nullopt;
-  // GPT2LMHeadModel saves "transformer.<...>"; GPT2Model and old
-  // checkpoints on the Hub have no prefix.
-  name.consume_front("transformer.");
-  if (name == "wte.weight" || name == "wpe.weight" || name == "ln_f.weight" ||
-      name == "ln_f.bias" || name == "lm_head.weight")
-    return name.str();
-  llvm::StringRef rest = name;
-  int64_t layer = 0;
-  if (!rest.consume_front("h.") || rest.consumeInteger(10, layer) ||
-      !rest.consume_front("."))
-    return std::nullopt;
-  const std::string prefix = "h." + std::to_string(layer) + ".";
-  // Conv1D stores [in, out], as dsc's linear layers: names change, no
-  // transposes. c_attn's columns are [Q | K | V], heads inside each: the
-  // order dsc's qkv slices.
-  static const std::pair<const char *, const char *> kLayer[] = {
-      {"ln_1.weight", "ln_1.weight"},
-      {"ln_1.bias", "ln_1.bias"},
-      {"attn.c_attn.weight", "attn.qkv.weight"},
-      {"attn.c_attn.bias", "attn.qkv.bias"},
-      {"attn.c_proj.weight", "attn.proj.weight"},
-      {"attn.c_proj.bias", "attn.proj.bias"},
-      {"ln_2.weight", "ln_2.weight"},
-      {"ln_2.bias", "ln_2.bias"},
-      {"mlp.c_fc.weight", "mlp.fc.weight"},
-      {"mlp.c_fc.bias", "mlp.fc.bias"},
-      {"mlp.c_proj.weight", "mlp.proj.weight"},
-      {"mlp.c_proj.bias", "mlp.proj.bias"},
-  };
-  for (const auto &[hf, ours] : kLayer)
-    if (rest == hf)
-      return prefix + ours;
-  // Old checkpoints keep the causal mask as buffers; dsc's attention is
-  // causal by construction.
-  if (rest == "attn.bias" || rest == "attn.masked_bias")
-    return std::string();
-  return std::nullopt;
 }

@@ -108,36 +108,41 @@ LogicalResult importWeights(ModuleOp module, const HFModel &model,
     if (!::dsc::rt::readSafetensorsTensors(file, tensors, error))
       return emitError(loc) << error;
     for (::dsc::rt::WholeTensor &t : tensors) {
-      std::optional<std::string> name =
-          dscNameOfHFTensor(model.architecture, t.name);
-      if (!name)
-        return emitError(loc)
-               << "'" << file << "': tensor '" << t.name << "' is not a "
-               << model.architecture << " weight dsc knows";
-      if (name->empty())
+      const std::string hfName = t.name;
+      const std::vector<int64_t> hfShape = t.shape;
+      if (!convertHFTensor(model, t, error))
+        return emitError(loc) << "'" << file << "': " << error;
+      if (t.name.empty())
         continue;
+      const std::string *name = &t.name;
       auto it = params.find(*name);
       if (it == params.end())
         return emitError(loc)
-               << "'" << file << "': tensor '" << t.name << "' (dsc '" << *name
+               << "'" << file << "': tensor '" << hfName << "' (dsc '" << *name
                << "') has no parameter in the graph (is the "
                   "config's tie_word_embeddings right?)";
       ArrayRef<int64_t> shape = it->second.getTensorType().getShape();
       if (ArrayRef<int64_t>(t.shape) != shape) {
-        auto diag = emitError(loc) << "'" << file << "': tensor '" << t.name
+        auto diag = emitError(loc) << "'" << file << "': tensor '" << hfName
                                    << "' has shape [";
-        llvm::interleaveComma(t.shape, diag);
-        diag << "] but config.json makes '" << *name << "' [";
+        llvm::interleaveComma(hfShape, diag);
+        if (hfShape != t.shape) {
+          diag << "] (in dsc's layout [";
+          llvm::interleaveComma(t.shape, diag);
+          diag << "])";
+        } else {
+          diag << "]";
+        }
+        diag << " but config.json makes '" << *name << "' [";
         llvm::interleaveComma(shape, diag);
         return diag << "]";
       }
       if (t.dtype == ::dsc::rt::DType::I32)
-        return emitError(loc) << "'" << file << "': tensor '" << t.name
+        return emitError(loc) << "'" << file << "': tensor '" << hfName
                               << "' is not a float tensor";
       if (!seen.insert(*name).second)
         return emitError(loc)
-               << "tensor '" << t.name << "' appears in two files";
-      t.name = *name;
+               << "tensor '" << hfName << "' appears in two files";
       out.push_back(std::move(t));
     }
   }

@@ -20,6 +20,12 @@ static llvm::cl::opt<std::string> importElementType(
     llvm::cl::desc("Float type of an imported model: f32, or f64 for "
                    "finite-difference checks"));
 
+static llvm::cl::opt<int64_t> importVocabSize(
+    "import-neox-vocab-size", llvm::cl::init(0),
+    llvm::cl::desc("The tokenizer's vocabulary size, for a GPT-NeoX config "
+                   "that names its tokenizer instead (padded as GPT-NeoX "
+                   "pads it)"));
+
 void mlir::dsc::registerImportNeoXTranslation() {
   TranslateToMLIRRegistration registration(
       "import-neox",
@@ -27,7 +33,16 @@ void mlir::dsc::registerImportNeoXTranslation() {
       [](llvm::SourceMgr &sourceMgr,
          MLIRContext *context) -> OwningOpRef<Operation *> {
         context->loadDialect<DscDialect, func::FuncDialect>();
-        std::optional<GPTConfig> config = parseNeoXConfig(sourceMgr, context);
+        if (importVocabSize < 0) {
+          emitError(UnknownLoc::get(context),
+                    "--import-neox-vocab-size must be positive, got ")
+              << importVocabSize.getValue();
+          return nullptr;
+        }
+        NeoXImportOptions options;
+        options.vocabSize = importVocabSize;
+        std::optional<GPTConfig> config =
+            parseNeoXConfig(sourceMgr, context, options);
         if (!config)
           return nullptr;
         if (importElementType != "f32" && importElementType != "f64") {

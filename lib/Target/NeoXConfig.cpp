@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,12 +24,13 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 int64_t GPTConfig::expectedParameters() const {
-  int64_t l = numLayers, h = hiddenSize;
-  int64_t perLayer = 12 * h * h + 13 * h;
+  int64_t l = numLayers, h = hiddenSize, f = ffnWidth();
+  int64_t norms = (parallelResidualTied ? 2 : 4) * h;
+  int64_t perLayer = (4 * h * h + 4 * h) + (2 * h * f + f + h) + norms;
   int64_t embeddings =
       (vocabSize + (learnedPositions ? maxPositionEmbeddings : 0)) * h;
   int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
-  int64_t normBiases = rmsNorm ? (2 * l + 1) * h : 0;
+  int64_t normBiases = rmsNorm ? (norms / 2 * l + h) : 0;
   return l * perLayer + embeddings + 2 * h + head - normBiases;
 }
 
@@ -39,7 +41,6 @@ namespace {
 /// listed in one warning, so a user knows dsc did not act on them here.
 const char *const kTrainingKeys[] = {
     "pipe_parallel_size",
-    "model_parallel_size",
     "optimizer",
     "zero_optimization",
     "train_batch_size",
@@ -48,9 +49,7 @@ const char *const kTrainingKeys[] = {
     "train_data_paths",
     "valid_data_paths",
     "test_data_paths",
-    "vocab_file",
     "merge_file",
-    "tokenizer_type",
     "save",
     "load",
     "checkpoint_factor",
@@ -73,7 +72,6 @@ const char *const kTrainingKeys[] = {
     "weight_decay",
     "distributed_backend",
     "scaled_upper_triang_masked_softmax_fusion",
-    "bias_gelu_fusion",
     "checkpoint_activations",
     "checkpoint_num_layers",
     "partition_activations",
@@ -90,11 +88,7 @@ const char *const kTrainingKeys[] = {
     "tensorboard_dir",
     "log_dir",
     "keep_last_n_checkpoints",
-    "make_vocab_size_divisible_by",
-    "output_layer_parallelism",
-    "attention_config",
     "sparsity_config",
-    "rotary_pct",
     "no_load_optim",
     "no_load_rng",
     "finetune",
@@ -104,17 +98,31 @@ const char *const kTrainingKeys[] = {
     "loss_scale_window",
     "hysteresis",
     "min_loss_scale",
+    "rope_fusion",
+    "layernorm_fusion",
+    "gas",
+    "num_workers",
+    "extra_save_iters",
     "initial_scale_power"};
 
-/// The model keys dsc reads, with how to store each.
+/// The keys that size the vocabulary (GPT-NeoX's defaults).
+struct VocabularyKeys {
+  int64_t multiple = 128;
+  int64_t modelParallel = 1;
+  std::string file;
+  std::string tokenizerType = "GPT2BPETokenizer";
+};
+
+/// The model keys dsc reads, with how to store each. String keys take one
+/// of supportedValues(key); Text keys any string.
 struct KeySpec {
-  enum class Kind { Int, Float, Bool, String };
+  enum class Kind { Int, Float, Bool, String, Text };
   Kind kind;
   bool required;
   std::function<void(GPTConfig &, int64_t, double, bool, StringRef)> store;
 };
 
-llvm::StringMap<KeySpec> buildModelKeys() {
+llvm::StringMap<KeySpec> buildModelKeys(VocabularyKeys &vocab) {
   using K = KeySpec::Kind;
   llvm::StringMap<KeySpec> keys;
   auto intKey = [&](StringRef name, bool required, int64_t GPTConfig::*field) {
@@ -133,7 +141,7 @@ llvm::StringMap<KeySpec> buildModelKeys() {
   intKey("hidden_size", true, &GPTConfig::hiddenSize);
   intKey("num_attention_heads", true, &GPTConfig::numAttentionHeads);
   intKey("seq_length", true, &GPTConfig::seqLength);
-  intKey("vocab_size", true, &GPTConfig::vocabSize);
+  intKey("vocab_size", false, &GPTConfig::vocabSize);
   intKey("max_position_embeddings", false, &GPTConfig::maxPositionEmbeddings);
   intKey("train_micro_batch_size_per_gpu", false, &GPTConfig::microBatchSize);
   intKey("seed", false, &GPTConfig::seed);
@@ -142,6 +150,36 @@ llvm::StringMap<KeySpec> buildModelKeys() {
   floatKey("attention_dropout", &GPTConfig::attentionDropout);
   floatKey("layernorm_epsilon", &GPTConfig::layerNormEpsilon);
   floatKey("rms_norm_epsilon", &GPTConfig::rmsNormEpsilon);
+  floatKey("rotary_pct", &GPTConfig::rotaryPct);
+  floatKey("rotary_emb_base", &GPTConfig::rotaryEmbBase);
+  // GPT-NeoX's `activation: gelu` is F.gelu (erf) unless bias_gelu_fusion
+  // selects its fused kernel, which computes the tanh form
+  // (megatron/model/activations.py): the key changes the mathematics.
+  keys["bias_gelu_fusion"] = {K::Bool, false,
+                              [](GPTConfig &c, int64_t, double, bool b,
+                                 StringRef) { c.exactGelu = !b; }};
+  // onnx_safe selects erf_gelu, the same erf GELU written without F.gelu.
+  keys["onnx_safe"] = {
+      K::Bool, false,
+      [](GPTConfig &c, int64_t, double, bool b, StringRef) { c.onnxSafe = b; }};
+  // The vocabulary: its size from vocab_size, the command line or the
+  // tokenizer file, then padded (validate, resolveVocabulary).
+  keys["make_vocab_size_divisible_by"] = {
+      K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
+        vocab.multiple = i;
+      }};
+  keys["model_parallel_size"] = {
+      K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
+        vocab.modelParallel = i;
+      }};
+  keys["vocab_file"] = {K::Text, false,
+                        [&vocab](GPTConfig &, int64_t, double, bool,
+                                 StringRef v) { vocab.file = v.str(); }};
+  keys["tokenizer_type"] = {
+      K::Text, false,
+      [&vocab](GPTConfig &, int64_t, double, bool, StringRef v) {
+        vocab.tokenizerType = v.str();
+      }};
   keys["no_weight_tying"] = {K::Bool, false,
                              [](GPTConfig &c, int64_t, double, bool b,
                                 StringRef) { c.tieWordEmbeddings = !b; }};
@@ -152,12 +190,15 @@ llvm::StringMap<KeySpec> buildModelKeys() {
   keys["pos_emb"] = {K::String, false,
                      [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                        c.learnedPositions = v.lower() == "learned";
+                       c.rotary = v.lower() == "rotary";
                      }};
-  // GPT-J's parallel residual changes the model: read, and refused when
-  // asked for (validate), never skipped.
   keys["gpt_j_residual"] = {K::Bool, false,
                             [](GPTConfig &c, int64_t, double, bool b,
                                StringRef) { c.parallelResidual = b; }};
+  keys["gpt_j_tied"] = {K::Bool, false,
+                        [](GPTConfig &c, int64_t, double, bool b, StringRef) {
+                          c.parallelResidualTied = b;
+                        }};
   keys["init_method"] = {K::String, false,
                          [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                            c.initMethod = v.lower();
@@ -166,6 +207,9 @@ llvm::StringMap<KeySpec> buildModelKeys() {
       K::String, false, [](GPTConfig &c, int64_t, double, bool, StringRef v) {
         c.outputLayerInitMethod = v.lower();
       }};
+  // Megatron's row-parallel output layer is a different collective
+  // pattern; dsc's LM head is vocabulary-parallel, GPT-NeoX's "column".
+  keys["output_layer_parallelism"] = {K::String, false, nullptr};
   keys["norm"] = {K::String, false,
                   [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                     c.rmsNorm = v.lower() == "rmsnorm";
@@ -179,19 +223,22 @@ std::vector<StringRef> supportedValues(StringRef key) {
     return {"layernorm", "rmsnorm"};
   if (key == "activation")
     return {"gelu"};
+  if (key == "output_layer_parallelism")
+    return {"column"};
   // Orthogonal and uniform draws are GPT-NeoX methods dsc has no
   // initializer for yet: refused, not replaced by another.
   if (key == "init_method" || key == "output_layer_init_method")
     return {"normal", "scaled_normal", "small_init", "wang_init",
             "xavier_normal"};
-  return {"learned", "none"};
+  return {"learned", "rotary", "none"};
 }
 
 class NeoXConfigReader {
 public:
-  NeoXConfigReader(llvm::SourceMgr &sourceMgr, MLIRContext *context)
+  NeoXConfigReader(llvm::SourceMgr &sourceMgr, MLIRContext *context,
+                   const NeoXImportOptions &options)
       : sourceMgr(sourceMgr), context(context),
-        bufferId(sourceMgr.getMainFileID()) {}
+        bufferId(sourceMgr.getMainFileID()), options(options) {}
 
   std::optional<GPTConfig> read();
 
@@ -212,18 +259,24 @@ private:
   }
 
   LogicalResult readEntry(llvm::yaml::KeyValueNode &entry);
+  LogicalResult readAttentionConfig(llvm::yaml::Node *value);
   LogicalResult validate();
+  LogicalResult resolveVocabulary();
   std::string suggestKey(StringRef key);
 
   llvm::SourceMgr &sourceMgr;
   MLIRContext *context;
   unsigned bufferId;
+  NeoXImportOptions options;
   llvm::SMLoc rootLoc;
   llvm::yaml::Stream *stream = nullptr;
   GPTConfig config;
-  llvm::StringMap<KeySpec> modelKeys = buildModelKeys();
+  VocabularyKeys vocab;
+  llvm::StringMap<KeySpec> modelKeys = buildModelKeys(vocab);
   llvm::StringMap<llvm::SMLoc> keyLocations;
   SmallVector<std::string> ignoredKeys;
+  /// The layers attention_config lists (-1: no attention_config).
+  int64_t attentionConfigLayers = -1;
 };
 
 std::string NeoXConfigReader::suggestKey(StringRef key) {
@@ -241,6 +294,63 @@ std::string NeoXConfigReader::suggestKey(StringRef key) {
   for (const char *name : kTrainingKeys)
     consider(name);
   return best;
+}
+
+/// GPT-NeoX's attention_config, [[[types], repeats], ...] over the layers:
+/// "global" and "flash" are the same dense causal attention (flash is a
+/// kernel); the sparse and local types are other models, refused by name.
+LogicalResult NeoXConfigReader::readAttentionConfig(llvm::yaml::Node *value) {
+  auto fail = [&](llvm::yaml::Node *at) {
+    emitError(locOf(at)) << "'attention_config' must be a list of "
+                            "[[types...], layer count] pairs";
+    return failure();
+  };
+  auto *list = dyn_cast_or_null<llvm::yaml::SequenceNode>(value);
+  if (!list)
+    return fail(value);
+  attentionConfigLayers = 0;
+  for (llvm::yaml::Node &entryNode : *list) {
+    auto *entry = dyn_cast<llvm::yaml::SequenceNode>(&entryNode);
+    if (!entry)
+      return fail(&entryNode);
+    // The parser reads nodes as they are visited: each part is read
+    // before the next is reached.
+    int64_t part = 0, count = 0, typeCount = 0;
+    for (llvm::yaml::Node &partNode : *entry) {
+      if (part++ == 0) {
+        auto *types = dyn_cast<llvm::yaml::SequenceNode>(&partNode);
+        if (!types)
+          return fail(&partNode);
+        for (llvm::yaml::Node &typeNode : *types) {
+          auto *type = dyn_cast<llvm::yaml::ScalarNode>(&typeNode);
+          SmallString<16> typeStorage;
+          StringRef name = type ? type->getValue(typeStorage) : StringRef();
+          if (name != "global" && name != "flash") {
+            emitError(locOf(&typeNode))
+                << "'attention_config' type '" << name
+                << "' is not supported; dsc builds dense causal attention "
+                   "('global', or 'flash', the same mathematics)";
+            return failure();
+          }
+          ++typeCount;
+        }
+        continue;
+      }
+      auto *repeats = dyn_cast<llvm::yaml::ScalarNode>(&partNode);
+      SmallString<16> storage;
+      if (!repeats || repeats->getValue(storage).getAsInteger(10, count) ||
+          count < 1)
+        return fail(&partNode);
+    }
+    if (part != 2)
+      return fail(entry);
+    if (typeCount == 0)
+      return fail(entry);
+    // GPT-NeoX's expand_attention_types: [[types], n] repeats the list of
+    // types n times, one layer per type.
+    attentionConfigLayers += count * typeCount;
+  }
+  return success(!stream->failed());
 }
 
 LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
@@ -270,6 +380,9 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
                               << "at line " << line << ")";
     return failure();
   }
+
+  if (key == "attention_config")
+    return readAttentionConfig(valueNode);
 
   auto spec = modelKeys.find(key);
   if (spec == modelKeys.end()) {
@@ -321,6 +434,8 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
     asBool = lower == "true";
     break;
   }
+  case KeySpec::Kind::Text:
+    break;
   case KeySpec::Kind::String:
     if (!llvm::is_contained(supportedValues(key), text.lower())) {
       InFlightDiagnostic diag = emitError(locOf(scalar))
@@ -340,6 +455,45 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
   return success();
 }
 
+/// The tokenizer's size (the command line, vocab_size, or the vocab_file),
+/// padded as GPT-NeoX's _vocab_size_with_padding pads it.
+LogicalResult NeoXConfigReader::resolveVocabulary() {
+  if (options.vocabSize > 0) {
+    config.vocabSize = options.vocabSize;
+  } else if (!keyLocations.count("vocab_size")) {
+    if (vocab.file.empty()) {
+      emitError(locOf(rootLoc))
+          << "the vocabulary size is unknown: the config has neither "
+             "'vocab_size' nor a 'vocab_file' (its tokenizer); add one, or "
+             "give --import-neox-vocab-size N";
+      return failure();
+    }
+    std::string error;
+    std::optional<int64_t> size =
+        countTokenizerVocabulary(vocab.file, vocab.tokenizerType, error);
+    if (!size) {
+      emitError(locOfKey("vocab_file")) << error;
+      return failure();
+    }
+    config.vocabSize = *size;
+  }
+  if (vocab.multiple < 1 || vocab.modelParallel < 1) {
+    emitError(locOfKey(vocab.multiple < 1 ? "make_vocab_size_divisible_by"
+                                          : "model_parallel_size"))
+        << "'make_vocab_size_divisible_by' and 'model_parallel_size' must be "
+           ">= 1";
+    return failure();
+  }
+  const int64_t multiple = vocab.multiple * vocab.modelParallel;
+  const int64_t padded =
+      (config.vocabSize + multiple - 1) / multiple * multiple;
+  if (config.vocabSize >= 1 && padded != config.vocabSize) {
+    config.tokenizerVocabSize = config.vocabSize;
+    config.vocabSize = padded;
+  }
+  return success();
+}
+
 LogicalResult NeoXConfigReader::validate() {
   for (const auto &entry : modelKeys)
     if (entry.second.required && !keyLocations.count(entry.getKey())) {
@@ -351,6 +505,8 @@ LogicalResult NeoXConfigReader::validate() {
     }
   if (!keyLocations.count("max_position_embeddings"))
     config.maxPositionEmbeddings = config.seqLength;
+  if (failed(resolveVocabulary()))
+    return failure();
 
   auto atLeastOne = [&](StringRef key, int64_t value) -> LogicalResult {
     if (value >= 1)
@@ -405,11 +561,42 @@ LogicalResult NeoXConfigReader::validate() {
         << "'rms_norm_epsilon' must be > 0, got " << config.rmsNormEpsilon;
     return failure();
   }
-  if (config.parallelResidual) {
-    emitError(locOfKey("gpt_j_residual"))
-        << "'gpt_j_residual' = true (GPT-J's parallel residual: attention "
-           "and MLP read the same input) is not supported yet";
+  if (attentionConfigLayers >= 0 && attentionConfigLayers != config.numLayers) {
+    emitError(locOfKey("attention_config"))
+        << "'attention_config' covers " << attentionConfigLayers
+        << " layers, but 'num_layers' is " << config.numLayers;
     return failure();
+  }
+  if (config.parallelResidualTied && !config.parallelResidual) {
+    // GPT-NeoX reads gpt_j_tied only inside its gpt_j_residual branch.
+    emitError(locOfKey("gpt_j_tied"))
+        << "'gpt_j_tied' = true needs 'gpt_j_residual' = true (it ties the "
+           "parallel residual's two layer norms)";
+    return failure();
+  }
+  if (config.onnxSafe && !config.exactGelu) {
+    emitError(locOfKey("onnx_safe"))
+        << "'onnx_safe' and 'bias_gelu_fusion' are not compatible (as in "
+           "GPT-NeoX)";
+    return failure();
+  }
+  if (config.rotary) {
+    int64_t headDim = config.headDim(), dims = config.rotaryDims();
+    if (!(config.rotaryPct > 0.0 && config.rotaryPct <= 1.0) || dims < 2 ||
+        dims % 2 != 0) {
+      std::string pct;
+      llvm::raw_string_ostream(pct) << llvm::format("%g", config.rotaryPct);
+      emitError(locOfKey("rotary_pct"))
+          << "'rotary_pct' (" << pct << ") of the head's " << headDim
+          << " features rotates " << dims
+          << " of them; dsc needs an even number of at least 2";
+      return failure();
+    }
+    if (!(config.rotaryEmbBase > 1.0)) {
+      emitError(locOfKey("rotary_emb_base"))
+          << "'rotary_emb_base' must be > 1, got " << config.rotaryEmbBase;
+      return failure();
+    }
   }
   return success();
 }
@@ -462,7 +649,8 @@ std::optional<GPTConfig> NeoXConfigReader::read() {
 
 } // namespace
 
-std::optional<GPTConfig> mlir::dsc::parseNeoXConfig(llvm::SourceMgr &sourceMgr,
-                                                    MLIRContext *context) {
-  return NeoXConfigReader(sourceMgr, context).read();
+std::optional<GPTConfig>
+mlir::dsc::parseNeoXConfig(llvm::SourceMgr &sourceMgr, MLIRContext *context,
+                           const NeoXImportOptions &options) {
+  return NeoXConfigReader(sourceMgr, context, options).read();
 }

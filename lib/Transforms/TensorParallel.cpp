@@ -172,12 +172,21 @@ private:
         return attention.emitOpError("--dsc-tensor-parallel: ")
                << heads
                << " attention heads are not divisible by tp=" << tp.getValue();
-      // q, k, v are three slices of one fused projection.
+      // q, k, v are three slices of one fused projection; q and k may be
+      // rotated (rotary works head by head, so on a rank's heads as well).
       SmallVector<SliceOp, 3> parts;
+      SmallVector<RotaryOp, 2> rotaries;
       for (Value operand :
-           {attention.getQuery(), attention.getKey(), attention.getValue()})
+           {attention.getQuery(), attention.getKey(), attention.getValue()}) {
+        if (auto rotary = operand.getDefiningOp<RotaryOp>();
+            rotary && operand != attention.getValue() &&
+            rotary.getResult().hasOneUse()) {
+          rotaries.push_back(rotary);
+          operand = rotary.getInput();
+        }
         if (auto slice = operand.getDefiningOp<SliceOp>())
           parts.push_back(slice);
+      }
       if (parts.size() != 3 || parts[0].getInput() != parts[1].getInput() ||
           parts[0].getInput() != parts[2].getInput())
         return attention.emitOpError(
@@ -200,7 +209,8 @@ private:
                                    "projection");
         if (!slice.getResult().hasOneUse())
           return slice.emitOpError("--dsc-tensor-parallel: the q/k/v slice "
-                                   "must feed only the attention");
+                                   "must feed only the attention (or its "
+                                   "rotary)");
       }
       int64_t in = tensorOf(qkv->weight.getResult()).getDimSize(0);
       columnParallel(*qkv, {in, 3, hidden}, {3, hidden});
@@ -215,6 +225,8 @@ private:
         slice.getResult().setType(
             splitLastDim(tensorOf(slice.getResult()), tp));
       }
+      for (RotaryOp rotary : rotaries)
+        rotary.getResult().setType(rotary.getInput().getType());
       attention.setNumHeads(heads / tp);
       // Each rank's heads draw the dropout masks one rank draws for them.
       attention.setHeadAxesAttr(axes);

@@ -845,3 +845,43 @@ func.func @f() {
   %w = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<4x4xf64>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{head_dim 24 does not divide the last dimension 64}}
+  %0 = dsc.rotary %x {head_dim = 24 : i64, rotary_dims = 4 : i64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rotary_dims must be even and in [2, head_dim = 16], got 3}}
+  %0 = dsc.rotary %x {head_dim = 16 : i64, rotary_dims = 3 : i64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rotary_dims must be even and in [2, head_dim = 16], got 32}}
+  %0 = dsc.rotary %x {head_dim = 16 : i64, rotary_dims = 32 : i64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{base must be > 1, got 1}}
+  %0 = dsc.rotary %x {head_dim = 16 : i64, rotary_dims = 4 : i64, base = 1.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<64xf32>) {
+  // expected-error @+1 {{input must be [..., seq, heads * head_dim], got rank 1}}
+  %0 = dsc.rotary %x {head_dim = 16 : i64, rotary_dims = 4 : i64} : tensor<64xf32>
+  return
+}

@@ -44,6 +44,15 @@ func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32
   %b = dsc.get_parameter @h.0.ln.bias : tensor<64xf32>
   // CHECK: dsc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
   %ln = dsc.layer_norm %sq, %g, %b {epsilon = 1.0e-6 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  // The default base (10000) is not printed.
+  // CHECK: dsc.rotary %{{.*}} {head_dim = 16 : i64, rotary_dims = 4 : i64} : tensor<2x8x64xf32>
+  %rot = dsc.rotary %sq {head_dim = 16 : i64, rotary_dims = 4 : i64} : tensor<2x8x64xf32>
+  // CHECK: dsc.rotary %{{.*}} {base = 5.000000e+05 : f64, head_dim = 16 : i64, inverse, rotary_dims = 16 : i64} : tensor<2x8x64xf32>
+  %unrot = dsc.rotary %rot {head_dim = 16 : i64, rotary_dims = 16 : i64, base = 5.0e5 : f64, inverse} : tensor<2x8x64xf32>
+  // CHECK: dsc.gelu %{{.*}} {exact} : tensor<2x8x64xf32>
+  %gex = dsc.gelu %unrot {exact} : tensor<2x8x64xf32>
+  // CHECK: dsc.gelu_grad %{{.*}}, %{{.*}} {exact} : tensor<2x8x64xf32>
+  %dgex = dsc.gelu_grad %gex, %sq {exact} : tensor<2x8x64xf32>
   // CHECK: dsc.rms_norm %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
   %rms = dsc.rms_norm %sq, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
   // CHECK: dsc.rms_norm %{{.*}}, %{{.*}} {epsilon = 1.000000e-08 : f64, epsilon_outside_sqrt} : tensor<2x8x64xf32>, tensor<64xf32>

@@ -445,6 +445,49 @@ TEST_F(CudaKernel, RmsNormFp32) { checkRmsNorm<float>(stream); }
 TEST_F(CudaKernel, RmsNormBf16) { checkRmsNorm<__nv_bfloat16>(stream); }
 TEST_F(CudaKernel, LayerNormBf16) { checkLayerNorm<__nv_bfloat16>(stream); }
 
+template <typename T> void checkRotary(cudaStream_t stream) {
+  // 3 sequences of 37 positions, 4 heads of 24 features; partial (8 of 24
+  // rotated) and whole-head, both directions, out of place and in place.
+  const int64_t seq = 37, rows = 3 * seq, headDim = 24, cols = 4 * headDim;
+  const int64_t n = rows * cols;
+  auto x = rounded<T>(randn(n, 1, 2.0f));
+  for (int64_t rotary : {int64_t(8), headDim})
+    for (bool inverse : {false, true}) {
+      SCOPED_TRACE("rotary " + std::to_string(rotary) +
+                   (inverse ? " inverse" : ""));
+      std::vector<float> y(n);
+      rotaryForward(x.data(), y.data(), rows, seq, cols, headDim, rotary,
+                    10000.0, inverse);
+      Dev<T> dx(x), dy(n);
+      ASSERT_EQ(cudaSuccess,
+                cu::rotaryForward(dx.get(), dy.get(), rows, seq, cols, headDim,
+                                  rotary, 10000.0, inverse, stream));
+      EXPECT_LT(relNorm(dy.download(), y), tol<T>());
+      ASSERT_EQ(cudaSuccess,
+                cu::rotaryForward(dx.get(), dx.get(), rows, seq, cols, headDim,
+                                  rotary, 10000.0, inverse, stream));
+      EXPECT_LT(relNorm(dx.download(), y), tol<T>());
+    }
+}
+TEST_F(CudaKernel, RotaryFp32) { checkRotary<float>(stream); }
+TEST_F(CudaKernel, RotaryBf16) { checkRotary<__nv_bfloat16>(stream); }
+
+template <typename T> void checkGeluExact(cudaStream_t stream) {
+  const int64_t n = 10007;
+  auto x = rounded<T>(randn(n, 1, 3.0f)), g = rounded<T>(randn(n, 2));
+  std::vector<float> y(n), dx(n);
+  geluExactForward(x.data(), y.data(), n);
+  geluExactBackward(x.data(), g.data(), dx.data(), n, false);
+  Dev<T> dxv(x), dyv(n), dg(g), ddx(n);
+  ASSERT_EQ(cudaSuccess, cu::geluExactForward(dxv.get(), dyv.get(), n, stream));
+  ASSERT_EQ(cudaSuccess, cu::geluExactBackward(dxv.get(), dg.get(), ddx.get(),
+                                               n, false, stream));
+  EXPECT_LT(relNorm(dyv.download(), y), tol<T>());
+  EXPECT_LT(relNorm(ddx.download(), dx), tol<T>());
+}
+TEST_F(CudaKernel, GeluExactFp32) { checkGeluExact<float>(stream); }
+TEST_F(CudaKernel, GeluExactBf16) { checkGeluExact<__nv_bfloat16>(stream); }
+
 template <typename T> void checkSoftmax(cudaStream_t stream) {
   for (int64_t cols : {int64_t(7), int64_t(1000), int64_t(5000)}) {
     const int64_t rows = 33, n = rows * cols;

@@ -91,6 +91,40 @@ func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 
 // -----
 
+// Rotary queries and keys: the rotation works head by head, so each rank
+// rotates its own two heads' q and k columns with the same attributes.
+// CHECK-LABEL: func.func @loss
+// CHECK: %[[Q:.*]] = dsc.slice %{{.*}} [0, 0, 0] [2, 4, 4] : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[RQ:.*]] = dsc.rotary %[[Q]] {head_dim = 2 : i64, rotary_dims = 2 : i64} : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[K:.*]] = dsc.slice %{{.*}} [0, 0, 4] [2, 4, 4]
+// CHECK-NEXT: %[[RK:.*]] = dsc.rotary %[[K]] {{.*}} : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[V:.*]] = dsc.slice %{{.*}} [0, 0, 8] [2, 4, 4]
+// CHECK-NEXT: dsc.attention %[[RQ]], %[[RK]], %[[V]] {causal, head_axes = ["tp"], num_heads = 2 : i64, seed = 1 : i64} : tensor<2x4x4xf32>
+
+dsc.parameter @qkv.weight : tensor<8x24xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @qkv.bias : tensor<24xf32> init = #dsc.init<zeros>
+dsc.parameter @proj.weight : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @proj.bias : tensor<8xf32> init = #dsc.init<zeros>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w = dsc.get_parameter @qkv.weight : tensor<8x24xf32>
+  %b = dsc.get_parameter @qkv.bias : tensor<24xf32>
+  %m = dsc.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x24xf32> -> tensor<2x4x24xf32>
+  %qkv = dsc.bias_add %m, %b : tensor<2x4x24xf32>, tensor<24xf32>
+  %q = dsc.slice %qkv [0, 0, 0] [2, 4, 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %rq = dsc.rotary %q {head_dim = 2 : i64, rotary_dims = 2 : i64, base = 1.0e4 : f64} : tensor<2x4x8xf32>
+  %k = dsc.slice %qkv [0, 0, 8] [2, 4, 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %rk = dsc.rotary %k {head_dim = 2 : i64, rotary_dims = 2 : i64, base = 1.0e4 : f64} : tensor<2x4x8xf32>
+  %v = dsc.slice %qkv [0, 0, 16] [2, 4, 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %a = dsc.attention %rq, %rk, %v {causal, num_heads = 4 : i64, seed = 1 : i64} : tensor<2x4x8xf32>
+  %pw = dsc.get_parameter @proj.weight : tensor<8x8xf32>
+  %pb = dsc.get_parameter @proj.bias : tensor<8xf32>
+  %p = dsc.matmul %a, %pw : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %pbb = dsc.bias_add %p, %pb : tensor<2x4x8xf32>, tensor<8xf32>
+  return %pbb : tensor<2x4x8xf32>
+}
+
+// -----
+
 // The tied embedding and LM head are vocabulary-parallel: the rank keeps 8
 // of the 16 rows, looks up its tokens and g sums the lookups; the head
 // computes the rank's 8 logit columns behind f, and the loss combines

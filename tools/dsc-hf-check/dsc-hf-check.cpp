@@ -23,6 +23,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,8 +41,9 @@ static cl::opt<std::string>
     golden("golden", cl::Required,
            cl::desc("golden.safetensors (make-goldens.py)"));
 static cl::opt<std::string>
-    architecture("architecture", cl::Required,
-                 cl::desc("The model's transformers class (GPT2LMHeadModel)"));
+    hfConfig("config", cl::Required,
+             cl::desc("The model's config.json (its family and shapes: how "
+                      "transformers' gradients map onto dsc's parameters)"));
 static cl::opt<double>
     lossTolerance("loss-rtol", cl::init(1e-5),
                   cl::desc("Relative tolerance of the loss"));
@@ -71,6 +73,18 @@ int run() {
       ::dsc::tools::compileForCheck(inputFile);
   if (!lowered)
     return 1;
+
+  auto configText = llvm::MemoryBuffer::getFile(hfConfig);
+  if (!configText)
+    throw ::dsc::rt::Error("cannot read '" + hfConfig +
+                           "': " + configText.getError().message());
+  mlir::MLIRContext context;
+  std::optional<mlir::dsc::HFModel> parsed = mlir::dsc::parseHFConfig(
+      (*configText)->getBuffer(), hfConfig, mlir::dsc::HFImportOptions(),
+      mlir::UnknownLoc::get(&context));
+  if (!parsed)
+    return 1;
+  const mlir::dsc::HFModel &model = *parsed;
 
   std::vector<WholeTensor> tensors;
   std::string error;
@@ -111,17 +125,18 @@ int run() {
       lossError, lossOk ? "ok" : "FAIL");
   (lossOk ? passed : failedCount) += 1;
 
-  for (const WholeTensor &t : tensors) {
-    llvm::StringRef name(t.name);
+  for (const WholeTensor &golden : tensors) {
+    llvm::StringRef name(golden.name);
     if (!name.consume_front("grad."))
       continue;
-    std::optional<std::string> ours =
-        mlir::dsc::dscNameOfHFTensor(architecture, name);
-    if (!ours)
-      throw ::dsc::rt::Error("golden gradient '" + t.name + "' is not a " +
-                             architecture + " weight");
-    if (ours->empty())
+    // transformers' gradient in dsc's name and layout.
+    WholeTensor t = golden;
+    t.name = name.str();
+    if (!mlir::dsc::convertHFTensor(model, t, error))
+      throw ::dsc::rt::Error("golden gradient: " + error);
+    if (t.name.empty())
       continue;
+    const std::string *ours = &t.name;
     std::vector<double> g = executor.read("grad." + *ours);
     std::vector<double> r = asDoubles(t);
     if (g.size() != r.size())

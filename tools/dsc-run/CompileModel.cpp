@@ -80,6 +80,9 @@ namespace dsc::run {
 
 rt::Plan loadOrCompile(const RunOptions &options) {
   InputKind kind = kindOf(options.input);
+  if (options.vocabSize && kind != InputKind::Config)
+    throw Error("--vocab-size applies to a GPT-NeoX config, not to '" +
+                options.input + "'");
   if (kind == InputKind::Plan) {
     if (!options.compile.empty())
       throw Error("--compile applies to a .mlir module or a config, not to "
@@ -111,8 +114,10 @@ rt::Plan loadOrCompile(const RunOptions &options) {
   if (kind == InputKind::Module) {
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   } else {
+    mlir::dsc::NeoXImportOptions importOptions;
+    importOptions.vocabSize = options.vocabSize;
     std::optional<mlir::dsc::GPTConfig> config =
-        mlir::dsc::parseNeoXConfig(sourceMgr, &context);
+        mlir::dsc::parseNeoXConfig(sourceMgr, &context, importOptions);
     if (config) {
       module = mlir::dsc::buildGPTGraph(
           *config, FileLineColLoc::get(&context, options.input, 1, 1));

@@ -58,6 +58,9 @@ std::string dsc::run::usage() {
          "                       (steps, lr, microbatches come from the\n"
          "                       flags above; the default warmup, 10, is\n"
          "                       capped at steps - 1)\n"
+         "  --vocab-size N       a GPT-NeoX config's tokenizer size, when the\n"
+         "                       config names a tokenizer file (padded as\n"
+         "                       GPT-NeoX pads it)\n"
          "  --np N               run N ranks as threads of this process; the\n"
          "                       plan's mesh must span N ranks (compile with\n"
          "                       --compile \"dp=N\"). Under mpirun each "
@@ -168,6 +171,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.load = next();
     else if (flag == "--compile")
       o.compile = next();
+    else if (flag == "--vocab-size")
+      o.vocabSize = parseInt(flag, next(), 1);
     else if (flag == "--np")
       o.np = parseInt(flag, next(), 1);
     else if (flag == "--microbatches")

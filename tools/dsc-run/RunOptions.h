@@ -48,6 +48,9 @@ struct RunOptions {
   bool printPlan = false;
   /// --compile: extra --dsc-compile options for a model compiled in-process.
   std::string compile;
+  /// --vocab-size: the tokenizer's size for a GPT-NeoX config that names
+  /// its tokenizer instead (0: the config's).
+  int64_t vocabSize = 0;
   /// --np: ranks to run as threads of this process (0: not given, one rank;
   /// under mpirun the MPI world decides and --np must agree with it).
   int64_t np = 0;

@@ -146,6 +146,26 @@ template <typename T> void geluForward(const T *x, T *y, int64_t n);
 template <typename T>
 void geluBackward(const T *x, const T *dY, T *dX, int64_t n, bool accumulate);
 
+/// y = 0.5 x (1 + erf(x / sqrt 2)), the exact GELU.
+template <typename T> void geluExactForward(const T *x, T *y, int64_t n);
+/// dX = dY * (Phi(x) + x phi(x)).
+template <typename T>
+void geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
+                       bool accumulate);
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+/// x and y are [rows, heads * headDim], row r at position r % seq. In each
+/// head, pairs (i, i + rotaryDims/2) rotate by pos * base^(-2i/rotaryDims)
+/// (backwards with `inverse`); the head's other features are copied. y may
+/// alias x.
+template <typename T>
+void rotaryForward(const T *x, T *y, int64_t rows, int64_t seq, int64_t cols,
+                   int64_t headDim, int64_t rotaryDims, double base,
+                   bool inverse);
+
 //===----------------------------------------------------------------------===//
 // LayerNorm over the last dimension
 //===----------------------------------------------------------------------===//

@@ -162,7 +162,7 @@ cudaError_t concatBackward(const T *dOut, T *const *dIns, const int64_t *dims,
                            bool accumulate, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
-// GELU (tanh approximation)
+// GELU (tanh approximation, and exact)
 //===----------------------------------------------------------------------===//
 
 template <typename T>
@@ -170,6 +170,22 @@ cudaError_t geluForward(const T *x, T *y, int64_t n, cudaStream_t stream);
 template <typename T>
 cudaError_t geluBackward(const T *x, const T *dY, T *dX, int64_t n,
                          bool accumulate, cudaStream_t stream);
+/// The exact (erf) GELU.
+template <typename T>
+cudaError_t geluExactForward(const T *x, T *y, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
+                              bool accumulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding (the CPU kernel's pairing and angles)
+//===----------------------------------------------------------------------===//
+
+/// x, y [rows, cols], row r at position r % seq; y may alias x.
+template <typename T>
+cudaError_t rotaryForward(const T *x, T *y, int64_t rows, int64_t seq,
+                          int64_t cols, int64_t headDim, int64_t rotaryDims,
+                          double base, bool inverse, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // LayerNorm (one warp per row)

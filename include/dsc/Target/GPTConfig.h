@@ -26,7 +26,13 @@ struct GPTConfig {
   int64_t seqLength = 0;
   /// Rows of the learned position table; defaults to seqLength.
   int64_t maxPositionEmbeddings = 0;
+  /// The embedding's rows: the tokenizer's vocabulary, padded (GPT-NeoX's
+  /// padded_vocab_size). The padded rows are rows like the others: no token
+  /// id names them, so they are never a target, and their logits train
+  /// down as in GPT-NeoX and transformers.
   int64_t vocabSize = 0;
+  /// The tokenizer's own size before padding (0 when not padded).
+  int64_t tokenizerVocabSize = 0;
   int64_t microBatchSize = 1;
   /// GPT-2 ties the output projection to the token embedding.
   bool tieWordEmbeddings = true;
@@ -43,27 +49,70 @@ struct GPTConfig {
   /// no bias, in place of LayerNorm; `rms_norm_epsilon` (NeoX's 1e-8).
   bool rmsNorm = false;
   double rmsNormEpsilon = 1e-8;
-  /// `pos_emb: learned` (GPT-2's table, wpe) or `none` (no position
-  /// information but the causal mask).
+  /// `pos_emb: learned` (GPT-2's table, wpe), `rotary` (queries and keys
+  /// rotated per head, dsc.rotary) or `none` (no position information but
+  /// the causal mask).
   bool learnedPositions = true;
-  /// `gpt_j_residual`: read so that a config asking for it is refused.
+  bool rotary = false;
+  /// `rotary_pct`: the rotated share of each head's features (the rotated
+  /// count is int(head_dim * rotary_pct), as GPT-NeoX and transformers
+  /// truncate it); `rotary_emb_base`: the frequencies are base^(-2i/d).
+  double rotaryPct = 1.0;
+  double rotaryEmbBase = 10000.0;
+  /// `gpt_j_residual` (GPT-J, NeoX-20B, Pythia): attention and MLP read the
+  /// same input, x + attn(ln_1(x)) + mlp(ln_2(x)); with `gpt_j_tied` both
+  /// read ln_1(x) and there is no ln_2.
   bool parallelResidual = false;
+  bool parallelResidualTied = false;
+  /// The MLP's inner width (`intermediate_size`); 0 means 4 * hiddenSize.
+  int64_t ffnHiddenSize = 0;
+  /// The MLP's GELU is the exact (erf) one instead of the tanh form.
+  /// GPT-NeoX's default (F.gelu); `bias_gelu_fusion` selects the tanh form.
+  bool exactGelu = true;
+  /// GPT-NeoX's `onnx_safe` (read to refuse it with bias_gelu_fusion).
+  bool onnxSafe = false;
   int64_t seed = 1234;
   /// Build the graph in f64 instead of f32 (finite-difference checks).
   bool useF64 = false;
 
+  int64_t ffnWidth() const {
+    return ffnHiddenSize ? ffnHiddenSize : 4 * hiddenSize;
+  }
+  int64_t headDim() const { return hiddenSize / numAttentionHeads; }
+  int64_t rotaryDims() const { return int64_t(double(headDim()) * rotaryPct); }
+
   /// Closed-form parameter count (Megatron-LM / Narayanan et al. 2021):
-  /// 12lh²(1 + 13/(12h) + (V+s)/(12lh)) + 2h, plus V·h when untied; RMSNorm
-  /// has no bias: (2l + 1)·h fewer; without learned positions, s·h fewer.
+  /// per layer 4h² + 4h attention, 2hf + f + h MLP (f the inner width; with
+  /// f = 4h the paper's 12h² + 13h) and 4h of norms, plus V·h embeddings,
+  /// s·h learned positions, 2h final norm and V·h more when untied. RMSNorm
+  /// has no bias: (2l + 1)·h fewer; gpt_j_tied shares ln_1: 2h a layer fewer.
   int64_t expectedParameters() const;
+};
+
+/// What a GPT-NeoX config may leave to the command line.
+struct NeoXImportOptions {
+  /// The tokenizer's vocabulary size (--import-neox-vocab-size); 0: the
+  /// config's vocab_size, or the size of the vocab_file it names.
+  int64_t vocabSize = 0;
 };
 
 /// Parses a GPT-NeoX config held in `sourceMgr`'s main buffer. Keys may be
 /// spelled with '-' or '_'. Errors (syntax, unknown or missing keys, values
 /// that make no sense) are emitted as diagnostics located at the offending
-/// line and return std::nullopt.
-std::optional<GPTConfig> parseNeoXConfig(llvm::SourceMgr &sourceMgr,
-                                         MLIRContext *context);
+/// line and return std::nullopt. The vocabulary is the tokenizer's, padded
+/// as GPT-NeoX pads it: up to a multiple of make_vocab_size_divisible_by
+/// (128) times model_parallel_size.
+std::optional<GPTConfig>
+parseNeoXConfig(llvm::SourceMgr &sourceMgr, MLIRContext *context,
+                const NeoXImportOptions &options = NeoXImportOptions());
+
+/// The vocabulary size of the tokenizer file `path` of GPT-NeoX's
+/// `tokenizerType` (HFTokenizer: a tokenizer.json; GPT2BPETokenizer: a
+/// vocab.json): its largest id plus one. nullopt and `error` naming the
+/// file when it cannot be read or counted.
+std::optional<int64_t> countTokenizerVocabulary(llvm::StringRef path,
+                                                llvm::StringRef tokenizerType,
+                                                std::string &error);
 
 } // namespace mlir::dsc
 

@@ -7,13 +7,14 @@
 // A Hugging Face model directory (config.json + model.safetensors, or
 // shards with their index) as a dsc loss graph and a step-0 checkpoint of
 // its weights (docs/hf-import.md). Families are added as the graph gains
-// their features; today GPT2LMHeadModel, whose weights map one to one.
+// their features: GPT2LMHeadModel and GPTNeoXForCausalLM.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DSC_TARGET_HFMODEL_H
 #define DSC_TARGET_HFMODEL_H
 
+#include "dsc/Runtime/WeightsCheckpoint.h"
 #include "dsc/Target/GPTConfig.h"
 
 #include "mlir/IR/Location.h"
@@ -43,12 +44,39 @@ std::optional<HFModel> parseHFConfig(llvm::StringRef text, llvm::StringRef file,
                                      const HFImportOptions &options,
                                      Location loc);
 
-/// The dsc parameter name of the tensor `name` of `architecture`'s
-/// safetensors ("transformer.h.0.attn.c_attn.weight" ->
-/// "h.0.attn.qkv.weight"); "" for a tensor dsc does not keep (GPT-2's
-/// causal-mask buffers); nullopt for a name the family does not have.
+/// How a family's tensor is stored against dsc's parameter.
+enum class HFLayout {
+  Same,
+  /// nn.Linear's [out, in]; dsc's linear weights are [in, out].
+  Transposed,
+  /// GPT-NeoX's fused QKV bias: per head [q_h | k_h | v_h]; dsc's columns
+  /// are [Q | K | V], heads inside each.
+  PerHeadQKV,
+  /// Its weight: the same rows, then transposed.
+  PerHeadQKVTransposed,
+};
+
+struct HFTensorMapping {
+  /// The dsc parameter; "" for a tensor dsc does not keep (causal-mask and
+  /// rotary-frequency buffers older checkpoints saved).
+  std::string dscName;
+  HFLayout layout;
+};
+
+/// The mapping of the tensor `name` of `architecture`'s safetensors
+/// ("transformer.h.0.attn.c_attn.weight" -> "h.0.attn.qkv.weight", Same);
+/// nullopt for a name the family does not have.
+std::optional<HFTensorMapping> mapHFTensor(llvm::StringRef architecture,
+                                           llvm::StringRef name);
+/// Its dsc name alone.
 std::optional<std::string> dscNameOfHFTensor(llvm::StringRef architecture,
                                              llvm::StringRef name);
+
+/// Renames `t` (an HF tensor, or a gradient in its layout) to its dsc
+/// parameter and reorders its bytes and shape into dsc's layout; false and
+/// `error` naming the tensor when it is unknown or its shape does not fit.
+bool convertHFTensor(const HFModel &model, ::dsc::rt::WholeTensor &t,
+                     std::string &error);
 
 /// Registers `--import-hf` with mlir-translate's registry.
 void registerImportHFTranslation();

@@ -121,6 +121,7 @@ void InstructionChecker::shapes() {
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
   case Opcode::Gelu:
+  case Opcode::GeluExact:
   case Opcode::Dropout:
   case Opcode::Accumulate:
     sameShape(in(0), inName(0), out(0), outName(0));
@@ -131,6 +132,19 @@ void InstructionChecker::shapes() {
     minRank(in(0), inName(0), 1);
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
+  case Opcode::Rotary: {
+    minRank(in(0), inName(0), 2);
+    sameShape(in(0), inName(0), out(0), outName(0));
+    int64_t c = last(in(0));
+    int64_t headDim = intAt("headDim", 1, c > 0 ? c : 1);
+    if (c % headDim != 0)
+      fail("headDim " + std::to_string(headDim) +
+           " does not divide the last dim " + std::to_string(c));
+    if (intAt("rotaryDims", 2, headDim) % 2 != 0)
+      fail("rotaryDims must be even");
+    floatAt("base", 1.0, 1e30);
+    break;
+  }
   case Opcode::RmsNorm:
     minRank(in(0), inName(0), 1);
     vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
@@ -230,6 +244,7 @@ void InstructionChecker::shapes() {
     vectorOf(out(0), outName(0), last(in(0)), "the last dim of dy");
     break;
   case Opcode::GeluGrad:
+  case Opcode::GeluExactGrad:
   case Opcode::SoftmaxGrad:
     minRank(in(0), inName(0), 1);
     sameShape(in(0), inName(0), in(1), inName(1));

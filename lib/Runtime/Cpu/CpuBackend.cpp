@@ -345,6 +345,17 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::Gelu:
     geluForward(in(0), out(0), numElements(inB(0).shape));
     break;
+  case Opcode::GeluExact:
+    geluExactForward(in(0), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::Rotary: {
+    const ops::Rotary ro = ops::Rotary::decode(inst);
+    const std::vector<int64_t> &shape = inB(0).shape;
+    rotaryForward(in(0), out(0), rowsOf(inB(0)), shape[shape.size() - 2],
+                  lastDim(inB(0)), ro.headDim, ro.rotaryDims, ro.base,
+                  bool(ro.inverse));
+    break;
+  }
   case Opcode::LayerNorm:
     layerNormForward<T>(in(0), in(1), in(2), out(0), nullptr, nullptr,
                         rowsOf(inB(0)), lastDim(inB(0)),
@@ -437,6 +448,9 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     break;
   case Opcode::GeluGrad:
     geluBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
+    break;
+  case Opcode::GeluExactGrad:
+    geluExactBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
     break;
   case Opcode::SoftmaxGrad:
     softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),

@@ -104,6 +104,18 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::Gelu:
     launched(cuda::geluForward(in(0), out(0), count(inB(0)), stream));
     break;
+  case Opcode::GeluExact:
+    launched(cuda::geluExactForward(in(0), out(0), count(inB(0)), stream));
+    break;
+  case Opcode::Rotary: {
+    const ops::Rotary ro = ops::Rotary::decode(inst);
+    const std::vector<int64_t> &shape = inB(0).shape;
+    launched(cuda::rotaryForward(in(0), out(0), rowsOf(inB(0)),
+                                 shape[shape.size() - 2], lastDim(inB(0)),
+                                 ro.headDim, ro.rotaryDims, ro.base,
+                                 bool(ro.inverse), stream));
+    break;
+  }
   case Opcode::LayerNorm:
     launched(cuda::layerNormForward(in(0), in(1), in(2), out(0), nullptr,
                                     nullptr, rowsOf(inB(0)), lastDim(inB(0)),
@@ -198,6 +210,10 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::GeluGrad:
     launched(cuda::geluBackward(in(0), in(1), out(0), count(inB(0)), false,
                                 stream));
+    break;
+  case Opcode::GeluExactGrad:
+    launched(cuda::geluExactBackward(in(0), in(1), out(0), count(inB(0)), false,
+                                     stream));
     break;
   case Opcode::SoftmaxGrad:
     launched(cuda::softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)),

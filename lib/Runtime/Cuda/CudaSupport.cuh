@@ -98,6 +98,11 @@ inline unsigned gridFor(int64_t n, int threads = 256) {
 
 } // namespace dsc::rt::cuda::detail
 
+/// A grid-stride loop of `i` over [0, n) (launch with gridFor(n) blocks).
+#define GRID_STRIDE(i, n)                                                      \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
 #define DSC_CUDA_INSTANTIATE_ALL(MACRO)                                        \
   MACRO(float)                                                                 \
   MACRO(__nv_bfloat16)                                                         \

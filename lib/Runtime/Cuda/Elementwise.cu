@@ -17,10 +17,8 @@ using namespace dsc::rt::cuda::detail;
 namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
-
-#define GRID_STRIDE(i, n)                                                      \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
-       i += int64_t(gridDim.x) * blockDim.x)
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 template <typename T>
 __global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
@@ -100,6 +98,25 @@ __global__ void geluBackwardKernel(const T *x, const T *dY, T *dX, int64_t n,
     float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * xi * xi);
     float g = 0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * du;
     put(dX + i, toF(dY[i]) * g, acc);
+  }
+}
+
+template <typename T>
+__global__ void geluExactForwardKernel(const T *x, T *y, int64_t n) {
+  GRID_STRIDE(i, n) {
+    float xi = toF(x[i]);
+    y[i] = fromF<T>(0.5f * xi * (1.0f + erff(xi * kInvSqrt2)));
+  }
+}
+
+template <typename T>
+__global__ void geluExactBackwardKernel(const T *x, const T *dY, T *dX,
+                                        int64_t n, bool acc) {
+  GRID_STRIDE(i, n) {
+    float xi = toF(x[i]);
+    float cdf = 0.5f * (1.0f + erff(xi * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * expf(-0.5f * xi * xi);
+    put(dX + i, toF(dY[i]) * (cdf + xi * pdf), acc);
   }
 }
 
@@ -216,6 +233,22 @@ cudaError_t dsc::rt::cuda::geluBackward(const T *x, const T *dY, T *dX,
 }
 
 template <typename T>
+cudaError_t dsc::rt::cuda::geluExactForward(const T *x, T *y, int64_t n,
+                                            cudaStream_t stream) {
+  geluExactForwardKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dsc::rt::cuda::geluExactBackward(const T *x, const T *dY, T *dX,
+                                             int64_t n, bool accumulate,
+                                             cudaStream_t stream) {
+  geluExactBackwardKernel<<<gridFor(n), 256, 0, stream>>>(x, dY, dX, n,
+                                                          accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t dsc::rt::cuda::dropoutForward(const T *x, T *y, int64_t n, float p,
                                           uint64_t seed, uint64_t offset,
                                           cudaStream_t stream) {
@@ -258,6 +291,10 @@ cudaError_t dsc::rt::cuda::dropoutBackward(const T *dY, T *dX, int64_t n,
   template cudaError_t dsc::rt::cuda::geluForward<T>(const T *, T *, int64_t,  \
                                                      cudaStream_t);            \
   template cudaError_t dsc::rt::cuda::geluBackward<T>(                         \
+      const T *, const T *, T *, int64_t, bool, cudaStream_t);                 \
+  template cudaError_t dsc::rt::cuda::geluExactForward<T>(                     \
+      const T *, T *, int64_t, cudaStream_t);                                  \
+  template cudaError_t dsc::rt::cuda::geluExactBackward<T>(                    \
       const T *, const T *, T *, int64_t, bool, cudaStream_t);                 \
   template cudaError_t dsc::rt::cuda::dropoutForward<T>(                       \
       const T *, T *, int64_t, float, uint64_t, uint64_t, cudaStream_t);       \

@@ -16,11 +16,16 @@ using namespace mlir::dsc;
 // model-FLOPs totals): gelu's tanh form is x³, two fmas, tanh (~4), a mul
 // and an add; layer_norm is mean, variance, normalize, scale and shift;
 // rms_norm is the mean square, normalize and scale;
-// softmax is max, subtract, exp, sum and divide.
+// softmax is max, subtract, exp, sum and divide; rotary is two products
+// and a sum per element, its angle's cos and sin shared along the heads;
+// swiglu is a sigmoid (exp, add, divide) and two products per input pair,
+// counted per input element.
 static constexpr int64_t kGeluFlopsPerElement = 8;
 static constexpr int64_t kLayerNormFlopsPerElement = 8;
 static constexpr int64_t kRmsNormFlopsPerElement = 4;
 static constexpr int64_t kSoftmaxFlopsPerElement = 5;
+static constexpr int64_t kRotaryFlopsPerElement = 3;
+static constexpr int64_t kSwigluFlopsPerElement = 3;
 static constexpr int64_t kCrossEntropyFlopsPerElement = 5;
 static constexpr int64_t kDropoutFlopsPerElement = 2;
 
@@ -70,6 +75,13 @@ OpCost AddOp::getCost() { return streamingCost(*this, 1); }
 OpCost MulOp::getCost() { return streamingCost(*this, 1); }
 OpCost BiasAddOp::getCost() { return streamingCost(*this, 1); }
 OpCost GeluOp::getCost() { return streamingCost(*this, kGeluFlopsPerElement); }
+OpCost SwigluOp::getCost() {
+  return streamingCost(*this, kSwigluFlopsPerElement);
+}
+OpCost RepeatHeadsOp::getCost() { return streamingCost(*this, 0); }
+OpCost RotaryOp::getCost() {
+  return streamingCost(*this, kRotaryFlopsPerElement);
+}
 OpCost LayerNormOp::getCost() {
   return streamingCost(*this, kLayerNormFlopsPerElement);
 }

@@ -160,6 +160,8 @@ OpCost EmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost PositionEmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost BiasGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost GeluGradOp::getCost() { return streamingCost(*this, 12); }
+OpCost SwigluGradOp::getCost() { return streamingCost(*this, 6); }
+OpCost RepeatHeadsGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost LayerNormGradOp::getCost() { return streamingCost(*this, 16); }
 OpCost RmsNormGradOp::getCost() { return streamingCost(*this, 8); }
 OpCost SoftmaxGradOp::getCost() { return streamingCost(*this, 4); }

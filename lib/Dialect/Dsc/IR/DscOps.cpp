@@ -239,6 +239,76 @@ LogicalResult RmsNormOp::verify() {
   return verifyNorm(*this, getInput(), getEpsilon(), {{"gamma", getGamma()}});
 }
 
+LogicalResult RotaryOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() < 2)
+    return emitOpError("input must be [..., seq, heads * head_dim], got rank ")
+           << input.getRank();
+  int64_t headDim = getHeadDim(), rotary = getRotaryDims();
+  int64_t features = input.getShape().back();
+  if (headDim < 1 || features % headDim != 0)
+    return emitOpError("head_dim ")
+           << headDim << " does not divide the last dimension " << features;
+  if (rotary < 2 || rotary > headDim || rotary % 2 != 0)
+    return emitOpError("rotary_dims must be even and in [2, head_dim = ")
+           << headDim << "], got " << rotary;
+  if (!(getBase().convertToDouble() > 1.0))
+    return emitOpError("base must be > 1, got ")
+           << getBase().convertToDouble();
+  return success();
+}
+
+/// `fused` is `[..., 2f]` ([up | gate]) and `half` `[..., f]`, same leading
+/// dims and element type: dsc.swiglu's input and result.
+static LogicalResult verifySwigluHalves(Operation *op, RankedTensorType fused,
+                                        RankedTensorType half) {
+  if (fused.getRank() < 1 || fused.getRank() != half.getRank() ||
+      fused.getShape().drop_back() != half.getShape().drop_back() ||
+      fused.getShape().back() != 2 * half.getShape().back() ||
+      fused.getElementType() != half.getElementType())
+    return op->emitOpError("the fused [up | gate] tensor ")
+           << fused << " must be twice as wide as the gated one " << half
+           << " in its last dimension, the other dimensions equal";
+  return success();
+}
+
+/// `narrow` is `[..., kv * headDim]`, `wide` `[..., kv * repeats * headDim]`:
+/// dsc.repeat_heads' input and result.
+static LogicalResult verifyHeadRepeat(Operation *op, RankedTensorType narrow,
+                                      RankedTensorType wide, int64_t headDim,
+                                      int64_t repeats) {
+  if (headDim < 1 || repeats < 1)
+    return op->emitOpError("head_dim and repeats must be >= 1, got ")
+           << headDim << " and " << repeats;
+  if (narrow.getRank() < 1 || narrow.getShape().back() % headDim != 0)
+    return op->emitOpError("head_dim ")
+           << headDim << " does not divide the heads' dimension of " << narrow;
+  if (narrow.getRank() != wide.getRank() ||
+      narrow.getShape().drop_back() != wide.getShape().drop_back() ||
+      wide.getShape().back() != narrow.getShape().back() * repeats ||
+      narrow.getElementType() != wide.getElementType())
+    return op->emitOpError("repeating each head of ")
+           << narrow << " " << repeats << " times makes "
+           << narrow.getShape().back() * repeats << " features, not " << wide;
+  return success();
+}
+
+LogicalResult SwigluOp::verify() {
+  return verifySwigluHalves(*this, tensorOf(getInput()),
+                            tensorOf(getResult()));
+}
+LogicalResult SwigluGradOp::verify() {
+  return verifySwigluHalves(*this, tensorOf(getInput()), tensorOf(getGrad()));
+}
+LogicalResult RepeatHeadsOp::verify() {
+  return verifyHeadRepeat(*this, tensorOf(getInput()), tensorOf(getResult()),
+                          getHeadDim(), getRepeats());
+}
+LogicalResult RepeatHeadsGradOp::verify() {
+  return verifyHeadRepeat(*this, tensorOf(getResult()), tensorOf(getGrad()),
+                          getHeadDim(), getRepeats());
+}
+
 LogicalResult AttentionOp::verify() {
   RankedTensorType query = tensorOf(getQuery());
   if (query.getRank() != 3)

@@ -106,8 +106,33 @@ LogicalResult BiasAddOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(GeluGradOp::create(b, getLoc(), getType(), getInput(),
+                                            resultGrads[0], getExactAttr()));
+  return success();
+}
+
+LogicalResult SwigluOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(SwigluGradOp::create(b, getLoc(), getInput().getType(),
+                                              getInput(), resultGrads[0]));
+  return success();
+}
+
+LogicalResult RepeatHeadsOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(RepeatHeadsGradOp::create(
+      b, getLoc(), getInput().getType(), resultGrads[0], getHeadDimAttr(),
+      getRepeatsAttr()));
+  return success();
+}
+
+LogicalResult RotaryOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // A rotation's transpose is the rotation back.
   operandGrads.push_back(
-      GeluGradOp::create(b, getLoc(), getType(), getInput(), resultGrads[0]));
+      RotaryOp::create(b, getLoc(), getType(), resultGrads[0], getHeadDimAttr(),
+                       getRotaryDimsAttr(), getBaseAttr(),
+                       getInverse() ? UnitAttr() : b.getUnitAttr()));
   return success();
 }
 

@@ -133,13 +133,15 @@ def Dsc_BiasGradOp : Dsc_ComputeOp<"bias_grad"> {
 
 def Dsc_GeluGradOp : Dsc_ComputeOp<"gelu_grad",
     [AllTypesMatch<["input", "grad", "result"]>]> {
-  let summary = "Gradient of the tanh-form GELU";
+  let summary = "Gradient of the GELU (tanh form, or erf with `exact`)";
   let description = [{
     ```mlir
     %dx = dsc.gelu_grad %x, %dy : tensor<2x8x256xf32>
+    %de = dsc.gelu_grad %x, %dy {exact} : tensor<2x8x256xf32>
     ```
   }];
-  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$grad);
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$grad,
+                       UnitAttr:$exact);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
@@ -192,6 +194,39 @@ def Dsc_RmsNormGradOp : Dsc_ComputeOp<"rms_norm_grad",
   let assemblyFormat = [{
     $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
   }];
+}
+
+def Dsc_SwigluGradOp : Dsc_ComputeOp<"swiglu_grad",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Gradient of dsc.swiglu with respect to its [up | gate] input";
+  let description = [{
+    `d_up = dy * silu(gate)`, `d_gate = dy * up * silu'(gate)` with
+    `silu'(g) = s(g) (1 + g (1 - s(g)))`, `s` the sigmoid.
+
+    ```mlir
+    %dx = dsc.swiglu_grad %x, %dy : tensor<2x8x64xf32>, tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $grad attr-dict `:` type($input) `,` type($grad)";
+  let hasVerifier = 1;
+}
+
+def Dsc_RepeatHeadsGradOp : Dsc_ComputeOp<"repeat_heads_grad"> {
+  let summary = "Gradient of dsc.repeat_heads: each group of heads summed";
+  let description = [{
+    ```mlir
+    %dk = dsc.repeat_heads_grad %dk8 {head_dim = 8 : i64, repeats = 2 : i64}
+        : tensor<2x8x32xf32> -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, I64Attr:$head_dim,
+                       I64Attr:$repeats);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 def Dsc_SoftmaxGradOp : Dsc_ComputeOp<"softmax_grad",

@@ -179,16 +179,19 @@ def Dsc_BiasAddOp : Dsc_GraphOp<"bias_add", [AllTypesMatch<["input", "result"]>]
 }
 
 def Dsc_GeluOp : Dsc_GraphOp<"gelu", [SameOperandsAndResultType]> {
-  let summary = "GELU activation, tanh approximation";
+  let summary = "GELU activation, tanh approximation or exact";
   let description = [{
     `0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))`, the form GPT-2 and
-    Megatron-LM use.
+    Megatron-LM use (transformers' `gelu_new`); with `exact`,
+    `0.5·x·(1 + erf(x/√2))` (torch's default `F.gelu`, transformers'
+    `gelu`, what GPT-NeoX computes without `bias_gelu_fusion`).
 
     ```mlir
     %y = dsc.gelu %x : tensor<4x64x3072xf32>
+    %z = dsc.gelu %x {exact} : tensor<4x64x3072xf32>
     ```
   }];
-  let arguments = (ins Dsc_FloatTensor:$input);
+  let arguments = (ins Dsc_FloatTensor:$input, UnitAttr:$exact);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
@@ -238,6 +241,79 @@ def Dsc_RmsNormOp : Dsc_GraphOp<"rms_norm",
   let assemblyFormat = [{
     $input `,` $gamma attr-dict `:` type($input) `,` type($gamma)
   }];
+  let hasVerifier = 1;
+}
+
+def Dsc_RotaryOp : Dsc_GraphOp<"rotary", [SameOperandsAndResultType]> {
+  let summary = "Rotary position embedding of each attention head";
+  let description = [{
+    Rotates the queries or keys of every head by their position (Su et al.
+    2021). The input is `[..., seq, heads * head_dim]`, heads contiguous in
+    the last dimension as the attention op reads them, and the position of
+    a row is its index along the sequence dimension. In each head the first
+    `rotary_dims` features are rotated in pairs `(i, i + rotary_dims/2)`
+    (the "rotate_half" pairing of GPT-NeoX, Llama and transformers) by the
+    angle `position * base^(-2i / rotary_dims)`; the others pass unchanged
+    (GPT-NeoX's partial rotary, `rotary_pct`). With `inverse` the rotation
+    goes the other way: that is the op's own gradient, as a rotation's
+    transpose is its inverse.
+
+    Because the op works head by head, it is the same on a tensor-parallel
+    rank's heads as on the whole model's.
+
+    ```mlir
+    %q = dsc.rotary %x {head_dim = 64 : i64, rotary_dims = 16 : i64,
+                        base = 1.000000e+04 : f64} : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, I64Attr:$head_dim,
+                       I64Attr:$rotary_dims,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$base,
+                       UnitAttr:$inverse);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_SwigluOp : Dsc_GraphOp<"swiglu"> {
+  let summary = "Gated MLP activation: up * silu(gate)";
+  let description = [{
+    The SwiGLU of Shazeer 2020 (Llama, Mistral, GPT-NeoX's `activation:
+    swiglu`) on the fused output of the MLP's first projection. The input's
+    last dimension is `[up | gate]`, each half `f` wide (GPT-NeoX's
+    `x, gate = x.chunk(2)`), and the result is `up * gate * sigmoid(gate)`,
+    `f` wide. Under tensor slicing each rank's input holds its own columns
+    of both halves, so the op is the same on a rank's columns.
+
+    ```mlir
+    %y = dsc.swiglu %x : tensor<4x64x22016xf32> -> tensor<4x64x11008xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dsc_RepeatHeadsOp : Dsc_GraphOp<"repeat_heads"> {
+  let summary = "Repeats each key/value head for grouped-query attention";
+  let description = [{
+    Grouped-query attention (Ainslie et al. 2023; multi-query when there is
+    one group): `[..., kv_heads * head_dim]` becomes `[..., kv_heads *
+    repeats * head_dim]`, output head `j` a copy of input head
+    `j / repeats`, so query head `h` attends with key/value head
+    `h / (heads / kv_heads)`, as transformers' `repeat_kv` pairs them. Its
+    gradient sums each group of `repeats` heads.
+
+    ```mlir
+    %k8 = dsc.repeat_heads %k {head_dim = 128 : i64, repeats = 4 : i64}
+        : tensor<4x64x1024xf32> -> tensor<4x64x4096xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, I64Attr:$head_dim,
+                       I64Attr:$repeats);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -1,0 +1,201 @@
+//===- HFWeights.cpp - Hugging Face tensors as dsc parameters -------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Each family's names and layouts. dsc's linear weights are [in, out] (x·W),
+// as GPT-2's Conv1D stores them; nn.Linear stores [out, in], so GPT-NeoX's
+// are transposed. dsc's fused QKV has its columns [Q | K | V] with the heads
+// inside each part (Megatron's order, what the tensor-parallel pass splits);
+// GPT-NeoX's query_key_value has its rows per head, [q_h | k_h | v_h] for
+// each head h, and is reordered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Target/HFModel.h"
+
+#include "dsc/Runtime/WeightsCheckpoint.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// Splits "<prefix>layers.N.<rest>" (or "h.N.<rest>"); false otherwise.
+bool splitLayer(StringRef name, StringRef layers, int64_t &layer,
+                StringRef &rest) {
+  rest = name;
+  return rest.consume_front(layers) && !rest.consumeInteger(10, layer) &&
+         rest.consume_front(".");
+}
+
+std::optional<HFTensorMapping> mapGPT2(StringRef name) {
+  // GPT2LMHeadModel saves "transformer.<...>"; GPT2Model and old
+  // checkpoints on the Hub have no prefix.
+  name.consume_front("transformer.");
+  if (name == "wte.weight" || name == "wpe.weight" || name == "ln_f.weight" ||
+      name == "ln_f.bias" || name == "lm_head.weight")
+    return HFTensorMapping{name.str(), HFLayout::Same};
+  int64_t layer = 0;
+  StringRef rest;
+  if (!splitLayer(name, "h.", layer, rest))
+    return std::nullopt;
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  // Conv1D stores [in, out], as dsc's linear layers: names change, no
+  // transposes. c_attn's columns are [Q | K | V], heads inside each: the
+  // order dsc's qkv slices.
+  static const std::pair<const char *, const char *> kLayer[] = {
+      {"ln_1.weight", "ln_1.weight"},
+      {"ln_1.bias", "ln_1.bias"},
+      {"attn.c_attn.weight", "attn.qkv.weight"},
+      {"attn.c_attn.bias", "attn.qkv.bias"},
+      {"attn.c_proj.weight", "attn.proj.weight"},
+      {"attn.c_proj.bias", "attn.proj.bias"},
+      {"ln_2.weight", "ln_2.weight"},
+      {"ln_2.bias", "ln_2.bias"},
+      {"mlp.c_fc.weight", "mlp.fc.weight"},
+      {"mlp.c_fc.bias", "mlp.fc.bias"},
+      {"mlp.c_proj.weight", "mlp.proj.weight"},
+      {"mlp.c_proj.bias", "mlp.proj.bias"},
+  };
+  for (const auto &[hf, ours] : kLayer)
+    if (rest == hf)
+      return HFTensorMapping{prefix + ours, HFLayout::Same};
+  // Old checkpoints keep the causal mask as buffers; dsc's attention is
+  // causal by construction.
+  if (rest == "attn.bias" || rest == "attn.masked_bias")
+    return HFTensorMapping{"", HFLayout::Same};
+  return std::nullopt;
+}
+
+std::optional<HFTensorMapping> mapGPTNeoX(StringRef name) {
+  static const std::pair<const char *, const char *> kTop[] = {
+      {"gpt_neox.embed_in.weight", "wte.weight"},
+      {"gpt_neox.final_layer_norm.weight", "ln_f.weight"},
+      {"gpt_neox.final_layer_norm.bias", "ln_f.bias"},
+      {"embed_out.weight", "lm_head.weight"},
+  };
+  for (const auto &[hf, ours] : kTop)
+    if (name == hf)
+      return HFTensorMapping{ours, HFLayout::Same};
+  int64_t layer = 0;
+  StringRef rest;
+  if (!splitLayer(name, "gpt_neox.layers.", layer, rest))
+    return std::nullopt;
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  struct Entry {
+    const char *hf, *ours;
+    HFLayout layout;
+  };
+  static const Entry kLayer[] = {
+      {"input_layernorm.weight", "ln_1.weight", HFLayout::Same},
+      {"input_layernorm.bias", "ln_1.bias", HFLayout::Same},
+      {"post_attention_layernorm.weight", "ln_2.weight", HFLayout::Same},
+      {"post_attention_layernorm.bias", "ln_2.bias", HFLayout::Same},
+      {"attention.query_key_value.weight", "attn.qkv.weight",
+       HFLayout::PerHeadQKVTransposed},
+      {"attention.query_key_value.bias", "attn.qkv.bias", HFLayout::PerHeadQKV},
+      {"attention.dense.weight", "attn.proj.weight", HFLayout::Transposed},
+      {"attention.dense.bias", "attn.proj.bias", HFLayout::Same},
+      {"mlp.dense_h_to_4h.weight", "mlp.fc.weight", HFLayout::Transposed},
+      {"mlp.dense_h_to_4h.bias", "mlp.fc.bias", HFLayout::Same},
+      {"mlp.dense_4h_to_h.weight", "mlp.proj.weight", HFLayout::Transposed},
+      {"mlp.dense_4h_to_h.bias", "mlp.proj.bias", HFLayout::Same},
+  };
+  for (const Entry &e : kLayer)
+    if (rest == e.hf)
+      return HFTensorMapping{prefix + e.ours, e.layout};
+  // Buffers older checkpoints saved: the causal mask and the rotary
+  // frequencies, both computed by dsc.
+  if (rest == "attention.bias" || rest == "attention.masked_bias" ||
+      rest == "attention.rotary_emb.inv_freq")
+    return HFTensorMapping{"", HFLayout::Same};
+  return std::nullopt;
+}
+
+/// The rows of `t` (its first dim) taken in `order`: row i of the result
+/// is row order[i] of `t`.
+void permuteRows(::dsc::rt::WholeTensor &t, const std::vector<int64_t> &order) {
+  const size_t rowBytes = t.bytes.size() / size_t(t.shape[0]);
+  std::vector<uint8_t> out(t.bytes.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    std::memcpy(out.data() + i * rowBytes,
+                t.bytes.data() + size_t(order[i]) * rowBytes, rowBytes);
+  t.bytes = std::move(out);
+}
+
+void transpose(::dsc::rt::WholeTensor &t) {
+  const size_t e = ::dsc::rt::dtypeSize(t.dtype);
+  const size_t rows = size_t(t.shape[0]), cols = size_t(t.shape[1]);
+  std::vector<uint8_t> out(t.bytes.size());
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c)
+      std::memcpy(out.data() + (c * rows + r) * e,
+                  t.bytes.data() + (r * cols + c) * e, e);
+  t.bytes = std::move(out);
+  std::swap(t.shape[0], t.shape[1]);
+}
+
+} // namespace
+
+std::optional<HFTensorMapping> mlir::dsc::mapHFTensor(StringRef architecture,
+                                                      StringRef name) {
+  if (architecture == "GPT2LMHeadModel")
+    return mapGPT2(name);
+  if (architecture == "GPTNeoXForCausalLM")
+    return mapGPTNeoX(name);
+  return std::nullopt;
+}
+
+std::optional<std::string> mlir::dsc::dscNameOfHFTensor(StringRef architecture,
+                                                        StringRef name) {
+  std::optional<HFTensorMapping> m = mapHFTensor(architecture, name);
+  if (!m)
+    return std::nullopt;
+  return m->dscName;
+}
+
+bool mlir::dsc::convertHFTensor(const HFModel &model, ::dsc::rt::WholeTensor &t,
+                                std::string &error) {
+  std::optional<HFTensorMapping> m = mapHFTensor(model.architecture, t.name);
+  if (!m) {
+    error = "tensor '" + t.name + "' is not a " + model.architecture +
+            " weight dsc knows";
+    return false;
+  }
+  const std::string hfName = t.name;
+  t.name = m->dscName;
+  if (m->layout == HFLayout::Same || t.name.empty())
+    return true;
+  const bool matrix = m->layout != HFLayout::PerHeadQKV;
+  if (t.shape.size() != (matrix ? 2u : 1u)) {
+    error = "tensor '" + hfName + "' must have rank " +
+            std::to_string(matrix ? 2 : 1);
+    return false;
+  }
+  if (m->layout != HFLayout::Transposed) {
+    // Row (or element) hh*3d + p*d + i of the per-head layout is
+    // column p*h + hh*d + i of dsc's [Q | K | V].
+    const int64_t h = model.config.hiddenSize,
+                  heads = model.config.numAttentionHeads;
+    const int64_t d = h / heads;
+    if (t.shape[0] != 3 * h) {
+      error = "tensor '" + hfName +
+              "' must have 3 * hidden_size = " + std::to_string(3 * h) +
+              " rows, has " + std::to_string(t.shape[0]);
+      return false;
+    }
+    std::vector<int64_t> order(size_t(3 * h));
+    for (int64_t p = 0; p < 3; ++p)
+      for (int64_t hh = 0; hh < heads; ++hh)
+        for (int64_t i = 0; i < d; ++i)
+          order[size_t(p * h + hh * d + i)] = hh * 3 * d + p * d + i;
+    permuteRows(t, order);
+  }
+  if (matrix)
+    transpose(t);
+  return true;
+}
