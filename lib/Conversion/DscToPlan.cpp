@@ -667,6 +667,28 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           ops::Gelu().encode(inst);
         return success();
       })
+      .Case<SwigluOp>([&](auto) {
+        ops::Swiglu().encode(inst);
+        return success();
+      })
+      .Case<SwigluGradOp>([&](auto) {
+        ops::SwigluGrad().encode(inst);
+        return success();
+      })
+      .Case<RepeatHeadsOp>([&](RepeatHeadsOp rh) {
+        ops::RepeatHeads repeat;
+        repeat.headDim = rh.getHeadDim();
+        repeat.repeats = rh.getRepeats();
+        repeat.encode(inst);
+        return success();
+      })
+      .Case<RepeatHeadsGradOp>([&](RepeatHeadsGradOp rh) {
+        ops::RepeatHeadsGrad repeat;
+        repeat.headDim = rh.getHeadDim();
+        repeat.repeats = rh.getRepeats();
+        repeat.encode(inst);
+        return success();
+      })
       .Case<RotaryOp>([&](RotaryOp ro) {
         ops::Rotary rotary;
         rotary.headDim = ro.getHeadDim();

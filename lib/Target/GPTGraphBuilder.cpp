@@ -72,9 +72,12 @@ private:
   /// Declares parameter `name` at module level and reads it in the body.
   Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init);
   Value norm(const Twine &prefix, Value x);
-  /// x · W + b with W of shape [in, out].
+  /// x · W + b with W of shape [in, out]; x · W without `bias`.
   Value linear(const Twine &prefix, Value x, int64_t in, int64_t out,
-               InitAttr init);
+               InitAttr init, bool bias = true);
+  /// The attention sub-block's core: q, k, v from ln_1's output, rotated
+  /// and grouped as the config says, through dsc.attention.
+  Value attention(const std::string &prefix, int64_t layer, Value x);
   Value dropout(const Twine &name, Value x, double p);
   Value block(int64_t layer, Value x);
 
@@ -111,17 +114,82 @@ Value GPTGraphBuilder::norm(const Twine &prefix, Value x) {
 }
 
 Value GPTGraphBuilder::linear(const Twine &prefix, Value x, int64_t in,
-                              int64_t out, InitAttr init) {
+                              int64_t out, InitAttr init, bool bias) {
   auto xType = cast<RankedTensorType>(x.getType());
   SmallVector<int64_t> shape(xType.getShape().drop_back());
   shape.push_back(out);
   Value weight = param((prefix + ".weight").str(), {in, out}, init);
-  Value bias = param((prefix + ".bias").str(), {out}, fill(InitKind::Zeros));
+  Value biasParam =
+      bias ? param((prefix + ".bias").str(), {out}, fill(InitKind::Zeros))
+           : Value();
   Value y =
       MatmulOp::create(builder, named(prefix), floatTensor(shape), x, weight,
                        /*transpose_lhs=*/false,
                        /*transpose_rhs=*/false);
-  return BiasAddOp::create(builder, named(prefix), y.getType(), y, bias);
+  if (!bias)
+    return y;
+  return BiasAddOp::create(builder, named(prefix), y.getType(), y, biasParam);
+}
+
+Value GPTGraphBuilder::attention(const std::string &prefix, int64_t layer,
+                                 Value x) {
+  const int64_t b = config.microBatchSize, s = config.seqLength;
+  const int64_t h = config.hiddenSize, d = config.headDim();
+  const int64_t kv = config.kvHeads() * d;
+  const bool bias = config.attentionBias;
+  auto slice = [&](const std::string &name, Value from, int64_t offset,
+                   int64_t width) -> Value {
+    return SliceOp::create(builder, named(name), floatTensor({b, s, width}),
+                           from, builder.getDenseI64ArrayAttr({0, 0, offset}),
+                           builder.getDenseI64ArrayAttr({b, s, width}));
+  };
+  Value q, k, v;
+  if (kv == h) {
+    // One fused projection, [Q | K | V] with the heads inside each part
+    // (Megatron's order, what tensor slicing splits in its [h, 3, h] view).
+    Value qkv =
+        linear(prefix + ".attn.qkv", x, h, 3 * h, normal({h, 3 * h}), bias);
+    q = slice(prefix + ".attn.qkv", qkv, 0, h);
+    k = slice(prefix + ".attn.qkv", qkv, h, h);
+    v = slice(prefix + ".attn.qkv", qkv, 2 * h, h);
+  } else {
+    // Grouped-query attention: the queries' projection, and one for the
+    // fewer key and value heads ([K | V], split over tp in its [h, 2, kv]
+    // view).
+    q = linear(prefix + ".attn.q", x, h, h, normal({h, h}), bias);
+    Value kvProj =
+        linear(prefix + ".attn.kv", x, h, 2 * kv, normal({h, 2 * kv}), bias);
+    k = slice(prefix + ".attn.kv", kvProj, 0, kv);
+    v = slice(prefix + ".attn.kv", kvProj, kv, kv);
+  }
+  if (config.rotary) {
+    auto rotate = [&](const char *name, Value t) -> Value {
+      return RotaryOp::create(builder, named(prefix + name), t.getType(), t,
+                              builder.getI64IntegerAttr(d),
+                              builder.getI64IntegerAttr(config.rotaryDims()),
+                              builder.getF64FloatAttr(config.rotaryEmbBase),
+                              UnitAttr());
+    };
+    q = rotate(".attn.rotary_q", q);
+    k = rotate(".attn.rotary_k", k);
+  }
+  if (kv != h) {
+    const int64_t repeats = config.numAttentionHeads / config.kvHeads();
+    auto repeat = [&](const char *name, Value t) -> Value {
+      return RepeatHeadsOp::create(builder, named(prefix + name),
+                                   floatTensor({b, s, h}), t,
+                                   builder.getI64IntegerAttr(d),
+                                   builder.getI64IntegerAttr(repeats));
+    };
+    k = repeat(".attn.repeat_k", k);
+    v = repeat(".attn.repeat_v", v);
+  }
+  return AttentionOp::create(
+      builder, named(prefix + ".attn"), floatTensor({b, s, h}), q, k, v,
+      builder.getI64IntegerAttr(config.numAttentionHeads),
+      builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
+      builder.getI64IntegerAttr(config.seed + 1000 + layer),
+      /*head_axes=*/nullptr);
 }
 
 Value GPTGraphBuilder::dropout(const Twine &name, Value x, double p) {
@@ -136,31 +204,12 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
   std::string prefix = "h." + std::to_string(layer);
   int64_t b = config.microBatchSize, s = config.seqLength;
   int64_t h = config.hiddenSize;
-  RankedTensorType act = floatTensor({b, s, h});
 
-  // Attention sub-block: x + proj(attn(ln_1(x))).
+  // Attention sub-block: proj(attn(ln_1(x))).
   Value ln1 = norm(prefix + ".ln_1", x);
-  Value qkv = linear(prefix + ".attn.qkv", ln1, h, 3 * h, normal({h, 3 * h}));
-  SmallVector<Value, 3> qkvParts;
-  for (int64_t part = 0; part < 3; ++part)
-    qkvParts.push_back(
-        SliceOp::create(builder, named(prefix + ".attn.qkv"), act, qkv,
-                        builder.getDenseI64ArrayAttr({0, 0, part * h}),
-                        builder.getDenseI64ArrayAttr({b, s, h})));
-  if (config.rotary)
-    for (int64_t part = 0; part < 2; ++part)
-      qkvParts[part] = RotaryOp::create(
-          builder, named(prefix + (part ? ".attn.rotary_k" : ".attn.rotary_q")),
-          act, qkvParts[part], builder.getI64IntegerAttr(config.headDim()),
-          builder.getI64IntegerAttr(config.rotaryDims()),
-          builder.getF64FloatAttr(config.rotaryEmbBase), UnitAttr());
-  Value attn = AttentionOp::create(
-      builder, named(prefix + ".attn"), act, qkvParts[0], qkvParts[1],
-      qkvParts[2], builder.getI64IntegerAttr(config.numAttentionHeads),
-      builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
-      builder.getI64IntegerAttr(config.seed + 1000 + layer),
-      /*head_axes=*/nullptr);
-  Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal({h, h}));
+  Value attn = attention(prefix, layer, ln1);
+  Value proj = linear(prefix + ".attn.proj", attn, h, h, scaledNormal({h, h}),
+                      config.attentionBias);
   proj = dropout(prefix + ".attn.dropout", proj, config.hiddenDropout);
   // Sequential: the MLP reads x + attention. Parallel (gpt_j_residual): it
   // reads the block's input, and both branches add to it.
@@ -169,14 +218,21 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
     x = mlpInput =
         AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
 
-  // MLP sub-block: proj(gelu(fc(ln_2(.)))).
+  // MLP sub-block: proj(gelu(fc(ln_2(.)))), or with SwiGLU
+  // proj(swiglu(fc(ln_2(.)))) where fc is [up | gate].
   Value ln2 = config.parallelResidualTied ? ln1
                                           : norm(prefix + ".ln_2", mlpInput);
-  int64_t f = config.ffnWidth();
-  Value fc = linear(prefix + ".mlp.fc", ln2, h, f, normal({h, f}));
-  Value gelu = GeluOp::create(builder, named(prefix + ".mlp.gelu"), fc,
-                              config.exactGelu);
-  Value down = linear(prefix + ".mlp.proj", gelu, f, h, scaledNormal({f, h}));
+  const int64_t f = config.ffnWidth(), fc = config.swiglu ? 2 * f : f;
+  Value hidden =
+      linear(prefix + ".mlp.fc", ln2, h, fc, normal({h, fc}), config.mlpBias);
+  if (config.swiglu)
+    hidden = SwigluOp::create(builder, named(prefix + ".mlp.swiglu"),
+                              floatTensor({b, s, f}), hidden);
+  else
+    hidden = GeluOp::create(builder, named(prefix + ".mlp.gelu"), hidden,
+                            config.exactGelu);
+  Value down = linear(prefix + ".mlp.proj", hidden, f, h, scaledNormal({f, h}),
+                      config.mlpBias);
   down = dropout(prefix + ".mlp.dropout", down, config.hiddenDropout);
   if (config.parallelResidual)
     down = AddOp::create(builder, named(prefix + ".parallel"), proj, down);

@@ -24,14 +24,19 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 int64_t GPTConfig::expectedParameters() const {
-  int64_t l = numLayers, h = hiddenSize, f = ffnWidth();
-  int64_t norms = (parallelResidualTied ? 2 : 4) * h;
-  int64_t perLayer = (4 * h * h + 4 * h) + (2 * h * f + f + h) + norms;
-  int64_t embeddings =
+  const int64_t l = numLayers, h = hiddenSize, f = ffnWidth();
+  const int64_t qkv = (numAttentionHeads + 2 * kvHeads()) * headDim();
+  const int64_t attention = h * qkv + h * h + (attentionBias ? qkv + h : 0);
+  const int64_t fc = swiglu ? 2 * f : f;
+  const int64_t mlp = h * fc + f * h + (mlpBias ? fc + h : 0);
+  // A norm is a gain and, for LayerNorm, a bias.
+  const int64_t norm = rmsNorm ? h : 2 * h;
+  const int64_t perLayer =
+      attention + mlp + (parallelResidualTied ? 1 : 2) * norm;
+  const int64_t embeddings =
       (vocabSize + (learnedPositions ? maxPositionEmbeddings : 0)) * h;
-  int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
-  int64_t normBiases = rmsNorm ? (norms / 2 * l + h) : 0;
-  return l * perLayer + embeddings + 2 * h + head - normBiases;
+  const int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
+  return l * perLayer + embeddings + norm + head;
 }
 
 namespace {
@@ -105,12 +110,17 @@ const char *const kTrainingKeys[] = {
     "extra_save_iters",
     "initial_scale_power"};
 
-/// The keys that size the vocabulary (GPT-NeoX's defaults).
+/// The keys that size the vocabulary and the MLP (GPT-NeoX's defaults),
+/// resolved once the whole config is read.
 struct VocabularyKeys {
   int64_t multiple = 128;
   int64_t modelParallel = 1;
   std::string file;
   std::string tokenizerType = "GPT2BPETokenizer";
+  int64_t intermediateSize = 0;
+  double expansionFactor = 0.0;
+  int64_t mlpMultipleOf = 1;
+  bool normBias = true;
 };
 
 /// The model keys dsc reads, with how to store each. String keys take one
@@ -186,7 +196,32 @@ llvm::StringMap<KeySpec> buildModelKeys(VocabularyKeys &vocab) {
   // Architecture choices dsc supports one value of today; they are checked
   // (not ignored) so that a config asking for RMSNorm or rotary embeddings
   // fails loudly instead of silently training a different model.
-  keys["activation"] = {K::String, false, nullptr};
+  keys["activation"] = {K::String, false,
+                        [](GPTConfig &c, int64_t, double, bool, StringRef v) {
+                          c.swiglu = v.lower() == "swiglu";
+                        }};
+  intKey("num_kv_heads", false, &GPTConfig::numKvHeads);
+  keys["intermediate_size"] = {
+      K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
+        vocab.intermediateSize = i;
+      }};
+  keys["expansion_factor"] = {
+      K::Float, false,
+      [&vocab](GPTConfig &, int64_t, double d, bool, StringRef) {
+        vocab.expansionFactor = d;
+      }};
+  keys["mlp_multiple_of"] = {K::Int, false,
+                             [&vocab](GPTConfig &, int64_t i, double, bool,
+                                      StringRef) { vocab.mlpMultipleOf = i; }};
+  keys["use_bias_in_attn_linear"] = {K::Bool, false,
+                                     [](GPTConfig &c, int64_t, double, bool b,
+                                        StringRef) { c.attentionBias = b; }};
+  keys["use_bias_in_mlp"] = {
+      K::Bool, false,
+      [](GPTConfig &c, int64_t, double, bool b, StringRef) { c.mlpBias = b; }};
+  keys["use_bias_in_norms"] = {K::Bool, false,
+                               [&vocab](GPTConfig &, int64_t, double, bool b,
+                                        StringRef) { vocab.normBias = b; }};
   keys["pos_emb"] = {K::String, false,
                      [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                        c.learnedPositions = v.lower() == "learned";
@@ -222,7 +257,7 @@ std::vector<StringRef> supportedValues(StringRef key) {
   if (key == "norm")
     return {"layernorm", "rmsnorm"};
   if (key == "activation")
-    return {"gelu"};
+    return {"gelu", "swiglu"};
   if (key == "output_layer_parallelism")
     return {"column"};
   // Orthogonal and uniform draws are GPT-NeoX methods dsc has no
@@ -262,6 +297,7 @@ private:
   LogicalResult readAttentionConfig(llvm::yaml::Node *value);
   LogicalResult validate();
   LogicalResult resolveVocabulary();
+  LogicalResult resolveMlpWidth();
   std::string suggestKey(StringRef key);
 
   llvm::SourceMgr &sourceMgr;
@@ -494,6 +530,50 @@ LogicalResult NeoXConfigReader::resolveVocabulary() {
   return success();
 }
 
+/// GPT-NeoX's ParallelMLP widths: intermediate_size (or expansion_factor
+/// times hidden, or 4 * hidden); a gated activation scales it by 2/3 and
+/// halves it for the second projection; both round up to mlp_multiple_of
+/// (the first to twice it).
+LogicalResult NeoXConfigReader::resolveMlpWidth() {
+  if (vocab.intermediateSize && vocab.expansionFactor > 0.0) {
+    emitError(locOfKey("expansion_factor"))
+        << "give 'intermediate_size' or 'expansion_factor', not both (as "
+           "GPT-NeoX asks)";
+    return failure();
+  }
+  if (vocab.mlpMultipleOf < 1 || vocab.intermediateSize < 0 ||
+      vocab.expansionFactor < 0.0) {
+    emitError(locOfKey("mlp_multiple_of"))
+        << "'mlp_multiple_of', 'intermediate_size' and 'expansion_factor' "
+           "must be positive";
+    return failure();
+  }
+  int64_t first =
+      vocab.intermediateSize ? vocab.intermediateSize
+      : vocab.expansionFactor > 0.0
+          ? int64_t(vocab.expansionFactor * double(config.hiddenSize))
+          : 4 * config.hiddenSize;
+  int64_t second = first;
+  if (config.swiglu) {
+    first = first * 2 / 3;
+    second = first / 2;
+  }
+  const int64_t m = vocab.mlpMultipleOf;
+  first = (first + 2 * m - 1) / (2 * m) * (2 * m);
+  second = (second + m - 1) / m * m;
+  if (first != (config.swiglu ? 2 : 1) * second || second < 1) {
+    emitError(locOfKey(vocab.intermediateSize ? "intermediate_size"
+                                              : "mlp_multiple_of"))
+        << "GPT-NeoX's MLP widths disagree: the first projection is " << first
+        << " wide and the second reads " << second
+        << (config.swiglu ? " (a gated MLP needs twice that)" : "")
+        << "; GPT-NeoX itself cannot build this config";
+    return failure();
+  }
+  config.ffnHiddenSize = second;
+  return success();
+}
+
 LogicalResult NeoXConfigReader::validate() {
   for (const auto &entry : modelKeys)
     if (entry.second.required && !keyLocations.count(entry.getKey())) {
@@ -559,6 +639,23 @@ LogicalResult NeoXConfigReader::validate() {
   if (!(config.rmsNormEpsilon > 0.0)) {
     emitError(locOfKey("rms_norm_epsilon"))
         << "'rms_norm_epsilon' must be > 0, got " << config.rmsNormEpsilon;
+    return failure();
+  }
+  if (failed(resolveMlpWidth()))
+    return failure();
+  if (config.numKvHeads &&
+      (config.numKvHeads < 1 ||
+       config.numAttentionHeads % config.numKvHeads != 0)) {
+    emitError(locOfKey("num_kv_heads"))
+        << "'num_kv_heads' (" << config.numKvHeads
+        << ") must divide 'num_attention_heads' (" << config.numAttentionHeads
+        << ")";
+    return failure();
+  }
+  if (!vocab.normBias && !config.rmsNorm) {
+    emitError(locOfKey("use_bias_in_norms"))
+        << "'use_bias_in_norms' = false with 'norm' = 'layernorm' is not "
+           "supported (dsc's LayerNorm has its bias; RMSNorm has none)";
     return failure();
   }
   if (attentionConfigLayers >= 0 && attentionConfigLayers != config.numLayers) {

@@ -92,8 +92,9 @@ struct DscTensorParallelPass
   }
 
 private:
-  /// x · W + b with W read from a parameter: the pieces of Megatron's
-  /// linear layers.
+  /// x · W (+ b) with W read from a parameter: the pieces of Megatron's
+  /// linear layers. `bias` and `biasParam` are null for a biasless one
+  /// (Llama's); `output` is the layer's result.
   struct Linear {
     MatmulOp matmul;
     GetParameterOp weight;
@@ -101,17 +102,18 @@ private:
     GetParameterOp biasParam;
   };
 
-  /// Matches `value = bias_add(matmul(x, W), b)` with W and b parameters.
+  /// Matches `value = bias_add(matmul(x, W), b)`, or `matmul(x, W)`, with
+  /// W and b parameters.
   std::optional<Linear> matchLinearOutput(Value value) {
     auto bias = value.getDefiningOp<BiasAddOp>();
-    if (!bias)
-      return std::nullopt;
-    auto matmul = bias.getInput().getDefiningOp<MatmulOp>();
+    auto matmul = bias ? bias.getInput().getDefiningOp<MatmulOp>()
+                       : value.getDefiningOp<MatmulOp>();
     if (!matmul || matmul.getTransposeLhs() || matmul.getTransposeRhs())
       return std::nullopt;
     auto weight = matmul.getRhs().getDefiningOp<GetParameterOp>();
-    auto biasParam = bias.getBias().getDefiningOp<GetParameterOp>();
-    if (!weight || !biasParam || !matmul.getResult().hasOneUse())
+    GetParameterOp biasParam =
+        bias ? bias.getBias().getDefiningOp<GetParameterOp>() : nullptr;
+    if (!weight || (bias && (!biasParam || !matmul.getResult().hasOneUse())))
       return std::nullopt;
     return Linear{matmul, weight, bias, biasParam};
   }
@@ -123,26 +125,36 @@ private:
     auto matmul = dyn_cast<MatmulOp>(*value.getUsers().begin());
     if (!matmul || matmul.getLhs() != value || !matmul.getResult().hasOneUse())
       return std::nullopt;
-    auto bias = dyn_cast<BiasAddOp>(*matmul.getResult().getUsers().begin());
-    if (!bias)
-      return std::nullopt;
-    return matchLinearOutput(bias.getResult());
+    if (auto bias = dyn_cast<BiasAddOp>(*matmul.getResult().getUsers().begin()))
+      return matchLinearOutput(bias.getResult());
+    return matchLinearOutput(matmul.getResult());
   }
 
   /// Column-parallel: the rank keeps output columns; the input enters the
-  /// parallel region through f.
+  /// parallel region through f. Layers reading the same input share one f,
+  /// so the backward all-reduces their summed input gradient once.
   void columnParallel(Linear linear, ArrayRef<int64_t> weightView,
                       ArrayRef<int64_t> biasView) {
-    OpBuilder b(linear.matmul);
     Value x = linear.matmul.getLhs();
-    auto enter = CopyToParallelOp::create(b, linear.matmul.getLoc(),
-                                          x.getType(), x, meshRef, axes);
+    CopyToParallelOp enter;
+    for (Operation *user : x.getUsers())
+      if (auto copy = dyn_cast<CopyToParallelOp>(user))
+        enter = copy;
+    if (!enter) {
+      OpBuilder b(linear.matmul);
+      enter = CopyToParallelOp::create(b, linear.matmul.getLoc(), x.getType(),
+                                       x, meshRef, axes);
+    } else if (linear.matmul->isBeforeInBlock(enter)) {
+      enter->moveBefore(linear.matmul);
+    }
     linear.matmul.getLhsMutable().assign(enter);
     linear.matmul.getResult().setType(
         splitLastDim(tensorOf(linear.matmul.getResult()), tp));
-    linear.bias.getResult().setType(linear.matmul.getResult().getType());
     splits[linear.weight.getName()] = {SmallVector<int64_t>(weightView),
                                        unsigned(weightView.size() - 1)};
+    if (!linear.bias)
+      return;
+    linear.bias.getResult().setType(linear.matmul.getResult().getType());
     splits[linear.biasParam.getName()] = {SmallVector<int64_t>(biasView),
                                           unsigned(biasView.size() - 1)};
   }
@@ -150,19 +162,70 @@ private:
   /// Row-parallel: the rank keeps input rows and produces a partial sum,
   /// which g all-reduces before the (replicated) bias.
   void rowParallel(Linear linear) {
-    OpBuilder b(linear.bias);
+    OpBuilder b(linear.matmul);
+    b.setInsertionPointAfter(linear.matmul);
     Value partial = linear.matmul.getResult();
     auto sum = AllReduceOp::create(b, linear.matmul.getLoc(), partial.getType(),
                                    partial, meshRef, axes);
-    linear.bias.getInputMutable().assign(sum);
+    if (linear.bias)
+      linear.bias.getInputMutable().assign(sum);
+    else
+      partial.replaceAllUsesExcept(sum.getResult(), sum);
     RankedTensorType weight = tensorOf(linear.weight.getResult());
     splits[linear.weight.getName()] = {SmallVector<int64_t>(weight.getShape()),
                                        0};
   }
 
-  /// Heads split over tp: the QKV product column-parallel in the [h, 3, h]
-  /// view (each rank keeps its heads' q, k and v), the output projection
-  /// row-parallel.
+  /// One of q, k, v as the attention reads it: the slice or projection it
+  /// comes from, through an optional rotary and (k, v) head repeat.
+  struct AttentionInput {
+    Value base;
+    RotaryOp rotary;
+    RepeatHeadsOp repeat;
+  };
+
+  AttentionInput peelAttentionInput(Value operand) {
+    AttentionInput in;
+    if (auto repeat = operand.getDefiningOp<RepeatHeadsOp>();
+        repeat && repeat.getResult().hasOneUse()) {
+      in.repeat = repeat;
+      operand = repeat.getInput();
+    }
+    if (auto rotary = operand.getDefiningOp<RotaryOp>();
+        rotary && rotary.getResult().hasOneUse()) {
+      in.rotary = rotary;
+      operand = rotary.getInput();
+    }
+    in.base = operand;
+    return in;
+  }
+
+  /// A slice of `whole`'s last dim at `offset`, `width` wide, used once.
+  static bool isColumnSlice(SliceOp slice, Value whole, int64_t offset,
+                            int64_t width) {
+    return slice && slice.getInput() == whole &&
+           slice.getOffsets().back() == offset &&
+           tensorOf(slice.getResult()).getShape().back() == width &&
+           slice.getResult().hasOneUse();
+  }
+
+  /// Moves `slice` to this rank's part: `index` of its parts, `local` wide.
+  void sliceLocally(SliceOp slice, int64_t index, int64_t local) {
+    SmallVector<int64_t> offsets(slice.getOffsets()), sizes(slice.getSizes());
+    offsets.back() = index * local;
+    sizes.back() = local;
+    slice.setOffsets(offsets);
+    slice.setSizes(sizes);
+    slice.getResult().setType(splitLastDim(tensorOf(slice.getResult()), tp));
+  }
+
+  /// Heads split over tp. Multi-head attention's fused QKV product is
+  /// column-parallel in the [h, 3, h] view (each rank keeps its heads' q, k
+  /// and v); grouped-query attention's q product is column-parallel and
+  /// its [K | V] product in the [h, 2, kv] view, so each rank keeps its
+  /// kv heads and the query heads grouped with them. Rotary and head
+  /// repeats work head by head and stay as they are; the output projection
+  /// is row-parallel.
   LogicalResult sliceAttention(func::FuncOp func) {
     SmallVector<AttentionOp> attentions;
     func.walk([&](AttentionOp op) { attentions.push_back(op); });
@@ -172,61 +235,77 @@ private:
         return attention.emitOpError("--dsc-tensor-parallel: ")
                << heads
                << " attention heads are not divisible by tp=" << tp.getValue();
-      // q, k, v are three slices of one fused projection; q and k may be
-      // rotated (rotary works head by head, so on a rank's heads as well).
-      SmallVector<SliceOp, 3> parts;
-      SmallVector<RotaryOp, 2> rotaries;
-      for (Value operand :
-           {attention.getQuery(), attention.getKey(), attention.getValue()}) {
-        if (auto rotary = operand.getDefiningOp<RotaryOp>();
-            rotary && operand != attention.getValue() &&
-            rotary.getResult().hasOneUse()) {
-          rotaries.push_back(rotary);
-          operand = rotary.getInput();
-        }
-        if (auto slice = operand.getDefiningOp<SliceOp>())
-          parts.push_back(slice);
-      }
-      if (parts.size() != 3 || parts[0].getInput() != parts[1].getInput() ||
-          parts[0].getInput() != parts[2].getInput())
-        return attention.emitOpError(
-            "--dsc-tensor-parallel: expected q, k and v to be slices of one "
-            "fused QKV projection (Megatron's layout)");
-      std::optional<Linear> qkv = matchLinearOutput(parts[0].getInput());
+      AttentionInput q = peelAttentionInput(attention.getQuery());
+      AttentionInput k = peelAttentionInput(attention.getKey());
+      AttentionInput v = peelAttentionInput(attention.getValue());
       std::optional<Linear> proj = matchLinearInput(attention.getResult());
-      if (!qkv || !proj)
+      if (!proj || q.repeat || v.rotary)
         return attention.emitOpError(
-            "--dsc-tensor-parallel: expected the fused QKV projection "
-            "x · W + b before the attention and the output projection "
-            "after it");
-      int64_t hidden = tensorOf(attention.getResult()).getShape().back();
-      for (auto [index, slice] : llvm::enumerate(parts)) {
-        ArrayRef<int64_t> offsets = slice.getOffsets();
-        if (offsets.back() != int64_t(index) * hidden ||
-            tensorOf(slice.getResult()).getShape().back() != hidden)
-          return slice.emitOpError("--dsc-tensor-parallel: expected q, k, v "
-                                   "at columns 0, h and 2h of the QKV "
-                                   "projection");
-        if (!slice.getResult().hasOneUse())
-          return slice.emitOpError("--dsc-tensor-parallel: the q/k/v slice "
-                                   "must feed only the attention (or its "
-                                   "rotary)");
+            "--dsc-tensor-parallel: expected q, k, v projected from one "
+            "input (rotary on q and k, head repeats on k and v) and the "
+            "output projection after the attention");
+      const int64_t hidden = tensorOf(attention.getResult()).getShape().back();
+      auto qSlice = q.base.getDefiningOp<SliceOp>();
+      auto kSlice = k.base.getDefiningOp<SliceOp>();
+      auto vSlice = v.base.getDefiningOp<SliceOp>();
+      if (!kSlice || !vSlice || kSlice.getInput() != vSlice.getInput())
+        return attention.emitOpError(
+            "--dsc-tensor-parallel: expected k and v to be slices of one "
+            "projection");
+      std::optional<Linear> kv = matchLinearOutput(kSlice.getInput());
+      if (!kv)
+        return attention.emitOpError(
+            "--dsc-tensor-parallel: expected the k and v projection x · W "
+            "(+ b) before the attention");
+      int64_t in = tensorOf(kv->weight.getResult()).getDimSize(0);
+      if (qSlice && qSlice.getInput() == kSlice.getInput()) {
+        // Fused [Q | K | V].
+        if (k.repeat || v.repeat)
+          return attention.emitOpError(
+              "--dsc-tensor-parallel: a fused QKV projection has as many key "
+              "and value heads as queries");
+        SliceOp parts[] = {qSlice, kSlice, vSlice};
+        for (auto [index, slice] : llvm::enumerate(parts))
+          if (!isColumnSlice(slice, kSlice.getInput(), int64_t(index) * hidden,
+                             hidden))
+            return slice.emitOpError("--dsc-tensor-parallel: expected q, k, "
+                                     "v at columns 0, h and 2h of the QKV "
+                                     "projection, each feeding only the "
+                                     "attention (or its rotary)");
+        columnParallel(*kv, {in, 3, hidden}, {3, hidden});
+        for (auto [index, slice] : llvm::enumerate(parts))
+          sliceLocally(slice, int64_t(index), hidden / tp);
+      } else {
+        // Grouped-query: q's own projection, [K | V] another's.
+        std::optional<Linear> qProj = matchLinearOutput(q.base);
+        const int64_t kvWidth = tensorOf(kSlice.getResult()).getShape().back();
+        const int64_t headDim = hidden / heads, kvHeads = kvWidth / headDim;
+        if (!qProj || !k.repeat || !v.repeat ||
+            qProj->matmul.getLhs() != kv->matmul.getLhs() ||
+            !isColumnSlice(kSlice, kSlice.getInput(), 0, kvWidth) ||
+            !isColumnSlice(vSlice, kSlice.getInput(), kvWidth, kvWidth))
+          return attention.emitOpError(
+              "--dsc-tensor-parallel: expected grouped-query attention's q "
+              "projection and its [K | V] projection of the same input, k "
+              "and v repeated per group");
+        if (kvHeads % tp != 0)
+          return attention.emitOpError("--dsc-tensor-parallel: ")
+                 << kvHeads
+                 << " key/value heads are not divisible by tp=" << tp.getValue()
+                 << " (dsc splits the key/value heads over tp, as GPT-NeoX "
+                    "and Megatron-LM do; replicating them is not supported)";
+        columnParallel(*qProj, {in, hidden}, {hidden});
+        columnParallel(*kv, {in, 2, kvWidth}, {2, kvWidth});
+        sliceLocally(kSlice, 0, kvWidth / tp);
+        sliceLocally(vSlice, 1, kvWidth / tp);
       }
-      int64_t in = tensorOf(qkv->weight.getResult()).getDimSize(0);
-      columnParallel(*qkv, {in, 3, hidden}, {3, hidden});
-      int64_t local = hidden / tp;
-      for (auto [index, slice] : llvm::enumerate(parts)) {
-        SmallVector<int64_t> offsets(slice.getOffsets()),
-            sizes(slice.getSizes());
-        offsets.back() = int64_t(index) * local;
-        sizes.back() = local;
-        slice.setOffsets(offsets);
-        slice.setSizes(sizes);
-        slice.getResult().setType(
-            splitLastDim(tensorOf(slice.getResult()), tp));
-      }
-      for (RotaryOp rotary : rotaries)
-        rotary.getResult().setType(rotary.getInput().getType());
+      for (RotaryOp rotary : {q.rotary, k.rotary})
+        if (rotary)
+          rotary.getResult().setType(rotary.getInput().getType());
+      for (RepeatHeadsOp repeat : {k.repeat, v.repeat})
+        if (repeat)
+          repeat.getResult().setType(
+              splitLastDim(tensorOf(repeat.getResult()), tp));
       attention.setNumHeads(heads / tp);
       // Each rank's heads draw the dropout masks one rank draws for them.
       attention.setHeadAxesAttr(axes);
@@ -237,24 +316,33 @@ private:
     return success();
   }
 
-  /// fc column-parallel, GELU on the rank's columns, proj row-parallel.
+  /// fc column-parallel, the activation on the rank's columns, proj
+  /// row-parallel. SwiGLU's fc is [up | gate]: split in its [h, 2, f] view
+  /// so each rank keeps both halves of its columns.
   LogicalResult sliceMlp(func::FuncOp func) {
-    SmallVector<GeluOp> gelus;
-    func.walk([&](GeluOp op) { gelus.push_back(op); });
-    for (GeluOp gelu : gelus) {
-      std::optional<Linear> fc = matchLinearOutput(gelu.getInput());
-      std::optional<Linear> proj = matchLinearInput(gelu.getResult());
-      if (!fc || !proj || !gelu.getInput().hasOneUse())
-        return gelu.emitOpError(
-            "--dsc-tensor-parallel: expected the MLP x · W1 + b1 -> gelu -> "
-            "· W2 + b2");
-      int64_t ffn = tensorOf(gelu.getResult()).getShape().back();
+    SmallVector<Operation *> activations;
+    func.walk([&](Operation *op) {
+      if (isa<GeluOp, SwigluOp>(op))
+        activations.push_back(op);
+    });
+    for (Operation *act : activations) {
+      Value input = act->getOperand(0), output = act->getResult(0);
+      std::optional<Linear> fc = matchLinearOutput(input);
+      std::optional<Linear> proj = matchLinearInput(output);
+      if (!fc || !proj || !input.hasOneUse())
+        return act->emitOpError(
+            "--dsc-tensor-parallel: expected the MLP x · W1 (+ b1) -> "
+            "activation -> · W2 (+ b2)");
+      int64_t ffn = tensorOf(output).getShape().back();
       if (ffn % tp != 0)
-        return gelu.emitOpError("--dsc-tensor-parallel: the MLP width ")
+        return act->emitOpError("--dsc-tensor-parallel: the MLP width ")
                << ffn << " is not divisible by tp=" << tp.getValue();
       int64_t in = tensorOf(fc->weight.getResult()).getDimSize(0);
-      columnParallel(*fc, {in, ffn}, {ffn});
-      gelu.getResult().setType(fc->bias.getResult().getType());
+      if (isa<SwigluOp>(act))
+        columnParallel(*fc, {in, 2, ffn}, {2, ffn});
+      else
+        columnParallel(*fc, {in, ffn}, {ffn});
+      output.setType(splitLastDim(tensorOf(output), tp));
       rowParallel(*proj);
     }
     return success();

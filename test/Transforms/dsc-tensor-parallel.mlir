@@ -125,6 +125,75 @@ func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 
 // -----
 
+// Grouped-query attention without biases (Llama): 4 query heads, 2
+// key/value heads of 2 features. q's projection is column-parallel (the
+// rank keeps 2 query heads), [K | V] in its [8, 2, 4] view (the rank keeps
+// its key/value head of each); both read the input through one f, so the
+// backward all-reduces its gradient once. The head repeat pairs the rank's
+// query heads with its key/value head; the output projection, biasless,
+// all-reduces its product.
+// CHECK-LABEL: dsc.parameter @q.weight : tensor<8x4xf32> {{.*}} layout = <view = [8, 8], split = {{\[}}[], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @kv.weight : tensor<8x4xf32> {{.*}} layout = <shape = [8, 8], view = [8, 2, 4], split = {{\[}}[], [], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @proj.weight : tensor<4x8xf32> {{.*}} layout = <view = [8, 8], split = {{\[}}["tp"], []]>
+// CHECK-LABEL: func.func @loss
+// CHECK: %[[F:.*]] = dsc.copy_to_parallel %arg0 on @mesh axes = ["tp"]
+// CHECK-NEXT: %[[Q:.*]] = dsc.matmul %[[F]], %{{.*}} : tensor<2x4x8xf32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NOT: dsc.copy_to_parallel
+// CHECK: %[[KV:.*]] = dsc.matmul %[[F]], %{{.*}} : tensor<2x4x8xf32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[K:.*]] = dsc.slice %[[KV]] [0, 0, 0] [2, 4, 2] : tensor<2x4x4xf32> -> tensor<2x4x2xf32>
+// CHECK-NEXT: %[[V:.*]] = dsc.slice %[[KV]] [0, 0, 2] [2, 4, 2] : tensor<2x4x4xf32> -> tensor<2x4x2xf32>
+// CHECK-NEXT: %[[RQ:.*]] = dsc.rotary %[[Q]] {{.*}} : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[RK:.*]] = dsc.rotary %[[K]] {{.*}} : tensor<2x4x2xf32>
+// CHECK-NEXT: %[[K2:.*]] = dsc.repeat_heads %[[RK]] {head_dim = 2 : i64, repeats = 2 : i64} : tensor<2x4x2xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[V2:.*]] = dsc.repeat_heads %[[V]] {head_dim = 2 : i64, repeats = 2 : i64} : tensor<2x4x2xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[A:.*]] = dsc.attention %[[RQ]], %[[K2]], %[[V2]] {causal, head_axes = ["tp"], num_heads = 2 : i64, seed = 1 : i64} : tensor<2x4x4xf32>
+// CHECK: %[[P:.*]] = dsc.matmul %[[A]], %{{.*}} : tensor<2x4x4xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = dsc.all_reduce %[[P]] on @mesh axes = ["tp"] : tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[SUM]]
+
+dsc.parameter @q.weight : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @kv.weight : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @proj.weight : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %wq = dsc.get_parameter @q.weight : tensor<8x8xf32>
+  %q = dsc.matmul %x, %wq : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %wkv = dsc.get_parameter @kv.weight : tensor<8x8xf32>
+  %kv = dsc.matmul %x, %wkv : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %k = dsc.slice %kv [0, 0, 0] [2, 4, 4] : tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+  %v = dsc.slice %kv [0, 0, 4] [2, 4, 4] : tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+  %rq = dsc.rotary %q {head_dim = 2 : i64, rotary_dims = 2 : i64} : tensor<2x4x8xf32>
+  %rk = dsc.rotary %k {head_dim = 2 : i64, rotary_dims = 2 : i64} : tensor<2x4x4xf32>
+  %k2 = dsc.repeat_heads %rk {head_dim = 2 : i64, repeats = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x8xf32>
+  %v2 = dsc.repeat_heads %v {head_dim = 2 : i64, repeats = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x8xf32>
+  %a = dsc.attention %rq, %k2, %v2 {causal, num_heads = 4 : i64, seed = 1 : i64} : tensor<2x4x8xf32>
+  %pw = dsc.get_parameter @proj.weight : tensor<8x8xf32>
+  %p = dsc.matmul %a, %pw : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  return %p : tensor<2x4x8xf32>
+}
+
+// -----
+
+// SwiGLU: the fused [up | gate] product is column-parallel in its
+// [8, 2, 16] view, so the rank's 16 columns hold 8 of up and the same 8 of
+// gate, and the gated product is the rank's 8 columns.
+// CHECK-LABEL: dsc.parameter @fc.weight : tensor<8x16xf32> {{.*}} layout = <shape = [8, 32], view = [8, 2, 16], split = {{\[}}[], [], ["tp"]]>
+// CHECK-NEXT: dsc.parameter @proj.weight : tensor<8x8xf32> {{.*}} layout = <view = [16, 8], split = {{\[}}["tp"], []]>
+// CHECK-LABEL: func.func @loss
+// CHECK: dsc.swiglu %{{.*}} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>
+
+dsc.parameter @fc.weight : tensor<8x32xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @proj.weight : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w1 = dsc.get_parameter @fc.weight : tensor<8x32xf32>
+  %h = dsc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x32xf32> -> tensor<2x4x32xf32>
+  %g = dsc.swiglu %h : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+  %w2 = dsc.get_parameter @proj.weight : tensor<16x8xf32>
+  %y = dsc.matmul %g, %w2 : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
 // The tied embedding and LM head are vocabulary-parallel: the rank keeps 8
 // of the 16 rows, looks up its tokens and g sums the lookups; the head
 // computes the rank's 8 logit columns behind f, and the loss combines
@@ -207,7 +276,7 @@ dsc.parameter @fc.weight : tensor<8x32xf32> init = #dsc.init<zeros>
 func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x32xf32> {
   %w1 = dsc.get_parameter @fc.weight : tensor<8x32xf32>
   %h = dsc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x32xf32> -> tensor<2x4x32xf32>
-  // expected-error @+1 {{'dsc.gelu' op --dsc-tensor-parallel: expected the MLP x · W1 + b1 -> gelu -> · W2 + b2}}
+  // expected-error @+1 {{'dsc.gelu' op --dsc-tensor-parallel: expected the MLP x · W1 (+ b1) -> activation -> · W2 (+ b2)}}
   %g = dsc.gelu %h : tensor<2x4x32xf32>
   return %g : tensor<2x4x32xf32>
 }
@@ -215,7 +284,7 @@ func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x32xf32> {
 // -----
 
 func.func @loss(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
-  // expected-error @+1 {{'dsc.attention' op --dsc-tensor-parallel: expected q, k and v to be slices of one fused QKV projection (Megatron's layout)}}
+  // expected-error @+1 {{'dsc.attention' op --dsc-tensor-parallel: expected q, k, v projected from one input (rotary on q and k, head repeats on k and v) and the output projection after the attention}}
   %a = dsc.attention %q, %k, %v {causal, num_heads = 4 : i64, seed = 1 : i64} : tensor<2x4x8xf32>
   return %a : tensor<2x4x8xf32>
 }

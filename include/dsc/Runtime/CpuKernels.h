@@ -154,6 +154,28 @@ void geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
                        bool accumulate);
 
 //===----------------------------------------------------------------------===//
+// SwiGLU and grouped-query attention's head repeat
+//===----------------------------------------------------------------------===//
+
+/// x [rows, 2 cols] = [up | gate] -> y [rows, cols] = up * silu(gate).
+template <typename T>
+void swigluForward(const T *x, T *y, int64_t rows, int64_t cols);
+/// dX [rows, 2 cols] = [dY * silu(gate) | dY * up * silu'(gate)].
+template <typename T>
+void swigluBackward(const T *x, const T *dY, T *dX, int64_t rows,
+                    int64_t cols);
+/// x [rows, kvHeads * headDim] -> y [rows, kvHeads * repeats * headDim],
+/// y's head j a copy of x's head j / repeats.
+template <typename T>
+void repeatHeadsForward(const T *x, T *y, int64_t rows, int64_t kvHeads,
+                        int64_t headDim, int64_t repeats);
+/// dX's head h = the sum of dY's heads h * repeats .. h * repeats + repeats
+/// - 1, in that order.
+template <typename T>
+void repeatHeadsBackward(const T *dY, T *dX, int64_t rows, int64_t kvHeads,
+                         int64_t headDim, int64_t repeats);
+
+//===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 

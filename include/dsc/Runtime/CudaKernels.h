@@ -178,6 +178,25 @@ cudaError_t geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
                               bool accumulate, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// SwiGLU and grouped-query attention's head repeat (the CPU kernels')
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+cudaError_t swigluForward(const T *x, T *y, int64_t rows, int64_t cols,
+                          cudaStream_t stream);
+template <typename T>
+cudaError_t swigluBackward(const T *x, const T *dY, T *dX, int64_t rows,
+                           int64_t cols, cudaStream_t stream);
+template <typename T>
+cudaError_t repeatHeadsForward(const T *x, T *y, int64_t rows, int64_t kvHeads,
+                               int64_t headDim, int64_t repeats,
+                               cudaStream_t stream);
+template <typename T>
+cudaError_t repeatHeadsBackward(const T *dY, T *dX, int64_t rows,
+                                int64_t kvHeads, int64_t headDim,
+                                int64_t repeats, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // Rotary position embedding (the CPU kernel's pairing and angles)
 //===----------------------------------------------------------------------===//
 

@@ -65,7 +65,17 @@ struct GPTConfig {
   bool parallelResidual = false;
   bool parallelResidualTied = false;
   /// The MLP's inner width (`intermediate_size`); 0 means 4 * hiddenSize.
+  /// With swiglu, the width of each of its two halves.
   int64_t ffnHiddenSize = 0;
+  /// `activation: swiglu` (Llama, Mistral): the MLP's first projection is
+  /// fused [up | gate], 2f wide, and dsc.swiglu gates it.
+  bool swiglu = false;
+  /// `num_kv_heads`: grouped-query attention when fewer than the heads (0:
+  /// as many); k and v get their own projection and dsc.repeat_heads.
+  int64_t numKvHeads = 0;
+  /// `use_bias_in_attn_linear`, `use_bias_in_mlp`.
+  bool attentionBias = true;
+  bool mlpBias = true;
   /// The MLP's GELU is the exact (erf) one instead of the tanh form.
   /// GPT-NeoX's default (F.gelu); `bias_gelu_fusion` selects the tanh form.
   bool exactGelu = true;
@@ -79,6 +89,9 @@ struct GPTConfig {
     return ffnHiddenSize ? ffnHiddenSize : 4 * hiddenSize;
   }
   int64_t headDim() const { return hiddenSize / numAttentionHeads; }
+  int64_t kvHeads() const {
+    return numKvHeads ? numKvHeads : numAttentionHeads;
+  }
   int64_t rotaryDims() const { return int64_t(double(headDim()) * rotaryPct); }
 
   /// Closed-form parameter count (Megatron-LM / Narayanan et al. 2021):
@@ -86,6 +99,9 @@ struct GPTConfig {
   /// f = 4h the paper's 12h² + 13h) and 4h of norms, plus V·h embeddings,
   /// s·h learned positions, 2h final norm and V·h more when untied. RMSNorm
   /// has no bias: (2l + 1)·h fewer; gpt_j_tied shares ln_1: 2h a layer fewer.
+  /// Grouped-query attention's q, k, v are h·(H + 2·KV)·d; SwiGLU's first
+  /// projection is 2f wide; biasless linears drop their biases
+  /// (docs/model-families.md).
   int64_t expectedParameters() const;
 };
 

@@ -13,6 +13,7 @@
 
 #include "InstructionChecker.h"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -132,6 +133,43 @@ void InstructionChecker::shapes() {
     minRank(in(0), inName(0), 1);
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
+  case Opcode::Swiglu:
+  case Opcode::SwigluGrad: {
+    // x [..., 2F]; y or dy [..., F]; dx like x.
+    const Buffer &half = inst.opcode == Opcode::Swiglu ? out(0) : in(1);
+    const std::string halfName =
+        inst.opcode == Opcode::Swiglu ? outName(0) : inName(1);
+    minRank(in(0), inName(0), 1);
+    if (half.shape.size() != in(0).shape.size() ||
+        !std::equal(half.shape.begin(), half.shape.end() - 1,
+                    in(0).shape.begin()) ||
+        2 * last(half) != last(in(0)))
+      fail(halfName + " must be " + inName(0) +
+           " with half its last dim ([up | gate] -> gated)");
+    if (inst.opcode == Opcode::SwigluGrad)
+      sameShape(in(0), inName(0), out(0), outName(0));
+    break;
+  }
+  case Opcode::RepeatHeads:
+  case Opcode::RepeatHeadsGrad: {
+    const bool fwd = inst.opcode == Opcode::RepeatHeads;
+    const Buffer &narrow = fwd ? in(0) : out(0), &wide = fwd ? out(0) : in(0);
+    const std::string narrowName = fwd ? inName(0) : outName(0);
+    minRank(narrow, narrowName, 1);
+    const int64_t c = last(narrow);
+    const int64_t headDim = intAt("headDim", 1, c > 0 ? c : 1);
+    const int64_t repeats = intAt("repeats", 1, 1 << 20);
+    if (c % headDim != 0)
+      fail("headDim " + std::to_string(headDim) +
+           " does not divide the last dim " + std::to_string(c));
+    if (wide.shape.size() != narrow.shape.size() ||
+        !std::equal(wide.shape.begin(), wide.shape.end() - 1,
+                    narrow.shape.begin()) ||
+        last(wide) != mulChecked(c, repeats))
+      fail((fwd ? outName(0) : inName(0)) + " must be " + narrowName +
+           " with its last dim times repeats");
+    break;
+  }
   case Opcode::Rotary: {
     minRank(in(0), inName(0), 2);
     sameShape(in(0), inName(0), out(0), outName(0));

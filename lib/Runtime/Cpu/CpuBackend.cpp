@@ -348,6 +348,24 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::GeluExact:
     geluExactForward(in(0), out(0), numElements(inB(0).shape));
     break;
+  case Opcode::Swiglu:
+    swigluForward(in(0), out(0), rowsOf(inB(0)), lastDim(outB(0)));
+    break;
+  case Opcode::SwigluGrad:
+    swigluBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(1)));
+    break;
+  case Opcode::RepeatHeads: {
+    const ops::RepeatHeads rh = ops::RepeatHeads::decode(inst);
+    repeatHeadsForward(in(0), out(0), rowsOf(inB(0)),
+                       lastDim(inB(0)) / rh.headDim, rh.headDim, rh.repeats);
+    break;
+  }
+  case Opcode::RepeatHeadsGrad: {
+    const ops::RepeatHeadsGrad rh = ops::RepeatHeadsGrad::decode(inst);
+    repeatHeadsBackward(in(0), out(0), rowsOf(outB(0)),
+                        lastDim(outB(0)) / rh.headDim, rh.headDim, rh.repeats);
+    break;
+  }
   case Opcode::Rotary: {
     const ops::Rotary ro = ops::Rotary::decode(inst);
     const std::vector<int64_t> &shape = inB(0).shape;

@@ -107,6 +107,28 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::GeluExact:
     launched(cuda::geluExactForward(in(0), out(0), count(inB(0)), stream));
     break;
+  case Opcode::Swiglu:
+    launched(cuda::swigluForward(in(0), out(0), rowsOf(inB(0)),
+                                 lastDim(outB(0)), stream));
+    break;
+  case Opcode::SwigluGrad:
+    launched(cuda::swigluBackward(in(0), in(1), out(0), rowsOf(inB(0)),
+                                  lastDim(inB(1)), stream));
+    break;
+  case Opcode::RepeatHeads: {
+    const ops::RepeatHeads rh = ops::RepeatHeads::decode(inst);
+    launched(cuda::repeatHeadsForward(in(0), out(0), rowsOf(inB(0)),
+                                      lastDim(inB(0)) / rh.headDim, rh.headDim,
+                                      rh.repeats, stream));
+    break;
+  }
+  case Opcode::RepeatHeadsGrad: {
+    const ops::RepeatHeadsGrad rh = ops::RepeatHeadsGrad::decode(inst);
+    launched(cuda::repeatHeadsBackward(in(0), out(0), rowsOf(outB(0)),
+                                       lastDim(outB(0)) / rh.headDim,
+                                       rh.headDim, rh.repeats, stream));
+    break;
+  }
   case Opcode::Rotary: {
     const ops::Rotary ro = ops::Rotary::decode(inst);
     const std::vector<int64_t> &shape = inB(0).shape;
