@@ -724,6 +724,7 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         attention.causal = at.getCausal();
         attention.seed = at.getSeedAttr().getInt();
         attention.headAxes = *heads;
+        attention.window = at.getWindow();
         attention.dropout = f64(at.getDropoutAttr());
         attention.encode(inst);
         return success();
@@ -875,6 +876,7 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         grad.causal = ag.getCausal();
         grad.seed = ag.getSeedAttr().getInt();
         grad.headAxes = *heads;
+        grad.window = ag.getWindow();
         grad.dropout = f64(ag.getDropoutAttr());
         grad.encode(inst);
         return success();

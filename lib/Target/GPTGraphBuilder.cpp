@@ -102,11 +102,12 @@ Value GPTGraphBuilder::norm(const Twine &prefix, Value x) {
   int64_t h = config.hiddenSize;
   Value gamma = param((prefix + ".weight").str(), {h}, fill(InitKind::Ones));
   // GPT-NeoX's RMSNorm adds its epsilon to the root mean square, outside
-  // the square root.
+  // the square root; transformers' (Llama's) inside.
   if (config.rmsNorm)
-    return RmsNormOp::create(builder, named(prefix), x.getType(), x, gamma,
-                             builder.getF64FloatAttr(config.rmsNormEpsilon),
-                             builder.getUnitAttr());
+    return RmsNormOp::create(
+        builder, named(prefix), x.getType(), x, gamma,
+        builder.getF64FloatAttr(config.rmsNormEpsilon),
+        config.rmsNormEpsilonInsideSqrt ? UnitAttr() : builder.getUnitAttr());
   Value beta = param((prefix + ".bias").str(), {h}, fill(InitKind::Zeros));
   return LayerNormOp::create(builder, named(prefix), x.getType(), x, gamma,
                              beta,
@@ -189,7 +190,7 @@ Value GPTGraphBuilder::attention(const std::string &prefix, int64_t layer,
       builder.getI64IntegerAttr(config.numAttentionHeads),
       builder.getUnitAttr(), builder.getF64FloatAttr(config.attentionDropout),
       builder.getI64IntegerAttr(config.seed + 1000 + layer),
-      /*head_axes=*/nullptr);
+      /*head_axes=*/nullptr, builder.getI64IntegerAttr(config.slidingWindow));
 }
 
 Value GPTGraphBuilder::dropout(const Twine &name, Value x, double p) {

@@ -6,8 +6,8 @@
 //
 // A config.json is user input: every key is honored with transformers'
 // meaning, listed as having no effect on the causal LM's graph, or refused
-// by name. GPT-2 and GPT-NeoX are the families whose graphs dsc builds
-// today; Llama and Mistral are refused naming what their graphs need.
+// by name. GPT-2, GPT-NeoX, Llama and Mistral are the families whose graphs
+// dsc builds; a known family it does not is refused naming what it needs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,11 +47,8 @@ struct Pending {
   const char *architecture, *needs;
 };
 const Pending kPending[] = {
-    {"LlamaForCausalLM", "rotary position embeddings, the SwiGLU MLP and "
-                         "grouped-query attention"},
-    {"MistralForCausalLM",
-     "rotary position embeddings, the SwiGLU MLP, grouped-query attention "
-     "and sliding-window attention"},
+    {"GemmaForCausalLM", "GELU-gated MLPs, a scaled embedding and (1 + w) "
+                         "RMSNorm gains"},
 };
 
 class ConfigReader {
@@ -294,6 +291,99 @@ std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
   return model;
 }
 
+/// transformers' LlamaConfig and MistralConfig: RMSNorm (epsilon inside the
+/// square root), rotary on whole heads, SwiGLU, grouped-query attention,
+/// no biases, untied output; Mistral adds a sliding window.
+std::optional<HFModel> parseLlama(ConfigReader &r, HFModel model,
+                                  const HFImportOptions &options) {
+  GPTConfig &c = model.config;
+  auto get = [&](llvm::StringRef key, int64_t &out) {
+    if (std::optional<int64_t> v = r.integer(key))
+      out = *v;
+  };
+  get("num_hidden_layers", c.numLayers);
+  get("hidden_size", c.hiddenSize);
+  get("num_attention_heads", c.numAttentionHeads);
+  get("vocab_size", c.vocabSize);
+  get("max_position_embeddings", c.maxPositionEmbeddings);
+  get("intermediate_size", c.ffnHiddenSize);
+  if (!r.isNull("num_key_value_heads"))
+    get("num_key_value_heads", c.numKvHeads);
+  if (!r.ok())
+    return std::nullopt;
+  if (c.hiddenSize % c.numAttentionHeads != 0)
+    r.error() << "hidden_size (" << c.hiddenSize
+              << ") is not a multiple of num_attention_heads ("
+              << c.numAttentionHeads << ")";
+  else if (!r.isNull("head_dim"))
+    if (std::optional<int64_t> d = r.integer("head_dim"))
+      if (*d != c.headDim())
+        r.error() << "head_dim " << *d
+                  << " is not hidden_size / num_attention_heads ("
+                  << c.headDim() << "): dsc's heads split the hidden size";
+  if (c.numKvHeads && c.numAttentionHeads % c.numKvHeads != 0)
+    r.error() << "num_key_value_heads (" << c.numKvHeads
+              << ") does not divide num_attention_heads ("
+              << c.numAttentionHeads << ")";
+  const std::string act = r.string("hidden_act", "silu");
+  if (act != "silu" && act != "swish")
+    r.error() << "hidden_act '" << act
+              << "' is not supported: dsc's gated MLP is SwiGLU (silu)";
+  c.swiglu = true;
+  c.rmsNorm = true;
+  c.rmsNormEpsilonInsideSqrt = true;
+  c.rmsNormEpsilon = r.number("rms_norm_eps", 1e-6);
+  c.learnedPositions = false;
+  c.rotary = true;
+  c.rotaryPct = 1.0;
+  c.rotaryEmbBase = r.number("rope_theta", 10000.0);
+  if (const llvm::json::Object *rope = r.object("rope_parameters"))
+    for (const auto &[key, value] : *rope) {
+      std::optional<double> number = value.getAsNumber();
+      if (key == "rope_theta" && number)
+        c.rotaryEmbBase = *number;
+      else if (key == "partial_rotary_factor" && number)
+        c.rotaryPct = *number;
+      else if (key == "rope_type" && value.getAsString() == "default")
+        continue;
+      else
+        r.error() << "rope_parameters: '" << key.str()
+                  << "' is not supported (dsc's rotary embedding is the "
+                     "default type, with rope_theta)";
+    }
+  if (!r.isNull("rope_scaling"))
+    r.error() << "rope_scaling is not supported (dsc's rotary embedding is "
+                 "unscaled)";
+  if (c.rotaryDims() < 2 || c.rotaryDims() % 2 != 0)
+    r.error() << "the rotary embedding turns " << c.rotaryDims()
+              << " features of each head, not an even number of at least 2";
+  c.attentionBias = r.boolean("attention_bias", false);
+  c.mlpBias = r.boolean("mlp_bias", false);
+  if (r.number("pretraining_tp", 1) != 1)
+    r.error() << "pretraining_tp other than 1 is not supported (it splits "
+                 "the projections' products, which change their rounding)";
+  c.initMethodStd = r.number("initializer_range", 0.02);
+  c.attentionDropout = r.number("attention_dropout", 0.0);
+  c.hiddenDropout = 0.0;
+  c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
+  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
+  if (c.seqLength > c.maxPositionEmbeddings)
+    r.error() << "the sequence length " << c.seqLength
+              << " exceeds max_position_embeddings (" << c.maxPositionEmbeddings
+              << ")";
+  // Mistral's sliding window (query t sees keys t - W + 1 .. t); one at
+  // least as long as the sequence changes nothing.
+  if (!r.isNull("sliding_window"))
+    if (std::optional<int64_t> w = r.integer("sliding_window"))
+      if (*w < c.seqLength)
+        c.slidingWindow = *w;
+  c.microBatchSize = options.microBatchSize;
+  r.refuseUnknownKeys(model.architecture);
+  if (!r.ok())
+    return std::nullopt;
+  return model;
+}
+
 } // namespace
 
 std::optional<HFModel> mlir::dsc::parseHFConfig(llvm::StringRef text,
@@ -327,9 +417,13 @@ std::optional<HFModel> mlir::dsc::parseHFConfig(llvm::StringRef text,
     }
   if (model.architecture == "GPTNeoXForCausalLM")
     return parseGPTNeoX(r, std::move(model), options);
+  if (model.architecture == "LlamaForCausalLM" ||
+      model.architecture == "MistralForCausalLM")
+    return parseLlama(r, std::move(model), options);
   if (model.architecture != "GPT2LMHeadModel") {
     r.error() << "unknown architecture '" << model.architecture
-              << "' (dsc imports GPT2LMHeadModel and GPTNeoXForCausalLM)";
+              << "' (dsc imports GPT2LMHeadModel, GPTNeoXForCausalLM, "
+                 "LlamaForCausalLM and MistralForCausalLM)";
     return std::nullopt;
   }
   return parseGPT2(r, std::move(model), options);

@@ -17,6 +17,7 @@
 
 #include "dsc/Runtime/WeightsCheckpoint.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -139,33 +140,61 @@ void transpose(::dsc::rt::WholeTensor &t) {
   std::swap(t.shape[0], t.shape[1]);
 }
 
-} // namespace
-
-std::optional<HFTensorMapping> mlir::dsc::mapHFTensor(StringRef architecture,
-                                                      StringRef name) {
-  if (architecture == "GPT2LMHeadModel")
-    return mapGPT2(name);
-  if (architecture == "GPTNeoXForCausalLM")
-    return mapGPTNeoX(name);
+/// LlamaForCausalLM and MistralForCausalLM (transformers' Llama layout).
+std::optional<HFTensorMapping> mapLlama(const GPTConfig &config,
+                                        StringRef name) {
+  static const std::pair<const char *, const char *> kTop[] = {
+      {"model.embed_tokens.weight", "wte.weight"},
+      {"model.norm.weight", "ln_f.weight"},
+      {"lm_head.weight", "lm_head.weight"},
+  };
+  for (const auto &[hf, ours] : kTop)
+    if (name == hf)
+      return HFTensorMapping{ours, HFLayout::Same};
+  int64_t layer = 0;
+  StringRef rest;
+  if (!splitLayer(name, "model.layers.", layer, rest))
+    return std::nullopt;
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  if (rest == "input_layernorm.weight")
+    return HFTensorMapping{prefix + "ln_1.weight", HFLayout::Same};
+  if (rest == "post_attention_layernorm.weight")
+    return HFTensorMapping{prefix + "ln_2.weight", HFLayout::Same};
+  if (rest == "self_attn.rotary_emb.inv_freq")
+    return HFTensorMapping{"", HFLayout::Same};
+  const std::string kind = rest.ends_with(".weight") ? "weight" : "bias";
+  if (!rest.consume_back(".weight") && !rest.consume_back(".bias"))
+    return std::nullopt;
+  const HFLayout linear =
+      kind == "weight" ? HFLayout::Transposed : HFLayout::Same;
+  auto part = [&](const std::string &param, int index, int count) {
+    return HFTensorMapping{prefix + param + "." + kind, linear, index, count};
+  };
+  // Multi-head attention fuses [Q | K | V]; grouped-query keeps q alone
+  // and fuses [K | V] (GPTGraphBuilder's two layouts).
+  const bool grouped = config.kvHeads() != config.numAttentionHeads;
+  if (rest == "self_attn.q_proj")
+    return grouped ? part("attn.q", 0, 1) : part("attn.qkv", 0, 3);
+  if (rest == "self_attn.k_proj")
+    return grouped ? part("attn.kv", 0, 2) : part("attn.qkv", 1, 3);
+  if (rest == "self_attn.v_proj")
+    return grouped ? part("attn.kv", 1, 2) : part("attn.qkv", 2, 3);
+  if (rest == "self_attn.o_proj")
+    return part("attn.proj", 0, 1);
+  // dsc.swiglu reads [up | gate] (GPT-NeoX's chunk order).
+  if (rest == "mlp.up_proj")
+    return part("mlp.fc", 0, 2);
+  if (rest == "mlp.gate_proj")
+    return part("mlp.fc", 1, 2);
+  if (rest == "mlp.down_proj")
+    return part("mlp.proj", 0, 1);
   return std::nullopt;
 }
 
-std::optional<std::string> mlir::dsc::dscNameOfHFTensor(StringRef architecture,
-                                                        StringRef name) {
-  std::optional<HFTensorMapping> m = mapHFTensor(architecture, name);
-  if (!m)
-    return std::nullopt;
-  return m->dscName;
-}
-
-bool mlir::dsc::convertHFTensor(const HFModel &model, ::dsc::rt::WholeTensor &t,
-                                std::string &error) {
-  std::optional<HFTensorMapping> m = mapHFTensor(model.architecture, t.name);
-  if (!m) {
-    error = "tensor '" + t.name + "' is not a " + model.architecture +
-            " weight dsc knows";
-    return false;
-  }
+/// Renames `t` to its dsc parameter and reorders it into dsc's layout.
+bool convertOne(const HFModel &model, const HFTensorMapping &mapping,
+                ::dsc::rt::WholeTensor &t, std::string &error) {
+  const HFTensorMapping *m = &mapping;
   const std::string hfName = t.name;
   t.name = m->dscName;
   if (m->layout == HFLayout::Same || t.name.empty())
@@ -197,5 +226,108 @@ bool mlir::dsc::convertHFTensor(const HFModel &model, ::dsc::rt::WholeTensor &t,
   }
   if (matrix)
     transpose(t);
+  return true;
+}
+
+/// `parts`, each [..., w_i] with the same leading dims, side by side.
+bool concatLastDim(std::vector<::dsc::rt::WholeTensor> &parts,
+                   ::dsc::rt::WholeTensor &out, std::string &error) {
+  const ::dsc::rt::WholeTensor &first = parts.front();
+  const size_t e = ::dsc::rt::dtypeSize(first.dtype);
+  std::vector<int64_t> lead(first.shape.begin(), first.shape.end() - 1);
+  int64_t rows = 1, width = 0;
+  for (int64_t d : lead)
+    rows *= d;
+  for (const ::dsc::rt::WholeTensor &p : parts) {
+    if (p.dtype != first.dtype || p.shape.size() != first.shape.size() ||
+        !std::equal(lead.begin(), lead.end(), p.shape.begin())) {
+      error = "its parts disagree in dtype or shape";
+      return false;
+    }
+    width += p.shape.back();
+  }
+  out.name = first.name;
+  out.dtype = first.dtype;
+  out.shape = lead;
+  out.shape.push_back(width);
+  out.bytes.resize(size_t(rows * width) * e);
+  size_t at = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (const ::dsc::rt::WholeTensor &p : parts) {
+      const size_t rowBytes = size_t(p.shape.back()) * e;
+      std::memcpy(out.bytes.data() + at, p.bytes.data() + size_t(r) * rowBytes,
+                  rowBytes);
+      at += rowBytes;
+    }
+  return true;
+}
+
+} // namespace
+
+std::optional<HFTensorMapping> mlir::dsc::mapHFTensor(const HFModel &model,
+                                                      StringRef name) {
+  if (model.architecture == "GPT2LMHeadModel")
+    return mapGPT2(name);
+  if (model.architecture == "GPTNeoXForCausalLM")
+    return mapGPTNeoX(name);
+  if (model.architecture == "LlamaForCausalLM" ||
+      model.architecture == "MistralForCausalLM")
+    return mapLlama(model.config, name);
+  return std::nullopt;
+}
+
+bool HFTensorConverter::add(::dsc::rt::WholeTensor t,
+                            std::vector<::dsc::rt::WholeTensor> &out,
+                            std::string &error) {
+  std::optional<HFTensorMapping> m = mapHFTensor(model, t.name);
+  if (!m) {
+    error = "tensor '" + t.name + "' is not a " + model.architecture +
+            " weight dsc knows";
+    return false;
+  }
+  const std::string hfName = t.name;
+  if (!convertOne(model, *m, t, error))
+    return false;
+  if (t.name.empty())
+    return true;
+  if (m->parts == 1) {
+    out.push_back(std::move(t));
+    return true;
+  }
+  Pending &p = pending[t.name];
+  p.parts.resize(size_t(m->parts));
+  p.hfNames.resize(size_t(m->parts));
+  if (p.parts[size_t(m->part)]) {
+    error = "tensor '" + hfName + "' appears twice";
+    return false;
+  }
+  p.parts[size_t(m->part)] = std::move(t);
+  p.hfNames[size_t(m->part)] = hfName;
+  return true;
+}
+
+bool HFTensorConverter::finish(std::vector<::dsc::rt::WholeTensor> &out,
+                               std::string &error) {
+  for (auto &[name, p] : pending) {
+    std::vector<::dsc::rt::WholeTensor> parts;
+    std::string names;
+    for (size_t i = 0; i < p.parts.size(); ++i) {
+      if (!p.parts[i]) {
+        error = "parameter '" + name + "' is fused from " +
+                std::to_string(p.parts.size()) + " tensors and part " +
+                std::to_string(i) + " is missing";
+        return false;
+      }
+      names += (i ? ", '" : "'") + p.hfNames[i] + "'";
+      parts.push_back(std::move(*p.parts[i]));
+    }
+    ::dsc::rt::WholeTensor fused;
+    if (!concatLastDim(parts, fused, error)) {
+      error = "parameter '" + name + "' (fused from " + names + "): " + error;
+      return false;
+    }
+    out.push_back(std::move(fused));
+  }
+  pending.clear();
   return true;
 }

@@ -100,57 +100,66 @@ LogicalResult importWeights(ModuleOp module, const HFModel &model,
   std::vector<std::string> files;
   if (failed(weightFiles(dir, loc, files)))
     return failure();
+  // Each tensor is checked against its parameter as it is converted; the
+  // parameters dsc fuses from several tensors (Llama's q, k, v) once whole.
   std::vector<::dsc::rt::WholeTensor> out;
   std::set<std::string> seen;
+  HFTensorConverter converter(model);
+  auto check = [&](const ::dsc::rt::WholeTensor &t, const std::string &what,
+                   const std::vector<int64_t> &hfShape) -> LogicalResult {
+    auto it = params.find(t.name);
+    if (it == params.end())
+      return emitError(loc) << what << " (dsc '" << t.name
+                            << "') has no parameter in the graph (is the "
+                               "config's tie_word_embeddings right?)";
+    ArrayRef<int64_t> shape = it->second.getTensorType().getShape();
+    if (ArrayRef<int64_t>(t.shape) != shape) {
+      auto diag = emitError(loc) << what << " has shape [";
+      llvm::interleaveComma(hfShape, diag);
+      if (hfShape != t.shape) {
+        diag << "] (in dsc's layout [";
+        llvm::interleaveComma(t.shape, diag);
+        diag << "])";
+      } else {
+        diag << "]";
+      }
+      diag << " but config.json makes '" << t.name << "' [";
+      llvm::interleaveComma(shape, diag);
+      return diag << "]";
+    }
+    if (t.dtype == ::dsc::rt::DType::I32)
+      return emitError(loc) << what << " is not a float tensor";
+    if (!seen.insert(t.name).second)
+      return emitError(loc) << what << " appears in two files";
+    return success();
+  };
   for (const std::string &file : files) {
     std::vector<::dsc::rt::WholeTensor> tensors;
     std::string error;
     if (!::dsc::rt::readSafetensorsTensors(file, tensors, error))
       return emitError(loc) << error;
     for (::dsc::rt::WholeTensor &t : tensors) {
-      const std::string hfName = t.name;
+      const std::string what = "'" + file + "': tensor '" + t.name + "'";
       const std::vector<int64_t> hfShape = t.shape;
-      if (!convertHFTensor(model, t, error))
+      const size_t before = out.size();
+      if (!converter.add(std::move(t), out, error))
         return emitError(loc) << "'" << file << "': " << error;
-      if (t.name.empty())
-        continue;
-      const std::string *name = &t.name;
-      auto it = params.find(*name);
-      if (it == params.end())
-        return emitError(loc)
-               << "'" << file << "': tensor '" << hfName << "' (dsc '" << *name
-               << "') has no parameter in the graph (is the "
-                  "config's tie_word_embeddings right?)";
-      ArrayRef<int64_t> shape = it->second.getTensorType().getShape();
-      if (ArrayRef<int64_t>(t.shape) != shape) {
-        auto diag = emitError(loc) << "'" << file << "': tensor '" << hfName
-                                   << "' has shape [";
-        llvm::interleaveComma(hfShape, diag);
-        if (hfShape != t.shape) {
-          diag << "] (in dsc's layout [";
-          llvm::interleaveComma(t.shape, diag);
-          diag << "])";
-        } else {
-          diag << "]";
-        }
-        diag << " but config.json makes '" << *name << "' [";
-        llvm::interleaveComma(shape, diag);
-        return diag << "]";
-      }
-      if (t.dtype == ::dsc::rt::DType::I32)
-        return emitError(loc) << "'" << file << "': tensor '" << hfName
-                              << "' is not a float tensor";
-      if (!seen.insert(*name).second)
-        return emitError(loc)
-               << "tensor '" << hfName << "' appears in two files";
-      out.push_back(std::move(t));
+      if (out.size() > before && failed(check(out.back(), what, hfShape)))
+        return failure();
     }
   }
+  const size_t whole = out.size();
+  std::string error;
+  if (!converter.finish(out, error))
+    return emitError(loc) << "'" << dir << "': " << error;
+  for (size_t i = whole; i < out.size(); ++i)
+    if (failed(check(out[i], ("'" + dir + "': the fusion of its tensors").str(),
+                     out[i].shape)))
+      return failure();
   for (const auto &entry : params)
     if (!seen.count(entry.getKey().str()))
       return emitError(loc) << "'" << dir << "' has no weights for parameter '"
                             << entry.getKey() << "'";
-  std::string error;
   if (!::dsc::rt::writeWeightsCheckpoint(hfCheckpoint, out,
                                          uint64_t(model.config.seed), error))
     return emitError(loc) << error;

@@ -201,6 +201,7 @@ llvm::StringMap<KeySpec> buildModelKeys(VocabularyKeys &vocab) {
                           c.swiglu = v.lower() == "swiglu";
                         }};
   intKey("num_kv_heads", false, &GPTConfig::numKvHeads);
+  intKey("sliding_window_width", false, &GPTConfig::slidingWindow);
   keys["intermediate_size"] = {
       K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
         vocab.intermediateSize = i;
@@ -650,6 +651,11 @@ LogicalResult NeoXConfigReader::validate() {
         << "'num_kv_heads' (" << config.numKvHeads
         << ") must divide 'num_attention_heads' (" << config.numAttentionHeads
         << ")";
+    return failure();
+  }
+  if (config.slidingWindow < 0) {
+    emitError(locOfKey("sliding_window_width"))
+        << "'sliding_window_width' must be >= 1, got " << config.slidingWindow;
     return failure();
   }
   if (!vocab.normBias && !config.rmsNorm) {

@@ -472,6 +472,37 @@ template <typename T> void checkRotary(cudaStream_t stream) {
 TEST_F(CudaKernel, RotaryFp32) { checkRotary<float>(stream); }
 TEST_F(CudaKernel, RotaryBf16) { checkRotary<__nv_bfloat16>(stream); }
 
+template <typename T> void checkGatedMlp(cudaStream_t stream) {
+  const int64_t rows = 77, cols = 150, n = rows * cols;
+  auto x = rounded<T>(randn(2 * n, 1, 2.0f)), g = rounded<T>(randn(n, 2));
+  std::vector<float> y(n), dx(2 * n);
+  swigluForward(x.data(), y.data(), rows, cols);
+  swigluBackward(x.data(), g.data(), dx.data(), rows, cols);
+  Dev<T> dxv(x), dyv(n), dg(g), ddx(2 * n);
+  ASSERT_EQ(cudaSuccess,
+            cu::swigluForward(dxv.get(), dyv.get(), rows, cols, stream));
+  ASSERT_EQ(cudaSuccess, cu::swigluBackward(dxv.get(), dg.get(), ddx.get(),
+                                            rows, cols, stream));
+  EXPECT_LT(relNorm(dyv.download(), y), tol<T>());
+  EXPECT_LT(relNorm(ddx.download(), dx), tol<T>());
+  // 3 key/value heads of 24 repeated 4 times, and the sum back.
+  const int64_t kv = 3, hd = 24, reps = 4, narrow = rows * kv * hd;
+  auto k = rounded<T>(randn(narrow, 3)),
+       dk = rounded<T>(randn(narrow * reps, 4));
+  std::vector<float> wide(narrow * reps), back(narrow);
+  repeatHeadsForward(k.data(), wide.data(), rows, kv, hd, reps);
+  repeatHeadsBackward(dk.data(), back.data(), rows, kv, hd, reps);
+  Dev<T> dkv(k), dwide(narrow * reps), ddk(dk), dback(narrow);
+  ASSERT_EQ(cudaSuccess, cu::repeatHeadsForward(dkv.get(), dwide.get(), rows,
+                                                kv, hd, reps, stream));
+  ASSERT_EQ(cudaSuccess, cu::repeatHeadsBackward(ddk.get(), dback.get(), rows,
+                                                 kv, hd, reps, stream));
+  EXPECT_LT(relNorm(dwide.download(), wide), tol<T>());
+  EXPECT_LT(relNorm(dback.download(), back), tol<T>());
+}
+TEST_F(CudaKernel, GatedMlpFp32) { checkGatedMlp<float>(stream); }
+TEST_F(CudaKernel, GatedMlpBf16) { checkGatedMlp<__nv_bfloat16>(stream); }
+
 template <typename T> void checkGeluExact(cudaStream_t stream) {
   const int64_t n = 10007;
   auto x = rounded<T>(randn(n, 1, 3.0f)), g = rounded<T>(randn(n, 2));
@@ -612,6 +643,21 @@ TEST_F(CudaKernel, AttentionTensorCoreDropoutSlicedBf16) {
   checkAttention<__nv_bfloat16>(stream, s);
   s.hidden = 256;
   checkAttention<__nv_bfloat16>(stream, s);
+}
+// Mistral's sliding window: windows shorter than a tile (whole early tiles
+// masked for the later rows), longer than one, and with dropout, on the
+// SIMT kernels (fp32) and the tensor-core ones (bf16).
+TEST_F(CudaKernel, AttentionSlidingWindow) {
+  for (int64_t window : {int64_t(5), int64_t(40), int64_t(100)}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    AttentionShape s = attnShape(2, 150, 64, 2, true, 0.0f);
+    s.window = window;
+    checkAttention<float>(stream, s);
+    s.hidden = 256;
+    checkAttention<__nv_bfloat16>(stream, s);
+    s.dropout = 0.1f;
+    checkAttention<__nv_bfloat16>(stream, s);
+  }
 }
 TEST_F(CudaKernel, AttentionTensorCoreFp16) {
   checkAttention<__half>(stream, attnShape(2, 100, 128, 2, true, 0.0f));

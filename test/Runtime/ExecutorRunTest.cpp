@@ -315,7 +315,7 @@ TEST(DscRun, PlanOfAnotherVersion) {
     f.put('\x07');
   }
   expectError(runTool({path}), "plan format version 7 is not supported: this "
-                               "runtime reads version 5");
+                               "runtime reads version 6");
   std::remove(path.c_str());
 }
 
@@ -372,7 +372,7 @@ TEST(DscRun, PrintPlan) {
   std::string plan = writeTinyPlan("print.plan");
   Outcome o = runTool({plan, "--print-plan"});
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_NE(o.out.find("plan version 5: vocab 256, sequence 8, micro-batch "
+  EXPECT_NE(o.out.find("plan version 6: vocab 256, sequence 8, micro-batch "
                        "2 x 1\n"),
             std::string::npos)
       << o.out;

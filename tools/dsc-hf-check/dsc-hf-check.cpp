@@ -125,17 +125,21 @@ int run() {
       lossError, lossOk ? "ok" : "FAIL");
   (lossOk ? passed : failedCount) += 1;
 
+  // transformers' gradients in dsc's names and layouts.
+  std::vector<WholeTensor> grads;
+  mlir::dsc::HFTensorConverter converter(model);
   for (const WholeTensor &golden : tensors) {
     llvm::StringRef name(golden.name);
     if (!name.consume_front("grad."))
       continue;
-    // transformers' gradient in dsc's name and layout.
     WholeTensor t = golden;
     t.name = name.str();
-    if (!mlir::dsc::convertHFTensor(model, t, error))
+    if (!converter.add(std::move(t), grads, error))
       throw ::dsc::rt::Error("golden gradient: " + error);
-    if (t.name.empty())
-      continue;
+  }
+  if (!converter.finish(grads, error))
+    throw ::dsc::rt::Error("golden gradients: " + error);
+  for (const WholeTensor &t : grads) {
     const std::string *ours = &t.name;
     std::vector<double> g = executor.read("grad." + *ours);
     std::vector<double> r = asDoubles(t);

@@ -245,6 +245,9 @@ void softmaxBackward(const T *y, const T *dY, T *dX, int64_t rows, int64_t cols,
 struct AttentionShape {
   int64_t batch = 1, seq = 0, hidden = 0, heads = 1;
   bool causal = true;
+  /// With causal, a sliding window of W > 0: query i sees keys
+  /// i - W + 1 .. i (Mistral); 0: keys 0 .. i.
+  int64_t window = 0;
   /// Dropout on the probabilities (GPT-2's attn_pdrop), 0 for none. The mask
   /// of probability (b, h, i, j) is dropoutKeep(seed, index) with
   /// index = (((batchOffset + b) * H + headOffset + h) * seq + i) * seq + j,
@@ -258,6 +261,10 @@ struct AttentionShape {
   int64_t rowBlock = 0;
 
   int64_t headDim() const { return hidden / heads; }
+  /// The first key query row i sees.
+  int64_t firstKey(int64_t i) const {
+    return causal && window > 0 && i >= window ? i - window + 1 : 0;
+  }
   /// Elements of the optional per-row logsumexp: batch * heads * seq.
   int64_t lseSize() const { return batch * heads * seq; }
 };

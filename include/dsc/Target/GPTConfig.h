@@ -49,6 +49,8 @@ struct GPTConfig {
   /// no bias, in place of LayerNorm; `rms_norm_epsilon` (NeoX's 1e-8).
   bool rmsNorm = false;
   double rmsNormEpsilon = 1e-8;
+  /// transformers' (Llama's) RMSNorm: x / sqrt(ms + eps) * gamma.
+  bool rmsNormEpsilonInsideSqrt = false;
   /// `pos_emb: learned` (GPT-2's table, wpe), `rotary` (queries and keys
   /// rotated per head, dsc.rotary) or `none` (no position information but
   /// the causal mask).
@@ -73,6 +75,9 @@ struct GPTConfig {
   /// `num_kv_heads`: grouped-query attention when fewer than the heads (0:
   /// as many); k and v get their own projection and dsc.repeat_heads.
   int64_t numKvHeads = 0;
+  /// `sliding_window_width` (Mistral): query t attends to keys t - W + 1 ..
+  /// t; 0: all earlier keys.
+  int64_t slidingWindow = 0;
   /// `use_bias_in_attn_linear`, `use_bias_in_mlp`.
   bool attentionBias = true;
   bool mlpBias = true;

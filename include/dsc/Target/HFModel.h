@@ -20,8 +20,10 @@
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::dsc {
 
@@ -61,22 +63,41 @@ struct HFTensorMapping {
   /// rotary-frequency buffers older checkpoints saved).
   std::string dscName;
   HFLayout layout;
+  /// Part `part` of `parts` of a parameter dsc fuses (Llama's q, k and v
+  /// projections into [Q | K | V], its up and gate into [up | gate]): the
+  /// parts, each in dsc's layout, concatenate along the last dim.
+  int part = 0, parts = 1;
 };
 
-/// The mapping of the tensor `name` of `architecture`'s safetensors
+/// The mapping of the tensor `name` of `model`'s safetensors
 /// ("transformer.h.0.attn.c_attn.weight" -> "h.0.attn.qkv.weight", Same);
 /// nullopt for a name the family does not have.
-std::optional<HFTensorMapping> mapHFTensor(llvm::StringRef architecture,
+std::optional<HFTensorMapping> mapHFTensor(const HFModel &model,
                                            llvm::StringRef name);
-/// Its dsc name alone.
-std::optional<std::string> dscNameOfHFTensor(llvm::StringRef architecture,
-                                             llvm::StringRef name);
 
-/// Renames `t` (an HF tensor, or a gradient in its layout) to its dsc
-/// parameter and reorders its bytes and shape into dsc's layout; false and
-/// `error` naming the tensor when it is unknown or its shape does not fit.
-bool convertHFTensor(const HFModel &model, ::dsc::rt::WholeTensor &t,
-                     std::string &error);
+/// Turns a model's HF tensors (or gradients in their layout) into dsc's
+/// parameters: renamed, transposed and reordered one by one (add), and the
+/// parts of fused parameters concatenated once all are there (finish).
+class HFTensorConverter {
+public:
+  explicit HFTensorConverter(const HFModel &model) : model(model) {}
+  /// Converts `t`; a whole parameter goes to `out`, a part is held for
+  /// finish, a buffer dsc does not keep is dropped. False and `error`
+  /// naming the tensor when it is unknown, repeated or misshapen.
+  bool add(::dsc::rt::WholeTensor t, std::vector<::dsc::rt::WholeTensor> &out,
+           std::string &error);
+  /// Appends the fused parameters to `out`; false and `error` naming the
+  /// parameter and the part when one is missing or they disagree.
+  bool finish(std::vector<::dsc::rt::WholeTensor> &out, std::string &error);
+
+private:
+  const HFModel &model;
+  struct Pending {
+    std::vector<std::optional<::dsc::rt::WholeTensor>> parts;
+    std::vector<std::string> hfNames;
+  };
+  std::map<std::string, Pending> pending;
+};
 
 /// Registers `--import-hf` with mlir-translate's registry.
 void registerImportHFTranslation();

@@ -60,6 +60,7 @@ AttentionShape attentionShape(const Op &op, const Plan &plan, const Buffer &q,
   s.hidden = q.shape[2];
   s.heads = op.heads;
   s.causal = op.causal;
+  s.window = op.window;
   s.dropout = float(op.dropout);
   s.seed = seed;
   // Heads split over a group: this rank's are those at its index.

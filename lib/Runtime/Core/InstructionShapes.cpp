@@ -33,6 +33,8 @@ void InstructionChecker::attentionShapes(size_t numIn, size_t numOut) {
     fail("hidden " + std::to_string(q.shape[2]) +
          " is not divisible by heads " + std::to_string(heads));
   floatAt("dropout", 0.0, 1.0, /*hiOpen=*/true);
+  if (intAt("window", 0, INT64_MAX) > 0 && !intNamed("causal"))
+    fail("a sliding window needs a causal attention");
 }
 
 void InstructionChecker::sliceShapes(const Buffer &whole,

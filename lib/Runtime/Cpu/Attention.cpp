@@ -135,10 +135,11 @@ bool dsc::rt::attentionForward(const T *q, const T *k, const T *v, T *out,
            k + hv.off, H, T(0), p, cols);
       for (int64_t i = r0; i < r1; ++i) {
         T *row = p + (i - r0) * cols;
-        const int64_t n = s.causal ? i + 1 : S;
-        T l = softmaxPrefix(row, n);
+        const int64_t n = s.causal ? i + 1 : S, lo = s.firstKey(i);
+        T l = softmaxPrefix(row + lo, n - lo);
         if (lse)
           lse[bh * S + i] = l;
+        std::memset(row, 0, sizeof(T) * lo);
         std::memset(row + n, 0, sizeof(T) * (cols - n));
         if (drop)
           applyDropout(row, n, key, hv.maskRow + uint64_t(i * S), thr, inv);
@@ -190,21 +191,22 @@ bool dsc::rt::attentionBackward(const T *q, const T *k, const T *v,
     for (int64_t r0 = 0; r0 < S; r0 += rb) {
       const int64_t r1 = std::min(S, r0 + rb), rows = r1 - r0;
       const int64_t cols = s.causal ? r1 : S;
-      // P = softmax of the scores again (from lse when saved), 0 past the
-      // causal prefix.
+      // P = softmax of the scores again (from lse when saved), 0 outside
+      // the causal prefix (and before a sliding window).
       gemm(false, true, rows, cols, hd, scale, q + off + r0 * H, H, k + off, H,
            T(0), p, cols);
       for (int64_t i = r0; i < r1; ++i) {
         T *row = p + (i - r0) * cols;
-        const int64_t n = s.causal ? i + 1 : S;
+        const int64_t n = s.causal ? i + 1 : S, lo = s.firstKey(i);
         if (lse) {
           const T li = lse[bh * S + i];
 #pragma omp simd
-          for (int64_t j = 0; j < n; ++j)
+          for (int64_t j = lo; j < n; ++j)
             row[j] = fastExp(row[j] - li);
         } else {
-          (void)softmaxPrefix(row, n);
+          (void)softmaxPrefix(row + lo, n - lo);
         }
+        std::memset(row, 0, sizeof(T) * lo);
         std::memset(row + n, 0, sizeof(T) * (cols - n));
       }
       // dV[0:cols] += dropout(P)^T dO[r0:r1]; dS's slot holds dropout(P)

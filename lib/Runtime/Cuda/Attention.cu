@@ -142,14 +142,15 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
     for (int jj = 0; jj < kTile; ++jj) {
       float s = rowSum<TPR>(dotSeg<DPT>(qr, ks + S::at(jj, part, 0)));
       const int64_t j = j0 + jj;
-      if (j >= p.seq || (p.causal && j > i))
+      if (keyMasked(p, i, j))
         s = -INFINITY;
       sc[jj] = s;
       tileMax = fmaxf(tileMax, s);
     }
+    // All masked so far (a sliding window's early tiles): newM is -inf and
+    // safeMax keeps the exponentials 0 instead of NaN.
     const float newM = fmaxf(m, tileMax);
-    // newM is finite from the first tile on (key 0 is never masked).
-    const float corr = expf(m - newM);
+    const float corr = expf(m - safeMax(newM));
     l *= corr;
 #pragma unroll
     for (int d = 0; d < DPT; ++d)
@@ -157,7 +158,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
     m = newM;
 #pragma unroll
     for (int jj = 0; jj < kTile; ++jj) {
-      float pr = expf(sc[jj] - m);
+      float pr = expf(sc[jj] - safeMax(m));
       l += pr;
       if (p.drop)
         pr = dropoutKeepBit(p.key, hv.maskRow + uint64_t(i * p.seq + j0 + jj),
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
         const float s = rowSum<TPR>(dotSeg<DPT>(qr, ks + S::at(jj, part, 0)));
         float dp = rowSum<TPR>(dotSeg<DPT>(dor, vs + S::at(jj, part, 0)));
         const int64_t j = j0 + jj;
-        const bool masked = j >= p.seq || (p.causal && j > i);
+        const bool masked = keyMasked(p, i, j);
         const float pr = masked ? 0.0f : expf(s - li);
         if (p.drop)
           dp =
@@ -285,7 +286,7 @@ __global__ void __launch_bounds__(Split<HD>::Threads)
       const float s = rowSum<TPR>(dotSeg<DPT>(kr, qs + S::at(ii, part, 0)));
       const float dp = rowSum<TPR>(dotSeg<DPT>(vr, dos + S::at(ii, part, 0)));
       const int64_t i = i0 + ii;
-      const bool masked = i >= p.seq || !valid || (p.causal && j > i);
+      const bool masked = i >= p.seq || !valid || keyMasked(p, i, j);
       const float pr = masked ? 0.0f : expf(s - ls[ii]);
       float keep = 1.0f;
       if (p.drop)

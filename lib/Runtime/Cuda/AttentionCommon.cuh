@@ -21,10 +21,26 @@ namespace dsc::rt::cuda::detail {
 
 struct AttentionParams {
   int64_t seq, hidden, heads, totalHeads, batchOffset, headOffset;
+  /// Causal with window > 0: query i sees keys i - window + 1 .. i.
+  int64_t window;
   float scale, inv;
   bool causal, drop;
   uint64_t key, thr;
 };
+
+/// Whether query i does not see key j (past the sequence, after i when
+/// causal, or before i's sliding window).
+__device__ __forceinline__ bool keyMasked(const AttentionParams &p, int64_t i,
+                                          int64_t j) {
+  return j >= p.seq ||
+         (p.causal && (j > i || (p.window > 0 && i - j >= p.window)));
+}
+
+/// The running maximum an online softmax subtracts: 0 while every key so far
+/// was masked (-inf), so exp(-inf - 0) = 0 instead of exp(-inf + inf) = NaN.
+__device__ __forceinline__ float safeMax(float m) {
+  return m == -INFINITY ? 0.0f : m;
+}
 
 inline AttentionParams attentionParamsOf(const AttentionShape &s) {
   AttentionParams p;
@@ -36,6 +52,7 @@ inline AttentionParams attentionParamsOf(const AttentionShape &s) {
   p.headOffset = s.headOffset;
   p.scale = 1.0f / sqrtf(float(s.headDim()));
   p.causal = s.causal;
+  p.window = s.window;
   p.drop = s.dropout > 0.0f;
   p.inv = s.dropout < 1.0f ? 1.0f / (1.0f - s.dropout) : 0.0f;
   p.key = mix64(s.seed);

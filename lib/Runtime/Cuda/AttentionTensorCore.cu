@@ -227,21 +227,21 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
       const int jj = 2 * c + half;
       const int64_t j = j0 + jj;
       float x = sw[r * L::S + jj] * p.scale;
-      if (j >= p.seq || (p.causal && j > i))
+      if (keyMasked(p, i, j))
         x = -INFINITY;
       sw[r * L::S + jj] = x;
       tileMax = fmaxf(tileMax, x);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
-    // Finite from the first tile on: key 0 is never masked (rows past the
-    // sequence are not causally masked either).
+    // -inf while every key so far is masked (a sliding window's early
+    // tiles): safeMax keeps the exponentials 0 instead of NaN.
     const float newM = fmaxf(m, tileMax);
-    const float corr = expf(m - newM);
+    const float corr = expf(m - safeMax(newM));
     float sum = 0.0f;
 #pragma unroll 8
     for (int c = 0; c < Per; ++c) {
       const int jj = 2 * c + half;
-      float e = expf(sw[r * L::S + jj] - newM);
+      float e = expf(sw[r * L::S + jj] - safeMax(newM));
       sum += e;
       if (p.drop)
         e = kept(p, hv, i, j0 + jj) ? e * p.inv : 0.0f;
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kBwdThreads<HD>)
       const int ii = e / kCols, jj = e % kCols;
       const int64_t i = i0 + ii, j = j0 + jj;
       float ds = 0.0f;
-      if (i < p.seq && j < p.seq && !(p.causal && j > i)) {
+      if (i < p.seq && !keyMasked(p, i, j)) {
         const float pij = expf(ss[ii * L::S + jj] * p.scale - ls[ii]);
         float dp = dps[ii * L::S + jj];
         if (p.drop)
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(kBwdThreads<HD>)
       const int jj = e / kCols, ii = e % kCols;
       const int64_t j = j0 + jj, i = i0 + ii;
       float pd = 0.0f, ds = 0.0f;
-      if (i < p.seq && j < p.seq && !(p.causal && j > i)) {
+      if (i < p.seq && !keyMasked(p, i, j)) {
         const float pij = expf(ss[jj * L::S + ii] * p.scale - ls[ii]);
         const float keep = p.drop ? (kept(p, hv, i, j) ? p.inv : 0.0f) : 1.0f;
         pd = pij * keep;

@@ -324,6 +324,9 @@ LogicalResult AttentionOp::verify() {
   double p = getDropout().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("attention dropout must be in [0, 1), got ") << p;
+  if (getWindow() < 0 || (getWindow() > 0 && !getCausal()))
+    return emitOpError("a sliding window must be >= 1 and causal, got ")
+           << getWindow() << (getCausal() ? "" : " without causal");
   return success();
 }
 

@@ -170,7 +170,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   auto grads = AttentionGradOp::create(
       b, getLoc(), type, type, type, getQuery(), getKey(), getValue(),
       resultGrads[0], getNumHeadsAttr(), getCausalAttr(), getDropoutAttr(),
-      getSeedAttr(), getHeadAxesAttr());
+      getSeedAttr(), getHeadAxesAttr(), getWindowAttr());
   operandGrads.append(
       {grads.getQueryGrad(), grads.getKeyGrad(), grads.getValueGrad()});
   return success();

@@ -264,7 +264,8 @@ def Dsc_AttentionGradOp : Dsc_ComputeOp<"attention_grad",
                        I64Attr:$num_heads, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
-                       OptionalAttr<StrArrayAttr>:$head_axes);
+                       OptionalAttr<StrArrayAttr>:$head_axes,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Dsc_FloatTensor:$query_grad, Dsc_FloatTensor:$key_grad,
                       Dsc_FloatTensor:$value_grad);
   let assemblyFormat = [{

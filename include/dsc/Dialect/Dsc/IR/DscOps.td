@@ -347,6 +347,10 @@ def Dsc_AttentionOp : Dsc_GraphOp<"attention",
     its index in that group, so the dropout mask of each head is the one a
     single rank would draw for it.
 
+    A causal attention with a `window` of W > 0 is Mistral's sliding window:
+    query `t` sees keys `t - W + 1 .. t` (GPT-NeoX's
+    `sliding_window_width`, transformers' `sliding_window`).
+
     ```mlir
     %a = dsc.attention %q, %k, %v {num_heads = 12 : i64, causal}
         : tensor<4x64x768xf32>
@@ -357,7 +361,8 @@ def Dsc_AttentionOp : Dsc_GraphOp<"attention",
                        UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
-                       OptionalAttr<StrArrayAttr>:$head_axes);
+                       OptionalAttr<StrArrayAttr>:$head_axes,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` type($result)";
   let hasVerifier = 1;
