@@ -23,8 +23,13 @@ double ModelShape::approxParameters() const {
 
 double ModelShape::forwardFlops(int64_t b) const {
   double bd = b, s = seqLength, l = numLayers, h = hiddenSize, v = vocabSize;
-  return 24.0 * bd * s * l * h * h * (1.0 + s / (6.0 * h)) +
-         2.0 * bd * s * h * v;
+  double f = ffnHiddenSize ? double(ffnHiddenSize) : 4.0 * h;
+  double kv = (numKvHeads ? double(numKvHeads) : double(numHeads)) * h /
+              double(numHeads);
+  double perLayer = 2.0 * bd * s * h * (h + 2.0 * kv) + 2.0 * bd * s * h * h +
+                    2.0 * bd * s * h * (gatedMlp ? 2.0 * f : f) +
+                    2.0 * bd * s * f * h + 4.0 * bd * s * s * h;
+  return l * perLayer + 2.0 * bd * s * h * v;
 }
 
 double ModelShape::trainingFlops(int64_t b, bool recompute) const {

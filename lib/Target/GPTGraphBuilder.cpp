@@ -307,6 +307,14 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
     add("tokenizer_vocab_size", config.tokenizerVocabSize);
   add("micro_batch_size", b);
   add("parameters", config.expectedParameters());
+  // The family's departures from GPT-2's block, for the cost model.
+  if (config.ffnWidth() != 4 * h)
+    add("ffn_hidden_size", config.ffnWidth());
+  if (config.kvHeads() != config.numAttentionHeads)
+    add("num_kv_heads", config.kvHeads());
+  if (config.swiglu)
+    shape.push_back(
+        builder.getNamedAttr("gated_mlp", builder.getBoolAttr(true)));
   shape.push_back(builder.getNamedAttr(
       "tied_embeddings", builder.getBoolAttr(config.tieWordEmbeddings)));
   (*module)->setAttr(kModelAttr, builder.getDictionaryAttr(shape));

@@ -140,6 +140,20 @@ void transpose(::dsc::rt::WholeTensor &t) {
   std::swap(t.shape[0], t.shape[1]);
 }
 
+/// GPT-NeoX's per-head QKV order: order[c] is the row of the per-head
+/// layout ([q_h | k_h | v_h] for each head h) that dsc's column c of
+/// [Q | K | V] holds.
+std::vector<int64_t> perHeadOrder(const GPTConfig &config) {
+  const int64_t h = config.hiddenSize, heads = config.numAttentionHeads;
+  const int64_t d = h / heads;
+  std::vector<int64_t> order(size_t(3 * h));
+  for (int64_t p = 0; p < 3; ++p)
+    for (int64_t hh = 0; hh < heads; ++hh)
+      for (int64_t i = 0; i < d; ++i)
+        order[size_t(p * h + hh * d + i)] = hh * 3 * d + p * d + i;
+  return order;
+}
+
 /// LlamaForCausalLM and MistralForCausalLM (transformers' Llama layout).
 std::optional<HFTensorMapping> mapLlama(const GPTConfig &config,
                                         StringRef name) {
@@ -208,20 +222,14 @@ bool convertOne(const HFModel &model, const HFTensorMapping &mapping,
   if (m->layout != HFLayout::Transposed) {
     // Row (or element) hh*3d + p*d + i of the per-head layout is
     // column p*h + hh*d + i of dsc's [Q | K | V].
-    const int64_t h = model.config.hiddenSize,
-                  heads = model.config.numAttentionHeads;
-    const int64_t d = h / heads;
+    const int64_t h = model.config.hiddenSize;
     if (t.shape[0] != 3 * h) {
       error = "tensor '" + hfName +
               "' must have 3 * hidden_size = " + std::to_string(3 * h) +
               " rows, has " + std::to_string(t.shape[0]);
       return false;
     }
-    std::vector<int64_t> order(size_t(3 * h));
-    for (int64_t p = 0; p < 3; ++p)
-      for (int64_t hh = 0; hh < heads; ++hh)
-        for (int64_t i = 0; i < d; ++i)
-          order[size_t(p * h + hh * d + i)] = hh * 3 * d + p * d + i;
+    const std::vector<int64_t> order = perHeadOrder(model.config);
     permuteRows(t, order);
   }
   if (matrix)
@@ -329,5 +337,69 @@ bool HFTensorConverter::finish(std::vector<::dsc::rt::WholeTensor> &out,
     out.push_back(std::move(fused));
   }
   pending.clear();
+  return true;
+}
+
+bool mlir::dsc::exportHFTensor(const HFModel &model,
+                               const HFTensorMapping &mapping,
+                               const ::dsc::rt::WholeTensor &param,
+                               const std::string &hfName,
+                               ::dsc::rt::WholeTensor &out,
+                               std::string &error) {
+  out.name = hfName;
+  out.dtype = param.dtype;
+  out.shape = param.shape;
+  out.bytes = param.bytes;
+  if (out.shape.empty()) {
+    error = "parameter '" + param.name + "' is a scalar";
+    return false;
+  }
+  // This tensor's columns of a fused parameter.
+  if (mapping.parts > 1) {
+    const int64_t width = out.shape.back();
+    if (width % mapping.parts != 0) {
+      error = "parameter '" + param.name + "' (" + std::to_string(width) +
+              " wide) does not split into " + std::to_string(mapping.parts) +
+              " equal parts";
+      return false;
+    }
+    const int64_t part = width / mapping.parts;
+    const size_t e = ::dsc::rt::dtypeSize(out.dtype);
+    const size_t rows = out.bytes.size() / (size_t(width) * e);
+    std::vector<uint8_t> bytes(rows * size_t(part) * e);
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(bytes.data() + r * size_t(part) * e,
+                  param.bytes.data() +
+                      (r * size_t(width) + size_t(mapping.part * part)) * e,
+                  size_t(part) * e);
+    out.bytes = std::move(bytes);
+    out.shape.back() = part;
+  }
+  const bool matrix = mapping.layout == HFLayout::Transposed ||
+                      mapping.layout == HFLayout::PerHeadQKVTransposed;
+  if (mapping.layout == HFLayout::Same)
+    return true;
+  if (out.shape.size() != (matrix ? 2u : 1u)) {
+    error = "parameter '" + param.name + "' must have rank " +
+            std::to_string(matrix ? 2 : 1);
+    return false;
+  }
+  if (matrix)
+    transpose(out);
+  if (mapping.layout == HFLayout::PerHeadQKV ||
+      mapping.layout == HFLayout::PerHeadQKVTransposed) {
+    const std::vector<int64_t> order = perHeadOrder(model.config);
+    if (out.shape[0] != int64_t(order.size())) {
+      error = "parameter '" + param.name +
+              "' must have 3 * hidden_size = " + std::to_string(order.size()) +
+              " columns";
+      return false;
+    }
+    // dsc's row c goes back to the per-head row order[c].
+    std::vector<int64_t> inverse(order.size());
+    for (size_t c = 0; c < order.size(); ++c)
+      inverse[size_t(order[c])] = int64_t(c);
+    permuteRows(out, inverse);
+  }
   return true;
 }

@@ -80,6 +80,13 @@ FailureOr<an::ModelShape> readModelShape(ModuleOp module) {
              << key << "'";
     *out = value.getInt();
   }
+  // Optional: the family's MLP width, key/value heads and gating.
+  if (auto f = dyn_cast_or_null<IntegerAttr>(dict.get("ffn_hidden_size")))
+    shape.ffnHiddenSize = f.getInt();
+  if (auto kv = dyn_cast_or_null<IntegerAttr>(dict.get("num_kv_heads")))
+    shape.numKvHeads = kv.getInt();
+  if (auto gated = dyn_cast_or_null<BoolAttr>(dict.get("gated_mlp")))
+    shape.gatedMlp = gated.getValue();
   Attribute params = dict.get("parameters");
   if (auto i = dyn_cast_or_null<IntegerAttr>(params))
     shape.parameters = static_cast<double>(i.getInt());

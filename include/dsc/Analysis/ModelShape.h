@@ -31,13 +31,23 @@ struct ModelShape {
   int64_t vocabSize = 0;      // V
   int64_t microBatchSize = 1; // b the importer chose; the search varies it
   double parameters = 0;      // Psi
+  /// The family's departures from GPT-2's block (0: as GPT-2): the MLP's
+  /// width f (4h), key/value heads (a; fewer under grouped-query
+  /// attention) and whether the MLP is gated (SwiGLU: a 2f first
+  /// projection).
+  int64_t ffnHiddenSize = 0;
+  int64_t numKvHeads = 0;
+  bool gatedMlp = false;
 
   /// Narayanan et al. (SC'21) eq. (2): P = 12 l h^2 (1 + 13/(12h) +
   /// (V + s)/(12 l h)).
   double approxParameters() const;
 
   /// Forward FLOPs of one micro-batch of `b` sequences, Megatron's
-  /// accounting (matmuls only): 24 b s l h^2 (1 + s/(6h)) + 2 b s h V.
+  /// accounting (matmuls only): 24 b s l h^2 (1 + s/(6h)) + 2 b s h V for
+  /// GPT-2's block; in general per layer 2bsh (h + 2 kv d) for q, k, v,
+  /// 2bsh^2 for the output projection, 2bsh (2f or f) + 2bsfh for the MLP
+  /// and 4bs^2h for attention (docs/model-families.md).
   double forwardFlops(int64_t b) const;
 
   /// Training FLOPs of one micro-batch: 3x forward (forward + backward with

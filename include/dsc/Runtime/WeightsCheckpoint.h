@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsc::rt {
@@ -44,6 +45,20 @@ bool readSafetensorsTensors(const std::string &path,
 bool writeWeightsCheckpoint(const std::string &dir,
                             const std::vector<WholeTensor> &tensors,
                             uint64_t seed, std::string &error) noexcept;
+
+/// The parameters of the checkpoint `path` (a directory with `latest`, or
+/// a step directory), each whole whatever plan saved it, every piece
+/// checked against its checksum, in name order.
+bool readCheckpointParameters(const std::string &path,
+                              std::vector<WholeTensor> &out,
+                              std::string &error) noexcept;
+
+/// Writes `tensors` as the safetensors file `path` with the header
+/// metadata `metadata` (transformers reads {"format": "pt"}), fsynced.
+bool writeSafetensorsTensors(
+    const std::string &path, const std::vector<WholeTensor> &tensors,
+    const std::vector<std::pair<std::string, std::string>> &metadata,
+    std::string &error) noexcept;
 
 } // namespace dsc::rt
 

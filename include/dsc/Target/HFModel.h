@@ -99,6 +99,22 @@ private:
   std::map<std::string, Pending> pending;
 };
 
+/// The HF tensor `hfName` (mapped by `mapping`) of the dsc parameter
+/// `param`: its part of a fused parameter, transposed and reordered back
+/// into the family's layout. False and `error` naming the parameter when
+/// its shape does not fit.
+bool exportHFTensor(const HFModel &model, const HFTensorMapping &mapping,
+                    const ::dsc::rt::WholeTensor &param,
+                    const std::string &hfName, ::dsc::rt::WholeTensor &out,
+                    std::string &error);
+
+/// dsc-translate --export-hf: the parameters of `checkpoint` (saved by any
+/// plan of the model `configPath` describes) as `outDir`/model.safetensors
+/// in the family's names, layouts and config.json's dtype, with the config
+/// copied beside it. False and `error` on failure.
+bool exportHF(const std::string &checkpoint, const std::string &configPath,
+              const std::string &outDir, std::string &error);
+
 /// Registers `--import-hf` with mlir-translate's registry.
 void registerImportHFTranslation();
 

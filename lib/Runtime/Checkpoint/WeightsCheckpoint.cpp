@@ -94,3 +94,35 @@ bool dsc::rt::writeWeightsCheckpoint(const std::string &dir,
     }
   });
 }
+
+bool dsc::rt::readCheckpointParameters(const std::string &path,
+                                       std::vector<WholeTensor> &out,
+                                       std::string &error) noexcept {
+  return guarded(error, [&] {
+    CheckpointReader reader(path);
+    for (const CheckpointTensor &t : reader.manifest().tensors) {
+      if (t.role != "parameter")
+        continue;
+      WholeTensor w;
+      w.name = t.name;
+      w.dtype = t.dtype;
+      w.shape = t.shape;
+      w.bytes = readWholeTensor(reader, t);
+      out.push_back(std::move(w));
+    }
+  });
+}
+
+bool dsc::rt::writeSafetensorsTensors(
+    const std::string &path, const std::vector<WholeTensor> &tensors,
+    const std::vector<std::pair<std::string, std::string>> &metadata,
+    std::string &error) noexcept {
+  return guarded(error, [&] {
+    SafetensorsWriter writer;
+    for (const WholeTensor &t : tensors)
+      writer.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+    for (const auto &[key, value] : metadata)
+      writer.setMetadata(key, value);
+    writer.write(path);
+  });
+}
