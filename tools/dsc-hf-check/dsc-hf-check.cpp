@@ -7,7 +7,7 @@
 // The oracle of the model-family tests: compiles an imported loss graph
 // (dsc-translate --import-hf) with the real pipeline, loads the weights the
 // import wrote, runs the training program on the golden tokens and targets,
-// and compares the loss and every parameter's gradient with what
+// and compares the loss, the logits and every parameter's gradient with what
 // transformers + torch computed for the same model
 // (scripts/hf-reference/make-goldens.py wrote golden.safetensors).
 //
@@ -47,6 +47,10 @@ static cl::opt<std::string>
 static cl::opt<double>
     lossTolerance("loss-rtol", cl::init(1e-5),
                   cl::desc("Relative tolerance of the loss"));
+static cl::opt<double> logitsTolerance(
+    "logits-rtol", cl::init(1e-5),
+    cl::desc("Largest max|logits - ref| / max|ref| (the forward program's "
+             "logits against golden 'logits')"));
 static cl::opt<double> gradTolerance(
     "grad-tol", cl::init(1e-4),
     cl::desc("Largest max|g - ref| / max|ref| of a parameter's gradient"));
@@ -124,6 +128,39 @@ int run() {
       "loss {0:e9} transformers {1:e9} rel error {2:e2} {3}\n", loss, refLoss,
       lossError, lossOk ? "ok" : "FAIL");
   (lossOk ? passed : failedCount) += 1;
+
+  // The logits: the forward program's cross-entropy input, read right
+  // after the program (nothing runs after the loss to reuse its memory).
+  if (ref.count("logits")) {
+    const ::dsc::rt::Instruction *crossEntropy = nullptr;
+    for (const ::dsc::rt::Program &program : plan.programs)
+      if (program.name == "forward")
+        for (const ::dsc::rt::Instruction &inst : program.instructions)
+          if (inst.opcode == ::dsc::rt::Opcode::CrossEntropy)
+            crossEntropy = &inst;
+    if (!crossEntropy)
+      throw ::dsc::rt::Error("the plan's forward program has no "
+                             "cross-entropy to read the logits of");
+    executor.runProgram("forward");
+    std::vector<double> logits =
+        executor.read(plan.buffers[crossEntropy->inputs[0]].name);
+    std::vector<double> r = asDoubles(*ref["logits"]);
+    if (logits.size() != r.size())
+      throw ::dsc::rt::Error(
+          "dsc's logits have " + std::to_string(logits.size()) +
+          " elements, transformers' " + std::to_string(r.size()));
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      diff = std::max(diff, std::abs(logits[i] - r[i]));
+      scale = std::max(scale, std::abs(r[i]));
+    }
+    const double rel = diff / std::max(scale, 1e-30);
+    const bool ok = rel <= logitsTolerance;
+    llvm::outs() << llvm::formatv("logits max|ref| {0:e3} rel error {1:e2} "
+                                  "{2}\n",
+                                  scale, rel, ok ? "ok" : "FAIL");
+    (ok ? passed : failedCount) += 1;
+  }
 
   // transformers' gradients in dsc's names and layouts.
   std::vector<WholeTensor> grads;
