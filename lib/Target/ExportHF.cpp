@@ -62,11 +62,12 @@ std::vector<std::string> hfTensorNames(const HFModel &model) {
     layers("gpt_neox.layers.",
            {"input_layernorm.weight", "input_layernorm.bias",
             "post_attention_layernorm.weight", "post_attention_layernorm.bias",
-            "attention.query_key_value.weight",
-            "attention.query_key_value.bias", "attention.dense.weight",
-            "attention.dense.bias", "mlp.dense_h_to_4h.weight",
-            "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight",
-            "mlp.dense_4h_to_h.bias"});
+            "attention.query_key_value.weight", "attention.dense.weight",
+            "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.bias",
+            "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"});
+    if (c.attentionBias)
+      layers("gpt_neox.layers.",
+             {"attention.query_key_value.bias", "attention.dense.bias"});
   } else {
     names = {"model.embed_tokens.weight", "model.norm.weight"};
     if (!c.tieWordEmbeddings)

@@ -146,6 +146,79 @@ private:
   bool failed = false;
 };
 
+/// The shape keys GPT-NeoX's and Llama's configs share; false when one is
+/// missing or the heads do not split the hidden size.
+bool readCoreShape(ConfigReader &r, GPTConfig &c) {
+  auto get = [&](llvm::StringRef key, int64_t &out) {
+    if (std::optional<int64_t> v = r.integer(key))
+      out = *v;
+  };
+  get("num_hidden_layers", c.numLayers);
+  get("hidden_size", c.hiddenSize);
+  get("num_attention_heads", c.numAttentionHeads);
+  get("vocab_size", c.vocabSize);
+  get("max_position_embeddings", c.maxPositionEmbeddings);
+  get("intermediate_size", c.ffnHiddenSize);
+  if (!r.ok())
+    return false;
+  if (c.hiddenSize % c.numAttentionHeads != 0) {
+    r.error() << "hidden_size (" << c.hiddenSize
+              << ") is not a multiple of num_attention_heads ("
+              << c.numAttentionHeads << ")";
+    return false;
+  }
+  return true;
+}
+
+/// Rotary positions from transformers 5's rope_parameters (default type
+/// only; partial_rotary_factor and rope_theta), over the defaults the
+/// family's own keys gave; rope_scaling is refused.
+void readRope(ConfigReader &r, GPTConfig &c) {
+  c.learnedPositions = false;
+  c.rotary = true;
+  if (const llvm::json::Object *rope = r.object("rope_parameters"))
+    for (const auto &[key, value] : *rope) {
+      std::optional<double> number = value.getAsNumber();
+      if (key == "partial_rotary_factor" && number)
+        c.rotaryPct = *number;
+      else if (key == "rope_theta" && number)
+        c.rotaryEmbBase = *number;
+      else if (key == "rope_type" && value.getAsString() == "default")
+        continue;
+      else
+        r.error() << "rope_parameters: '" << key.str()
+                  << "' is not supported (dsc's rotary embedding is the "
+                     "default type, with partial_rotary_factor and "
+                     "rope_theta)";
+    }
+  if (!r.isNull("rope_scaling"))
+    r.error() << "rope_scaling is not supported (dsc's rotary embedding is "
+                 "unscaled)";
+  std::string pct;
+  llvm::raw_string_ostream(pct) << llvm::format("%g", c.rotaryPct);
+  if (c.rotaryDims() < 2 || c.rotaryDims() % 2 != 0)
+    r.error() << "the rotary share " << pct << " of the head's " << c.headDim()
+              << " features is " << c.rotaryDims()
+              << ", which is not an even number of at least 2";
+}
+
+/// The training shape (sequence, micro-batch) within the model's
+/// positions, then every key not read refused.
+std::optional<HFModel> finishConfig(ConfigReader &r, HFModel model,
+                                    const HFImportOptions &options,
+                                    llvm::StringRef positionsKey) {
+  GPTConfig &c = model.config;
+  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
+  if (c.seqLength > c.maxPositionEmbeddings)
+    r.error() << "the sequence length " << c.seqLength << " exceeds "
+              << positionsKey << " (" << c.maxPositionEmbeddings << ")";
+  c.microBatchSize = options.microBatchSize;
+  r.refuseUnknownKeys(model.architecture);
+  if (!r.ok())
+    return std::nullopt;
+  return model;
+}
+
 std::optional<HFModel> parseGPT2(ConfigReader &r, HFModel model,
                                  const HFImportOptions &options) {
   GPTConfig &c = model.config;
@@ -197,37 +270,15 @@ std::optional<HFModel> parseGPT2(ConfigReader &r, HFModel model,
   if (r.boolean("add_cross_attention", false))
     r.error() << "add_cross_attention is not supported (a decoder-only "
                  "causal LM has no encoder)";
-  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
-  if (c.seqLength > c.maxPositionEmbeddings)
-    r.error() << "the sequence length " << c.seqLength
-              << " exceeds n_positions (" << c.maxPositionEmbeddings << ")";
-  c.microBatchSize = options.microBatchSize;
-  r.refuseUnknownKeys(model.architecture);
-  if (!r.ok())
-    return std::nullopt;
-  return model;
+  return finishConfig(r, std::move(model), options, "n_positions");
 }
 
 /// transformers' GPTNeoXConfig: Pythia, GPT-NeoX-20B and their kin.
 std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
                                     const HFImportOptions &options) {
   GPTConfig &c = model.config;
-  auto get = [&](llvm::StringRef key, int64_t &out) {
-    if (std::optional<int64_t> v = r.integer(key))
-      out = *v;
-  };
-  get("num_hidden_layers", c.numLayers);
-  get("hidden_size", c.hiddenSize);
-  get("num_attention_heads", c.numAttentionHeads);
-  get("vocab_size", c.vocabSize);
-  get("max_position_embeddings", c.maxPositionEmbeddings);
-  get("intermediate_size", c.ffnHiddenSize);
-  if (!r.ok())
+  if (!readCoreShape(r, c))
     return std::nullopt;
-  if (c.hiddenSize % c.numAttentionHeads != 0)
-    r.error() << "hidden_size (" << c.hiddenSize
-              << ") is not a multiple of num_attention_heads ("
-              << c.numAttentionHeads << ")";
   const std::string act = r.string("hidden_act", "gelu");
   c.exactGelu = act == "gelu";
   if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh" &&
@@ -238,40 +289,11 @@ std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
   // Positions are rotary, on the first int(head_dim * pct) features of
   // each head. transformers 5 writes rope_parameters; 4.x wrote rotary_pct
   // and rotary_emb_base.
-  c.learnedPositions = false;
-  c.rotary = true;
   c.rotaryPct = r.number("rotary_pct", 0.25);
   c.rotaryEmbBase = r.number("rotary_emb_base", 10000.0);
-  if (const llvm::json::Object *rope = r.object("rope_parameters")) {
-    for (const auto &[key, value] : *rope) {
-      std::optional<double> number = value.getAsNumber();
-      if (key == "partial_rotary_factor" && number)
-        c.rotaryPct = *number;
-      else if (key == "rope_theta" && number)
-        c.rotaryEmbBase = *number;
-      else if (key == "rope_type" && value.getAsString() == "default")
-        continue;
-      else
-        r.error() << "rope_parameters: '" << key.str()
-                  << "' is not supported (dsc's rotary embedding is the "
-                     "default type, with partial_rotary_factor and "
-                     "rope_theta)";
-    }
-  }
-  if (!r.isNull("rope_scaling"))
-    r.error() << "rope_scaling is not supported (dsc's rotary embedding is "
-                 "unscaled)";
-  const int64_t headDim = c.hiddenSize / c.numAttentionHeads;
-  std::string pct;
-  llvm::raw_string_ostream(pct) << llvm::format("%g", c.rotaryPct);
-  if (c.rotaryDims() < 2 || c.rotaryDims() % 2 != 0)
-    r.error() << "the rotary share " << pct << " of the head's " << headDim
-              << " features is " << c.rotaryDims()
-              << ", which is not an even number of at least 2";
+  readRope(r, c);
   c.parallelResidual = r.boolean("use_parallel_residual", true);
-  if (!r.boolean("attention_bias", true))
-    r.error() << "attention_bias false is not supported (dsc's attention "
-                 "projections have biases)";
+  c.attentionBias = r.boolean("attention_bias", true);
   c.layerNormEpsilon = r.number("layer_norm_eps", 1e-5);
   c.initMethodStd = r.number("initializer_range", 0.02);
   c.hiddenDropout = r.number("hidden_dropout", 0.0);
@@ -279,16 +301,7 @@ std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
   // classifier_dropout belongs to GPTNeoXForTokenClassification's head.
   r.number("classifier_dropout", 0.1);
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
-  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
-  if (c.seqLength > c.maxPositionEmbeddings)
-    r.error() << "the sequence length " << c.seqLength
-              << " exceeds max_position_embeddings (" << c.maxPositionEmbeddings
-              << ")";
-  c.microBatchSize = options.microBatchSize;
-  r.refuseUnknownKeys(model.architecture);
-  if (!r.ok())
-    return std::nullopt;
-  return model;
+  return finishConfig(r, std::move(model), options, "max_position_embeddings");
 }
 
 /// transformers' LlamaConfig and MistralConfig: RMSNorm (epsilon inside the
@@ -297,25 +310,12 @@ std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
 std::optional<HFModel> parseLlama(ConfigReader &r, HFModel model,
                                   const HFImportOptions &options) {
   GPTConfig &c = model.config;
-  auto get = [&](llvm::StringRef key, int64_t &out) {
-    if (std::optional<int64_t> v = r.integer(key))
-      out = *v;
-  };
-  get("num_hidden_layers", c.numLayers);
-  get("hidden_size", c.hiddenSize);
-  get("num_attention_heads", c.numAttentionHeads);
-  get("vocab_size", c.vocabSize);
-  get("max_position_embeddings", c.maxPositionEmbeddings);
-  get("intermediate_size", c.ffnHiddenSize);
-  if (!r.isNull("num_key_value_heads"))
-    get("num_key_value_heads", c.numKvHeads);
-  if (!r.ok())
+  if (!readCoreShape(r, c))
     return std::nullopt;
-  if (c.hiddenSize % c.numAttentionHeads != 0)
-    r.error() << "hidden_size (" << c.hiddenSize
-              << ") is not a multiple of num_attention_heads ("
-              << c.numAttentionHeads << ")";
-  else if (!r.isNull("head_dim"))
+  if (!r.isNull("num_key_value_heads"))
+    if (std::optional<int64_t> kv = r.integer("num_key_value_heads"))
+      c.numKvHeads = *kv;
+  if (!r.isNull("head_dim"))
     if (std::optional<int64_t> d = r.integer("head_dim"))
       if (*d != c.headDim())
         r.error() << "head_dim " << *d
@@ -333,30 +333,9 @@ std::optional<HFModel> parseLlama(ConfigReader &r, HFModel model,
   c.rmsNorm = true;
   c.rmsNormEpsilonInsideSqrt = true;
   c.rmsNormEpsilon = r.number("rms_norm_eps", 1e-6);
-  c.learnedPositions = false;
-  c.rotary = true;
   c.rotaryPct = 1.0;
   c.rotaryEmbBase = r.number("rope_theta", 10000.0);
-  if (const llvm::json::Object *rope = r.object("rope_parameters"))
-    for (const auto &[key, value] : *rope) {
-      std::optional<double> number = value.getAsNumber();
-      if (key == "rope_theta" && number)
-        c.rotaryEmbBase = *number;
-      else if (key == "partial_rotary_factor" && number)
-        c.rotaryPct = *number;
-      else if (key == "rope_type" && value.getAsString() == "default")
-        continue;
-      else
-        r.error() << "rope_parameters: '" << key.str()
-                  << "' is not supported (dsc's rotary embedding is the "
-                     "default type, with rope_theta)";
-    }
-  if (!r.isNull("rope_scaling"))
-    r.error() << "rope_scaling is not supported (dsc's rotary embedding is "
-                 "unscaled)";
-  if (c.rotaryDims() < 2 || c.rotaryDims() % 2 != 0)
-    r.error() << "the rotary embedding turns " << c.rotaryDims()
-              << " features of each head, not an even number of at least 2";
+  readRope(r, c);
   c.attentionBias = r.boolean("attention_bias", false);
   c.mlpBias = r.boolean("mlp_bias", false);
   if (r.number("pretraining_tp", 1) != 1)
@@ -366,22 +345,15 @@ std::optional<HFModel> parseLlama(ConfigReader &r, HFModel model,
   c.attentionDropout = r.number("attention_dropout", 0.0);
   c.hiddenDropout = 0.0;
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
-  c.seqLength = options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
-  if (c.seqLength > c.maxPositionEmbeddings)
-    r.error() << "the sequence length " << c.seqLength
-              << " exceeds max_position_embeddings (" << c.maxPositionEmbeddings
-              << ")";
   // Mistral's sliding window (query t sees keys t - W + 1 .. t); one at
   // least as long as the sequence changes nothing.
+  const int64_t seq =
+      options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
   if (!r.isNull("sliding_window"))
     if (std::optional<int64_t> w = r.integer("sliding_window"))
-      if (*w < c.seqLength)
+      if (*w < seq)
         c.slidingWindow = *w;
-  c.microBatchSize = options.microBatchSize;
-  r.refuseUnknownKeys(model.architecture);
-  if (!r.ok())
-    return std::nullopt;
-  return model;
+  return finishConfig(r, std::move(model), options, "max_position_embeddings");
 }
 
 } // namespace

@@ -42,8 +42,11 @@ int64_t GPTConfig::expectedParameters() const {
 namespace {
 
 /// GPT-NeoX keys that configure training, data or the launcher rather than
-/// the model graph. They are accepted (a NeoX config is full of them) and
-/// listed in one warning, so a user knows dsc did not act on them here.
+/// the model graph, and those that only pick a kernel for the same
+/// mathematics (fusions, Transformer Engine's modules; its fp8 keys are not
+/// here: fp8 changes the numbers). They are accepted (a NeoX config is full
+/// of them) and listed in one warning, so a user knows dsc did not act on
+/// them here.
 const char *const kTrainingKeys[] = {
     "pipe_parallel_size",
     "optimizer",
@@ -108,6 +111,43 @@ const char *const kTrainingKeys[] = {
     "gas",
     "num_workers",
     "extra_save_iters",
+    "deepspeed_extra_args",
+    "use_bnb_optimizer",
+    "global_num_gpus",
+    "checkpoint_validation_with_forward_pass",
+    "wandb_team",
+    "override_lr_scheduler",
+    "data_types",
+    "profile",
+    "log_grad_norm",
+    "deepspeed_slurm",
+    "text_gen_type",
+    "te_columnparallel",
+    "te_rowparallel",
+    "te_layernorm_mlp",
+    "te_mha",
+    "comment",
+    "decay_lr_to",
+    "maximum_tokens",
+    "profile_step_start",
+    "use_comet",
+    "wandb_host",
+    "comet_project",
+    "profile_step_stop",
+    "prompt_end",
+    "warmup_iters",
+    "comet_experiment_name",
+    "memory_profiling",
+    "temperature",
+    "comet_tags",
+    "memory_profiling_path",
+    "top_p",
+    "comet_others",
+    "top_k",
+    "recompute",
+    "num_samples",
+    "sample_input_file",
+    "sample_output_file",
     "initial_scale_power"};
 
 /// The keys that size the vocabulary and the MLP (GPT-NeoX's defaults),
