@@ -202,6 +202,20 @@ void readRope(ConfigReader &r, GPTConfig &c) {
               << ", which is not an even number of at least 2";
 }
 
+/// The MLP's GELU from transformers' ACT2FN name at `key`: "gelu" is the
+/// exact (erf) form, "gelu_new", "gelu_pytorch_tanh" and "gelu_fast" the
+/// tanh form; anything else is refused.
+void readGelu(ConfigReader &r, GPTConfig &c, llvm::StringRef key,
+              llvm::StringRef fallback) {
+  const std::string act = r.string(key, fallback);
+  c.exactGelu = act == "gelu";
+  if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh" &&
+      act != "gelu_fast")
+    r.error() << key << " '" << act
+              << "' is not supported: dsc has the exact GELU (gelu) and its "
+                 "tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast)";
+}
+
 /// The training shape (sequence, micro-batch) within the model's
 /// positions, then every key not read refused.
 std::optional<HFModel> finishConfig(ConfigReader &r, HFModel model,
@@ -246,13 +260,7 @@ std::optional<HFModel> parseGPT2(ConfigReader &r, HFModel model,
       if (*inner != 4 * c.hiddenSize)
         r.error() << "n_inner (" << *inner
                   << ") is not 4 * n_embd: dsc's GPT-2 MLP is 4 * n_embd wide";
-  const std::string act = r.string("activation_function", "gelu_new");
-  // GPT-2's gelu_new is the tanh form.
-  c.exactGelu = false;
-  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    r.error() << "activation_function '" << act
-              << "' is not supported: dsc's GELU is the tanh approximation "
-                 "(gelu_new, gelu_pytorch_tanh)";
+  readGelu(r, c, "activation_function", "gelu_new");
   c.layerNormEpsilon = r.number("layer_norm_epsilon", 1e-5);
   c.initMethodStd = r.number("initializer_range", 0.02);
   c.hiddenDropout = r.number("resid_pdrop", 0.1);
@@ -279,13 +287,7 @@ std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
   GPTConfig &c = model.config;
   if (!readCoreShape(r, c))
     return std::nullopt;
-  const std::string act = r.string("hidden_act", "gelu");
-  c.exactGelu = act == "gelu";
-  if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh" &&
-      act != "gelu_fast")
-    r.error() << "hidden_act '" << act
-              << "' is not supported: dsc has the exact GELU (gelu) and its "
-                 "tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast)";
+  readGelu(r, c, "hidden_act", "gelu");
   // Positions are rotary, on the first int(head_dim * pct) features of
   // each head. transformers 5 writes rope_parameters; 4.x wrote rotary_pct
   // and rotary_emb_base.
