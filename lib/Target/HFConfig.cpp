@@ -78,42 +78,32 @@ public:
     }
     return v;
   }
-  /// A number, or `fallback` when the key is absent.
-  double number(llvm::StringRef key, double fallback) {
+  /// The value at `key` read by `as` (a json::Value getter), or `fallback`
+  /// when the key is absent; an error saying what it must be otherwise.
+  template <typename T, typename As>
+  T get(llvm::StringRef key, T fallback, const char *what, As as) {
     usedKeys.insert(key);
     const llvm::json::Value *v = root.get(key);
     if (!v)
       return fallback;
-    std::optional<double> d = v->getAsNumber();
-    if (!d) {
-      error() << "key '" << key << "' must be a number";
+    auto x = as(*v);
+    if (!x) {
+      error() << "key '" << key << "' must be " << what;
       return fallback;
     }
-    return *d;
+    return T(*x);
+  }
+  double number(llvm::StringRef key, double fallback) {
+    return get(key, fallback, "a number",
+               [](const llvm::json::Value &v) { return v.getAsNumber(); });
   }
   bool boolean(llvm::StringRef key, bool fallback) {
-    usedKeys.insert(key);
-    const llvm::json::Value *v = root.get(key);
-    if (!v)
-      return fallback;
-    std::optional<bool> b = v->getAsBoolean();
-    if (!b) {
-      error() << "key '" << key << "' must be true or false";
-      return fallback;
-    }
-    return *b;
+    return get(key, fallback, "true or false",
+               [](const llvm::json::Value &v) { return v.getAsBoolean(); });
   }
   std::string string(llvm::StringRef key, llvm::StringRef fallback) {
-    usedKeys.insert(key);
-    const llvm::json::Value *v = root.get(key);
-    if (!v)
-      return fallback.str();
-    std::optional<llvm::StringRef> s = v->getAsString();
-    if (!s) {
-      error() << "key '" << key << "' must be a string";
-      return fallback.str();
-    }
-    return s->str();
+    return get(key, fallback.str(), "a string",
+               [](const llvm::json::Value &v) { return v.getAsString(); });
   }
   /// The object at `key`, or null when absent (an error when not an object).
   const llvm::json::Object *object(llvm::StringRef key) {
