@@ -6,9 +6,10 @@
 //
 // What the checking tools (dsc-gradcheck, dsc-hf-check) share: a loss graph
 // read from a file and compiled with the real pipeline (--dsc-compile) into
-// a one-rank plan with plain SGD, so that a training program leaves every
-// parameter's gradient in `grad.<name>` and there is no optimizer state.
-// Diagnostics go to stderr.
+// a plan with plain SGD, so that a training program leaves every
+// parameter's gradient in `grad.<name>` and there is no optimizer state. The
+// plan has one rank unless `compileOptions` (--dsc-compile's, e.g. "tp=2")
+// says otherwise. Diagnostics go to stderr.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,13 +27,16 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 
 namespace dsc::tools {
 
 /// The plan of the loss graph in `path`, or nullopt after printing why.
-inline std::optional<::dsc::rt::Plan> compileForCheck(const std::string &path) {
+inline std::optional<::dsc::rt::Plan>
+compileForCheck(const std::string &path,
+                const std::string &compileOptions = "") {
   mlir::DialectRegistry registry;
   registry.insert<mlir::dsc::DscDialect, mlir::arith::ArithDialect,
                   mlir::func::FuncDialect>();
@@ -43,10 +47,22 @@ inline std::optional<::dsc::rt::Plan> compileForCheck(const std::string &path) {
       mlir::parseSourceFile<mlir::ModuleOp>(path, sourceMgr, &context);
   if (!module)
     return std::nullopt;
+  std::unique_ptr<mlir::dsc::CompileOptions> options =
+      mlir::dsc::CompileOptions::createFromString(compileOptions);
+  if (!options) {
+    llvm::errs() << "error: bad compile options '" << compileOptions
+                 << "' (see dsc-opt --help, --dsc-compile)\n";
+    return std::nullopt;
+  }
+  if (options->optimizer.hasValue() && options->optimizer != "sgd") {
+    llvm::errs() << "error: the checks compile with optimizer=sgd (gradients "
+                    "only), not '"
+                 << options->optimizer.getValue() << "'\n";
+    return std::nullopt;
+  }
+  options->optimizer = "sgd";
   mlir::PassManager pm(&context);
-  mlir::dsc::CompileOptions options;
-  options.optimizer = "sgd";
-  mlir::dsc::buildCompilePipeline(pm, options);
+  mlir::dsc::buildCompilePipeline(pm, *options);
   if (mlir::failed(pm.run(*module)))
     return std::nullopt;
   mlir::FailureOr<::dsc::rt::Plan> lowered = mlir::dsc::lowerToPlan(*module);
