@@ -218,7 +218,8 @@ struct Step {
                             rstdF, BT, H, 1e-5f, st));
     // Tied LM head: logits = lnf wte^T.
     LT(cu::gemm(ctx, lnf, W(model.wte), logits, mm(BT, V, H, true), 1, 0, st));
-    CK(cu::crossEntropyFused(logits, targets, loss, 1.0f, logits, BT, V, st));
+    CK(cu::crossEntropyFused(logits, targets, loss, 1.0f, logits, BT, V,
+                             /*classes=*/0, st));
   }
 
   void backward() {

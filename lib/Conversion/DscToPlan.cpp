@@ -69,6 +69,10 @@ private:
   LogicalResult setDataShape(func::FuncOp tokensUser);
   /// The programs and the boundary buffers of each pipeline stage.
   LogicalResult buildStages(DictionaryAttr pipeline);
+  /// Stage `stage`'s pipeline_step program `func` as the plan program
+  /// `programName`, its messages on the stage's boundary buffers.
+  LogicalResult lowerStep(func::FuncOp func, const rt::PipelineStage &stage,
+                          StringRef programName);
   LogicalResult lowerOp(Operation &op, rt::Instruction &inst, bool &skip);
   uint32_t declBuffer(FlatSymbolRefAttr name) {
     return declBuffers.lookup(name.getAttr());
@@ -175,11 +179,11 @@ private:
   /// (the vocabulary-parallel ops).
   template <typename Instr>
   LogicalResult lowerOverGroup(Operation *op, FlatSymbolRefAttr mesh,
-                               ArrayAttr axes, rt::Instruction &inst) {
+                               ArrayAttr axes, rt::Instruction &inst,
+                               Instr instr = {}) {
     FailureOr<int64_t> mask = axesMaskOf(op, mesh, axes);
     if (failed(mask))
       return failure();
-    Instr instr;
     instr.axes = *mask;
     instr.encode(inst);
     return success();
@@ -377,9 +381,14 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
     });
   }
-  if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr))
+  // The data's vocabulary: the tokenizer's, when the model pads it (no
+  // token id names a padding row).
+  if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr)) {
     if (auto vocab = model.getAs<IntegerAttr>("vocab_size"))
       plan.vocabSize = vocab.getInt();
+    if (auto tokenizer = model.getAs<IntegerAttr>("tokenizer_vocab_size"))
+      plan.vocabSize = tokenizer.getInt();
+  }
 
   plan.summary.collectiveBytesPerStep =
       collectiveBytesPerStep(module, microbatches).total();
@@ -408,6 +417,8 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     return module.emitError("dsc.pipeline must be {stages = P : i64, "
                             "schedule = \"1f1b\" or \"gpipe\"}");
   plan.schedule = *schedule;
+  if (auto bubble = pipeline.getAs<FloatAttr>("bubble"))
+    plan.summary.pipelineBubble = bubble.getValueAsDouble();
   const int64_t numStages = stagesAttr.getInt();
   uint64_t flops = 0;
   for (int64_t k = 0; k < numStages; ++k) {
@@ -420,6 +431,12 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
              << k << " needs its forward, forward_backward and optimizer "
              << "programs (dsc.program, dsc.stage = " << k
              << "); run --dsc-pipeline, --dsc-autodiff and --dsc-optimizer";
+    auto step =
+        lookupProgram<func::FuncOp>(module, ProgramRole::PipelineStep, k);
+    if (!step)
+      return module.emitError("lowering pipeline stage ")
+             << k << " needs its pipeline_step program (the schedule); run "
+             << "--dsc-pipeline-schedule";
     if (k == 0 && failed(setDataShape(fwd)))
       return failure();
     std::string prefix = ("stage" + Twine(k) + ".").str();
@@ -427,6 +444,7 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     stage.forward = prefix + "forward";
     stage.forwardBackward = prefix + "forward_backward";
     stage.optimizer = prefix + "optimizer";
+    stage.step = prefix + "step";
     currentStage = &stage;
     for (auto [func, name] : {std::make_pair(fwd, stage.forward),
                               std::make_pair(fb, stage.forwardBackward),
@@ -441,6 +459,8 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
           valueBuffers.lookup(fwd.getBody().front().getTerminator()->getOperand(0));
       stage.outputGrad = valueBuffers.lookup(fb.getArgument(1));
     }
+    if (failed(lowerStep(step, stage, stage.step)))
+      return failure();
     plan.stages.push_back(std::move(stage));
     // Model FLOPs: the stages' backwards together are the model's once.
     fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
@@ -454,6 +474,59 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
   plan.loss = uint32_t(last.loss);
   plan.gradNorm = last.gradNorm;
   plan.learningRate = last.learningRate;
+  return success();
+}
+
+LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
+                                     const rt::PipelineStage &stage,
+                                     StringRef programName) {
+  rt::Program program;
+  program.name = programName.str();
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    rt::Instruction inst;
+    if (auto forward = dyn_cast<PipelineForwardOp>(op)) {
+      rt::ops::PipelineForward f;
+      f.microBatch = int64_t(forward.getMicrobatch());
+      f.encode(inst);
+      inst.name = forward.getCallee().str();
+    } else if (auto backward = dyn_cast<PipelineBackwardOp>(op)) {
+      rt::ops::PipelineBackward b;
+      b.microBatch = int64_t(backward.getMicrobatch());
+      b.encode(inst);
+      inst.name = backward.getCallee().str();
+    } else if (auto send = dyn_cast<PipelineSendOp>(op)) {
+      const bool activation = send.getMessage() == PipelineMessage::Activation;
+      rt::ops::PipelineSend m;
+      m.peer = int64_t(send.getPeer());
+      m.microBatch = int64_t(send.getMicrobatch());
+      m.encode(inst);
+      inst.inputs.push_back(
+          uint32_t(activation ? stage.output : stage.inputGrad));
+      inst.name = activation ? "send activation" : "send gradient";
+    } else if (auto recv = dyn_cast<PipelineRecvOp>(op)) {
+      const bool activation = recv.getMessage() == PipelineMessage::Activation;
+      rt::ops::PipelineRecv m;
+      m.peer = int64_t(recv.getPeer());
+      m.microBatch = int64_t(recv.getMicrobatch());
+      m.encode(inst);
+      inst.outputs.push_back(
+          uint32_t(activation ? stage.input : stage.outputGrad));
+      inst.name = activation ? "recv activation" : "recv gradient";
+    } else {
+      return op.emitOpError("cannot be lowered in a pipeline_step program "
+                            "(only dsc.pipeline_forward, _backward, _send "
+                            "and _recv)");
+    }
+    for (uint32_t id : inst.inputs)
+      if (int32_t(id) < 0)
+        return op.emitOpError("sends a buffer this stage does not have");
+    for (uint32_t id : inst.outputs)
+      if (int32_t(id) < 0)
+        return op.emitOpError("receives into a buffer this stage does not "
+                              "have");
+    program.instructions.push_back(std::move(inst));
+  }
+  plan.programs.push_back(std::move(program));
   return success();
 }
 
@@ -729,8 +802,10 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         attention.encode(inst);
         return success();
       })
-      .Case<CrossEntropyOp>([&](auto) {
-        ops::CrossEntropy().encode(inst);
+      .Case<CrossEntropyOp>([&](CrossEntropyOp op) {
+        ops::CrossEntropy loss;
+        loss.classes = op.getClasses();
+        loss.encode(inst);
         return success();
       })
       .Case<CopyToParallelOp>([&](CopyToParallelOp enter) {
@@ -777,15 +852,19 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           })
       .Case<VocabParallelCrossEntropyOp>(
           [&](VocabParallelCrossEntropyOp op) -> LogicalResult {
-            return lowerOverGroup<ops::VocabParallelCrossEntropy>(
-                op, op.getMeshAttr(), op.getMeshAxes(), inst);
+            ops::VocabParallelCrossEntropy loss;
+            loss.classes = op.getClasses();
+            return lowerOverGroup(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                                  loss);
           })
       .Case<VocabParallelCrossEntropyGradOp>(
           [&](VocabParallelCrossEntropyGradOp op) -> LogicalResult {
             if (auto constant = op.getGrad().getDefiningOp<arith::ConstantOp>())
               plan.gradientSeed = valueBuffers.lookup(constant.getResult());
-            return lowerOverGroup<ops::VocabParallelCrossEntropyGrad>(
-                op, op.getMeshAttr(), op.getMeshAxes(), inst);
+            ops::VocabParallelCrossEntropyGrad grad;
+            grad.classes = op.getClasses();
+            return lowerOverGroup(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                                  grad);
           })
       .Case<ReshapeOp>([&](ReshapeOp reshape) {
         // A view shares its input's bytes: nothing to run.
@@ -882,7 +961,9 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         return success();
       })
       .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp cg) {
-        ops::CrossEntropyGrad().encode(inst);
+        ops::CrossEntropyGrad grad;
+        grad.classes = cg.getClasses();
+        grad.encode(inst);
         if (auto constant = cg.getGrad().getDefiningOp<arith::ConstantOp>())
           plan.gradientSeed = valueBuffers.lookup(constant.getResult());
         return success();
@@ -1006,19 +1087,18 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
             reduce, inst, reduce.getMeshAttr(),
             reduce.getMeshAxes(), reduce.getStates(), reduce.getReduction());
       })
-      .Case<GatherParameterOp>(
-          [&](GatherParameterOp gather) -> LogicalResult {
-            // ZeRO-3: the chunk gathers into the op's temporary result.
-            FailureOr<int64_t> mask = axesMaskOf(gather, gather.getMeshAttr(),
-                                                 gather.getMeshAxes());
-            if (failed(mask))
-              return failure();
-            ops::GatherParameter gatherParam;
-            gatherParam.axes = *mask;
-            gatherParam.encode(inst);
-            inst.inputs = {declBuffer(gather.getNameAttr())};
-            return success();
-          })
+      .Case<GatherParameterOp>([&](GatherParameterOp gather) -> LogicalResult {
+        // ZeRO-3: the chunk gathers into the op's temporary result.
+        FailureOr<int64_t> mask =
+            axesMaskOf(gather, gather.getMeshAttr(), gather.getMeshAxes());
+        if (failed(mask))
+          return failure();
+        ops::GatherParameter gatherParam;
+        gatherParam.axes = *mask;
+        gatherParam.encode(inst);
+        inst.inputs = {declBuffer(gather.getNameAttr())};
+        return success();
+      })
       .Case<ReduceScatterAccumulateOp>(
           [&](ReduceScatterAccumulateOp scatter) -> LogicalResult {
             FailureOr<int64_t> mask = axesMaskOf(scatter, scatter.getMeshAttr(),

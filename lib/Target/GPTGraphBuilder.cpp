@@ -286,8 +286,15 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
       MatmulOp::create(builder, named("lm_head"), floatTensor({b, s, v}), x,
                        head, /*transpose_lhs=*/false,
                        /*transpose_rhs=*/true);
+  // A padded vocabulary's rows are not classes: they take no probability
+  // and never count in the loss.
+  const int64_t classes =
+      config.tokenizerVocabSize && config.tokenizerVocabSize < v
+          ? config.tokenizerVocabSize
+          : 0;
   Value loss =
-      CrossEntropyOp::create(builder, named("loss"), lossType, logits, targets);
+      CrossEntropyOp::create(builder, named("loss"), lossType, logits, targets,
+                             builder.getI64IntegerAttr(classes));
   func::ReturnOp::create(builder, fileLoc, loss);
   module->getBody()->push_back(func);
 

@@ -150,12 +150,13 @@ const char *const kTrainingKeys[] = {
     "sample_output_file",
     "initial_scale_power"};
 
-/// The keys that size the vocabulary and the MLP (GPT-NeoX's defaults),
+/// The keys that size the vocabulary, the MLP and the norms (GPT-NeoX's
+/// defaults), which depend on other keys: stored as read and
 /// resolved once the whole config is read.
-struct VocabularyKeys {
-  int64_t multiple = 128;
-  int64_t modelParallel = 1;
-  std::string file;
+struct DeferredKeys {
+  int64_t vocabMultiple = 128;
+  int64_t modelParallelSize = 1;
+  std::string vocabFile;
   std::string tokenizerType = "GPT2BPETokenizer";
   int64_t intermediateSize = 0;
   double expansionFactor = 0.0;
@@ -172,7 +173,7 @@ struct KeySpec {
   std::function<void(GPTConfig &, int64_t, double, bool, StringRef)> store;
 };
 
-llvm::StringMap<KeySpec> buildModelKeys(VocabularyKeys &vocab) {
+llvm::StringMap<KeySpec> buildModelKeys(DeferredKeys &deferred) {
   using K = KeySpec::Kind;
   llvm::StringMap<KeySpec> keys;
   auto intKey = [&](StringRef name, bool required, int64_t GPTConfig::*field) {
@@ -215,20 +216,24 @@ llvm::StringMap<KeySpec> buildModelKeys(VocabularyKeys &vocab) {
   // The vocabulary: its size from vocab_size, the command line or the
   // tokenizer file, then padded (validate, resolveVocabulary).
   keys["make_vocab_size_divisible_by"] = {
-      K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
-        vocab.multiple = i;
+      K::Int, false,
+      [&deferred](GPTConfig &, int64_t i, double, bool, StringRef) {
+        deferred.vocabMultiple = i;
       }};
   keys["model_parallel_size"] = {
-      K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
-        vocab.modelParallel = i;
+      K::Int, false,
+      [&deferred](GPTConfig &, int64_t i, double, bool, StringRef) {
+        deferred.modelParallelSize = i;
       }};
-  keys["vocab_file"] = {K::Text, false,
-                        [&vocab](GPTConfig &, int64_t, double, bool,
-                                 StringRef v) { vocab.file = v.str(); }};
+  keys["vocab_file"] = {
+      K::Text, false,
+      [&deferred](GPTConfig &, int64_t, double, bool, StringRef v) {
+        deferred.vocabFile = v.str();
+      }};
   keys["tokenizer_type"] = {
       K::Text, false,
-      [&vocab](GPTConfig &, int64_t, double, bool, StringRef v) {
-        vocab.tokenizerType = v.str();
+      [&deferred](GPTConfig &, int64_t, double, bool, StringRef v) {
+        deferred.tokenizerType = v.str();
       }};
   keys["no_weight_tying"] = {K::Bool, false,
                              [](GPTConfig &c, int64_t, double, bool b,
@@ -243,26 +248,31 @@ llvm::StringMap<KeySpec> buildModelKeys(VocabularyKeys &vocab) {
   intKey("num_kv_heads", false, &GPTConfig::numKvHeads);
   intKey("sliding_window_width", false, &GPTConfig::slidingWindow);
   keys["intermediate_size"] = {
-      K::Int, false, [&vocab](GPTConfig &, int64_t i, double, bool, StringRef) {
-        vocab.intermediateSize = i;
+      K::Int, false,
+      [&deferred](GPTConfig &, int64_t i, double, bool, StringRef) {
+        deferred.intermediateSize = i;
       }};
   keys["expansion_factor"] = {
       K::Float, false,
-      [&vocab](GPTConfig &, int64_t, double d, bool, StringRef) {
-        vocab.expansionFactor = d;
+      [&deferred](GPTConfig &, int64_t, double d, bool, StringRef) {
+        deferred.expansionFactor = d;
       }};
-  keys["mlp_multiple_of"] = {K::Int, false,
-                             [&vocab](GPTConfig &, int64_t i, double, bool,
-                                      StringRef) { vocab.mlpMultipleOf = i; }};
+  keys["mlp_multiple_of"] = {
+      K::Int, false,
+      [&deferred](GPTConfig &, int64_t i, double, bool, StringRef) {
+        deferred.mlpMultipleOf = i;
+      }};
   keys["use_bias_in_attn_linear"] = {K::Bool, false,
                                      [](GPTConfig &c, int64_t, double, bool b,
                                         StringRef) { c.attentionBias = b; }};
   keys["use_bias_in_mlp"] = {
       K::Bool, false,
       [](GPTConfig &c, int64_t, double, bool b, StringRef) { c.mlpBias = b; }};
-  keys["use_bias_in_norms"] = {K::Bool, false,
-                               [&vocab](GPTConfig &, int64_t, double, bool b,
-                                        StringRef) { vocab.normBias = b; }};
+  keys["use_bias_in_norms"] = {
+      K::Bool, false,
+      [&deferred](GPTConfig &, int64_t, double, bool b, StringRef) {
+        deferred.normBias = b;
+      }};
   keys["pos_emb"] = {K::String, false,
                      [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                        c.learnedPositions = v.lower() == "learned";
@@ -348,8 +358,8 @@ private:
   llvm::SMLoc rootLoc;
   llvm::yaml::Stream *stream = nullptr;
   GPTConfig config;
-  VocabularyKeys vocab;
-  llvm::StringMap<KeySpec> modelKeys = buildModelKeys(vocab);
+  DeferredKeys deferred;
+  llvm::StringMap<KeySpec> modelKeys = buildModelKeys(deferred);
   llvm::StringMap<llvm::SMLoc> keyLocations;
   SmallVector<std::string> ignoredKeys;
   /// The layers attention_config lists (-1: no attention_config).
@@ -538,7 +548,7 @@ LogicalResult NeoXConfigReader::resolveVocabulary() {
   if (options.vocabSize > 0) {
     config.vocabSize = options.vocabSize;
   } else if (!keyLocations.count("vocab_size")) {
-    if (vocab.file.empty()) {
+    if (deferred.vocabFile.empty()) {
       emitError(locOf(rootLoc))
           << "the vocabulary size is unknown: the config has neither "
              "'vocab_size' nor a 'vocab_file' (its tokenizer); add one, or "
@@ -546,22 +556,23 @@ LogicalResult NeoXConfigReader::resolveVocabulary() {
       return failure();
     }
     std::string error;
-    std::optional<int64_t> size =
-        countTokenizerVocabulary(vocab.file, vocab.tokenizerType, error);
+    std::optional<int64_t> size = countTokenizerVocabulary(
+        deferred.vocabFile, deferred.tokenizerType, error);
     if (!size) {
       emitError(locOfKey("vocab_file")) << error;
       return failure();
     }
     config.vocabSize = *size;
   }
-  if (vocab.multiple < 1 || vocab.modelParallel < 1) {
-    emitError(locOfKey(vocab.multiple < 1 ? "make_vocab_size_divisible_by"
-                                          : "model_parallel_size"))
+  if (deferred.vocabMultiple < 1 || deferred.modelParallelSize < 1) {
+    emitError(locOfKey(deferred.vocabMultiple < 1
+                           ? "make_vocab_size_divisible_by"
+                           : "model_parallel_size"))
         << "'make_vocab_size_divisible_by' and 'model_parallel_size' must be "
            ">= 1";
     return failure();
   }
-  const int64_t multiple = vocab.multiple * vocab.modelParallel;
+  const int64_t multiple = deferred.vocabMultiple * deferred.modelParallelSize;
   const int64_t padded =
       (config.vocabSize + multiple - 1) / multiple * multiple;
   if (config.vocabSize >= 1 && padded != config.vocabSize) {
@@ -576,35 +587,35 @@ LogicalResult NeoXConfigReader::resolveVocabulary() {
 /// halves it for the second projection; both round up to mlp_multiple_of
 /// (the first to twice it).
 LogicalResult NeoXConfigReader::resolveMlpWidth() {
-  if (vocab.intermediateSize && vocab.expansionFactor > 0.0) {
+  if (deferred.intermediateSize && deferred.expansionFactor > 0.0) {
     emitError(locOfKey("expansion_factor"))
         << "give 'intermediate_size' or 'expansion_factor', not both (as "
            "GPT-NeoX asks)";
     return failure();
   }
-  if (vocab.mlpMultipleOf < 1 || vocab.intermediateSize < 0 ||
-      vocab.expansionFactor < 0.0) {
+  if (deferred.mlpMultipleOf < 1 || deferred.intermediateSize < 0 ||
+      deferred.expansionFactor < 0.0) {
     emitError(locOfKey("mlp_multiple_of"))
         << "'mlp_multiple_of', 'intermediate_size' and 'expansion_factor' "
            "must be positive";
     return failure();
   }
   int64_t first =
-      vocab.intermediateSize ? vocab.intermediateSize
-      : vocab.expansionFactor > 0.0
-          ? int64_t(vocab.expansionFactor * double(config.hiddenSize))
+      deferred.intermediateSize ? deferred.intermediateSize
+      : deferred.expansionFactor > 0.0
+          ? int64_t(deferred.expansionFactor * double(config.hiddenSize))
           : 4 * config.hiddenSize;
   int64_t second = first;
   if (config.swiglu) {
     first = first * 2 / 3;
     second = first / 2;
   }
-  const int64_t m = vocab.mlpMultipleOf;
+  const int64_t m = deferred.mlpMultipleOf;
   first = (first + 2 * m - 1) / (2 * m) * (2 * m);
   second = (second + m - 1) / m * m;
   if (first != (config.swiglu ? 2 : 1) * second || second < 1) {
-    emitError(locOfKey(vocab.intermediateSize ? "intermediate_size"
-                                              : "mlp_multiple_of"))
+    emitError(locOfKey(deferred.intermediateSize ? "intermediate_size"
+                                                 : "mlp_multiple_of"))
         << "GPT-NeoX's MLP widths disagree: the first projection is " << first
         << " wide and the second reads " << second
         << (config.swiglu ? " (a gated MLP needs twice that)" : "")
@@ -698,7 +709,7 @@ LogicalResult NeoXConfigReader::validate() {
         << "'sliding_window_width' must be >= 1, got " << config.slidingWindow;
     return failure();
   }
-  if (!vocab.normBias && !config.rmsNorm) {
+  if (!deferred.normBias && !config.rmsNorm) {
     emitError(locOfKey("use_bias_in_norms"))
         << "'use_bias_in_norms' = false with 'norm' = 'layernorm' is not "
            "supported (dsc's LayerNorm has its bias; RMSNorm has none)";

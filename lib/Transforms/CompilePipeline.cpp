@@ -82,6 +82,11 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   memory.prefetch = options.prefetch;
   pm.addPass(createDscPlanMemoryPass(memory));
 
+  // Each stage's step, in the schedule's order: the sends and receives the
+  // verifier below checks and the runtime runs as written.
+  if (options.pp > 1)
+    pm.addPass(createDscPipelineSchedulePass());
+
   // Last, so that it sees every collective the passes above placed: a plan
   // whose ranks could hang or disagree never leaves the compiler.
   pm.addPass(createDscVerifyCollectivesPass());

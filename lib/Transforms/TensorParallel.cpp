@@ -401,7 +401,8 @@ private:
       b.setInsertionPoint(crossEntropy);
       auto parallel = VocabParallelCrossEntropyOp::create(
           b, crossEntropy.getLoc(), crossEntropy.getResult().getType(),
-          crossEntropy.getLogits(), crossEntropy.getTargets(), meshRef, axes);
+          crossEntropy.getLogits(), crossEntropy.getTargets(), meshRef, axes,
+          crossEntropy.getClassesAttr());
       crossEntropy.getResult().replaceAllUsesWith(parallel.getResult());
       crossEntropy.erase();
       splits[weight.getName()] = {SmallVector<int64_t>(whole.getShape()), 0};

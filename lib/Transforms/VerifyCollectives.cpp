@@ -187,6 +187,9 @@ class EventCollector {
 public:
   explicit EventCollector(SymbolTableCollection &tables) : tables(tables) {}
 
+  /// The pipeline's last stage (-1 without one).
+  int64_t lastStage = -1;
+
   LogicalResult collect(func::FuncOp func, std::optional<int64_t> stage,
                         SmallVectorImpl<ProgramEvent> &out) {
     if (func.isExternal())
@@ -218,6 +221,19 @@ private:
                   call.resolveCallableInTable(&tables)))
             if (failed(collect(callee, stage, out)))
               return failure();
+          continue;
+        }
+        // A pipeline step's forwards and backwards run their stage's
+        // programs, except the last stage's forward, which runs inside
+        // its backward (the runtime only keeps its input).
+        if (isa<PipelineForwardOp, PipelineBackwardOp>(op)) {
+          auto callee = tables.lookupNearestSymbolFrom<func::FuncOp>(
+              &op, op.getAttrOfType<FlatSymbolRefAttr>("callee"));
+          const bool lastForward =
+              isa<PipelineForwardOp>(op) && callee &&
+              getPipelineStage(callee) == std::optional<int64_t>(lastStage);
+          if (callee && !lastForward && failed(collect(callee, stage, out)))
+            return failure();
           continue;
         }
         if (auto pipelineStage = dyn_cast<PipelineStageOp>(op)) {
@@ -732,20 +748,32 @@ void DscVerifyCollectivesPass::runOnOperation() {
   // evaluation program, which runs on its own.
   Schedule step{"the training step", {}};
   func::FuncOp forwardBackward, optimizer, evaluation;
-  SmallVector<func::FuncOp> stageFuncs;
+  SmallVector<func::FuncOp> stageFuncs, stepFuncs, stageOptimizers;
+  // With the stages' step programs (--dsc-pipeline-schedule) a stage runs
+  // its step, which runs its forwards and backwards, then its optimizer.
+  const bool scheduled =
+      !getProgramOps(module, ProgramRole::PipelineStep).empty();
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal())
       continue;
     std::optional<ProgramRole> role = getProgramRole(func);
-    if (func->hasAttr(kStageAttr))
-      stageFuncs.push_back(func);
-    else if (role == ProgramRole::ForwardBackward)
+    if (func->hasAttr(kStageAttr)) {
+      if (!scheduled)
+        stageFuncs.push_back(func);
+      else if (role == ProgramRole::PipelineStep)
+        stepFuncs.push_back(func);
+      else if (role == ProgramRole::Optimizer)
+        stageOptimizers.push_back(func);
+    } else if (role == ProgramRole::ForwardBackward)
       forwardBackward = func;
     else if (role == ProgramRole::Optimizer)
       optimizer = func;
     else if (role == ProgramRole::Forward)
       evaluation = func;
   }
+  // The steps before the optimizers, whatever the module order.
+  llvm::append_range(stageFuncs, stepFuncs);
+  llvm::append_range(stageFuncs, stageOptimizers);
   Schedule eval{
       ("evaluation @" + (evaluation ? evaluation.getSymName() : "")).str(),
       {}};
@@ -754,6 +782,9 @@ void DscVerifyCollectivesPass::runOnOperation() {
 
   SymbolTableCollection tables;
   EventCollector collector(tables);
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
+    if (auto stages = pipeline.getAs<IntegerAttr>("stages"))
+      collector.lastStage = stages.getInt() - 1;
   auto addProgram = [&](func::FuncOp func, int64_t repeat,
                         Schedule &schedule) -> LogicalResult {
     Program program;

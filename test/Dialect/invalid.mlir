@@ -346,6 +346,31 @@ func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x4xi32>) {
 
 // -----
 
+func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{classes = 300 must be between 0 (every column) and the 256 columns of the logits}}
+  %0 = dsc.cross_entropy %l, %t {classes = 300 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x256xf32>, %t: tensor<2x8xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{classes = -1 must be between 0 (every column) and the 256 columns of the logits}}
+  %0 = dsc.cross_entropy_grad %l, %t, %g {classes = -1 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<f32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["tp"] shape = [2]
+func.func @f(%l: tensor<2x8x128xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{classes = 257 must be between 0 (every column) and the 256 columns of the whole vocabulary}}
+  %0 = dsc.vocab_parallel_cross_entropy %l, %t on @mesh axes = ["tp"] {classes = 257 : i64} : tensor<2x8x128xf32>, tensor<2x8xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<?x16xf32>) {
   // expected-error @+1 {{reshape needs static shapes}}
   %0 = dsc.reshape %x : tensor<?x16xf32> -> tensor<16x4xf32>
@@ -883,5 +908,52 @@ func.func @f(%x: tensor<2x8x64xf32>) {
 func.func @f(%x: tensor<64xf32>) {
   // expected-error @+1 {{input must be [..., seq, heads * head_dim], got rank 1}}
   %0 = dsc.rotary %x {head_dim = 16 : i64, rotary_dims = 4 : i64} : tensor<64xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["pp"] shape = [3]
+func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+  // expected-error @+1 {{stage 1 sends activations to stage 2, not 0}}
+  dsc.pipeline_send activation to 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["pp"] shape = [3]
+func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+  // expected-error @+1 {{stage 1 receives gradients from stage 2, not 0}}
+  dsc.pipeline_recv gradient from 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["pp"] shape = [2]
+func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+  // expected-error @+1 {{peer 2 is outside mesh axis 'pp' of size 2}}
+  dsc.pipeline_send activation to 2 microbatch = 0 on @mesh : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+  %a = arith.constant dense<0.0> : tensor<2x4xf32>
+  return %a : tensor<2x4xf32>
+}
+func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+  // expected-error @+1 {{callee @loss.stage0 must be stage 1's forward program}}
+  dsc.pipeline_forward @loss.stage0 microbatch = 0
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{must be inside a pipeline stage's program (a function with dsc.stage)}}
+  dsc.pipeline_backward @f microbatch = 0
   return
 }

@@ -85,6 +85,8 @@ func.func @graph(%ids: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32
   %logits = dsc.matmul %at, %wte {transpose_rhs} : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
   // CHECK: dsc.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
   %loss = dsc.cross_entropy %logits, %targets : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
+  // CHECK: dsc.cross_entropy %{{.*}}, %{{.*}} {classes = 250 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
+  %padded = dsc.cross_entropy %logits, %targets {classes = 250 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
 

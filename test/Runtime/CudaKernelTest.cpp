@@ -796,17 +796,19 @@ TEST_F(CudaKernel, EmbeddingFp32BitExact) {
   cudaFree(dBad);
 }
 
-template <typename T> void checkCrossEntropy(cudaStream_t stream) {
+/// `classes` 0: every column; else a padded vocabulary's first `classes`.
+template <typename T>
+void checkCrossEntropy(cudaStream_t stream, int64_t classes = 0) {
   const int64_t rows = 37, vocab = 5003;
   auto logits = rounded<T>(randn(rows * vocab, 1, 2.0f));
   std::vector<int32_t> targets(rows);
   for (int64_t r = 0; r < rows; ++r)
-    targets[r] = int32_t((r * 131) % vocab);
+    targets[r] = int32_t((r * 131) % (classes ? classes : vocab));
   std::vector<float> lse(rows), g(rows * vocab);
   const float loss = crossEntropyForward(logits.data(), targets.data(),
-                                         lse.data(), rows, vocab);
+                                         lse.data(), rows, vocab, classes);
   crossEntropyBackward(logits.data(), targets.data(), lse.data(), 2.0f,
-                       g.data(), rows, vocab, false);
+                       g.data(), rows, vocab, false, classes);
   int32_t *dT = nullptr;
   float *dLoss = nullptr;
   CUDA_OK(cudaMalloc((void **)&dT, rows * sizeof(int32_t)));
@@ -816,17 +818,17 @@ template <typename T> void checkCrossEntropy(cudaStream_t stream) {
   Dev<T> dl(logits), dg(rows * vocab), dfused(logits);
   Dev<float> dlse(rows);
   CUDA_OK(cu::crossEntropyForward(dl.get(), dT, dlse.get(), dLoss, rows, vocab,
-                                  stream));
+                                  classes, stream));
   float got = 0;
   CUDA_OK(cudaMemcpy(&got, dLoss, sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_NEAR(got, loss, 1e-5 * std::abs(loss) + 1e-6);
   EXPECT_LT(relNorm(dlse.download(), lse), 1e-5);
   CUDA_OK(cu::crossEntropyBackward(dl.get(), dT, dlse.get(), 2.0f, dg.get(),
-                                   rows, vocab, false, stream));
+                                   rows, vocab, classes, false, stream));
   EXPECT_LT(relNorm(dg.download(), g), tol<T>());
   // Fused, in place over the logits.
   CUDA_OK(cu::crossEntropyFused(dfused.get(), dT, dLoss, 2.0f, dfused.get(),
-                                rows, vocab, stream));
+                                rows, vocab, classes, stream));
   EXPECT_LT(relNorm(dfused.download(), g), tol<T>());
   CUDA_OK(cudaMemcpy(&got, dLoss, sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_NEAR(got, loss, 1e-5 * std::abs(loss) + 1e-6);
@@ -835,11 +837,16 @@ template <typename T> void checkCrossEntropy(cudaStream_t stream) {
   CUDA_OK(cudaMemcpy(dT, targets.data(), rows * sizeof(int32_t),
                      cudaMemcpyHostToDevice));
   CUDA_OK(cu::crossEntropyForward(dl.get(), dT, nullptr, dLoss, rows, vocab,
-                                  stream));
+                                  classes, stream));
   CUDA_OK(cudaMemcpy(&got, dLoss, sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_TRUE(std::isnan(got));
   cudaFree(dT);
   cudaFree(dLoss);
+}
+// A 4,990-token vocabulary padded to 5,003 columns: the padding takes no
+// probability and gets a zero gradient (the CPU reference's rule).
+TEST_F(CudaKernel, CrossEntropyPaddedFp32) {
+  checkCrossEntropy<float>(stream, 4990);
 }
 TEST_F(CudaKernel, CrossEntropyFp32) { checkCrossEntropy<float>(stream); }
 TEST_F(CudaKernel, CrossEntropyBf16) {

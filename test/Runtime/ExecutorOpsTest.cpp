@@ -129,10 +129,11 @@ OpsPlan makeOpsPlan(DType dt, double attnDropout, double dropout) {
       I(Opcode::Copy, {"c"}, {"c2"}),
       I(Opcode::Matmul, {"c2", "head.w"}, {"logits"},
         {1, rows, V, 2 * H, 0, 0, 0, 0}),
-      I(Opcode::CrossEntropy, {"logits", "targets"}, {"loss"}),
+      I(Opcode::CrossEntropy, {"logits", "targets"}, {"loss"}, {0}),
   };
   std::vector<Instruction> bwd = {
-      I(Opcode::CrossEntropyGrad, {"logits", "targets", "dloss"}, {"dlogits"}),
+      I(Opcode::CrossEntropyGrad, {"logits", "targets", "dloss"}, {"dlogits"},
+        {0}),
       I(Opcode::Matmul, {"c2", "dlogits"}, {"head.w.grad"},
         {1, 2 * H, V, rows, 1, 0, 0, 1}),
       I(Opcode::Matmul, {"dlogits", "head.w"}, {"dc2"},

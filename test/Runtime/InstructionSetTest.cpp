@@ -200,6 +200,8 @@ TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
   const std::string cuda = readSource("lib/Runtime/Cuda/CudaBackend.cpp") +
                            readSource("lib/Runtime/Cuda/CudaInstructions.cpp");
   const std::string executor = readSource("lib/Runtime/Core/ExecutorStep.cpp");
+  const std::string pipelineStep =
+      readSource("lib/Runtime/Core/PipelineSchedule.cpp");
   auto has = [](const std::string &text, const std::string &what) {
     return text.find(what) != std::string::npos;
   };
@@ -215,6 +217,12 @@ TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
     const bool executorRuns = info.has(kCollective) || name == "Zero";
     if (executorRuns) {
       EXPECT_TRUE(has(executor, kase)) << name << " has no case in the executor";
+      continue;
+    }
+    // A pipeline stage's step runs in the executor's pipelined step.
+    if (info.has(kPipelineStep)) {
+      EXPECT_TRUE(has(pipelineStep, kase))
+          << name << " has no case in the executor's pipelined step";
       continue;
     }
     EXPECT_TRUE(has(cpu, kase)) << name << " has no CPU kernel";

@@ -244,6 +244,23 @@ void addCrossEntropy(std::vector<KernelCase> &cases) {
                                saved ? lse.data() : nullptr, d[0],
                                dIn[0].data(), rows, vocab, acc);
         }));
+  // A padded vocabulary: 5 classes of the 7 columns. The last two take no
+  // probability, so the loss does not move with them and their gradient is
+  // exactly zero.
+  const int64_t classes = 5;
+  const std::vector<int32_t> classTargets = {0, 4, 3, 3, 1, 2};
+  cases.push_back(makeCase(
+      "cross_entropy_padded_vocab", {size_t(rows * vocab)}, 1,
+      [=](const auto &in, auto &out) {
+        using T = ELEM_T(out);
+        out[0] = crossEntropyForward(in[0].data(), classTargets.data(),
+                                     (T *)nullptr, rows, vocab, classes);
+      },
+      [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+        crossEntropyBackward(in[0].data(), classTargets.data(),
+                             decltype(d.data())(nullptr), d[0], dIn[0].data(),
+                             rows, vocab, acc, classes);
+      }));
 }
 
 void addDropout(std::vector<KernelCase> &cases) {

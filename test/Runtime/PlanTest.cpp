@@ -185,12 +185,12 @@ TEST(PlanIO, RoundTripOfAMeshAndAllReduce) {
 }
 
 TEST(PlanIO, VersionOneIsRefusedNamingBoth) {
-  EXPECT_EQ(kPlanFormatVersion, 6u);
+  EXPECT_EQ(kPlanFormatVersion, 7u);
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   putU32(bytes, 8, 1);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "plan format version 1 is not supported",
-                   "this runtime reads version 6");
+                   "this runtime reads version 7");
 }
 
 TEST(PlanIO, FileRoundTrip) {
@@ -280,7 +280,7 @@ TEST(PlanIO, TruncationNamesTheField) {
   bytes.resize(bytes.size() - 3);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
-                   "truncated in summary collectiveBytesPerStep",
+                   "truncated in summary pipelineBubble",
                    "needs 8 bytes", "5 remain");
 }
 

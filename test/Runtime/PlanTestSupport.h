@@ -126,11 +126,11 @@ inline Plan makeTinyPlan(DType dt = DType::F64, TinyShape s = {},
       makeInst(Opcode::Matmul, {x, head}, {logits}, "head",
                {1, rows, s.vocab, s.hidden, 0, 0, 0, 0}),
       makeInst(Opcode::CrossEntropy, {logits, plan.targets}, {plan.loss},
-               "loss"),
+               "loss", {/*classes=*/0}),
   };
   std::vector<Instruction> fb = forward;
   fb.push_back(makeInst(Opcode::CrossEntropyGrad, {logits, plan.targets, dloss},
-                        {dlogits}, "loss.grad"));
+                        {dlogits}, "loss.grad", {/*classes=*/0}));
   // dHead += x^T dlogits: x stored [rows, hidden] read transposed.
   fb.push_back(makeInst(Opcode::Matmul, {x, dlogits}, {gHead},
                         "head.grad_weight",

@@ -223,6 +223,23 @@ func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 
 // -----
 
+// A padded vocabulary (11 classes of 16 rows) stays padded: the
+// vocabulary-parallel loss counts the whole vocabulary's classes, so rank
+// 1's columns 8..15 hold classes 8..10 and five padding rows.
+// CHECK-LABEL: dsc.mesh @mesh axes = ["tp"] shape = [2]
+// CHECK-LABEL: func.func @loss
+// CHECK: dsc.vocab_parallel_cross_entropy %{{.*}}, %arg1 on @mesh axes = ["tp"] {classes = 11 : i64} : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<f32>
+func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  %w = dsc.get_parameter @wte : tensor<16x8xf32>
+  %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %l = dsc.cross_entropy %logits, %t {classes = 11 : i64} : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+
+// -----
+
 // Sizes tp does not divide are errors naming the numbers.
 func.func @loss(%x: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {
   %w = dsc.get_parameter @qkv.weight : tensor<6x18xf32>

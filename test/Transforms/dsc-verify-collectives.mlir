@@ -265,3 +265,54 @@ func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
   %a = dsc.all_gather %x on @mesh axes = ["pp", "dp"] gather_dim = 0 : tensor<4xf32> -> tensor<16xf32>
   return
 }
+
+// -----
+
+// A hand-broken pipeline schedule (pipeline_step programs, as
+// --dsc-pipeline-schedule writes them): after the first micro-batch, stage
+// 1 sends its gradient while stage 0 sends its next activation, so both
+// wait on a send. The verifier names the two ranks and the first message
+// neither can complete.
+
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+    %a = arith.constant dense<0.0> : tensor<2x4xf32>
+    return %a : tensor<2x4xf32>
+  }
+  func.func @forward_backward.stage0(%t: tensor<2x4xi32>, %g: tensor<2x4xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    return
+  }
+  func.func @loss.stage1(%x: tensor<2x4xf32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @forward_backward.stage1(%x: tensor<2x4xf32>, %t: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l, %x : tensor<f32>, tensor<2x4xf32>
+  }
+  func.func @step.stage0() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64} {
+    dsc.pipeline_forward @loss.stage0 microbatch = 0
+    dsc.pipeline_send activation to 1 microbatch = 0 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_forward @loss.stage0 microbatch = 1
+    // expected-error-re @+1 {{deadlock: rank 0 (pp=0) and rank 1 (pp=1) wait on each other: rank 0 (pp=0) issues send of tensor<2x4xf32> to pp=1 tag 1 in @step.stage0 at loc({{.*}}), rank 1 (pp=1) issues send of tensor<2x4xf32> to pp=0 tag 0 in @step.stage1 at loc({{.*}})}}
+    dsc.pipeline_send activation to 1 microbatch = 1 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_recv gradient from 1 microbatch = 0 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_backward @forward_backward.stage0 microbatch = 0
+    dsc.pipeline_recv gradient from 1 microbatch = 1 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_backward @forward_backward.stage0 microbatch = 1
+    return
+  }
+  func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+    dsc.pipeline_recv activation from 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_forward @loss.stage1 microbatch = 0
+    dsc.pipeline_backward @forward_backward.stage1 microbatch = 0
+    // expected-note @+1 {{rank 1 (pp=1) issues send of tensor<2x4xf32> to pp=0 tag 0 in @step.stage1}}
+    dsc.pipeline_send gradient to 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_recv activation from 0 microbatch = 1 on @mesh : tensor<2x4xf32>
+    dsc.pipeline_forward @loss.stage1 microbatch = 1
+    dsc.pipeline_backward @forward_backward.stage1 microbatch = 1
+    dsc.pipeline_send gradient to 0 microbatch = 1 on @mesh : tensor<2x4xf32>
+    return
+  }
+}

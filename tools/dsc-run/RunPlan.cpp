@@ -62,6 +62,13 @@ std::string humanBytes(uint64_t bytes) {
   return buf;
 }
 
+/// A fraction to three places ("0.375").
+std::string fraction(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", v);
+  return buf;
+}
+
 /// This rank's index among the ranks of its machine: the launcher's local
 /// rank under mpirun/srun, the thread index for in-process ranks.
 int localRank(Communicator *world) {
@@ -194,7 +201,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     log << "dsc-run: " << p.stages.size() << " pipeline stages, schedule "
         << ::dsc::pipelineScheduleName(p.schedule) << " (bubble "
         << p.stages.size() - 1 << "/" << microBatches
-        << " of the step's stage time)\n";
+        << " of the step's stage time with equal stages; "
+        << fraction(p.summary.pipelineBubble)
+        << " as the compiler simulated it with the stages' costs)\n";
   log << "dsc-run: data: " << source->describe() << " (" << source->size()
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";
   for (uint32_t a = 0; a < p.arenas.size(); ++a) {

@@ -33,6 +33,7 @@
 #ifndef DSC_RUNTIME_CPUKERNELS_H
 #define DSC_RUNTIME_CPUKERNELS_H
 
+#include <algorithm>
 #include <cstdint>
 
 namespace dsc::rt {
@@ -304,39 +305,56 @@ template <typename T>
 
 /// Returns mean over rows of -log softmax(logits[r])[targets[r]] for logits
 /// [rows, vocab]. Saves lse [rows] (the per-row logsumexp) for the backward
-/// when non-null.
-/// A target outside [0, vocab) makes the loss NaN (loud, never out of bounds).
-/// The mean is summed in row order: thread-count independent.
+/// when non-null. `classes` (0: all) is how many of the vocab columns are
+/// classes: the softmax leaves the columns at and past it out (a padded
+/// vocabulary's rows).
+/// A target outside [0, classes) makes the loss NaN (loud, never out of
+/// bounds). The mean is summed in row order: thread-count independent.
 template <typename T>
 T crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
-                      int64_t rows, int64_t vocab);
-/// dLogits = (softmax(logits) - onehot(targets)) * dLoss / rows; recomputes
-/// the logsumexp per row when lse is null.
+                      int64_t rows, int64_t vocab, int64_t classes = 0);
+/// dLogits = (softmax(logits) - onehot(targets)) * dLoss / rows, zero in the
+/// columns at and past `classes` (0: none); recomputes the logsumexp per
+/// row when lse is null.
 template <typename T>
 void crossEntropyBackward(const T *logits, const int32_t *targets, const T *lse,
                           T dLoss, T *dLogits, int64_t rows, int64_t vocab,
-                          bool accumulate);
+                          bool accumulate, int64_t classes = 0);
 
 /// Megatron-LM's vocabulary-parallel cross-entropy, per rank: logits are
 /// [rows, cols], this rank's columns [colBegin, colBegin + cols) of the
 /// whole vocabulary. The caller max-reduces `max` over the group after
 /// vocabShardRowMax, sum-reduces `sumExp` and `targetLogit` after
 /// vocabShardRowSums (targetLogit is 0 where the target is another rank's);
-/// the loss is then mean(max + log(sumExp) - targetLogit).
+/// the loss is then mean(max + log(sumExp) - targetLogit). `classes` (0:
+/// all) counts the whole vocabulary's classes: the global columns at and
+/// past it are left out, so a rank whose columns are all padding
+/// contributes a max of -inf and a sum of 0.
 template <typename T>
 void vocabShardRowMax(const T *logits, int64_t rows, int64_t cols,
-                      double *max);
+                      int64_t colBegin, int64_t classes, double *max);
 template <typename T>
 void vocabShardRowSums(const T *logits, const int32_t *targets,
                        const double *max, int64_t rows, int64_t cols,
-                       int64_t colBegin, double *sumExp, double *targetLogit);
+                       int64_t colBegin, int64_t classes, double *sumExp,
+                       double *targetLogit);
 /// dLogits = (exp(logits - lse) - onehot(targets)) * dLoss / rows over this
-/// rank's columns, with lse the whole rows' logsumexp.
+/// rank's columns, with lse the whole rows' logsumexp; zero in the global
+/// columns at and past `classes` (0: none).
 template <typename T>
 void vocabShardCrossEntropyBackward(const T *logits, const int32_t *targets,
                                     const double *lse, T dLoss, T *dLogits,
                                     int64_t rows, int64_t cols,
-                                    int64_t colBegin, bool accumulate);
+                                    int64_t colBegin, int64_t classes,
+                                    bool accumulate);
+
+/// The columns of [colBegin, colBegin + cols) that are classes when the
+/// whole vocabulary has `classes` of them (0: all): a prefix of the range.
+inline int64_t classColumns(int64_t cols, int64_t colBegin, int64_t classes) {
+  if (classes <= 0)
+    return cols;
+  return std::max<int64_t>(0, std::min(cols, classes - colBegin));
+}
 
 //===----------------------------------------------------------------------===//
 // Dropout (counter-based RNG: the mask is a pure function of seed and index)

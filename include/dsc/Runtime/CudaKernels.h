@@ -313,25 +313,29 @@ cudaError_t positionEmbeddingBackward(const T *dOut, T *dTable, int64_t batch,
 //===----------------------------------------------------------------------===//
 
 /// *loss = mean over rows of lse - logits[target] (NaN for a bad target),
-/// summed in row order in double. lse [rows] fp32 may be null.
+/// summed in row order in double. lse [rows] fp32 may be null. `classes`
+/// (0: all) is how many of the vocab columns are classes: the softmax
+/// leaves the rest (a padded vocabulary's rows) out, as the CPU kernel does.
 template <typename T>
 cudaError_t crossEntropyForward(const T *logits, const int32_t *targets,
                                 float *lse, float *loss, int64_t rows,
-                                int64_t vocab, cudaStream_t stream);
-/// dLogits = (softmax - onehot) * dLoss / rows; dLoss is a host scalar
-/// (the loss scale for fp16 training).
+                                int64_t vocab, int64_t classes,
+                                cudaStream_t stream);
+/// dLogits = (softmax - onehot) * dLoss / rows, zero past `classes`; dLoss
+/// is a host scalar (the loss scale for fp16 training).
 template <typename T>
 cudaError_t crossEntropyBackward(const T *logits, const int32_t *targets,
                                  const float *lse, float dLoss, T *dLogits,
-                                 int64_t rows, int64_t vocab, bool accumulate,
-                                 cudaStream_t stream);
+                                 int64_t rows, int64_t vocab, int64_t classes,
+                                 bool accumulate, cudaStream_t stream);
 /// Forward and backward in one kernel (each row read twice, not four times):
 /// what a training step uses when nothing else needs the logits.
 /// dLogits may alias logits.
 template <typename T>
 cudaError_t crossEntropyFused(const T *logits, const int32_t *targets,
                               float *loss, float dLoss, T *dLogits,
-                              int64_t rows, int64_t vocab, cudaStream_t stream);
+                              int64_t rows, int64_t vocab, int64_t classes,
+                              cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Dropout (the CPU kernel's counter-based RNG: identical masks)

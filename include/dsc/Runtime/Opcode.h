@@ -29,6 +29,7 @@ enum : unsigned {
   kAnyDType = 2,
   kCollective = 4,
   kGroupKernel = 8,
+  kPipelineStep = 16,
 };
 
 /// Every instruction the executor knows; see Instructions.def.

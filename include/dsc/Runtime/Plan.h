@@ -33,7 +33,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 6;
+constexpr uint32_t kPlanFormatVersion = 7;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -159,16 +159,20 @@ struct Program {
 };
 
 /// One pipeline stage (Plan::stages[k] runs on the ranks whose coordinate
-/// on the mesh axis "pp" is k). Its programs are pure compute; the
-/// executor's schedule moves the boundary buffers between neighbouring
-/// stages with point-to-point messages over the pp group. Buffer ids are
-/// -1 where a stage has no such buffer.
+/// on the mesh axis "pp" is k). Its compute programs are pure compute; its
+/// step program, the compiler's schedule, runs them per micro-batch and
+/// moves the boundary buffers between neighbouring stages with
+/// point-to-point messages over the pp group. Buffer ids are -1 where a
+/// stage has no such buffer.
 struct PipelineStage {
   /// Programs: the forward (input -> output; the last stage's computes the
   /// evaluation loss), the backward, which recomputes the forward from the
-  /// stage input (input, outputGrad or targets -> inputGrad, loss), and the
-  /// optimizer of the stage's parameters.
-  std::string forward, forwardBackward, optimizer;
+  /// stage input (input, outputGrad or targets -> inputGrad, loss), the
+  /// optimizer of the stage's parameters, and the step: the schedule, as
+  /// the compiler wrote it (--dsc-pipeline-schedule), of PipelineForward,
+  /// PipelineBackward, PipelineSend and PipelineRecv instructions, which
+  /// the executor runs in order.
+  std::string forward, forwardBackward, optimizer, step;
   /// The stage input: the tokens buffer on stage 0, else the activation
   /// received from stage k-1 (read by both forward and forwardBackward).
   int64_t input = -1;
@@ -183,8 +187,8 @@ struct PipelineStage {
   int64_t loss = -1, gradNorm = -1, learningRate = -1;
 };
 
-/// The order of a pipelined step's forwards and backwards (see
-/// Executor::trainStep), shared with the compiler.
+/// The order of a pipelined step's forwards and backwards, which the
+/// stages' step programs spell out (recorded for reports).
 using PipelineSchedule = ::dsc::PipelineScheduleKind;
 
 /// What the compiler predicted; dsc-run compares and reports.
@@ -192,11 +196,15 @@ struct PlanSummary {
   std::vector<uint64_t> peakBytesPerArena;
   uint64_t flopsPerMicroBatch = 0; // forward + backward, model FLOPs
   uint64_t collectiveBytesPerStep = 0;
+  /// A pipelined plan's idle fraction of the step, from the compiler's
+  /// simulation of its schedule with the stages' costs (0 without stages).
+  double pipelineBubble = 0;
 };
 
 struct Plan {
   uint32_t version = kPlanFormatVersion;
-  // Model shape the data loader must honour.
+  // Model shape the data loader must honour. vocabSize is the tokenizer's:
+  // under a padded vocabulary (GPT-NeoX's), fewer than the embedding's rows.
   int64_t vocabSize = 0, seqLength = 0, microBatchSize = 0;
   /// Micro-batches per optimizer step (gradient accumulation); dsc-run's
   /// --microbatches overrides it.

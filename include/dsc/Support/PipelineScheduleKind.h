@@ -5,10 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // The order of a pipelined step's forwards and backwards, shared by the
-// cost model and plan search (which price it), the lowering (which writes it
-// into a plan file: the values are the file's) and the runtime (which runs
-// it), with its one spelling in attributes, options and reports. Header-only,
-// no LLVM and no MLIR.
+// cost model and plan search (which price it), --dsc-pipeline-schedule
+// (which writes each stage's step as IR), the lowering (which records it in
+// a plan file: the values are the file's) and reports, with its one
+// spelling in attributes, options and reports. Header-only, no LLVM and no
+// MLIR.
 //
 //===----------------------------------------------------------------------===//
 

@@ -27,11 +27,12 @@ struct GPTConfig {
   /// Rows of the learned position table; defaults to seqLength.
   int64_t maxPositionEmbeddings = 0;
   /// The embedding's rows: the tokenizer's vocabulary, padded (GPT-NeoX's
-  /// padded_vocab_size). The padded rows are rows like the others: no token
-  /// id names them, so they are never a target, and their logits train
-  /// down as in GPT-NeoX and transformers.
+  /// padded_vocab_size).
   int64_t vocabSize = 0;
-  /// The tokenizer's own size before padding (0 when not padded).
+  /// The tokenizer's own size before padding (0 when not padded). The
+  /// padded rows are not classes: the loss's softmax leaves them out
+  /// (dsc.cross_entropy's `classes`), so they take no probability, never
+  /// count in the loss and get no gradient from it; no token id names them.
   int64_t tokenizerVocabSize = 0;
   int64_t microBatchSize = 1;
   /// GPT-2 ties the output projection to the token embedding.

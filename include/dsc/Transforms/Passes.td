@@ -405,6 +405,11 @@ def DscVerifyCollectivesPass
        (the module's `dsc.microbatches`, default 1);
     2. every function carrying `dsc.stage`, once, in module order (a
        pipeline stage's program, whose schedule covers all micro-batches);
+       when the stages have `pipeline_step` programs
+       (`--dsc-pipeline-schedule`), a stage runs its step program, whose
+       `dsc.pipeline_forward` and `dsc.pipeline_backward` run the stage's
+       forward and forward_backward (the last stage's forward runs inside
+       its backward), then its optimizer;
     3. the `optimizer` program once.
 
     A `func.func` with an integer attribute `dsc.stage = k` runs only on
@@ -491,7 +496,8 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     Each stage function is a forward program of its stage (`dsc.program =
     #dsc.program_role<forward>`, `dsc.stage = k`). The pipeline schedule
     (`pipeline-schedule`) is recorded on the module as `dsc.pipeline =
-    {stages = P, schedule = "1f1b"}` for the lowering to the runtime plan.
+    {stages = P, schedule = "1f1b"}`, from which `--dsc-pipeline-schedule`
+    writes each stage's step.
 
     Errors name the numbers: fewer layers than stages, a mesh whose `pp`
     axis has another size, a cut crossed by more than one activation.
@@ -506,13 +512,87 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
            "Cost of one vector FLOP in matmul FLOPs, for balancing">,
     Option<"pipelineSchedule", "pipeline-schedule", "std::string",
            /*default=*/"\"1f1b\"",
-           "The runtime's schedule of micro-batches: '1f1b' (PipeDream-flush, "
+           "The schedule of micro-batches: '1f1b' (PipeDream-flush, "
            "Megatron-LM's default) or 'gpipe'">,
     Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
            "Removed: an error naming pipeline-schedule and lr-schedule">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Pipeline stages created">,
+  ];
+}
+
+def DscPipelineSchedulePass
+    : Pass<"dsc-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "Writes each pipeline stage's step as an explicit program";
+  let description = [{
+    After `--dsc-pipeline` (and autodiff), each stage k has a forward and a
+    forward_backward program; the order in which a step runs them over the
+    micro-batches, and the messages between stages, is the schedule. This
+    pass writes it into the IR, one `pipeline_step` program per stage,
+    `@step.stage<k>`, from the module's `dsc.pipeline = {stages = P,
+    schedule = ...}` and `dsc.microbatches = M`:
+
+    - `gpipe`: every forward, then every backward (in forward order);
+    - `1f1b` (PipeDream-flush, Megatron-LM's default): stage k runs
+      min(P-k-1, M) warm-up forwards, then alternates one forward and one
+      backward, then drains the remaining backwards, so at most P-k
+      micro-batches are in flight.
+
+    A combined exchange with one neighbour (Megatron-LM's
+    send_forward_recv_backward and send_backward_recv_forward) is written
+    as a blocking send and a receive in an order that cannot deadlock: the
+    even stage of the pair sends first, the odd one receives first.
+    `--dsc-verify-collectives` then checks every message of the step, and
+    the runtime runs the programs as written, with no schedule of its own.
+
+    Before (P = 2, M = 2, 1f1b):
+    ```mlir
+    module attributes {dsc.microbatches = 2 : i64,
+                       dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+      func.func @loss.stage0(...) -> tensor<2x4xf32> attributes {dsc.stage = 0 ...}
+      func.func @forward_backward.stage0(...) attributes {dsc.stage = 0 ...}
+      func.func @loss.stage1(...) attributes {dsc.stage = 1 ...}
+      func.func @forward_backward.stage1(...) attributes {dsc.stage = 1 ...}
+    }
+    ```
+    After, stage 1 (its forward is the first half of its backward):
+    ```mlir
+    func.func @step.stage1() attributes {
+        dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+      dsc.pipeline_recv activation from 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+      dsc.pipeline_forward @loss.stage1 microbatch = 0
+      dsc.pipeline_backward @forward_backward.stage1 microbatch = 0
+      dsc.pipeline_recv activation from 0 microbatch = 1 on @mesh : tensor<2x4xf32>
+      dsc.pipeline_send gradient to 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+      dsc.pipeline_forward @loss.stage1 microbatch = 1
+      dsc.pipeline_backward @forward_backward.stage1 microbatch = 1
+      dsc.pipeline_send gradient to 0 microbatch = 1 on @mesh : tensor<2x4xf32>
+      return
+    }
+    ```
+
+    The pass also runs the steps on a clock (PipelineSimulation.h: each
+    forward and backward takes its program's cost, matmul FLOPs plus
+    vector FLOPs at an eighth of their rate; a message is a rendezvous)
+    and records the schedule's idle fraction of the step as `bubble` in
+    `dsc.pipeline`; the plan summary carries it. With equal stages it is
+    (P-1)/M for both schedules.
+
+    Errors: a module without `dsc.pipeline`, a stage without its forward or
+    forward_backward program, a schedule it does not know, steps written
+    already.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let options = [
+    Option<"printTimeline", "print-timeline", "bool", /*default=*/"false",
+           "Emit a remark drawing each stage's simulated step, one character "
+           "per 1/100 of the step: digits are forwards (micro-batch mod 10), "
+           "letters backwards (a = micro-batch 0), dots idle">,
+  ];
+  let statistics = [
+    Statistic<"numMessages", "messages",
+              "Sends written over all stages' steps">,
   ];
 }
 

@@ -136,6 +136,13 @@ StepResult Executor::trainStep(
                 " micro-batches per step and has no gradientSeed buffer, so it "
                 "cannot run " +
                 std::to_string(microBatches));
+  // A pipeline's step programs schedule the compiled micro-batch count.
+  if (!thePlan.stages.empty() && microBatches != thePlan.microBatches)
+    throw Error("the plan's pipeline schedule was compiled for " +
+                std::to_string(thePlan.microBatches) +
+                " micro-batches per step; it cannot run " +
+                std::to_string(microBatches) + " (compile with microbatches=" +
+                std::to_string(microBatches) + ")");
   if (!thePlan.stages.empty())
     return trainPipelineStep(fill, microBatches);
   double lossSum = 0;
@@ -251,6 +258,13 @@ void Executor::runInstruction(const Program &prog, size_t index) {
   case Opcode::ReduceScatterAccumulate:
     runReduceScatter(prog, index);
     return;
+  case Opcode::PipelineForward:
+  case Opcode::PipelineBackward:
+  case Opcode::PipelineSend:
+  case Opcode::PipelineRecv:
+    throw instructionError(prog, index,
+                           "a pipeline stage's step runs in trainStep, "
+                           "not as a program");
   case Opcode::Zero:
     for (uint32_t id : inst.outputs) {
       BufferView v = buffer(id);

@@ -214,6 +214,15 @@ void InstructionChecker::shapes() {
     if (v < 1)
       fail(inName(0) + " has an empty vocab dim");
     elements(in(1), inName(1), n(logits) / v, "one target per logits row");
+    // classes counts the whole vocabulary's: a vocabulary-parallel rank
+    // holds 1/group of its columns.
+    const bool vocabParallel =
+        inst.opcode == Opcode::VocabParallelCrossEntropy ||
+        inst.opcode == Opcode::VocabParallelCrossEntropyGrad;
+    intAt("classes", 0,
+          vocabParallel ? v * meshGroupAt("axes", "vocabulary-parallel "
+                                                  "cross-entropy")
+                        : v);
     if (inst.opcode == Opcode::CrossEntropy ||
         inst.opcode == Opcode::VocabParallelCrossEntropy) {
       scalar(out(0), outName(0));

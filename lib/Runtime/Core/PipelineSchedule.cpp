@@ -4,19 +4,21 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// One rank's part of a pipelined step: its stage's forwards and backwards in
-// the plan's schedule, with the activations and their gradients exchanged
-// with the neighbouring stages over the pp group. The programs are pure
-// compute; the point-to-point messages are the schedule's, because the
-// deadlock-free order (Megatron-LM's combined send-and-receive in the
-// steady state) pairs a forward's send with a backward's receive.
+// One rank's part of a pipelined step: its stage's step program, the
+// schedule the compiler wrote (--dsc-pipeline-schedule) and
+// --dsc-verify-collectives proved free of deadlock, run in order. The
+// executor decides nothing here: it keeps the stage input of each
+// micro-batch in flight until the micro-batch's backward, loads the data
+// on the first and last stages, and moves the messages over the pp group.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Executor.h"
+#include "dsc/Runtime/Instructions.h"
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 
 using namespace dsc::rt;
 
@@ -42,59 +44,17 @@ StepResult Executor::trainPipelineStep(
     setGradientSeed(lossSeed(M));
 
   BufferView input = buffer(uint32_t(st.input));
-  auto view = [&](int64_t id) {
-    return id >= 0 ? buffer(uint32_t(id)) : BufferView{};
-  };
-  BufferView output = view(st.output), outputGrad = view(st.outputGrad),
-             inputGrad = view(st.inputGrad);
-  // Every message is one boundary activation or its gradient, which share
-  // the activation's dtype and size (validatePlan checked both ends).
-  const DType dtype = !last ? output.desc->dtype : input.desc->dtype;
-  const size_t actCount =
-      size_t(!last ? output.size() : (first ? 0 : input.size()));
-  const int prev = int(k) - 1, next = int(k) + 1;
-  constexpr int kTag = 0; // direction tells activations from gradients
-
-  auto recvForward = [&] {
-    if (!first)
-      pp.recv(input.data, actCount, dtype, prev, kTag);
-  };
-  auto sendForward = [&] {
-    if (!last)
-      pp.send(output.data, actCount, dtype, next, kTag);
-  };
-  auto recvBackward = [&] {
-    if (!last)
-      pp.recv(outputGrad.data, actCount, dtype, next, kTag);
-  };
-  auto sendBackward = [&] {
-    if (!first)
-      pp.send(inputGrad.data, actCount, dtype, prev, kTag);
-  };
-  // Megatron-LM's send_forward_recv_backward and send_backward_recv_forward:
-  // a blocking send followed by a blocking receive would deadlock when the
-  // neighbour does the same in the other direction.
-  auto sendForwardRecvBackward = [&] {
-    if (!last)
-      pp.sendRecv(output.data, actCount, next, outputGrad.data, actCount, next,
-                  dtype, kTag);
-  };
-  auto sendBackwardRecvForward = [&] {
-    if (!first)
-      pp.sendRecv(inputGrad.data, actCount, prev, input.data, actCount, prev,
-                  dtype, kTag);
-  };
 
   // Stage inputs of the micro-batches whose backward has not run, oldest
   // first: the backward recomputes the stage's forward from its input.
   const size_t inputBytes = input.desc->bytes;
-  std::deque<size_t> inFlight; // indices into `stash`
+  std::deque<std::pair<int64_t, size_t>> inFlight; // micro-batch, slot
   std::vector<size_t> freeSlots;
   for (size_t i = 0; i < stash.size(); ++i)
     freeSlots.push_back(i);
   // Slots are the backend's memory, kept across steps (the input buffer,
   // hence its size, is the same every step).
-  auto push = [&] {
+  auto push = [&](int64_t m) {
     size_t slot;
     if (freeSlots.empty()) {
       slot = stash.size();
@@ -106,65 +66,97 @@ StepResult Executor::trainPipelineStep(
       freeSlots.pop_back();
     }
     backendImpl->copy(stash[slot], input.data, inputBytes);
-    inFlight.push_back(slot);
+    inFlight.emplace_back(m, slot);
   };
-  auto pop = [&] {
-    size_t slot = inFlight.front();
+  auto pop = [&](int64_t m) {
+    // validatePlan checked that backwards follow the forwards' order.
+    if (inFlight.empty() || inFlight.front().first != m)
+      throw Error("pipeline stage " + std::to_string(k) +
+                  ": the backward of micro-batch " + std::to_string(m) +
+                  " has no forward in flight");
+    const size_t slot = inFlight.front().second;
     inFlight.pop_front();
     backendImpl->copy(input.data, stash[slot], inputBytes);
     freeSlots.push_back(slot);
   };
 
-  int64_t forwards = 0, backwards = 0;
   double lossSum = 0;
   // Dropout numbers the micro-batches across data-parallel ranks.
   const int64_t firstMicroBatch = firstMicroBatchOfRank(M);
-  // The stage input is in `input` (received, or filled here on stage 0).
-  auto forwardStep = [&] {
-    const int64_t m = forwards++;
-    setMicroBatch(firstMicroBatch + m);
-    if (first)
-      fillBatch(fill, m);
-    push();
-    // The last stage's forward is part of its backward program.
-    if (!last)
-      runProgram(st.forward);
-  };
-  auto backwardStep = [&] {
-    const int64_t m = backwards++;
-    setMicroBatch(firstMicroBatch + m);
-    pop();
-    if (last)
-      fillBatch(fill, m);
-    runProgram(st.forwardBackward);
-    if (last)
-      lossSum += readScalar(uint32_t(st.loss));
-  };
-
   const uint64_t sentBefore = collectiveStats().totalSent();
-  const int64_t warmup =
-      thePlan.schedule == PipelineSchedule::GPipe ? M : std::min(P - k - 1, M);
-  const int64_t remaining = M - warmup;
-  for (int64_t i = 0; i < warmup; ++i) {
-    recvForward();
-    forwardStep();
-    sendForward();
-  }
-  if (remaining > 0)
-    recvForward();
-  for (int64_t i = 0; i < remaining; ++i) {
-    forwardStep();
-    sendForwardRecvBackward();
-    backwardStep();
-    if (i == remaining - 1)
-      sendBackward();
-    else
-      sendBackwardRecvForward();
-  }
-  for (int64_t i = 0; i < warmup; ++i) {
-    recvBackward();
-    backwardStep();
-    sendBackward();
+  // The step program, as the compiler scheduled it (validatePlan checked
+  // its messages' buffers and peers and its micro-batch order). The
+  // verified order pairs every send with its receive, so the transport
+  // needs no tag to tell them apart.
+  constexpr int kTag = 0;
+  const Program &step = *thePlan.findProgram(st.step);
+  // A message on the trace's communication lane, with the bytes it sent.
+  auto timedMessage = [&](size_t index, const std::function<void()> &move) {
+    if (!instructionHook) {
+      move();
+      return;
+    }
+    const uint64_t before = pp.stats().totalSent();
+    InstructionEvent event;
+    event.program = &step;
+    event.index = index;
+    event.instruction = &step.instructions[index];
+    event.startUs = nowUs();
+    move();
+    event.durationUs = nowUs() - event.startUs;
+    event.stream = 1;
+    event.collective = true;
+    event.bytesSent = pp.stats().totalSent() - before;
+    instructionHook(event);
+  };
+  for (size_t i = 0; i < step.instructions.size(); ++i) {
+    const Instruction &inst = step.instructions[i];
+    switch (inst.opcode) {
+    case Opcode::PipelineForward: {
+      const int64_t m = ops::PipelineForward::decode(inst).microBatch;
+      setMicroBatch(firstMicroBatch + m);
+      if (first)
+        fillBatch(fill, m);
+      push(m);
+      // The last stage's forward is part of its backward program.
+      if (!last)
+        runProgram(st.forward);
+      break;
+    }
+    case Opcode::PipelineBackward: {
+      const int64_t m = ops::PipelineBackward::decode(inst).microBatch;
+      setMicroBatch(firstMicroBatch + m);
+      pop(m);
+      if (last)
+        fillBatch(fill, m);
+      runProgram(st.forwardBackward);
+      if (last)
+        lossSum += readScalar(uint32_t(st.loss));
+      break;
+    }
+    case Opcode::PipelineSend: {
+      const ops::PipelineSend send = ops::PipelineSend::decode(inst);
+      BufferView x = buffer(inst.inputs[0]);
+      timedMessage(i, [&] {
+        pp.send(x.data, size_t(x.size()), x.desc->dtype, int(send.peer), kTag);
+      });
+      break;
+    }
+    case Opcode::PipelineRecv: {
+      const ops::PipelineRecv recv = ops::PipelineRecv::decode(inst);
+      BufferView x = buffer(inst.outputs[0]);
+      timedMessage(i, [&] {
+        pp.recv(x.data, size_t(x.size()), x.desc->dtype, int(recv.peer), kTag);
+      });
+      break;
+    }
+    default:
+      throw Error("pipeline stage " + std::to_string(k) + "'s step program '" +
+                  step.name + "' instruction " + std::to_string(i) + " (" +
+                  opcodeName(inst.opcode) +
+                  ") is not a pipeline-step "
+                  "instruction");
+    }
   }
 
   StepResult r;

@@ -12,6 +12,7 @@
 
 #include "dsc/Runtime/PlanIO.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -152,7 +153,8 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       names.intern(inst.name);
   }
   for (const PipelineStage &st : plan.stages)
-    for (const std::string *n : {&st.forward, &st.forwardBackward, &st.optimizer})
+    for (const std::string *n :
+         {&st.forward, &st.forwardBackward, &st.optimizer, &st.step})
       names.intern(*n);
 
   Writer body;
@@ -238,6 +240,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u32(names.intern(st.forward));
     body.u32(names.intern(st.forwardBackward));
     body.u32(names.intern(st.optimizer));
+    body.u32(names.intern(st.step));
     for (int64_t id : {st.input, st.output, st.outputGrad, st.inputGrad,
                        st.loss, st.gradNorm, st.learningRate})
       body.i64(id);
@@ -248,6 +251,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u64(v);
   body.u64(plan.summary.flopsPerMicroBatch);
   body.u64(plan.summary.collectiveBytesPerStep);
+  body.f64(plan.summary.pipelineBubble);
 
   Writer file;
   file.bytes(kPlanMagic, sizeof(kPlanMagic));
@@ -419,16 +423,17 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     }
   }
 
-  // schedule, then per stage: three program names and seven buffer ids.
+  // schedule, then per stage: four program names and seven buffer ids.
   plan.schedule = checkedEnum<PipelineSchedule>(
       r, "pipeline schedule", uint32_t(PipelineSchedule::OneFOneB));
-  plan.stages.resize(r.count("pipeline stages", 3 * 4 + 7 * 8));
+  plan.stages.resize(r.count("pipeline stages", 4 * 4 + 7 * 8));
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     PipelineStage &st = plan.stages[k];
     std::string f = "stages[" + std::to_string(k) + "]";
     st.forward = name(f + ".forward");
     st.forwardBackward = name(f + ".forwardBackward");
     st.optimizer = name(f + ".optimizer");
+    st.step = name(f + ".step");
     for (int64_t *id : {&st.input, &st.output, &st.outputGrad, &st.inputGrad,
                         &st.loss, &st.gradNorm, &st.learningRate})
       *id = r.i64(f + " buffer id");
@@ -440,6 +445,12 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     v = r.u64("summary peakBytesPerArena");
   plan.summary.flopsPerMicroBatch = r.u64("summary flopsPerMicroBatch");
   plan.summary.collectiveBytesPerStep = r.u64("summary collectiveBytesPerStep");
+  plan.summary.pipelineBubble = r.f64("summary pipelineBubble");
+  if (!std::isfinite(plan.summary.pipelineBubble) ||
+      plan.summary.pipelineBubble < 0)
+    r.fail("summary pipelineBubble " +
+           std::to_string(plan.summary.pipelineBubble) +
+           " is not a fraction >= 0");
   if (r.remaining() != 0)
     r.fail(std::to_string(r.remaining()) +
            " unexpected bytes after the summary");

@@ -36,10 +36,10 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
        << " ranks)\n";
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &st = plan.stages[k];
-    os << "stage " << k << " ("
-       << ::dsc::pipelineScheduleName(plan.schedule)
+    os << "stage " << k << " (" << ::dsc::pipelineScheduleName(plan.schedule)
        << "): programs '" << st.forward << "', '" << st.forwardBackward
-       << "', '" << st.optimizer << "'; input %" << st.input;
+       << "', '" << st.optimizer << "', step '" << st.step << "'; input %"
+       << st.input;
     if (st.output >= 0)
       os << ", output %" << st.output << ", output grad %" << st.outputGrad;
     if (st.inputGrad >= 0)

@@ -171,6 +171,84 @@ void checkWellKnown(const Plan &plan) {
     check(plan.gradientSeed, "gradientSeed", BufferRole::Constant);
 }
 
+/// Stage k's step program: only pipeline-step instructions; each message
+/// on the buffer its direction moves (the output or the input's gradient
+/// out, the input or the output's gradient in) to or from a neighbour; and
+/// every micro-batch of the step's forward and backward once each, in
+/// micro-batch order, its backward after its forward (the executor keeps
+/// the stage inputs of the micro-batches in flight, oldest first).
+void checkStep(const Plan &plan, size_t k, const PipelineStage &st,
+               const Program &step) {
+  const int64_t stage = int64_t(k), stages = int64_t(plan.stages.size());
+  int64_t forwards = 0, backwards = 0;
+  for (size_t i = 0; i < step.instructions.size(); ++i) {
+    const Instruction &inst = step.instructions[i];
+    auto fail = [&](const std::string &why) {
+      throw Error("pipeline stage " + std::to_string(k) + "'s step program '" +
+                  step.name + "' instruction " + std::to_string(i) + " (" +
+                  opcodeName(inst.opcode) + "): " + why);
+    };
+    const OpcodeInfo *info = lookupOpcode(uint32_t(inst.opcode));
+    if (!info || !info->has(kPipelineStep))
+      fail("a step program holds only pipeline-step instructions");
+    auto microBatchIn = [&](int64_t mb, int64_t expected) {
+      if (mb != expected)
+        fail("runs micro-batch " + std::to_string(mb) + " where micro-batch " +
+             std::to_string(expected) +
+             " is next (forwards, and backwards, run in micro-batch order)");
+      if (mb >= plan.microBatches)
+        fail("micro-batch " + std::to_string(mb) + " is outside the step's " +
+             std::to_string(plan.microBatches));
+    };
+    switch (inst.opcode) {
+    case Opcode::PipelineForward:
+      microBatchIn(ops::PipelineForward::decode(inst).microBatch, forwards++);
+      break;
+    case Opcode::PipelineBackward:
+      microBatchIn(ops::PipelineBackward::decode(inst).microBatch, backwards++);
+      if (backwards > forwards)
+        fail("the backward of micro-batch " + std::to_string(backwards - 1) +
+             " comes before its forward");
+      break;
+    case Opcode::PipelineSend:
+    case Opcode::PipelineRecv: {
+      const bool send = inst.opcode == Opcode::PipelineSend;
+      const int64_t peer = send ? ops::PipelineSend::decode(inst).peer
+                                : ops::PipelineRecv::decode(inst).peer;
+      const int64_t mb = send ? ops::PipelineSend::decode(inst).microBatch
+                              : ops::PipelineRecv::decode(inst).microBatch;
+      if (mb < 0 || mb >= plan.microBatches)
+        fail("micro-batch " + std::to_string(mb) + " is outside the step's " +
+             std::to_string(plan.microBatches));
+      const int64_t buf = int64_t(send ? inst.inputs[0] : inst.outputs[0]);
+      // Up the pipeline go activations, down go gradients.
+      const int64_t upBuffer = send ? st.output : st.input;
+      const int64_t downBuffer = send ? st.inputGrad : st.outputGrad;
+      const int64_t up = send ? stage + 1 : stage - 1;
+      const int64_t down = send ? stage - 1 : stage + 1;
+      if (peer == up && up >= 0 && up < stages && buf == upBuffer)
+        break;
+      if (peer == down && down >= 0 && down < stages && buf == downBuffer)
+        break;
+      fail(std::string(send ? "sends " : "receives ") +
+           describeBuffer(plan, uint32_t(buf)) + (send ? " to" : " from") +
+           " stage " + std::to_string(peer) +
+           ", which is not a message of this stage (the output or the "
+           "input's gradient to a neighbour, the input or the output's "
+           "gradient from one)");
+    }
+    default:
+      break;
+    }
+  }
+  if (forwards != plan.microBatches || backwards != plan.microBatches)
+    throw Error("pipeline stage " + std::to_string(k) + "'s step program '" +
+                step.name + "' runs " + std::to_string(forwards) +
+                " forwards and " + std::to_string(backwards) +
+                " backwards, not one each for the step's " +
+                std::to_string(plan.microBatches) + " micro-batches");
+}
+
 /// Pipeline stages: one per coordinate of the mesh axis "pp", their
 /// programs present, their boundary buffers of the roles the schedule
 /// fills, and each message's two ends of one dtype and size.
@@ -187,7 +265,7 @@ void checkStages(const Plan &plan) {
     const PipelineStage &st = plan.stages[k];
     const std::string where = "pipeline stage " + std::to_string(k);
     for (const std::string *name :
-         {&st.forward, &st.forwardBackward, &st.optimizer})
+         {&st.forward, &st.forwardBackward, &st.optimizer, &st.step})
       if (!plan.findProgram(*name))
         throw Error(where + ": no program '" + *name + "'");
     auto check = [&](int64_t id, const char *field, BufferRole role,
@@ -215,6 +293,7 @@ void checkStages(const Plan &plan) {
     check(st.loss, "loss", BufferRole::Loss, k == last);
     check(st.gradNorm, "gradNorm", BufferRole::Scalar, true);
     check(st.learningRate, "learningRate", BufferRole::Scalar, true);
+    checkStep(plan, k, st, *plan.findProgram(st.step));
     if (k == last)
       continue;
     // The messages between k and k+1: both ends alike.
@@ -287,12 +366,25 @@ void dsc::rt::validatePlan(const Plan &plan) {
   checkPersistentOverlap(plan);
   checkWellKnown(plan);
 
+  // Pipeline-step instructions belong to the stages' step programs only
+  // (checkStep checks those): elsewhere nothing would run them in order.
+  std::set<std::string> stepPrograms;
+  for (const PipelineStage &st : plan.stages)
+    stepPrograms.insert(st.step);
   std::set<std::string> programNames;
   for (const Program &prog : plan.programs) {
     if (!programNames.insert(prog.name).second)
       throw Error("program '" + prog.name + "' appears twice");
-    for (size_t i = 0; i < prog.instructions.size(); ++i)
-      InstructionChecker(plan, prog, i, lookupOpcode(uint32_t(prog.instructions[i].opcode))).run();
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      const OpcodeInfo *info =
+          lookupOpcode(uint32_t(prog.instructions[i].opcode));
+      InstructionChecker(plan, prog, i, info).run();
+      if (info->has(kPipelineStep) && !stepPrograms.count(prog.name))
+        throw Error("program '" + prog.name + "' instruction " +
+                    std::to_string(i) + " (" + info->name +
+                    "): a pipeline-step instruction outside a pipeline "
+                    "stage's step program");
+    }
   }
   checkStages(plan);
 }

@@ -408,15 +408,18 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   }
   case Opcode::CrossEntropy: {
     int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
-    checkIds(ids(1), rows, vocab, "target id");
-    *out(0) = crossEntropyForward<T>(in(0), ids(1), nullptr, rows, vocab);
+    const int64_t classes = ops::CrossEntropy::decode(inst).classes;
+    checkIds(ids(1), rows, classColumns(vocab, 0, classes), "target id");
+    *out(0) =
+        crossEntropyForward<T>(in(0), ids(1), nullptr, rows, vocab, classes);
     break;
   }
   case Opcode::CrossEntropyGrad: {
     int64_t vocab = lastDim(inB(0)), rows = rowsOf(inB(0));
-    checkIds(ids(1), rows, vocab, "target id");
+    const int64_t classes = ops::CrossEntropyGrad::decode(inst).classes;
+    checkIds(ids(1), rows, classColumns(vocab, 0, classes), "target id");
     crossEntropyBackward<T>(in(0), ids(1), nullptr, *in(2), out(0), rows, vocab,
-                            false);
+                            false, classes);
     break;
   }
   case Opcode::Copy:
@@ -501,6 +504,10 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::ReduceScatter:
   case Opcode::ReduceScatterAccumulate:
   case Opcode::GatherParameter:
+  case Opcode::PipelineForward:
+  case Opcode::PipelineBackward:
+  case Opcode::PipelineSend:
+  case Opcode::PipelineRecv:
     fail("the executor runs this instruction, not the backend");
     break;
   case Opcode::GlobalNormClipParts: {
@@ -564,21 +571,25 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::VocabParallelCrossEntropyGrad: {
     // Megatron's three reductions per token: the max, the sum of
     // exponentials (and, forward, the target's logit), in f64.
-    Communicator &comm = requireGroup(
-        prog, index,
-        inst.opcode == Opcode::VocabParallelCrossEntropy
-            ? ops::VocabParallelCrossEntropy::decode(inst).axes
-            : ops::VocabParallelCrossEntropyGrad::decode(inst).axes);
+    const bool forward = inst.opcode == Opcode::VocabParallelCrossEntropy;
+    const int64_t axes =
+        forward ? ops::VocabParallelCrossEntropy::decode(inst).axes
+                : ops::VocabParallelCrossEntropyGrad::decode(inst).axes;
+    const int64_t classes =
+        forward ? ops::VocabParallelCrossEntropy::decode(inst).classes
+                : ops::VocabParallelCrossEntropyGrad::decode(inst).classes;
+    Communicator &comm = requireGroup(prog, index, axes);
     const int64_t cols = lastDim(inB(0)), rows = rowsOf(inB(0));
     const int64_t begin = cols * comm.rank();
-    checkIds(ids(1), rows, cols * comm.size(), "target id");
+    checkIds(ids(1), rows, classColumns(cols * comm.size(), 0, classes),
+             "target id");
     std::vector<double> max(rows), sumExp(rows), target(rows);
-    vocabShardRowMax(in(0), rows, cols, max.data());
+    vocabShardRowMax(in(0), rows, cols, begin, classes, max.data());
     comm.allReduce(max.data(), rows, DType::F64, ReduceOp::Max);
-    vocabShardRowSums(in(0), ids(1), max.data(), rows, cols, begin,
+    vocabShardRowSums(in(0), ids(1), max.data(), rows, cols, begin, classes,
                       sumExp.data(), target.data());
     comm.allReduce(sumExp.data(), rows, DType::F64, ReduceOp::Sum);
-    if (inst.opcode == Opcode::VocabParallelCrossEntropy) {
+    if (forward) {
       comm.allReduce(target.data(), rows, DType::F64, ReduceOp::Sum);
       double total = 0; // row order: independent of threads and ranks
       for (int64_t r = 0; r < rows; ++r)
@@ -587,8 +598,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     } else {
       for (int64_t r = 0; r < rows; ++r)
         max[r] += std::log(sumExp[r]); // the logsumexp
-      vocabShardCrossEntropyBackward(in(0), ids(1), max.data(), *in(2),
-                                     out(0), rows, cols, begin, false);
+      vocabShardCrossEntropyBackward(in(0), ids(1), max.data(), *in(2), out(0),
+                                     rows, cols, begin, classes, false);
     }
     break;
   }

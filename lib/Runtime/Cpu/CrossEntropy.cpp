@@ -36,18 +36,18 @@ template <typename T> T rowLogSumExp(const T *x, int64_t n) {
 
 template <typename T>
 T dsc::rt::crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
-                               int64_t rows, int64_t vocab) {
+                               int64_t rows, int64_t vocab, int64_t classes) {
+  const int64_t n = classColumns(vocab, 0, classes);
   std::vector<double> rowLoss(rows);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T *x = logits + r * vocab;
-    const T l = rowLogSumExp(x, vocab);
+    const T l = rowLogSumExp(x, n);
     if (lse)
       lse[r] = l;
     int64_t t = targets[r];
-    rowLoss[r] = (t < 0 || t >= vocab)
-                     ? std::numeric_limits<double>::quiet_NaN()
-                     : double(l - x[t]);
+    rowLoss[r] = (t < 0 || t >= n) ? std::numeric_limits<double>::quiet_NaN()
+                                   : double(l - x[t]);
   }
   // Row order, in double: independent of the thread count.
   double total = 0;
@@ -59,8 +59,9 @@ T dsc::rt::crossEntropyForward(const T *logits, const int32_t *targets, T *lse,
 template <typename T>
 void dsc::rt::crossEntropyBackward(const T *logits, const int32_t *targets,
                                    const T *lse, T dLoss, T *dLogits,
-                                   int64_t rows, int64_t vocab,
-                                   bool accumulate) {
+                                   int64_t rows, int64_t vocab, bool accumulate,
+                                   int64_t classes) {
+  const int64_t n = classColumns(vocab, 0, classes);
   // Without a saved lse, recompute it (the forward's first two passes).
   std::vector<T> lseStore;
   if (!lse) {
@@ -68,16 +69,17 @@ void dsc::rt::crossEntropyBackward(const T *logits, const int32_t *targets,
     T *l = lseStore.data();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r)
-      l[r] = rowLogSumExp(logits + r * vocab, vocab);
+      l[r] = rowLogSumExp(logits + r * vocab, n);
     lse = l;
   }
   detail::crossEntropyGradRows(logits, targets, lse, dLoss, dLogits, rows,
-                               vocab, /*colBegin=*/0, accumulate);
+                               vocab, /*colBegin=*/0, classes, accumulate);
 }
 
 #define INSTANTIATE(T)                                                         \
   template T dsc::rt::crossEntropyForward<T>(const T *, const int32_t *, T *,  \
-                                             int64_t, int64_t);                \
-  template void dsc::rt::crossEntropyBackward<T>(                              \
-      const T *, const int32_t *, const T *, T, T *, int64_t, int64_t, bool);
+                                             int64_t, int64_t, int64_t);       \
+  template void dsc::rt::crossEntropyBackward<T>(const T *, const int32_t *,   \
+                                                 const T *, T, T *, int64_t,   \
+                                                 int64_t, bool, int64_t);
 DSC_RT_INSTANTIATE_FLOAT_DOUBLE(INSTANTIATE)

@@ -12,6 +12,8 @@
 #ifndef DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H
 #define DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H
 
+#include "dsc/Runtime/CpuKernels.h"
+
 #include <cblas.h>
 #include <cmath>
 #include <cstdint>
@@ -148,10 +150,12 @@ inline void blockRange(int64_t n, int parts, int i, int64_t &begin,
 /// shard); the one-hot column is targets[r] - colBegin, absent when outside
 /// [0, cols) (another shard's). The backward of both cross-entropies.
 template <typename T, typename L>
-void crossEntropyGradRows(const T *logits, const int32_t *targets,
-                          const L *lse, T dLoss, T *dLogits, int64_t rows,
-                          int64_t cols, int64_t colBegin, bool accumulate) {
+void crossEntropyGradRows(const T *logits, const int32_t *targets, const L *lse,
+                          T dLoss, T *dLogits, int64_t rows, int64_t cols,
+                          int64_t colBegin, int64_t classes, bool accumulate) {
   const T g = dLoss / T(rows);
+  // Columns past the classes (a padded vocabulary's) take no probability.
+  const int64_t n = classColumns(cols, colBegin, classes);
   dispatchAccumulate(accumulate, [&](auto acc) {
     constexpr bool Acc = decltype(acc)::value;
 #pragma omp parallel for schedule(static)
@@ -160,8 +164,10 @@ void crossEntropyGradRows(const T *logits, const int32_t *targets,
       T *d = dLogits + r * cols;
       const T l = T(lse[r]);
 #pragma omp simd
-      for (int64_t c = 0; c < cols; ++c)
+      for (int64_t c = 0; c < n; ++c)
         put<Acc>(d + c, fastExp(x[c] - l) * g);
+      for (int64_t c = n; c < cols; ++c)
+        put<Acc>(d + c, T(0));
       const int64_t t = int64_t(targets[r]) - colBegin;
       if (t >= 0 && t < cols)
         d[t] -= g;

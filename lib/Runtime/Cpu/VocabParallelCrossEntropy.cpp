@@ -16,18 +16,21 @@
 #include "KernelSupport.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace dsc::rt;
 
 template <typename T>
 void dsc::rt::vocabShardRowMax(const T *logits, int64_t rows, int64_t cols,
-                               double *max) {
+                               int64_t colBegin, int64_t classes, double *max) {
+  const int64_t n = classColumns(cols, colBegin, classes);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T *x = logits + r * cols;
-    T mx = x[0];
+    // Columns that are all padding: -inf, which the group's max ignores.
+    T mx = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : mx)
-    for (int64_t c = 1; c < cols; ++c)
+    for (int64_t c = 0; c < n; ++c)
       mx = x[c] > mx ? x[c] : mx;
     max[r] = double(mx);
   }
@@ -36,39 +39,41 @@ void dsc::rt::vocabShardRowMax(const T *logits, int64_t rows, int64_t cols,
 template <typename T>
 void dsc::rt::vocabShardRowSums(const T *logits, const int32_t *targets,
                                 const double *max, int64_t rows, int64_t cols,
-                                int64_t colBegin, double *sumExp,
-                                double *targetLogit) {
+                                int64_t colBegin, int64_t classes,
+                                double *sumExp, double *targetLogit) {
+  const int64_t n = classColumns(cols, colBegin, classes);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T *x = logits + r * cols;
     const T mx = T(max[r]);
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < cols; ++c)
+    for (int64_t c = 0; c < n; ++c)
       sum += detail::fastExp(x[c] - mx);
     sumExp[r] = double(sum);
     const int64_t t = int64_t(targets[r]) - colBegin;
-    targetLogit[r] = (t >= 0 && t < cols) ? double(x[t]) : 0.0;
+    targetLogit[r] = (t >= 0 && t < n) ? double(x[t]) : 0.0;
   }
 }
 
 template <typename T>
-void dsc::rt::vocabShardCrossEntropyBackward(
-    const T *logits, const int32_t *targets, const double *lse, T dLoss,
-    T *dLogits, int64_t rows, int64_t cols, int64_t colBegin,
-    bool accumulate) {
-  detail::crossEntropyGradRows(logits, targets, lse, dLoss, dLogits, rows,
-                               cols, colBegin, accumulate);
+void dsc::rt::vocabShardCrossEntropyBackward(const T *logits,
+                                             const int32_t *targets,
+                                             const double *lse, T dLoss,
+                                             T *dLogits, int64_t rows,
+                                             int64_t cols, int64_t colBegin,
+                                             int64_t classes, bool accumulate) {
+  detail::crossEntropyGradRows(logits, targets, lse, dLoss, dLogits, rows, cols,
+                               colBegin, classes, accumulate);
 }
 
 #define INSTANTIATE(T)                                                         \
   template void dsc::rt::vocabShardRowMax<T>(const T *, int64_t, int64_t,      \
-                                             double *);                        \
-  template void dsc::rt::vocabShardRowSums<T>(const T *, const int32_t *,      \
-                                              const double *, int64_t,         \
-                                              int64_t, int64_t, double *,      \
-                                              double *);                       \
+                                             int64_t, int64_t, double *);      \
+  template void dsc::rt::vocabShardRowSums<T>(                                 \
+      const T *, const int32_t *, const double *, int64_t, int64_t, int64_t,   \
+      int64_t, double *, double *);                                            \
   template void dsc::rt::vocabShardCrossEntropyBackward<T>(                    \
       const T *, const int32_t *, const double *, T, T *, int64_t, int64_t,    \
-      int64_t, bool);
+      int64_t, int64_t, bool);
 DSC_RT_INSTANTIATE_FLOAT_DOUBLE(INSTANTIATE)

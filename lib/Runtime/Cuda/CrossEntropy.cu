@@ -5,7 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // One block per row of logits (a row is a vocabulary: 50k columns); the mean
-// loss is summed over rows in row order, in double, by a single block.
+// loss is summed over rows in row order, in double, by a single block. Of a
+// row's `vocab` columns the first `n` are classes; the rest (a padded
+// vocabulary's rows) take no probability and get a zero gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,17 +34,17 @@ __device__ float rowLse(const T *x, int64_t vocab, float *red) {
 
 template <typename T>
 __global__ void forwardKernel(const T *logits, const int32_t *targets,
-                              float *lse, float *rowLoss, int64_t vocab) {
+                              float *lse, float *rowLoss, int64_t vocab,
+                              int64_t n) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const T *x = logits + r * vocab;
-  const float l = rowLse(x, vocab, red);
+  const float l = rowLse(x, n, red);
   if (threadIdx.x == 0) {
     if (lse)
       lse[r] = l;
     const int64_t t = targets[r];
-    rowLoss[r] =
-        (t < 0 || t >= vocab) ? __int_as_float(0x7fc00000) : l - toF(x[t]);
+    rowLoss[r] = (t < 0 || t >= n) ? __int_as_float(0x7fc00000) : l - toF(x[t]);
   }
 }
 
@@ -58,15 +60,15 @@ __global__ void meanKernel(const float *rowLoss, float *loss, int64_t rows) {
 template <typename T>
 __global__ void backwardKernel(const T *logits, const int32_t *targets,
                                const float *lse, float g, T *dLogits,
-                               int64_t vocab, bool acc) {
+                               int64_t vocab, int64_t n, bool acc) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const T *x = logits + r * vocab;
   T *d = dLogits + r * vocab;
-  const float l = lse ? lse[r] : rowLse(x, vocab, red);
+  const float l = lse ? lse[r] : rowLse(x, n, red);
   const int64_t t = targets[r];
   for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) {
-    float v = expf(toF(x[c]) - l) * g - (c == t ? g : 0.0f);
+    float v = c < n ? expf(toF(x[c]) - l) * g - (c == t ? g : 0.0f) : 0.0f;
     put(d + c, v, acc);
   }
 }
@@ -76,37 +78,40 @@ __global__ void backwardKernel(const T *logits, const int32_t *targets,
 /// safe: each element is read before its own write, by the same thread).
 template <typename T>
 __global__ void fusedKernel(const T *logits, const int32_t *targets,
-                            float *rowLoss, float g, T *dLogits,
-                            int64_t vocab) {
+                            float *rowLoss, float g, T *dLogits, int64_t vocab,
+                            int64_t n) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const T *x = logits + r * vocab;
   T *d = dLogits + r * vocab;
-  const float l = rowLse(x, vocab, red);
+  const float l = rowLse(x, n, red);
   const int64_t t = targets[r];
   if (threadIdx.x == 0)
-    rowLoss[r] =
-        (t < 0 || t >= vocab) ? __int_as_float(0x7fc00000) : l - toF(x[t]);
+    rowLoss[r] = (t < 0 || t >= n) ? __int_as_float(0x7fc00000) : l - toF(x[t]);
   // Every thread has read x[t] (thread 0) before anyone overwrites it.
   __syncthreads();
   for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x)
-    d[c] = fromF<T>(expf(toF(x[c]) - l) * g - (c == t ? g : 0.0f));
+    d[c] =
+        fromF<T>(c < n ? expf(toF(x[c]) - l) * g - (c == t ? g : 0.0f) : 0.0f);
+}
+/// The class columns of a row: `classes`, or all of them for 0.
+int64_t classCount(int64_t vocab, int64_t classes) {
+  return classes > 0 && classes < vocab ? classes : vocab;
 }
 } // namespace
 
 template <typename T>
-cudaError_t
-dsc::rt::cuda::crossEntropyForward(const T *logits, const int32_t *targets,
-                                   float *lse, float *loss, int64_t rows,
-                                   int64_t vocab, cudaStream_t stream) {
+cudaError_t dsc::rt::cuda::crossEntropyForward(
+    const T *logits, const int32_t *targets, float *lse, float *loss,
+    int64_t rows, int64_t vocab, int64_t classes, cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
   float *rowLoss = nullptr;
   if (cudaError_t e =
           cudaMallocAsync((void **)&rowLoss, rows * sizeof(float), stream))
     return e;
-  forwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(logits, targets, lse,
-                                                         rowLoss, vocab);
+  forwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
+      logits, targets, lse, rowLoss, vocab, classCount(vocab, classes));
   meanKernel<<<1, 1, 0, stream>>>(rowLoss, loss, rows);
   cudaError_t launch = cudaGetLastError();
   cudaError_t freed = cudaFreeAsync(rowLoss, stream);
@@ -114,22 +119,24 @@ dsc::rt::cuda::crossEntropyForward(const T *logits, const int32_t *targets,
 }
 
 template <typename T>
-cudaError_t
-dsc::rt::cuda::crossEntropyBackward(const T *logits, const int32_t *targets,
-                                    const float *lse, float dLoss, T *dLogits,
-                                    int64_t rows, int64_t vocab,
-                                    bool accumulate, cudaStream_t stream) {
+cudaError_t dsc::rt::cuda::crossEntropyBackward(
+    const T *logits, const int32_t *targets, const float *lse, float dLoss,
+    T *dLogits, int64_t rows, int64_t vocab, int64_t classes, bool accumulate,
+    cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
   backwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
-      logits, targets, lse, dLoss / float(rows), dLogits, vocab, accumulate);
+      logits, targets, lse, dLoss / float(rows), dLogits, vocab,
+      classCount(vocab, classes), accumulate);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t dsc::rt::cuda::crossEntropyFused(
-    const T *logits, const int32_t *targets, float *loss, float dLoss,
-    T *dLogits, int64_t rows, int64_t vocab, cudaStream_t stream) {
+cudaError_t
+dsc::rt::cuda::crossEntropyFused(const T *logits, const int32_t *targets,
+                                 float *loss, float dLoss, T *dLogits,
+                                 int64_t rows, int64_t vocab, int64_t classes,
+                                 cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
   float *rowLoss = nullptr;
@@ -137,7 +144,8 @@ cudaError_t dsc::rt::cuda::crossEntropyFused(
           cudaMallocAsync((void **)&rowLoss, rows * sizeof(float), stream))
     return e;
   fusedKernel<<<unsigned(rows), kThreads, 0, stream>>>(
-      logits, targets, rowLoss, dLoss / float(rows), dLogits, vocab);
+      logits, targets, rowLoss, dLoss / float(rows), dLogits, vocab,
+      classCount(vocab, classes));
   meanKernel<<<1, 1, 0, stream>>>(rowLoss, loss, rows);
   cudaError_t launch = cudaGetLastError();
   cudaError_t freed = cudaFreeAsync(rowLoss, stream);
@@ -146,12 +154,12 @@ cudaError_t dsc::rt::cuda::crossEntropyFused(
 
 #define INSTANTIATE(T)                                                         \
   template cudaError_t dsc::rt::cuda::crossEntropyForward<T>(                  \
-      const T *, const int32_t *, float *, float *, int64_t, int64_t,          \
+      const T *, const int32_t *, float *, float *, int64_t, int64_t, int64_t, \
       cudaStream_t);                                                           \
   template cudaError_t dsc::rt::cuda::crossEntropyBackward<T>(                 \
       const T *, const int32_t *, const float *, float, T *, int64_t, int64_t, \
-      bool, cudaStream_t);                                                     \
+      int64_t, bool, cudaStream_t);                                            \
   template cudaError_t dsc::rt::cuda::crossEntropyFused<T>(                    \
       const T *, const int32_t *, float *, float, T *, int64_t, int64_t,       \
-      cudaStream_t);
+      int64_t, cudaStream_t);
 DSC_CUDA_INSTANTIATE_ALL(INSTANTIATE)

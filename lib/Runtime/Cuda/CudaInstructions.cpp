@@ -171,14 +171,15 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::CrossEntropy:
     // A target outside the vocabulary makes the loss NaN, which dsc-run
     // reports; the data sources check targets before they get here.
-    launched(cuda::crossEntropyForward(in(0), ids(1), nullptr, outF(0),
-                                       rowsOf(inB(0)), lastDim(inB(0)),
-                                       stream));
+    launched(cuda::crossEntropyForward(
+        in(0), ids(1), nullptr, outF(0), rowsOf(inB(0)), lastDim(inB(0)),
+        ops::CrossEntropy::decode(inst).classes, stream));
     break;
   case Opcode::CrossEntropyGrad:
     launched(cuda::crossEntropyBackward(
         in(0), ids(1), nullptr, float(readScalar(inB(2), in(2))), out(0),
-        rowsOf(inB(0)), lastDim(inB(0)), false, stream));
+        rowsOf(inB(0)), lastDim(inB(0)),
+        ops::CrossEntropyGrad::decode(inst).classes, false, stream));
     break;
   case Opcode::Copy:
     copy(out(0), in(0), inB(0).bytes);

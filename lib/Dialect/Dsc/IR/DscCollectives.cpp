@@ -330,3 +330,14 @@ LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyPeer(*this, tables, getMeshAttr(), getAxis(),
                     getPeerAttr().getInt());
 }
+
+/// The axis a pipeline stage's messages travel on.
+static constexpr llvm::StringLiteral kPipelineAxis = "pp";
+
+LogicalResult PipelineSendOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPeer(*this, tables, getMeshAttr(), kPipelineAxis, getPeer());
+}
+
+LogicalResult PipelineRecvOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPeer(*this, tables, getMeshAttr(), kPipelineAxis, getPeer());
+}

@@ -142,6 +142,22 @@ void RecvOp::getCommunicationEvents(
                                 getResult().getType()));
 }
 
+// A pipeline message's tag is its micro-batch: the direction (to a higher
+// or a lower stage) already tells activations from gradients.
+void PipelineSendOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
+  events.push_back(pointToPoint(CommunicationEvent::Kind::Send, getMeshAttr(),
+                                "pp", getPeerAttr(), getMicrobatchAttr(),
+                                getPayload()));
+}
+
+void PipelineRecvOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
+  events.push_back(pointToPoint(CommunicationEvent::Kind::Recv, getMeshAttr(),
+                                "pp", getPeerAttr(), getMicrobatchAttr(),
+                                getPayload()));
+}
+
 //===----------------------------------------------------------------------===//
 // In-place collectives over named state
 //===----------------------------------------------------------------------===//

@@ -348,6 +348,12 @@ LogicalResult CrossEntropyOp::verify() {
                        "vocab dimension = [")
            << formatShape(expected) << "], got [" << formatShape(targets)
            << "]";
+  const int64_t vocab = logits.getShape().back();
+  const int64_t classes = getClassesAttr().getInt();
+  if (classes < 0 || classes > vocab)
+    return emitOpError("classes = ")
+           << classes << " must be between 0 (every column) and the " << vocab
+           << " columns of the logits";
   return success();
 }
 

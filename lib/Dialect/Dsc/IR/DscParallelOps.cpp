@@ -37,13 +37,30 @@ LogicalResult VocabParallelEmbeddingGradOp::verifySymbolUses(
     SymbolTableCollection &tables) {
   return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
 }
+/// `classes` (0: all) counts the whole vocabulary's classes: at most the
+/// group's columns.
+static LogicalResult verifyClasses(Operation *op, SymbolTableCollection &tables,
+                                   FlatSymbolRefAttr mesh, ArrayAttr axes,
+                                   Value logits, int64_t classes) {
+  FailureOr<int64_t> group = getMeshGroupSize(op, tables, mesh, axes);
+  if (failed(group))
+    return failure();
+  const int64_t columns = tensorOf(logits).getShape().back() * *group;
+  if (classes < 0 || classes > columns)
+    return op->emitOpError("classes = ")
+           << classes << " must be between 0 (every column) and the " << columns
+           << " columns of the whole vocabulary";
+  return success();
+}
 LogicalResult
 VocabParallelCrossEntropyOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  return verifyClasses(*this, tables, getMeshAttr(), getMeshAxes(), getLogits(),
+                       getClassesAttr().getInt());
 }
 LogicalResult VocabParallelCrossEntropyGradOp::verifySymbolUses(
     SymbolTableCollection &tables) {
-  return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  return verifyClasses(*this, tables, getMeshAttr(), getMeshAxes(), getLogits(),
+                       getClassesAttr().getInt());
 }
 
 //===----------------------------------------------------------------------===//
@@ -151,7 +168,7 @@ VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                       SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(VocabParallelCrossEntropyGradOp::create(
       b, getLoc(), getLogits().getType(), getLogits(), getTargets(),
-      resultGrads[0], getMeshAttr(), getMeshAxes()));
+      resultGrads[0], getMeshAttr(), getMeshAxes(), getClassesAttr()));
   operandGrads.push_back(nullptr);
   return success();
 }

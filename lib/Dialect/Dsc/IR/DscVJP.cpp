@@ -178,9 +178,9 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(
-      CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
-                                 getLogits(), getTargets(), resultGrads[0]));
+  operandGrads.push_back(CrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), getLogits(), getTargets(),
+      resultGrads[0], getClassesAttr()));
   operandGrads.push_back(nullptr);
   return success();
 }

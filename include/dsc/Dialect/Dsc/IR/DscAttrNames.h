@@ -50,7 +50,9 @@ inline constexpr llvm::StringLiteral kPipelineLocalAttr = "dsc.pipeline_local";
 /// `i64 >= 1`: micro-batches per step, recorded by --dsc-autodiff, which
 /// seeds the loss gradient with their inverse.
 inline constexpr llvm::StringLiteral kMicrobatchesAttr = "dsc.microbatches";
-/// `{stages = P : i64, schedule = "1f1b" | "gpipe"}` (--dsc-pipeline).
+/// `{stages = P : i64, schedule = "1f1b" | "gpipe"}` (--dsc-pipeline), and
+/// `bubble = f : f64`, the schedule's idle fraction of the step on these
+/// stages (--dsc-pipeline-schedule).
 inline constexpr llvm::StringLiteral kPipelineAttr = "dsc.pipeline";
 /// A dictionary: the model's shape (dsc-translate --import-neox).
 inline constexpr llvm::StringLiteral kModelAttr = "dsc.model";

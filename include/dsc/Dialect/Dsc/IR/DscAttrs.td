@@ -36,6 +36,15 @@ def Dsc_MemoryTier : I32EnumAttr<"MemoryTier", "memory tier", [
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_PipelineMessage : I32EnumAttr<"PipelineMessage",
+    "what a pipeline stage sends its neighbour", [
+  I32EnumAttrCase<"Activation", 0, "activation">,
+  I32EnumAttrCase<"Gradient", 1, "gradient">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
 def Dsc_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction", [
   I32EnumAttrCase<"Sum", 0, "sum">,
   I32EnumAttrCase<"Average", 1, "avg">,
@@ -67,7 +76,8 @@ def Dsc_LrSchedule : I32EnumAttr<"LrSchedule", "learning-rate schedule", [
 def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"Forward", 0, "forward">,
   I32EnumAttrCase<"ForwardBackward", 1, "forward_backward">,
-  I32EnumAttrCase<"Optimizer", 2, "optimizer">
+  I32EnumAttrCase<"Optimizer", 2, "optimizer">,
+  I32EnumAttrCase<"PipelineStep", 3, "pipeline_step">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::dsc";
@@ -90,7 +100,10 @@ def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role">
       `--dsc-pipeline` each stage it cuts);
     - `forward_backward`: one micro-batch's forward and backward, which
       accumulates the gradients (`--dsc-autodiff`);
-    - `optimizer`: the step after the micro-batches (`--dsc-optimizer`).
+    - `optimizer`: the step after the micro-batches (`--dsc-optimizer`);
+    - `pipeline_step`: a pipeline stage's whole step, the schedule: its
+      forwards and backwards per micro-batch and the messages between
+      stages, in order (`--dsc-pipeline-schedule`).
 
     A pipeline stage's programs carry `dsc.stage = k` beside their role.
 

@@ -277,7 +277,9 @@ def Dsc_CrossEntropyGradOp : Dsc_ComputeOp<"cross_entropy_grad",
     [AllTypesMatch<["logits", "result"]>]> {
   let summary = "Gradient of the mean cross-entropy with respect to logits";
   let description = [{
-    `dlogits = (softmax(logits) − onehot(targets)) · dloss / tokens`.
+    `dlogits = (softmax(logits) − onehot(targets)) · dloss / tokens`, the
+    softmax over the first `classes` columns (0: all); the columns past them
+    (a padded vocabulary's) get zero.
 
     ```mlir
     %dl = dsc.cross_entropy_grad %logits, %targets, %dloss
@@ -285,7 +287,8 @@ def Dsc_CrossEntropyGradOp : Dsc_ComputeOp<"cross_entropy_grad",
     ```
   }];
   let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets,
-                       0DTensorOf<[F16, BF16, F32, F64]>:$grad);
+                       0DTensorOf<[F16, BF16, F32, F64]>:$grad,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,` type($targets) `,` type($grad)

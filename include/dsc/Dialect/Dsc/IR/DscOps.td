@@ -378,14 +378,25 @@ def Dsc_CrossEntropyOp : Dsc_GraphOp<"cross_entropy"> {
     still f32: the log-sum-exp and the mean over tokens are accumulated in
     f32, and the loss scalar seeds the backward.
 
+    `classes`, when not 0, is how many of the `V` columns are classes: the
+    columns at and past it are the rows GPT-NeoX pads the vocabulary with
+    (to a multiple of `make_vocab_size_divisible_by` × model-parallel size).
+    They are left out of the softmax, so they take no probability, never
+    count in the loss and get a zero gradient; a target id at or past
+    `classes` makes the loss NaN, as one past `V` does.
+
     ```mlir
     %loss = dsc.cross_entropy %logits, %targets
         : tensor<4x64x256xf32>, tensor<4x64xi32> -> tensor<f32>
     %loss16 = dsc.cross_entropy %logits16, %targets
         : tensor<4x64x256xbf16>, tensor<4x64xi32> -> tensor<f32>
+    // A 250-token vocabulary padded to 256 rows.
+    %padded = dsc.cross_entropy %logits, %targets {classes = 250 : i64}
+        : tensor<4x64x256xf32>, tensor<4x64xi32> -> tensor<f32>
     ```
   }];
-  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets);
+  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs 0DTensorOf<[F32, F64]>:$result);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->` type($result)
@@ -807,6 +818,7 @@ def Dsc_YieldOp : Dsc_Op<"yield", [Pure, Terminator, ReturnLike,
 }
 
 include "dsc/Dialect/Dsc/IR/DscGradOps.td"
+include "dsc/Dialect/Dsc/IR/DscScheduleOps.td"
 include "dsc/Dialect/Dsc/IR/DscOptimizerOps.td"
 include "dsc/Dialect/Dsc/IR/DscParallelOps.td"
 

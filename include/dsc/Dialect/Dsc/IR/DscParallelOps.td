@@ -97,7 +97,10 @@ def Dsc_VocabParallelCrossEntropyOp
     the whole cross-entropy's mean over tokens, on every rank of the group,
     computed as Megatron-LM does without gathering the logits: per token,
     an all-reduce of the maximum, one of the sum of exponentials and one of
-    the target's logit (three all-reduces of `tokens` values).
+    the target's logit (three all-reduces of `tokens` values). `classes`
+    (0: all) counts the whole vocabulary's classes, as in
+    `dsc.cross_entropy`: the global columns at and past it (a padded
+    vocabulary's rows, which may fill a rank's columns whole) are left out.
 
     ```mlir
     %loss = dsc.vocab_parallel_cross_entropy %logits, %targets on @mesh axes = ["tp"]
@@ -105,7 +108,8 @@ def Dsc_VocabParallelCrossEntropyOp
     ```
   }];
   let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets,
-                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes);
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs 0DTensorOf<[F32, F64]>:$result);
   let assemblyFormat = [{
     $logits `,` $targets `on` $mesh `axes` `=` $mesh_axes attr-dict `:` type($logits) `,` type($targets) `->` type($result)
@@ -122,6 +126,7 @@ def Dsc_VocabParallelCrossEntropyGradOp
     tokens`, with the softmax over the whole vocabulary: the per-token
     maximum and sum of exponentials are all-reduced over the group again
     (two all-reduces of `tokens` values) rather than kept from the forward.
+    The global columns at and past `classes` (when not 0) get zero.
 
     ```mlir
     %dl = dsc.vocab_parallel_cross_entropy_grad %logits, %targets, %dloss on @mesh axes = ["tp"]
@@ -130,7 +135,8 @@ def Dsc_VocabParallelCrossEntropyGradOp
   }];
   let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IndexTensor:$targets,
                        0DTensorOf<[F32, F64]>:$grad, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$mesh_axes);
+                       StrArrayAttr:$mesh_axes,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $grad `on` $mesh `axes` `=` $mesh_axes attr-dict `:` type($logits) `,` type($targets) `,` type($grad)

@@ -1,0 +1,103 @@
+//===- DscScheduleOps.td - a pipeline stage's step as ops --*- tablegen -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The ops of a `pipeline_step` program (--dsc-pipeline-schedule): what one
+// pipeline rank does in one training step, in order. They name no tensor
+// values: each stage has one set of boundary buffers (its input, output and
+// their gradients, placed by the memory planner), and the runtime keeps
+// each in-flight micro-batch's input until its backward. What these ops
+// fix is the order, so that --dsc-verify-collectives proves it free of
+// deadlock and the runtime runs it as written.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_SCHEDULE_OPS
+#define DSC_SCHEDULE_OPS
+
+def Dsc_PipelineForwardOp : Dsc_Op<"pipeline_forward",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Runs a pipeline stage's forward on one micro-batch";
+  let description = [{
+    Stage `k`'s forward of micro-batch `microbatch`: on the first stage the
+    micro-batch's tokens are loaded into the stage input first. The stage
+    input (received, or the tokens) is kept for the micro-batch's
+    `dsc.pipeline_backward`. On the last stage the forward is the first half
+    of `forward_backward` and `callee` is only checked, not run: the last
+    stage runs forward and backward together.
+
+    ```mlir
+    dsc.pipeline_forward @loss.stage0 microbatch = 2
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, I64Attr:$microbatch);
+  let assemblyFormat = "$callee `microbatch` `=` $microbatch attr-dict";
+}
+
+def Dsc_PipelineBackwardOp : Dsc_Op<"pipeline_backward",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Runs a pipeline stage's backward on one micro-batch";
+  let description = [{
+    Restores the stage input kept by micro-batch `microbatch`'s
+    `dsc.pipeline_forward` and runs `callee`, the stage's
+    `forward_backward`: it recomputes the stage's forward, reads the
+    output's gradient (received from the next stage; on the last, the
+    micro-batch's targets, and it adds the loss) and accumulates the
+    parameters' gradients. Backwards run in the order of their forwards.
+
+    ```mlir
+    dsc.pipeline_backward @forward_backward.stage0 microbatch = 2
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, I64Attr:$microbatch);
+  let assemblyFormat = "$callee `microbatch` `=` $microbatch attr-dict";
+}
+
+def Dsc_PipelineSendOp : Dsc_Op<"pipeline_send",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
+  let summary = "Sends a stage's boundary activation or its gradient";
+  let description = [{
+    Sends micro-batch `microbatch`'s `activation` (the stage output, to
+    stage `peer` = k+1) or `gradient` (the stage input's gradient, to
+    `peer` = k-1) over mesh axis `pp`. A blocking rendezvous with the peer's
+    `dsc.pipeline_recv` of the same message and micro-batch (the tag).
+
+    ```mlir
+    dsc.pipeline_send activation to 1 microbatch = 0 on @mesh : tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins EnumProp<Dsc_PipelineMessage>:$message, I64Attr:$peer,
+                       I64Attr:$microbatch, FlatSymbolRefAttr:$mesh,
+                       TypeAttr:$payload);
+  let assemblyFormat = [{
+    $message `to` $peer `microbatch` `=` $microbatch `on` $mesh attr-dict `:` $payload
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_PipelineRecvOp : Dsc_Op<"pipeline_recv",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
+  let summary = "Receives a stage's boundary activation or its gradient";
+  let description = [{
+    Receives micro-batch `microbatch`'s `activation` from stage `peer` =
+    k-1 into the stage input, or the `gradient` of the stage output from
+    stage `peer` = k+1.
+
+    ```mlir
+    dsc.pipeline_recv gradient from 1 microbatch = 0 on @mesh : tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins EnumProp<Dsc_PipelineMessage>:$message, I64Attr:$peer,
+                       I64Attr:$microbatch, FlatSymbolRefAttr:$mesh,
+                       TypeAttr:$payload);
+  let assemblyFormat = [{
+    $message `from` $peer `microbatch` `=` $microbatch `on` $mesh attr-dict `:` $payload
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DSC_SCHEDULE_OPS

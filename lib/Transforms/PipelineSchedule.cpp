@@ -1,0 +1,251 @@
+//===- PipelineSchedule.cpp - --dsc-pipeline-schedule -----------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Writes each pipeline stage's training step as a `pipeline_step` program:
+// the stage's forwards and backwards per micro-batch and the messages to
+// its neighbours, in the order of the module's schedule (GPipe or 1F1B,
+// PipelineStep.h), and records the bubble the schedule has on these stages
+// (PipelineSimulation.h, with the stages' costs).
+// The runtime runs these programs as written and --dsc-verify-collectives
+// proves their messages match, so the order that most often hangs real
+// pipelines is decided, printed and checked here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Support/PipelineScheduleKind.h"
+#include "dsc/Support/PipelineSimulation.h"
+#include "dsc/Support/PipelineStep.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <string>
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCPIPELINESCHEDULEPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// What one stage's step program is written from.
+struct StageInfo {
+  int64_t index = 0, stages = 1, microbatches = 1;
+  func::FuncOp forward, forwardBackward;
+  /// The activation received from stage k-1 (and its gradient sent back);
+  /// null on stage 0.
+  Type input;
+  /// The activation sent to stage k+1 (and its gradient received); null on
+  /// the last stage.
+  Type output;
+  FlatSymbolRefAttr mesh;
+};
+
+/// Writes one stage's step (PipelineStep.h) as ops at `b`.
+void writeStep(OpBuilder &b, Location loc, const StageInfo &s,
+               ArrayRef<::dsc::PipelineStepOp> step) {
+  using Kind = ::dsc::PipelineStepOp::Kind;
+  auto symbolOf = [](func::FuncOp func) {
+    return FlatSymbolRefAttr::get(func.getSymNameAttr());
+  };
+  for (const ::dsc::PipelineStepOp &op : step) {
+    IntegerAttr microbatch = b.getI64IntegerAttr(op.microBatch);
+    if (op.kind == Kind::Forward) {
+      PipelineForwardOp::create(b, loc, symbolOf(s.forward), microbatch);
+      continue;
+    }
+    if (op.kind == Kind::Backward) {
+      PipelineBackwardOp::create(b, loc, symbolOf(s.forwardBackward),
+                                 microbatch);
+      continue;
+    }
+    // Up the pipeline go activations, down their gradients: a message
+    // with a higher stage is the output's (its activation out, its
+    // gradient in), one with a lower stage the input's.
+    const bool withHigher = op.peer > s.index;
+    const bool send = op.kind == Kind::Send;
+    const PipelineMessage message = withHigher == send
+                                        ? PipelineMessage::Activation
+                                        : PipelineMessage::Gradient;
+    TypeAttr type = TypeAttr::get(withHigher ? s.output : s.input);
+    IntegerAttr peer = b.getI64IntegerAttr(op.peer);
+    if (send)
+      PipelineSendOp::create(b, loc, message, peer, microbatch, s.mesh, type);
+    else
+      PipelineRecvOp::create(b, loc, message, peer, microbatch, s.mesh, type);
+  }
+}
+
+/// A program's time for the bubble: its matmul FLOPs plus its vector FLOPs
+/// at an eighth of the matrix units' rate (--dsc-pipeline's default
+/// balance); only the stages' ratios matter.
+double programTime(func::FuncOp func) {
+  double time = 0;
+  func.walk([&](CostOpInterface op) {
+    OpCost cost = op.getCost();
+    time += double(cost.matmulFlops) + 8.0 * double(cost.vectorFlops);
+  });
+  return time;
+}
+
+struct DscPipelineSchedulePass
+    : public mlir::dsc::impl::DscPipelineSchedulePassBase<
+          DscPipelineSchedulePass> {
+  using DscPipelineSchedulePassBase::DscPipelineSchedulePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    if (!pipeline) {
+      module.emitError("--dsc-pipeline-schedule: the module has no ")
+          << kPipelineAttr << " attribute (run --dsc-pipeline first)";
+      return signalPassFailure();
+    }
+    auto stagesAttr = pipeline.getAs<IntegerAttr>("stages");
+    auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
+    std::optional<::dsc::PipelineScheduleKind> kind =
+        scheduleAttr
+            ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
+            : std::nullopt;
+    if (!stagesAttr || stagesAttr.getInt() < 1 || !kind) {
+      module.emitError("--dsc-pipeline-schedule: ")
+          << kPipelineAttr << " must be {stages = P >= 1 : i64, schedule = "
+          << "\"1f1b\" or \"gpipe\"}, got " << pipeline;
+      return signalPassFailure();
+    }
+    if (!getProgramOps(module, ProgramRole::PipelineStep).empty()) {
+      module.emitError("--dsc-pipeline-schedule: the module's stages have "
+                       "their step programs already");
+      return signalPassFailure();
+    }
+    int64_t microbatches = 1;
+    if (auto count = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
+      microbatches = count.getInt();
+    auto meshes = module.getOps<MeshOp>();
+    if (meshes.empty()) {
+      module.emitError("--dsc-pipeline-schedule: the module has no dsc.mesh "
+                       "for its stages' messages");
+      return signalPassFailure();
+    }
+    FlatSymbolRefAttr mesh =
+        FlatSymbolRefAttr::get((*meshes.begin()).getSymNameAttr());
+
+    const int64_t stages = stagesAttr.getInt();
+    std::vector<StageInfo> infos(static_cast<size_t>(stages));
+    for (int64_t k = 0; k < stages; ++k) {
+      StageInfo &info = infos[size_t(k)];
+      info.index = k;
+      info.stages = stages;
+      info.microbatches = microbatches;
+      info.mesh = mesh;
+      info.forward =
+          lookupProgram<func::FuncOp>(module, ProgramRole::Forward, k);
+      info.forwardBackward =
+          lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward, k);
+      if (!info.forward || !info.forwardBackward) {
+        module.emitError("--dsc-pipeline-schedule: stage ")
+            << k << " has no "
+            << (info.forward ? "forward_backward" : "forward")
+            << " program (run --dsc-autodiff before)";
+        return signalPassFailure();
+      }
+      // The stage's forward: stage 0 takes the tokens, the others the
+      // previous stage's activation first; all but the last return theirs.
+      FunctionType type = info.forward.getFunctionType();
+      if (k > 0)
+        info.input = type.getInput(0);
+      if (k < stages - 1) {
+        if (type.getNumResults() != 1) {
+          info.forward.emitError("--dsc-pipeline-schedule: stage ")
+              << k << "'s forward must return its one output activation";
+          return signalPassFailure();
+        }
+        info.output = type.getResult(0);
+      }
+    }
+
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    std::vector<std::vector<::dsc::PipelineStepOp>> steps;
+    std::vector<::dsc::PipelineStageTimes> times;
+    for (const StageInfo &info : infos) {
+      steps.push_back(
+          ::dsc::pipelineStageStep(*kind, stages, info.index, microbatches));
+      auto step = func::FuncOp::create(
+          b, module.getLoc(), "step.stage" + std::to_string(info.index),
+          b.getFunctionType({}, {}));
+      setProgramRole(step, ProgramRole::PipelineStep);
+      step->setAttr(kStageAttr, b.getI64IntegerAttr(info.index));
+      OpBuilder body(step.getContext());
+      body.setInsertionPointToStart(step.addEntryBlock());
+      writeStep(body, step.getLoc(), info, steps.back());
+      func::ReturnOp::create(body, step.getLoc());
+      numMessages += llvm::count_if(steps.back(), [](const auto &op) {
+        return op.kind == ::dsc::PipelineStepOp::Kind::Send;
+      });
+      // The last stage's forward runs inside its backward.
+      const bool last = info.index == stages - 1;
+      times.push_back({last ? 0.0 : programTime(info.forward),
+                       programTime(info.forwardBackward)});
+    }
+
+    // The bubble of this schedule on these stages, recorded beside it for
+    // the plan summary.
+    std::string error;
+    std::optional<::dsc::PipelineSimulation> sim =
+        ::dsc::simulatePipeline(steps, times, error);
+    if (!sim) {
+      module.emitError("--dsc-pipeline-schedule: the schedule does not "
+                       "finish: ")
+          << error;
+      return signalPassFailure();
+    }
+    SmallVector<NamedAttribute> entries(pipeline.getValue());
+    llvm::erase_if(entries,
+                   [](NamedAttribute a) { return a.getName() == "bubble"; });
+    entries.push_back(b.getNamedAttr("bubble", b.getF64FloatAttr(sim->bubble)));
+    module->setAttr(kPipelineAttr, b.getDictionaryAttr(entries));
+    if (printTimeline)
+      emitTimeline(module, *sim, stages, microbatches, scheduleAttr.getValue());
+  }
+
+  /// The simulated step per stage as text, 100 columns for the step.
+  static void emitTimeline(ModuleOp module,
+                           const ::dsc::PipelineSimulation &sim, int64_t stages,
+                           int64_t microbatches, StringRef schedule) {
+    constexpr int kColumns = 100;
+    std::vector<std::string> rows(size_t(stages), std::string(kColumns, '.'));
+    for (const ::dsc::PipelineSpan &span : sim.spans) {
+      if (sim.makespan <= 0 || span.end <= span.start)
+        continue;
+      const bool forward = span.kind == ::dsc::PipelineStepOp::Kind::Forward;
+      const char mark = forward ? char('0' + span.microBatch % 10)
+                                : char('a' + span.microBatch % 26);
+      const int from = int(span.start / sim.makespan * kColumns + 0.5);
+      const int to = int(span.end / sim.makespan * kColumns + 0.5);
+      for (int c = from; c < std::min(to, kColumns); ++c)
+        rows[size_t(span.stage)][size_t(c)] = mark;
+    }
+    InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
+    remark << "--dsc-pipeline-schedule: " << schedule << ", " << stages
+           << " stages, " << microbatches << " micro-batches, bubble "
+           << llvm::formatv("{0:f3}", sim.bubble).str()
+           << " (digits: forwards, letters: backwards, a = micro-batch 0)";
+    for (int64_t k = 0; k < stages; ++k)
+      remark << "\n  stage " << k << " |" << rows[size_t(k)] << "|";
+  }
+};
+
+} // namespace
