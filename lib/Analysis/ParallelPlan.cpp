@@ -29,3 +29,33 @@ std::string ParallelPlan::str() const {
     s += " offload";
   return s;
 }
+
+std::vector<std::string>
+mlir::dsc::analysis::planChanges(const ParallelPlan &from,
+                                 const ParallelPlan &to) {
+  std::vector<std::string> changes;
+  auto number = [&](const char *knob, int64_t a, int64_t b) {
+    if (a != b)
+      changes.push_back(llvm::formatv("{0} {1} -> {2}", knob, a, b));
+  };
+  auto flag = [&](const char *knob, bool a, bool b) {
+    if (a != b)
+      changes.push_back(llvm::formatv("{0} {1} -> {2}", knob, a ? "on" : "off",
+                                      b ? "on" : "off"));
+  };
+  number("dp", from.dp, to.dp);
+  number("tp", from.tp, to.tp);
+  number("pp", from.pp, to.pp);
+  number("zero", from.zeroStage, to.zeroStage);
+  number("micro-batch size", from.microBatchSize, to.microBatchSize);
+  number("micro-batches", from.numMicroBatches, to.numMicroBatches);
+  if (from.pp > 1 && to.pp > 1 && from.schedule != to.schedule)
+    changes.push_back(llvm::formatv("schedule {0} -> {1}",
+                                    scheduleName(from.schedule),
+                                    scheduleName(to.schedule)));
+  flag("recompute", from.recompute, to.recompute);
+  flag("sequence parallelism", from.sequenceParallel && from.tp > 1,
+       to.sequenceParallel && to.tp > 1);
+  flag("optimizer offload", from.offloadOptimizer, to.offloadOptimizer);
+  return changes;
+}

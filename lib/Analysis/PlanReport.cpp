@@ -174,6 +174,33 @@ std::vector<Block> buildDocument(const SearchResult &r,
                       r.numFeasible, r.searchSeconds * 1e3)},
        "",
        {}});
+  if (ctx.given) {
+    const PlanEstimate &g = *ctx.given;
+    doc.push_back({Block::Heading, "Your plan", {}, "", {}});
+    para("`" + g.plan.str() + "`");
+    if (!g.fits)
+      para("It does not fit: " + g.whyNot + ".");
+    para(llvm::formatv("Predicted {0:F2} s per step, {1:F0} TFLOP/s per GPU, "
+                       "MFU {2:F1}%, pipeline bubble {3:F1}%, {4:F1} GB per "
+                       "GPU.",
+                       g.time.total, g.flopsPerGpu / 1e12, 100.0 * g.mfu,
+                       100.0 * g.bubbleFraction, toGB(g.memory.device)));
+    if (!r.top.empty()) {
+      const PlanEstimate &w = r.top.front();
+      std::vector<std::string> changes = planChanges(g.plan, w.plan);
+      if (changes.empty()) {
+        para("It is the search's winner.");
+      } else {
+        para(llvm::formatv("The search's winner below takes {0:F2} s per "
+                           "step ({1:F1}% {2}); it changes:",
+                           w.time.total,
+                           100.0 * std::abs(g.time.total - w.time.total) /
+                               g.time.total,
+                           w.time.total <= g.time.total ? "less" : "more"));
+        doc.push_back({Block::Bullets, "", changes, "", {}});
+      }
+    }
+  }
   if (r.top.empty())
     return doc;
 

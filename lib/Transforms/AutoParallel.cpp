@@ -1,7 +1,9 @@
-//===- AutoParallel.cpp - --dsc-auto-parallel -------------------*- C++ -*-===//
+//===- AutoParallel.cpp - --dsc-auto-parallel, --dsc-estimate ---*- C++ -*-===//
 //
 // Chooses a 3D-parallel training plan for the module's model with the
-// analytical cost model of lib/Analysis and records it as `dsc.plan`.
+// analytical cost model of lib/Analysis and records it as `dsc.plan`
+// (--dsc-auto-parallel), or prices one plan the user gives and says what
+// the search would change (--dsc-estimate): two questions to one model.
 //
 //===----------------------------------------------------------------------===//
 //
@@ -32,10 +34,12 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCAUTOPARALLELPASS
+#define GEN_PASS_DEF_DSCESTIMATEPASS
 #include "dsc/Transforms/Passes.h.inc"
 } // namespace mlir::dsc
 
@@ -51,16 +55,18 @@ constexpr const char *kHowToGetModel =
     "num_attention_heads = A : i64, seq_length = S : i64, vocab_size = V : "
     "i64, micro_batch_size = B : i64, parameters = P : i64}` to the module";
 
-/// Reads `dsc.model` into a ModelShape, or reports what is missing.
-FailureOr<an::ModelShape> readModelShape(ModuleOp module) {
+/// Reads `dsc.model` into a ModelShape, or reports what is missing
+/// (`pass` names the asking pass in the messages).
+FailureOr<an::ModelShape>
+readModelShape(ModuleOp module, StringRef pass = "--dsc-auto-parallel") {
   auto dict = module->getAttrOfType<DictionaryAttr>(kModelAttr);
   if (!dict) {
     if (module->hasAttr(kModelAttr))
-      return module.emitError("--dsc-auto-parallel: 'dsc.model' must be a "
-                              "dictionary; ")
-             << kHowToGetModel;
-    return module.emitError("--dsc-auto-parallel: the module has no "
-                            "'dsc.model' attribute with the model's shape; ")
+      return module.emitError(pass)
+             << ": 'dsc.model' must be a dictionary; " << kHowToGetModel;
+    return module.emitError(pass)
+           << ": the module has no 'dsc.model' attribute with the model's "
+              "shape; "
            << kHowToGetModel;
   }
   an::ModelShape shape;
@@ -75,9 +81,8 @@ FailureOr<an::ModelShape> readModelShape(ModuleOp module) {
   for (auto [key, out] : ints) {
     auto value = dyn_cast_or_null<IntegerAttr>(dict.get(key));
     if (!value)
-      return module.emitError("--dsc-auto-parallel: 'dsc.model' has no "
-                              "integer entry '")
-             << key << "'";
+      return module.emitError(pass)
+             << ": 'dsc.model' has no integer entry '" << key << "'";
     *out = value.getInt();
   }
   // Optional: the family's MLP width, key/value heads and gating.
@@ -93,14 +98,13 @@ FailureOr<an::ModelShape> readModelShape(ModuleOp module) {
   else if (auto f = dyn_cast_or_null<FloatAttr>(params))
     shape.parameters = f.getValueAsDouble();
   else
-    return module.emitError("--dsc-auto-parallel: 'dsc.model' has no numeric "
-                            "entry 'parameters'");
+    return module.emitError(pass)
+           << ": 'dsc.model' has no numeric entry 'parameters'";
   shape.name = module.getSymName()
                    ? module.getSymName()->str()
                    : llvm::formatv("GPT {0:F1}B", shape.parameters / 1e9).str();
   if (std::string err = shape.validate(); !err.empty())
-    return module.emitError("--dsc-auto-parallel: 'dsc.model' is invalid: ")
-           << err;
+    return module.emitError(pass) << ": 'dsc.model' is invalid: " << err;
   return shape;
 }
 
@@ -187,6 +191,110 @@ struct DscAutoParallelPass
         b.getNamedAttr("reason", b.getStringAttr(result->explanation)),
     };
     module->setAttr(kPlanEstimateAttr, b.getDictionaryAttr(estimate));
+  }
+};
+
+struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
+  using DscEstimatePassBase::DscEstimatePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &msg) {
+      module.emitError("--dsc-estimate: ") << msg;
+      signalPassFailure();
+    };
+    if (cluster.empty())
+      return fail("needs cluster=FILE (see examples/clusters/)");
+    for (auto [name, value] :
+         {std::make_pair("dp", int64_t(dp)), std::make_pair("tp", int64_t(tp)),
+          std::make_pair("pp", int64_t(pp)),
+          std::make_pair("microbatches", int64_t(microbatches))})
+      if (value < 1)
+        return fail(Twine(name) + " must be >= 1, got " + Twine(value));
+    if (zero < 0 || zero > 3)
+      return fail("zero must be 0, 1, 2 or 3, got " + Twine(int64_t(zero)));
+    std::optional<::dsc::PipelineScheduleKind> schedule =
+        ::dsc::parsePipelineSchedule(pipelineSchedule.getValue());
+    if (!schedule)
+      return fail("pipeline-schedule must be '1f1b' or 'gpipe', got '" +
+                  pipelineSchedule + "'");
+
+    FailureOr<an::ModelShape> shape = readModelShape(module, "--dsc-estimate");
+    if (failed(shape))
+      return signalPassFailure();
+    llvm::Expected<an::ClusterSpec> spec = an::loadClusterSpec(cluster);
+    if (!spec)
+      return fail(llvm::toString(spec.takeError()));
+    an::CostModel model(*shape, *spec);
+
+    an::ParallelPlan plan;
+    plan.dp = dp;
+    plan.tp = tp;
+    plan.pp = pp;
+    plan.zeroStage = int(zero);
+    plan.microBatchSize =
+        microBatch > 0 ? int64_t(microBatch) : shape->microBatchSize;
+    plan.numMicroBatches = microbatches;
+    plan.schedule = *schedule;
+    plan.recompute = recompute;
+    plan.sequenceParallel = sequenceParallel;
+    plan.offloadOptimizer = offload;
+    if (std::string why = model.checkPlan(plan); !why.empty())
+      return fail("the plan `" + plan.str() +
+                  "` does not fit the model: " + why);
+    const an::PlanEstimate given = model.estimate(plan);
+
+    // The search's answer for the same GPUs and global batch.
+    an::SearchOptions options;
+    options.numGpus = plan.numGpus();
+    options.globalBatch = plan.globalBatch();
+    llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
+    std::string searched;
+    if (!result) {
+      searched = "the search finds no plan that fits: " +
+                 llvm::toString(result.takeError());
+    } else {
+      const an::PlanEstimate &w = result->top.front();
+      std::vector<std::string> changes = an::planChanges(plan, w.plan);
+      searched = llvm::formatv("the search's best on {0} GPUs with global "
+                               "batch {1}: `{2}`, {3:F2} s per step",
+                               options.numGpus, options.globalBatch,
+                               w.plan.str(), w.time.total)
+                     .str();
+      if (changes.empty())
+        searched += " (this plan)";
+      else
+        searched += llvm::formatv(
+                        " ({0:F1}% {1}); it changes: {2}",
+                        100.0 * std::abs(given.time.total - w.time.total) /
+                            given.time.total,
+                        w.time.total <= given.time.total ? "faster" : "slower",
+                        llvm::join(changes, ", "))
+                        .str();
+    }
+    InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
+    remark << "--dsc-estimate: `" << plan.str() << "`: ";
+    if (!given.fits)
+      remark << "does not fit (" << given.whyNot << "); ";
+    remark << llvm::formatv("{0:F2} s per step, {1:F0} TFLOP/s per GPU, MFU "
+                            "{2:F1}%, pipeline bubble {3:F1}%, {4:F1} GB per "
+                            "GPU; ",
+                            given.time.total, given.flopsPerGpu / 1e12,
+                            100.0 * given.mfu, 100.0 * given.bubbleFraction,
+                            given.memory.device / 1e9)
+                  .str()
+           << searched;
+    remark.report();
+
+    if (!report.empty() && result) {
+      an::ReportContext ctx;
+      ctx.model = &model;
+      ctx.options = options;
+      ctx.clusterSource = cluster;
+      ctx.given = given;
+      if (llvm::Error err = an::writeReport(*result, ctx, report))
+        return fail(llvm::toString(std::move(err)));
+    }
   }
 };
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlir::dsc::analysis {
 
@@ -56,6 +57,11 @@ struct ParallelPlan {
   /// Short human form, e.g. "dp=8 tp=8 pp=16 zero=1 b=1 m=192 1f1b".
   std::string str() const;
 };
+
+/// What turns plan `from` into plan `to`, one knob a line in the search's
+/// terms ("pp 16 -> 4", "recompute on -> off"); empty when they are equal.
+std::vector<std::string> planChanges(const ParallelPlan &from,
+                                     const ParallelPlan &to);
 
 } // namespace mlir::dsc::analysis
 

@@ -18,6 +18,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::dsc::analysis {
@@ -30,6 +31,9 @@ struct ReportContext {
   std::string clusterSource;
   /// File name of the SVG as the Markdown should link it.
   std::string svgLink = "report.svg";
+  /// The plan the user gave (--dsc-estimate): priced at the top of the
+  /// report and compared with the winner, naming the knobs that differ.
+  std::optional<PlanEstimate> given;
 };
 
 std::string renderMarkdown(const SearchResult &result,

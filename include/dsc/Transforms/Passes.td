@@ -84,6 +84,58 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
 }
 
 
+def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
+  let summary = "Prices one given parallel plan and says what the search "
+                "would change";
+  let description = [{
+    The question a user with a running Megatron-LM or DeepSpeed job asks:
+    what does my configuration cost, and what would you do instead? Reads
+    the model's shape from `dsc.model` (as `--dsc-auto-parallel` does), a
+    cluster description and a plan given knob by knob (dp, tp, pp, zero,
+    micro-batch, microbatches, pipeline-schedule, recompute,
+    sequence-parallel, offload), prices it with the same cost model, then
+    runs the search on the same GPUs (dp x tp x pp) and global batch
+    (dp x micro-batch x microbatches) and emits a remark with the plan's
+    step time, throughput, MFU, bubble and memory (or why it does not fit)
+    and the search's winner with the knobs it changes. With
+    `report=PATH.md` it writes the search's report with a "Your plan"
+    section at the top. The module is not changed.
+
+    ```
+    dsc-opt gpt3.mlir --dsc-estimate="cluster=examples/clusters/dgx-a100-80gb.json \
+        dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 recompute=1"
+    remark: --dsc-estimate: dp=8 tp=8 pp=16 zero=0 b=1 m=192 1f1b recompute:
+      ... s per step ...; the search's best on 1024 GPUs ... changes: pp 16 -> 4, ...
+    ```
+
+    A plan whose numbers do not divide the model (heads by tp, layers by
+    pp) or that puts tp across nodes is an error naming them.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster description JSON file (examples/clusters/*.json)">,
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0", "ZeRO stage 0-3">,
+    Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
+           "Micro-batch size (0: the model's micro_batch_size)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step per data-parallel replica">,
+    Option<"pipelineSchedule", "pipeline-schedule", "std::string",
+           /*default=*/"\"1f1b\"", "'1f1b' or 'gpipe'">,
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "Full activation recompute">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false", "Sequence parallelism (with tp > 1)">,
+    Option<"offload", "offload", "bool", /*default=*/"false",
+           "ZeRO-Offload of the optimizer states">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write the search's report with this plan at the top here (plus "
+           ".json, .svg and .html)">,
+  ];
+}
+
 def DscAutodiffPass : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the backward pass of a loss function";
   let description = [{
