@@ -169,9 +169,17 @@ std::vector<Block> buildDocument(const SearchResult &r,
                       c.name, ctx.clusterSource, c.gpusPerNode,
                       c.gpu.peak16BitFlops / 1e12, toGB(c.gpu.memoryBytes)),
         llvm::formatv("Search: objective `{0}`; {1} plans enumerated, {2} "
-                      "fit in memory; {3:F1} ms",
+                      "fit in memory; {3:F1} ms{4}",
                       objectiveName(ctx.options.objective), r.numEnumerated,
-                      r.numFeasible, r.searchSeconds * 1e3)},
+                      r.numFeasible, r.searchSeconds * 1e3,
+                      ctx.options.allowRecompute ||
+                              ctx.options.allowSequenceParallel ||
+                              ctx.options.allowOffload
+                          ? ""
+                          : "; not searched: full recompute, sequence "
+                            "parallelism and optimizer offload, which the "
+                            "compiler does not build yet (`knobs=all` "
+                            "prices them)")},
        "",
        {}});
   if (ctx.given) {

@@ -144,6 +144,14 @@ struct DscAutoParallelPass
     options.objective = *objectiveKind;
     options.topK = top;
     options.microBatchSize = microBatch;
+    if (knobs != "buildable" && knobs != "all")
+      return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
+    // Only what --dsc-compile builds, unless asked: a winner the compiler
+    // cannot build answers the wrong question.
+    const bool all = knobs == "all";
+    options.allowRecompute = all;
+    options.allowSequenceParallel = all;
+    options.allowOffload = all;
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
     if (!result)
       return fail(llvm::toString(result.takeError()));
@@ -248,6 +256,10 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     an::SearchOptions options;
     options.numGpus = plan.numGpus();
     options.globalBatch = plan.globalBatch();
+    if (knobs != "buildable" && knobs != "all")
+      return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
+    options.allowRecompute = options.allowSequenceParallel =
+        options.allowOffload = knobs == "all";
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
     std::string searched;
     if (!result) {

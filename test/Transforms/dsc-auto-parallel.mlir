@@ -1,17 +1,21 @@
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 report=%t/plan.md" | FileCheck %s
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 knobs=all report=%t/plan.md" | FileCheck %s
 // RUN: FileCheck %s --check-prefix=MD < %t/plan.md
 // RUN: FileCheck %s --check-prefix=JSON < %t/plan.json
 // RUN: FileCheck %s --check-prefix=SVG < %t/plan.svg
 // RUN: FileCheck %s --check-prefix=HTML < %t/plan.html
-// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 objective=memory" | FileCheck %s --check-prefix=MEM
-// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 micro-batch=2" | FileCheck %s --check-prefix=MB2
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 knobs=all objective=memory" | FileCheck %s --check-prefix=MEM
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 knobs=all micro-batch=2" | FileCheck %s --check-prefix=MB2
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 report=%t/buildable.md" | FileCheck %s --check-prefix=BUILDABLE
+// RUN: FileCheck %s --check-prefix=BUILDABLE-MD < %t/buildable.md
+// RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 knobs=some" 2>&1 | FileCheck %s --check-prefix=KNOBS
 // RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%t/missing.json gpus=8 global-batch=8" 2>&1 | FileCheck %s --check-prefix=NOFILE
 // RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json gpus=1024 global-batch=1536 objective=cost" 2>&1 | FileCheck %s --check-prefix=OBJECTIVE
 // RUN: not dsc-opt %s -split-input-file --dsc-auto-parallel="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json global-batch=1536" 2>&1 | FileCheck %s --check-prefix=NOGPUS
 
 // GPT-3 175B (Brown et al.) on 1024 A100-80GB with global batch 1536, the
-// setting of Narayanan et al. (SC'21): tensor parallelism fills the node,
+// setting of Narayanan et al. (SC'21), every knob the cost model prices
+// (knobs=all): tensor parallelism fills the node,
 // pipeline stages span nodes, ZeRO-1 shards the optimizer over dp.
 
 // CHECK-LABEL: module @gpt3_175b
@@ -19,6 +23,14 @@
 // CHECK-SAME: dsc.plan_estimate = {bubble_fraction = 6.250000e-02 : f64
 // CHECK-SAME: objective = "time"
 // CHECK-SAME: reason = "dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp wins at {{[0-9.]+}} s/step
+
+// By default the search keeps to the knobs --dsc-compile builds: no
+// sequence parallelism, recompute or offload, so the winner compiles; the
+// report says what it left out.
+// BUILDABLE-LABEL: module @gpt3_175b
+// BUILDABLE-SAME: dsc.plan = {dp = 16 : i64, micro_batch_size = 1 : i64, microbatches = 96 : i64, offload = false, pp = 8 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 8 : i64, zero = 1 : i64}
+// BUILDABLE-MD: not searched: full recompute, sequence parallelism and optimizer offload, which the compiler does not build yet (`knobs=all` prices them)
+// KNOBS: error: --dsc-auto-parallel: knobs must be 'buildable' or 'all', got 'some'
 
 // The memory objective trades time for the smallest footprint.
 // MEM-LABEL: module @gpt3_175b

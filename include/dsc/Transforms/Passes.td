@@ -41,8 +41,11 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     by `dsc-translate --import-neox`), a cluster description (JSON, see
     `examples/clusters/`), the GPU count and the global batch, and searches
     every dp x tp x pp split (tp within a node, Megatron rank order), ZeRO
-    stage 0-3, micro-batch size, pipeline schedule (1F1B, GPipe), full
-    recompute, sequence parallelism and optimizer offload. Plans that do not
+    stage 0-3, micro-batch size and pipeline schedule (1F1B, GPipe): the
+    knobs `--dsc-compile` builds, so the winner compiles (`--dsc-compile=
+    "plan=auto"`). With `knobs=all` it also prices full recompute, sequence
+    parallelism and optimizer offload, which the cost model knows and the
+    compiler does not build yet. Plans that do not
     fit in GPU memory are pruned; the rest are ranked by the predicted step
     time (or by memory) of the analytical cost model described in
     `docs/cost-model.md`.
@@ -80,6 +83,11 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
            "Only consider this micro-batch size (0: search all divisors of "
            "the per-replica batch)">,
+    Option<"knobs", "knobs", "std::string", /*default=*/"\"buildable\"",
+           "'buildable': only the knobs --dsc-compile builds (dp, tp, pp, "
+           "ZeRO, micro-batches, schedule), so the winner compiles; 'all': "
+           "also price full recompute, sequence parallelism and optimizer "
+           "offload, which the compiler does not build yet">,
   ];
 }
 
@@ -133,6 +141,10 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
     Option<"report", "report", "std::string", /*default=*/"\"\"",
            "Write the search's report with this plan at the top here (plus "
            ".json, .svg and .html)">,
+    Option<"knobs", "knobs", "std::string", /*default=*/"\"buildable\"",
+           "What the comparison search may choose: 'buildable' (what "
+           "--dsc-compile builds) or 'all' (also recompute, sequence "
+           "parallelism and offload)">,
   ];
 }
 
