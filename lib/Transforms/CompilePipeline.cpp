@@ -16,6 +16,11 @@ using namespace mlir::dsc;
 
 void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
                                      const CompileOptions &options) {
+  // plan=auto: the plan is the module's, known when the pipeline runs.
+  if (!options.plan.getValue().empty()) {
+    pm.addPass(createDscApplyPlanPass(options));
+    return;
+  }
   // The mesh first, so that every sharding pass finds its axis on it.
   if (options.dp > 1 || options.tp > 1 || options.pp > 1) {
     DscDeclareMeshPassOptions mesh;

@@ -194,7 +194,10 @@ rt::Plan loadOrCompile(const RunOptions &options) {
   if (failed(plan))
     throw Error("lowering '" + options.input + "' to a plan failed:\n" +
                 diagnostics);
-  plan->microBatches = compileOptions->microbatches;
+  // plan=auto: the module's plan chose the micro-batches (the lowering
+  // read them from the compiled module).
+  if (compileOptions->plan.getValue().empty())
+    plan->microBatches = compileOptions->microbatches;
   validatePlan(*plan);
   return std::move(*plan);
 }

@@ -83,6 +83,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "(--dsc-mixed-precision; fp16 with dynamic loss "
                      "scaling)"),
       llvm::cl::init("fp32")};
+  Option<std::string> plan{
+      *this, "plan",
+      llvm::cl::desc("'auto': compile with the plan the module's dsc.plan "
+                     "records (--dsc-auto-parallel's winner): its dp, tp, "
+                     "pp, zero, microbatches and pipeline-schedule "
+                     "(--dsc-apply-plan)"),
+      llvm::cl::init("")};
   Option<bool> prefetch{
       *this, "prefetch",
       llvm::cl::desc("ZeRO-3: reserve each gathered parameter from the "
@@ -90,6 +97,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "(--dsc-plan-memory prefetch)"),
       llvm::cl::init(false)};
 };
+
+/// --dsc-apply-plan with the other options of a `--dsc-compile="plan=auto
+/// ..."` (ApplyPlan.cpp).
+std::unique_ptr<Pass> createDscApplyPlanPass(const CompileOptions &options);
 
 /// Fails with an error on `module` naming `lr-schedule=` and
 /// `pipeline-schedule=` when the removed option `schedule=` of `pass` was

@@ -92,6 +92,36 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
 }
 
 
+def DscApplyPlanPass : Pass<"dsc-apply-plan", "::mlir::ModuleOp"> {
+  let summary = "Compiles the module with the plan its dsc.plan records";
+  let description = [{
+    `--dsc-compile="plan=auto ..."` runs this pass, which reads the
+    module's `dsc.plan` (the winner `--dsc-auto-parallel` records: dp, tp,
+    pp, zero, micro_batch_size, microbatches, schedule, recompute,
+    sequence_parallel, offload) and runs the whole `--dsc-compile`
+    pipeline with its dp, tp, pp, zero, microbatches and pipeline-schedule
+    (the other compile options as given). So the search's answer
+    compiles:
+
+    ```
+    dsc-opt model.mlir --dsc-auto-parallel="cluster=... gpus=8 global-batch=32"
+      | dsc-opt --dsc-compile="plan=auto"
+    ```
+
+    Nothing in the plan is silently dropped. Errors name the cause: a
+    module without `dsc.plan`; a plan asking for recompute, sequence
+    parallelism or offload, which the compiler does not build yet (search
+    with knobs=buildable, the default); a plan whose micro-batch size is
+    not the graph's (the graph's token shape fixes it: search with
+    micro-batch=B); a compile option (dp=, tp=, pp=, zero=,
+    microbatches=, pipeline-schedule=) that disagrees with the plan.
+    Run alone, `--dsc-apply-plan` compiles with the default options.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
   let summary = "Prices one given parallel plan and says what the search "
                 "would change";

@@ -1,0 +1,44 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-compile="plan=auto" | FileCheck %s
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-apply-plan | FileCheck %s
+// RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto dp=4" 2>&1 | FileCheck %s --check-prefix=DISAGREE
+// RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=best" 2>&1 | FileCheck %s --check-prefix=VALUE
+
+// The plan --dsc-auto-parallel recorded (dp=2, ZeRO-1, 2 micro-batches) is
+// what the module compiles with: the dp mesh, the micro-batch count, the
+// ZeRO-1 reduce-scatter of the gradients.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: dsc.microbatches = 2 : i64
+// CHECK: dsc.mesh @mesh axes = ["dp"] shape = [2]
+// CHECK: dsc.reduce_scatter
+// DISAGREE: error: --dsc-compile plan=auto: the option dp=4 disagrees with dsc.plan's 2; drop the option or plan=auto
+// VALUE: error: --dsc-compile plan=auto: plan must be 'auto' (the module's dsc.plan), got 'best'
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 1 : i64}} {
+  dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %w = dsc.get_parameter @wte : tensor<16x8xf32>
+    %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Knobs the compiler does not build are refused by name, never dropped.
+// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan asks for sequence_parallel, which --dsc-compile does not build yet; search with knobs=buildable (--dsc-auto-parallel's default)}}
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 2 : i64, zero = 0 : i64}} {
+}
+
+// -----
+
+// The graph's tokens fix the micro-batch size.
+// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan's micro-batch size 1 is not the graph's 2 (its token shape); search with micro-batch=2 or import the model with that micro-batch size}}
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 1 : i64, microbatches = 2 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 0 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{--dsc-compile plan=auto: the module has no dsc.plan; run --dsc-auto-parallel first (it records its winner there)}}
+module {
+}
