@@ -15,9 +15,14 @@
 
 #include "dsc/Target/HFModel.h"
 
+#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Target/GPTGraphBuilder.h"
+
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/WeightsCheckpoint.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
@@ -28,6 +33,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -35,59 +41,6 @@ using ::dsc::rt::DType;
 using ::dsc::rt::WholeTensor;
 
 namespace {
-
-/// The tensors `model`'s family saves, in transformers' names.
-std::vector<std::string> hfTensorNames(const HFModel &model) {
-  const GPTConfig &c = model.config;
-  std::vector<std::string> names;
-  auto layers = [&](const std::string &prefix,
-                    std::initializer_list<const char *> perLayer) {
-    for (int64_t l = 0; l < c.numLayers; ++l)
-      for (const char *n : perLayer)
-        names.push_back(prefix + std::to_string(l) + "." + n);
-  };
-  if (model.architecture == "GPT2LMHeadModel") {
-    names = {"transformer.wte.weight", "transformer.wpe.weight",
-             "transformer.ln_f.weight", "transformer.ln_f.bias"};
-    layers("transformer.h.",
-           {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight",
-            "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-            "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-            "mlp.c_proj.weight", "mlp.c_proj.bias"});
-    if (!c.tieWordEmbeddings)
-      names.push_back("lm_head.weight");
-  } else if (model.architecture == "GPTNeoXForCausalLM") {
-    names = {"gpt_neox.embed_in.weight", "gpt_neox.final_layer_norm.weight",
-             "gpt_neox.final_layer_norm.bias", "embed_out.weight"};
-    layers("gpt_neox.layers.",
-           {"input_layernorm.weight", "input_layernorm.bias",
-            "post_attention_layernorm.weight", "post_attention_layernorm.bias",
-            "attention.query_key_value.weight", "attention.dense.weight",
-            "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.bias",
-            "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"});
-    if (c.attentionBias)
-      layers("gpt_neox.layers.",
-             {"attention.query_key_value.bias", "attention.dense.bias"});
-  } else {
-    names = {"model.embed_tokens.weight", "model.norm.weight"};
-    if (!c.tieWordEmbeddings)
-      names.push_back("lm_head.weight");
-    layers("model.layers.",
-           {"input_layernorm.weight", "post_attention_layernorm.weight",
-            "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-            "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-            "mlp.gate_proj.weight", "mlp.up_proj.weight",
-            "mlp.down_proj.weight"});
-    if (c.attentionBias)
-      layers("model.layers.",
-             {"self_attn.q_proj.bias", "self_attn.k_proj.bias",
-              "self_attn.v_proj.bias", "self_attn.o_proj.bias"});
-    if (c.mlpBias)
-      layers("model.layers.",
-             {"mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"});
-  }
-  return names;
-}
 
 /// config.json's dtype ("dtype", or transformers 4's "torch_dtype").
 std::optional<DType> configDType(const llvm::json::Object &config) {
@@ -114,6 +67,7 @@ bool mlir::dsc::exportHF(const std::string &checkpoint,
     return false;
   }
   MLIRContext context;
+  context.loadDialect<DscDialect, func::FuncDialect>();
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
     llvm::raw_string_ostream(diagnostics) << d.str();
@@ -146,10 +100,26 @@ bool mlir::dsc::exportHF(const std::string &checkpoint,
     }
   }
 
+  // The parameters this model has (its biases, its untied head) are its
+  // graph's: the family's tensors whose parameter the graph declares are
+  // the ones to write, and each must be in the checkpoint.
+  OwningOpRef<ModuleOp> graph =
+      buildGPTGraph(model->config, UnknownLoc::get(&context));
+  if (!graph) {
+    error = "cannot build the graph of '" + configPath + "': " + diagnostics;
+    return false;
+  }
+  std::set<std::string> declared, written;
+  for (auto param : graph->getOps<ParameterOp>())
+    declared.insert(param.getSymName().str());
+
   std::vector<WholeTensor> out;
   for (const std::string &name : hfTensorNames(*model)) {
     std::optional<HFTensorMapping> m = mapHFTensor(*model, name);
-    auto it = m ? byName.find(m->dscName) : byName.end();
+    if (!m || !declared.count(m->dscName))
+      continue;
+    written.insert(m->dscName);
+    auto it = byName.find(m->dscName);
     if (it == byName.end()) {
       error = "the checkpoint '" + checkpoint + "' has no parameter '" +
               (m ? m->dscName : name) + "' for the " + model->architecture +
@@ -169,6 +139,12 @@ bool mlir::dsc::exportHF(const std::string &checkpoint,
     }
     out.push_back(std::move(t));
   }
+  for (const std::string &param : declared)
+    if (!written.count(param)) {
+      error = "the " + model->architecture + " graph's parameter '" + param +
+              "' has no tensor in transformers' layout";
+      return false;
+    }
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
     error = "cannot create '" + outDir + "': " + ec.message();
     return false;

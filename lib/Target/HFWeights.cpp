@@ -33,88 +33,149 @@ bool splitLayer(StringRef name, StringRef layers, int64_t &layer,
          rest.consume_front(".");
 }
 
-std::optional<HFTensorMapping> mapGPT2(StringRef name) {
-  // GPT2LMHeadModel saves "transformer.<...>"; GPT2Model and old
-  // checkpoints on the Hub have no prefix.
-  name.consume_front("transformer.");
-  if (name == "wte.weight" || name == "wpe.weight" || name == "ln_f.weight" ||
-      name == "ln_f.bias" || name == "lm_head.weight")
-    return HFTensorMapping{name.str(), HFLayout::Same};
-  int64_t layer = 0;
-  StringRef rest;
-  if (!splitLayer(name, "h.", layer, rest))
-    return std::nullopt;
-  const std::string prefix = "h." + std::to_string(layer) + ".";
-  // Conv1D stores [in, out], as dsc's linear layers: names change, no
-  // transposes. c_attn's columns are [Q | K | V], heads inside each: the
-  // order dsc's qkv slices.
-  static const std::pair<const char *, const char *> kLayer[] = {
-      {"ln_1.weight", "ln_1.weight"},
-      {"ln_1.bias", "ln_1.bias"},
-      {"attn.c_attn.weight", "attn.qkv.weight"},
-      {"attn.c_attn.bias", "attn.qkv.bias"},
-      {"attn.c_proj.weight", "attn.proj.weight"},
-      {"attn.c_proj.bias", "attn.proj.bias"},
-      {"ln_2.weight", "ln_2.weight"},
-      {"ln_2.bias", "ln_2.bias"},
-      {"mlp.c_fc.weight", "mlp.fc.weight"},
-      {"mlp.c_fc.bias", "mlp.fc.bias"},
-      {"mlp.c_proj.weight", "mlp.proj.weight"},
-      {"mlp.c_proj.bias", "mlp.proj.bias"},
-  };
-  for (const auto &[hf, ours] : kLayer)
-    if (rest == hf)
-      return HFTensorMapping{prefix + ours, HFLayout::Same};
-  // Old checkpoints keep the causal mask as buffers; dsc's attention is
-  // causal by construction.
-  if (rest == "attn.bias" || rest == "attn.masked_bias")
-    return HFTensorMapping{"", HFLayout::Same};
+/// One tensor of a family: its transformers name (a layer's after
+/// "<layers>N."), the dsc parameter it is (a layer's after "h.N."; "" for a
+/// buffer dsc computes itself), how it is stored, and its part of a
+/// parameter dsc fuses. These tables are the mapping both ways: the import
+/// reads tensors through them and the export lists and writes them.
+struct TensorRule {
+  const char *hf, *dsc;
+  HFLayout layout = HFLayout::Same;
+  int part = 0, parts = 1;
+};
+
+/// A family's tensors: whole-model ones and per-layer ones under
+/// `layers` ("transformer.h.": layer N's are "transformer.h.N.<hf>").
+struct FamilyRules {
+  llvm::ArrayRef<TensorRule> top;
+  const char *layers;
+  llvm::ArrayRef<TensorRule> layer;
+};
+
+// GPT-2's Conv1D stores [in, out], as dsc's linear layers: names change, no
+// transposes. c_attn's columns are [Q | K | V], heads inside each: the
+// order dsc's qkv slices. Old checkpoints keep the causal mask as buffers;
+// dsc's attention is causal by construction.
+const TensorRule kGPT2Top[] = {
+    {"transformer.wte.weight", "wte.weight"},
+    {"transformer.wpe.weight", "wpe.weight"},
+    {"transformer.ln_f.weight", "ln_f.weight"},
+    {"transformer.ln_f.bias", "ln_f.bias"},
+    {"lm_head.weight", "lm_head.weight"},
+};
+const TensorRule kGPT2Layer[] = {
+    {"ln_1.weight", "ln_1.weight"},
+    {"ln_1.bias", "ln_1.bias"},
+    {"attn.c_attn.weight", "attn.qkv.weight"},
+    {"attn.c_attn.bias", "attn.qkv.bias"},
+    {"attn.c_proj.weight", "attn.proj.weight"},
+    {"attn.c_proj.bias", "attn.proj.bias"},
+    {"ln_2.weight", "ln_2.weight"},
+    {"ln_2.bias", "ln_2.bias"},
+    {"mlp.c_fc.weight", "mlp.fc.weight"},
+    {"mlp.c_fc.bias", "mlp.fc.bias"},
+    {"mlp.c_proj.weight", "mlp.proj.weight"},
+    {"mlp.c_proj.bias", "mlp.proj.bias"},
+    {"attn.bias", ""},
+    {"attn.masked_bias", ""},
+};
+
+// GPT-NeoX's nn.Linear stores [out, in]: transposed; query_key_value is per
+// head. Older checkpoints saved the causal mask and the rotary frequencies,
+// both computed by dsc.
+const TensorRule kGPTNeoXTop[] = {
+    {"gpt_neox.embed_in.weight", "wte.weight"},
+    {"gpt_neox.final_layer_norm.weight", "ln_f.weight"},
+    {"gpt_neox.final_layer_norm.bias", "ln_f.bias"},
+    {"embed_out.weight", "lm_head.weight"},
+};
+const TensorRule kGPTNeoXLayer[] = {
+    {"input_layernorm.weight", "ln_1.weight"},
+    {"input_layernorm.bias", "ln_1.bias"},
+    {"post_attention_layernorm.weight", "ln_2.weight"},
+    {"post_attention_layernorm.bias", "ln_2.bias"},
+    {"attention.query_key_value.weight", "attn.qkv.weight",
+     HFLayout::PerHeadQKVTransposed},
+    {"attention.query_key_value.bias", "attn.qkv.bias", HFLayout::PerHeadQKV},
+    {"attention.dense.weight", "attn.proj.weight", HFLayout::Transposed},
+    {"attention.dense.bias", "attn.proj.bias"},
+    {"mlp.dense_h_to_4h.weight", "mlp.fc.weight", HFLayout::Transposed},
+    {"mlp.dense_h_to_4h.bias", "mlp.fc.bias"},
+    {"mlp.dense_4h_to_h.weight", "mlp.proj.weight", HFLayout::Transposed},
+    {"mlp.dense_4h_to_h.bias", "mlp.proj.bias"},
+    {"attention.bias", ""},
+    {"attention.masked_bias", ""},
+    {"attention.rotary_emb.inv_freq", ""},
+};
+
+// Llama and Mistral: nn.Linear (transposed); dsc fuses q, k and v into
+// [Q | K | V] under multi-head attention and k, v into [K | V] beside q
+// under grouped-query attention (GPTGraphBuilder's two layouts), and up and
+// gate into [up | gate], the order dsc.swiglu reads (GPT-NeoX's chunks).
+const TensorRule kLlamaTop[] = {
+    {"model.embed_tokens.weight", "wte.weight"},
+    {"model.norm.weight", "ln_f.weight"},
+    {"lm_head.weight", "lm_head.weight"},
+};
+const TensorRule kLlamaLayerMHA[] = {
+    {"input_layernorm.weight", "ln_1.weight"},
+    {"post_attention_layernorm.weight", "ln_2.weight"},
+    {"self_attn.q_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 0, 3},
+    {"self_attn.k_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 1, 3},
+    {"self_attn.v_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 2, 3},
+    {"self_attn.q_proj.bias", "attn.qkv.bias", HFLayout::Same, 0, 3},
+    {"self_attn.k_proj.bias", "attn.qkv.bias", HFLayout::Same, 1, 3},
+    {"self_attn.v_proj.bias", "attn.qkv.bias", HFLayout::Same, 2, 3},
+    {"self_attn.o_proj.weight", "attn.proj.weight", HFLayout::Transposed},
+    {"self_attn.o_proj.bias", "attn.proj.bias"},
+    {"mlp.up_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 0, 2},
+    {"mlp.gate_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 1, 2},
+    {"mlp.up_proj.bias", "mlp.fc.bias", HFLayout::Same, 0, 2},
+    {"mlp.gate_proj.bias", "mlp.fc.bias", HFLayout::Same, 1, 2},
+    {"mlp.down_proj.weight", "mlp.proj.weight", HFLayout::Transposed},
+    {"mlp.down_proj.bias", "mlp.proj.bias"},
+    {"self_attn.rotary_emb.inv_freq", ""},
+};
+const TensorRule kLlamaLayerGQA[] = {
+    {"input_layernorm.weight", "ln_1.weight"},
+    {"post_attention_layernorm.weight", "ln_2.weight"},
+    {"self_attn.q_proj.weight", "attn.q.weight", HFLayout::Transposed},
+    {"self_attn.k_proj.weight", "attn.kv.weight", HFLayout::Transposed, 0, 2},
+    {"self_attn.v_proj.weight", "attn.kv.weight", HFLayout::Transposed, 1, 2},
+    {"self_attn.q_proj.bias", "attn.q.bias"},
+    {"self_attn.k_proj.bias", "attn.kv.bias", HFLayout::Same, 0, 2},
+    {"self_attn.v_proj.bias", "attn.kv.bias", HFLayout::Same, 1, 2},
+    {"self_attn.o_proj.weight", "attn.proj.weight", HFLayout::Transposed},
+    {"self_attn.o_proj.bias", "attn.proj.bias"},
+    {"mlp.up_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 0, 2},
+    {"mlp.gate_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 1, 2},
+    {"mlp.up_proj.bias", "mlp.fc.bias", HFLayout::Same, 0, 2},
+    {"mlp.gate_proj.bias", "mlp.fc.bias", HFLayout::Same, 1, 2},
+    {"mlp.down_proj.weight", "mlp.proj.weight", HFLayout::Transposed},
+    {"mlp.down_proj.bias", "mlp.proj.bias"},
+    {"self_attn.rotary_emb.inv_freq", ""},
+};
+
+/// The rules of `model`'s family, or none for an architecture dsc does not
+/// read.
+std::optional<FamilyRules> rulesOf(const HFModel &model) {
+  if (model.architecture == "GPT2LMHeadModel")
+    return FamilyRules{kGPT2Top, "transformer.h.", kGPT2Layer};
+  if (model.architecture == "GPTNeoXForCausalLM")
+    return FamilyRules{kGPTNeoXTop, "gpt_neox.layers.", kGPTNeoXLayer};
+  if (model.architecture == "LlamaForCausalLM" ||
+      model.architecture == "MistralForCausalLM") {
+    const GPTConfig &c = model.config;
+    if (c.kvHeads() != c.numAttentionHeads)
+      return FamilyRules{kLlamaTop, "model.layers.", kLlamaLayerGQA};
+    return FamilyRules{kLlamaTop, "model.layers.", kLlamaLayerMHA};
+  }
   return std::nullopt;
 }
 
-std::optional<HFTensorMapping> mapGPTNeoX(StringRef name) {
-  static const std::pair<const char *, const char *> kTop[] = {
-      {"gpt_neox.embed_in.weight", "wte.weight"},
-      {"gpt_neox.final_layer_norm.weight", "ln_f.weight"},
-      {"gpt_neox.final_layer_norm.bias", "ln_f.bias"},
-      {"embed_out.weight", "lm_head.weight"},
-  };
-  for (const auto &[hf, ours] : kTop)
-    if (name == hf)
-      return HFTensorMapping{ours, HFLayout::Same};
-  int64_t layer = 0;
-  StringRef rest;
-  if (!splitLayer(name, "gpt_neox.layers.", layer, rest))
-    return std::nullopt;
-  const std::string prefix = "h." + std::to_string(layer) + ".";
-  struct Entry {
-    const char *hf, *ours;
-    HFLayout layout;
-  };
-  static const Entry kLayer[] = {
-      {"input_layernorm.weight", "ln_1.weight", HFLayout::Same},
-      {"input_layernorm.bias", "ln_1.bias", HFLayout::Same},
-      {"post_attention_layernorm.weight", "ln_2.weight", HFLayout::Same},
-      {"post_attention_layernorm.bias", "ln_2.bias", HFLayout::Same},
-      {"attention.query_key_value.weight", "attn.qkv.weight",
-       HFLayout::PerHeadQKVTransposed},
-      {"attention.query_key_value.bias", "attn.qkv.bias", HFLayout::PerHeadQKV},
-      {"attention.dense.weight", "attn.proj.weight", HFLayout::Transposed},
-      {"attention.dense.bias", "attn.proj.bias", HFLayout::Same},
-      {"mlp.dense_h_to_4h.weight", "mlp.fc.weight", HFLayout::Transposed},
-      {"mlp.dense_h_to_4h.bias", "mlp.fc.bias", HFLayout::Same},
-      {"mlp.dense_4h_to_h.weight", "mlp.proj.weight", HFLayout::Transposed},
-      {"mlp.dense_4h_to_h.bias", "mlp.proj.bias", HFLayout::Same},
-  };
-  for (const Entry &e : kLayer)
-    if (rest == e.hf)
-      return HFTensorMapping{prefix + e.ours, e.layout};
-  // Buffers older checkpoints saved: the causal mask and the rotary
-  // frequencies, both computed by dsc.
-  if (rest == "attention.bias" || rest == "attention.masked_bias" ||
-      rest == "attention.rotary_emb.inv_freq")
-    return HFTensorMapping{"", HFLayout::Same};
-  return std::nullopt;
+HFTensorMapping mappingOf(const TensorRule &rule, const std::string &prefix) {
+  return HFTensorMapping{*rule.dsc ? prefix + rule.dsc : std::string(),
+                         rule.layout, rule.part, rule.parts};
 }
 
 /// The rows of `t` (its first dim) taken in `order`: row i of the result
@@ -152,57 +213,6 @@ std::vector<int64_t> perHeadOrder(const GPTConfig &config) {
       for (int64_t i = 0; i < d; ++i)
         order[size_t(p * h + hh * d + i)] = hh * 3 * d + p * d + i;
   return order;
-}
-
-/// LlamaForCausalLM and MistralForCausalLM (transformers' Llama layout).
-std::optional<HFTensorMapping> mapLlama(const GPTConfig &config,
-                                        StringRef name) {
-  static const std::pair<const char *, const char *> kTop[] = {
-      {"model.embed_tokens.weight", "wte.weight"},
-      {"model.norm.weight", "ln_f.weight"},
-      {"lm_head.weight", "lm_head.weight"},
-  };
-  for (const auto &[hf, ours] : kTop)
-    if (name == hf)
-      return HFTensorMapping{ours, HFLayout::Same};
-  int64_t layer = 0;
-  StringRef rest;
-  if (!splitLayer(name, "model.layers.", layer, rest))
-    return std::nullopt;
-  const std::string prefix = "h." + std::to_string(layer) + ".";
-  if (rest == "input_layernorm.weight")
-    return HFTensorMapping{prefix + "ln_1.weight", HFLayout::Same};
-  if (rest == "post_attention_layernorm.weight")
-    return HFTensorMapping{prefix + "ln_2.weight", HFLayout::Same};
-  if (rest == "self_attn.rotary_emb.inv_freq")
-    return HFTensorMapping{"", HFLayout::Same};
-  const std::string kind = rest.ends_with(".weight") ? "weight" : "bias";
-  if (!rest.consume_back(".weight") && !rest.consume_back(".bias"))
-    return std::nullopt;
-  const HFLayout linear =
-      kind == "weight" ? HFLayout::Transposed : HFLayout::Same;
-  auto part = [&](const std::string &param, int index, int count) {
-    return HFTensorMapping{prefix + param + "." + kind, linear, index, count};
-  };
-  // Multi-head attention fuses [Q | K | V]; grouped-query keeps q alone
-  // and fuses [K | V] (GPTGraphBuilder's two layouts).
-  const bool grouped = config.kvHeads() != config.numAttentionHeads;
-  if (rest == "self_attn.q_proj")
-    return grouped ? part("attn.q", 0, 1) : part("attn.qkv", 0, 3);
-  if (rest == "self_attn.k_proj")
-    return grouped ? part("attn.kv", 0, 2) : part("attn.qkv", 1, 3);
-  if (rest == "self_attn.v_proj")
-    return grouped ? part("attn.kv", 1, 2) : part("attn.qkv", 2, 3);
-  if (rest == "self_attn.o_proj")
-    return part("attn.proj", 0, 1);
-  // dsc.swiglu reads [up | gate] (GPT-NeoX's chunk order).
-  if (rest == "mlp.up_proj")
-    return part("mlp.fc", 0, 2);
-  if (rest == "mlp.gate_proj")
-    return part("mlp.fc", 1, 2);
-  if (rest == "mlp.down_proj")
-    return part("mlp.proj", 0, 1);
-  return std::nullopt;
 }
 
 /// Renames `t` to its dsc parameter and reorders it into dsc's layout.
@@ -274,14 +284,42 @@ bool concatLastDim(std::vector<::dsc::rt::WholeTensor> &parts,
 
 std::optional<HFTensorMapping> mlir::dsc::mapHFTensor(const HFModel &model,
                                                       StringRef name) {
-  if (model.architecture == "GPT2LMHeadModel")
-    return mapGPT2(name);
-  if (model.architecture == "GPTNeoXForCausalLM")
-    return mapGPTNeoX(name);
-  if (model.architecture == "LlamaForCausalLM" ||
-      model.architecture == "MistralForCausalLM")
-    return mapLlama(model.config, name);
+  std::optional<FamilyRules> rules = rulesOf(model);
+  if (!rules)
+    return std::nullopt;
+  // GPT2Model and old GPT-2 checkpoints on the Hub have no "transformer."
+  // prefix.
+  const bool gpt2 = model.architecture == "GPT2LMHeadModel";
+  const std::string full =
+      gpt2 && !name.starts_with("transformer.") && name != "lm_head.weight"
+          ? "transformer." + name.str()
+          : name.str();
+  for (const TensorRule &rule : rules->top)
+    if (full == rule.hf)
+      return mappingOf(rule, "");
+  int64_t layer = 0;
+  StringRef rest;
+  if (!splitLayer(full, rules->layers, layer, rest))
+    return std::nullopt;
+  for (const TensorRule &rule : rules->layer)
+    if (rest == rule.hf)
+      return mappingOf(rule, "h." + std::to_string(layer) + ".");
   return std::nullopt;
+}
+
+std::vector<std::string> mlir::dsc::hfTensorNames(const HFModel &model) {
+  std::vector<std::string> names;
+  std::optional<FamilyRules> rules = rulesOf(model);
+  if (!rules)
+    return names;
+  for (const TensorRule &rule : rules->top)
+    if (*rule.dsc)
+      names.push_back(rule.hf);
+  for (int64_t l = 0; l < model.config.numLayers; ++l)
+    for (const TensorRule &rule : rules->layer)
+      if (*rule.dsc)
+        names.push_back(rules->layers + std::to_string(l) + "." + rule.hf);
+  return names;
 }
 
 bool HFTensorConverter::add(::dsc::rt::WholeTensor t,

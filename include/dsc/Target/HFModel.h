@@ -75,6 +75,12 @@ struct HFTensorMapping {
 std::optional<HFTensorMapping> mapHFTensor(const HFModel &model,
                                            llvm::StringRef name);
 
+/// Every tensor of `model`'s family that dsc keeps, in transformers' names
+/// and order, for each of its layers: the same tables mapHFTensor reads
+/// through. Which of them a given model has (biases, an untied head) is
+/// its graph's parameters' say (exportHF keeps those).
+std::vector<std::string> hfTensorNames(const HFModel &model);
+
 /// Turns a model's HF tensors (or gradients in their layout) into dsc's
 /// parameters: renamed, transposed and reordered one by one (add), and the
 /// parts of fused parameters concatenated once all are there (finish).
