@@ -502,7 +502,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       m.encode(inst);
       inst.inputs.push_back(
           uint32_t(activation ? stage.output : stage.inputGrad));
-      inst.name = activation ? "send activation" : "send gradient";
+      inst.name = (activation ? "send activation " : "send gradient ") +
+                  std::to_string(m.microBatch);
     } else if (auto recv = dyn_cast<PipelineRecvOp>(op)) {
       const bool activation = recv.getMessage() == PipelineMessage::Activation;
       rt::ops::PipelineRecv m;
@@ -511,7 +512,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       m.encode(inst);
       inst.outputs.push_back(
           uint32_t(activation ? stage.input : stage.outputGrad));
-      inst.name = activation ? "recv activation" : "recv gradient";
+      inst.name = (activation ? "recv activation " : "recv gradient ") +
+                  std::to_string(m.microBatch);
     } else {
       return op.emitOpError("cannot be lowered in a pipeline_step program "
                             "(only dsc.pipeline_forward, _backward, _send "
