@@ -45,11 +45,14 @@ struct TensorRule {
 };
 
 /// A family's tensors: whole-model ones and per-layer ones under
-/// `layers` ("transformer.h.": layer N's are "transformer.h.N.<hf>").
+/// `layers` ("transformer.h.": layer N's are "transformer.h.N.<hf>"); a
+/// layer's attention projections apart where they depend on the attention
+/// (Llama's fusing differs between multi-head and grouped-query).
 struct FamilyRules {
   llvm::ArrayRef<TensorRule> top;
   const char *layers;
   llvm::ArrayRef<TensorRule> layer;
+  llvm::ArrayRef<TensorRule> attention = {};
 };
 
 // GPT-2's Conv1D stores [in, out], as dsc's linear layers: names change, no
@@ -117,15 +120,9 @@ const TensorRule kLlamaTop[] = {
     {"model.norm.weight", "ln_f.weight"},
     {"lm_head.weight", "lm_head.weight"},
 };
-const TensorRule kLlamaLayerMHA[] = {
+const TensorRule kLlamaLayer[] = {
     {"input_layernorm.weight", "ln_1.weight"},
     {"post_attention_layernorm.weight", "ln_2.weight"},
-    {"self_attn.q_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 0, 3},
-    {"self_attn.k_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 1, 3},
-    {"self_attn.v_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 2, 3},
-    {"self_attn.q_proj.bias", "attn.qkv.bias", HFLayout::Same, 0, 3},
-    {"self_attn.k_proj.bias", "attn.qkv.bias", HFLayout::Same, 1, 3},
-    {"self_attn.v_proj.bias", "attn.qkv.bias", HFLayout::Same, 2, 3},
     {"self_attn.o_proj.weight", "attn.proj.weight", HFLayout::Transposed},
     {"self_attn.o_proj.bias", "attn.proj.bias"},
     {"mlp.up_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 0, 2},
@@ -136,24 +133,21 @@ const TensorRule kLlamaLayerMHA[] = {
     {"mlp.down_proj.bias", "mlp.proj.bias"},
     {"self_attn.rotary_emb.inv_freq", ""},
 };
-const TensorRule kLlamaLayerGQA[] = {
-    {"input_layernorm.weight", "ln_1.weight"},
-    {"post_attention_layernorm.weight", "ln_2.weight"},
+const TensorRule kLlamaAttentionMHA[] = {
+    {"self_attn.q_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 0, 3},
+    {"self_attn.k_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 1, 3},
+    {"self_attn.v_proj.weight", "attn.qkv.weight", HFLayout::Transposed, 2, 3},
+    {"self_attn.q_proj.bias", "attn.qkv.bias", HFLayout::Same, 0, 3},
+    {"self_attn.k_proj.bias", "attn.qkv.bias", HFLayout::Same, 1, 3},
+    {"self_attn.v_proj.bias", "attn.qkv.bias", HFLayout::Same, 2, 3},
+};
+const TensorRule kLlamaAttentionGQA[] = {
     {"self_attn.q_proj.weight", "attn.q.weight", HFLayout::Transposed},
     {"self_attn.k_proj.weight", "attn.kv.weight", HFLayout::Transposed, 0, 2},
     {"self_attn.v_proj.weight", "attn.kv.weight", HFLayout::Transposed, 1, 2},
     {"self_attn.q_proj.bias", "attn.q.bias"},
     {"self_attn.k_proj.bias", "attn.kv.bias", HFLayout::Same, 0, 2},
     {"self_attn.v_proj.bias", "attn.kv.bias", HFLayout::Same, 1, 2},
-    {"self_attn.o_proj.weight", "attn.proj.weight", HFLayout::Transposed},
-    {"self_attn.o_proj.bias", "attn.proj.bias"},
-    {"mlp.up_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 0, 2},
-    {"mlp.gate_proj.weight", "mlp.fc.weight", HFLayout::Transposed, 1, 2},
-    {"mlp.up_proj.bias", "mlp.fc.bias", HFLayout::Same, 0, 2},
-    {"mlp.gate_proj.bias", "mlp.fc.bias", HFLayout::Same, 1, 2},
-    {"mlp.down_proj.weight", "mlp.proj.weight", HFLayout::Transposed},
-    {"mlp.down_proj.bias", "mlp.proj.bias"},
-    {"self_attn.rotary_emb.inv_freq", ""},
 };
 
 /// The rules of `model`'s family, or none for an architecture dsc does not
@@ -166,9 +160,11 @@ std::optional<FamilyRules> rulesOf(const HFModel &model) {
   if (model.architecture == "LlamaForCausalLM" ||
       model.architecture == "MistralForCausalLM") {
     const GPTConfig &c = model.config;
-    if (c.kvHeads() != c.numAttentionHeads)
-      return FamilyRules{kLlamaTop, "model.layers.", kLlamaLayerGQA};
-    return FamilyRules{kLlamaTop, "model.layers.", kLlamaLayerMHA};
+    const bool grouped = c.kvHeads() != c.numAttentionHeads;
+    return FamilyRules{kLlamaTop, "model.layers.", kLlamaLayer,
+                       grouped
+                           ? llvm::ArrayRef<TensorRule>(kLlamaAttentionGQA)
+                           : llvm::ArrayRef<TensorRule>(kLlamaAttentionMHA)};
   }
   return std::nullopt;
 }
@@ -301,9 +297,10 @@ std::optional<HFTensorMapping> mlir::dsc::mapHFTensor(const HFModel &model,
   StringRef rest;
   if (!splitLayer(full, rules->layers, layer, rest))
     return std::nullopt;
-  for (const TensorRule &rule : rules->layer)
-    if (rest == rule.hf)
-      return mappingOf(rule, "h." + std::to_string(layer) + ".");
+  for (llvm::ArrayRef<TensorRule> table : {rules->layer, rules->attention})
+    for (const TensorRule &rule : table)
+      if (rest == rule.hf)
+        return mappingOf(rule, "h." + std::to_string(layer) + ".");
   return std::nullopt;
 }
 
@@ -316,9 +313,10 @@ std::vector<std::string> mlir::dsc::hfTensorNames(const HFModel &model) {
     if (*rule.dsc)
       names.push_back(rule.hf);
   for (int64_t l = 0; l < model.config.numLayers; ++l)
-    for (const TensorRule &rule : rules->layer)
-      if (*rule.dsc)
-        names.push_back(rules->layers + std::to_string(l) + "." + rule.hf);
+    for (llvm::ArrayRef<TensorRule> table : {rules->layer, rules->attention})
+      for (const TensorRule &rule : table)
+        if (*rule.dsc)
+          names.push_back(rules->layers + std::to_string(l) + "." + rule.hf);
   return names;
 }
 

@@ -108,6 +108,19 @@ readModelShape(ModuleOp module, StringRef pass = "--dsc-auto-parallel") {
   return shape;
 }
 
+/// Restricts `options` to the knobs `knobs` names: "buildable" (what
+/// --dsc-compile builds: a winner the compiler cannot build answers the
+/// wrong question) or "all"; false for another value.
+bool restrictToKnobs(an::SearchOptions &options, StringRef knobs) {
+  if (knobs != "buildable" && knobs != "all")
+    return false;
+  const bool all = knobs == "all";
+  options.allowRecompute = all;
+  options.allowSequenceParallel = all;
+  options.allowOffload = all;
+  return true;
+}
+
 struct DscAutoParallelPass
     : mlir::dsc::impl::DscAutoParallelPassBase<DscAutoParallelPass> {
   using DscAutoParallelPassBase::DscAutoParallelPassBase;
@@ -144,14 +157,8 @@ struct DscAutoParallelPass
     options.objective = *objectiveKind;
     options.topK = top;
     options.microBatchSize = microBatch;
-    if (knobs != "buildable" && knobs != "all")
+    if (!restrictToKnobs(options, knobs))
       return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
-    // Only what --dsc-compile builds, unless asked: a winner the compiler
-    // cannot build answers the wrong question.
-    const bool all = knobs == "all";
-    options.allowRecompute = all;
-    options.allowSequenceParallel = all;
-    options.allowOffload = all;
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
     if (!result)
       return fail(llvm::toString(result.takeError()));
@@ -256,10 +263,8 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     an::SearchOptions options;
     options.numGpus = plan.numGpus();
     options.globalBatch = plan.globalBatch();
-    if (knobs != "buildable" && knobs != "all")
+    if (!restrictToKnobs(options, knobs))
       return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
-    options.allowRecompute = options.allowSequenceParallel =
-        options.allowOffload = knobs == "all";
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
     std::string searched;
     if (!result) {

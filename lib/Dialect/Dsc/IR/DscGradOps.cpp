@@ -131,13 +131,8 @@ LogicalResult CrossEntropyGradOp::verify() {
       tensorOf(getTargets()).getShape() != logits.getShape().drop_back())
     return emitOpError("targets must have the logits shape without the vocab "
                        "dimension");
-  const int64_t vocab = logits.getShape().back();
-  const int64_t classes = getClassesAttr().getInt();
-  if (classes < 0 || classes > vocab)
-    return emitOpError("classes = ")
-           << classes << " must be between 0 (every column) and the " << vocab
-           << " columns of the logits";
-  return success();
+  return verifyClassCount(*this, getClassesAttr().getInt(),
+                          logits.getShape().back(), "the logits");
 }
 
 LogicalResult SliceGradOp::verify() {

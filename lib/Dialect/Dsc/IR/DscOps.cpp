@@ -348,12 +348,16 @@ LogicalResult CrossEntropyOp::verify() {
                        "vocab dimension = [")
            << formatShape(expected) << "], got [" << formatShape(targets)
            << "]";
-  const int64_t vocab = logits.getShape().back();
-  const int64_t classes = getClassesAttr().getInt();
-  if (classes < 0 || classes > vocab)
-    return emitOpError("classes = ")
-           << classes << " must be between 0 (every column) and the " << vocab
-           << " columns of the logits";
+  return verifyClassCount(*this, getClassesAttr().getInt(),
+                          logits.getShape().back(), "the logits");
+}
+
+LogicalResult mlir::dsc::verifyClassCount(Operation *op, int64_t classes,
+                                          int64_t columns, StringRef whose) {
+  if (classes < 0 || classes > columns)
+    return op->emitOpError("classes = ")
+           << classes << " must be between 0 (every column) and the " << columns
+           << " columns of " << whose;
   return success();
 }
 

@@ -45,12 +45,9 @@ static LogicalResult verifyClasses(Operation *op, SymbolTableCollection &tables,
   FailureOr<int64_t> group = getMeshGroupSize(op, tables, mesh, axes);
   if (failed(group))
     return failure();
-  const int64_t columns = tensorOf(logits).getShape().back() * *group;
-  if (classes < 0 || classes > columns)
-    return op->emitOpError("classes = ")
-           << classes << " must be between 0 (every column) and the " << columns
-           << " columns of the whole vocabulary";
-  return success();
+  return verifyClassCount(op, classes,
+                          tensorOf(logits).getShape().back() * *group,
+                          "the whole vocabulary");
 }
 LogicalResult
 VocabParallelCrossEntropyOp::verifySymbolUses(SymbolTableCollection &tables) {

@@ -29,6 +29,12 @@ FailureOr<int64_t> getMeshGroupSize(Operation *op,
                                     SymbolTableCollection &tables,
                                     FlatSymbolRefAttr mesh, ArrayAttr axes);
 
+/// A cross-entropy's `classes` (0: every column) against the `columns` of
+/// its vocabulary (`whose`: "the logits", "the whole vocabulary"): an error
+/// on `op` unless 0 <= classes <= columns.
+LogicalResult verifyClassCount(Operation *op, int64_t classes, int64_t columns,
+                               StringRef whose);
+
 /// The module's mesh, which must have axis `axis` of size `size`, or, when
 /// the module has none, a new one-axis mesh @mesh; an error naming `pass`
 /// and the axis otherwise.
