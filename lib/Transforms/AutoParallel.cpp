@@ -108,6 +108,23 @@ readModelShape(ModuleOp module, StringRef pass = "--dsc-auto-parallel") {
   return shape;
 }
 
+/// The cost model of the module's model (dsc.model) on the cluster
+/// described in `clusterPath`, or an error naming the cause (`pass` names
+/// the asking pass).
+FailureOr<an::CostModel> loadCostModel(ModuleOp module, StringRef pass,
+                                       StringRef clusterPath) {
+  if (clusterPath.empty())
+    return module.emitError(pass)
+           << ": needs cluster=FILE (see examples/clusters/)";
+  FailureOr<an::ModelShape> shape = readModelShape(module, pass);
+  if (failed(shape))
+    return failure();
+  llvm::Expected<an::ClusterSpec> spec = an::loadClusterSpec(clusterPath);
+  if (!spec)
+    return module.emitError(pass) << ": " << llvm::toString(spec.takeError());
+  return an::CostModel(*shape, *spec);
+}
+
 /// Restricts `options` to the knobs `knobs` names: "buildable" (what
 /// --dsc-compile builds: a winner the compiler cannot build answers the
 /// wrong question) or "all"; false for another value.
@@ -131,8 +148,6 @@ struct DscAutoParallelPass
       module.emitError("--dsc-auto-parallel: ") << msg;
       signalPassFailure();
     };
-    if (cluster.empty())
-      return fail("needs cluster=FILE (see examples/clusters/)");
     if (gpus <= 0)
       return fail("needs gpus=N with N > 0");
     if (globalBatch <= 0)
@@ -143,14 +158,11 @@ struct DscAutoParallelPass
       return fail("objective must be 'time' or 'memory', got '" + objective +
                   "'");
 
-    FailureOr<an::ModelShape> shape = readModelShape(module);
-    if (failed(shape))
+    FailureOr<an::CostModel> loaded =
+        loadCostModel(module, "--dsc-auto-parallel", cluster);
+    if (failed(loaded))
       return signalPassFailure();
-    llvm::Expected<an::ClusterSpec> spec = an::loadClusterSpec(cluster);
-    if (!spec)
-      return fail(llvm::toString(spec.takeError()));
-
-    an::CostModel model(*shape, *spec);
+    const an::CostModel &model = *loaded;
     an::SearchOptions options;
     options.numGpus = gpus;
     options.globalBatch = globalBatch;
@@ -218,8 +230,6 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
       module.emitError("--dsc-estimate: ") << msg;
       signalPassFailure();
     };
-    if (cluster.empty())
-      return fail("needs cluster=FILE (see examples/clusters/)");
     for (auto [name, value] :
          {std::make_pair("dp", int64_t(dp)), std::make_pair("tp", int64_t(tp)),
           std::make_pair("pp", int64_t(pp)),
@@ -234,13 +244,11 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
       return fail("pipeline-schedule must be '1f1b' or 'gpipe', got '" +
                   pipelineSchedule + "'");
 
-    FailureOr<an::ModelShape> shape = readModelShape(module, "--dsc-estimate");
-    if (failed(shape))
+    FailureOr<an::CostModel> loaded =
+        loadCostModel(module, "--dsc-estimate", cluster);
+    if (failed(loaded))
       return signalPassFailure();
-    llvm::Expected<an::ClusterSpec> spec = an::loadClusterSpec(cluster);
-    if (!spec)
-      return fail(llvm::toString(spec.takeError()));
-    an::CostModel model(*shape, *spec);
+    const an::CostModel &model = *loaded;
 
     an::ParallelPlan plan;
     plan.dp = dp;
@@ -248,7 +256,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     plan.pp = pp;
     plan.zeroStage = int(zero);
     plan.microBatchSize =
-        microBatch > 0 ? int64_t(microBatch) : shape->microBatchSize;
+        microBatch > 0 ? int64_t(microBatch) : model.model().microBatchSize;
     plan.numMicroBatches = microbatches;
     plan.schedule = *schedule;
     plan.recompute = recompute;
