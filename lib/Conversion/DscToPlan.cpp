@@ -484,6 +484,7 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
   program.name = programName.str();
   for (Operation &op : func.getBody().front().without_terminator()) {
     rt::Instruction inst;
+    int64_t buffer = 0; // a message's boundary buffer
     if (auto forward = dyn_cast<PipelineForwardOp>(op)) {
       rt::ops::PipelineForward f;
       f.microBatch = int64_t(forward.getMicrobatch());
@@ -500,8 +501,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       m.peer = int64_t(send.getPeer());
       m.microBatch = int64_t(send.getMicrobatch());
       m.encode(inst);
-      inst.inputs.push_back(
-          uint32_t(activation ? stage.output : stage.inputGrad));
+      buffer = activation ? stage.output : stage.inputGrad;
+      inst.inputs.push_back(uint32_t(buffer));
       inst.name = (activation ? "send activation " : "send gradient ") +
                   std::to_string(m.microBatch);
     } else if (auto recv = dyn_cast<PipelineRecvOp>(op)) {
@@ -510,8 +511,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       m.peer = int64_t(recv.getPeer());
       m.microBatch = int64_t(recv.getMicrobatch());
       m.encode(inst);
-      inst.outputs.push_back(
-          uint32_t(activation ? stage.input : stage.outputGrad));
+      buffer = activation ? stage.input : stage.outputGrad;
+      inst.outputs.push_back(uint32_t(buffer));
       inst.name = (activation ? "recv activation " : "recv gradient ") +
                   std::to_string(m.microBatch);
     } else {
@@ -519,13 +520,11 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
                             "(only dsc.pipeline_forward, _backward, _send "
                             "and _recv)");
     }
-    for (uint32_t id : inst.inputs)
-      if (int32_t(id) < 0)
-        return op.emitOpError("sends a buffer this stage does not have");
-    for (uint32_t id : inst.outputs)
-      if (int32_t(id) < 0)
-        return op.emitOpError("receives into a buffer this stage does not "
-                              "have");
+    // The op's verifier allows only neighbours; a stage without the
+    // message's buffer (-1) means the stages and the step disagree.
+    if (buffer < 0)
+      return op.emitOpError("moves a boundary buffer that stage ")
+             << getPipelineStage(func).value_or(-1) << " does not have";
     program.instructions.push_back(std::move(inst));
   }
   plan.programs.push_back(std::move(program));

@@ -94,10 +94,6 @@ __global__ void fusedKernel(const T *logits, const int32_t *targets,
     d[c] =
         fromF<T>(c < n ? expf(toF(x[c]) - l) * g - (c == t ? g : 0.0f) : 0.0f);
 }
-/// The class columns of a row: `classes`, or all of them for 0.
-int64_t classCount(int64_t vocab, int64_t classes) {
-  return classes > 0 && classes < vocab ? classes : vocab;
-}
 } // namespace
 
 template <typename T>
@@ -111,7 +107,8 @@ cudaError_t dsc::rt::cuda::crossEntropyForward(
           cudaMallocAsync((void **)&rowLoss, rows * sizeof(float), stream))
     return e;
   forwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
-      logits, targets, lse, rowLoss, vocab, classCount(vocab, classes));
+      logits, targets, lse, rowLoss, vocab,
+      dsc::rt::classColumns(vocab, 0, classes));
   meanKernel<<<1, 1, 0, stream>>>(rowLoss, loss, rows);
   cudaError_t launch = cudaGetLastError();
   cudaError_t freed = cudaFreeAsync(rowLoss, stream);
@@ -127,7 +124,7 @@ cudaError_t dsc::rt::cuda::crossEntropyBackward(
     return cudaSuccess;
   backwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
       logits, targets, lse, dLoss / float(rows), dLogits, vocab,
-      classCount(vocab, classes), accumulate);
+      dsc::rt::classColumns(vocab, 0, classes), accumulate);
   return cudaGetLastError();
 }
 
@@ -145,7 +142,7 @@ dsc::rt::cuda::crossEntropyFused(const T *logits, const int32_t *targets,
     return e;
   fusedKernel<<<unsigned(rows), kThreads, 0, stream>>>(
       logits, targets, rowLoss, dLoss / float(rows), dLogits, vocab,
-      classCount(vocab, classes));
+      dsc::rt::classColumns(vocab, 0, classes));
   meanKernel<<<1, 1, 0, stream>>>(rowLoss, loss, rows);
   cudaError_t launch = cudaGetLastError();
   cudaError_t freed = cudaFreeAsync(rowLoss, stream);
