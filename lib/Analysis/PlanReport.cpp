@@ -136,6 +136,25 @@ json::Value mlir::dsc::analysis::renderJSON(const SearchResult &r,
 
 namespace {
 
+/// "; not searched: sequence parallelism and optimizer offload, which ..."
+/// for the knobs the search left out (knobs=buildable), or "".
+std::string notSearched(const SearchOptions &options) {
+  llvm::SmallVector<llvm::StringRef> left;
+  if (!options.allowRecompute)
+    left.push_back("full recompute");
+  if (!options.allowSequenceParallel)
+    left.push_back("sequence parallelism");
+  if (!options.allowOffload)
+    left.push_back("optimizer offload");
+  if (left.empty())
+    return "";
+  std::string list = left.front().str();
+  for (size_t i = 1; i < left.size(); ++i)
+    list += (i + 1 == left.size() ? " and " : ", ") + left[i].str();
+  return "; not searched: " + list +
+         ", which the compiler does not build yet (`knobs=all` prices them)";
+}
+
 /// The report as a list of blocks, written once and rendered as Markdown or
 /// HTML. Text uses a Markdown subset: `code` and **bold** spans.
 struct Block {
@@ -172,14 +191,7 @@ std::vector<Block> buildDocument(const SearchResult &r,
                       "fit in memory; {3:F1} ms{4}",
                       objectiveName(ctx.options.objective), r.numEnumerated,
                       r.numFeasible, r.searchSeconds * 1e3,
-                      ctx.options.allowRecompute ||
-                              ctx.options.allowSequenceParallel ||
-                              ctx.options.allowOffload
-                          ? ""
-                          : "; not searched: full recompute, sequence "
-                            "parallelism and optimizer offload, which the "
-                            "compiler does not build yet (`knobs=all` "
-                            "prices them)")},
+                      notSearched(ctx.options))},
        "",
        {}});
   if (ctx.given) {

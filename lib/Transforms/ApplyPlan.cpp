@@ -46,6 +46,7 @@ struct DscApplyPlanPass
     given.zero = options.zero.hasValue();
     given.microbatches = options.microbatches.hasValue();
     given.schedule = options.pipelineSchedule.hasValue();
+    given.recompute = options.recompute.hasValue();
   }
 
   void runOnOperation() override {
@@ -77,7 +78,7 @@ struct DscApplyPlanPass
     if (!schedule)
       return fail("dsc.plan has no string 'schedule'");
     // Knobs the compiler does not build yet: refused, never dropped.
-    for (StringRef knob : {"recompute", "sequence_parallel", "offload"})
+    for (StringRef knob : {"sequence_parallel", "offload"})
       if (auto on = plan.getAs<BoolAttr>(knob); on && on.getValue())
         return fail("dsc.plan asks for " + knob +
                     ", which --dsc-compile does not build yet; search with "
@@ -116,6 +117,14 @@ struct DscApplyPlanPass
                   compile->pipelineSchedule.getValue() +
                   " disagrees with dsc.plan's " + schedule.getValue());
 
+    // The cost model's recompute is Korthikanti et al.'s full recompute.
+    auto recomputeKnob = plan.getAs<BoolAttr>("recompute");
+    const std::string recompute =
+        recomputeKnob && recomputeKnob.getValue() ? "full" : "none";
+    if (given.recompute && compile->recompute.getValue() != recompute)
+      return fail("the option recompute=" + compile->recompute.getValue() +
+                  " disagrees with dsc.plan's " + recompute);
+
     CompileOptions options;
     options.copyOptionValuesFrom(*compile);
     options.plan = "";
@@ -125,6 +134,7 @@ struct DscApplyPlanPass
     options.zero = *zero;
     options.microbatches = *microbatches;
     options.pipelineSchedule = schedule.getValue().str();
+    options.recompute = recompute;
     OpPassManager pipeline(ModuleOp::getOperationName());
     buildCompilePipeline(pipeline, options);
     if (failed(runPipeline(pipeline, module)))
@@ -135,7 +145,7 @@ struct DscApplyPlanPass
   std::shared_ptr<CompileOptions> compile;
   struct {
     bool dp = false, tp = false, pp = false, zero = false, microbatches = false,
-         schedule = false;
+         schedule = false, recompute = false;
   } given;
 };
 

@@ -132,7 +132,7 @@ bool restrictToKnobs(an::SearchOptions &options, StringRef knobs) {
   if (knobs != "buildable" && knobs != "all")
     return false;
   const bool all = knobs == "all";
-  options.allowRecompute = all;
+  options.allowRecompute = true; // --dsc-recompute's recompute=full
   options.allowSequenceParallel = all;
   options.allowOffload = all;
   return true;

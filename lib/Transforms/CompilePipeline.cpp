@@ -62,6 +62,13 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   autodiff.microbatches = options.microbatches;
   pm.addPass(createDscAutodiffPass(autodiff));
 
+  // Directly after autodiff, whose forward_backward programs begin with
+  // their forward: it always runs, to record the activations each keeps.
+  DscRecomputePassOptions recompute;
+  recompute.recompute = options.recompute;
+  recompute.recomputeLayers = options.recomputeLayers;
+  pm.addPass(createDscRecomputePass(recompute));
+
   DscOptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.lr = options.lr;

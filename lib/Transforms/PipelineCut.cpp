@@ -29,6 +29,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Support/PipelineScheduleKind.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,7 +39,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
-#include <functional>
 #include <limits>
 
 namespace mlir::dsc {
@@ -50,42 +50,6 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 namespace {
-
-/// The transformer layer of a dotted name (`h.3.mlp.fc` -> 3), or -1.
-int64_t layerOfName(StringRef name) {
-  if (!name.consume_front("h."))
-    return -1;
-  unsigned layer;
-  if (name.consumeInteger(10, layer) || !(name.empty() || name.front() == '.'))
-    return -1;
-  return layer;
-}
-
-/// The transformer layer an op belongs to, from its name location, or for
-/// a parameter read from the parameter's name (which survives printing
-/// without debug locations), or -1.
-int64_t layerOf(Operation *op) {
-  if (auto read = dyn_cast<GetParameterOp>(op))
-    return layerOfName(read.getName());
-  std::function<int64_t(Location)> fromLoc = [&](Location loc) -> int64_t {
-    if (auto fused = dyn_cast<FusedLoc>(loc)) {
-      for (Location inner : fused.getLocations())
-        if (int64_t layer = fromLoc(inner); layer >= 0)
-          return layer;
-      return -1;
-    }
-    if (auto named = dyn_cast<NameLoc>(loc))
-      return layerOfName(named.getName().getValue());
-    return -1;
-  };
-  return fromLoc(op->getLoc());
-}
-
-/// Ops every stage re-creates where it needs them instead of receiving their
-/// value: parameter reads and constants.
-bool isRematerialized(Operation *op) {
-  return op && isa<GetParameterOp, arith::ConstantOp>(op);
-}
 
 struct DscPipelinePass
     : mlir::dsc::impl::DscPipelinePassBase<DscPipelinePass> {
@@ -166,7 +130,7 @@ struct DscPipelinePass
     // Layers in program order: first and last op of each, contiguous.
     SmallVector<std::pair<size_t, size_t>> layers; // [first, last]
     for (auto [i, op] : llvm::enumerate(ops)) {
-      int64_t layer = layerOf(op);
+      int64_t layer = transformerLayerOf(op);
       if (layer < 0)
         continue;
       if (size_t(layer) == layers.size()) {

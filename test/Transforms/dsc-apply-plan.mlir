@@ -12,6 +12,20 @@
 // CHECK: dsc.reduce_scatter
 // DISAGREE: error: --dsc-compile plan=auto: the option dp=4 disagrees with dsc.plan's 2; drop the option or plan=auto
 // VALUE: error: --dsc-compile plan=auto: plan must be 'auto' (the module's dsc.plan), got 'best'
+// RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto recompute=selective" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+// RECOMPUTE: error: --dsc-compile plan=auto: the option recompute=selective disagrees with dsc.plan's none
+
+// The last module's plan asks for recompute (the cost model's is full
+// recompute): its layer h.0 keeps only its input %x; the backward
+// recomputes the matmul and the gelu (the gelu's gradient reads the
+// matmul's output). Kept: %x, the layer's output and the logits, 256 +
+// 256 + 512 bytes.
+// CHECK: dsc.plan = {{.*}}recompute = true
+// CHECK: func.func @forward_backward
+// CHECK-SAME: dsc.saved_activation_bytes = 1024 : i64
+// CHECK: dsc.cross_entropy_grad
+// CHECK: %[[H:.*]] = dsc.matmul %{{.*}} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+// CHECK: dsc.gelu_grad %[[H]]
 module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 1 : i64}} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
@@ -41,4 +55,22 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // expected-error @+1 {{--dsc-compile plan=auto: the module has no dsc.plan; run --dsc-auto-parallel first (it records its winner there)}}
 module {
+}
+
+// -----
+
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = true, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 0 : i64}} {
+  dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %w = dsc.get_parameter @wte : tensor<16x8xf32>
+    %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %hw = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+    %h = dsc.matmul %x, %hw : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32> loc("h.0.fc")
+    %g = dsc.gelu %h : tensor<2x4x8xf32> loc("h.0.act")
+    %r = dsc.add %g, %x : tensor<2x4x8xf32> loc("h.0.residual")
+    %logits = dsc.matmul %r, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
 }

@@ -35,6 +35,16 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "pipeline-schedule",
       llvm::cl::desc("Pipeline schedule: 1f1b (default) or gpipe"),
       llvm::cl::init("1f1b")};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recompute: none (default), selective (the "
+                     "attention core) or full (each layer keeps its input)"),
+      llvm::cl::init("none")};
+  Option<int64_t> recomputeLayers{
+      *this, "recompute-layers",
+      llvm::cl::desc("With recompute=full: only the first N layers of each "
+                     "stage (0: all)"),
+      llvm::cl::init(0)};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),

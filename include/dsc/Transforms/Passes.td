@@ -41,11 +41,11 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     by `dsc-translate --import-neox`), a cluster description (JSON, see
     `examples/clusters/`), the GPU count and the global batch, and searches
     every dp x tp x pp split (tp within a node, Megatron rank order), ZeRO
-    stage 0-3, micro-batch size and pipeline schedule (1F1B, GPipe): the
-    knobs `--dsc-compile` builds, so the winner compiles (`--dsc-compile=
-    "plan=auto"`). With `knobs=all` it also prices full recompute, sequence
-    parallelism and optimizer offload, which the cost model knows and the
-    compiler does not build yet. Plans that do not
+    stage 0-3, micro-batch size, pipeline schedule (1F1B, GPipe) and full
+    activation recompute: the knobs `--dsc-compile` builds, so the winner
+    compiles (`--dsc-compile="plan=auto"`). With `knobs=all` it also prices
+    sequence parallelism and optimizer offload, which the cost model knows
+    and the compiler does not build yet. Plans that do not
     fit in GPU memory are pruned; the rest are ranked by the predicted step
     time (or by memory) of the analytical cost model described in
     `docs/cost-model.md`.
@@ -85,8 +85,8 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
            "the per-replica batch)">,
     Option<"knobs", "knobs", "std::string", /*default=*/"\"buildable\"",
            "'buildable': only the knobs --dsc-compile builds (dp, tp, pp, "
-           "ZeRO, micro-batches, schedule), so the winner compiles; 'all': "
-           "also price full recompute, sequence parallelism and optimizer "
+           "ZeRO, micro-batches, schedule, full recompute), so the winner "
+           "compiles; 'all': also price sequence parallelism and optimizer "
            "offload, which the compiler does not build yet">,
   ];
 }
@@ -109,12 +109,13 @@ def DscApplyPlanPass : Pass<"dsc-apply-plan", "::mlir::ModuleOp"> {
     ```
 
     Nothing in the plan is silently dropped. Errors name the cause: a
-    module without `dsc.plan`; a plan asking for recompute, sequence
-    parallelism or offload, which the compiler does not build yet (search
-    with knobs=buildable, the default); a plan whose micro-batch size is
+    module without `dsc.plan`; a plan asking for sequence parallelism or
+    offload, which the compiler does not build yet (search with
+    knobs=buildable, the default); a plan whose micro-batch size is
     not the graph's (the graph's token shape fixes it: search with
     micro-batch=B); a compile option (dp=, tp=, pp=, zero=,
-    microbatches=, pipeline-schedule=) that disagrees with the plan.
+    microbatches=, pipeline-schedule=, recompute=) that disagrees with the
+    plan (the plan's `recompute = true` is `recompute=full`).
     Run alone, `--dsc-apply-plan` compiles with the default options.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect",
@@ -613,6 +614,73 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Pipeline stages created">,
+  ];
+}
+
+def DscRecomputePass : Pass<"dsc-recompute", "::mlir::ModuleOp"> {
+  let summary = "Activation recompute: the backward recomputes forward values "
+                "instead of keeping them";
+  let description = [{
+    Runs directly after `--dsc-autodiff`, on every forward_backward program
+    (a pipeline stage's too). Its forward part is the program's first ops
+    (a clone of the forward program); every forward value a backward op
+    reads is kept from the forward to the backward of the micro-batch, the
+    activation memory Korthikanti et al. 2022 ("Reducing Activation
+    Recomputation in Large Transformer Models") count. With `recompute=`:
+
+    - `none`: the backward reads the forward's values;
+    - `selective`: the attention core, the values of shape `b x a x s x s`
+      (scores, probabilities, their dropout), is recomputed in the backward
+      from the kept queries and keys. dsc's fused `dsc.attention` never
+      keeps these (its backward recomputes them, as FlashAttention does), so
+      on the importers' graphs `selective` plans what `none` plans;
+    - `full`: each transformer layer (`h.<i>.*`) keeps only its input; the
+      backward recomputes the layer's values from it when it first needs
+      one, just before that layer's backward (Megatron-LM's
+      `--recompute-granularity full`). `recompute-layers=N` recomputes only
+      the first N layers of each program (`--recompute-method block
+      --recompute-num-layers N`).
+
+    A recomputed value is a clone of its op (dropout masks are a pure
+    function of the seed, step and micro-batch, so the clone draws the same
+    mask). A value some op outside its layer reads in the forward (the
+    layer's output, the next layer's input) is always kept. Each program
+    gets `dsc.saved_activation_bytes`: the bytes of the forward values its
+    backward reads (parameters and constants are not activations).
+
+    Before (one layer; the backward reads the layer's inner values):
+    ```mlir
+    func.func @forward_backward(%x: tensor<2x4xf32>) -> tensor<f32> {
+      %w = dsc.get_parameter @h.0.fc.weight : tensor<4x4xf32>
+      %h = dsc.matmul %x, %w : ... loc("h.0.fc")
+      %g = dsc.gelu %h : tensor<2x4xf32> loc("h.0.act")
+      ... loss ...
+      %dh = dsc.gelu_grad %h, %dg : tensor<2x4xf32>
+    }
+    ```
+    After `recompute=full`:
+    ```mlir
+      %h.1 = dsc.matmul %x, %w : ... loc("h.0.fc")
+      %dh = dsc.gelu_grad %h.1, %dg : tensor<2x4xf32>
+    ```
+    and `dsc.saved_activation_bytes` counts `%x` instead of `%h` and `%g`.
+
+    Errors: an unknown mode, `recompute-layers` without `full` or below 1, a
+    forward_backward program without its forward program or whose ops do
+    not begin with it (the pass runs before any other pass changes them).
+  }];
+  let options = [
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "none, selective (the attention core) or full (each layer keeps "
+           "its input)">,
+    Option<"recomputeLayers", "recompute-layers", "int64_t",
+           /*default=*/"0",
+           "With full: recompute only the first N layers of each program "
+           "(0: all)">,
+  ];
+  let statistics = [
+    Statistic<"numRecomputed", "recomputed-ops",
+              "Forward ops cloned into backwards">,
   ];
 }
 

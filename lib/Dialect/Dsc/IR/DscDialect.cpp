@@ -46,6 +46,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kProgramAttr, Holder::Function},
     {kStageAttr, Holder::Function},
     {kInputOffsetsAttr, Holder::Function},
+    {kSavedActivationBytesAttr, Holder::Function},
     {kOffsetAttr, Holder::Declaration},
     {kOffsetsAttr, Holder::AnyOp},
     {kPipelineLocalAttr, Holder::ClipGradNorm},
@@ -122,6 +123,12 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     if (!count || count.getInt() < 1)
       return fail() << "the micro-batches per step, an i64 >= 1, got "
                     << value;
+    return success();
+  }
+  if (name == kSavedActivationBytesAttr) {
+    IntegerAttr bytes = asI64(value);
+    if (!bytes || bytes.getInt() < 0)
+      return fail() << "a byte count, an i64 >= 0, got " << value;
     return success();
   }
   if (name == kOffsetAttr) {

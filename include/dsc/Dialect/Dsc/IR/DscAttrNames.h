@@ -28,6 +28,11 @@ inline constexpr llvm::StringLiteral kStageAttr = "dsc.stage";
 /// `array<i64>`, one per argument: the planned offsets of a program's
 /// inputs (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kInputOffsetsAttr = "dsc.input_offsets";
+/// `i64 >= 0` on a forward_backward program: the bytes of the forward's
+/// values its backward reads, the activations a micro-batch keeps between
+/// them (--dsc-recompute).
+inline constexpr llvm::StringLiteral kSavedActivationBytesAttr =
+    "dsc.saved_activation_bytes";
 
 //===----------------------------------------------------------------------===//
 // On ops

@@ -1,0 +1,229 @@
+//===- Recompute.cpp - --dsc-recompute --------------------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Activation recompute as a rewrite of the forward_backward programs: a
+// backward op that reads a forward value chosen for recompute reads a clone
+// of it instead, made just before the first backward op that needs it, so
+// the forward's value dies inside the forward and the memory planner keeps
+// it no longer. Which values: `full`, each layer's inner values (the layer
+// keeps its input); `selective`, the attention core's b x a x s x s ones.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/TransformerLayers.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <functional>
+#include <map>
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCRECOMPUTEPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+enum class Mode { None, Selective, Full };
+
+/// A value of shape b x a x s x s: attention scores, probabilities and
+/// their dropout, the part of a layer Korthikanti et al.'s selective
+/// recompute recomputes.
+bool isAttentionCore(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && type.getRank() == 4 &&
+         type.getDimSize(2) == type.getDimSize(3);
+}
+
+int64_t bytesOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+struct DscRecomputePass
+    : mlir::dsc::impl::DscRecomputePassBase<DscRecomputePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<Mode> mode =
+        llvm::StringSwitch<std::optional<Mode>>(recompute.getValue())
+            .Case("none", Mode::None)
+            .Case("selective", Mode::Selective)
+            .Case("full", Mode::Full)
+            .Default(std::nullopt);
+    if (!mode) {
+      module.emitError("--dsc-recompute: unknown recompute '")
+          << recompute.getValue() << "'; expected none, selective or full";
+      return signalPassFailure();
+    }
+    if (recomputeLayers < 0) {
+      module.emitError("--dsc-recompute: recompute-layers must be >= 0 (0: "
+                       "every layer), got ")
+          << recomputeLayers.getValue();
+      return signalPassFailure();
+    }
+    if (recomputeLayers > 0 && *mode != Mode::Full) {
+      module.emitError("--dsc-recompute: recompute-layers=")
+          << recomputeLayers.getValue()
+          << " counts the layers of recompute=full, but recompute="
+          << recompute.getValue();
+      return signalPassFailure();
+    }
+    for (Operation *op : getProgramOps(module, ProgramRole::ForwardBackward)) {
+      auto fb = dyn_cast<func::FuncOp>(op);
+      if (!fb)
+        continue;
+      FailureOr<size_t> forwardOps = countForwardOps(module, fb);
+      if (failed(forwardOps))
+        return signalPassFailure();
+      if (*mode != Mode::None && failed(rewrite(fb, *forwardOps, *mode)))
+        return signalPassFailure();
+      fb->setAttr(kSavedActivationBytesAttr,
+                  IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                   savedBytes(fb, *forwardOps)));
+    }
+  }
+
+  /// How many of `fb`'s first ops are its forward: those of the forward
+  /// program it was differentiated from, which --dsc-autodiff cloned.
+  FailureOr<size_t> countForwardOps(ModuleOp module, func::FuncOp fb) {
+    auto forward = lookupProgram<func::FuncOp>(module, ProgramRole::Forward,
+                                               getPipelineStage(fb));
+    if (!forward || forward.isExternal())
+      return fb.emitError("--dsc-recompute: @")
+             << fb.getSymName() << " has no forward program to tell its "
+             << "forward ops by";
+    if (!fb.getBody().hasOneBlock())
+      return fb.emitError("--dsc-recompute: @")
+             << fb.getSymName() << " must have a single block";
+    auto fbOps = fb.getBody().front().without_terminator();
+    auto it = fbOps.begin();
+    size_t count = 0;
+    for (Operation &op : forward.getBody().front().without_terminator()) {
+      if (it == fbOps.end() || it->getName() != op.getName())
+        return fb.emitError("--dsc-recompute: the ops of @")
+               << fb.getSymName() << " do not begin with those of @"
+               << forward.getSymName() << " (op " << count
+               << "); the pass runs directly after --dsc-autodiff";
+      ++it;
+      ++count;
+    }
+    return count;
+  }
+
+  LogicalResult rewrite(func::FuncOp fb, size_t forwardOps, Mode mode) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : fb.getBody().front().without_terminator())
+      ops.push_back(&op);
+    llvm::DenseSet<Operation *> forward(ops.begin(), ops.begin() + forwardOps);
+
+    // With recompute-layers=N, the first N layers of this program.
+    std::map<int64_t, size_t> layerRank;
+    for (size_t i = 0; i < forwardOps; ++i)
+      if (int64_t layer = transformerLayerOf(ops[i]); layer >= 0)
+        layerRank.emplace(layer, layerRank.size());
+
+    // Without layers nothing would be recomputed: say so rather than plan
+    // the memory of recompute=none under another name. (Printed IR keeps
+    // the importers' name locations only with --mlir-print-debuginfo.)
+    bool anyLayer = llvm::any_of(
+        llvm::ArrayRef(ops).take_front(forwardOps), [](Operation *op) {
+          return !isa<GetParameterOp>(op) && transformerLayerOf(op) >= 0;
+        });
+    if (!anyLayer)
+      return fb.emitError("--dsc-recompute: recompute=")
+             << recompute.getValue() << " needs the transformer layers, but no "
+             << "op of @" << fb.getSymName()
+             << " has an `h.<i>` name location (print an imported module "
+                "with --mlir-print-debuginfo to keep them)";
+
+    // The forward ops whose values the backward recomputes.
+    llvm::DenseSet<Operation *> chosen;
+    for (size_t i = 0; i < forwardOps; ++i) {
+      Operation *op = ops[i];
+      int64_t layer = transformerLayerOf(op);
+      if (layer < 0 || isRematerialized(op) || op->getNumResults() == 0)
+        continue;
+      if (recomputeLayers > 0 &&
+          layerRank[layer] >= size_t(recomputeLayers.getValue()))
+        continue;
+      // A value read outside its layer in the forward is a layer boundary,
+      // kept: recomputing it would need what it was computed from.
+      bool boundary = llvm::any_of(op->getUsers(), [&](Operation *user) {
+        return forward.contains(user) ? transformerLayerOf(user) != layer
+                                      : isa<func::ReturnOp>(user);
+      });
+      if (boundary)
+        continue;
+      if (mode == Mode::Selective &&
+          !llvm::all_of(op->getResults(), isAttentionCore))
+        continue;
+      chosen.insert(op);
+    }
+
+    // Each chosen value is cloned once, before the first backward op that
+    // reads it, together with the chosen values it is computed from.
+    IRMapping recomputed;
+    OpBuilder b(fb.getContext());
+    std::function<Value(Value)> materialize = [&](Value value) -> Value {
+      if (Value clone = recomputed.lookupOrNull(value))
+        return clone;
+      Operation *def = value.getDefiningOp();
+      for (Value operand : def->getOperands())
+        if (chosen.contains(operand.getDefiningOp()))
+          materialize(operand);
+      b.clone(*def, recomputed);
+      ++numRecomputed;
+      return recomputed.lookup(value);
+    };
+    for (Operation *op : llvm::ArrayRef(ops).drop_front(forwardOps)) {
+      for (OpOperand &use : op->getOpOperands()) {
+        if (!chosen.contains(use.get().getDefiningOp()))
+          continue;
+        b.setInsertionPoint(op);
+        use.set(materialize(use.get()));
+      }
+    }
+    return success();
+  }
+
+  /// Bytes of the forward values a backward op reads.
+  static int64_t savedBytes(func::FuncOp fb, size_t forwardOps) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : fb.getBody().front())
+      ops.push_back(&op);
+    llvm::DenseSet<Operation *> forward(ops.begin(), ops.begin() + forwardOps);
+    int64_t bytes = 0;
+    for (size_t i = 0; i < forwardOps; ++i) {
+      if (isRematerialized(ops[i]))
+        continue;
+      for (Value result : ops[i]->getResults()) {
+        bool readByBackward =
+            llvm::any_of(result.getUsers(), [&](Operation *u) {
+              return !forward.contains(u) && !isa<func::ReturnOp>(u);
+            });
+        if (readByBackward)
+          bytes += bytesOf(result);
+      }
+    }
+    return bytes;
+  }
+};
+
+} // namespace
