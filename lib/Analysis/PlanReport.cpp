@@ -152,7 +152,8 @@ std::string notSearched(const SearchOptions &options) {
   for (size_t i = 1; i < left.size(); ++i)
     list += (i + 1 == left.size() ? " and " : ", ") + left[i].str();
   return "; not searched: " + list +
-         ", which the compiler does not build yet (`knobs=all` prices them)";
+         ", which the compiler does not build yet (`knobs=all` prices " +
+         (left.size() == 1 ? "it)" : "them)");
 }
 
 /// The report as a list of blocks, written once and rendered as Markdown or

@@ -87,20 +87,22 @@ private:
       mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
     return mask;
   }
-  /// The mask of the mesh axes that split an attention's heads (0: none).
-  FailureOr<int64_t> headAxesMaskOf(Operation *op, ArrayAttr axes) {
+  /// The mask of the mesh axes that split an attention's heads (0: none),
+  /// or what `what` names (a sequence-parallel dropout's tokens).
+  FailureOr<int64_t> headAxesMaskOf(Operation *op, ArrayAttr axes,
+                                    StringRef what = "splits its heads") {
     if (!axes)
       return 0;
     if (!meshOp)
-      return op->emitOpError("splits its heads over mesh axes but the "
-                             "module has no dsc.mesh");
+      return op->emitOpError(what) << " over mesh axes but the module has "
+                                   << "no dsc.mesh";
     int64_t mask = 0;
     for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
       std::optional<unsigned> index = meshOp.getAxisIndex(axis);
       if (!index)
-        return op->emitOpError("splits its heads over mesh axis '")
-               << axis << "' that @" << meshOp.getSymName()
-               << " does not have";
+        return op->emitOpError(what)
+               << " over mesh axis '" << axis << "' that @"
+               << meshOp.getSymName() << " does not have";
       mask |= int64_t(1) << *index;
     }
     return mask;
@@ -172,6 +174,21 @@ private:
     }
     norm.axes = axes | zeroMask;
     norm.encode(inst);
+    return success();
+  }
+
+  /// The plan's chunked collectives split a buffer's flattened elements
+  /// into equal contiguous chunks: a split along `dim` of `chunk`'s type
+  /// is that only when every dimension before it is 1.
+  LogicalResult checkLeadingChunks(Operation *op, Value chunk, int64_t dim) {
+    auto type = cast<RankedTensorType>(chunk.getType());
+    for (int64_t d = 0; d < dim; ++d)
+      if (type.getDimSize(d) != 1)
+        return op->emitOpError("splits ")
+               << type << " along dimension " << dim << ", but dimension " << d
+               << " before it is " << type.getDimSize(d)
+               << ", not 1: the plan's chunks are contiguous (reshape so "
+                  "that the split dimension leads)";
     return success();
   }
 
@@ -841,6 +858,29 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.inputs = inst.outputs = {out};
         return success();
       })
+      .Case<AllGatherOp>([&](AllGatherOp op) -> LogicalResult {
+        if (failed(checkLeadingChunks(op, op.getInput(),
+                                      op.getGatherDimAttr().getInt())))
+          return failure();
+        return lowerOverGroup<ops::GatherChunks>(op, op.getMeshAttr(),
+                                                 op.getMeshAxes(), inst);
+      })
+      .Case<ReduceScatterOp>([&](ReduceScatterOp op) -> LogicalResult {
+        if (failed(checkLeadingChunks(op, op.getResult(),
+                                      op.getScatterDimAttr().getInt())))
+          return failure();
+        ops::ReduceScatterChunks scatter;
+        scatter.reduce = static_cast<int64_t>(op.getReduction());
+        return lowerOverGroup(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                              scatter);
+      })
+      .Case<ScatterToParallelOp>([&](ScatterToParallelOp op) -> LogicalResult {
+        if (failed(checkLeadingChunks(op, op.getResult(),
+                                      op.getDimAttr().getInt())))
+          return failure();
+        return lowerOverGroup<ops::TakeChunk>(op, op.getMeshAttr(),
+                                              op.getMeshAxes(), inst);
+      })
       .Case<VocabParallelEmbeddingOp>(
           [&](VocabParallelEmbeddingOp op) -> LogicalResult {
             return lowerOverGroup<ops::VocabParallelEmbedding>(
@@ -894,7 +934,19 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         concat.encode(inst);
         return success();
       })
-      .Case<DropoutOp>([&](DropoutOp dr) {
+      .Case<DropoutOp>([&](DropoutOp dr) -> LogicalResult {
+        if (ArrayAttr shard = dr.getShardAxesAttr()) {
+          FailureOr<int64_t> mask =
+              headAxesMaskOf(dr, shard, "splits its tokens");
+          if (failed(mask))
+            return failure();
+          ops::DropoutChunk dropout;
+          dropout.seed = dr.getSeedAttr().getInt();
+          dropout.p = f64(dr.getPAttr());
+          dropout.axes = *mask;
+          dropout.encode(inst);
+          return success();
+        }
         ops::Dropout dropout;
         dropout.seed = dr.getSeedAttr().getInt();
         dropout.p = f64(dr.getPAttr());

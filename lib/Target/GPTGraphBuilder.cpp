@@ -198,7 +198,8 @@ Value GPTGraphBuilder::dropout(const Twine &name, Value x, double p) {
     return x;
   return DropoutOp::create(
       builder, named(name), x.getType(), x, builder.getF64FloatAttr(p),
-      builder.getI64IntegerAttr(config.seed + dropoutSeed++));
+      builder.getI64IntegerAttr(config.seed + dropoutSeed++),
+      /*shard_axes=*/nullptr);
 }
 
 Value GPTGraphBuilder::block(int64_t layer, Value x) {

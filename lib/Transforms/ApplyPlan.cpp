@@ -47,6 +47,7 @@ struct DscApplyPlanPass
     given.microbatches = options.microbatches.hasValue();
     given.schedule = options.pipelineSchedule.hasValue();
     given.recompute = options.recompute.hasValue();
+    given.sequenceParallel = options.sequenceParallel.hasValue();
   }
 
   void runOnOperation() override {
@@ -78,7 +79,7 @@ struct DscApplyPlanPass
     if (!schedule)
       return fail("dsc.plan has no string 'schedule'");
     // Knobs the compiler does not build yet: refused, never dropped.
-    for (StringRef knob : {"sequence_parallel", "offload"})
+    for (StringRef knob : {"offload"})
       if (auto on = plan.getAs<BoolAttr>(knob); on && on.getValue())
         return fail("dsc.plan asks for " + knob +
                     ", which --dsc-compile does not build yet; search with "
@@ -124,6 +125,14 @@ struct DscApplyPlanPass
     if (given.recompute && compile->recompute.getValue() != recompute)
       return fail("the option recompute=" + compile->recompute.getValue() +
                   " disagrees with dsc.plan's " + recompute);
+    auto sequenceKnob = plan.getAs<BoolAttr>("sequence_parallel");
+    const bool sequenceParallel =
+        sequenceKnob && sequenceKnob.getValue() && *tp > 1;
+    if (given.sequenceParallel &&
+        compile->sequenceParallel.getValue() != sequenceParallel)
+      return fail("the option sequence-parallel=" +
+                  Twine(int(compile->sequenceParallel.getValue())) +
+                  " disagrees with dsc.plan's " + Twine(int(sequenceParallel)));
 
     CompileOptions options;
     options.copyOptionValuesFrom(*compile);
@@ -135,6 +144,7 @@ struct DscApplyPlanPass
     options.microbatches = *microbatches;
     options.pipelineSchedule = schedule.getValue().str();
     options.recompute = recompute;
+    options.sequenceParallel = sequenceParallel;
     OpPassManager pipeline(ModuleOp::getOperationName());
     buildCompilePipeline(pipeline, options);
     if (failed(runPipeline(pipeline, module)))
@@ -145,7 +155,7 @@ struct DscApplyPlanPass
   std::shared_ptr<CompileOptions> compile;
   struct {
     bool dp = false, tp = false, pp = false, zero = false, microbatches = false,
-         schedule = false, recompute = false;
+         schedule = false, recompute = false, sequenceParallel = false;
   } given;
 };
 

@@ -132,8 +132,10 @@ bool restrictToKnobs(an::SearchOptions &options, StringRef knobs) {
   if (knobs != "buildable" && knobs != "all")
     return false;
   const bool all = knobs == "all";
-  options.allowRecompute = true; // --dsc-recompute's recompute=full
-  options.allowSequenceParallel = all;
+  // --dsc-recompute's recompute=full and --dsc-tensor-parallel's
+  // sequence-parallel=1 are built; offload is not yet.
+  options.allowRecompute = true;
+  options.allowSequenceParallel = true;
   options.allowOffload = all;
   return true;
 }

@@ -31,9 +31,11 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   }
   // Tensor slicing rewrites the forward graph; autodiff then derives the
   // backward's collectives from the conjugate f/g ops.
-  if (options.tp > 1) {
+  // (sequence-parallel=1 with tp=1 reaches the pass, which refuses it.)
+  if (options.tp > 1 || options.sequenceParallel) {
     DscTensorParallelPassOptions tensorParallel;
     tensorParallel.tp = options.tp;
+    tensorParallel.sequenceParallel = options.sequenceParallel;
     pm.addPass(createDscTensorParallelPass(tensorParallel));
   }
 

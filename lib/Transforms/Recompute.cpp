@@ -50,6 +50,15 @@ bool isAttentionCore(Value value) {
          type.getDimSize(2) == type.getDimSize(3);
 }
 
+/// A copy of a parameter (sequence parallelism reads the norms' weights
+/// through dsc.copy_to_parallel; mixed precision casts them): a weight, not
+/// an activation.
+bool isParameterCopy(Operation *op) {
+  while (op && isa<CopyToParallelOp, CastOp>(op))
+    op = op->getOperand(0).getDefiningOp();
+  return op && op != nullptr && isa<GetParameterOp>(op);
+}
+
 int64_t bytesOf(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
@@ -92,7 +101,7 @@ struct DscRecomputePass
       FailureOr<size_t> forwardOps = countForwardOps(module, fb);
       if (failed(forwardOps))
         return signalPassFailure();
-      if (*mode != Mode::None && failed(rewrite(fb, *forwardOps, *mode)))
+      if (failed(rewrite(fb, *forwardOps, *mode)))
         return signalPassFailure();
       fb->setAttr(kSavedActivationBytesAttr,
                   IntegerAttr::get(IntegerType::get(&getContext(), 64),
@@ -142,10 +151,12 @@ struct DscRecomputePass
     // Without layers nothing would be recomputed: say so rather than plan
     // the memory of recompute=none under another name. (Printed IR keeps
     // the importers' name locations only with --mlir-print-debuginfo.)
-    bool anyLayer = llvm::any_of(
-        llvm::ArrayRef(ops).take_front(forwardOps), [](Operation *op) {
-          return !isa<GetParameterOp>(op) && transformerLayerOf(op) >= 0;
-        });
+    bool anyLayer = mode == Mode::None ||
+                    llvm::any_of(llvm::ArrayRef(ops).take_front(forwardOps),
+                                 [](Operation *op) {
+                                   return !isa<GetParameterOp>(op) &&
+                                          transformerLayerOf(op) >= 0;
+                                 });
     if (!anyLayer)
       return fb.emitError("--dsc-recompute: recompute=")
              << recompute.getValue() << " needs the transformer layers, but no "
@@ -153,9 +164,20 @@ struct DscRecomputePass
              << " has an `h.<i>` name location (print an imported module "
                 "with --mlir-print-debuginfo to keep them)";
 
-    // The forward ops whose values the backward recomputes.
+    // The forward ops whose values the backward recomputes. In every mode,
+    // sequence parallelism's gathers (and the reshapes of what they
+    // gathered): the backward gathers the rank's rows again instead of
+    // keeping the whole value, as Megatron-LM does, so what a layer keeps
+    // is 1/tp (Korthikanti et al.'s 34 sbh / t).
     llvm::DenseSet<Operation *> chosen;
     for (size_t i = 0; i < forwardOps; ++i) {
+      Operation *op = ops[i];
+      auto reshape = dyn_cast<ReshapeOp>(op);
+      if (isa<AllGatherOp>(op) ||
+          (reshape && chosen.contains(reshape.getInput().getDefiningOp())))
+        chosen.insert(op);
+    }
+    for (size_t i = 0; i < forwardOps && mode != Mode::None; ++i) {
       Operation *op = ops[i];
       int64_t layer = transformerLayerOf(op);
       if (layer < 0 || isRematerialized(op) || op->getNumResults() == 0)
@@ -211,7 +233,7 @@ struct DscRecomputePass
     llvm::DenseSet<Operation *> forward(ops.begin(), ops.begin() + forwardOps);
     int64_t bytes = 0;
     for (size_t i = 0; i < forwardOps; ++i) {
-      if (isRematerialized(ops[i]))
+      if (isRematerialized(ops[i]) || isParameterCopy(ops[i]))
         continue;
       for (Value result : ops[i]->getResults()) {
         bool readByBackward =

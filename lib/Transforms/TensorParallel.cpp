@@ -26,6 +26,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::dsc {
@@ -67,6 +68,11 @@ struct DscTensorParallelPass
           << tp.getValue();
       return signalPassFailure();
     }
+    if (tp == 1 && sequenceParallel) {
+      module.emitError("--dsc-tensor-parallel: sequence-parallel=1 splits the "
+                       "tensor-parallel group's tokens and needs tp > 1");
+      return signalPassFailure();
+    }
     if (tp == 1)
       return;
     if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
@@ -88,6 +94,8 @@ struct DscTensorParallelPass
     axes = Builder(module.getContext()).getStrArrayAttr({"tp"});
     if (failed(sliceAttention(loss)) || failed(sliceMlp(loss)) ||
         failed(sliceVocabulary(loss)) || failed(splitParameters(module)))
+      return signalPassFailure();
+    if (sequenceParallel && failed(parallelizeSequence(loss)))
       return signalPassFailure();
   }
 
@@ -454,6 +462,133 @@ private:
         if (read.getName() == name)
           read.getResult().setType(type);
       });
+    }
+    return success();
+  }
+
+  /// Sequence parallelism: the ops between the tensor-parallel regions
+  /// move onto the rank's chunk of the token rows, [N/tp, h] with N the
+  /// tokens of the micro-batch. Ops are rewritten in program order; `chunk`
+  /// maps a whole value of the old graph to its chunk in the new one.
+  LogicalResult parallelizeSequence(func::FuncOp func) {
+    llvm::DenseMap<Value, Value> chunk;
+    llvm::DenseMap<Value, Value> summedParameter;
+    SmallVector<Operation *> replaced;
+    Block &body = func.getBody().front();
+    auto chunkType = [&](RankedTensorType whole) {
+      return RankedTensorType::get(
+          {whole.getNumElements() / whole.getShape().back() / tp,
+           whole.getShape().back()},
+          whole.getElementType());
+    };
+    auto rowsType = [&](RankedTensorType whole) {
+      return RankedTensorType::get(
+          {whole.getNumElements() / whole.getShape().back(),
+           whole.getShape().back()},
+          whole.getElementType());
+    };
+    auto checkTokens = [&](Operation *op,
+                           RankedTensorType whole) -> LogicalResult {
+      int64_t rows = whole.getNumElements() / whole.getShape().back();
+      if (whole.getRank() < 2 || rows % tp != 0)
+        return op->emitOpError("--dsc-tensor-parallel: sequence parallelism "
+                               "splits the ")
+               << rows << " token rows of " << whole
+               << " over tp=" << tp.getValue()
+               << ", which does not divide them";
+      return success();
+    };
+    IntegerAttr dim0 =
+        IntegerAttr::get(IntegerType::get(func.getContext(), 64), 0);
+    for (Operation &op :
+         llvm::make_early_inc_range(body.without_terminator())) {
+      OpBuilder b(&op);
+      Location loc = op.getLoc();
+      // g: the partial sums are reduced and scattered by token rows.
+      if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+        auto whole = cast<RankedTensorType>(reduce.getType());
+        if (failed(checkTokens(&op, whole)))
+          return failure();
+        Value rows =
+            ReshapeOp::create(b, loc, rowsType(whole), reduce.getInput());
+        chunk[reduce.getResult()] =
+            ReduceScatterOp::create(b, loc, chunkType(whole), rows, meshRef,
+                                    axes, dim0, ReductionKind::Sum);
+        replaced.push_back(&op);
+        continue;
+      }
+      // f: the rank's rows are gathered into the whole value.
+      if (auto enter = dyn_cast<CopyToParallelOp>(op);
+          enter && chunk.count(enter.getInput())) {
+        auto whole = cast<RankedTensorType>(enter.getType());
+        Value rows = AllGatherOp::create(b, loc, rowsType(whole),
+                                         chunk.lookup(enter.getInput()),
+                                         meshRef, axes, dim0);
+        enter.getResult().replaceAllUsesWith(
+            ReshapeOp::create(b, loc, whole, rows).getResult());
+        replaced.push_back(&op);
+        continue;
+      }
+      if (!llvm::any_of(op.getOperands(),
+                        [&](Value v) { return chunk.count(v); }))
+        continue;
+      // Between the regions: ops of one token row at a time.
+      if (!isa<LayerNormOp, RmsNormOp, AddOp, BiasAddOp, DropoutOp, CastOp>(
+              op) ||
+          op.getNumResults() != 1)
+        return op.emitOpError("--dsc-tensor-parallel: sequence parallelism "
+                              "splits this op's input by token rows, but it "
+                              "splits only layer norms, RMS norms, residual "
+                              "adds, biases, dropouts and casts between the "
+                              "tensor-parallel regions");
+      auto whole = cast<RankedTensorType>(op.getResult(0).getType());
+      IRMapping map;
+      for (Value operand : op.getOperands()) {
+        if (Value part = chunk.lookup(operand)) {
+          map.map(operand, part);
+        } else if (operand.getType() == whole) {
+          // A replicated activation entering the region: the rank's rows.
+          Value rows = ReshapeOp::create(b, loc, rowsType(whole), operand);
+          map.map(operand,
+                  ScatterToParallelOp::create(b, loc, chunkType(whole), rows,
+                                              meshRef, axes, dim0)
+                      .getResult());
+        } else if (operand.getDefiningOp<GetParameterOp>()) {
+          // A parameter of the region: its gradient is partial over the
+          // rank's rows, so it is summed over tp (f's backward).
+          Value &summed = summedParameter[operand];
+          if (!summed) {
+            OpBuilder atRead(operand.getDefiningOp());
+            atRead.setInsertionPointAfterValue(operand);
+            summed = CopyToParallelOp::create(atRead, loc, operand.getType(),
+                                              operand, meshRef, axes);
+          }
+          map.map(operand, summed);
+        } else {
+          return op.emitOpError("--dsc-tensor-parallel: sequence "
+                                "parallelism: operand of type ")
+                 << operand.getType()
+                 << " is neither a token-row activation nor a parameter";
+        }
+      }
+      Operation *clone = b.clone(op, map);
+      clone->getResult(0).setType(chunkType(whole));
+      // A dropout draws, on the rank's rows, the whole tensor's mask.
+      if (auto dropout = dyn_cast<DropoutOp>(clone))
+        dropout.setShardAxesAttr(axes);
+      chunk[op.getResult(0)] = clone->getResult(0);
+      replaced.push_back(&op);
+    }
+    // Every use of a replaced value is a replaced op (or the check below
+    // names it).
+    for (Operation *op : llvm::reverse(replaced)) {
+      for (Value result : op->getResults())
+        for (Operation *user : result.getUsers())
+          if (!llvm::is_contained(replaced, user))
+            return user->emitOpError("--dsc-tensor-parallel: sequence "
+                                     "parallelism: this op reads a value "
+                                     "that is split by token rows");
+      op->erase();
     }
     return success();
   }

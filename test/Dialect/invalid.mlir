@@ -516,54 +516,9 @@ dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 0]
 
 // -----
 
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{split axes of dimension 1 must be a list of mesh axis names}}
-  %0 = dsc.shard %x to <@mesh, [["dp"], "tp"]> : tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{split axes of dimension 0 must contain non-empty axis names}}
-  %0 = dsc.shard %x to <@mesh, [[""], []]> : tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{mesh axis 'tp' is used more than once in the sharding}}
-  %0 = dsc.shard %x to <@mesh, [["tp"], []], partial = ["tp"]> : tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{partial axes must contain non-empty axis names}}
-  %0 = dsc.shard %x to <@mesh, [[], []], partial = [["tp"]]> : tensor<8x16xf32>
-  return
-}
-
-// -----
-
 func.func @f(%x: tensor<8x16xf32>) {
   // expected-error @+1 {{'@nomesh' does not name a dsc.mesh}}
-  %0 = dsc.shard %x to <@nomesh, [[], []]> : tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{sharding lists 1 dimensions but the tensor has rank 2}}
-  %0 = dsc.shard %x to <@mesh, [["dp"]]> : tensor<8x16xf32>
+  %0 = dsc.all_reduce %x on @nomesh axes = ["tp"] : tensor<8x16xf32>
   return
 }
 
@@ -572,25 +527,7 @@ func.func @f(%x: tensor<8x16xf32>) {
 dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
 func.func @f(%x: tensor<8x16xf32>) {
   // expected-error @+1 {{mesh axis 'pp' is not an axis of @mesh (axes: dp, tp)}}
-  %0 = dsc.shard %x to <@mesh, [["pp"], []]> : tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
-func.func @f(%x: tensor<8x6xf32>) {
-  // expected-error @+1 {{dimension 1 of size 6 cannot be split into 4 equal shards}}
-  %0 = dsc.shard %x to <@mesh, [["dp"], ["tp"]]> : tensor<8x6xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{mesh axis 'ep' is not an axis of @mesh (axes: dp, tp)}}
-  %0 = dsc.shard %x to <@mesh, [[], []], partial = ["ep"]> : tensor<8x16xf32>
+  %0 = dsc.all_reduce %x on @mesh axes = ["pp"] : tensor<8x16xf32>
   return
 }
 
@@ -662,42 +599,6 @@ dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
 func.func @f(%x: tensor<8x16xf32>) {
   // expected-error @+1 {{result type 'tensor<8x16xf32>' must be 'tensor<8x32xf32>'}}
   %0 = dsc.all_gather %x on @mesh axes = ["tp"] gather_dim = 1 : tensor<8x16xf32> -> tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
-func.func @f(%x: tensor<8x6xf32>) {
-  // expected-error @+1 {{split dimension 1 of size 6 is not divisible by the group size 4}}
-  %0 = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x6xf32> -> tensor<32x1xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{concat dimension 2 is out of range for rank 2}}
-  %0 = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 2 : tensor<8x16xf32> -> tensor<32x4xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{result type 'tensor<8x16xf32>' must be 'tensor<32x4xf32>'}}
-  %0 = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<8x16xf32>
-  return
-}
-
-// -----
-
-dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{root 8 is not a rank of the group of size 8}}
-  %0 = dsc.broadcast %x on @mesh axes = ["dp", "tp"] root = 8 : tensor<8x16xf32>
   return
 }
 
@@ -955,5 +856,23 @@ func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_st
 func.func @f() {
   // expected-error @+1 {{must be inside a pipeline stage's program (a function with dsc.stage)}}
   dsc.pipeline_backward @f microbatch = 0
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<6x16xf32>) {
+  // expected-error @+1 {{dimension 0 of size 6 is not divisible by the group size 4}}
+  %0 = dsc.scatter_to_parallel %x on @mesh axes = ["tp"] dim = 0 : tensor<6x16xf32> -> tensor<1x16xf32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{result type 'tensor<4x16xf32>' must be 'tensor<2x16xf32>'}}
+  %0 = dsc.scatter_to_parallel %x on @mesh axes = ["tp"] dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
   return
 }

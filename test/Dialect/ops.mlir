@@ -107,24 +107,20 @@ func.func @mixed_precision(%x: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) -> tens
 
 // CHECK-LABEL: func.func @parallel
 func.func @parallel(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // CHECK: %[[S:.*]] = dsc.shard %{{.*}} to <@mesh, {{\[\[}}"dp"], ["tp"]]> : tensor<8x16xf32>
-  %s = dsc.shard %x to <@mesh, [["dp"], ["tp"]]> : tensor<8x16xf32>
-  // CHECK: dsc.shard %[[S]] to <@mesh, {{\[\[}}], []], partial = ["tp"]> : tensor<8x16xf32>
-  %p = dsc.shard %s to <@mesh, [[], []], partial = ["tp"]> : tensor<8x16xf32>
   // CHECK: dsc.all_reduce %{{.*}} on @mesh axes = ["tp"] : tensor<8x16xf32>
-  %ar = dsc.all_reduce %p on @mesh axes = ["tp"] : tensor<8x16xf32>
+  %ar = dsc.all_reduce %x on @mesh axes = ["tp"] : tensor<8x16xf32>
   // CHECK: dsc.all_reduce %{{.*}} on @mesh axes = ["dp", "tp"] reduction = max : tensor<8x16xf32>
   %am = dsc.all_reduce %ar on @mesh axes = ["dp", "tp"] reduction = max : tensor<8x16xf32>
   // CHECK: dsc.reduce_scatter %{{.*}} on @mesh axes = ["dp"] scatter_dim = 0 reduction = avg : tensor<8x16xf32> -> tensor<4x16xf32>
   %rs = dsc.reduce_scatter %am on @mesh axes = ["dp"] scatter_dim = 0 reduction = avg : tensor<8x16xf32> -> tensor<4x16xf32>
   // CHECK: dsc.all_gather %{{.*}} on @mesh axes = ["dp"] gather_dim = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
   %ag = dsc.all_gather %rs on @mesh axes = ["dp"] gather_dim = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
-  // CHECK: dsc.all_to_all %{{.*}} on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<16x8xf32>
-  %aa = dsc.all_to_all %ag on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<16x8xf32>
-  // CHECK: dsc.broadcast %{{.*}} on @mesh axes = ["dp", "pp"] root = 3 : tensor<8x16xf32>
-  %bc = dsc.broadcast %ag on @mesh axes = ["dp", "pp"] root = 3 : tensor<8x16xf32>
+  // CHECK: dsc.scatter_to_parallel %{{.*}} on @mesh axes = ["tp"] dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+  %sc = dsc.scatter_to_parallel %ag on @mesh axes = ["tp"] dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+  // CHECK: dsc.dropout %{{.*}} {p = 1.000000e-01 : f64, seed = 3 : i64, shard_axes = ["tp"]} : tensor<4x16xf32>
+  %dr = dsc.dropout %sc {p = 1.000000e-01 : f64, seed = 3 : i64, shard_axes = ["tp"]} : tensor<4x16xf32>
   // CHECK: dsc.send %{{.*}} on @mesh axis = "pp" to 1 tag = 2 : tensor<8x16xf32>
-  dsc.send %bc on @mesh axis = "pp" to 1 tag = 2 : tensor<8x16xf32>
+  dsc.send %ag on @mesh axis = "pp" to 1 tag = 2 : tensor<8x16xf32>
   // CHECK: dsc.recv on @mesh axis = "pp" from 0 tag = 2 : tensor<8x16xf32>
   %rv = dsc.recv on @mesh axis = "pp" from 0 tag = 2 : tensor<8x16xf32>
   // CHECK: dsc.transfer %{{.*}} from device to host : tensor<8x16xf32>

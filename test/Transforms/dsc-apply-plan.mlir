@@ -40,8 +40,8 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 // -----
 
 // Knobs the compiler does not build are refused by name, never dropped.
-// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan asks for sequence_parallel, which --dsc-compile does not build yet; search with knobs=buildable (--dsc-auto-parallel's default)}}
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 2 : i64, zero = 0 : i64}} {
+// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan asks for offload, which --dsc-compile does not build yet; search with knobs=buildable (--dsc-auto-parallel's default)}}
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = true, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 1 : i64}} {
 }
 
 // -----

@@ -35,6 +35,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "pipeline-schedule",
       llvm::cl::desc("Pipeline schedule: 1f1b (default) or gpipe"),
       llvm::cl::init("1f1b")};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("With tp > 1: split the layer norms, residuals and "
+                     "biases between the tensor-parallel regions over the "
+                     "tokens (Korthikanti et al., Megatron-LM's "
+                     "--sequence-parallel)"),
+      llvm::cl::init(false)};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("Activation recompute: none (default), selective (the "

@@ -41,11 +41,11 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     by `dsc-translate --import-neox`), a cluster description (JSON, see
     `examples/clusters/`), the GPU count and the global batch, and searches
     every dp x tp x pp split (tp within a node, Megatron rank order), ZeRO
-    stage 0-3, micro-batch size, pipeline schedule (1F1B, GPipe) and full
-    activation recompute: the knobs `--dsc-compile` builds, so the winner
-    compiles (`--dsc-compile="plan=auto"`). With `knobs=all` it also prices
-    sequence parallelism and optimizer offload, which the cost model knows
-    and the compiler does not build yet. Plans that do not
+    stage 0-3, micro-batch size, pipeline schedule (1F1B, GPipe), full
+    activation recompute and sequence parallelism: the knobs `--dsc-compile`
+    builds, so the winner compiles (`--dsc-compile="plan=auto"`). With
+    `knobs=all` it also prices optimizer offload, which the cost model
+    knows and the compiler does not build yet. Plans that do not
     fit in GPU memory are pruned; the rest are ranked by the predicted step
     time (or by memory) of the analytical cost model described in
     `docs/cost-model.md`.
@@ -85,9 +85,9 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
            "the per-replica batch)">,
     Option<"knobs", "knobs", "std::string", /*default=*/"\"buildable\"",
            "'buildable': only the knobs --dsc-compile builds (dp, tp, pp, "
-           "ZeRO, micro-batches, schedule, full recompute), so the winner "
-           "compiles; 'all': also price sequence parallelism and optimizer "
-           "offload, which the compiler does not build yet">,
+           "ZeRO, micro-batches, schedule, full recompute, sequence "
+           "parallelism), so the winner compiles; 'all': also price "
+           "optimizer offload, which the compiler does not build yet">,
   ];
 }
 
@@ -109,13 +109,14 @@ def DscApplyPlanPass : Pass<"dsc-apply-plan", "::mlir::ModuleOp"> {
     ```
 
     Nothing in the plan is silently dropped. Errors name the cause: a
-    module without `dsc.plan`; a plan asking for sequence parallelism or
-    offload, which the compiler does not build yet (search with
-    knobs=buildable, the default); a plan whose micro-batch size is
+    module without `dsc.plan`; a plan asking for offload, which the
+    compiler does not build yet (search with knobs=buildable, the default);
+    a plan whose micro-batch size is
     not the graph's (the graph's token shape fixes it: search with
     micro-batch=B); a compile option (dp=, tp=, pp=, zero=,
-    microbatches=, pipeline-schedule=, recompute=) that disagrees with the
-    plan (the plan's `recompute = true` is `recompute=full`).
+    microbatches=, pipeline-schedule=, recompute=, sequence-parallel=) that
+    disagrees with the plan (the plan's `recompute = true` is
+    `recompute=full`).
     Run alone, `--dsc-apply-plan` compiles with the default options.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect",
@@ -468,11 +469,45 @@ def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
 
     Declares `dsc.mesh @mesh axes = ["tp"] shape = [tp]` unless the module
     has a mesh, which must then have a `tp` axis of that size.
+
+    With `sequence-parallel=1` (Korthikanti et al. 2022, Megatron-LM's
+    `--sequence-parallel`), the ops between the tensor-parallel regions
+    (layer norms, residual adds, biases, dropouts) work on the rank's
+    `1/tp` of the tokens: each `g` all-reduce becomes a `dsc.reshape` to
+    `[b*s, h]` and a `dsc.reduce_scatter` of the token rows, each `f`
+    becomes a `dsc.all_gather` of them (and a reshape back); the bytes on
+    the wire are the same, the activations between the regions are `1/tp`
+    per rank. A replicated operand that enters the region (the position
+    embedding) is chunked with `dsc.scatter_to_parallel`; the region's
+    parameters (the norms' weights, the row-parallel biases) are read
+    through `dsc.copy_to_parallel`, so their gradients, partial over the
+    rank's tokens, are summed over tp; a dropout between the regions gets
+    `shard_axes = ["tp"]`, so it draws, on the rank's rows, the mask of the
+    whole. Before (one layer's attention exit):
+    ```mlir
+    %p = dsc.matmul %a, %w : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
+    %g = dsc.all_reduce %p on @mesh axes = ["tp"] : tensor<2x8x32xf32>
+    %y = dsc.add %x, %g : tensor<2x8x32xf32>
+    ```
+    After (tp = 2):
+    ```mlir
+    %r = dsc.reshape %p : tensor<2x8x32xf32> -> tensor<16x32xf32>
+    %g = dsc.reduce_scatter %r on @mesh axes = ["tp"] scatter_dim = 0
+        : tensor<16x32xf32> -> tensor<8x32xf32>
+    %y = dsc.add %x, %g : tensor<8x32xf32>
+    ```
+    Errors: tokens per micro-batch not divisible by `tp`; an op reading a
+    sequence-parallel value that works across tokens (anything but the
+    ones above).
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
     Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
            "The forward function computing the loss">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Split the layer norms, residuals, biases and dropouts between "
+           "the tensor-parallel regions over the tokens">,
   ];
   let statistics = [
     Statistic<"numSplitParameters", "split-parameters",

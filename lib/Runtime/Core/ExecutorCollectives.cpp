@@ -38,6 +38,8 @@ ReduceOp reduceOf(const Instruction &inst) {
     return ReduceOp(ops::AllReduce::decode(inst).reduce);
   case Opcode::ReduceScatter:
     return ReduceOp(ops::ReduceScatter::decode(inst).reduce);
+  case Opcode::ReduceScatterChunks:
+    return ReduceOp(ops::ReduceScatterChunks::decode(inst).reduce);
   default:
     return ReduceOp(ops::ReduceScatterAccumulate::decode(inst).reduce);
   }
@@ -185,9 +187,11 @@ void Executor::runAllGather(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
   Communicator *comm = &requireGroup(prog, index, groupAxesOf(inst));
   auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
-  if (inst.opcode == Opcode::GatherParameter) {
+  if (inst.opcode == Opcode::GatherParameter ||
+      inst.opcode == Opcode::GatherChunks) {
     // ZeRO-3: the parameter's chunk into a separate temporary; the chunk
-    // itself stays, since the optimizer updates it in place.
+    // itself stays, since the optimizer updates it in place. Sequence
+    // parallelism: the rank's tokens into the whole sequence.
     const Buffer &chunk = thePlan.buffers[inst.inputs[0]];
     const Buffer &whole = thePlan.buffers[inst.outputs[0]];
     try {
@@ -221,6 +225,20 @@ void Executor::runReduceScatter(const Program &prog, size_t index) {
   const ReduceOp op = reduceOf(inst);
   // The communicator's send and receive buffers must not overlap: receive
   // this rank's chunk into the staging area, then put it in place.
+  if (inst.opcode == Opcode::ReduceScatterChunks) {
+    // Sequence parallelism: the group's partial sums reduced, this rank's
+    // tokens into their own buffer (send and receive do not overlap).
+    const Buffer &x = thePlan.buffers[inst.inputs[0]];
+    const Buffer &y = thePlan.buffers[inst.outputs[0]];
+    try {
+      comm->reduceScatter(arenas[x.arena] + x.offset,
+                          arenas[y.arena] + y.offset,
+                          size_t(numElements(y.shape)), x.dtype, op);
+    } catch (const Error &e) {
+      fail(e.what());
+    }
+    return;
+  }
   if (inst.opcode == Opcode::ReduceScatterAccumulate) {
     // ZeRO-2: reduce the micro-batch's gradient and add this rank's chunk
     // into its shard-sized accumulator.

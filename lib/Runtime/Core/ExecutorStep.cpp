@@ -252,10 +252,12 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     return;
   case Opcode::AllGather:
   case Opcode::GatherParameter:
+  case Opcode::GatherChunks:
     runAllGather(prog, index);
     return;
   case Opcode::ReduceScatter:
   case Opcode::ReduceScatterAccumulate:
+  case Opcode::ReduceScatterChunks:
     runReduceScatter(prog, index);
     return;
   case Opcode::PipelineForward:

@@ -126,10 +126,13 @@ void InstructionChecker::shapes() {
   case Opcode::Gelu:
   case Opcode::GeluExact:
   case Opcode::Dropout:
+  case Opcode::DropoutChunk:
   case Opcode::Accumulate:
     sameShape(in(0), inName(0), out(0), outName(0));
-    if (inst.opcode == Opcode::Dropout)
+    if (inst.opcode == Opcode::Dropout || inst.opcode == Opcode::DropoutChunk)
       floatAt("p", 0.0, 1.0, /*hiOpen=*/true);
+    if (inst.opcode == Opcode::DropoutChunk)
+      meshGroupAt("axes", "chunked dropout");
     break;
   case Opcode::Softmax:
     minRank(in(0), inName(0), 1);
@@ -389,6 +392,27 @@ void InstructionChecker::shapes() {
            inName(0) + " (" + std::to_string(numElements(chunk.shape)) +
            " elements each) make " +
            std::to_string(numElements(chunk.shape) * groupSize));
+    break;
+  }
+  case Opcode::GatherChunks: {
+    int64_t groupSize = meshGroupAt("axes", "collective");
+    if (numElements(out(0).shape) != numElements(in(0).shape) * groupSize)
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the " + std::to_string(groupSize) + " chunks of " +
+           inName(0) + " (" + std::to_string(numElements(in(0).shape)) +
+           " elements each) make " +
+           std::to_string(numElements(in(0).shape) * groupSize));
+    break;
+  }
+  case Opcode::ReduceScatterChunks:
+  case Opcode::TakeChunk: {
+    int64_t groupSize = meshGroupAt(
+        "axes", inst.opcode == Opcode::TakeChunk ? "chunk" : "collective");
+    if (numElements(out(0).shape) * groupSize != numElements(in(0).shape))
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the chunk of " + inName(0) + " over " +
+           std::to_string(groupSize) + " ranks has " +
+           std::to_string(numElements(in(0).shape) / groupSize));
     break;
   }
   case Opcode::AdamWShard: {

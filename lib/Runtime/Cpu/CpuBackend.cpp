@@ -426,6 +426,18 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     if (in(0) != out(0))
       std::memmove(out(0), in(0), inB(0).bytes);
     break;
+  case Opcode::TakeChunk: {
+    // This rank's chunk of the replicated input (the verifier checked that
+    // the group's chunks make the input).
+    Communicator &comm =
+        requireGroup(prog, index, ops::TakeChunk::decode(inst).axes);
+    const size_t bytes = outB(0).bytes;
+    std::memcpy(out(0),
+                reinterpret_cast<const uint8_t *>(in(0)) +
+                    bytes * size_t(comm.rank()),
+                bytes);
+    break;
+  }
   case Opcode::Transpose: {
     const Permutation p = permutationOf(inst);
     transposeForward(in(0), out(0), inB(0).shape.data(), p.perm, p.rank);
@@ -461,6 +473,14 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     const ops::Dropout dr = ops::Dropout::decode(inst);
     dropoutForward(in(0), out(0), numElements(inB(0).shape), float(dr.p),
                    ex.dropoutSeed(dr.seed));
+    break;
+  }
+  case Opcode::DropoutChunk: {
+    const ops::DropoutChunk dr = ops::DropoutChunk::decode(inst);
+    const int64_t n = numElements(inB(0).shape);
+    Communicator &comm = requireGroup(prog, index, dr.axes);
+    dropoutForward(in(0), out(0), n, float(dr.p), ex.dropoutSeed(dr.seed),
+                   uint64_t(n) * uint64_t(comm.rank()));
     break;
   }
   case Opcode::BiasGrad:
@@ -504,6 +524,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::ReduceScatter:
   case Opcode::ReduceScatterAccumulate:
   case Opcode::GatherParameter:
+  case Opcode::GatherChunks:
+  case Opcode::ReduceScatterChunks:
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
   case Opcode::PipelineSend:

@@ -184,6 +184,17 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::Copy:
     copy(out(0), in(0), inB(0).bytes);
     break;
+  case Opcode::TakeChunk: {
+    // This rank's chunk of the replicated input.
+    Communicator *comm =
+        &ex.requireGroup(prog, index, ops::TakeChunk::decode(inst).axes);
+    const size_t bytes = outB(0).bytes;
+    copy(out(0),
+         reinterpret_cast<const uint8_t *>(in(0)) +
+             bytes * size_t(comm->rank()),
+         bytes);
+    break;
+  }
   case Opcode::Transpose: {
     const Permutation p = permutationOf(inst);
     launched(cuda::transposeForward(in(0), out(0), inB(0).shape.data(), p.perm,
@@ -223,6 +234,14 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     const ops::Dropout dr = ops::Dropout::decode(inst);
     launched(cuda::dropoutForward(in(0), out(0), count(inB(0)), float(dr.p),
                                   ex.dropoutSeed(dr.seed), 0, stream));
+    break;
+  }
+  case Opcode::DropoutChunk: {
+    const ops::DropoutChunk dr = ops::DropoutChunk::decode(inst);
+    Communicator *comm = &ex.requireGroup(prog, index, dr.axes);
+    launched(cuda::dropoutForward(
+        in(0), out(0), count(inB(0)), float(dr.p), ex.dropoutSeed(dr.seed),
+        uint64_t(count(inB(0))) * uint64_t(comm->rank()), stream));
     break;
   }
   case Opcode::BiasGrad:

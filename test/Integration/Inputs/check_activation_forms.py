@@ -9,7 +9,8 @@ hidden, a heads, t tensor-parallel ranks), 16-bit values and 1-byte
 dropout masks:
   none       sbh (10 + 24/t + 5as/(ht))
   selective  sbh (10 + 24/t)
-  full       2sbh (the layer's input)
+  sequence parallelism with selective  sbh 34/t
+  full       2sbh (the layer's input), 2sbh/t with sequence parallelism
 Of the 10 replicated bytes per sbh, 8 are values (the two layer norms'
 inputs, the QKV and MLP inputs) and 2 the two dropout masks; the 24/t are
 values (Q, K, V, the projection's input, the MLP's 4h pre- and
@@ -22,7 +23,8 @@ the backward); dsc.attention keeps no s x s value (its backward recomputes
 the core, as FlashAttention does), so none plans what the paper calls
 selective. In fp32 that is:
   none = selective  sbh (16 + 48/t)
-  full              4sbh
+  sequence-parallel sbh 64/t (none or selective)
+  full              4sbh, 4sbh/t with sequence parallelism
 The per-layer figure is the difference of dsc.saved_activation_bytes
 (the bytes of forward values the backward reads, per rank) between the
 model with 2 layers and with 1.
@@ -45,7 +47,7 @@ s, b, h, a, t = (int(x) for x in sys.argv[4:9])
 dropout = float(sys.argv[9])
 
 
-def compile_model(layers, recompute):
+def compile_model(layers, recompute, sp=False):
     config = {
         "num_layers": layers, "hidden_size": h, "num_attention_heads": a,
         "seq_length": s, "max_position_embeddings": s, "vocab_size": 256,
@@ -61,7 +63,8 @@ def compile_model(layers, recompute):
                              "--mlir-print-debuginfo"],
                             check=True, capture_output=True, text=True).stdout
     compiled = subprocess.run(
-        [opt, f"--dsc-compile=tp={t} recompute={recompute}"],
+        [opt, f"--dsc-compile=tp={t} recompute={recompute}"
+              + (" sequence-parallel=1" if sp else "")],
         input=module, check=True, capture_output=True, text=True).stdout
     found = re.findall(r"func\.func @forward_backward\(.*"
                        r"dsc\.saved_activation_bytes = (\d+)", compiled)
@@ -72,8 +75,8 @@ def compile_model(layers, recompute):
     return int(found[0]), int(peak[0])
 
 
-def saved_bytes(layers, recompute):
-    return compile_model(layers, recompute)[0]
+def saved_bytes(layers, recompute, sp=False):
+    return compile_model(layers, recompute, sp)[0]
 
 
 sbh = s * b * h
@@ -82,12 +85,17 @@ expected = {
     "selective": sbh * (16 + 48 // t),
     "full": 4 * sbh,
 }
+cases = [(mode, False, want) for mode, want in expected.items()]
+if t > 1:
+    cases += [("none", True, sbh * 64 // t), ("selective", True, sbh * 64 // t),
+              ("full", True, 4 * sbh // t)]
 failures = 0
-for mode, want in expected.items():
-    got = saved_bytes(2, mode) - saved_bytes(1, mode)
+for mode, sp, want in cases:
+    got = saved_bytes(2, mode, sp) - saved_bytes(1, mode, sp)
     status = "ok" if got == want else "MISMATCH"
     failures += got != want
-    print(f"s={s} b={b} h={h} a={a} t={t} recompute={mode}: "
+    print(f"s={s} b={b} h={h} a={a} t={t} recompute={mode}"
+          f"{' sequence-parallel' if sp else ''}: "
           f"{got} bytes per layer, formula {want}: {status}")
 (saved_none, peak_none), (saved_full, peak_full) = (
     compile_model(2, "none"), compile_model(2, "full"))

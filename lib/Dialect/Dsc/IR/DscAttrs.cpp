@@ -81,7 +81,7 @@ double InitAttr::getEffectiveStd() const {
 }
 
 //===----------------------------------------------------------------------===//
-// ShardingAttr
+// ShardLayoutAttr
 //===----------------------------------------------------------------------===//
 
 /// Checks that `list` is an array of strings, naming `what` in the error.
@@ -99,20 +99,6 @@ verifyAxisList(function_ref<InFlightDiagnostic()> emitError, Attribute list,
       return emitError() << "mesh axis '" << name.getValue()
                          << "' is used more than once in the sharding";
   }
-  return success();
-}
-
-LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   FlatSymbolRefAttr mesh, ArrayAttr splitAxes,
-                                   ArrayAttr partialAxes) {
-  llvm::StringSet<> seen;
-  for (auto [dim, axes] : llvm::enumerate(splitAxes))
-    if (failed(verifyAxisList(emitError, axes,
-                              "split axes of dimension " + Twine(dim), seen)))
-      return failure();
-  if (partialAxes &&
-      failed(verifyAxisList(emitError, partialAxes, "partial axes", seen)))
-    return failure();
   return success();
 }
 
@@ -179,21 +165,6 @@ SmallVector<StringRef> ShardLayoutAttr::getChunkAxisNames() const {
   SmallVector<StringRef> names;
   if (ArrayAttr chunk = getChunk())
     for (Attribute axis : chunk)
-      names.push_back(cast<StringAttr>(axis).getValue());
-  return names;
-}
-
-SmallVector<StringRef> ShardingAttr::getAxesOfDim(unsigned dim) const {
-  SmallVector<StringRef> names;
-  for (Attribute axis : cast<ArrayAttr>(getSplitAxes()[dim]))
-    names.push_back(cast<StringAttr>(axis).getValue());
-  return names;
-}
-
-SmallVector<StringRef> ShardingAttr::getPartialAxisNames() const {
-  SmallVector<StringRef> names;
-  if (ArrayAttr partial = getPartialAxes())
-    for (Attribute axis : partial)
       names.push_back(cast<StringAttr>(axis).getValue());
   return names;
 }

@@ -149,6 +149,16 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
     } else if (auto gather = dyn_cast<AllGatherStatesOp>(op)) {
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
       allGather(times, n, bytesOfSymbols(op, gather.getBuffers()));
+    } else if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+      // Sequence parallelism: the whole partial sum is scattered.
+      int64_t n = groupSize(op, scatter.getMeshAttr(), scatter.getMeshAxes());
+      reduceScatter(
+          times, n,
+          bytesOfType(cast<RankedTensorType>(scatter.getInput().getType())));
+    } else if (auto gather = dyn_cast<AllGatherOp>(op)) {
+      int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
+      allGather(times, n,
+                bytesOfType(cast<RankedTensorType>(gather.getType())));
     } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
       // ZeRO-3: each rank sends its chunk to the n-1 others.
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());

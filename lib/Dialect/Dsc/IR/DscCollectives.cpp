@@ -194,38 +194,6 @@ GatherParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 //===----------------------------------------------------------------------===//
-// ShardOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &tables) {
-  ShardingAttr sharding = getSharding();
-  FailureOr<MeshOp> mesh = lookupMesh(*this, tables, sharding.getMesh());
-  if (failed(mesh))
-    return failure();
-  RankedTensorType type = tensorOf(getInput());
-  if (static_cast<int64_t>(sharding.getSplitAxes().size()) != type.getRank())
-    return emitOpError("sharding lists ")
-           << sharding.getSplitAxes().size()
-           << " dimensions but the tensor has rank " << type.getRank();
-  for (int64_t dim = 0, e = type.getRank(); dim < e; ++dim) {
-    SmallVector<StringRef> axes = sharding.getAxesOfDim(dim);
-    if (axes.empty())
-      continue;
-    FailureOr<int64_t> shards = getGroupSizeOf(*this, *mesh, axes);
-    if (failed(shards))
-      return failure();
-    if (type.getDimSize(dim) % *shards != 0)
-      return emitOpError("dimension ")
-             << dim << " of size " << type.getDimSize(dim)
-             << " cannot be split into " << *shards << " equal shards";
-  }
-  SmallVector<StringRef> partial = sharding.getPartialAxisNames();
-  if (!partial.empty() && failed(getGroupSizeOf(*this, *mesh, partial)))
-    return failure();
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
 
@@ -270,39 +238,6 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (failed(verifyDivisibleDim(*this, "gather dimension", input, dim, 1)))
     return failure();
   return verifyScaledShape(*this, input, tensorOf(getResult()), dim, *group, 1);
-}
-
-LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> group =
-      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
-  if (failed(group))
-    return failure();
-  RankedTensorType input = tensorOf(getInput());
-  if (failed(verifyDivisibleDim(*this, "split dimension", input,
-                                getSplitDimAttr().getInt(), *group)) ||
-      failed(verifyDivisibleDim(*this, "concat dimension", input,
-                                getConcatDimAttr().getInt(), 1)))
-    return failure();
-  SmallVector<int64_t> expected(input.getShape());
-  expected[getSplitDimAttr().getInt()] /= *group;
-  expected[getConcatDimAttr().getInt()] *= *group;
-  auto expectedType = RankedTensorType::get(expected, input.getElementType());
-  if (tensorOf(getResult()) != expectedType)
-    return emitOpError("result type ")
-           << getResult().getType() << " must be " << expectedType;
-  return success();
-}
-
-LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> group =
-      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
-  if (failed(group))
-    return failure();
-  if (getRootAttr().getInt() < 0 || getRootAttr().getInt() >= *group)
-    return emitOpError("root ")
-           << getRootAttr().getInt() << " is not a rank of the group "
-           << "of size " << *group;
-  return success();
 }
 
 /// Checks a point-to-point peer coordinate along `axis`.

@@ -104,26 +104,6 @@ void AllGatherOp::getCommunicationEvents(
   events.push_back(std::move(event));
 }
 
-void AllToAllOp::getCommunicationEvents(
-    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
-  CommunicationEvent event =
-      collective("all_to_all", getMeshAttr(), getMeshAxes());
-  event.payload.push_back(getInput().getType());
-  event.parameters =
-      parametersOf(getContext(), {{"split_dim", getSplitDimAttr()},
-                                  {"concat_dim", getConcatDimAttr()}});
-  events.push_back(std::move(event));
-}
-
-void BroadcastOp::getCommunicationEvents(
-    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
-  CommunicationEvent event =
-      collective("broadcast", getMeshAttr(), getMeshAxes());
-  event.payload.push_back(getInput().getType());
-  event.parameters = parametersOf(getContext(), {{"root", getRootAttr()}});
-  events.push_back(std::move(event));
-}
-
 //===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//
@@ -249,6 +229,9 @@ void ClipGradNormOp::getCommunicationEvents(
 // backward's) communicate.
 
 void CopyToParallelOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &) {}
+
+void ScatterToParallelOp::getCommunicationEvents(
     SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &) {}
 
 void VocabParallelEmbeddingOp::getCommunicationEvents(

@@ -30,6 +30,30 @@ CopyToParallelOp::verifySymbolUses(SymbolTableCollection &tables) {
   return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
 }
 LogicalResult
+ScatterToParallelOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  auto input = cast<RankedTensorType>(getInput().getType());
+  int64_t dim = getDimAttr().getInt();
+  if (dim < 0 || dim >= input.getRank())
+    return emitOpError("dimension ")
+           << dim << " is out of range for rank " << input.getRank();
+  if (input.getDimSize(dim) % *group != 0)
+    return emitOpError("dimension ")
+           << dim << " of size " << input.getDimSize(dim)
+           << " is not divisible by the group size " << *group;
+  SmallVector<int64_t> shape(input.getShape());
+  shape[dim] /= *group;
+  auto expected = RankedTensorType::get(shape, input.getElementType());
+  if (getResult().getType() != expected)
+    return emitOpError("result type ")
+           << getResult().getType() << " must be " << expected;
+  return success();
+}
+
+LogicalResult
 VocabParallelEmbeddingOp::verifySymbolUses(SymbolTableCollection &tables) {
   return getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
 }
@@ -148,6 +172,40 @@ LogicalResult AllReduceOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                        "tensor-parallel g); got reduction ")
            << stringifyReductionKind(getReduction());
   }
+}
+
+LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  if (getReduction() != ReductionKind::Sum)
+    return emitOpError("only a sum reduce-scatter can be differentiated (the "
+                       "sequence-parallel exit); got reduction ")
+           << stringifyReductionKind(getReduction());
+  // Each rank's partial sum contributed to every chunk alike.
+  operandGrads.push_back(
+      AllGatherOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
+                          getMeshAttr(), getMeshAxes(), getScatterDimAttr()));
+  return success();
+}
+
+LogicalResult AllGatherOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // Each rank's use of the gathered value holds a part of its gradient:
+  // sum them, and keep this rank's chunk.
+  operandGrads.push_back(ReduceScatterOp::create(
+      b, getLoc(), getInput().getType(), resultGrads[0], getMeshAttr(),
+      getMeshAxes(), getGatherDimAttr(), ReductionKind::Sum));
+  return success();
+}
+
+LogicalResult
+ScatterToParallelOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // The replicated input's chunks went to different ranks: gather their
+  // gradients back into the whole.
+  operandGrads.push_back(AllGatherOp::create(b, getLoc(), getInput().getType(),
+                                             resultGrads[0], getMeshAttr(),
+                                             getMeshAxes(), getDimAttr()));
+  return success();
 }
 
 LogicalResult

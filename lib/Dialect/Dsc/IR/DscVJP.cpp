@@ -231,8 +231,9 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   // The mask is a function of (seed, step, index): the same op on the
   // gradient applies the same mask and scale.
-  operandGrads.push_back(DropoutOp::create(
-      b, getLoc(), getType(), resultGrads[0], getPAttr(), getSeedAttr()));
+  operandGrads.push_back(DropoutOp::create(b, getLoc(), getType(),
+                                           resultGrads[0], getPAttr(),
+                                           getSeedAttr(), getShardAxesAttr()));
   return success();
 }
 

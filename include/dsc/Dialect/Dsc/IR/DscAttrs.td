@@ -204,35 +204,4 @@ def Dsc_ShardLayoutAttr : Dsc_Attr<"ShardLayout", "layout"> {
   }];
 }
 
-def Dsc_ShardingAttr : Dsc_Attr<"Sharding", "sharding"> {
-  let summary = "How a tensor is laid out over a device mesh";
-  let description = [{
-    `split_axes` has one entry per tensor dimension: the mesh axes that
-    dimension is split over, outermost first (an empty list means the
-    dimension is replicated). `partial_axes` lists the mesh axes over which
-    the tensor holds partial sums that still need a reduction — the state of
-    a row-parallel matmul's output before its all-reduce.
-
-    ```mlir
-    // Columns split over tp, replicated over dp:
-    #dsc.sharding<@mesh, [[], ["tp"]]>
-    // A partial sum over tp:
-    #dsc.sharding<@mesh, [[], []], partial = ["tp"]>
-    ```
-  }];
-  let parameters = (ins
-    "::mlir::FlatSymbolRefAttr":$mesh,
-    "::mlir::ArrayAttr":$split_axes,
-    OptionalParameter<"::mlir::ArrayAttr">:$partial_axes);
-  let assemblyFormat =
-      "`<` $mesh `,` $split_axes (`,` `partial` `=` $partial_axes^)? `>`";
-  let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    /// The axes dimension `dim` is split over, as strings.
-    ::llvm::SmallVector<::llvm::StringRef> getAxesOfDim(unsigned dim) const;
-    /// The partial-sum axes as strings (empty when fully reduced).
-    ::llvm::SmallVector<::llvm::StringRef> getPartialAxisNames() const;
-  }];
-}
-
 #endif // DSC_DIALECT_DSC_IR_DSCATTRS_TD

@@ -48,8 +48,8 @@ struct CommunicationEvent {
   enum class Kind { Collective, Send, Recv };
   Kind kind = Kind::Collective;
   /// Stable name of what the communicator executes: "all_reduce",
-  /// "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send",
-  /// "recv". Ops that execute the same thing report the same name.
+  /// "reduce_scatter", "all_gather", "send", "recv". Ops that execute the same
+  /// thing report the same name.
   llvm::StringRef name;
   FlatSymbolRefAttr mesh;
   /// The group's axes for a collective (its members differ from this rank

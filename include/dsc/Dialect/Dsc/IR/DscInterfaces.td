@@ -55,7 +55,7 @@ def Dsc_CommunicationOpInterface : OpInterface<"CommunicationOpInterface"> {
     communication it issues, in issue order, as a `CommunicationEvent`:
 
     - a collective: its stable kind name (`all_reduce`, `reduce_scatter`,
-      `all_gather`, `all_to_all`, `broadcast`), the mesh, the group axes
+      `all_gather`), the mesh, the group axes
       (the group is the ranks that differ from this one only on those axes),
       the reduction when it reduces, the payload types (the tensor each rank
       contributes; for in-place ops over named state, the states' types in

@@ -474,14 +474,18 @@ def Dsc_DropoutOp : Dsc_GraphOp<"dropout", [SameOperandsAndResultType]> {
     Zeroes each element with probability `p` and scales the rest by
     `1 / (1 - p)`. The mask is a pure function of `seed`, the training step
     and the element index, so the backward pass and every rank of a parallel
-    plan regenerate the same mask.
+    plan regenerate the same mask. With `shard_axes` (sequence parallelism)
+    the input is the chunk at this rank's index, over the group of those
+    mesh axes, of a tensor that many times larger, and the mask is that of
+    its elements in the whole.
 
     ```mlir
     %y = dsc.dropout %x {p = 1.000000e-01 : f64, seed = 7 : i64} : tensor<4x64x768xf32>
     ```
   }];
   let arguments = (ins Dsc_FloatTensor:$input, F64Attr:$p,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<StrArrayAttr>:$shard_axes);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -535,24 +539,6 @@ def Dsc_MeshOp : Dsc_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     /// Total number of ranks in the mesh.
     int64_t getNumRanks();
   }];
-}
-
-def Dsc_ShardOp : Dsc_Op<"shard",
-    [Pure, AllTypesMatch<["input", "result"]>,
-     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Annotates a value with its sharding";
-  let description = [{
-    States how `input` is laid out over the mesh from here on. Partitioning
-    turns a change of sharding between producer and consumer into the
-    collectives that realize it.
-
-    ```mlir
-    %w1 = dsc.shard %w to #dsc.sharding<@mesh, [[], ["tp"]]> : tensor<768x3072xf32>
-    ```
-  }];
-  let arguments = (ins Dsc_AnyTensor:$input, Dsc_ShardingAttr:$sharding);
-  let results = (outs Dsc_AnyTensor:$result);
-  let assemblyFormat = "$input `to` $sharding attr-dict `:` type($result)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -616,11 +602,15 @@ def Dsc_AllReduceStatesOp : Dsc_CollectiveOp<"all_reduce_states"> {
   }];
 }
 
-def Dsc_ReduceScatterOp : Dsc_CollectiveOp<"reduce_scatter"> {
+def Dsc_ReduceScatterOp : Dsc_CollectiveOp<"reduce_scatter",
+    [DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>]> {
   let summary = "Reduce-scatter over mesh axes";
   let description = [{
     Reduces `input` over the group and leaves rank `i` of the group with the
-    `i`-th of `n` equal chunks along `scatter_dim`.
+    `i`-th of `n` equal chunks along `scatter_dim`. Sequence parallelism's
+    exit from a row-parallel product (Megatron-LM's
+    `reduce_scatter_to_sequence_parallel_region`); a sum's gradient is the
+    all-gather of the result's gradient.
 
     ```mlir
     %g = dsc.reduce_scatter %g0 on @mesh axes = ["dp"] scatter_dim = 0
@@ -638,10 +628,15 @@ def Dsc_ReduceScatterOp : Dsc_CollectiveOp<"reduce_scatter"> {
   }];
 }
 
-def Dsc_AllGatherOp : Dsc_CollectiveOp<"all_gather"> {
+def Dsc_AllGatherOp : Dsc_CollectiveOp<"all_gather",
+    [DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>]> {
   let summary = "All-gather over mesh axes";
   let description = [{
     Concatenates the group's inputs along `gather_dim`, in group-rank order.
+    Sequence parallelism's entry into a column-parallel product
+    (`gather_from_sequence_parallel_region`): each rank's product then
+    holds a part of the gathered value's gradient, so its gradient is the
+    sum-reduce-scatter of the result's.
 
     ```mlir
     %w = dsc.all_gather %w0 on @mesh axes = ["dp"] gather_dim = 0
@@ -689,44 +684,6 @@ def Dsc_GatherParameterOp : Dsc_CollectiveOp<"gather_parameter"> {
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = [{
     $name `on` $mesh `axes` `=` $mesh_axes attr-dict `:` type($result)
-  }];
-}
-
-def Dsc_AllToAllOp : Dsc_CollectiveOp<"all_to_all"> {
-  let summary = "All-to-all over mesh axes";
-  let description = [{
-    Splits `input` into `n` chunks along `split_dim`, sends chunk `j` to group
-    rank `j`, and concatenates what it receives along `concat_dim`.
-
-    ```mlir
-    %y = dsc.all_to_all %x on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0
-        : tensor<4x64xf32> -> tensor<8x32xf32>
-    ```
-  }];
-  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$mesh_axes, I64Attr:$split_dim,
-                       I64Attr:$concat_dim);
-  let results = (outs Dsc_AnyTensor:$result);
-  let assemblyFormat = [{
-    $input `on` $mesh `axes` `=` $mesh_axes `split_dim` `=` $split_dim
-    `concat_dim` `=` $concat_dim attr-dict `:` type($input) `->` type($result)
-  }];
-}
-
-def Dsc_BroadcastOp : Dsc_CollectiveOp<"broadcast", [AllTypesMatch<["input", "result"]>]> {
-  let summary = "Broadcast from one group rank";
-  let description = [{
-    Every rank of the group receives the `input` of group rank `root`.
-
-    ```mlir
-    %w = dsc.broadcast %w0 on @mesh axes = ["dp"] root = 0 : tensor<768xf32>
-    ```
-  }];
-  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$mesh_axes, I64Attr:$root);
-  let results = (outs Dsc_AnyTensor:$result);
-  let assemblyFormat = [{
-    $input `on` $mesh `axes` `=` $mesh_axes `root` `=` $root attr-dict `:` type($result)
   }];
 }
 

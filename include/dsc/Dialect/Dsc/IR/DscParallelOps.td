@@ -39,6 +39,30 @@ def Dsc_CopyToParallelOp : Dsc_CollectiveOp<"copy_to_parallel",
   }];
 }
 
+def Dsc_ScatterToParallelOp : Dsc_CollectiveOp<"scatter_to_parallel",
+    [Pure, DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>]> {
+  let summary = "Keeps this rank's chunk of a replicated tensor";
+  let description = [{
+    Megatron-LM's `scatter_to_sequence_parallel_region`: `input` is the
+    same on every rank of the group; rank `i` keeps the `i`-th of `n` equal
+    chunks along `dim` (no communication). Its gradient is the all-gather
+    of the chunks' gradients. Sequence parallelism enters its region with
+    it after the embedding.
+
+    ```mlir
+    %x1 = dsc.scatter_to_parallel %x on @mesh axes = ["tp"] dim = 0
+        : tensor<128x768xf32> -> tensor<64x768xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$dim);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `dim` `=` $dim attr-dict
+    `:` type($input) `->` type($result)
+  }];
+}
+
 def Dsc_VocabParallelEmbeddingOp : Dsc_CollectiveOp<"vocab_parallel_embedding",
     [Pure, DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>]> {
   let summary = "Embedding lookup in one rank's rows of the vocabulary";
