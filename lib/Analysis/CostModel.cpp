@@ -217,6 +217,17 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   double tpBytesPerMb =
       tpCollectives *
       collectiveBusBytes(CollectiveKind::AllReduce, t, actBytes);
+  // Sequence parallelism keeps the rank's rows of a column-parallel
+  // product's input, not the gathered whole, and gathers them again for the
+  // weight gradient (Megatron-LM and --dsc-recompute alike): 2 more
+  // all-gathers per layer, unless a recomputed forward gathers anyway.
+  if (sp && !plan.recompute) {
+    double regathers = 2.0 * layers;
+    tpPerMb += regathers *
+               collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink);
+    tpBytesPerMb +=
+        regathers * collectiveBusBytes(CollectiveKind::AllGather, t, actBytes);
+  }
 
   // Pipeline: one activation forward and one gradient backward per
   // micro-batch on the critical path. Across nodes Megatron sends 1/t of it

@@ -42,7 +42,7 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
     SymbolTable symbols(module);
     if (microbatches < 1) {
       module.emitError("--dsc-autodiff: microbatches must be >= 1, got ")
-          << microbatches;
+          << microbatches.getValue();
       return signalPassFailure();
     }
     // A pipelined graph (--dsc-pipeline) has one forward program per stage,

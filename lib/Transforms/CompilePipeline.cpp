@@ -22,7 +22,7 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     return;
   }
   // The mesh first, so that every sharding pass finds its axis on it.
-  if (options.dp > 1 || options.tp > 1 || options.pp > 1) {
+  if (options.dp != 1 || options.tp != 1 || options.pp != 1) {
     DscDeclareMeshPassOptions mesh;
     mesh.dp = options.dp;
     mesh.pp = options.pp;
@@ -112,15 +112,9 @@ void mlir::dsc::registerDscPipelines() {
       "Compile a model graph into a memory-planned training plan "
       "(autodiff, optimizer, data parallelism, memory planning, "
       "collective verification)",
+      // Counts below 1 reach the passes, whose errors name them
+      // (--dsc-declare-mesh: dp, tp, pp; --dsc-autodiff: microbatches).
       [](OpPassManager &pm, const CompileOptions &options) {
-        if (options.microbatches < 1)
-          llvm::report_fatal_error("--dsc-compile: microbatches must be >= 1");
-        if (options.dp < 1)
-          llvm::report_fatal_error("--dsc-compile: dp must be >= 1");
-        if (options.tp < 1)
-          llvm::report_fatal_error("--dsc-compile: tp must be >= 1");
-        if (options.pp < 1)
-          llvm::report_fatal_error("--dsc-compile: pp must be >= 1");
         buildCompilePipeline(pm, options);
       });
 }

@@ -56,7 +56,7 @@ bool isAttentionCore(Value value) {
 bool isParameterCopy(Operation *op) {
   while (op && isa<CopyToParallelOp, CastOp>(op))
     op = op->getOperand(0).getDefiningOp();
-  return op && op != nullptr && isa<GetParameterOp>(op);
+  return op && isa<GetParameterOp>(op);
 }
 
 int64_t bytesOf(Value value) {

@@ -185,8 +185,14 @@ TEST(Comm, TensorParallelVolume) {
   double bsh2 = 2.0 * 2 * 2048 * 12288; // fp16 bytes
   double perAllReduce = collectiveBusBytes(CollectiveKind::AllReduce, 8, bsh2);
   EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 4 * perAllReduce);
-  p.sequenceParallel = true; // AG + RS pairs: same volume
-  EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 4 * perAllReduce);
+  // Sequence parallelism: AG + RS pairs of the same volume, and the
+  // backward's second gather of each column-parallel input (2 per layer),
+  // as --dsc-compile builds it.
+  p.sequenceParallel = true;
+  double perAllGather = collectiveBusBytes(CollectiveKind::AllGather, 8, bsh2);
+  EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp,
+                   48 * 12 * (4 * perAllReduce + 2 * perAllGather));
+  // With full recompute the recomputed forward gathers them anyway.
   p.recompute = true;
   EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 6 * perAllReduce);
 }

@@ -679,9 +679,13 @@ def DscRecomputePass : Pass<"dsc-recompute", "::mlir::ModuleOp"> {
     A recomputed value is a clone of its op (dropout masks are a pure
     function of the seed, step and micro-batch, so the clone draws the same
     mask). A value some op outside its layer reads in the forward (the
-    layer's output, the next layer's input) is always kept. Each program
+    layer's output, the next layer's input) is always kept. In every mode a
+    sequence-parallel `dsc.all_gather` (and the reshapes of what it
+    gathered) is done again in the backward rather than kept whole, as
+    Megatron-LM does, so all a layer keeps is split over tp. Each program
     gets `dsc.saved_activation_bytes`: the bytes of the forward values its
-    backward reads (parameters and constants are not activations).
+    backward reads (parameters, constants and their copies are not
+    activations).
 
     Before (one layer; the backward reads the layer's inner values):
     ```mlir
