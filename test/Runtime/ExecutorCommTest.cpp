@@ -241,6 +241,82 @@ TEST(ExecutorComm, GroupsOfA2x2Mesh) {
     }
 }
 
+// Sequence parallelism's instructions on tp=2 thread ranks: TakeChunk
+// keeps the rank's rows of a replicated buffer, GatherChunks concatenates
+// the ranks' rows, ReduceScatterChunks leaves each rank its rows of the
+// sum, and DropoutChunk draws on each rank's rows the mask Dropout draws
+// on the whole (the concatenated chunks equal one rank's Dropout).
+TEST(ExecutorComm, SequenceParallelChunks) {
+  Plan plan = makeTinyPlan(DType::F32);
+  plan.mesh = {{"tp", 2}};
+  uint32_t whole =
+      addBuffer(plan, "whole", DType::F32, {8, 4}, BufferRole::Temporary);
+  uint32_t rows =
+      addBuffer(plan, "rows", DType::F32, {4, 4}, BufferRole::Temporary);
+  uint32_t gathered =
+      addBuffer(plan, "gathered", DType::F32, {8, 4}, BufferRole::Temporary);
+  uint32_t summed =
+      addBuffer(plan, "summed", DType::F32, {4, 4}, BufferRole::Temporary);
+  uint32_t dropped =
+      addBuffer(plan, "dropped", DType::F32, {4, 4}, BufferRole::Temporary);
+  uint32_t droppedWhole = addBuffer(plan, "dropped.whole", DType::F32, {8, 4},
+                                    BufferRole::Temporary);
+  Instruction chunkDropout =
+      makeInst(Opcode::DropoutChunk, {rows}, {dropped}, "dropout", {5, 1});
+  chunkDropout.floats = {0.5};
+  Instruction wholeDropout =
+      makeInst(Opcode::Dropout, {whole}, {droppedWhole}, "dropout.whole", {5});
+  wholeDropout.floats = {0.5};
+  plan.programs.push_back(
+      {"sp",
+       {makeInst(Opcode::TakeChunk, {whole}, {rows}, "take", {1}),
+        makeInst(Opcode::GatherChunks, {rows}, {gathered}, "gather", {1}),
+        makeInst(Opcode::ReduceScatterChunks, {whole}, {summed}, "scatter",
+                 {1, 0}),
+        chunkDropout, wholeDropout}});
+  plan.summary.peakBytesPerArena = {plan.arenas[0].bytes};
+  ASSERT_NO_THROW(validatePlan(plan));
+  std::mutex mu;
+  std::vector<std::vector<float>> taken(2), gather(2), sum(2), drop(2),
+      dropWhole(2);
+  auto read = [](Executor &ex, const char *name) {
+    BufferView v = ex.buffer(name);
+    return std::vector<float>(v.as<float>(), v.as<float>() + v.size());
+  };
+  runRanks(
+      2,
+      [&](Communicator &world) {
+        Executor ex(plan, 7, &world);
+        BufferView w = ex.buffer("whole");
+        for (int64_t i = 0; i < w.size(); ++i)
+          w.as<float>()[i] = float(1 + i); // replicated: the same on both
+        ex.runProgram("sp");
+        std::lock_guard<std::mutex> lock(mu);
+        int r = world.rank();
+        taken[r] = read(ex, "rows");
+        gather[r] = read(ex, "gathered");
+        sum[r] = read(ex, "summed");
+        drop[r] = read(ex, "dropped");
+        dropWhole[r] = read(ex, "dropped.whole");
+      },
+      quickTimeout());
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(taken[r][i], float(1 + 16 * r + i)) << r << " " << i;
+      EXPECT_EQ(sum[r][i], 2.0f * float(1 + 16 * r + i)) << r << " " << i;
+      EXPECT_EQ(drop[r][i], dropWhole[r][16 * r + i]) << r << " " << i;
+    }
+    for (int i = 0; i < 32; ++i)
+      EXPECT_EQ(gather[r][i], float(1 + i)) << r << " " << i;
+  }
+  // The mask is not trivial: p = 0.5 drops some of the 32 and keeps some.
+  int kept = 0;
+  for (float v : dropWhole[0])
+    kept += v != 0.0f;
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 32);
+}
+
 /// The tiny plan made data parallel: mesh dp=`dp`, the gradients averaged
 /// over dp at the start of the optimizer program (one bucket: the two
 /// gradients are contiguous).

@@ -725,6 +725,53 @@ TEST(PlanValidate, ReduceScatterAccumulate) {
   EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 0 must be a non-zero");
 }
 
+// Sequence parallelism's chunked instructions: a gather into D times the
+// elements, a reduce-scatter and a chunk into 1/D of them, a chunked
+// dropout with its group; each refuses other sizes, naming them.
+TEST(PlanValidate, SequenceParallelChunks) {
+  Plan plan = makeMeshPlan();
+  uint32_t rows =
+      addBuffer(plan, "rows", DType::F32, {4, 8}, BufferRole::Temporary);
+  uint32_t whole =
+      addBuffer(plan, "whole", DType::F32, {8, 8}, BufferRole::Temporary);
+  uint32_t other =
+      addBuffer(plan, "other", DType::F32, {4, 8}, BufferRole::Temporary);
+  Program &fb = plan.programs[1];
+  fb.instructions.push_back(
+      makeInst(Opcode::GatherChunks, {rows}, {whole}, "gather", {1}));
+  fb.instructions.push_back(makeInst(Opcode::ReduceScatterChunks, {whole},
+                                     {rows}, "scatter", {1, 0}));
+  fb.instructions.push_back(
+      makeInst(Opcode::TakeChunk, {whole}, {rows}, "take", {1}));
+  Instruction dropout =
+      makeInst(Opcode::DropoutChunk, {rows}, {other}, "dropout", {7, 1});
+  dropout.floats = {0.1};
+  fb.instructions.push_back(dropout);
+  EXPECT_NO_THROW(validatePlan(plan));
+  Plan back = roundTrip(plan);
+  expectEqual(plan, back);
+
+  instructionNamed(plan, "gather").outputs = {other};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'gather' (GatherChunks)",
+                   "has 32 elements; the 2 chunks of",
+                   "(32 elements each) make 64");
+  instructionNamed(plan, "gather").outputs = {whole};
+  instructionNamed(plan, "scatter").inputs = {other};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'scatter' (ReduceScatterChunks)",
+                   "has 32 elements; the chunk of", "over 2 ranks has 16");
+  instructionNamed(plan, "scatter").inputs = {whole};
+  instructionNamed(plan, "take").inputs = {other};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'take' (TakeChunk)",
+                   "over 2 ranks has 16");
+  instructionNamed(plan, "take").inputs = {whole};
+  instructionNamed(plan, "dropout").ints = {7, 0};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'dropout' (DropoutChunk)",
+                   "int axes = 0 must be a non-zero");
+  instructionNamed(plan, "dropout").ints = {7, 1};
+  instructionNamed(plan, "dropout").floats = {1.5};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'dropout' (DropoutChunk)");
+}
+
 // ZeRO-3's gather: a parameter chunk (its layout chunked over the gather's
 // axes) into a temporary of D times its elements.
 TEST(PlanValidate, GatherParameter) {
