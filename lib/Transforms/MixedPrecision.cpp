@@ -158,13 +158,19 @@ struct DscMixedPrecisionPass
         return op->emitOpError("--dsc-mixed-precision: cannot convert an op "
                                "with regions; the pass runs on a flat "
                                "forward graph");
-      // A master weight is read in f32 and used in bf16.
+      // A master weight is read in f32 and used in bf16. Read through a
+      // copy_to_parallel (sequence parallelism's region parameters), the
+      // cast follows the copy, so that the copy's backward sums the
+      // gradient over tp in f32, as Megatron-LM sums its main grads.
       if (isa<GetParameterOp, GatherParameterOp>(op)) {
         Value read = op->getResult(0);
+        if (read.hasOneUse())
+          if (auto enter = dyn_cast<CopyToParallelOp>(*read.getUsers().begin()))
+            read = enter.getResult();
         RankedTensorType type = lowered(read.getType(), low);
         if (!type || read.use_empty())
           continue;
-        b.setInsertionPointAfter(op);
+        b.setInsertionPointAfterValue(read);
         Value cast = castTo(read, type, op->getLoc());
         read.replaceAllUsesExcept(cast, cast.getDefiningOp());
         low16.insert(cast);

@@ -179,6 +179,16 @@ void CpuBackend::run(InstructionContext &ex, const Program &prog, size_t index) 
          plan.buffers[inst.inputs[0]].bytes);
     return;
   }
+  if (inst.opcode == Opcode::TakeChunk) {
+    // This rank's chunk of the replicated input, bytes of one dtype: no
+    // staging either (the verifier checked that the chunks make the input).
+    Communicator &comm =
+        ex.requireGroup(prog, index, ops::TakeChunk::decode(inst).axes);
+    const uint64_t bytes = plan.buffers[inst.outputs[0]].bytes;
+    copy(ex.buffer(inst.outputs[0]).data,
+         ex.buffer(inst.inputs[0]).data + bytes * uint64_t(comm.rank()), bytes);
+    return;
+  }
   // Every op runs on the dtype of its first float operand (validatePlan
   // made them agree; a loss scalar may be wider). Layout ops on i32 move
   // bits like f32. bf16 and f16 operands run through the f32 kernels on
@@ -426,18 +436,9 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     if (in(0) != out(0))
       std::memmove(out(0), in(0), inB(0).bytes);
     break;
-  case Opcode::TakeChunk: {
-    // This rank's chunk of the replicated input (the verifier checked that
-    // the group's chunks make the input).
-    Communicator &comm =
-        requireGroup(prog, index, ops::TakeChunk::decode(inst).axes);
-    const size_t bytes = outB(0).bytes;
-    std::memcpy(out(0),
-                reinterpret_cast<const uint8_t *>(in(0)) +
-                    bytes * size_t(comm.rank()),
-                bytes);
+  case Opcode::TakeChunk:
+    fail("the backend copies the chunk before dispatching");
     break;
-  }
   case Opcode::Transpose: {
     const Permutation p = permutationOf(inst);
     transposeForward(in(0), out(0), inB(0).shape.data(), p.perm, p.rank);
