@@ -364,48 +364,10 @@ void InstructionChecker::shapes() {
              std::to_string(groupSize) + " chunks");
     break;
   }
-  case Opcode::ReduceScatterAccumulate: {
-    int64_t groupSize = meshGroupAt("axes", "collective");
-    if (numElements(out(0).shape) * groupSize != numElements(in(0).shape))
-      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
-           " elements; the chunk of " + inName(0) + " over " +
-           std::to_string(groupSize) + " ranks has " +
-           std::to_string(numElements(in(0).shape) / groupSize));
-    break;
-  }
-  case Opcode::GatherParameter: {
-    int64_t groupSize = meshGroupAt("axes", "collective");
-    const Buffer &chunk = in(0);
-    if (chunk.role != BufferRole::Parameter)
-      fail(inName(0) + " has role " + roleName(chunk.role) +
-           "; only a parameter's chunk is gathered");
-    if (chunk.layout.chunkAxes != intNamed("axes"))
-      fail(inName(0) + " is chunked over mesh axes mask " +
-           std::to_string(chunk.layout.chunkAxes) +
-           " but the gather runs over mask " + std::to_string(intNamed("axes")));
-    if (out(0).role != BufferRole::Temporary)
-      fail(outName(0) + " has role " + roleName(out(0).role) +
-           "; the gathered parameter must be a temporary");
-    if (numElements(out(0).shape) != numElements(chunk.shape) * groupSize)
-      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
-           " elements; the " + std::to_string(groupSize) + " chunks of " +
-           inName(0) + " (" + std::to_string(numElements(chunk.shape)) +
-           " elements each) make " +
-           std::to_string(numElements(chunk.shape) * groupSize));
-    break;
-  }
-  case Opcode::GatherChunks: {
-    int64_t groupSize = meshGroupAt("axes", "collective");
-    if (numElements(out(0).shape) != numElements(in(0).shape) * groupSize)
-      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
-           " elements; the " + std::to_string(groupSize) + " chunks of " +
-           inName(0) + " (" + std::to_string(numElements(in(0).shape)) +
-           " elements each) make " +
-           std::to_string(numElements(in(0).shape) * groupSize));
-    break;
-  }
+  case Opcode::ReduceScatterAccumulate:
   case Opcode::ReduceScatterChunks:
   case Opcode::TakeChunk: {
+    // The output is the rank's chunk of the input.
     int64_t groupSize = meshGroupAt(
         "axes", inst.opcode == Opcode::TakeChunk ? "chunk" : "collective");
     if (numElements(out(0).shape) * groupSize != numElements(in(0).shape))
@@ -413,6 +375,32 @@ void InstructionChecker::shapes() {
            " elements; the chunk of " + inName(0) + " over " +
            std::to_string(groupSize) + " ranks has " +
            std::to_string(numElements(in(0).shape) / groupSize));
+    break;
+  }
+  case Opcode::GatherParameter:
+  case Opcode::GatherChunks: {
+    // The output is the group's chunks, in group-rank order.
+    int64_t groupSize = meshGroupAt("axes", "collective");
+    const Buffer &chunk = in(0);
+    if (inst.opcode == Opcode::GatherParameter) {
+      if (chunk.role != BufferRole::Parameter)
+        fail(inName(0) + " has role " + roleName(chunk.role) +
+             "; only a parameter's chunk is gathered");
+      if (chunk.layout.chunkAxes != intNamed("axes"))
+        fail(inName(0) + " is chunked over mesh axes mask " +
+             std::to_string(chunk.layout.chunkAxes) +
+             " but the gather runs over mask " +
+             std::to_string(intNamed("axes")));
+      if (out(0).role != BufferRole::Temporary)
+        fail(outName(0) + " has role " + roleName(out(0).role) +
+             "; the gathered parameter must be a temporary");
+    }
+    if (numElements(out(0).shape) != numElements(chunk.shape) * groupSize)
+      fail(outName(0) + " has " + std::to_string(numElements(out(0).shape)) +
+           " elements; the " + std::to_string(groupSize) + " chunks of " +
+           inName(0) + " (" + std::to_string(numElements(chunk.shape)) +
+           " elements each) make " +
+           std::to_string(numElements(chunk.shape) * groupSize));
     break;
   }
   case Opcode::AdamWShard: {
