@@ -136,8 +136,8 @@ json::Value mlir::dsc::analysis::renderJSON(const SearchResult &r,
 
 namespace {
 
-/// "; not searched: sequence parallelism and optimizer offload, which ..."
-/// for the knobs the search left out (knobs=buildable), or "".
+/// "; not searched: optimizer offload, which the compiler does not build
+/// yet ..." for the knobs the search left out (knobs=buildable), or "".
 std::string notSearched(const SearchOptions &options) {
   llvm::SmallVector<llvm::StringRef> left;
   if (!options.allowRecompute)

@@ -126,8 +126,8 @@ struct DscApplyPlanPass
       return fail("the option recompute=" + compile->recompute.getValue() +
                   " disagrees with dsc.plan's " + recompute);
     auto sequenceKnob = plan.getAs<BoolAttr>("sequence_parallel");
-    const bool sequenceParallel =
-        sequenceKnob && sequenceKnob.getValue() && *tp > 1;
+    // (With tp=1 --dsc-tensor-parallel refuses it by name.)
+    const bool sequenceParallel = sequenceKnob && sequenceKnob.getValue();
     if (given.sequenceParallel &&
         compile->sequenceParallel.getValue() != sequenceParallel)
       return fail("the option sequence-parallel=" +

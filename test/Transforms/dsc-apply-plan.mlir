@@ -46,6 +46,13 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // -----
 
+// Sequence parallelism without tensor slicing is refused, not dropped.
+// expected-error @+1 {{--dsc-tensor-parallel: sequence-parallel=1 splits the tensor-parallel group's tokens and needs tp > 1}}
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 1 : i64, zero = 0 : i64}} {
+}
+
+// -----
+
 // The graph's tokens fix the micro-batch size.
 // expected-error @+1 {{--dsc-compile plan=auto: dsc.plan's micro-batch size 1 is not the graph's 2 (its token shape); search with micro-batch=2 or import the model with that micro-batch size}}
 module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 1 : i64, microbatches = 2 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 0 : i64}} {
