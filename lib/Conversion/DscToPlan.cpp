@@ -177,21 +177,6 @@ private:
     return success();
   }
 
-  /// The plan's chunked collectives split a buffer's flattened elements
-  /// into equal contiguous chunks: a split along `dim` of `chunk`'s type
-  /// is that only when every dimension before it is 1.
-  LogicalResult checkLeadingChunks(Operation *op, Value chunk, int64_t dim) {
-    auto type = cast<RankedTensorType>(chunk.getType());
-    for (int64_t d = 0; d < dim; ++d)
-      if (type.getDimSize(d) != 1)
-        return op->emitOpError("splits ")
-               << type << " along dimension " << dim << ", but dimension " << d
-               << " before it is " << type.getDimSize(d)
-               << ", not 1: the plan's chunks are contiguous (reshape so "
-                  "that the split dimension leads)";
-    return success();
-  }
-
   /// An instruction whose only attribute is the group `axes` it runs over
   /// (the vocabulary-parallel ops).
   template <typename Instr>
@@ -204,6 +189,24 @@ private:
     instr.axes = *mask;
     instr.encode(inst);
     return success();
+  }
+  /// A chunked collective (sequence parallelism's gather, reduce-scatter
+  /// and chunk) over its op's group. The plan's chunks are contiguous runs
+  /// of a buffer's flattened elements: a split along `dim` of `chunk`'s
+  /// type is that only when every dimension before it is 1.
+  template <typename Instr, typename Op>
+  LogicalResult lowerChunked(Op op, Value chunk, IntegerAttr dim,
+                             rt::Instruction &inst, Instr instr = {}) {
+    auto type = cast<RankedTensorType>(chunk.getType());
+    for (int64_t d = 0; d < dim.getInt(); ++d)
+      if (type.getDimSize(d) != 1)
+        return op->emitOpError("splits ")
+               << type << " along dimension " << dim.getInt()
+               << ", but dimension " << d << " before it is "
+               << type.getDimSize(d)
+               << ", not 1: the plan's chunks are contiguous (reshape so "
+                  "that the split dimension leads)";
+    return lowerOverGroup(op, op.getMeshAttr(), op.getMeshAxes(), inst, instr);
   }
   /// An in-place collective over the named parameters or states (the
   /// outputs are the inputs) over the group of `axes`, with `reduction`
@@ -858,28 +861,19 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.inputs = inst.outputs = {out};
         return success();
       })
-      .Case<AllGatherOp>([&](AllGatherOp op) -> LogicalResult {
-        if (failed(checkLeadingChunks(op, op.getInput(),
-                                      op.getGatherDimAttr().getInt())))
-          return failure();
-        return lowerOverGroup<ops::GatherChunks>(op, op.getMeshAttr(),
-                                                 op.getMeshAxes(), inst);
+      .Case<AllGatherOp>([&](AllGatherOp op) {
+        return lowerChunked<ops::GatherChunks>(op, op.getInput(),
+                                               op.getGatherDimAttr(), inst);
       })
-      .Case<ReduceScatterOp>([&](ReduceScatterOp op) -> LogicalResult {
-        if (failed(checkLeadingChunks(op, op.getResult(),
-                                      op.getScatterDimAttr().getInt())))
-          return failure();
+      .Case<ReduceScatterOp>([&](ReduceScatterOp op) {
         ops::ReduceScatterChunks scatter;
         scatter.reduce = static_cast<int64_t>(op.getReduction());
-        return lowerOverGroup(op, op.getMeshAttr(), op.getMeshAxes(), inst,
-                              scatter);
+        return lowerChunked(op, op.getResult(), op.getScatterDimAttr(), inst,
+                            scatter);
       })
-      .Case<ScatterToParallelOp>([&](ScatterToParallelOp op) -> LogicalResult {
-        if (failed(checkLeadingChunks(op, op.getResult(),
-                                      op.getDimAttr().getInt())))
-          return failure();
-        return lowerOverGroup<ops::TakeChunk>(op, op.getMeshAttr(),
-                                              op.getMeshAxes(), inst);
+      .Case<ScatterToParallelOp>([&](ScatterToParallelOp op) {
+        return lowerChunked<ops::TakeChunk>(op, op.getResult(), op.getDimAttr(),
+                                            inst);
       })
       .Case<VocabParallelEmbeddingOp>(
           [&](VocabParallelEmbeddingOp op) -> LogicalResult {

@@ -9,7 +9,9 @@
 // of it instead, made just before the first backward op that needs it, so
 // the forward's value dies inside the forward and the memory planner keeps
 // it no longer. Which values: `full`, each layer's inner values (the layer
-// keeps its input); `selective`, the attention core's b x a x s x s ones.
+// keeps its input); `selective`, the attention core's b x a x s x s ones;
+// in every mode, sequence parallelism's gathers (the backward gathers the
+// rank's rows again rather than keep the whole).
 //
 //===----------------------------------------------------------------------===//
 
