@@ -13,6 +13,7 @@
 #include "dsc/Analysis/CostModel.h"
 
 #include "dsc/Analysis/Collectives.h"
+#include "dsc/Support/PipelineStep.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -40,6 +41,14 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
   if (m.numLayers % plan.pp != 0)
     return llvm::formatv("pp={0} does not divide the {1} layers", plan.pp,
                          m.numLayers);
+  if (plan.pp > 1 || plan.virtualStages != 1)
+    if (std::optional<std::string> why = ::dsc::pipelineShapeError(
+            plan.schedule, plan.pp, plan.virtualStages, plan.numMicroBatches))
+      return *why;
+  if (m.numLayers % (plan.pp * plan.virtualStages) != 0)
+    return llvm::formatv("pp={0} x virtual-stages={1} model chunks do not "
+                         "divide the {2} layers",
+                         plan.pp, plan.virtualStages, m.numLayers);
   if (plan.offloadOptimizer && plan.zeroStage == 0)
     return "optimizer offload needs ZeRO stage >= 1 (as in DeepSpeed)";
   return "";
@@ -129,6 +138,15 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   bool gpipe = plan.schedule == PipelineSchedule::GPipe && p > 1;
   double firstInFlight = gpipe ? m : std::min(p, m);
   double lastInFlight = gpipe ? m : 1;
+  // Interleaved: the first rank's warm-up runs ahead through its chunks,
+  // (1 + (p-1)/(p v)) times 1F1B's (Korthikanti et al. 2022, 4.2.3).
+  if (plan.schedule == PipelineSchedule::InterleavedOneFOneB && p > 1)
+    firstInFlight *= 1.0 + static_cast<double>(p - 1) /
+                               static_cast<double>(p * plan.virtualStages);
+  // ZB-H1: rank k holds k weight-gradient parts back, so every rank may
+  // hold min(p, m) micro-batches, 1F1B's first-stage count.
+  if (plan.schedule == PipelineSchedule::ZeroBubbleH1 && p > 1)
+    lastInFlight = firstInFlight;
   double firstAct = perLayer * layersPerStage * firstInFlight + working;
   double lastAct = perLayer * layersPerStage * lastInFlight + working;
   // Korthikanti et al.: the cross-entropy keeps 4 s b V / t bytes of fp32
@@ -230,8 +248,9 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   }
 
   // Pipeline: one activation forward and one gradient backward per
-  // micro-batch on the critical path. Across nodes Megatron sends 1/t of it
-  // per tp rank and all-gathers inside the node (scatter/gather).
+  // micro-batch and model chunk (v of them interleaved) on the critical
+  // path. Across nodes Megatron sends 1/t of it per tp rank and all-gathers
+  // inside the node (scatter/gather).
   double ppPerMb = 0, ppBytesPerMb = 0;
   if (p > 1) {
     GroupPlacement ppPlace = placeGroup(t * d, p, gpn);
@@ -243,10 +262,10 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
       bytes = actBytes / static_cast<double>(t);
       gather = collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink);
     }
-    ppPerMb =
-        2.0 *
-        (collectiveTime(CollectiveKind::Send, 2, bytes, ppLink) + gather);
-    ppBytesPerMb = 2.0 * bytes;
+    const double chunks = static_cast<double>(plan.virtualStages);
+    ppPerMb = 2.0 * chunks *
+              (collectiveTime(CollectiveKind::Send, 2, bytes, ppLink) + gather);
+    ppBytesPerMb = 2.0 * chunks * bytes;
   }
 
   // Data parallel / ZeRO. Gradients are fp16: 2 bytes per parameter.
@@ -337,7 +356,20 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   st.tpComm = md * tpPerMb;
   st.ppComm = md * ppPerMb;
   st.zeroComm = md * zeroPerMb;
-  st.bubble = static_cast<double>(p - 1) * slot;
+  // The fill and drain of the pipeline: p-1 slots (Megatron-LM), 1/v of
+  // them interleaved (a chunk's slot is 1/v of the stage's); ZB-H1 moves
+  // the weight-gradient part W of the backward into them, leaving
+  // (p-1)(F + B - W) (Qi et al. 2024). W is half the backward's GEMMs (dW
+  // beside dX), not the recomputed forward.
+  double bubbleSlot = slot;
+  if (plan.schedule == PipelineSchedule::InterleavedOneFOneB)
+    bubbleSlot = slot / static_cast<double>(plan.virtualStages);
+  if (plan.schedule == PipelineSchedule::ZeroBubbleH1 && p > 1) {
+    double backward = lastMb >= firstMb ? lastBwd : bwdStage;
+    double weightPart = (backward - recomputeStage) / 2.0;
+    bubbleSlot = std::max(0.0, slot - 2.0 * weightPart);
+  }
+  st.bubble = static_cast<double>(p - 1) * bubbleSlot;
   st.dpComm = dpExposed;
   st.optimizer = optimizer;
   st.offload = offload;
@@ -355,6 +387,6 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   e.flopsPerGpu = hwFlops / gpus / st.total;
   e.modelFlopsPerGpu = modelFlops / gpus / st.total;
   e.mfu = e.modelFlopsPerGpu / c.gpu.peak16BitFlops;
-  e.bubbleFraction = static_cast<double>(p - 1) / md;
+  e.bubbleFraction = st.bubble / (md * slot);
   return e;
 }

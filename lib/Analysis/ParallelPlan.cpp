@@ -21,6 +21,8 @@ std::string ParallelPlan::str() const {
                     zeroStage, microBatchSize, numMicroBatches);
   if (pp > 1)
     s += std::string(" ") + scheduleName(schedule);
+  if (virtualStages > 1)
+    s += llvm::formatv(" v={0}", virtualStages).str();
   if (tp > 1 && sequenceParallel)
     s += " sp";
   if (recompute)
@@ -53,6 +55,7 @@ mlir::dsc::analysis::planChanges(const ParallelPlan &from,
     changes.push_back(llvm::formatv("schedule {0} -> {1}",
                                     scheduleName(from.schedule),
                                     scheduleName(to.schedule)));
+  number("virtual stages", from.virtualStages, to.virtualStages);
   flag("recompute", from.recompute, to.recompute);
   flag("sequence parallelism", from.sequenceParallel && from.tp > 1,
        to.sequenceParallel && to.tp > 1);

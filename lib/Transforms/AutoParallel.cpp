@@ -243,7 +243,8 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     std::optional<::dsc::PipelineScheduleKind> schedule =
         ::dsc::parsePipelineSchedule(pipelineSchedule.getValue());
     if (!schedule)
-      return fail("pipeline-schedule must be '1f1b' or 'gpipe', got '" +
+      return fail("pipeline-schedule must be '1f1b', 'gpipe', "
+                  "'interleaved-1f1b' or 'zb-h1', got '" +
                   pipelineSchedule + "'");
 
     FailureOr<an::CostModel> loaded =
@@ -261,6 +262,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
         microBatch > 0 ? int64_t(microBatch) : model.model().microBatchSize;
     plan.numMicroBatches = microbatches;
     plan.schedule = *schedule;
+    plan.virtualStages = virtualStages;
     plan.recompute = recompute;
     plan.sequenceParallel = sequenceParallel;
     plan.offloadOptimizer = offload;

@@ -65,9 +65,18 @@ struct DscPipelinePass
     if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
                                            removedSchedule)))
       return signalPassFailure();
-    if (!::dsc::parsePipelineSchedule(pipelineSchedule.getValue())) {
+    std::optional<::dsc::PipelineScheduleKind> kind =
+        ::dsc::parsePipelineSchedule(pipelineSchedule.getValue());
+    if (!kind) {
       module.emitError("--dsc-pipeline: unknown schedule '")
           << pipelineSchedule.getValue() << "'; expected 1f1b or gpipe";
+      return signalPassFailure();
+    }
+    if (!::dsc::isCompiledPipelineSchedule(*kind)) {
+      module.emitError("--dsc-pipeline: pipeline-schedule=")
+          << pipelineSchedule.getValue()
+          << " is simulated and priced (--dsc-estimate) but not built yet; "
+             "expected 1f1b or gpipe";
       return signalPassFailure();
     }
     if (pp == 1)

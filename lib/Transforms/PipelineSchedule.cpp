@@ -119,7 +119,8 @@ struct DscPipelineSchedulePass
         scheduleAttr
             ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
             : std::nullopt;
-    if (!stagesAttr || stagesAttr.getInt() < 1 || !kind) {
+    if (!stagesAttr || stagesAttr.getInt() < 1 || !kind ||
+        !::dsc::isCompiledPipelineSchedule(*kind)) {
       module.emitError("--dsc-pipeline-schedule: ")
           << kPipelineAttr << " must be {stages = P >= 1 : i64, schedule = "
           << "\"1f1b\" or \"gpipe\"}, got " << pipeline;

@@ -121,6 +121,20 @@ TEST(Memory, InFlightMicroBatches1F1BVersusGPipe) {
                    activationBytesPerLayer(m, 24, 8, true, false) * 6 * 8);
 }
 
+TEST(Memory, InterleavingHoldsMoreOnTheFirstRank) {
+  // Korthikanti et al. 2022 (4.2.3): the interleaved schedule's first rank
+  // holds (1 + (p-1)/(p v)) times 1F1B's activations.
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, a100());
+  ParallelPlan p = plan(8, 8, 16, 1, 1, 192);
+  p.sequenceParallel = true;
+  p.schedule = PipelineSchedule::InterleavedOneFOneB;
+  p.virtualStages = 2;
+  double perLayer = activationBytesPerLayer(m, 1, 8, true, false);
+  EXPECT_DOUBLE_EQ(cm.memory(p).activations,
+                   perLayer * 6 * 16 * (1.0 + 15.0 / 32.0));
+}
+
 TEST(Memory, RecomputeKeepsLayerInputsPlusOneLayer) {
   ModelShape m = ModelShape::gpt3_175B();
   CostModel cm(m, a100());
@@ -148,6 +162,45 @@ TEST(Time, BubbleIsPMinusOneOverM) {
   PlanEstimate many = cm.estimate(plan(8, 8, 16, 1, 1, 192));
   EXPECT_GT(few.time.bubble / few.time.total,
             many.time.bubble / many.time.total);
+}
+
+TEST(Time, InterleavingDividesTheBubbleByTheChunks) {
+  // Narayanan et al. 2021: v model chunks per rank make the bubble
+  // (1/v)(p-1)/m and send v times the activations.
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  for (int64_t v : {2, 3, 6})
+    for (int64_t mb : {16, 64}) {
+      ParallelPlan one = plan(8, 8, 16, 1, 1, mb);
+      ParallelPlan p = one;
+      p.schedule = PipelineSchedule::InterleavedOneFOneB;
+      p.virtualStages = v;
+      ASSERT_EQ(cm.checkPlan(p), "");
+      PlanEstimate e = cm.estimate(p), base = cm.estimate(one);
+      EXPECT_NEAR(e.bubbleFraction, 15.0 / double(v * mb), 1e-12);
+      EXPECT_DOUBLE_EQ(e.comm.pp, double(v) * base.comm.pp);
+      EXPECT_DOUBLE_EQ(e.time.compute, base.time.compute);
+      const StepTimeBreakdown &t = e.time;
+      double slot = (t.compute + t.tpComm + t.ppComm + t.zeroComm) / mb;
+      EXPECT_NEAR(t.bubble, 15.0 * slot / double(v), 1e-9 * t.total);
+    }
+}
+
+TEST(Time, ZeroBubbleH1FillsTheBubbleWithWeightGradients) {
+  // Qi et al. 2024: ZB-H1's bubble is (p-1)(F + B - W), 1F1B's
+  // (p-1)(F + B + W); without recompute W is half the backward, which is
+  // twice the forward.
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  ParallelPlan one = plan(8, 8, 16, 1, 1, 64);
+  ParallelPlan zb = one;
+  zb.schedule = PipelineSchedule::ZeroBubbleH1;
+  PlanEstimate e = cm.estimate(zb), base = cm.estimate(one);
+  const StepTimeBreakdown &t = e.time;
+  const double computeMb = t.compute / 64.0;
+  const double slot = (t.compute + t.tpComm + t.ppComm + t.zeroComm) / 64.0;
+  const double backward = computeMb * 2.0 / 3.0;
+  EXPECT_NEAR(t.bubble, 15.0 * (slot - backward), 1e-9 * t.total);
+  EXPECT_LT(t.bubble, base.time.bubble);
+  EXPECT_DOUBLE_EQ(t.compute, base.time.compute);
 }
 
 TEST(Time, PartsAddUpAndThroughputIsConsistent) {
@@ -262,6 +315,23 @@ TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
   off.offloadOptimizer = true;
   EXPECT_NE(cm.checkPlan(off).find("ZeRO stage >= 1"), std::string::npos);
   EXPECT_EQ(cm.checkPlan(plan(8, 8, 16, 1, 1, 192)), "");
+  // Megatron-LM's interleaving rules, with the numbers.
+  ParallelPlan chunks = plan(8, 8, 16, 1, 1, 24);
+  chunks.schedule = PipelineSchedule::InterleavedOneFOneB;
+  chunks.virtualStages = 4;
+  EXPECT_EQ(cm.checkPlan(chunks),
+            "interleaved-1f1b runs the micro-batches in groups of pp: 24 "
+            "micro-batches is not a multiple of pp=16");
+  chunks.numMicroBatches = 32;
+  EXPECT_EQ(cm.checkPlan(chunks), "pp=16 x virtual-stages=4 model chunks do "
+                                  "not divide the 96 layers");
+  chunks.virtualStages = 3;
+  EXPECT_EQ(cm.checkPlan(chunks), "");
+  ParallelPlan notInterleaved = plan(8, 8, 16, 1, 1, 32);
+  notInterleaved.virtualStages = 2;
+  EXPECT_EQ(cm.checkPlan(notInterleaved),
+            "virtual-stages=2 needs pipeline-schedule=interleaved-1f1b, not "
+            "1f1b");
 }
 
 } // namespace

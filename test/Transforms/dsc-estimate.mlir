@@ -3,6 +3,10 @@
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json tp=5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not dsc-opt %s --dsc-estimate="dp=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLUSTER
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json pp=2 pipeline-schedule=zb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 recompute=1 pipeline-schedule=interleaved-1f1b virtual-stages=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 pipeline-schedule=zb-h1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZB
+// RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 microbatches=200 pipeline-schedule=interleaved-1f1b virtual-stages=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GROUPS
+// RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 microbatches=192 pipeline-schedule=interleaved-1f1b virtual-stages=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHUNKS
 
 // GPT-3 175B as Megatron-LM's scripts train it on 1024 A100s (Narayanan
 // et al. 2021: tensor 8, pipeline 16, micro-batch 1, global batch 1536,
@@ -19,6 +23,21 @@
 // Numbers that do not divide are errors naming them.
 // HEADS: error: --dsc-estimate: the plan `dp=1 tp=5 pp=1 zero=0 b=1 m=1` does not fit the model: tp=5 does not divide the 96 attention heads
 // CLUSTER: error: --dsc-estimate: needs cluster=FILE (see examples/clusters/)
-// SCHEDULE: error: --dsc-estimate: pipeline-schedule must be '1f1b' or 'gpipe', got 'zb'
+// SCHEDULE: error: --dsc-estimate: pipeline-schedule must be '1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1', got 'zb'
+
+// The same run with Megatron-LM's interleaving, two model chunks of three
+// layers per rank (--num-layers-per-virtual-pipeline-stage 3): the bubble
+// halves to 15/384, the first rank holds (1 + 15/32) times the
+// activations, and the search (which builds only what --dsc-compile
+// builds) names the schedule among the knobs it changes.
+// INTERLEAVED: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=0 b=1 m=192 interleaved-1f1b v=2 recompute`: {{[0-9.]+}} s per step, {{[0-9]+}} TFLOP/s per GPU, MFU {{[0-9.]+}}%, pipeline bubble 3.9%, {{[0-9.]+}} GB per GPU; {{.*}}; it changes: {{.*}}schedule interleaved-1f1b -> 1f1b, virtual stages 2 -> 1
+// Zero bubble H1 without recompute: the bubble is (p-1)(F + B - W) with W
+// half the backward (twice the forward), so 15 slots less their backward
+// (a slot also holds its tensor- and pipeline-parallel messages), against
+// 1F1B's 15/192 = 7.8%.
+// ZB: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=0 b=1 m=192 zb-h1`: {{[0-9.]+}} s per step, {{[0-9]+}} TFLOP/s per GPU, MFU {{[0-9.]+}}%, pipeline bubble 3.1%
+// Megatron-LM's rules for interleaving, with the numbers.
+// GROUPS: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=0 b=1 m=200 interleaved-1f1b v=2` does not fit the model: interleaved-1f1b runs the micro-batches in groups of pp: 200 micro-batches is not a multiple of pp=16
+// CHUNKS: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=0 b=1 m=192 interleaved-1f1b v=4` does not fit the model: pp=16 x virtual-stages=4 model chunks do not divide the 96 layers
 module attributes {dsc.model = {hidden_size = 12288 : i64, micro_batch_size = 1 : i64, num_attention_heads = 96 : i64, num_layers = 96 : i64, parameters = 174615846912 : i64, seq_length = 2048 : i64, vocab_size = 51200 : i64}} {
 }

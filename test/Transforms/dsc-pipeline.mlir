@@ -2,9 +2,11 @@
 // RUN: dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=gpipe" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=GPIPE
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=zigzag" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not dsc-opt %s --dsc-pipeline="pp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=PP0
+// RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=zb-h1" -split-input-file 2>&1 | FileCheck %s --check-prefix=NOTBUILT
 
 // SCHED: error: --dsc-pipeline: unknown schedule 'zigzag'; expected 1f1b or gpipe
 // PP0: error: --dsc-pipeline: pp must be >= 1, got 0
+// NOTBUILT: error: --dsc-pipeline: pipeline-schedule=zb-h1 is simulated and priced (--dsc-estimate) but not built yet; expected 1f1b or gpipe
 
 // Two layers, pp=2: one stage function per layer with its `dsc.stage`, the
 // schedule on the module, the mesh declared, @loss erased. Stage 0 takes

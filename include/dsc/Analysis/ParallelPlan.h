@@ -20,11 +20,13 @@
 
 namespace mlir::dsc::analysis {
 
-/// GPipe or 1F1B: the runtime's kind (dsc/Support/PipelineScheduleKind.h),
-/// so a plan the search picks lowers to the schedule the runtime runs.
+/// The pipeline schedule: the compiler's kind
+/// (dsc/Support/PipelineScheduleKind.h), so a plan the search picks lowers
+/// to the schedule the runtime runs.
 using PipelineSchedule = ::dsc::PipelineScheduleKind;
 
-/// Returns "gpipe" or "1f1b" (the spelling used in reports and attributes).
+/// Returns "gpipe", "1f1b", "interleaved-1f1b" or "zb-h1" (the spelling used
+/// in reports and attributes).
 inline const char *scheduleName(PipelineSchedule s) {
   return ::dsc::pipelineScheduleName(s);
 }
@@ -43,6 +45,8 @@ struct ParallelPlan {
   /// steps); global batch = dp * microBatchSize * numMicroBatches.
   int64_t numMicroBatches = 1;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  /// Model chunks per pipeline rank (interleaved 1F1B's v; 1 otherwise).
+  int64_t virtualStages = 1;
   /// Full activation recompute (checkpoint every layer input).
   bool recompute = false;
   /// Megatron sequence parallelism in the tp group (only meaningful if tp>1).

@@ -30,22 +30,51 @@ enum class PipelineScheduleKind : uint32_t {
   /// warmup forwards, then one forward and one backward in turn, then the
   /// remaining backwards: at most P-k stage inputs stashed.
   OneFOneB = 1,
+  /// Megatron-LM's interleaved 1F1B: each rank holds v model chunks
+  /// (stages k, k+P, ...) and runs them in 1F1B order over groups of P
+  /// micro-batches; bubble (1/v)(P-1)/M.
+  InterleavedOneFOneB = 2,
+  /// Zero bubble ZB-H1 (Qi et al. 2024): 1F1B with each backward split into
+  /// its activation-gradient part B and weight-gradient part W; stage k
+  /// defers k of its W to its tail, so the gradients run down the pipeline
+  /// without waiting for W and the W fill the bubble, holding no more
+  /// micro-batches than 1F1B's stage 0.
+  ZeroBubbleH1 = 3,
 };
 
-/// "gpipe" or "1f1b": the spelling of the `schedule` attribute, the
-/// pipeline-schedule option and reports.
+/// "gpipe", "1f1b", "interleaved-1f1b" or "zb-h1": the spelling of the
+/// `schedule` attribute, the pipeline-schedule option and reports.
 constexpr const char *pipelineScheduleName(PipelineScheduleKind kind) {
-  return kind == PipelineScheduleKind::GPipe ? "gpipe" : "1f1b";
+  switch (kind) {
+  case PipelineScheduleKind::GPipe:
+    return "gpipe";
+  case PipelineScheduleKind::OneFOneB:
+    return "1f1b";
+  case PipelineScheduleKind::InterleavedOneFOneB:
+    return "interleaved-1f1b";
+  case PipelineScheduleKind::ZeroBubbleH1:
+    return "zb-h1";
+  }
+  return "unknown";
 }
 
-/// The kind spelled `name` ("gpipe" or "1f1b"), or none.
+/// The kind spelled `name`, or none.
 constexpr std::optional<PipelineScheduleKind>
 parsePipelineSchedule(std::string_view name) {
-  if (name == "gpipe")
-    return PipelineScheduleKind::GPipe;
-  if (name == "1f1b")
-    return PipelineScheduleKind::OneFOneB;
+  for (PipelineScheduleKind kind :
+       {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB,
+        PipelineScheduleKind::InterleavedOneFOneB,
+        PipelineScheduleKind::ZeroBubbleH1})
+    if (name == pipelineScheduleName(kind))
+      return kind;
   return std::nullopt;
+}
+
+/// The schedules the compiler builds (--dsc-pipeline); the others are
+/// priced by the cost model and simulated, not yet compiled.
+constexpr bool isCompiledPipelineSchedule(PipelineScheduleKind kind) {
+  return kind == PipelineScheduleKind::GPipe ||
+         kind == PipelineScheduleKind::OneFOneB;
 }
 
 } // namespace dsc

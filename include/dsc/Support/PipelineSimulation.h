@@ -6,9 +6,10 @@
 //
 // Runs the stages' steps (PipelineStep.h, what --dsc-pipeline-schedule
 // writes as IR) on a clock: each forward and backward takes its stage's
-// time, a send and its receive are a rendezvous that completes when the
-// later of the two ranks gets there (messages take no time), and the step
-// ends when the last stage finishes. The compiler reports the bubble it finds
+// time, a send is posted and a receive waits for it (messages take no
+// time; --dsc-verify-collectives separately proves the order free of
+// deadlock under blocking sends), and the step ends when the last rank
+// finishes. The compiler reports the bubble it finds
 // (the plan summary) and the documentation draws the per-rank timelines from
 // the same spans, so the pictures are the compiler's schedule, not a drawing of
 // one. Header-only, no LLVM and no MLIR.
@@ -22,100 +23,120 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace dsc {
 
-/// A stage's time for one micro-batch's forward and backward (the backward
-/// as the stage runs it: dsc's recomputes the forward first).
-struct PipelineStageTimes {
-  double forward = 0, backward = 0;
-};
-
 /// When one forward or backward ran.
 struct PipelineSpan {
+  /// The rank (the stage, without virtual stages) and its model chunk.
   int64_t stage = 0;
   PipelineStepOp::Kind kind = PipelineStepOp::Kind::Forward;
   int64_t microBatch = 0;
   double start = 0, end = 0;
+  int64_t chunk = 0;
 };
 
 struct PipelineSimulation {
   std::vector<PipelineSpan> spans;
-  /// When the last stage finished.
+  /// When the last rank finished.
   double makespan = 0;
-  /// Each stage's busy time (its forwards and backwards).
+  /// Each rank's busy time (its forwards and backwards).
   std::vector<double> busy;
   /// The idle fraction of the step: (makespan - B) / B with B the busiest
-  /// stage's busy time, Megatron-LM's bubble time fraction ((p-1)/m for
-  /// GPipe and 1F1B when the stages cost the same).
+  /// rank's busy time, Megatron-LM's bubble time fraction ((p-1)/m for
+  /// GPipe and 1F1B, (1/v)(p-1)/m interleaved, when the stages cost the
+  /// same).
   double bubble = 0;
 };
 
-/// Simulates `steps` (one per stage, in order) with `times` (one per
-/// stage). Returns nullopt with `error` naming the stage and instruction
-/// when the steps cannot finish (a message without its match).
+/// Simulates `steps` (one per rank, in order, P ranks) with `times` (one
+/// per stage, stage c*P + r for rank r's chunk c). A send is posted and the
+/// rank goes on (a message on the communication lane, as NCCL's
+/// point-to-point and Megatron-LM's batched isend/irecv run beside
+/// compute); a receive waits until its message was sent. Returns nullopt
+/// with `error` naming the rank and instruction when the steps cannot
+/// finish (a receive without its send, a send nobody receives).
 inline std::optional<PipelineSimulation>
 simulatePipeline(const std::vector<std::vector<PipelineStepOp>> &steps,
                  const std::vector<PipelineStageTimes> &times,
                  std::string &error) {
   using Kind = PipelineStepOp::Kind;
-  const size_t stages = steps.size();
-  if (times.size() != stages) {
+  const size_t ranks = steps.size();
+  if (ranks == 0 || times.size() % ranks != 0) {
     error = "the simulation needs one time per stage";
     return std::nullopt;
   }
+  const int64_t p = int64_t(ranks);
   PipelineSimulation sim;
-  sim.busy.assign(stages, 0.0);
-  std::vector<size_t> next(stages, 0);
-  std::vector<double> clock(stages, 0.0);
-  auto head = [&](size_t k) -> const PipelineStepOp * {
-    return next[k] < steps[k].size() ? &steps[k][next[k]] : nullptr;
+  sim.busy.assign(ranks, 0.0);
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> clock(ranks, 0.0);
+  // Posted messages: (sending stage, gradient, micro-batch) -> when.
+  std::map<std::tuple<int64_t, bool, int64_t>, double> posted;
+  auto stageOf = [&](size_t r, const PipelineStepOp &op) {
+    return op.chunk * p + int64_t(r);
   };
   for (bool moved = true; moved;) {
     moved = false;
-    for (size_t k = 0; k < stages; ++k) {
-      // Compute runs on the stage's own clock.
-      while (const PipelineStepOp *op = head(k)) {
-        if (op->kind != Kind::Forward && op->kind != Kind::Backward)
-          break;
-        const double t =
-            op->kind == Kind::Forward ? times[k].forward : times[k].backward;
-        sim.spans.push_back(
-            {int64_t(k), op->kind, op->microBatch, clock[k], clock[k] + t});
-        clock[k] += t;
-        sim.busy[k] += t;
-        ++next[k];
-        moved = true;
-      }
-      // A message completes with its match at the later of the two clocks.
-      const PipelineStepOp *op = head(k);
-      if (!op || op->peer < 0 || size_t(op->peer) >= stages)
-        continue;
-      const size_t peer = size_t(op->peer);
-      const PipelineStepOp *other = head(peer);
-      const Kind match = op->kind == Kind::Send ? Kind::Recv : Kind::Send;
-      if (other && other->kind == match && size_t(other->peer) == k &&
-          other->microBatch == op->microBatch) {
-        const double t = std::max(clock[k], clock[peer]);
-        clock[k] = clock[peer] = t;
-        ++next[k];
-        ++next[peer];
+    for (size_t r = 0; r < ranks; ++r) {
+      while (next[r] < steps[r].size()) {
+        const PipelineStepOp &op = steps[r][next[r]];
+        const int64_t stage = stageOf(r, op);
+        if (op.peer < 0 || op.peer >= p || stage < 0 ||
+            size_t(stage) >= times.size()) {
+          error = "rank " + std::to_string(r) + " instruction " +
+                  std::to_string(next[r]) + " names rank " +
+                  std::to_string(op.peer) + " chunk " +
+                  std::to_string(op.chunk) + ", outside the pipeline";
+          return std::nullopt;
+        }
+        if (op.kind == Kind::Send) {
+          posted[{stage, op.gradient, op.microBatch}] = clock[r];
+        } else if (op.kind == Kind::Recv) {
+          auto it = posted.find({op.gradient ? stage + 1 : stage - 1,
+                                 op.gradient, op.microBatch});
+          if (it == posted.end())
+            break;
+          clock[r] = std::max(clock[r], it->second);
+          posted.erase(it);
+        } else {
+          const PipelineStageTimes &t = times[size_t(stage)];
+          const double d = op.kind == Kind::Forward    ? t.forward
+                           : op.kind == Kind::Backward ? t.backward
+                                                       : t.weight;
+          sim.spans.push_back({int64_t(r), op.kind, op.microBatch, clock[r],
+                               clock[r] + d, op.chunk});
+          clock[r] += d;
+          sim.busy[r] += d;
+        }
+        ++next[r];
         moved = true;
       }
     }
   }
-  for (size_t k = 0; k < stages; ++k)
-    if (const PipelineStepOp *op = head(k)) {
-      error = "stage " + std::to_string(k) + " cannot complete its " +
-              (op->kind == Kind::Send ? "send to" : "receive from") +
-              " stage " + std::to_string(op->peer) + " of micro-batch " +
-              std::to_string(op->microBatch) + " (instruction " +
-              std::to_string(next[k]) + ")";
+  for (size_t r = 0; r < ranks; ++r)
+    if (next[r] < steps[r].size()) {
+      const PipelineStepOp &op = steps[r][next[r]];
+      error = "stage " + std::to_string(r) +
+              " cannot complete its receive from stage " +
+              std::to_string(op.peer) + " of micro-batch " +
+              std::to_string(op.microBatch) + " (instruction " +
+              std::to_string(next[r]) + ")";
       return std::nullopt;
     }
+  if (!posted.empty()) {
+    const auto &[key, when] = *posted.begin();
+    error = "stage " + std::to_string(std::get<0>(key) % p) + "'s " +
+            (std::get<1>(key) ? "gradient" : "activation") +
+            " of micro-batch " + std::to_string(std::get<2>(key)) +
+            " is sent and never received";
+    return std::nullopt;
+  }
   sim.makespan = *std::max_element(clock.begin(), clock.end());
   const double busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
   sim.bubble = busiest > 0 ? (sim.makespan - busiest) / busiest : 0.0;

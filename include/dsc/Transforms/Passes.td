@@ -132,7 +132,7 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
     what does my configuration cost, and what would you do instead? Reads
     the model's shape from `dsc.model` (as `--dsc-auto-parallel` does), a
     cluster description and a plan given knob by knob (dp, tp, pp, zero,
-    micro-batch, microbatches, pipeline-schedule, recompute,
+    micro-batch, microbatches, pipeline-schedule, virtual-stages, recompute,
     sequence-parallel, offload), prices it with the same cost model, then
     runs the search on the same GPUs (dp x tp x pp) and global batch
     (dp x micro-batch x microbatches) and emits a remark with the plan's
@@ -148,8 +148,17 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
       ... s per step ...; the search's best on 1024 GPUs ... changes: pp 16 -> 4, ...
     ```
 
+    The schedule may be one the compiler does not build yet
+    (`interleaved-1f1b` with `virtual-stages=v`, Megatron-LM's
+    `--num-layers-per-virtual-pipeline-stage`, or `zb-h1`): the model
+    prices its bubble and memory as the compiler's simulation runs it
+    (include/dsc/Support/PipelineStep.h), so a user can price the
+    Megatron-LM configuration they run; the comparison search still
+    chooses only what `--dsc-compile` builds.
+
     A plan whose numbers do not divide the model (heads by tp, layers by
-    pp) or that puts tp across nodes is an error naming them.
+    pp x virtual-stages, micro-batches by pp when interleaved) or that puts
+    tp across nodes is an error naming them.
   }];
   let options = [
     Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
@@ -163,7 +172,10 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Micro-batches per step per data-parallel replica">,
     Option<"pipelineSchedule", "pipeline-schedule", "std::string",
-           /*default=*/"\"1f1b\"", "'1f1b' or 'gpipe'">,
+           /*default=*/"\"1f1b\"",
+           "'1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1'">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank (interleaved-1f1b)">,
     Option<"recompute", "recompute", "bool", /*default=*/"false",
            "Full activation recompute">,
     Option<"sequenceParallel", "sequence-parallel", "bool",
