@@ -13,7 +13,6 @@
 #include "dsc/Analysis/CostModel.h"
 
 #include "dsc/Analysis/Collectives.h"
-#include "dsc/Support/PipelineStep.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -389,4 +388,27 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   e.mfu = e.modelFlopsPerGpu / c.gpu.peak16BitFlops;
   e.bubbleFraction = st.bubble / (md * slot);
   return e;
+}
+
+std::vector<::dsc::PipelineStageTimes>
+CostModel::pipelineStageTimes(const ParallelPlan &plan) const {
+  const int64_t chunks = plan.pp * plan.virtualStages;
+  bool sp = plan.sequenceParallel && plan.tp > 1;
+  double layers = static_cast<double>(modelShape.numLayers / chunks);
+  double forward = layers * layerForwardTime(plan.microBatchSize, plan.tp, sp);
+  double recompute = plan.recompute ? forward : 0.0;
+  double logits = logitsForwardTime(plan.microBatchSize, plan.tp);
+  std::vector<::dsc::PipelineStageTimes> times;
+  for (int64_t k = 0; k < chunks; ++k) {
+    const bool last = k == chunks - 1;
+    ::dsc::PipelineStageTimes t;
+    t.forward = forward + (last ? logits : 0.0);
+    t.backward = 2.0 * t.forward + recompute;
+    if (plan.schedule == PipelineSchedule::ZeroBubbleH1) {
+      t.weight = (t.backward - recompute) / 2.0;
+      t.backward -= t.weight;
+    }
+    times.push_back(t);
+  }
+  return times;
 }

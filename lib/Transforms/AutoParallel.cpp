@@ -29,6 +29,7 @@
 
 #include "dsc/Analysis/PlanReport.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
+#include "dsc/Support/PipelineSimulation.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -314,6 +315,8 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
                   .str()
            << searched;
     remark.report();
+    if (timeline && plan.pp > 1)
+      emitTimeline(module, model, plan);
 
     if (!report.empty() && result) {
       an::ReportContext ctx;
@@ -324,6 +327,41 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
       if (llvm::Error err = an::writeReport(*result, ctx, report))
         return fail(llvm::toString(std::move(err)));
     }
+  }
+
+  /// The plan's pipeline step per rank, simulated with the cost model's
+  /// stage times (PipelineSimulation.h, what --dsc-pipeline-schedule runs
+  /// for a compiled plan), as a remark.
+  static void emitTimeline(ModuleOp module, const an::CostModel &model,
+                           const an::ParallelPlan &plan) {
+    std::vector<::dsc::PipelineStageTimes> times =
+        model.pipelineStageTimes(plan);
+    std::string error;
+    std::optional<::dsc::PipelineSimulation> sim = ::dsc::simulatePipeline(
+        ::dsc::pipelineSteps(plan.schedule, plan.pp, plan.virtualStages,
+                             plan.numMicroBatches, times),
+        times, error);
+    if (!sim) {
+      module.emitError("--dsc-estimate: the schedule does not finish: ")
+          << error;
+      return;
+    }
+    InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
+    remark << "--dsc-estimate: " << an::scheduleName(plan.schedule) << ", "
+           << plan.pp << " ranks";
+    if (plan.virtualStages > 1)
+      remark << " x " << plan.virtualStages << " chunks";
+    remark << ", " << plan.numMicroBatches << " micro-batches, simulated "
+           << "bubble " << llvm::formatv("{0:f3}", sim->bubble).str()
+           << " (compute only; digits: forwards, letters: backwards, a = "
+              "micro-batch 0"
+           << (plan.schedule == ::dsc::PipelineScheduleKind::ZeroBubbleH1
+                   ? ", capitals: weight gradients"
+                   : "")
+           << ")";
+    for (const std::string &line :
+         ::dsc::renderPipelineTimeline(*sim, plan.pp, plan.virtualStages))
+      remark << "\n  " << line;
   }
 };
 

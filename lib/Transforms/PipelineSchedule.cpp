@@ -224,26 +224,14 @@ struct DscPipelineSchedulePass
   static void emitTimeline(ModuleOp module,
                            const ::dsc::PipelineSimulation &sim, int64_t stages,
                            int64_t microbatches, StringRef schedule) {
-    constexpr int kColumns = 100;
-    std::vector<std::string> rows(size_t(stages), std::string(kColumns, '.'));
-    for (const ::dsc::PipelineSpan &span : sim.spans) {
-      if (sim.makespan <= 0 || span.end <= span.start)
-        continue;
-      const bool forward = span.kind == ::dsc::PipelineStepOp::Kind::Forward;
-      const char mark = forward ? char('0' + span.microBatch % 10)
-                                : char('a' + span.microBatch % 26);
-      const int from = int(span.start / sim.makespan * kColumns + 0.5);
-      const int to = int(span.end / sim.makespan * kColumns + 0.5);
-      for (int c = from; c < std::min(to, kColumns); ++c)
-        rows[size_t(span.stage)][size_t(c)] = mark;
-    }
     InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
     remark << "--dsc-pipeline-schedule: " << schedule << ", " << stages
            << " stages, " << microbatches << " micro-batches, bubble "
            << llvm::formatv("{0:f3}", sim.bubble).str()
            << " (digits: forwards, letters: backwards, a = micro-batch 0)";
-    for (int64_t k = 0; k < stages; ++k)
-      remark << "\n  stage " << k << " |" << rows[size_t(k)] << "|";
+    for (const std::string &line :
+         ::dsc::renderPipelineTimeline(sim, stages, /*virtualStages=*/1))
+      remark << "\n  " << line;
   }
 };
 

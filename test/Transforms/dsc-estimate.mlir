@@ -5,6 +5,8 @@
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json pp=2 pipeline-schedule=zb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 recompute=1 pipeline-schedule=interleaved-1f1b virtual-stages=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 pipeline-schedule=zb-h1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZB
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=64 tp=8 pp=2 micro-batch=1 microbatches=8 pipeline-schedule=interleaved-1f1b virtual-stages=2 timeline=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMELINE
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=32 tp=8 pp=4 micro-batch=1 microbatches=8 pipeline-schedule=zb-h1 timeline=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZBTIMELINE
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 microbatches=200 pipeline-schedule=interleaved-1f1b virtual-stages=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GROUPS
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 microbatches=192 pipeline-schedule=interleaved-1f1b virtual-stages=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHUNKS
 
@@ -36,6 +38,21 @@
 // (a slot also holds its tensor- and pipeline-parallel messages), against
 // 1F1B's 15/192 = 7.8%.
 // ZB: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=0 b=1 m=192 zb-h1`: {{[0-9.]+}} s per step, {{[0-9]+}} TFLOP/s per GPU, MFU {{[0-9.]+}}%, pipeline bubble 3.1%
+// timeline=1: the step per rank (and chunk), simulated with the model's
+// stage times: interleaving 2 ranks x 2 chunks over 8 micro-batches has
+// Megatron-LM's (1/v)(p-1)/m = 1/16 (the last stage's output layer is
+// heavier, and still sets no extra bubble); ZB-H1's rows carry the weight
+// gradients (capitals) into the tail.
+// TIMELINE: remark: --dsc-estimate: interleaved-1f1b, 2 ranks x 2 chunks, 8 micro-batches, simulated bubble 0.062
+// TIMELINE-NEXT: rank 0 chunk 0 (stage 0) |00
+// TIMELINE-NEXT: rank 0 chunk 1 (stage 2) |....00
+// TIMELINE-NEXT: rank 1 chunk 0 (stage 1) |..00
+// TIMELINE-NEXT: rank 1 chunk 1 (stage 3) |......00aaaa
+// ZBTIMELINE: remark: --dsc-estimate: zb-h1, 4 ranks, 8 micro-batches, simulated bubble 0.123 {{.*}}capitals: weight gradients)
+// ZBTIMELINE-NEXT: stage 0 |0000{{[0-9a-hA-H.]+}}HHHH|
+// ZBTIMELINE-NEXT: stage 1 |
+// ZBTIMELINE-NEXT: stage 2 |
+// ZBTIMELINE-NEXT: stage 3 |...........0000aaa1111{{[0-9a-hA-H.]+}}GGGHHHH|
 // Megatron-LM's rules for interleaving, with the numbers.
 // GROUPS: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=0 b=1 m=200 interleaved-1f1b v=2` does not fit the model: interleaved-1f1b runs the micro-batches in groups of pp: 200 micro-batches is not a multiple of pp=16
 // CHUNKS: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=0 b=1 m=192 interleaved-1f1b v=4` does not fit the model: pp=16 x virtual-stages=4 model chunks do not divide the 96 layers

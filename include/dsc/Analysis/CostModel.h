@@ -17,8 +17,10 @@
 #include "dsc/Analysis/MemoryModel.h"
 #include "dsc/Analysis/ModelShape.h"
 #include "dsc/Analysis/ParallelPlan.h"
+#include "dsc/Support/PipelineStep.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::dsc::analysis {
 
@@ -90,6 +92,15 @@ public:
 
   /// Full estimate. `plan` must pass checkPlan.
   PlanEstimate estimate(const ParallelPlan &plan) const;
+
+  /// Compute seconds of one micro-batch on each pipeline stage (pp x
+  /// virtual-stages of them, stage c*pp + r for rank r's chunk c), for the
+  /// schedule simulation (dsc/Support/PipelineSimulation.h): a chunk's
+  /// layers' forward and backward (with recompute, the recomputed forward),
+  /// the last stage's output layer; under ZB-H1 the backward is split into
+  /// B and W, W being half the backward's GEMMs. Messages are not in it.
+  std::vector<::dsc::PipelineStageTimes>
+  pipelineStageTimes(const ParallelPlan &plan) const;
 
   /// Achievable fraction of peak for an (m x k) * (k x n) GEMM:
   /// gemmMaxEfficiency * f(m) f(n) f(k) with f(d) = d / (d + gemmHalfDim).

@@ -143,6 +143,42 @@ simulatePipeline(const std::vector<std::vector<PipelineStepOp>> &steps,
   return sim;
 }
 
+/// The simulated step as text, one row per rank (per rank and chunk with
+/// virtual stages), `columns` characters for the step: digits are forwards
+/// (micro-batch mod 10), lower-case letters backwards (a = micro-batch 0),
+/// upper-case letters weight-gradient parts (A = micro-batch 0), dots idle.
+inline std::vector<std::string>
+renderPipelineTimeline(const PipelineSimulation &sim, int64_t ranks,
+                       int64_t virtualStages, int columns = 100) {
+  using Kind = PipelineStepOp::Kind;
+  const int64_t rows = ranks * virtualStages;
+  std::vector<std::string> lines(size_t(rows),
+                                 std::string(size_t(columns), '.'));
+  for (const PipelineSpan &span : sim.spans) {
+    if (sim.makespan <= 0 || span.end <= span.start)
+      continue;
+    const char mark =
+        span.kind == Kind::Forward    ? char('0' + span.microBatch % 10)
+        : span.kind == Kind::Backward ? char('a' + span.microBatch % 26)
+                                      : char('A' + span.microBatch % 26);
+    const int from = int(span.start / sim.makespan * columns + 0.5);
+    const int to = int(span.end / sim.makespan * columns + 0.5);
+    const size_t row = size_t(span.stage * virtualStages + span.chunk);
+    for (int c = from; c < std::min(to, columns); ++c)
+      lines[row][size_t(c)] = mark;
+  }
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t c = 0; c < virtualStages; ++c) {
+      std::string label = "stage " + std::to_string(r);
+      if (virtualStages > 1)
+        label = "rank " + std::to_string(r) + " chunk " + std::to_string(c) +
+                " (stage " + std::to_string(c * ranks + r) + ")";
+      lines[size_t(r * virtualStages + c)] =
+          label + " |" + lines[size_t(r * virtualStages + c)] + "|";
+    }
+  return lines;
+}
+
 } // namespace dsc
 
 #endif // DSC_SUPPORT_PIPELINESIMULATION_H

@@ -154,7 +154,9 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
     prices its bubble and memory as the compiler's simulation runs it
     (include/dsc/Support/PipelineStep.h), so a user can price the
     Megatron-LM configuration they run; the comparison search still
-    chooses only what `--dsc-compile` builds.
+    chooses only what `--dsc-compile` builds. `timeline=1` adds a remark
+    with the plan's step per rank, simulated with the model's stage times
+    (one row per rank, or per rank and chunk).
 
     A plan whose numbers do not divide the model (heads by tp, layers by
     pp x virtual-stages, micro-batches by pp when interleaved) or that puts
@@ -189,6 +191,9 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
            "What the comparison search may choose: 'buildable' (what "
            "--dsc-compile builds) or 'all' (also recompute, sequence "
            "parallelism and offload)">,
+    Option<"timeline", "timeline", "bool", /*default=*/"false",
+           "Also print the plan's pipeline step per rank, simulated with "
+           "the model's stage times">,
   ];
 }
 
