@@ -69,10 +69,10 @@ private:
   LogicalResult setDataShape(func::FuncOp tokensUser);
   /// The programs and the boundary buffers of each pipeline stage.
   LogicalResult buildStages(DictionaryAttr pipeline);
-  /// Stage `stage`'s pipeline_step program `func` as the plan program
-  /// `programName`, its messages on the stage's boundary buffers.
-  LogicalResult lowerStep(func::FuncOp func, const rt::PipelineStage &stage,
-                          StringRef programName);
+  /// Pipeline rank `rank`'s pipeline_step program `func` as the plan
+  /// program `programName`, its messages on its stages' boundary buffers.
+  LogicalResult lowerStep(func::FuncOp func, const PipelineShape &shape,
+                          int64_t rank, StringRef programName);
   LogicalResult lowerOp(Operation &op, rt::Instruction &inst, bool &skip);
   uint32_t declBuffer(FlatSymbolRefAttr name) {
     return declBuffers.lookup(name.getAttr());
@@ -428,47 +428,41 @@ LogicalResult PlanBuilder::setDataShape(func::FuncOp tokensUser) {
 }
 
 LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
-  auto stagesAttr = pipeline.getAs<IntegerAttr>("stages");
   auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
   std::optional<::dsc::PipelineScheduleKind> schedule =
       scheduleAttr ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
                    : std::nullopt;
-  if (!stagesAttr || !schedule)
+  std::optional<PipelineShape> shape = getPipelineShape(module);
+  if (!shape || !schedule || !::dsc::isCompiledPipelineSchedule(*schedule))
     return module.emitError("dsc.pipeline must be {stages = P : i64, "
-                            "schedule = \"1f1b\" or \"gpipe\"}");
+                            "schedule = \"1f1b\", \"gpipe\" or "
+                            "\"interleaved-1f1b\"}");
   plan.schedule = *schedule;
   if (auto bubble = pipeline.getAs<FloatAttr>("bubble"))
     plan.summary.pipelineBubble = bubble.getValueAsDouble();
-  const int64_t numStages = stagesAttr.getInt();
+  const int64_t numStages = shape->stages, ranks = shape->ranks();
   uint64_t flops = 0;
+  // Every stage's compute programs first; then each rank's optimizer and
+  // step (interleaved, a rank's step moves the boundaries of all of its
+  // stages).
   for (int64_t k = 0; k < numStages; ++k) {
     auto fwd = lookupProgram<func::FuncOp>(module, ProgramRole::Forward, k);
     auto fb =
         lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward, k);
-    auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer, k);
-    if (!fwd || !fb || !opt)
+    if (!fwd || !fb)
       return module.emitError("lowering pipeline stage ")
-             << k << " needs its forward, forward_backward and optimizer "
-             << "programs (dsc.program, dsc.stage = " << k
-             << "); run --dsc-pipeline, --dsc-autodiff and --dsc-optimizer";
-    auto step =
-        lookupProgram<func::FuncOp>(module, ProgramRole::PipelineStep, k);
-    if (!step)
-      return module.emitError("lowering pipeline stage ")
-             << k << " needs its pipeline_step program (the schedule); run "
-             << "--dsc-pipeline-schedule";
+             << k << " needs its forward and forward_backward programs "
+             << "(dsc.program, dsc.stage = " << k
+             << "); run --dsc-pipeline and --dsc-autodiff";
     if (k == 0 && failed(setDataShape(fwd)))
       return failure();
     std::string prefix = ("stage" + Twine(k) + ".").str();
     rt::PipelineStage stage;
     stage.forward = prefix + "forward";
     stage.forwardBackward = prefix + "forward_backward";
-    stage.optimizer = prefix + "optimizer";
-    stage.step = prefix + "step";
     currentStage = &stage;
     for (auto [func, name] : {std::make_pair(fwd, stage.forward),
-                              std::make_pair(fb, stage.forwardBackward),
-                              std::make_pair(opt, stage.optimizer)})
+                              std::make_pair(fb, stage.forwardBackward)})
       if (failed(lowerProgram(func, name)))
         return failure();
     currentStage = nullptr;
@@ -479,16 +473,43 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
           valueBuffers.lookup(fwd.getBody().front().getTerminator()->getOperand(0));
       stage.outputGrad = valueBuffers.lookup(fb.getArgument(1));
     }
-    if (failed(lowerStep(step, stage, stage.step)))
-      return failure();
     plan.stages.push_back(std::move(stage));
     // Model FLOPs: the stages' backwards together are the model's once.
     fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
   }
-  // What one rank runs, on average over the stages (Megatron's per-GPU
+  for (int64_t r = 0; r < ranks; ++r) {
+    auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer, r);
+    if (!opt)
+      return module.emitError("lowering pipeline rank ")
+             << r << " needs its optimizer program (dsc.program, dsc.stage "
+             << "= " << r << "); run --dsc-optimizer";
+    auto step =
+        lookupProgram<func::FuncOp>(module, ProgramRole::PipelineStep, r);
+    if (!step)
+      return module.emitError("lowering pipeline stage ")
+             << r << " needs its pipeline_step program (the schedule); run "
+             << "--dsc-pipeline-schedule";
+    rt::PipelineStage &stage = plan.stages[size_t(r)];
+    std::string prefix = ("stage" + Twine(r) + ".").str();
+    stage.optimizer = prefix + "optimizer";
+    stage.step = prefix + "step";
+    currentStage = &stage;
+    if (failed(lowerProgram(opt, stage.optimizer)))
+      return failure();
+    currentStage = nullptr;
+    if (failed(lowerStep(step, *shape, r, stage.step)))
+      return failure();
+  }
+  // A rank's other stages report its optimizer's norm and learning rate.
+  for (int64_t k = ranks; k < numStages; ++k) {
+    plan.stages[size_t(k)].gradNorm = plan.stages[size_t(k % ranks)].gradNorm;
+    plan.stages[size_t(k)].learningRate =
+        plan.stages[size_t(k % ranks)].learningRate;
+  }
+  // What one rank runs, on average over the ranks (Megatron's per-GPU
   // model FLOPs).
-  plan.summary.flopsPerMicroBatch = flops / uint64_t(numStages);
-  // The well-known scalars: the last stage's (every stage's norm and
+  plan.summary.flopsPerMicroBatch = flops / uint64_t(ranks);
+  // The well-known scalars: the last stage's (every rank's norm and
   // learning rate are equal).
   const rt::PipelineStage &last = plan.stages.back();
   plan.loss = uint32_t(last.loss);
@@ -498,40 +519,62 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
 }
 
 LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
-                                     const rt::PipelineStage &stage,
+                                     const PipelineShape &shape, int64_t rank,
                                      StringRef programName) {
   rt::Program program;
   program.name = programName.str();
+  auto stageOf = [&](std::optional<int64_t> chunk) {
+    return chunk.value_or(0) * shape.ranks() + rank;
+  };
   for (Operation &op : func.getBody().front().without_terminator()) {
     rt::Instruction inst;
     int64_t buffer = 0; // a message's boundary buffer
+    int64_t stage = rank;
     if (auto forward = dyn_cast<PipelineForwardOp>(op)) {
+      auto callee = module.lookupSymbol<func::FuncOp>(forward.getCallee());
+      stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
       rt::ops::PipelineForward f;
+      f.stage = stage;
       f.microBatch = int64_t(forward.getMicrobatch());
       f.encode(inst);
       inst.name = forward.getCallee().str();
     } else if (auto backward = dyn_cast<PipelineBackwardOp>(op)) {
+      auto callee = module.lookupSymbol<func::FuncOp>(backward.getCallee());
+      stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
       rt::ops::PipelineBackward b;
+      b.stage = stage;
       b.microBatch = int64_t(backward.getMicrobatch());
       b.encode(inst);
       inst.name = backward.getCallee().str();
     } else if (auto send = dyn_cast<PipelineSendOp>(op)) {
       const bool activation = send.getMessage() == PipelineMessage::Activation;
+      stage = stageOf(send.getChunk());
+      if (stage >= int64_t(plan.stages.size()))
+        return op.emitOpError("names stage ")
+               << stage << " of " << plan.stages.size();
       rt::ops::PipelineSend m;
+      m.stage = stage;
       m.peer = int64_t(send.getPeer());
       m.microBatch = int64_t(send.getMicrobatch());
       m.encode(inst);
-      buffer = activation ? stage.output : stage.inputGrad;
+      const rt::PipelineStage &st = plan.stages[size_t(stage)];
+      buffer = activation ? st.output : st.inputGrad;
       inst.inputs.push_back(uint32_t(buffer));
       inst.name = (activation ? "send activation " : "send gradient ") +
                   std::to_string(m.microBatch);
     } else if (auto recv = dyn_cast<PipelineRecvOp>(op)) {
       const bool activation = recv.getMessage() == PipelineMessage::Activation;
+      stage = stageOf(recv.getChunk());
+      if (stage >= int64_t(plan.stages.size()))
+        return op.emitOpError("names stage ")
+               << stage << " of " << plan.stages.size();
       rt::ops::PipelineRecv m;
+      m.stage = stage;
       m.peer = int64_t(recv.getPeer());
       m.microBatch = int64_t(recv.getMicrobatch());
       m.encode(inst);
-      buffer = activation ? stage.input : stage.outputGrad;
+      const rt::PipelineStage &st = plan.stages[size_t(stage)];
+      buffer = activation ? st.input : st.outputGrad;
       inst.outputs.push_back(uint32_t(buffer));
       inst.name = (activation ? "recv activation " : "recv gradient ") +
                   std::to_string(m.microBatch);
@@ -540,11 +583,13 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
                             "(only dsc.pipeline_forward, _backward, _send "
                             "and _recv)");
     }
+    if (stage < 0)
+      return op.emitOpError("calls a function that is no pipeline stage's");
     // The op's verifier allows only neighbours; a stage without the
     // message's buffer (-1) means the stages and the step disagree.
     if (buffer < 0)
       return op.emitOpError("moves a boundary buffer that stage ")
-             << getPipelineStage(func).value_or(-1) << " does not have";
+             << stage << " does not have";
     program.instructions.push_back(std::move(inst));
   }
   plan.programs.push_back(std::move(program));

@@ -41,10 +41,12 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
 
   // Pipeline stages are cut from the (tensor-sliced) forward graph; autodiff
   // then differentiates each stage.
-  if (options.pp > 1) {
+  // (virtual-stages without pp > 1 reaches the pass, which refuses it.)
+  if (options.pp > 1 || options.virtualStages != 1) {
     DscPipelinePassOptions pipeline;
     pipeline.pp = options.pp;
     pipeline.pipelineSchedule = options.pipelineSchedule;
+    pipeline.virtualStages = options.virtualStages;
     pm.addPass(createDscPipelinePass(pipeline));
   }
 

@@ -18,6 +18,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCOPTIMIZERPASS
 #include "dsc/Transforms/Passes.h.inc"
@@ -86,18 +88,23 @@ struct DscOptimizerPass
     }
     declBuilder->setInsertionPointAfter(lastDecl);
 
-    // Pipeline stages (--dsc-pipeline): one optimizer per stage over the
-    // gradients its backward accumulates.
-    SmallVector<std::pair<int64_t, llvm::StringSet<>>> stages;
+    // Pipeline stages (--dsc-pipeline): one optimizer per pp rank over the
+    // gradients its stages' backwards accumulate. Interleaved, a rank holds
+    // several stages and clips them by one norm, so they share it.
+    const std::optional<PipelineShape> shape = getPipelineShape(module);
+    std::map<int64_t, llvm::StringSet<>> ranks;
     for (Operation *func :
          getProgramOps(module, ProgramRole::ForwardBackward)) {
       std::optional<int64_t> stage = getPipelineStage(func);
       if (!stage)
         continue;
-      llvm::StringSet<> accumulated;
+      llvm::StringSet<> &accumulated =
+          ranks[shape ? shape->rankOf(*stage) : *stage];
       func->walk([&](AccumulateOp acc) { accumulated.insert(acc.getState()); });
-      stages.push_back({*stage, std::move(accumulated)});
     }
+    SmallVector<std::pair<int64_t, llvm::StringSet<>>> stages;
+    for (auto &[rank, accumulated] : ranks)
+      stages.push_back({rank, std::move(accumulated)});
     if (stages.empty()) {
       emitOptimizer("optimizer", gradients, gradients, {}, {}, std::nullopt);
       return;

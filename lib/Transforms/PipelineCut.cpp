@@ -27,7 +27,7 @@
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
-#include "dsc/Support/PipelineScheduleKind.h"
+#include "dsc/Support/PipelineStep.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/TransformerLayers.h"
 
@@ -69,16 +69,25 @@ struct DscPipelinePass
         ::dsc::parsePipelineSchedule(pipelineSchedule.getValue());
     if (!kind) {
       module.emitError("--dsc-pipeline: unknown schedule '")
-          << pipelineSchedule.getValue() << "'; expected 1f1b or gpipe";
+          << pipelineSchedule.getValue()
+          << "'; expected 1f1b, gpipe or interleaved-1f1b";
       return signalPassFailure();
     }
     if (!::dsc::isCompiledPipelineSchedule(*kind)) {
       module.emitError("--dsc-pipeline: pipeline-schedule=")
           << pipelineSchedule.getValue()
           << " is simulated and priced (--dsc-estimate) but not built yet; "
-             "expected 1f1b or gpipe";
+             "expected 1f1b, gpipe or interleaved-1f1b";
       return signalPassFailure();
     }
+    // The micro-batch count is --dsc-autodiff's; its rule is checked by
+    // --dsc-pipeline-schedule.
+    if (pp > 1 || virtualStages != 1)
+      if (std::optional<std::string> why = ::dsc::pipelineShapeError(
+              *kind, pp, virtualStages, /*microBatches=*/pp)) {
+        module.emitError("--dsc-pipeline: ") << *why;
+        return signalPassFailure();
+      }
     if (pp == 1)
       return;
     if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
@@ -97,12 +106,14 @@ struct DscPipelinePass
     if (failed(cut(loss)))
       return signalPassFailure();
     Builder b(module.getContext());
-    module->setAttr(
-        kPipelineAttr,
-        b.getDictionaryAttr(
-            {b.getNamedAttr("stages", b.getI64IntegerAttr(pp)),
-             b.getNamedAttr("schedule",
-                            b.getStringAttr(pipelineSchedule.getValue()))}));
+    SmallVector<NamedAttribute> shape = {
+        b.getNamedAttr("stages", b.getI64IntegerAttr(pp * virtualStages)),
+        b.getNamedAttr("schedule",
+                       b.getStringAttr(pipelineSchedule.getValue()))};
+    if (virtualStages > 1)
+      shape.push_back(
+          b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)));
+    module->setAttr(kPipelineAttr, b.getDictionaryAttr(shape));
   }
 
   LogicalResult checkMesh(ModuleOp module) {
@@ -160,11 +171,13 @@ struct DscPipelinePass
       layers.back().second = i;
     }
     const int64_t numLayers = layers.size();
-    if (numLayers < pp)
+    // Interleaved, each of the pp ranks holds virtual-stages of the stages.
+    const int64_t stages = pp * virtualStages;
+    if (numLayers < stages)
       return loss.emitError("--dsc-pipeline: ")
-             << pp.getValue() << " stages need at least " << pp.getValue()
-             << " transformer layers, but @" << funcName.getValue()
-             << " has " << numLayers;
+             << stages << " stages need at least " << stages
+             << " transformer layers, but @" << funcName.getValue() << " has "
+             << numLayers;
 
     // Segment j: layer j, with everything before layer 1 in segment 0 and
     // everything after the last layer in the last segment.
@@ -182,19 +195,19 @@ struct DscPipelinePass
                             vectorWeight * double(c.vectorFlops);
         }
 
-    // Contiguous partition of the segments into pp stages minimizing the
+    // Contiguous partition of the segments into the stages minimizing the
     // heaviest stage: best[s][j] is the least maximum over splits of the
     // first j segments into s stages.
     const double inf = std::numeric_limits<double>::infinity();
     SmallVector<double> prefix(numLayers + 1, 0.0);
     for (int64_t j = 0; j < numLayers; ++j)
       prefix[j + 1] = prefix[j] + segmentCost[j];
-    SmallVector<SmallVector<double>> best(pp + 1,
-                                          SmallVector<double>(numLayers + 1, inf));
+    SmallVector<SmallVector<double>> best(
+        stages + 1, SmallVector<double>(numLayers + 1, inf));
     SmallVector<SmallVector<int64_t>> choice(
-        pp + 1, SmallVector<int64_t>(numLayers + 1, -1));
+        stages + 1, SmallVector<int64_t>(numLayers + 1, -1));
     best[0][0] = 0;
-    for (int64_t s = 1; s <= pp; ++s)
+    for (int64_t s = 1; s <= stages; ++s)
       for (int64_t j = s; j <= numLayers; ++j)
         for (int64_t i = s - 1; i < j; ++i) {
           double cost = std::max(best[s - 1][i], prefix[j] - prefix[i]);
@@ -203,14 +216,14 @@ struct DscPipelinePass
             choice[s][j] = i;
           }
         }
-    SmallVector<int64_t> firstSegment(pp + 1);
-    firstSegment[pp] = numLayers;
-    for (int64_t s = pp; s >= 1; --s)
+    SmallVector<int64_t> firstSegment(stages + 1);
+    firstSegment[stages] = numLayers;
+    for (int64_t s = stages; s >= 1; --s)
       firstSegment[s - 1] = choice[s][firstSegment[s]];
 
     // The value crossing each cut: exactly one activation.
-    SmallVector<Value> crossing(pp, Value()); // crossing[k]: into stage k
-    for (int64_t k = 1; k < pp; ++k) {
+    SmallVector<Value> crossing(stages, Value()); // crossing[k]: into stage k
+    for (int64_t k = 1; k < stages; ++k) {
       size_t at = segmentStart[firstSegment[k]];
       llvm::SetVector<Value> live;
       for (size_t i = 0; i < at; ++i) {
@@ -241,10 +254,10 @@ struct DscPipelinePass
     Operation *insertAfter = loss;
     SymbolTable symbols(getOperation());
     auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-    for (int64_t k = 0; k < pp; ++k) {
+    for (int64_t k = 0; k < stages; ++k) {
       size_t from = segmentStart[firstSegment[k]];
       size_t to = segmentStart[firstSegment[k + 1]];
-      Value result = k + 1 < pp ? crossing[k + 1] : returnOp.getOperand(0);
+      Value result = k + 1 < stages ? crossing[k + 1] : returnOp.getOperand(0);
       FailureOr<func::FuncOp> stage =
           buildStage(loss, ArrayRef(ops).slice(from, to - from), k,
                      crossing[k], result, moduleBuilder, insertAfter);

@@ -53,14 +53,17 @@ struct StageInfo {
   FlatSymbolRefAttr mesh;
 };
 
-/// Writes one stage's step (PipelineStep.h) as ops at `b`.
-void writeStep(OpBuilder &b, Location loc, const StageInfo &s,
+/// Writes rank `rank`'s step (PipelineStep.h) as ops at `b`; `stages` are
+/// all the stages, rank r's chunk c being stage c * ranks + r.
+void writeStep(OpBuilder &b, Location loc, ArrayRef<StageInfo> stages,
+               int64_t ranks, int64_t rank, bool interleaved,
                ArrayRef<::dsc::PipelineStepOp> step) {
   using Kind = ::dsc::PipelineStepOp::Kind;
   auto symbolOf = [](func::FuncOp func) {
     return FlatSymbolRefAttr::get(func.getSymNameAttr());
   };
   for (const ::dsc::PipelineStepOp &op : step) {
+    const StageInfo &s = stages[size_t(op.chunk * ranks + rank)];
     IntegerAttr microbatch = b.getI64IntegerAttr(op.microBatch);
     if (op.kind == Kind::Forward) {
       PipelineForwardOp::create(b, loc, symbolOf(s.forward), microbatch);
@@ -71,20 +74,21 @@ void writeStep(OpBuilder &b, Location loc, const StageInfo &s,
                                  microbatch);
       continue;
     }
-    // Up the pipeline go activations, down their gradients: a message
-    // with a higher stage is the output's (its activation out, its
-    // gradient in), one with a lower stage the input's.
-    const bool withHigher = op.peer > s.index;
+    // Up the pipeline go activations, down their gradients: an activation
+    // sent or a gradient received is the stage output's, the others its
+    // input's.
     const bool send = op.kind == Kind::Send;
-    const PipelineMessage message = withHigher == send
-                                        ? PipelineMessage::Activation
-                                        : PipelineMessage::Gradient;
-    TypeAttr type = TypeAttr::get(withHigher ? s.output : s.input);
+    const PipelineMessage message =
+        op.gradient ? PipelineMessage::Gradient : PipelineMessage::Activation;
+    TypeAttr type = TypeAttr::get(send != op.gradient ? s.output : s.input);
     IntegerAttr peer = b.getI64IntegerAttr(op.peer);
+    IntegerAttr chunk = interleaved ? b.getI64IntegerAttr(op.chunk) : nullptr;
     if (send)
-      PipelineSendOp::create(b, loc, message, peer, microbatch, s.mesh, type);
+      PipelineSendOp::create(b, loc, message, chunk, peer, microbatch, s.mesh,
+                             type);
     else
-      PipelineRecvOp::create(b, loc, message, peer, microbatch, s.mesh, type);
+      PipelineRecvOp::create(b, loc, message, chunk, peer, microbatch, s.mesh,
+                             type);
   }
 }
 
@@ -113,17 +117,16 @@ struct DscPipelineSchedulePass
           << kPipelineAttr << " attribute (run --dsc-pipeline first)";
       return signalPassFailure();
     }
-    auto stagesAttr = pipeline.getAs<IntegerAttr>("stages");
     auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
     std::optional<::dsc::PipelineScheduleKind> kind =
         scheduleAttr
             ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
             : std::nullopt;
-    if (!stagesAttr || stagesAttr.getInt() < 1 || !kind ||
-        !::dsc::isCompiledPipelineSchedule(*kind)) {
+    std::optional<PipelineShape> shape = getPipelineShape(module);
+    if (!shape || !kind || !::dsc::isCompiledPipelineSchedule(*kind)) {
       module.emitError("--dsc-pipeline-schedule: ")
           << kPipelineAttr << " must be {stages = P >= 1 : i64, schedule = "
-          << "\"1f1b\" or \"gpipe\"}, got " << pipeline;
+          << "\"1f1b\", \"gpipe\" or \"interleaved-1f1b\"}, got " << pipeline;
       return signalPassFailure();
     }
     if (!getProgramOps(module, ProgramRole::PipelineStep).empty()) {
@@ -134,6 +137,12 @@ struct DscPipelineSchedulePass
     int64_t microbatches = 1;
     if (auto count = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
       microbatches = count.getInt();
+    const int64_t stages = shape->stages, ranks = shape->ranks();
+    if (std::optional<std::string> why = ::dsc::pipelineShapeError(
+            *kind, ranks, shape->virtualStages, microbatches)) {
+      module.emitError("--dsc-pipeline-schedule: ") << *why;
+      return signalPassFailure();
+    }
     auto meshes = module.getOps<MeshOp>();
     if (meshes.empty()) {
       module.emitError("--dsc-pipeline-schedule: the module has no dsc.mesh "
@@ -143,8 +152,8 @@ struct DscPipelineSchedulePass
     FlatSymbolRefAttr mesh =
         FlatSymbolRefAttr::get((*meshes.begin()).getSymNameAttr());
 
-    const int64_t stages = stagesAttr.getInt();
     std::vector<StageInfo> infos(static_cast<size_t>(stages));
+    std::vector<::dsc::PipelineStageTimes> times;
     for (int64_t k = 0; k < stages; ++k) {
       StageInfo &info = infos[size_t(k)];
       info.index = k;
@@ -173,31 +182,31 @@ struct DscPipelineSchedulePass
         }
         info.output = type.getResult(0);
       }
-    }
-
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToEnd(module.getBody());
-    std::vector<std::vector<::dsc::PipelineStepOp>> steps;
-    std::vector<::dsc::PipelineStageTimes> times;
-    for (const StageInfo &info : infos) {
-      steps.push_back(
-          ::dsc::pipelineStageStep(*kind, stages, info.index, microbatches));
-      auto step = func::FuncOp::create(
-          b, module.getLoc(), "step.stage" + std::to_string(info.index),
-          b.getFunctionType({}, {}));
-      setProgramRole(step, ProgramRole::PipelineStep);
-      step->setAttr(kStageAttr, b.getI64IntegerAttr(info.index));
-      OpBuilder body(step.getContext());
-      body.setInsertionPointToStart(step.addEntryBlock());
-      writeStep(body, step.getLoc(), info, steps.back());
-      func::ReturnOp::create(body, step.getLoc());
-      numMessages += llvm::count_if(steps.back(), [](const auto &op) {
-        return op.kind == ::dsc::PipelineStepOp::Kind::Send;
-      });
       // The last stage's forward runs inside its backward.
-      const bool last = info.index == stages - 1;
+      const bool last = k == stages - 1;
       times.push_back({last ? 0.0 : programTime(info.forward),
                        programTime(info.forwardBackward)});
+    }
+
+    const std::vector<std::vector<::dsc::PipelineStepOp>> steps =
+        ::dsc::pipelineSteps(*kind, ranks, shape->virtualStages, microbatches,
+                             times);
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    for (int64_t r = 0; r < ranks; ++r) {
+      auto step = func::FuncOp::create(b, module.getLoc(),
+                                       "step.stage" + std::to_string(r),
+                                       b.getFunctionType({}, {}));
+      setProgramRole(step, ProgramRole::PipelineStep);
+      step->setAttr(kStageAttr, b.getI64IntegerAttr(r));
+      OpBuilder body(step.getContext());
+      body.setInsertionPointToStart(step.addEntryBlock());
+      writeStep(body, step.getLoc(), infos, ranks, r, shape->virtualStages > 1,
+                steps[size_t(r)]);
+      func::ReturnOp::create(body, step.getLoc());
+      numMessages += llvm::count_if(steps[size_t(r)], [](const auto &op) {
+        return op.kind == ::dsc::PipelineStepOp::Kind::Send;
+      });
     }
 
     // The bubble of this schedule on these stages, recorded beside it for
@@ -217,20 +226,26 @@ struct DscPipelineSchedulePass
     entries.push_back(b.getNamedAttr("bubble", b.getF64FloatAttr(sim->bubble)));
     module->setAttr(kPipelineAttr, b.getDictionaryAttr(entries));
     if (printTimeline)
-      emitTimeline(module, *sim, stages, microbatches, scheduleAttr.getValue());
+      emitTimeline(module, *sim, ranks, shape->virtualStages, microbatches,
+                   scheduleAttr.getValue());
   }
 
   /// The simulated step per stage as text, 100 columns for the step.
   static void emitTimeline(ModuleOp module,
-                           const ::dsc::PipelineSimulation &sim, int64_t stages,
-                           int64_t microbatches, StringRef schedule) {
+                           const ::dsc::PipelineSimulation &sim, int64_t ranks,
+                           int64_t virtualStages, int64_t microbatches,
+                           StringRef schedule) {
     InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
-    remark << "--dsc-pipeline-schedule: " << schedule << ", " << stages
-           << " stages, " << microbatches << " micro-batches, bubble "
+    remark << "--dsc-pipeline-schedule: " << schedule << ", ";
+    if (virtualStages > 1)
+      remark << ranks << " ranks x " << virtualStages << " chunks";
+    else
+      remark << ranks << " stages";
+    remark << ", " << microbatches << " micro-batches, bubble "
            << llvm::formatv("{0:f3}", sim.bubble).str()
            << " (digits: forwards, letters: backwards, a = micro-batch 0)";
     for (const std::string &line :
-         ::dsc::renderPipelineTimeline(sim, stages, /*virtualStages=*/1))
+         ::dsc::renderPipelineTimeline(sim, ranks, virtualStages))
       remark << "\n  " << line;
   }
 };

@@ -443,7 +443,8 @@ bool Simulation::pairs(int64_t rank, const Issue &issue, int64_t peer,
   const CommunicationEvent &mine = issue.event->event;
   const CommunicationEvent &theirs = candidate.event->event;
   if (!theirs.isPointToPoint() || theirs.kind == mine.kind ||
-      candidate.event->axes != issue.event->axes || theirs.tag != mine.tag)
+      candidate.event->axes != issue.event->axes || theirs.tag != mine.tag ||
+      theirs.parameters != mine.parameters)
     return false;
   return peerOf(peer, candidate) == rank;
 }
@@ -785,14 +786,16 @@ void DscVerifyCollectivesPass::runOnOperation() {
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
     if (auto stages = pipeline.getAs<IntegerAttr>("stages"))
       collector.lastStage = stages.getInt() - 1;
+  std::optional<PipelineShape> shape = getPipelineShape(module);
   auto addProgram = [&](func::FuncOp func, int64_t repeat,
                         Schedule &schedule) -> LogicalResult {
     Program program;
     program.func = func;
     program.repeat = repeat;
-    // The dialect has checked it is an i64 >= 0.
+    // The dialect has checked it is an i64 >= 0. A program runs on its
+    // stage's pp rank (interleaved, rank r holds stages r, r+P, ...).
     if (std::optional<int64_t> stage = getPipelineStage(func))
-      program.stage = *stage;
+      program.stage = shape ? shape->rankOf(*stage) : *stage;
     if (failed(collector.collect(func, std::nullopt, program.events)))
       return failure();
     schedule.programs.push_back(programs.size());

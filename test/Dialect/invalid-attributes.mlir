@@ -71,8 +71,20 @@ func.func @f() attributes {dsc.microbatches = 2 : i64} {
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline' must be {stages = P : i64 (>= 1), schedule = "1f1b" or "gpipe"}, got {schedule = "zigzag", stages = 2 : i64}}}
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline' must be {stages = P : i64 (>= 1), schedule = "1f1b", "gpipe", "interleaved-1f1b" or "zb-h1"}, got {schedule = "zigzag", stages = 2 : i64}}}
 module attributes {dsc.pipeline = {stages = 2 : i64, schedule = "zigzag"}} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline': virtual_stages must be an i64 >= 1 dividing the 6 stages, got 4 : i64}}
+module attributes {dsc.pipeline = {stages = 6 : i64, schedule = "interleaved-1f1b", virtual_stages = 4 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline': virtual_stages = 2 needs schedule "interleaved-1f1b", not "1f1b"}}
+module attributes {dsc.pipeline = {stages = 4 : i64, schedule = "1f1b", virtual_stages = 2 : i64}} {
 }
 
 // -----

@@ -853,6 +853,64 @@ func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_st
 
 // -----
 
+// Interleaved (4 stages on 2 ranks): rank 1 holds stages 1 and 3, whose
+// neighbours are on rank 0; stage 3 is the last and sends no activation.
+module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @loss.stage2(%x: tensor<2x4xf32>) -> tensor<2x4xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 2 : i64} {
+    return %x : tensor<2x4xf32>
+  }
+  func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+    // expected-error @+1 {{callee @loss.stage2 must be the forward program of a stage pp rank 1 holds (1 + 2c for chunk c < 2)}}
+    dsc.pipeline_forward @loss.stage2 microbatch = 0
+    return
+  }
+}
+
+// -----
+
+module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @step.stage0() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64} {
+    // expected-error @+1 {{in an interleaved pipeline must name its chunk 0 <= c < 2}}
+    dsc.pipeline_send activation to 1 microbatch = 0 on @mesh : tensor<2x4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+    // expected-error @+1 {{stage 3 (rank 1 chunk 1) has no next stage to send activations to}}
+    dsc.pipeline_send activation of chunk 1 to 0 microbatch = 0 on @mesh : tensor<2x4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 6 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [3]
+  func.func @step.stage2() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 2 : i64} {
+    // expected-error @+1 {{stage 2 (rank 2 chunk 0) sends activations to stage 3 on rank 0, not rank 1}}
+    dsc.pipeline_send activation of chunk 0 to 1 microbatch = 0 on @mesh : tensor<2x4xf32>
+    return
+  }
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["pp"] shape = [2]
+func.func @step.stage0() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64} {
+  // expected-error @+1 {{names chunk 1, but the pipeline is not interleaved}}
+  dsc.pipeline_send activation of chunk 1 to 1 microbatch = 0 on @mesh : tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @f() {
   // expected-error @+1 {{must be inside a pipeline stage's program (a function with dsc.stage)}}
   dsc.pipeline_backward @f microbatch = 0

@@ -106,6 +106,113 @@ module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "gpipe
 
 // -----
 
+// Interleaved 1F1B over 2 ranks holding 2 chunks each (stages 0 and 2 on
+// rank 0, 1 and 3 on rank 1), 2 micro-batches (= P: every forward warms
+// up). Rank 0 runs chunk 0's forwards, then chunk 1's, then the
+// backwards in reverse chunk order; each message names its chunk and goes
+// where the clock of PipelineStep.h put it: a send right after the
+// forward or backward that produced it, a receive before the one that
+// reads it, in one order for both ranks. The verifier matches each message
+// by the stage that sends it.
+// CHECK-LABEL: func.func @step.stage0()
+// CHECK-NEXT: dsc.pipeline_forward @loss.stage0 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_send activation of chunk 0 to 1 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_forward @loss.stage0 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_send activation of chunk 0 to 1 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_recv activation of chunk 1 from 1 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_forward @loss.stage2 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_recv activation of chunk 1 from 1 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_send activation of chunk 1 to 1 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_forward @loss.stage2 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_send activation of chunk 1 to 1 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_recv gradient of chunk 1 from 1 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_backward @forward_backward.stage2 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_recv gradient of chunk 1 from 1 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_send gradient of chunk 1 to 1 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_backward @forward_backward.stage2 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_send gradient of chunk 1 to 1 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_recv gradient of chunk 0 from 1 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_backward @forward_backward.stage0 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_recv gradient of chunk 0 from 1 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_backward @forward_backward.stage0 microbatch = 1
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @step.stage1()
+// CHECK-NEXT: dsc.pipeline_recv activation of chunk 0 from 0 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_forward @loss.stage1 microbatch = 0
+// CHECK: dsc.pipeline_forward @loss.stage3 microbatch = 1
+// CHECK-NEXT: dsc.pipeline_backward @forward_backward.stage3 microbatch = 0
+// CHECK-NEXT: dsc.pipeline_send gradient of chunk 1 to 0 microbatch = 0
+// VERIFIED: remark: verified the training step (2 micro-batches) on 2 ranks of @mesh: 12 events per rank; along pp: 12 send/recv pairs
+
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+    %a = arith.constant dense<0.0> : tensor<2x4x8xf32>
+    return %a : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage0(%t: tensor<2x4xi32>, %g: tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    return
+  }
+  func.func @loss.stage1(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
+    return %x : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage1(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+    return %g : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage2(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 2 : i64} {
+    return %x : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage2(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 2 : i64} {
+    return %g : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage3(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 3 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @forward_backward.stage3(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 3 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l, %x : tensor<f32>, tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+// Interleaving runs the micro-batches in groups of the ranks: 3 of them
+// over 2 ranks is refused with the numbers.
+// expected-error @+1 {{--dsc-pipeline-schedule: interleaved-1f1b runs the micro-batches in groups of pp: 3 micro-batches is not a multiple of pp=2}}
+module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+    %a = arith.constant dense<0.0> : tensor<2x4x8xf32>
+    return %a : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage0(%t: tensor<2x4xi32>, %g: tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    return
+  }
+  func.func @loss.stage1(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
+    return %x : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage1(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+    return %g : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage2(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 2 : i64} {
+    return %x : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage2(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 2 : i64} {
+    return %g : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage3(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 3 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @forward_backward.stage3(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 3 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l, %x : tensor<f32>, tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
 // expected-error @+1 {{--dsc-pipeline-schedule: the module has no dsc.pipeline attribute (run --dsc-pipeline first)}}
 module {
 }

@@ -3,10 +3,30 @@
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=zigzag" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not dsc-opt %s --dsc-pipeline="pp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=PP0
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=zb-h1" -split-input-file 2>&1 | FileCheck %s --check-prefix=NOTBUILT
+// RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=interleaved-1f1b virtual-stages=2" -split-input-file 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: not dsc-opt %s --dsc-pipeline="pp=2 virtual-stages=2" -split-input-file 2>&1 | FileCheck %s --check-prefix=CHUNKS
 
-// SCHED: error: --dsc-pipeline: unknown schedule 'zigzag'; expected 1f1b or gpipe
+// SCHED: error: --dsc-pipeline: unknown schedule 'zigzag'; expected 1f1b, gpipe or interleaved-1f1b
 // PP0: error: --dsc-pipeline: pp must be >= 1, got 0
-// NOTBUILT: error: --dsc-pipeline: pipeline-schedule=zb-h1 is simulated and priced (--dsc-estimate) but not built yet; expected 1f1b or gpipe
+// CHUNKS: error: --dsc-pipeline: virtual-stages=2 needs pipeline-schedule=interleaved-1f1b, not 1f1b
+
+// Interleaved over 2 ranks with 2 chunks each: 4 stages, too many for
+// two layers; four layers make one stage each, rank 0 holding stages 0 and
+// 2, rank 1 stages 1 and 3 (the mesh's pp axis has the 2 ranks).
+// INTERLEAVED: error: --dsc-pipeline: 4 stages need at least 4 transformer layers, but @loss has 2
+// INTERLEAVED-LABEL: module @narrow_vocab attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}}
+// INTERLEAVED-NEXT: dsc.mesh @mesh axes = ["pp"] shape = [2]
+// INTERLEAVED-LABEL: func.func @loss.stage0
+// INTERLEAVED: @h.0.w
+// INTERLEAVED-NOT: @h.1.w
+// INTERLEAVED-LABEL: func.func @loss.stage1
+// INTERLEAVED: @h.1.w
+// INTERLEAVED-LABEL: func.func @loss.stage2
+// INTERLEAVED: @h.2.w
+// INTERLEAVED-LABEL: func.func @loss.stage3
+// INTERLEAVED: @h.3.w
+// INTERLEAVED: dsc.cross_entropy
+// NOTBUILT: error: --dsc-pipeline: pipeline-schedule=zb-h1 is simulated and priced (--dsc-estimate) but not built yet; expected 1f1b, gpipe or interleaved-1f1b
 
 // Two layers, pp=2: one stage function per layer with its `dsc.stage`, the
 // schedule on the module, the mesh declared, @loss erased. Stage 0 takes

@@ -316,3 +316,92 @@ module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "1f1b"
     return
   }
 }
+
+// -----
+
+// A hand-broken interleaved schedule: rank 1 takes micro-batch 1's
+// activation as its chunk 1's (stage 3's, from stage 2) where rank 0 sends
+// it for chunk 0 (stage 0 to stage 1). Both messages go from rank 0 to
+// rank 1 with the same micro-batch; the verifier tells them apart by the
+// stage that sends them and names the two ranks and the first message
+// neither can complete.
+
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {bubble = 0.000000e+00 : f64, schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+  dsc.mesh @mesh axes = ["pp"] shape = [2]
+  func.func @loss.stage0(%arg0: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+    %cst = arith.constant dense<0.000000e+00> : tensor<2x4x8xf32>
+    return %cst : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage0(%arg0: tensor<2x4xi32>, %arg1: tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    return
+  }
+  func.func @loss.stage1(%arg0: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
+    return %arg0 : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+    return %arg1 : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage2(%arg0: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 2 : i64} {
+    return %arg0 : tensor<2x4x8xf32>
+  }
+  func.func @forward_backward.stage2(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 2 : i64} {
+    return %arg1 : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage3(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 3 : i64} {
+    %cst = arith.constant dense<0.000000e+00> : tensor<f32>
+    return %cst : tensor<f32>
+  }
+  func.func @forward_backward.stage3(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 3 : i64} {
+    %cst = arith.constant dense<0.000000e+00> : tensor<f32>
+    return %cst, %arg0 : tensor<f32>, tensor<2x4x8xf32>
+  }
+  func.func @step.stage0() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64} {
+    dsc.pipeline_forward @loss.stage0 microbatch = 0
+    dsc.pipeline_send activation of chunk 0 to 1 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage0 microbatch = 1
+    // expected-error-re @+1 {{deadlock: rank 0 (pp=0) and rank 1 (pp=1) wait on each other: rank 0 (pp=0) issues send of tensor<2x4x8xf32> to pp=1 tag 1 from_stage = 0 gradient = 0 in @step.stage0 at loc({{.*}}), rank 1 (pp=1) issues recv of tensor<2x4x8xf32> from pp=0 tag 1 from_stage = 2 gradient = 0 in @step.stage1 at loc({{.*}})}}
+    dsc.pipeline_send activation of chunk 0 to 1 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_recv activation of chunk 1 from 1 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage2 microbatch = 0
+    dsc.pipeline_recv activation of chunk 1 from 1 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_send activation of chunk 1 to 1 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage2 microbatch = 1
+    dsc.pipeline_send activation of chunk 1 to 1 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_recv gradient of chunk 1 from 1 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage2 microbatch = 0
+    dsc.pipeline_recv gradient of chunk 1 from 1 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_send gradient of chunk 1 to 1 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage2 microbatch = 1
+    dsc.pipeline_send gradient of chunk 1 to 1 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_recv gradient of chunk 0 from 1 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage0 microbatch = 0
+    dsc.pipeline_recv gradient of chunk 0 from 1 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage0 microbatch = 1
+    return
+  }
+  func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
+    dsc.pipeline_recv activation of chunk 0 from 0 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage1 microbatch = 0
+    // expected-note @+1 {{rank 1 (pp=1) issues recv of tensor<2x4x8xf32> from pp=0 tag 1 from_stage = 2 gradient = 0 in @step.stage1}}
+    dsc.pipeline_recv activation of chunk 1 from 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_send activation of chunk 0 to 0 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage1 microbatch = 1
+    dsc.pipeline_send activation of chunk 0 to 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_recv activation of chunk 1 from 0 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage3 microbatch = 0
+    dsc.pipeline_recv activation of chunk 1 from 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_forward @loss.stage3 microbatch = 1
+    dsc.pipeline_backward @forward_backward.stage3 microbatch = 0
+    dsc.pipeline_send gradient of chunk 1 to 0 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage3 microbatch = 1
+    dsc.pipeline_send gradient of chunk 1 to 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_recv gradient of chunk 0 from 0 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage1 microbatch = 0
+    dsc.pipeline_recv gradient of chunk 0 from 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_send gradient of chunk 0 to 0 microbatch = 0 on @mesh : tensor<2x4x8xf32>
+    dsc.pipeline_backward @forward_backward.stage1 microbatch = 1
+    dsc.pipeline_send gradient of chunk 0 to 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
+    return
+  }
+}
+

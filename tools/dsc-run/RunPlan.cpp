@@ -197,13 +197,21 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         << " ranks (" << world->backendName() << "); each of the " << dpSize
         << " data-parallel ranks trains " << microBatches
         << " micro-batches of the step's " << dpSize * microBatches << "\n";
-  if (!p.stages.empty())
-    log << "dsc-run: " << p.stages.size() << " pipeline stages, schedule "
-        << ::dsc::pipelineScheduleName(p.schedule) << " (bubble "
-        << p.stages.size() - 1 << "/" << microBatches
+  if (!p.stages.empty()) {
+    const int64_t ranks = p.pipelineRanks();
+    const int64_t chunks =
+        int64_t(p.stages.size()) / std::max<int64_t>(ranks, 1);
+    log << "dsc-run: " << p.stages.size() << " pipeline stages";
+    if (chunks > 1)
+      log << " (" << chunks << " per rank on " << ranks << " ranks)";
+    log << ", schedule " << ::dsc::pipelineScheduleName(p.schedule)
+        << " (bubble "
+        << (chunks > 1 ? "(1/" + std::to_string(chunks) + ")(" : "")
+        << ranks - 1 << "/" << microBatches << (chunks > 1 ? ")" : "")
         << " of the step's stage time with equal stages; "
         << fraction(p.summary.pipelineBubble)
         << " as the compiler simulated it with the stages' costs)\n";
+  }
   log << "dsc-run: data: " << source->describe() << " (" << source->size()
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";
   for (uint32_t a = 0; a < p.arenas.size(); ++a) {

@@ -221,8 +221,8 @@ public:
     return scaler ? &*scaler : nullptr;
   }
 
-  /// This rank's pipeline stage (its coordinate on the mesh axis "pp"), or
-  /// -1 for a plan without stages.
+  /// This rank's coordinate on the mesh axis "pp" (its pipeline stage; its
+  /// first stage when interleaved), or -1 for a plan without stages.
   int64_t stage() const { return stageIndex; }
 
   /// The world communicator (null for a one-rank plan run without one).
@@ -350,11 +350,14 @@ private:
   std::vector<int64_t> coords;
   /// Group communicators by `axes` mask.
   std::map<int64_t, std::unique_ptr<Communicator>> groups;
-  /// Pipelining: this rank's stage, the mask of the pp axis, and the stash
-  /// of stage inputs of the micro-batches between forward and backward.
+  /// Pipelining: this rank's coordinate on the pp axis (its first stage),
+  /// the mask of the pp axis, and the stash: backend memory slots, kept
+  /// across steps, for the stage inputs of the micro-batches between
+  /// forward and backward and the messages received before the forward or
+  /// backward that reads them (bytes, slot).
   int64_t stageIndex = -1;
   int64_t ppMask = 0;
-  std::vector<uint8_t *> stash; // backend memory, one stage input each
+  std::vector<std::pair<size_t, uint8_t *>> stash;
   /// The checkpoint save in flight (Checkpoint.cpp), or null.
   std::unique_ptr<PendingCheckpoint> pendingSave;
   /// The last asynchronous snapshot's host buffers, filled again by the

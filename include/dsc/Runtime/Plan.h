@@ -33,7 +33,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 7;
+constexpr uint32_t kPlanFormatVersion = 8;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -159,19 +159,22 @@ struct Program {
 };
 
 /// One pipeline stage (Plan::stages[k] runs on the ranks whose coordinate
-/// on the mesh axis "pp" is k). Its compute programs are pure compute; its
-/// step program, the compiler's schedule, runs them per micro-batch and
-/// moves the boundary buffers between neighbouring stages with
-/// point-to-point messages over the pp group. Buffer ids are -1 where a
-/// stage has no such buffer.
+/// r on the mesh axis "pp" of size P is k mod P: k itself, unless the
+/// schedule is interleaved and each rank holds stages r, r+P, r+2P, ...).
+/// Its compute programs are pure compute; the step program of its rank,
+/// the compiler's schedule, runs them per micro-batch and moves the
+/// boundary buffers between neighbouring stages with point-to-point
+/// messages over the pp group. Buffer ids are -1 where a stage has no such
+/// buffer.
 struct PipelineStage {
   /// Programs: the forward (input -> output; the last stage's computes the
   /// evaluation loss), the backward, which recomputes the forward from the
-  /// stage input (input, outputGrad or targets -> inputGrad, loss), the
-  /// optimizer of the stage's parameters, and the step: the schedule, as
-  /// the compiler wrote it (--dsc-pipeline-schedule), of PipelineForward,
-  /// PipelineBackward, PipelineSend and PipelineRecv instructions, which
-  /// the executor runs in order.
+  /// stage input (input, outputGrad or targets -> inputGrad, loss), and on
+  /// the stages k < P (one per rank; "" on the others) the optimizer of the
+  /// rank's parameters and the step: the schedule, as the compiler wrote it
+  /// (--dsc-pipeline-schedule), of PipelineForward, PipelineBackward,
+  /// PipelineSend and PipelineRecv instructions, which the executor runs in
+  /// order.
   std::string forward, forwardBackward, optimizer, step;
   /// The stage input: the tokens buffer on stage 0, else the activation
   /// received from stage k-1 (read by both forward and forwardBackward).
@@ -182,8 +185,8 @@ struct PipelineStage {
   int64_t outputGrad = -1;
   /// The gradient of `input`, sent to stage k-1 (not on stage 0).
   int64_t inputGrad = -1;
-  /// The last stage's loss (forwardBackward's), the optimizer's gradient
-  /// norm and learning rate.
+  /// The last stage's loss (forwardBackward's), the rank's optimizer's
+  /// gradient norm and learning rate.
   int64_t loss = -1, gradNorm = -1, learningRate = -1;
 };
 
@@ -237,11 +240,15 @@ struct Plan {
   };
   std::vector<MeshAxis> mesh;
 
-  /// Pipeline stages over the mesh axis "pp", one per coordinate; empty for
-  /// a plan that is not pipelined (every rank runs "forward_backward" and
-  /// "optimizer").
+  /// Pipeline stages over the mesh axis "pp", one per coordinate (v per
+  /// coordinate, interleaved); empty for a plan that is not pipelined
+  /// (every rank runs "forward_backward" and "optimizer").
   std::vector<PipelineStage> stages;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+
+  /// The pipeline's ranks P: the size of the mesh axis "pp" (stage k runs
+  /// on rank k mod P), 0 without stages or without that axis.
+  int64_t pipelineRanks() const;
 
   /// The program called `name`, or null.
   const Program *findProgram(const std::string &name) const;

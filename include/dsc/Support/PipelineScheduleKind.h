@@ -73,8 +73,7 @@ parsePipelineSchedule(std::string_view name) {
 /// The schedules the compiler builds (--dsc-pipeline); the others are
 /// priced by the cost model and simulated, not yet compiled.
 constexpr bool isCompiledPipelineSchedule(PipelineScheduleKind kind) {
-  return kind == PipelineScheduleKind::GPipe ||
-         kind == PipelineScheduleKind::OneFOneB;
+  return kind != PipelineScheduleKind::ZeroBubbleH1;
 }
 
 } // namespace dsc

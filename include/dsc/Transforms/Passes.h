@@ -33,8 +33,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      llvm::cl::init(1)};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
-      llvm::cl::desc("Pipeline schedule: 1f1b (default) or gpipe"),
+      llvm::cl::desc("Pipeline schedule: 1f1b (default), gpipe or "
+                     "interleaved-1f1b"),
       llvm::cl::init("1f1b")};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("Model chunks per pp rank (interleaved-1f1b)"),
+      llvm::cl::init(1)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("With tp > 1: split the layer norms, residuals and "

@@ -646,8 +646,15 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     {stages = P, schedule = "1f1b"}`, from which `--dsc-pipeline-schedule`
     writes each stage's step.
 
+    With `pipeline-schedule=interleaved-1f1b virtual-stages=v`
+    (Megatron-LM's virtual pipeline) the model is cut into pp x v stages
+    the same way, and rank r of the mesh's `pp` axis holds stages r, r+pp,
+    r+2pp, ...: `dsc.pipeline = {stages = pp*v, schedule =
+    "interleaved-1f1b", virtual_stages = v}`.
+
     Errors name the numbers: fewer layers than stages, a mesh whose `pp`
-    axis has another size, a cut crossed by more than one activation.
+    axis has another size, a cut crossed by more than one activation,
+    virtual stages without the interleaved schedule (or fewer than 2).
     Declares `dsc.mesh @mesh axes = ["pp"] shape = [pp]` unless the module
     has a mesh, which must then have a `pp` axis of that size.
   }];
@@ -660,7 +667,10 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     Option<"pipelineSchedule", "pipeline-schedule", "std::string",
            /*default=*/"\"1f1b\"",
            "The schedule of micro-batches: '1f1b' (PipeDream-flush, "
-           "Megatron-LM's default) or 'gpipe'">,
+           "Megatron-LM's default), 'gpipe' or 'interleaved-1f1b'">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pp rank (interleaved-1f1b: pp x v stages, rank "
+           "r holding r, r+pp, ...)">,
     Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
            "Removed: an error naming pipeline-schedule and lr-schedule">,
   ];

@@ -86,14 +86,18 @@ TensorBox boxOf(const Plan &plan, const Buffer &b,
   return box;
 }
 
-/// Which buffers each pipeline stage keeps up to date: those its programs
-/// name (all of them without stages). Index: stage (0 without stages).
+/// Which buffers each pipeline rank keeps up to date: those its stages'
+/// programs name (all of them without stages). Index: the rank's coordinate
+/// on the pp axis (0 without stages); rank r holds stages r, r+P, ...
 std::vector<std::vector<bool>> buffersOfStages(const Plan &plan) {
   if (plan.stages.empty())
     return {std::vector<bool>(plan.buffers.size(), true)};
-  std::vector<std::vector<bool>> out;
-  for (const PipelineStage &s : plan.stages) {
-    std::vector<bool> used(plan.buffers.size(), false);
+  const size_t ranks = size_t(plan.pipelineRanks());
+  std::vector<std::vector<bool>> out(
+      ranks, std::vector<bool>(plan.buffers.size(), false));
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const PipelineStage &s = plan.stages[k];
+    std::vector<bool> &used = out[k % ranks];
     for (const std::string &name : {s.forward, s.forwardBackward, s.optimizer})
       if (const Program *prog = plan.findProgram(name))
         for (const Instruction &inst : prog->instructions) {
@@ -102,7 +106,6 @@ std::vector<std::vector<bool>> buffersOfStages(const Plan &plan) {
           for (uint32_t id : inst.outputs)
             used[id] = true;
         }
-    out.push_back(std::move(used));
   }
   return out;
 }

@@ -197,8 +197,8 @@ void Executor::releaseMemory() {
   for (uint8_t *a : arenas)
     backendImpl->release(a);
   arenas.clear();
-  for (uint8_t *s : stash)
-    backendImpl->release(s);
+  for (auto &[bytes, slot] : stash)
+    backendImpl->release(slot);
   stash.clear();
   backendImpl->release(staging);
   staging = nullptr;

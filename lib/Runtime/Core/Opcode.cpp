@@ -195,6 +195,11 @@ const Program *Plan::findProgram(const std::string &name) const {
   return nullptr;
 }
 
+int64_t Plan::pipelineRanks() const {
+  const int64_t axis = findMeshAxis(mesh, "pp");
+  return stages.empty() || axis < 0 ? 0 : mesh[size_t(axis)].size;
+}
+
 int64_t Plan::findBuffer(const std::string &name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == name)

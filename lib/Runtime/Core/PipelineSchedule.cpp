@@ -4,12 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// One rank's part of a pipelined step: its stage's step program, the
-// schedule the compiler wrote (--dsc-pipeline-schedule) and
-// --dsc-verify-collectives proved free of deadlock, run in order. The
-// executor decides nothing here: it keeps the stage input of each
-// micro-batch in flight until the micro-batch's backward, loads the data
-// on the first and last stages, and moves the messages over the pp group.
+// One rank's part of a pipelined step: its step program, the schedule the
+// compiler wrote (--dsc-pipeline-schedule) and --dsc-verify-collectives
+// proved free of deadlock, run in order over the rank's stages (one, or
+// interleaved several). The executor decides nothing here: it keeps the
+// stage input of each micro-batch in flight until the micro-batch's
+// backward, keeps each message received until the forward or backward that
+// reads it, loads the data on the first and last stages, and moves the
+// messages over the pp group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,8 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <map>
+#include <tuple>
 
 using namespace dsc::rt;
 
@@ -26,58 +30,83 @@ StepResult Executor::trainPipelineStep(
     const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
     int64_t microBatches) {
   const int64_t M = microBatches;
-  const int64_t P = int64_t(thePlan.stages.size());
-  const int64_t k = stageIndex;
-  const PipelineStage &st = thePlan.stages[size_t(k)];
-  const bool first = k == 0, last = k == P - 1;
+  const int64_t S = int64_t(thePlan.stages.size());
+  const int64_t P = thePlan.pipelineRanks();
+  const int64_t r = stageIndex;
+  const PipelineStage &own = thePlan.stages[size_t(r)];
   Communicator &pp = *group(ppMask);
   // The pp group is ordered by world rank, and the pp coordinate grows
   // with the world rank when the other coordinates are fixed.
-  if (pp.rank() != int(k) || pp.size() != int(P))
-    throw Error("the pp group of stage " + std::to_string(k) + " is rank " +
-                std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
+  if (pp.rank() != int(r) || pp.size() != int(P))
+    throw Error("the pp group of pipeline rank " + std::to_string(r) +
+                " is rank " + std::to_string(pp.rank()) + " of " +
+                std::to_string(pp.size()));
 
   // The last stage's backward seeds the loss gradient with 1/M, so the
   // accumulated gradients are the mean over the step's micro-batches
   // (trainStep checked that the plan can take M).
-  if (last)
+  if ((S - 1) % P == r)
     setGradientSeed(lossSeed(M));
 
-  BufferView input = buffer(uint32_t(st.input));
-
-  // Stage inputs of the micro-batches whose backward has not run, oldest
-  // first: the backward recomputes the stage's forward from its input.
-  const size_t inputBytes = input.desc->bytes;
-  std::deque<std::pair<int64_t, size_t>> inFlight; // micro-batch, slot
-  std::vector<size_t> freeSlots;
-  for (size_t i = 0; i < stash.size(); ++i)
-    freeSlots.push_back(i);
-  // Slots are the backend's memory, kept across steps (the input buffer,
-  // hence its size, is the same every step).
-  auto push = [&](int64_t m) {
-    size_t slot;
-    if (freeSlots.empty()) {
-      slot = stash.size();
-      stash.push_back(static_cast<uint8_t *>(backendImpl->allocate(
-          inputBytes, Tier::Device,
-          "pipeline stash slot (" + std::to_string(inputBytes) + " bytes)")));
-    } else {
-      slot = freeSlots.back();
-      freeSlots.pop_back();
+  // Slots of backend memory, kept across steps (the buffers, hence their
+  // sizes, are the same every step): all free when a step starts.
+  std::multimap<size_t, uint8_t *> freeSlots;
+  for (auto &[bytes, slot] : stash)
+    freeSlots.emplace(bytes, slot);
+  auto takeSlot = [&](size_t bytes) {
+    auto it = freeSlots.find(bytes);
+    if (it != freeSlots.end()) {
+      uint8_t *slot = it->second;
+      freeSlots.erase(it);
+      return slot;
     }
-    backendImpl->copy(stash[slot], input.data, inputBytes);
-    inFlight.emplace_back(m, slot);
+    auto *slot = static_cast<uint8_t *>(backendImpl->allocate(
+        bytes, Tier::Device,
+        "pipeline stash slot (" + std::to_string(bytes) + " bytes)"));
+    stash.emplace_back(bytes, slot);
+    return slot;
   };
-  auto pop = [&](int64_t m) {
+  auto stageName = [](int64_t stage) {
+    return "pipeline stage " + std::to_string(stage);
+  };
+  // Stage inputs of the micro-batches whose backward has not run, per
+  // stage, oldest first: the backward recomputes the stage's forward from
+  // its input.
+  std::map<int64_t, std::deque<std::pair<int64_t, uint8_t *>>> inFlight;
+  auto keep = [&](int64_t stage, int64_t m) {
+    BufferView input = buffer(uint32_t(thePlan.stages[size_t(stage)].input));
+    uint8_t *slot = takeSlot(input.desc->bytes);
+    backendImpl->copy(slot, input.data, input.desc->bytes);
+    inFlight[stage].emplace_back(m, slot);
+  };
+  auto restore = [&](int64_t stage, int64_t m) {
     // validatePlan checked that backwards follow the forwards' order.
-    if (inFlight.empty() || inFlight.front().first != m)
-      throw Error("pipeline stage " + std::to_string(k) +
-                  ": the backward of micro-batch " + std::to_string(m) +
-                  " has no forward in flight");
-    const size_t slot = inFlight.front().second;
-    inFlight.pop_front();
-    backendImpl->copy(input.data, stash[slot], inputBytes);
-    freeSlots.push_back(slot);
+    auto &queue = inFlight[stage];
+    if (queue.empty() || queue.front().first != m)
+      throw Error(stageName(stage) + ": the backward of micro-batch " +
+                  std::to_string(m) + " has no forward in flight");
+    BufferView input = buffer(uint32_t(thePlan.stages[size_t(stage)].input));
+    uint8_t *slot = queue.front().second;
+    queue.pop_front();
+    backendImpl->copy(input.data, slot, input.desc->bytes);
+    freeSlots.emplace(input.desc->bytes, slot);
+  };
+  // Messages received and not yet read: (stage, gradient, micro-batch).
+  // The forward or backward that reads one copies it into the stage's
+  // buffer, so messages of several stages or micro-batches can wait.
+  std::map<std::tuple<int64_t, bool, int64_t>, uint8_t *> received;
+  auto deliver = [&](int64_t stage, bool gradient, int64_t m,
+                     int64_t bufferId) {
+    auto it = received.find({stage, gradient, m});
+    if (it == received.end())
+      throw Error(stageName(stage) + ": the " +
+                  (gradient ? "output's gradient" : "activation") +
+                  " of micro-batch " + std::to_string(m) +
+                  " was not received before it is read");
+    BufferView x = buffer(uint32_t(bufferId));
+    backendImpl->copy(x.data, it->second, x.desc->bytes);
+    freeSlots.emplace(x.desc->bytes, it->second);
+    received.erase(it);
   };
 
   double lossSum = 0;
@@ -85,11 +114,11 @@ StepResult Executor::trainPipelineStep(
   const int64_t firstMicroBatch = firstMicroBatchOfRank(M);
   const uint64_t sentBefore = collectiveStats().totalSent();
   // The step program, as the compiler scheduled it (validatePlan checked
-  // its messages' buffers and peers and its micro-batch order). The
-  // verified order pairs every send with its receive, so the transport
+  // its stages, messages' buffers and peers, and its micro-batch order).
+  // The verified order pairs every send with its receive, so the transport
   // needs no tag to tell them apart.
   constexpr int kTag = 0;
-  const Program &step = *thePlan.findProgram(st.step);
+  const Program &step = *thePlan.findProgram(own.step);
   // A message on the trace's communication lane, with the bytes it sent.
   auto timedMessage = [&](size_t index, const std::function<void()> &move) {
     if (!instructionHook) {
@@ -113,22 +142,29 @@ StepResult Executor::trainPipelineStep(
     const Instruction &inst = step.instructions[i];
     switch (inst.opcode) {
     case Opcode::PipelineForward: {
-      const int64_t m = ops::PipelineForward::decode(inst).microBatch;
-      setMicroBatch(firstMicroBatch + m);
-      if (first)
-        fillBatch(fill, m);
-      push(m);
+      const ops::PipelineForward f = ops::PipelineForward::decode(inst);
+      const PipelineStage &st = thePlan.stages[size_t(f.stage)];
+      setMicroBatch(firstMicroBatch + f.microBatch);
+      if (f.stage == 0)
+        fillBatch(fill, f.microBatch);
+      else
+        deliver(f.stage, false, f.microBatch, st.input);
+      keep(f.stage, f.microBatch);
       // The last stage's forward is part of its backward program.
-      if (!last)
+      if (f.stage != S - 1)
         runProgram(st.forward);
       break;
     }
     case Opcode::PipelineBackward: {
-      const int64_t m = ops::PipelineBackward::decode(inst).microBatch;
-      setMicroBatch(firstMicroBatch + m);
-      pop(m);
+      const ops::PipelineBackward b = ops::PipelineBackward::decode(inst);
+      const PipelineStage &st = thePlan.stages[size_t(b.stage)];
+      const bool last = b.stage == S - 1;
+      setMicroBatch(firstMicroBatch + b.microBatch);
+      restore(b.stage, b.microBatch);
       if (last)
-        fillBatch(fill, m);
+        fillBatch(fill, b.microBatch);
+      else
+        deliver(b.stage, true, b.microBatch, st.outputGrad);
       runProgram(st.forwardBackward);
       if (last)
         lossSum += readScalar(uint32_t(st.loss));
@@ -144,14 +180,26 @@ StepResult Executor::trainPipelineStep(
     }
     case Opcode::PipelineRecv: {
       const ops::PipelineRecv recv = ops::PipelineRecv::decode(inst);
+      const PipelineStage &st = thePlan.stages[size_t(recv.stage)];
       BufferView x = buffer(inst.outputs[0]);
+      // The stage's input and output gradient are distinct buffers
+      // (validatePlan checked the message is one of them).
+      const bool gradient = int64_t(inst.outputs[0]) == st.outputGrad;
+      uint8_t *slot = takeSlot(x.desc->bytes);
       timedMessage(i, [&] {
-        pp.recv(x.data, size_t(x.size()), x.desc->dtype, int(recv.peer), kTag);
+        pp.recv(slot, size_t(x.size()), x.desc->dtype, int(recv.peer), kTag);
       });
+      if (!received
+               .emplace(std::make_tuple(recv.stage, gradient, recv.microBatch),
+                        slot)
+               .second)
+        throw Error(stageName(recv.stage) + " receives micro-batch " +
+                    std::to_string(recv.microBatch) + "'s " +
+                    (gradient ? "output's gradient" : "activation") + " twice");
       break;
     }
     default:
-      throw Error("pipeline stage " + std::to_string(k) + "'s step program '" +
+      throw Error("pipeline rank " + std::to_string(r) + "'s step program '" +
                   step.name + "' instruction " + std::to_string(i) + " (" +
                   opcodeName(inst.opcode) +
                   ") is not a pipeline-step "
@@ -159,16 +207,16 @@ StepResult Executor::trainPipelineStep(
     }
   }
 
-  StepResult r;
-  r.hasLoss = last;
-  r.loss = last ? lossSum / double(M) : 0.0;
-  const bool apply = unscaleOrSkip(r);
+  StepResult result;
+  result.hasLoss = (S - 1) % P == r;
+  result.loss = result.hasLoss ? lossSum / double(M) : 0.0;
+  const bool apply = unscaleOrSkip(result);
   if (apply)
-    runProgram(st.optimizer);
-  r.gradNorm = apply ? readScalar(uint32_t(st.gradNorm)) : std::nan("");
-  r.learningRate = readScalar(uint32_t(st.learningRate));
-  r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
+    runProgram(own.optimizer);
+  result.gradNorm = apply ? readScalar(uint32_t(own.gradNorm)) : std::nan("");
+  result.learningRate = readScalar(uint32_t(own.learningRate));
+  result.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   if (apply)
     ++currentStep;
-  return r;
+  return result;
 }

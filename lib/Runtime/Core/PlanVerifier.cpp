@@ -24,6 +24,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 
 using namespace dsc::rt;
@@ -171,103 +172,175 @@ void checkWellKnown(const Plan &plan) {
     check(plan.gradientSeed, "gradientSeed", BufferRole::Constant);
 }
 
-/// Stage k's step program: only pipeline-step instructions; each message
-/// on the buffer its direction moves (the output or the input's gradient
-/// out, the input or the output's gradient in) to or from a neighbour; and
-/// every micro-batch of the step's forward and backward once each, in
-/// micro-batch order, its backward after its forward (the executor keeps
-/// the stage inputs of the micro-batches in flight, oldest first).
-void checkStep(const Plan &plan, size_t k, const PipelineStage &st,
-               const Program &step) {
-  const int64_t stage = int64_t(k), stages = int64_t(plan.stages.size());
-  int64_t forwards = 0, backwards = 0;
+/// Pipeline rank r's step program: only pipeline-step instructions, on
+/// the rank's stages (r, r+P, ...); each message on the buffer its
+/// direction moves (the output or the input's gradient out, the input or
+/// the output's gradient in) to or from the rank of the neighbouring
+/// stage; every micro-batch of the step's forward and backward once per
+/// stage, each stage's in micro-batch order, a backward after its forward
+/// (the executor keeps the stage inputs of the micro-batches in flight,
+/// oldest first); and what a forward or backward reads received before it.
+void checkStep(const Plan &plan, int64_t rank, const Program &step) {
+  const int64_t stages = int64_t(plan.stages.size());
+  const int64_t ranks = plan.pipelineRanks();
+  std::vector<int64_t> forwards(size_t(stages), 0),
+      backwards(size_t(stages), 0);
+  // Messages received and not yet read: (stage, gradient, micro-batch).
+  std::set<std::tuple<int64_t, bool, int64_t>> received;
   for (size_t i = 0; i < step.instructions.size(); ++i) {
     const Instruction &inst = step.instructions[i];
     auto fail = [&](const std::string &why) {
-      throw Error("pipeline stage " + std::to_string(k) + "'s step program '" +
-                  step.name + "' instruction " + std::to_string(i) + " (" +
-                  opcodeName(inst.opcode) + "): " + why);
+      throw Error("pipeline rank " + std::to_string(rank) +
+                  "'s step program '" + step.name + "' instruction " +
+                  std::to_string(i) + " (" + opcodeName(inst.opcode) +
+                  "): " + why);
     };
     const OpcodeInfo *info = lookupOpcode(uint32_t(inst.opcode));
     if (!info || !info->has(kPipelineStep))
       fail("a step program holds only pipeline-step instructions");
-    auto microBatchIn = [&](int64_t mb, int64_t expected) {
-      if (mb != expected)
-        fail("runs micro-batch " + std::to_string(mb) + " where micro-batch " +
-             std::to_string(expected) +
+    int64_t stage = -1, mb = -1;
+    switch (inst.opcode) {
+    case Opcode::PipelineForward:
+      stage = ops::PipelineForward::decode(inst).stage;
+      mb = ops::PipelineForward::decode(inst).microBatch;
+      break;
+    case Opcode::PipelineBackward:
+      stage = ops::PipelineBackward::decode(inst).stage;
+      mb = ops::PipelineBackward::decode(inst).microBatch;
+      break;
+    case Opcode::PipelineSend:
+      stage = ops::PipelineSend::decode(inst).stage;
+      mb = ops::PipelineSend::decode(inst).microBatch;
+      break;
+    case Opcode::PipelineRecv:
+      stage = ops::PipelineRecv::decode(inst).stage;
+      mb = ops::PipelineRecv::decode(inst).microBatch;
+      break;
+    default:
+      break;
+    }
+    if (stage < 0 || stage >= stages || stage % ranks != rank)
+      fail("stage " + std::to_string(stage) + " is not one of rank " +
+           std::to_string(rank) + "'s (" + std::to_string(stages) +
+           " stages over " + std::to_string(ranks) + " ranks)");
+    if (mb < 0 || mb >= plan.microBatches)
+      fail("micro-batch " + std::to_string(mb) + " is outside the step's " +
+           std::to_string(plan.microBatches));
+    const PipelineStage &st = plan.stages[size_t(stage)];
+    const std::string where = " of stage " + std::to_string(stage);
+    auto inOrder = [&](int64_t &count) {
+      if (mb != count)
+        fail("runs micro-batch " + std::to_string(mb) + where +
+             " where micro-batch " + std::to_string(count) +
              " is next (forwards, and backwards, run in micro-batch order)");
-      if (mb >= plan.microBatches)
-        fail("micro-batch " + std::to_string(mb) + " is outside the step's " +
-             std::to_string(plan.microBatches));
+      ++count;
+    };
+    auto take = [&](bool gradient, const char *what) {
+      if (!received.erase({stage, gradient, mb}))
+        fail(std::string("reads the ") + what + " of micro-batch " +
+             std::to_string(mb) + where + ", which no earlier receive brings");
     };
     switch (inst.opcode) {
     case Opcode::PipelineForward:
-      microBatchIn(ops::PipelineForward::decode(inst).microBatch, forwards++);
+      inOrder(forwards[size_t(stage)]);
+      if (stage > 0)
+        take(false, "activation");
       break;
     case Opcode::PipelineBackward:
-      microBatchIn(ops::PipelineBackward::decode(inst).microBatch, backwards++);
-      if (backwards > forwards)
-        fail("the backward of micro-batch " + std::to_string(backwards - 1) +
+      inOrder(backwards[size_t(stage)]);
+      if (backwards[size_t(stage)] > forwards[size_t(stage)])
+        fail("the backward of micro-batch " + std::to_string(mb) + where +
              " comes before its forward");
+      if (stage + 1 < stages)
+        take(true, "output's gradient");
       break;
     case Opcode::PipelineSend:
     case Opcode::PipelineRecv: {
       const bool send = inst.opcode == Opcode::PipelineSend;
       const int64_t peer = send ? ops::PipelineSend::decode(inst).peer
                                 : ops::PipelineRecv::decode(inst).peer;
-      const int64_t mb = send ? ops::PipelineSend::decode(inst).microBatch
-                              : ops::PipelineRecv::decode(inst).microBatch;
-      if (mb < 0 || mb >= plan.microBatches)
-        fail("micro-batch " + std::to_string(mb) + " is outside the step's " +
-             std::to_string(plan.microBatches));
       const int64_t buf = int64_t(send ? inst.inputs[0] : inst.outputs[0]);
       // Up the pipeline go activations, down go gradients.
       const int64_t upBuffer = send ? st.output : st.input;
       const int64_t downBuffer = send ? st.inputGrad : st.outputGrad;
       const int64_t up = send ? stage + 1 : stage - 1;
       const int64_t down = send ? stage - 1 : stage + 1;
-      if (peer == up && up >= 0 && up < stages && buf == upBuffer)
-        break;
-      if (peer == down && down >= 0 && down < stages && buf == downBuffer)
-        break;
-      fail(std::string(send ? "sends " : "receives ") +
-           describeBuffer(plan, uint32_t(buf)) + (send ? " to" : " from") +
-           " stage " + std::to_string(peer) +
-           ", which is not a message of this stage (the output or the "
-           "input's gradient to a neighbour, the input or the output's "
-           "gradient from one)");
+      bool gradient;
+      if (up >= 0 && up < stages && peer == up % ranks && buf == upBuffer)
+        gradient = false;
+      else if (down >= 0 && down < stages && peer == down % ranks &&
+               buf == downBuffer)
+        gradient = true;
+      else
+        fail(std::string(send ? "sends " : "receives ") +
+             describeBuffer(plan, uint32_t(buf)) + (send ? " to" : " from") +
+             " rank " + std::to_string(peer) + ", which is not a message" +
+             where +
+             " (the output or the input's gradient to the rank of a "
+             "neighbouring stage, the input or the output's gradient from "
+             "one)");
+      if (!send && !received.insert({stage, gradient, mb}).second)
+        fail("receives the " +
+             std::string(gradient ? "output's gradient" : "activation") +
+             " of micro-batch " + std::to_string(mb) + where + " twice");
+      break;
     }
     default:
       break;
     }
   }
-  if (forwards != plan.microBatches || backwards != plan.microBatches)
-    throw Error("pipeline stage " + std::to_string(k) + "'s step program '" +
-                step.name + "' runs " + std::to_string(forwards) +
-                " forwards and " + std::to_string(backwards) +
-                " backwards, not one each for the step's " +
-                std::to_string(plan.microBatches) + " micro-batches");
+  for (int64_t k = rank; k < stages; k += ranks)
+    if (forwards[size_t(k)] != plan.microBatches ||
+        backwards[size_t(k)] != plan.microBatches)
+      throw Error("pipeline rank " + std::to_string(rank) +
+                  "'s step program '" + step.name + "' runs " +
+                  std::to_string(forwards[size_t(k)]) + " forwards and " +
+                  std::to_string(backwards[size_t(k)]) +
+                  " backwards of stage " + std::to_string(k) +
+                  ", not one each for the step's " +
+                  std::to_string(plan.microBatches) + " micro-batches");
+  if (!received.empty())
+    throw Error("pipeline rank " + std::to_string(rank) + "'s step program '" +
+                step.name + "' receives a message of stage " +
+                std::to_string(std::get<0>(*received.begin())) +
+                " that no forward or backward reads");
 }
 
-/// Pipeline stages: one per coordinate of the mesh axis "pp", their
-/// programs present, their boundary buffers of the roles the schedule
-/// fills, and each message's two ends of one dtype and size.
+/// Pipeline stages: P or P*v of them over the mesh axis "pp" of size P,
+/// their programs present (the optimizer and step on the first P, one per
+/// rank), their boundary buffers of the roles the schedule fills, and each
+/// message's two ends of one dtype and size.
 void checkStages(const Plan &plan) {
   if (plan.stages.empty())
     return;
-  const int64_t axis = findMeshAxis(plan.mesh, "pp");
-  if (axis < 0 || plan.mesh[axis].size != int64_t(plan.stages.size()))
+  const int64_t ranks = plan.pipelineRanks();
+  if (ranks < 1 || int64_t(plan.stages.size()) % ranks != 0)
     throw Error("the plan has " + std::to_string(plan.stages.size()) +
                 " pipeline stages but its mesh (" + meshString(plan.mesh) +
-                ") has no 'pp' axis of that size");
+                ") has no 'pp' axis whose size divides them");
+  if (int64_t(plan.stages.size()) != ranks &&
+      plan.schedule != PipelineSchedule::InterleavedOneFOneB)
+    throw Error("the plan has " + std::to_string(plan.stages.size()) +
+                " pipeline stages over a 'pp' axis of " +
+                std::to_string(ranks) + " ranks, but its schedule " +
+                pipelineScheduleName(plan.schedule) +
+                " runs one stage per rank");
   const size_t last = plan.stages.size() - 1;
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &st = plan.stages[k];
     const std::string where = "pipeline stage " + std::to_string(k);
-    for (const std::string *name :
-         {&st.forward, &st.forwardBackward, &st.optimizer, &st.step})
+    const bool ownsRank = int64_t(k) < ranks;
+    for (const std::string *name : {&st.forward, &st.forwardBackward})
       if (!plan.findProgram(*name))
         throw Error(where + ": no program '" + *name + "'");
+    for (const std::string *name : {&st.optimizer, &st.step}) {
+      if (ownsRank && !plan.findProgram(*name))
+        throw Error(where + ": no program '" + *name + "'");
+      if (!ownsRank && !name->empty())
+        throw Error(where + ": names program '" + *name +
+                    "', but only the first stage of a rank has an optimizer "
+                    "and a step");
+    }
     auto check = [&](int64_t id, const char *field, BufferRole role,
                      bool present) {
       if (!present) {
@@ -293,7 +366,8 @@ void checkStages(const Plan &plan) {
     check(st.loss, "loss", BufferRole::Loss, k == last);
     check(st.gradNorm, "gradNorm", BufferRole::Scalar, true);
     check(st.learningRate, "learningRate", BufferRole::Scalar, true);
-    checkStep(plan, k, st, *plan.findProgram(st.step));
+    if (ownsRank)
+      checkStep(plan, int64_t(k), *plan.findProgram(st.step));
     if (k == last)
       continue;
     // The messages between k and k+1: both ends alike.
@@ -370,7 +444,8 @@ void dsc::rt::validatePlan(const Plan &plan) {
   // (checkStep checks those): elsewhere nothing would run them in order.
   std::set<std::string> stepPrograms;
   for (const PipelineStage &st : plan.stages)
-    stepPrograms.insert(st.step);
+    if (!st.step.empty())
+      stepPrograms.insert(st.step);
   std::set<std::string> programNames;
   for (const Program &prog : plan.programs) {
     if (!programNames.insert(prog.name).second)

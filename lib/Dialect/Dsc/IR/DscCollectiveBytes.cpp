@@ -166,31 +166,50 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                 bytesOfType(cast<RankedTensorType>(gather.getType())));
     }
   };
-  // A pipelined module: rank 0 runs stage 0 (which is not the last: it
-  // runs its forward program and sends), whose backward's second
-  // argument is the gradient of the activation it sends forward once per
-  // micro-batch (the gradients coming back are received, not sent).
-  bool pipelined = module->hasAttr(kPipelineAttr);
-  std::optional<int64_t> stage0 =
-      pipelined ? std::optional<int64_t>(0) : std::nullopt;
-  Operation *fbOp =
-      lookupProgramOp(module, ProgramRole::ForwardBackward, stage0);
-  Operation *optOp = lookupProgramOp(module, ProgramRole::Optimizer, stage0);
-  for (auto [func, times] : {std::pair<Operation *, int64_t>{fbOp, microbatches},
-                             {optOp, 1}})
-    if (func)
-      func->walk([&, times = times](Operation *op) { count(op, times); });
-  // Stage 0's forward runs too (its backward recomputes it), collectives
-  // included (tensor slicing's all-reduces run twice per micro-batch).
-  if (pipelined)
-    for (auto func : module.getOps<FunctionOpInterface>())
-      if (getPipelineStage(func) == 0 && func.getOperation() != fbOp &&
-          func.getOperation() != optOp)
-        func->walk([&](Operation *op) { count(op, microbatches); });
-  if (auto fb = dyn_cast_or_null<FunctionOpInterface>(fbOp);
-      pipelined && fb && fb.getNumArguments() == 2)
-    total.pointToPoint =
-        microbatches *
-        bytesOfType(cast<RankedTensorType>(fb.getArgument(1).getType()));
+  // A pipelined module: rank 0 runs stage 0 (interleaved: stages 0, P,
+  // 2P, ...), each stage's forward (a backward recomputes it, collectives
+  // included: tensor slicing's all-reduces run twice per micro-batch) and
+  // backward once per micro-batch, its optimizer once, and sends each
+  // stage's activation up and input gradient down once per micro-batch
+  // (what comes back is received, not sent). The last stage's forward runs
+  // inside its backward and is never on rank 0 when there are two ranks.
+  std::optional<PipelineShape> shape = getPipelineShape(module);
+  if (!shape) {
+    Operation *fbOp = lookupProgramOp(module, ProgramRole::ForwardBackward);
+    Operation *optOp = lookupProgramOp(module, ProgramRole::Optimizer);
+    for (auto [func, times] :
+         {std::pair<Operation *, int64_t>{fbOp, microbatches}, {optOp, 1}})
+      if (func)
+        func->walk([&, times = times](Operation *op) { count(op, times); });
+    return total;
+  }
+  for (auto func : module.getOps<FunctionOpInterface>()) {
+    std::optional<int64_t> stage = getPipelineStage(func);
+    std::optional<ProgramRole> role = getProgramRole(func);
+    if (!stage || !role || shape->rankOf(*stage) != 0)
+      continue;
+    if (*role == ProgramRole::Optimizer) {
+      func->walk([&](Operation *op) { count(op, 1); });
+      continue;
+    }
+    if (*role != ProgramRole::Forward && *role != ProgramRole::ForwardBackward)
+      continue;
+    func->walk([&](Operation *op) { count(op, microbatches); });
+    if (*role != ProgramRole::ForwardBackward)
+      continue;
+    // (input, output gradient or targets): the input is the activation
+    // received (its gradient goes back down), the output gradient has the
+    // activation's shape sent up.
+    auto args = func.getArgumentTypes();
+    auto isFloat = [](Type t) {
+      return !cast<RankedTensorType>(t).getElementType().isInteger(32);
+    };
+    if (*stage + 1 < shape->stages && args.size() == 2 && isFloat(args[1]))
+      total.pointToPoint +=
+          microbatches * bytesOfType(cast<RankedTensorType>(args[1]));
+    if (*stage > 0 && !args.empty() && isFloat(args[0]))
+      total.pointToPoint +=
+          microbatches * bytesOfType(cast<RankedTensorType>(args[0]));
+  }
   return total;
 }

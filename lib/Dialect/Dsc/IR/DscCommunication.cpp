@@ -7,6 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -123,12 +127,39 @@ void RecvOp::getCommunicationEvents(
 }
 
 // A pipeline message's tag is its micro-batch: the direction (to a higher
-// or a lower stage) already tells activations from gradients.
+// or a lower stage) already tells activations from gradients. Interleaved,
+// two ranks exchange several stages' messages of one micro-batch, so the
+// event also names the stage that sends it (and whether it is a gradient),
+// which both ends must agree on.
+static DictionaryAttr interleavedMessage(Operation *op,
+                                         std::optional<int64_t> chunk,
+                                         PipelineMessage message, bool sends) {
+  if (!chunk)
+    return DictionaryAttr();
+  auto func = op->getParentOfType<func::FuncOp>();
+  auto module = op->getParentOfType<ModuleOp>();
+  std::optional<int64_t> rank = func ? getPipelineStage(func) : std::nullopt;
+  std::optional<PipelineShape> shape =
+      module ? getPipelineShape(module) : std::nullopt;
+  if (!rank || !shape)
+    return DictionaryAttr();
+  const bool gradient = message == PipelineMessage::Gradient;
+  int64_t stage = *chunk * shape->ranks() + *rank;
+  if (!sends)
+    stage += gradient ? 1 : -1;
+  Builder b(op->getContext());
+  return parametersOf(op->getContext(),
+                      {{"from_stage", b.getI64IntegerAttr(stage)},
+                       {"gradient", b.getI64IntegerAttr(gradient)}});
+}
+
 void PipelineSendOp::getCommunicationEvents(
     SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
   events.push_back(pointToPoint(CommunicationEvent::Kind::Send, getMeshAttr(),
                                 "pp", getPeerAttr(), getMicrobatchAttr(),
                                 getPayload()));
+  events.back().parameters =
+      interleavedMessage(*this, getChunk(), getMessage(), /*sends=*/true);
 }
 
 void PipelineRecvOp::getCommunicationEvents(
@@ -136,6 +167,8 @@ void PipelineRecvOp::getCommunicationEvents(
   events.push_back(pointToPoint(CommunicationEvent::Kind::Recv, getMeshAttr(),
                                 "pp", getPeerAttr(), getMicrobatchAttr(),
                                 getPayload()));
+  events.back().parameters =
+      interleavedMessage(*this, getChunk(), getMessage(), /*sends=*/false);
 }
 
 //===----------------------------------------------------------------------===//

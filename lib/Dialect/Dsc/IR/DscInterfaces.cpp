@@ -22,6 +22,20 @@ bool CommunicationEvent::matchesCollective(
          parameters == other.parameters;
 }
 
+void CommunicationEvent::printParameters(llvm::raw_ostream &os) const {
+  os << " ";
+  llvm::interleave(
+      parameters, os,
+      [&](NamedAttribute attr) {
+        os << attr.getName().getValue() << " = ";
+        if (auto integer = dyn_cast<IntegerAttr>(attr.getValue()))
+          os << integer.getInt();
+        else
+          os << attr.getValue();
+      },
+      " ");
+}
+
 void CommunicationEvent::print(llvm::raw_ostream &os) const {
   os << name << " of ";
   // A gradient bucket names dozens of states; the first few identify it and
@@ -43,19 +57,8 @@ void CommunicationEvent::print(llvm::raw_ostream &os) const {
     os << "]";
     if (reduction)
       os << " (" << stringifyReductionKind(*reduction) << ")";
-    if (parameters && !parameters.empty()) {
-      os << " ";
-      llvm::interleave(
-          parameters, os,
-          [&](NamedAttribute attr) {
-            os << attr.getName().getValue() << " = ";
-            if (auto integer = dyn_cast<IntegerAttr>(attr.getValue()))
-              os << integer.getInt();
-            else
-              os << attr.getValue();
-          },
-          " ");
-    }
+    if (parameters && !parameters.empty())
+      printParameters(os);
     break;
   case Kind::Send:
     os << " to " << (axes.empty() ? StringRef("?") : axes.front()) << "="
@@ -66,4 +69,6 @@ void CommunicationEvent::print(llvm::raw_ostream &os) const {
        << peer << " tag " << tag;
     break;
   }
+  if (kind != Kind::Collective && parameters && !parameters.empty())
+    printParameters(os);
 }

@@ -59,8 +59,9 @@ struct CommunicationEvent {
   std::optional<ReductionKind> reduction;
   /// What each rank contributes (a collective), sends or receives, in order.
   llvm::SmallVector<Type, 1> payload;
-  /// Collective parameters every member must agree on (root, scatter_dim,
-  /// ...); null when there are none.
+  /// Parameters every member must agree on (a collective's root,
+  /// scatter_dim, ...; an interleaved pipeline message's sending stage);
+  /// null when there are none.
   DictionaryAttr parameters;
   /// Send/recv only: the peer's coordinate on `axes[0]`, and the tag that
   /// pairs a send with its recv.
@@ -74,6 +75,8 @@ struct CommunicationEvent {
   /// Prints e.g. `all_reduce of tensor<64xf32> over [dp] (sum)` or
   /// `send of tensor<4x8xf32> to pp=1 tag 0`.
   void print(llvm::raw_ostream &os) const;
+  /// Prints ` name = value ...` of `parameters`.
+  void printParameters(llvm::raw_ostream &os) const;
 };
 
 } // namespace mlir::dsc

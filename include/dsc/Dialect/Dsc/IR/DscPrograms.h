@@ -39,6 +39,21 @@ FuncT lookupProgram(Operation *module, ProgramRole role,
   return llvm::dyn_cast_or_null<FuncT>(lookupProgramOp(module, role, stage));
 }
 
+/// A pipelined module's shape (its `dsc.pipeline`): the stages, and the
+/// model chunks each rank of the mesh's `pp` axis holds (`virtual_stages`,
+/// 1 unless the schedule is interleaved). Rank r holds stages r, r + P,
+/// r + 2P, ... with P = stages / virtual_stages ranks.
+struct PipelineShape {
+  int64_t stages = 1, virtualStages = 1;
+  int64_t ranks() const { return stages / virtualStages; }
+  int64_t rankOf(int64_t stage) const { return stage % ranks(); }
+  int64_t chunkOf(int64_t stage) const { return stage / ranks(); }
+};
+
+/// The shape `module`'s `dsc.pipeline` records (the dialect verified it),
+/// or none without one.
+std::optional<PipelineShape> getPipelineShape(Operation *module);
+
 } // namespace mlir::dsc
 
 #endif // DSC_DIALECT_DSC_IR_DSCPROGRAMS_H

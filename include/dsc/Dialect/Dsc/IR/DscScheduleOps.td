@@ -21,7 +21,8 @@ def Dsc_PipelineForwardOp : Dsc_Op<"pipeline_forward",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Runs a pipeline stage's forward on one micro-batch";
   let description = [{
-    Stage `k`'s forward of micro-batch `microbatch`: on the first stage the
+    Stage `k`'s forward of micro-batch `microbatch` (interleaved: of one of
+    the rank's stages, the callee's `dsc.stage`): on the first stage the
     micro-batch's tokens are loaded into the stage input first. The stage
     input (received, or the tokens) is kept for the micro-batch's
     `dsc.pipeline_backward`. On the last stage the forward is the first half
@@ -65,15 +66,22 @@ def Dsc_PipelineSendOp : Dsc_Op<"pipeline_send",
     `peer` = k-1) over mesh axis `pp`. A blocking rendezvous with the peer's
     `dsc.pipeline_recv` of the same message and micro-batch (the tag).
 
+    Interleaved (`virtual_stages` = v > 1 in `dsc.pipeline`), rank r of the
+    P pp ranks holds the stages c*P + r, and `chunk` names the rank's chunk
+    c whose boundary moves: stage s = c*P + r sends its activation to the
+    rank of stage s+1, its input's gradient to the rank of stage s-1 (the
+    next and previous ranks, wrapping from the last rank to the first).
+
     ```mlir
     dsc.pipeline_send activation to 1 microbatch = 0 on @mesh : tensor<8x64x128xf32>
     ```
   }];
-  let arguments = (ins EnumProp<Dsc_PipelineMessage>:$message, I64Attr:$peer,
+  let arguments = (ins EnumProp<Dsc_PipelineMessage>:$message,
+                       OptionalAttr<I64Attr>:$chunk, I64Attr:$peer,
                        I64Attr:$microbatch, FlatSymbolRefAttr:$mesh,
                        TypeAttr:$payload);
   let assemblyFormat = [{
-    $message `to` $peer `microbatch` `=` $microbatch `on` $mesh attr-dict `:` $payload
+    $message (`of` `chunk` $chunk^)? `to` $peer `microbatch` `=` $microbatch `on` $mesh attr-dict `:` $payload
   }];
   let hasVerifier = 1;
 }
@@ -85,17 +93,19 @@ def Dsc_PipelineRecvOp : Dsc_Op<"pipeline_recv",
   let description = [{
     Receives micro-batch `microbatch`'s `activation` from stage `peer` =
     k-1 into the stage input, or the `gradient` of the stage output from
-    stage `peer` = k+1.
+    stage `peer` = k+1. Interleaved, `chunk` names the receiving chunk as
+    for `dsc.pipeline_send`.
 
     ```mlir
     dsc.pipeline_recv gradient from 1 microbatch = 0 on @mesh : tensor<8x64x128xf32>
     ```
   }];
-  let arguments = (ins EnumProp<Dsc_PipelineMessage>:$message, I64Attr:$peer,
+  let arguments = (ins EnumProp<Dsc_PipelineMessage>:$message,
+                       OptionalAttr<I64Attr>:$chunk, I64Attr:$peer,
                        I64Attr:$microbatch, FlatSymbolRefAttr:$mesh,
                        TypeAttr:$payload);
   let assemblyFormat = [{
-    $message `from` $peer `microbatch` `=` $microbatch `on` $mesh attr-dict `:` $payload
+    $message (`of` `chunk` $chunk^)? `from` $peer `microbatch` `=` $microbatch `on` $mesh attr-dict `:` $payload
   }];
   let hasVerifier = 1;
 }
