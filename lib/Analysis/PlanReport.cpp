@@ -47,6 +47,7 @@ json::Value mlir::dsc::analysis::estimateToJSON(const PlanEstimate &e) {
                             {"micro_batch_size", p.microBatchSize},
                             {"microbatches", p.numMicroBatches},
                             {"schedule", scheduleName(p.schedule)},
+                            {"virtual_stages", p.virtualStages},
                             {"recompute", p.recompute},
                             {"sequence_parallel", p.sequenceParallel},
                             {"offload", p.offloadOptimizer}}},
@@ -146,6 +147,8 @@ std::string notSearched(const SearchOptions &options) {
     left.push_back("sequence parallelism");
   if (!options.allowOffload)
     left.push_back("optimizer offload");
+  if (!options.allowZeroBubble)
+    left.push_back("the zb-h1 schedule");
   if (left.empty())
     return "";
   std::string list = left.front().str();
@@ -310,7 +313,13 @@ std::vector<Block> buildDocument(const SearchResult &r,
          std::to_string(p.pp), std::to_string(p.zeroStage),
          yesNo(p.sequenceParallel && p.tp > 1),
          llvm::formatv("{0} x {1}", p.microBatchSize, p.numMicroBatches),
-         p.pp > 1 ? scheduleName(p.schedule) : "-", yesNo(p.recompute),
+         p.pp == 1 ? std::string("-")
+         : p.virtualStages > 1
+             ? llvm::formatv("{0} v={1}", scheduleName(p.schedule),
+                             p.virtualStages)
+                   .str()
+             : std::string(scheduleName(p.schedule)),
+         yesNo(p.recompute),
          yesNo(p.offloadOptimizer), llvm::formatv("{0:F2}", e.time.total),
          llvm::formatv("{0:F0}", e.flopsPerGpu / 1e12), f1(100.0 * e.mfu) + "%",
          f1(toGB(e.memory.device)), f1(toGB(e.memory.host)),

@@ -123,6 +123,28 @@ std::string compareTo(const PlanEstimate &win, const PlanEstimate &alt,
 
 } // namespace
 
+/// The schedules (and model chunks per rank) to try with `p` pipeline
+/// stages and `m` micro-batches: 1F1B always; with p > 1 GPipe, Megatron-LM's
+/// interleaved 1F1B with every v from 2 to 8 that its rules allow (m a
+/// multiple of p, p v dividing the layers) and ZB-H1, as `opt` allows.
+static std::vector<std::pair<PipelineSchedule, int64_t>>
+pipelineSchedules(const SearchOptions &opt, const ModelShape &ms, int64_t p,
+                  int64_t m) {
+  std::vector<std::pair<PipelineSchedule, int64_t>> out = {
+      {PipelineSchedule::OneFOneB, 1}};
+  if (p == 1)
+    return out;
+  if (opt.allowGPipe)
+    out.push_back({PipelineSchedule::GPipe, 1});
+  if (opt.allowInterleaved && m % p == 0)
+    for (int64_t v = 2; v <= 8; ++v)
+      if (ms.numLayers % (p * v) == 0)
+        out.push_back({PipelineSchedule::InterleavedOneFOneB, v});
+  if (opt.allowZeroBubble)
+    out.push_back({PipelineSchedule::ZeroBubbleH1, 1});
+  return out;
+}
+
 llvm::Expected<SearchResult>
 mlir::dsc::analysis::searchPlans(const CostModel &cm,
                                  const SearchOptions &opt) {
@@ -174,11 +196,10 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
           if (d == 1 && zero > 1)
             continue;
           plan.zeroStage = zero;
-          for (int sched = 0; sched < 2; ++sched) {
-            plan.schedule = sched == 0 ? PipelineSchedule::OneFOneB
-                                       : PipelineSchedule::GPipe;
-            if (sched == 1 && (p == 1 || !opt.allowGPipe))
-              continue;
+          for (auto [schedule, chunks] :
+               pipelineSchedules(opt, ms, p, plan.numMicroBatches)) {
+            plan.schedule = schedule;
+            plan.virtualStages = chunks;
             for (int rc = 0; rc < 2; ++rc) {
               if (rc && !opt.allowRecompute)
                 continue;
@@ -264,12 +285,11 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
          return p.offloadOptimizer != wp.offloadOptimizer;
        }});
   if (wp.pp > 1)
-    respects.push_back({wp.schedule == PipelineSchedule::GPipe
-                            ? "the 1F1B schedule"
-                            : "the GPipe schedule",
-                        [&](const ParallelPlan &p) {
-                          return p.pp > 1 && p.schedule != wp.schedule;
-                        }});
+    respects.push_back(
+        {std::string("a schedule other than ") + scheduleName(wp.schedule),
+         [&](const ParallelPlan &p) {
+           return p.pp > 1 && p.schedule != wp.schedule;
+         }});
   std::vector<PlanEstimate> bestOf(respects.size());
   for (const PlanEstimate &e : feasible)
     for (size_t i = 0; i < respects.size(); ++i)

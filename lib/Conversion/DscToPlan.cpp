@@ -459,7 +459,12 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     std::string prefix = ("stage" + Twine(k) + ".").str();
     rt::PipelineStage stage;
     stage.forward = prefix + "forward";
-    stage.forwardBackward = prefix + "forward_backward";
+    // A split stage's backward (--dsc-stage-backward) computes no forward.
+    stage.forwardBackward =
+        prefix +
+        (fb.getNumArguments() > 2 || fb.getSymName().starts_with("backward.")
+             ? "backward"
+             : "forward_backward");
     currentStage = &stage;
     for (auto [func, name] : {std::make_pair(fwd, stage.forward),
                               std::make_pair(fb, stage.forwardBackward)})
@@ -469,9 +474,21 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     bool last = k + 1 == numStages;
     stage.input = valueBuffers.lookup(fwd.getArgument(0));
     if (!last) {
-      stage.output =
-          valueBuffers.lookup(fwd.getBody().front().getTerminator()->getOperand(0));
+      Operation *ret = fwd.getBody().front().getTerminator();
+      stage.output = valueBuffers.lookup(ret->getOperand(0));
       stage.outputGrad = valueBuffers.lookup(fb.getArgument(1));
+      // The residuals a split backward reads (--dsc-stage-backward): the
+      // forward's results after its output, the backward's arguments after
+      // the output's gradient, in the same order.
+      if (ret->getNumOperands() != fb.getNumArguments() - 1)
+        return fb.emitError("stage ")
+               << k << "'s forward returns " << ret->getNumOperands() - 1
+               << " residuals but its backward takes "
+               << fb.getNumArguments() - 2;
+      for (unsigned i = 1; i < ret->getNumOperands(); ++i) {
+        stage.residualsOut.push_back(valueBuffers.lookup(ret->getOperand(i)));
+        stage.residualsIn.push_back(valueBuffers.lookup(fb.getArgument(i + 1)));
+      }
     }
     plan.stages.push_back(std::move(stage));
     // Model FLOPs: the stages' backwards together are the model's once.
@@ -613,10 +630,16 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
     rt::BufferRole role = isFloat    ? rt::BufferRole::Boundary
                           : isTokens ? rt::BufferRole::Tokens
                                      : rt::BufferRole::Targets;
-    std::string name = isTokens ? "tokens" : !isFloat ? "targets"
-                       : arg.getArgNumber() == 0
-                           ? (programName + ".input").str()
-                           : (programName + ".output_grad").str();
+    // A split stage backward (--dsc-stage-backward) takes the forward's
+    // residuals after the output's gradient.
+    std::string name =
+        isTokens                  ? "tokens"
+        : !isFloat                ? "targets"
+        : arg.getArgNumber() == 0 ? (programName + ".input").str()
+        : arg.getArgNumber() == 1
+            ? (programName + ".output_grad").str()
+            : (programName + ".residual." + Twine(arg.getArgNumber() - 2))
+                  .str();
     if (isFloat && !currentStage)
       return func.emitError("a program's float arguments must be pipeline "
                             "boundaries (only stage functions have them)");
@@ -647,10 +670,14 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
                            stageName + (index == 0 ? ".grad_norm"
                                                    : ".learning_rate")};
       else if (role == ProgramRole::Forward)
-        special[result] = scalar ? std::make_pair(rt::BufferRole::Scalar,
-                                                  stageName + ".eval_loss")
-                                 : std::make_pair(rt::BufferRole::Boundary,
-                                                  stageName + ".output");
+        special[result] =
+            scalar && index == 0
+                ? std::make_pair(rt::BufferRole::Scalar,
+                                 stageName + ".eval_loss")
+                : std::make_pair(rt::BufferRole::Boundary,
+                                 index == 0 ? stageName + ".output"
+                                            : stageName + ".residual." +
+                                                  std::to_string(index - 1));
       else
         special[result] = scalar ? std::make_pair(rt::BufferRole::Loss,
                                                   stageName + ".loss")

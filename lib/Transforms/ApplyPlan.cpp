@@ -46,6 +46,7 @@ struct DscApplyPlanPass
     given.zero = options.zero.hasValue();
     given.microbatches = options.microbatches.hasValue();
     given.schedule = options.pipelineSchedule.hasValue();
+    given.virtualStages = options.virtualStages.hasValue();
     given.recompute = options.recompute.hasValue();
     given.sequenceParallel = options.sequenceParallel.hasValue();
   }
@@ -78,6 +79,18 @@ struct DscApplyPlanPass
     auto schedule = plan.getAs<StringAttr>("schedule");
     if (!schedule)
       return fail("dsc.plan has no string 'schedule'");
+    // Model chunks per pipeline rank (interleaved 1F1B); 1 when absent.
+    int64_t virtualStages = 1;
+    if (Attribute chunks = plan.get("virtual_stages")) {
+      auto value = dyn_cast<IntegerAttr>(chunks);
+      if (!value)
+        return fail("dsc.plan's 'virtual_stages' must be an integer");
+      virtualStages = value.getInt();
+    }
+    if (schedule.getValue() == "zb-h1")
+      return fail("dsc.plan asks for the zb-h1 schedule, which --dsc-compile "
+                  "does not build yet; search with knobs=buildable "
+                  "(--dsc-auto-parallel's default)");
     // Knobs the compiler does not build yet: refused, never dropped.
     for (StringRef knob : {"offload"})
       if (auto on = plan.getAs<BoolAttr>(knob); on && on.getValue())
@@ -117,6 +130,9 @@ struct DscApplyPlanPass
       return fail("the option pipeline-schedule=" +
                   compile->pipelineSchedule.getValue() +
                   " disagrees with dsc.plan's " + schedule.getValue());
+    if (!agree(given.virtualStages, "virtual-stages", compile->virtualStages,
+               virtualStages))
+      return;
 
     // The cost model's recompute is Korthikanti et al.'s full recompute.
     auto recomputeKnob = plan.getAs<BoolAttr>("recompute");
@@ -143,6 +159,7 @@ struct DscApplyPlanPass
     options.zero = *zero;
     options.microbatches = *microbatches;
     options.pipelineSchedule = schedule.getValue().str();
+    options.virtualStages = virtualStages;
     options.recompute = recompute;
     options.sequenceParallel = sequenceParallel;
     OpPassManager pipeline(ModuleOp::getOperationName());
@@ -155,7 +172,8 @@ struct DscApplyPlanPass
   std::shared_ptr<CompileOptions> compile;
   struct {
     bool dp = false, tp = false, pp = false, zero = false, microbatches = false,
-         schedule = false, recompute = false, sequenceParallel = false;
+         schedule = false, virtualStages = false, recompute = false,
+         sequenceParallel = false;
   } given;
 };
 

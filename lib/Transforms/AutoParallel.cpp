@@ -19,7 +19,8 @@
 //                      dsc.plan = {dp = 32 : i64, microbatches = 48 : i64,
 //                                  micro_batch_size = 1 : i64, offload = false,
 //                                  pp = 4 : i64, recompute = false,
-//                                  schedule = "1f1b", sequence_parallel = true,
+//                                  schedule = "1f1b", virtual_stages = 1,
+//                                  sequence_parallel = true,
 //                                  tp = 8 : i64, zero = 1 : i64},
 //                      dsc.plan_estimate = {step_seconds = ..., mfu = ...}}
 //
@@ -133,11 +134,14 @@ bool restrictToKnobs(an::SearchOptions &options, StringRef knobs) {
   if (knobs != "buildable" && knobs != "all")
     return false;
   const bool all = knobs == "all";
-  // --dsc-recompute's recompute=full and --dsc-tensor-parallel's
-  // sequence-parallel=1 are built; offload is not yet.
+  // --dsc-recompute's recompute=full, --dsc-tensor-parallel's
+  // sequence-parallel=1 and the interleaved schedule are built; offload and
+  // the zero-bubble schedule are not yet.
   options.allowRecompute = true;
   options.allowSequenceParallel = true;
+  options.allowInterleaved = true;
   options.allowOffload = all;
+  options.allowZeroBubble = all;
   return true;
 }
 
@@ -200,6 +204,7 @@ struct DscAutoParallelPass
         b.getNamedAttr("microbatches", i64(p.numMicroBatches)),
         b.getNamedAttr("schedule",
                        b.getStringAttr(an::scheduleName(p.schedule))),
+        b.getNamedAttr("virtual_stages", i64(p.virtualStages)),
         b.getNamedAttr("recompute", b.getBoolAttr(p.recompute)),
         b.getNamedAttr("sequence_parallel",
                        b.getBoolAttr(p.sequenceParallel && p.tp > 1)),

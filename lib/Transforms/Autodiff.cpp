@@ -90,8 +90,9 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
   /// vector-Jacobian product: `(input, d output) -> d input` (stage 0 takes
   /// the tokens and returns nothing); the last stage returns the loss and,
   /// when it has an activation input, that input's gradient too. The
-  /// backward recomputes the stage's forward, so the schedule keeps only the
-  /// stage input of a micro-batch between its forward and its backward.
+  /// backward begins with a clone of the stage's forward;
+  /// --dsc-stage-backward later makes the forward keep what the backward
+  /// reads instead.
   LogicalResult differentiate(func::FuncOp loss, StringRef fbName,
                               SymbolTable &symbols) {
     if (!loss.getBody().hasOneBlock())

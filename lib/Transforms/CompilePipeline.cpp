@@ -72,6 +72,10 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   recompute.recompute = options.recompute;
   recompute.recomputeLayers = options.recomputeLayers;
   pm.addPass(createDscRecomputePass(recompute));
+  // A pipeline stage's forward then keeps what its backward reads (the
+  // backward no longer computes the forward again).
+  if (options.pp > 1)
+    pm.addPass(createDscStageBackwardPass());
 
   DscOptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;

@@ -175,9 +175,10 @@ struct DscPipelineSchedulePass
       if (k > 0)
         info.input = type.getInput(0);
       if (k < stages - 1) {
-        if (type.getNumResults() != 1) {
+        // (--dsc-stage-backward adds the residuals after the output.)
+        if (type.getNumResults() < 1) {
           info.forward.emitError("--dsc-pipeline-schedule: stage ")
-              << k << "'s forward must return its one output activation";
+              << k << "'s forward must return its output activation";
           return signalPassFailure();
         }
         info.output = type.getResult(0);

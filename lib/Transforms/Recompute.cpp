@@ -18,6 +18,7 @@
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/TransformerLayers.h"
 
@@ -50,15 +51,6 @@ bool isAttentionCore(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type && type.getRank() == 4 &&
          type.getDimSize(2) == type.getDimSize(3);
-}
-
-/// A copy of a parameter (sequence parallelism reads the norms' weights
-/// through dsc.copy_to_parallel; mixed precision casts them): a weight, not
-/// an activation.
-bool isParameterCopy(Operation *op) {
-  while (op && isa<CopyToParallelOp, CastOp>(op))
-    op = op->getOperand(0).getDefiningOp();
-  return op && isa<GetParameterOp>(op);
 }
 
 int64_t bytesOf(Value value) {
@@ -100,7 +92,8 @@ struct DscRecomputePass
       auto fb = dyn_cast<func::FuncOp>(op);
       if (!fb)
         continue;
-      FailureOr<size_t> forwardOps = countForwardOps(module, fb);
+      FailureOr<size_t> forwardOps =
+          countForwardOps(module, fb, "--dsc-recompute");
       if (failed(forwardOps))
         return signalPassFailure();
       if (failed(rewrite(fb, *forwardOps, *mode)))
@@ -109,33 +102,6 @@ struct DscRecomputePass
                   IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                    savedBytes(fb, *forwardOps)));
     }
-  }
-
-  /// How many of `fb`'s first ops are its forward: those of the forward
-  /// program it was differentiated from, which --dsc-autodiff cloned.
-  FailureOr<size_t> countForwardOps(ModuleOp module, func::FuncOp fb) {
-    auto forward = lookupProgram<func::FuncOp>(module, ProgramRole::Forward,
-                                               getPipelineStage(fb));
-    if (!forward || forward.isExternal())
-      return fb.emitError("--dsc-recompute: @")
-             << fb.getSymName() << " has no forward program to tell its "
-             << "forward ops by";
-    if (!fb.getBody().hasOneBlock())
-      return fb.emitError("--dsc-recompute: @")
-             << fb.getSymName() << " must have a single block";
-    auto fbOps = fb.getBody().front().without_terminator();
-    auto it = fbOps.begin();
-    size_t count = 0;
-    for (Operation &op : forward.getBody().front().without_terminator()) {
-      if (it == fbOps.end() || it->getName() != op.getName())
-        return fb.emitError("--dsc-recompute: the ops of @")
-               << fb.getSymName() << " do not begin with those of @"
-               << forward.getSymName() << " (op " << count
-               << "); the pass runs directly after --dsc-autodiff";
-      ++it;
-      ++count;
-    }
-    return count;
   }
 
   LogicalResult rewrite(func::FuncOp fb, size_t forwardOps, Mode mode) {

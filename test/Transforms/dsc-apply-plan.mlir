@@ -46,6 +46,12 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // -----
 
+// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan asks for the zb-h1 schedule, which --dsc-compile does not build yet; search with knobs=buildable (--dsc-auto-parallel's default)}}
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 2 : i64, recompute = false, schedule = "zb-h1", sequence_parallel = false, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}} {
+}
+
+// -----
+
 // Sequence parallelism without tensor slicing is refused, not dropped.
 // expected-error @+1 {{--dsc-tensor-parallel: sequence-parallel=1 splits the tensor-parallel group's tokens and needs tp > 1}}
 module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 1 : i64, zero = 0 : i64}} {

@@ -16,20 +16,22 @@
 // GPT-3 175B (Brown et al.) on 1024 A100-80GB with global batch 1536, the
 // setting of Narayanan et al. (SC'21), every knob the cost model prices
 // (knobs=all): tensor parallelism fills the node,
-// pipeline stages span nodes, ZeRO-1 shards the optimizer over dp.
+// pipeline stages span nodes, ZeRO-1 shards the optimizer over dp, and
+// Megatron-LM's interleaved schedule with 6 chunks of 4 layers per rank
+// cuts the bubble to (1/6)(3/48).
 
 // CHECK-LABEL: module @gpt3_175b
-// CHECK-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 8 : i64, zero = 1 : i64}
-// CHECK-SAME: dsc.plan_estimate = {bubble_fraction = 6.250000e-02 : f64
+// CHECK-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "interleaved-1f1b", sequence_parallel = true, tp = 8 : i64, virtual_stages = 6 : i64, zero = 1 : i64}
+// CHECK-SAME: dsc.plan_estimate = {bubble_fraction = 0.010416666666666666 : f64
 // CHECK-SAME: objective = "time"
-// CHECK-SAME: reason = "dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp wins at {{[0-9.]+}} s/step
+// CHECK-SAME: reason = "dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp wins at {{[0-9.]+}} s/step
 
 // By default the search keeps to the knobs --dsc-compile builds (no
-// offload), so the winner compiles; on GPT-3 it is the same winner (with
-// sequence parallelism); the report says what it left out.
+// offload, no zero-bubble schedule), so the winner compiles; on GPT-3 it is
+// the same winner; the report says what it left out.
 // BUILDABLE-LABEL: module @gpt3_175b
-// BUILDABLE-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 8 : i64, zero = 1 : i64}
-// BUILDABLE-MD: not searched: optimizer offload, which the compiler does not build yet (`knobs=all` prices it)
+// BUILDABLE-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "interleaved-1f1b", sequence_parallel = true, tp = 8 : i64, virtual_stages = 6 : i64, zero = 1 : i64}
+// BUILDABLE-MD: not searched: optimizer offload and the zb-h1 schedule, which the compiler does not build yet (`knobs=all` prices them)
 // KNOBS: error: --dsc-auto-parallel: knobs must be 'buildable' or 'all', got 'some'
 
 // The memory objective trades time for the smallest footprint.
@@ -47,12 +49,12 @@
 // MD: # dsc auto-parallel report
 // MD: **gpt3_175b on 1024 x A100-SXM4-80GB, global batch 1536**
 // MD: ## Winner
-// MD: `dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp`
-// MD: | 1 | 32 | 8 | 4 | 1 | yes | 1 x 48 | 1f1b | no | no |
+// MD: `dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp`
+// MD: | 1 | 32 | 8 | 4 | 1 | yes | 1 x 48 | interleaved-1f1b v=6 | no | no |
 // MD: ![Predicted TFLOP/s per GPU against peak memory per GPU for every feasible plan](plan.svg)
 
 // JSON: "explanation": "dp=32 tp=8 pp=4
-// JSON: "plans_enumerated": 9576
+// JSON: "plans_enumerated": 20244
 // JSON: "winner": {
 // JSON: "plan": {
 // JSON-DAG: "tp": 8
@@ -61,12 +63,12 @@
 // SVG: <svg xmlns="http://www.w3.org/2000/svg"
 // SVG: Peak memory per GPU (GB)
 // SVG: Predicted model throughput per GPU
-// SVG: winner: dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp
+// SVG: winner: dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp
 // SVG: </svg>
 
 // HTML: <!DOCTYPE html>
 // HTML: <h2>Winner</h2>
-// HTML: <p><code>dp=32 tp=8 pp=4 zero=1 b=1 m=48 1f1b sp</code></p>
+// HTML: <p><code>dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp</code></p>
 // HTML: <svg xmlns="http://www.w3.org/2000/svg"
 // HTML: </html>
 

@@ -30,9 +30,10 @@
 // The same run with Megatron-LM's interleaving, two model chunks of three
 // layers per rank (--num-layers-per-virtual-pipeline-stage 3): the bubble
 // halves to 15/384, the first rank holds (1 + 15/32) times the
-// activations, and the search (which builds only what --dsc-compile
-// builds) names the schedule among the knobs it changes.
-// INTERLEAVED: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=0 b=1 m=192 interleaved-1f1b v=2 recompute`: {{[0-9.]+}} s per step, {{[0-9]+}} TFLOP/s per GPU, MFU {{[0-9.]+}}%, pipeline bubble 3.9%, {{[0-9.]+}} GB per GPU; {{.*}}; it changes: {{.*}}schedule interleaved-1f1b -> 1f1b, virtual stages 2 -> 1
+// activations, and the search (which chooses only what --dsc-compile
+// builds, interleaving included) names the chunks among the knobs it
+// changes.
+// INTERLEAVED: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=0 b=1 m=192 interleaved-1f1b v=2 recompute`: {{[0-9.]+}} s per step, {{[0-9]+}} TFLOP/s per GPU, MFU {{[0-9.]+}}%, pipeline bubble 3.9%, {{[0-9.]+}} GB per GPU; {{.*}}; it changes: {{.*}}virtual stages 2 -> 6
 // Zero bubble H1 without recompute: the bubble is (p-1)(F + B - W) with W
 // half the backward (twice the forward), so 15 slots less their backward
 // (a slot also holds its tensor- and pipeline-parallel messages), against

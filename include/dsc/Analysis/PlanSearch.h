@@ -41,6 +41,11 @@ struct SearchOptions {
   bool allowOffload = true;
   bool allowSequenceParallel = true;
   bool allowGPipe = true;
+  /// Interleaved 1F1B with 2 to 8 model chunks per pipeline rank.
+  bool allowInterleaved = true;
+  /// ZB-H1, which the cost model prices and the compiler does not build
+  /// yet (--dsc-auto-parallel's knobs=buildable leaves it out).
+  bool allowZeroBubble = true;
 };
 
 /// One feasible plan as a point of the report's scatter plot.

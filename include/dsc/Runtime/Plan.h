@@ -167,9 +167,10 @@ struct Program {
 /// messages over the pp group. Buffer ids are -1 where a stage has no such
 /// buffer.
 struct PipelineStage {
-  /// Programs: the forward (input -> output; the last stage's computes the
-  /// evaluation loss), the backward, which recomputes the forward from the
-  /// stage input (input, outputGrad or targets -> inputGrad, loss), and on
+  /// Programs: the forward (input -> output and the residuals; the last
+  /// stage's computes the evaluation loss), the backward (input, outputGrad
+  /// and the residuals, or targets -> inputGrad, loss; without residuals
+  /// it computes the forward again from the input), and on
   /// the stages k < P (one per rank; "" on the others) the optimizer of the
   /// rank's parameters and the step: the schedule, as the compiler wrote it
   /// (--dsc-pipeline-schedule), of PipelineForward, PipelineBackward,
@@ -188,6 +189,12 @@ struct PipelineStage {
   /// The last stage's loss (forwardBackward's), the rank's optimizer's
   /// gradient norm and learning rate.
   int64_t loss = -1, gradNorm = -1, learningRate = -1;
+  /// A stage whose backward does not compute the forward again
+  /// (--dsc-stage-backward): the forward's results after `output` and the
+  /// backward's arguments after `outputGrad` that receive them, pairwise;
+  /// the executor keeps each micro-batch's from its forward to its
+  /// backward. Empty on the last stage and without the split.
+  std::vector<int64_t> residualsOut, residualsIn;
 };
 
 /// The order of a pipelined step's forwards and backwards, which the

@@ -679,6 +679,65 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscStageBackwardPass : Pass<"dsc-stage-backward", "::mlir::ModuleOp"> {
+  let summary = "A pipeline stage keeps what its backward reads instead of "
+                "computing its forward again";
+  let description = [{
+    Runs after `--dsc-autodiff` and `--dsc-recompute` on a pipelined module
+    (`dsc.pipeline`). --dsc-autodiff writes each stage's backward as
+    `forward_backward`, a clone of the stage's forward followed by the
+    backward ops; a stage's forward also runs on its own (its output goes
+    to the next stage), so the forward would run twice per micro-batch.
+    For every stage but the last (which runs its forward and backward
+    together), this pass makes the forward program return, after its
+    output, the forward values the backward reads (the residuals, in
+    program order: activations as `--dsc-recompute` left them; parameter
+    reads, constants and copies of parameters are read again instead), and
+    rewrites `forward_backward` into `backward.stage<k>`, which takes them
+    after the output's gradient and has no forward ops. The runtime keeps
+    a micro-batch's residuals from its forward to its backward (Megatron-LM
+    keeps the stage's activations the same way unless it recomputes).
+
+    Before (stage 0 of two):
+    ```mlir
+    func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+      %w = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+      %x = ... %t ...
+      %h = dsc.matmul %x, %w : ...
+      %y = dsc.gelu %h : tensor<2x4x8xf32>
+      return %y : tensor<2x4x8xf32>
+    }
+    func.func @forward_backward.stage0(%t: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) {
+      %w = dsc.get_parameter @h.0.w ...
+      %x = ... %h = dsc.matmul %x, %w ... %y = dsc.gelu %h ...
+      %dh = dsc.gelu_grad %h, %dy : ...
+      ... %x, %w ...
+    }
+    ```
+    After:
+    ```mlir
+    func.func @loss.stage0(%t: tensor<2x4xi32>)
+        -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+      ...
+      return %y, %x, %h : ...
+    }
+    func.func @backward.stage0(%t: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>,
+                               %x: tensor<2x4x8xf32>, %h: tensor<2x4x8xf32>) {
+      %w = dsc.get_parameter @h.0.w ...
+      %dh = dsc.gelu_grad %h, %dy : ...
+      ...
+    }
+    ```
+    A module without `dsc.pipeline` is left as it is. Errors: a stage
+    without its programs, programs already split, or a `forward_backward`
+    whose first ops are not its forward's (a pass rewrote them in between).
+  }];
+  let statistics = [
+    Statistic<"numSplit", "stages", "Stage backwards split from their "
+                                    "forwards">,
+  ];
+}
+
 def DscRecomputePass : Pass<"dsc-recompute", "::mlir::ModuleOp"> {
   let summary = "Activation recompute: the backward recomputes forward values "
                 "instead of keeping them";
@@ -765,12 +824,21 @@ def DscPipelineSchedulePass
     - `1f1b` (PipeDream-flush, Megatron-LM's default): stage k runs
       min(P-k-1, M) warm-up forwards, then alternates one forward and one
       backward, then drains the remaining backwards, so at most P-k
-      micro-batches are in flight.
+      micro-batches are in flight;
+    - `interleaved-1f1b` (`virtual_stages = v` in `dsc.pipeline`: P = the
+      pp ranks, each holding stages r, r+P, ...): Megatron-LM's
+      interleaved order, one step per rank over its v stages, each message
+      naming the chunk (`of chunk c`) whose boundary moves. M must be a
+      multiple of P.
 
     A combined exchange with one neighbour (Megatron-LM's
     send_forward_recv_backward and send_backward_recv_forward) is written
     as a blocking send and a receive in an order that cannot deadlock: the
     even stage of the pair sends first, the odd one receives first.
+    Interleaved, the messages are placed from one run of the step on a
+    clock (a send after the compute that produced it, a receive before the
+    one that reads it, every rank in the clock's order), which cannot
+    deadlock either.
     `--dsc-verify-collectives` then checks every message of the step, and
     the runtime runs the programs as written, with no schedule of its own.
 

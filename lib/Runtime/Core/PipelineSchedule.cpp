@@ -69,27 +69,45 @@ StepResult Executor::trainPipelineStep(
   auto stageName = [](int64_t stage) {
     return "pipeline stage " + std::to_string(stage);
   };
-  // Stage inputs of the micro-batches whose backward has not run, per
-  // stage, oldest first: the backward recomputes the stage's forward from
-  // its input.
-  std::map<int64_t, std::deque<std::pair<int64_t, uint8_t *>>> inFlight;
+  // What the backward of each micro-batch in flight reads, per stage,
+  // oldest first: the stage input and, when the backward does not compute
+  // the forward again, the forward's residuals.
+  struct Kept {
+    int64_t microBatch;
+    std::vector<uint8_t *> slots; // input, then the residuals
+  };
+  std::map<int64_t, std::deque<Kept>> inFlight;
   auto keep = [&](int64_t stage, int64_t m) {
-    BufferView input = buffer(uint32_t(thePlan.stages[size_t(stage)].input));
-    uint8_t *slot = takeSlot(input.desc->bytes);
-    backendImpl->copy(slot, input.data, input.desc->bytes);
-    inFlight[stage].emplace_back(m, slot);
+    const PipelineStage &st = thePlan.stages[size_t(stage)];
+    Kept kept{m, {}};
+    auto copyOut = [&](int64_t id) {
+      BufferView x = buffer(uint32_t(id));
+      uint8_t *slot = takeSlot(x.desc->bytes);
+      backendImpl->copy(slot, x.data, x.desc->bytes);
+      kept.slots.push_back(slot);
+    };
+    copyOut(st.input);
+    for (int64_t id : st.residualsOut)
+      copyOut(id);
+    inFlight[stage].push_back(std::move(kept));
   };
   auto restore = [&](int64_t stage, int64_t m) {
     // validatePlan checked that backwards follow the forwards' order.
     auto &queue = inFlight[stage];
-    if (queue.empty() || queue.front().first != m)
+    if (queue.empty() || queue.front().microBatch != m)
       throw Error(stageName(stage) + ": the backward of micro-batch " +
                   std::to_string(m) + " has no forward in flight");
-    BufferView input = buffer(uint32_t(thePlan.stages[size_t(stage)].input));
-    uint8_t *slot = queue.front().second;
+    const PipelineStage &st = thePlan.stages[size_t(stage)];
+    Kept kept = std::move(queue.front());
     queue.pop_front();
-    backendImpl->copy(input.data, slot, input.desc->bytes);
-    freeSlots.emplace(input.desc->bytes, slot);
+    auto copyIn = [&](int64_t id, uint8_t *slot) {
+      BufferView x = buffer(uint32_t(id));
+      backendImpl->copy(x.data, slot, x.desc->bytes);
+      freeSlots.emplace(x.desc->bytes, slot);
+    };
+    copyIn(st.input, kept.slots[0]);
+    for (size_t i = 0; i < st.residualsIn.size(); ++i)
+      copyIn(st.residualsIn[i], kept.slots[i + 1]);
   };
   // Messages received and not yet read: (stage, gradient, micro-batch).
   // The forward or backward that reads one copies it into the stage's
@@ -149,10 +167,11 @@ StepResult Executor::trainPipelineStep(
         fillBatch(fill, f.microBatch);
       else
         deliver(f.stage, false, f.microBatch, st.input);
-      keep(f.stage, f.microBatch);
-      // The last stage's forward is part of its backward program.
+      // The last stage's forward is part of its backward program; another
+      // stage's forward also writes the residuals its backward reads.
       if (f.stage != S - 1)
         runProgram(st.forward);
+      keep(f.stage, f.microBatch);
       break;
     }
     case Opcode::PipelineBackward: {

@@ -244,6 +244,11 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     for (int64_t id : {st.input, st.output, st.outputGrad, st.inputGrad,
                        st.loss, st.gradNorm, st.learningRate})
       body.i64(id);
+    body.u32(uint32_t(st.residualsOut.size()));
+    for (size_t i = 0; i < st.residualsOut.size(); ++i) {
+      body.i64(st.residualsOut[i]);
+      body.i64(i < st.residualsIn.size() ? st.residualsIn[i] : -1);
+    }
   }
 
   body.u32(uint32_t(plan.summary.peakBytesPerArena.size()));
@@ -423,10 +428,11 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     }
   }
 
-  // schedule, then per stage: four program names and seven buffer ids.
+  // schedule, then per stage: four program names, seven buffer ids and
+  // the residual pairs (out, in).
   plan.schedule = checkedEnum<PipelineSchedule>(
-      r, "pipeline schedule", uint32_t(PipelineSchedule::OneFOneB));
-  plan.stages.resize(r.count("pipeline stages", 4 * 4 + 7 * 8));
+      r, "pipeline schedule", uint32_t(PipelineSchedule::InterleavedOneFOneB));
+  plan.stages.resize(r.count("pipeline stages", 4 * 4 + 7 * 8 + 4));
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     PipelineStage &st = plan.stages[k];
     std::string f = "stages[" + std::to_string(k) + "]";
@@ -437,6 +443,11 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     for (int64_t *id : {&st.input, &st.output, &st.outputGrad, &st.inputGrad,
                         &st.loss, &st.gradNorm, &st.learningRate})
       *id = r.i64(f + " buffer id");
+    const size_t residuals = r.count(f + " residuals", 2 * 8);
+    for (size_t i = 0; i < residuals; ++i) {
+      st.residualsOut.push_back(r.i64(f + " residual buffer id"));
+      st.residualsIn.push_back(r.i64(f + " residual buffer id"));
+    }
   }
 
   plan.summary.peakBytesPerArena.resize(

@@ -46,6 +46,8 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
       os << ", input grad %" << st.inputGrad;
     if (st.loss >= 0)
       os << ", loss %" << st.loss;
+    if (!st.residualsOut.empty())
+      os << ", " << st.residualsOut.size() << " residuals";
     os << "\n";
   }
   os << "well-known: tokens %" << plan.tokens << ", targets %" << plan.targets

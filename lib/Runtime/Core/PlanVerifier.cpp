@@ -366,6 +366,27 @@ void checkStages(const Plan &plan) {
     check(st.loss, "loss", BufferRole::Loss, k == last);
     check(st.gradNorm, "gradNorm", BufferRole::Scalar, true);
     check(st.learningRate, "learningRate", BufferRole::Scalar, true);
+    // The residuals a split backward reads: pairs of the forward's
+    // boundary results and the backward's boundary arguments of one dtype
+    // and shape (none on the last stage, which runs both together).
+    if (st.residualsOut.size() != st.residualsIn.size() ||
+        (k == last && !st.residualsOut.empty()))
+      throw Error(where + ": " + std::to_string(st.residualsOut.size()) +
+                  " residuals out and " +
+                  std::to_string(st.residualsIn.size()) +
+                  " in; they come in pairs, and not on the last stage");
+    for (size_t i = 0; i < st.residualsOut.size(); ++i) {
+      check(st.residualsOut[i], "residual", BufferRole::Boundary, true);
+      check(st.residualsIn[i], "residual", BufferRole::Boundary, true);
+      const Buffer &x = plan.buffers[size_t(st.residualsOut[i])];
+      const Buffer &y = plan.buffers[size_t(st.residualsIn[i])];
+      if (x.dtype != y.dtype || x.shape != y.shape)
+        throw Error(where + ": residual " + std::to_string(i) + " " +
+                    describeBuffer(plan, uint32_t(st.residualsOut[i])) +
+                    " and " +
+                    describeBuffer(plan, uint32_t(st.residualsIn[i])) +
+                    " differ in dtype or shape");
+    }
     if (ownsRank)
       checkStep(plan, int64_t(k), *plan.findProgram(st.step));
     if (k == last)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs dsc-run with the knobs of a plan --dsc-auto-parallel chose for a
 large model, shrunk to a small one: each of dp, tp and pp that is above 1
-becomes 2, the micro-batches per data-parallel rank 2; ZeRO, the pipeline
-schedule, sequence parallelism and recompute stay as the plan has them.
+becomes 2, the micro-batches per data-parallel rank 2, the model chunks
+per pipeline rank 2 when interleaved; ZeRO, the pipeline schedule, sequence
+parallelism and recompute stay as the plan has them.
 Prints the compile options it used, then runs the command.
 
 usage: run-shrunk-plan.py PLANNED.mlir DSC-RUN ARGS... (the compile
@@ -22,6 +23,7 @@ knobs = [
     f"dp={shrunk('dp')}", f"tp={shrunk('tp')}", f"pp={shrunk('pp')}",
     f"zero={plan['zero']}", "microbatches=2",
     f"pipeline-schedule={plan['schedule'].strip(chr(34))}",
+    f"virtual-stages={shrunk('virtual_stages')}",
     f"sequence-parallel={1 if plan['sequence_parallel'] == 'true' else 0}",
     f"recompute={'full' if plan['recompute'] == 'true' else 'none'}",
 ]

@@ -167,9 +167,10 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
     }
   };
   // A pipelined module: rank 0 runs stage 0 (interleaved: stages 0, P,
-  // 2P, ...), each stage's forward (a backward recomputes it, collectives
-  // included: tensor slicing's all-reduces run twice per micro-batch) and
-  // backward once per micro-batch, its optimizer once, and sends each
+  // 2P, ...), each stage's forward and backward once per micro-batch
+  // (their collectives as written: a backward that computes the forward
+  // again, not split by --dsc-stage-backward, runs the forward's tensor
+  // slicing all-reduces a second time), its optimizer once, and sends each
   // stage's activation up and input gradient down once per micro-batch
   // (what comes back is received, not sent). The last stage's forward runs
   // inside its backward and is never on rank 0 when there are two ranks.
@@ -197,14 +198,14 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
     func->walk([&](Operation *op) { count(op, microbatches); });
     if (*role != ProgramRole::ForwardBackward)
       continue;
-    // (input, output gradient or targets): the input is the activation
-    // received (its gradient goes back down), the output gradient has the
-    // activation's shape sent up.
+    // (input, output gradient or targets, residuals...): the input is the
+    // activation received (its gradient goes back down), the output
+    // gradient has the activation's shape sent up.
     auto args = func.getArgumentTypes();
     auto isFloat = [](Type t) {
       return !cast<RankedTensorType>(t).getElementType().isInteger(32);
     };
-    if (*stage + 1 < shape->stages && args.size() == 2 && isFloat(args[1]))
+    if (*stage + 1 < shape->stages && args.size() >= 2 && isFloat(args[1]))
       total.pointToPoint +=
           microbatches * bytesOfType(cast<RankedTensorType>(args[1]));
     if (*stage > 0 && !args.empty() && isFloat(args[0]))

@@ -41,15 +41,17 @@ def Dsc_PipelineBackwardOp : Dsc_Op<"pipeline_backward",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Runs a pipeline stage's backward on one micro-batch";
   let description = [{
-    Restores the stage input kept by micro-batch `microbatch`'s
+    Restores the stage input (and, after --dsc-stage-backward, the
+    forward's residuals) kept by micro-batch `microbatch`'s
     `dsc.pipeline_forward` and runs `callee`, the stage's
-    `forward_backward`: it recomputes the stage's forward, reads the
-    output's gradient (received from the next stage; on the last, the
-    micro-batch's targets, and it adds the loss) and accumulates the
-    parameters' gradients. Backwards run in the order of their forwards.
+    `forward_backward` program: it reads the output's gradient (received
+    from the next stage; on the last, the micro-batch's targets, and it
+    adds the loss) and accumulates the parameters' gradients (a backward
+    not split by --dsc-stage-backward computes the stage's forward again
+    first). Backwards run in the order of their forwards.
 
     ```mlir
-    dsc.pipeline_backward @forward_backward.stage0 microbatch = 2
+    dsc.pipeline_backward @backward.stage0 microbatch = 2
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, I64Attr:$microbatch);

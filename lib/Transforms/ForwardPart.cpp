@@ -1,0 +1,46 @@
+//===- ForwardPart.cpp - the forward ops of a forward_backward --*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/ForwardPart.h"
+
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+FailureOr<size_t> mlir::dsc::countForwardOps(ModuleOp module, func::FuncOp fb,
+                                             StringRef pass) {
+  auto forward = lookupProgram<func::FuncOp>(module, ProgramRole::Forward,
+                                             getPipelineStage(fb));
+  if (!forward || forward.isExternal())
+    return fb.emitError(pass)
+           << ": @" << fb.getSymName()
+           << " has no forward program to tell its forward ops by";
+  if (!fb.getBody().hasOneBlock())
+    return fb.emitError(pass)
+           << ": @" << fb.getSymName() << " must have a single block";
+  auto fbOps = fb.getBody().front().without_terminator();
+  auto it = fbOps.begin();
+  size_t count = 0;
+  for (Operation &op : forward.getBody().front().without_terminator()) {
+    if (it == fbOps.end() || it->getName() != op.getName())
+      return fb.emitError(pass)
+             << ": the ops of @" << fb.getSymName()
+             << " do not begin with those of @" << forward.getSymName()
+             << " (op " << count << "); the pass runs directly after "
+             << "--dsc-autodiff";
+    ++it;
+    ++count;
+  }
+  return count;
+}
+
+bool mlir::dsc::isParameterCopy(Operation *op) {
+  while (op && isa<CopyToParallelOp, CastOp>(op))
+    op = op->getOperand(0).getDefiningOp();
+  return op && isa<GetParameterOp>(op);
+}
