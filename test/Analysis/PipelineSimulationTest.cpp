@@ -210,6 +210,28 @@ TEST(PipelineSimulation, InterleavedHasMegatronsBubble) {
       }
 }
 
+TEST(PipelineSimulation, CompiledStageTimesGiveThePapersBubbles) {
+  // As --dsc-pipeline-schedule times the compiled stages: a split stage's
+  // forward F and backward 2F (--dsc-stage-backward), the last stage's
+  // forward inside its backward (0 and 3F). Equal layers give the papers'
+  // bubbles once the micro-batches outnumber the ranks.
+  for (int64_t p : {2, 4})
+    for (int64_t v : {1, 2}) {
+      const int64_t m = 2 * p, stages = p * v;
+      std::vector<dsc::PipelineStageTimes> times(size_t(stages), {1.0, 2.0});
+      times.back() = {0.0, 3.0};
+      const PipelineScheduleKind kind =
+          v == 1 ? PipelineScheduleKind::OneFOneB
+                 : PipelineScheduleKind::InterleavedOneFOneB;
+      std::string error;
+      auto sim = dsc::simulatePipeline(dsc::pipelineSteps(kind, p, v, m, times),
+                                       times, error);
+      ASSERT_TRUE(sim) << error;
+      EXPECT_NEAR(sim->bubble, double(p - 1) / double(v * m), 1e-12)
+          << "p=" << p << " v=" << v;
+    }
+}
+
 TEST(PipelineSimulation, InterleavedRunsEveryChunkOfEveryMicroBatch) {
   const int64_t p = 4, v = 2, m = 8;
   std::vector<dsc::PipelineStageTimes> times(size_t(p * v), {1.0, 2.0});

@@ -26,8 +26,13 @@
 //                   count, then per instruction u32 opcode, u32 name,
 //                   u32 n + u32 inputs[n], u32 n + u32 outputs[n],
 //                   u32 n + i64 ints[n], u32 n + f64 floats[n]
+//           pipeline u32 schedule, u32 stage count, then per stage u32
+//                   forward forwardBackward optimizer step (string
+//                   indices), i64 input output outputGrad inputGrad loss
+//                   gradNorm learningRate, u32 n + n pairs of i64 residual
+//                   out and in (format version 8)
 //           summary u32 n + u64 peakBytesPerArena[n], u64 flopsPerMicroBatch,
-//                   u64 collectiveBytesPerStep
+//                   u64 collectiveBytesPerStep, f64 pipelineBubble
 //   Nothing may follow the summary.
 //
 //===----------------------------------------------------------------------===//

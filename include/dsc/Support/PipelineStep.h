@@ -269,13 +269,19 @@ placePipelineMessages(const std::vector<std::vector<PipelineStepOp>> &orders,
   std::vector<size_t> next(size_t(p), 0);
   std::vector<double> clock(size_t(p), 0.0);
   int64_t messages = 0;
+  // A compute that takes no time (the last stage's forward, which runs
+  // inside its backward) still ends after it starts, so that what it sends
+  // comes after it: a millionth of the longest compute (1 when all are 0).
+  double longest = 0;
+  for (const PipelineStageTimes &t : times)
+    longest = std::max({longest, t.forward, t.backward, t.weight});
+  const double least = longest > 0 ? longest * 1e-6 : 1.0;
   auto timeOf = [&](int64_t stage, Kind kind) {
     const PipelineStageTimes &t = times[size_t(stage)];
     const double d = kind == Kind::Forward    ? t.forward
                      : kind == Kind::Backward ? t.backward
                                               : t.weight;
-    // Only the order matters here: a compute takes some time.
-    return d > 0 ? d : 1.0;
+    return std::max(d, least);
   };
   for (bool moved = true; moved;) {
     moved = false;
