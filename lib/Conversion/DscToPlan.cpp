@@ -460,11 +460,9 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     rt::PipelineStage stage;
     stage.forward = prefix + "forward";
     // A split stage's backward (--dsc-stage-backward) computes no forward.
-    stage.forwardBackward =
-        prefix +
-        (fb.getNumArguments() > 2 || fb.getSymName().starts_with("backward.")
-             ? "backward"
-             : "forward_backward");
+    stage.forwardBackward = prefix + (fb.getSymName().starts_with("backward.")
+                                          ? "backward"
+                                          : "forward_backward");
     currentStage = &stage;
     for (auto [func, name] : {std::make_pair(fwd, stage.forward),
                               std::make_pair(fb, stage.forwardBackward)})

@@ -42,7 +42,6 @@ namespace {
 
 /// What one stage's step program is written from.
 struct StageInfo {
-  int64_t index = 0;
   func::FuncOp forward, forwardBackward;
   /// The activation received from stage k-1 (and its gradient sent back);
   /// null on stage 0.
@@ -156,7 +155,6 @@ struct DscPipelineSchedulePass
     std::vector<::dsc::PipelineStageTimes> times;
     for (int64_t k = 0; k < stages; ++k) {
       StageInfo &info = infos[size_t(k)];
-      info.index = k;
       info.mesh = mesh;
       info.forward =
           lookupProgram<func::FuncOp>(module, ProgramRole::Forward, k);

@@ -175,7 +175,9 @@ inline std::vector<PipelineStepOp> pipelineStageStep(PipelineScheduleKind kind,
 }
 
 /// The forwards and backwards (and, zero-bubble, the weight-gradient
-/// parts) of rank `rank` of `ranks` in order, without messages.
+/// parts) of rank `rank` of `ranks` in order, without messages, for the
+/// interleaved and zero-bubble schedules (GPipe's and 1F1B's steps are
+/// pipelineStageStep's, messages included).
 inline std::vector<PipelineStepOp>
 pipelineComputeOrder(PipelineScheduleKind kind, int64_t ranks,
                      int64_t virtualStages, int64_t rank,
@@ -214,10 +216,8 @@ pipelineComputeOrder(PipelineScheduleKind kind, int64_t ranks,
       backward(k);
     return ops;
   }
-  // GPipe, 1F1B and ZB-H1 (one chunk per rank).
-  const bool zeroBubble = kind == PipelineScheduleKind::ZeroBubbleH1;
-  const int64_t warmup =
-      kind == PipelineScheduleKind::GPipe ? m : std::min(p - rank - 1, m);
+  // ZB-H1 (one chunk per rank): 1F1B's warm-up and order of F and B.
+  const int64_t warmup = std::min(p - rank - 1, m);
   int64_t forwards = 0, backwards = 0, weights = 0;
   auto forward = [&] { ops.push_back({Kind::Forward, forwards++}); };
   // ZB-H1 keeps rank r's first r weight-gradient parts back (1F1B's stage
@@ -226,7 +226,7 @@ pipelineComputeOrder(PipelineScheduleKind kind, int64_t ranks,
   // next stage is still on its way.
   auto backward = [&](bool coolDown) {
     ops.push_back({Kind::Backward, backwards++});
-    if (zeroBubble && (backwards - weights > rank || coolDown))
+    if (backwards - weights > rank || coolDown)
       ops.push_back({Kind::BackwardWeight, weights++});
   };
   for (int64_t i = 0; i < warmup; ++i)
@@ -237,7 +237,7 @@ pipelineComputeOrder(PipelineScheduleKind kind, int64_t ranks,
   }
   for (int64_t i = 0; i < warmup; ++i)
     backward(true);
-  while (zeroBubble && weights < m)
+  while (weights < m)
     ops.push_back({Kind::BackwardWeight, weights++});
   return ops;
 }
