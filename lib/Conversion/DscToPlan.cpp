@@ -433,10 +433,10 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
       scheduleAttr ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
                    : std::nullopt;
   std::optional<PipelineShape> shape = getPipelineShape(module);
-  if (!shape || !schedule || !::dsc::isCompiledPipelineSchedule(*schedule))
+  if (!shape || !schedule)
     return module.emitError("dsc.pipeline must be {stages = P : i64, "
-                            "schedule = \"1f1b\", \"gpipe\" or "
-                            "\"interleaved-1f1b\"}");
+                            "schedule = \"1f1b\", \"gpipe\", "
+                            "\"interleaved-1f1b\" or \"zb-h1\"}");
   plan.schedule = *schedule;
   if (auto bubble = pipeline.getAs<FloatAttr>("bubble"))
     plan.summary.pipelineBubble = bubble.getValueAsDouble();
@@ -463,12 +463,36 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     stage.forwardBackward = prefix + (fb.getSymName().starts_with("backward.")
                                           ? "backward"
                                           : "forward_backward");
+    // Zero-bubble: the backward's weight-gradient part, run apart.
+    auto weight =
+        lookupProgram<func::FuncOp>(module, ProgramRole::BackwardWeight, k);
+    if (weight)
+      stage.backwardWeight = prefix + "backward_weight";
     currentStage = &stage;
     for (auto [func, name] : {std::make_pair(fwd, stage.forward),
-                              std::make_pair(fb, stage.forwardBackward)})
-      if (failed(lowerProgram(func, name)))
+                              std::make_pair(fb, stage.forwardBackward),
+                              std::make_pair(weight, stage.backwardWeight)})
+      if (func && failed(lowerProgram(func, name)))
         return failure();
     currentStage = nullptr;
+    // What B keeps for W: its last results, W's arguments, in order.
+    if (weight) {
+      Operation *ret = fb.getBody().front().getTerminator();
+      auto kept = fb->getAttrOfType<IntegerAttr>(kWeightStashAttr);
+      if (!kept || kept.getInt() != int64_t(weight.getNumArguments()))
+        return fb.emitError("stage ")
+               << k << "'s backward keeps " << (kept ? kept.getInt() : 0)
+               << " values (dsc.weight_stash) "
+               << "but its weight-gradient part takes "
+               << weight.getNumArguments();
+      const unsigned first = ret->getNumOperands() - unsigned(kept.getInt());
+      for (unsigned i = 0; i < weight.getNumArguments(); ++i) {
+        stage.weightStashOut.push_back(
+            valueBuffers.lookup(ret->getOperand(first + i)));
+        stage.weightStashIn.push_back(
+            valueBuffers.lookup(weight.getArgument(i)));
+      }
+    }
     bool last = k + 1 == numStages;
     stage.input = valueBuffers.lookup(fwd.getArgument(0));
     if (!last) {
@@ -490,7 +514,10 @@ LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
     }
     plan.stages.push_back(std::move(stage));
     // Model FLOPs: the stages' backwards together are the model's once.
-    fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
+    for (func::FuncOp func : {fb, weight})
+      if (func)
+        func.walk(
+            [&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
   }
   for (int64_t r = 0; r < ranks; ++r) {
     auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer, r);
@@ -561,6 +588,14 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       b.microBatch = int64_t(backward.getMicrobatch());
       b.encode(inst);
       inst.name = backward.getCallee().str();
+    } else if (auto weight = dyn_cast<PipelineBackwardWeightOp>(op)) {
+      auto callee = module.lookupSymbol<func::FuncOp>(weight.getCallee());
+      stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
+      rt::ops::PipelineBackwardWeight w;
+      w.stage = stage;
+      w.microBatch = int64_t(weight.getMicrobatch());
+      w.encode(inst);
+      inst.name = weight.getCallee().str();
     } else if (auto send = dyn_cast<PipelineSendOp>(op)) {
       const bool activation = send.getMessage() == PipelineMessage::Activation;
       stage = stageOf(send.getChunk());
@@ -595,8 +630,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
                   std::to_string(m.microBatch);
     } else {
       return op.emitOpError("cannot be lowered in a pipeline_step program "
-                            "(only dsc.pipeline_forward, _backward, _send "
-                            "and _recv)");
+                            "(only dsc.pipeline_forward, _backward, "
+                            "_backward_weight, _send and _recv)");
     }
     if (stage < 0)
       return op.emitOpError("calls a function that is no pipeline stage's");
@@ -638,6 +673,13 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
             ? (programName + ".output_grad").str()
             : (programName + ".residual." + Twine(arg.getArgNumber() - 2))
                   .str();
+    // A weight-gradient part takes only what its backward kept for it.
+    if (getProgramRole(func) == ProgramRole::BackwardWeight) {
+      role = rt::BufferRole::Boundary;
+      name = (programName + ".kept." + Twine(arg.getArgNumber())).str();
+      isFloat = true;
+      isTokens = false;
+    }
     if (isFloat && !currentStage)
       return func.emitError("a program's float arguments must be pipeline "
                             "boundaries (only stage functions have them)");
@@ -656,8 +698,18 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   Operation *terminator = block.getTerminator();
   llvm::DenseMap<Value, std::pair<rt::BufferRole, std::string>> special;
   std::optional<ProgramRole> role = getProgramRole(func);
+  // A backward's last results its weight-gradient part takes.
+  unsigned firstKept = terminator->getNumOperands();
+  if (auto kept = func->getAttrOfType<IntegerAttr>(kWeightStashAttr))
+    firstKept -= unsigned(kept.getInt());
   for (auto [index, result] : llvm::enumerate(terminator->getOperands())) {
     bool scalar = cast<RankedTensorType>(result.getType()).getNumElements() == 1;
+    if (currentStage && index >= firstKept) {
+      special[result] = {
+          rt::BufferRole::Boundary,
+          (programName + ".kept." + Twine(index - firstKept)).str()};
+      continue;
+    }
     if (currentStage) {
       // A stage's results: its output activation or evaluation loss
       // (forward), its loss and input gradient (backward), the norm and

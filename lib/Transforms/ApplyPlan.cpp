@@ -87,10 +87,6 @@ struct DscApplyPlanPass
         return fail("dsc.plan's 'virtual_stages' must be an integer");
       virtualStages = value.getInt();
     }
-    if (schedule.getValue() == "zb-h1")
-      return fail("dsc.plan asks for the zb-h1 schedule, which --dsc-compile "
-                  "does not build yet; search with knobs=buildable "
-                  "(--dsc-auto-parallel's default)");
     // Knobs the compiler does not build yet: refused, never dropped.
     for (StringRef knob : {"offload"})
       if (auto on = plan.getAs<BoolAttr>(knob); on && on.getValue())

@@ -98,6 +98,12 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     pm.addPass(createDscDataParallelPass(dataParallel));
   }
 
+  // A zero-bubble schedule runs each stage's backward in two parts; split
+  // after the data-parallel pass has placed the gradients' collectives,
+  // which go with the weight-gradient part.
+  if (options.pp > 1 && options.pipelineSchedule == "zb-h1")
+    pm.addPass(createDscSplitWeightGradientPass());
+
   DscPlanMemoryPassOptions memory;
   memory.prefetch = options.prefetch;
   pm.addPass(createDscPlanMemoryPass(memory));

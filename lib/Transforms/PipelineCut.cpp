@@ -70,14 +70,7 @@ struct DscPipelinePass
     if (!kind) {
       module.emitError("--dsc-pipeline: unknown schedule '")
           << pipelineSchedule.getValue()
-          << "'; expected 1f1b, gpipe or interleaved-1f1b";
-      return signalPassFailure();
-    }
-    if (!::dsc::isCompiledPipelineSchedule(*kind)) {
-      module.emitError("--dsc-pipeline: pipeline-schedule=")
-          << pipelineSchedule.getValue()
-          << " is simulated and priced (--dsc-estimate) but not built yet; "
-             "expected 1f1b, gpipe or interleaved-1f1b";
+          << "'; expected 1f1b, gpipe, interleaved-1f1b or zb-h1";
       return signalPassFailure();
     }
     // The micro-batch count is --dsc-autodiff's; its rule is checked by

@@ -43,6 +43,9 @@ namespace {
 /// What one stage's step program is written from.
 struct StageInfo {
   func::FuncOp forward, forwardBackward;
+  /// The weight-gradient part of the backward (zero-bubble schedules,
+  /// --dsc-split-weight-gradient), or null.
+  func::FuncOp weight;
   /// The activation received from stage k-1 (and its gradient sent back);
   /// null on stage 0.
   Type input;
@@ -71,6 +74,10 @@ void writeStep(OpBuilder &b, Location loc, ArrayRef<StageInfo> stages,
     if (op.kind == Kind::Backward) {
       PipelineBackwardOp::create(b, loc, symbolOf(s.forwardBackward),
                                  microbatch);
+      continue;
+    }
+    if (op.kind == Kind::BackwardWeight) {
+      PipelineBackwardWeightOp::create(b, loc, symbolOf(s.weight), microbatch);
       continue;
     }
     // Up the pipeline go activations, down their gradients: an activation
@@ -122,10 +129,11 @@ struct DscPipelineSchedulePass
             ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
             : std::nullopt;
     std::optional<PipelineShape> shape = getPipelineShape(module);
-    if (!shape || !kind || !::dsc::isCompiledPipelineSchedule(*kind)) {
+    if (!shape || !kind) {
       module.emitError("--dsc-pipeline-schedule: ")
           << kPipelineAttr << " must be {stages = P >= 1 : i64, schedule = "
-          << "\"1f1b\", \"gpipe\" or \"interleaved-1f1b\"}, got " << pipeline;
+          << "\"1f1b\", \"gpipe\", \"interleaved-1f1b\" or \"zb-h1\"}, got "
+          << pipeline;
       return signalPassFailure();
     }
     if (!getProgramOps(module, ProgramRole::PipelineStep).empty()) {
@@ -167,6 +175,24 @@ struct DscPipelineSchedulePass
             << " program (run --dsc-autodiff before)";
         return signalPassFailure();
       }
+      // A zero-bubble schedule runs the backward's two parts apart; the
+      // others run it whole.
+      info.weight =
+          lookupProgram<func::FuncOp>(module, ProgramRole::BackwardWeight, k);
+      const bool zeroBubble =
+          *kind == ::dsc::PipelineScheduleKind::ZeroBubbleH1;
+      if (zeroBubble != bool(info.weight)) {
+        module.emitError("--dsc-pipeline-schedule: stage ")
+            << k
+            << (zeroBubble
+                    ? " has no backward_weight program, which the zb-h1 "
+                      "schedule runs apart from the backward (run "
+                      "--dsc-split-weight-gradient before)"
+                    : "'s backward is split into its activation- and "
+                      "weight-gradient parts, which only the zb-h1 schedule "
+                      "runs");
+        return signalPassFailure();
+      }
       // The stage's forward: stage 0 takes the tokens, the others the
       // previous stage's activation first; all but the last return theirs.
       FunctionType type = info.forward.getFunctionType();
@@ -184,7 +210,8 @@ struct DscPipelineSchedulePass
       // The last stage's forward runs inside its backward.
       const bool last = k == stages - 1;
       times.push_back({last ? 0.0 : programTime(info.forward),
-                       programTime(info.forwardBackward)});
+                       programTime(info.forwardBackward),
+                       info.weight ? programTime(info.weight) : 0.0});
     }
 
     const std::vector<std::vector<::dsc::PipelineStepOp>> steps =
@@ -242,7 +269,9 @@ struct DscPipelineSchedulePass
       remark << ranks << " stages";
     remark << ", " << microbatches << " micro-batches, bubble "
            << llvm::formatv("{0:f3}", sim.bubble).str()
-           << " (digits: forwards, letters: backwards, a = micro-batch 0)";
+           << " (digits: forwards, letters: backwards, a = micro-batch 0"
+           << (schedule == "zb-h1" ? ", capitals: weight gradients" : "")
+           << ")";
     for (const std::string &line :
          ::dsc::renderPipelineTimeline(sim, ranks, virtualStages))
       remark << "\n  " << line;

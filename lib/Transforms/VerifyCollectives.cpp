@@ -223,10 +223,11 @@ private:
               return failure();
           continue;
         }
-        // A pipeline step's forwards and backwards run their stage's
-        // programs, except the last stage's forward, which runs inside
-        // its backward (the runtime only keeps its input).
-        if (isa<PipelineForwardOp, PipelineBackwardOp>(op)) {
+        // A pipeline step's forwards and backwards (and weight-gradient
+        // parts) run their stage's programs, except the last stage's forward,
+        // which runs inside its backward (the runtime only keeps its input).
+        if (isa<PipelineForwardOp, PipelineBackwardOp,
+                PipelineBackwardWeightOp>(op)) {
           auto callee = tables.lookupNearestSymbolFrom<func::FuncOp>(
               &op, op.getAttrOfType<FlatSymbolRefAttr>("callee"));
           const bool lastForward =

@@ -204,11 +204,17 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     log << "dsc-run: " << p.stages.size() << " pipeline stages";
     if (chunks > 1)
       log << " (" << chunks << " per rank on " << ranks << " ranks)";
+    // The papers' bubbles: (1/v)(P-1)/M interleaved; zero-bubble ZB-H1's
+    // (P-1)(F+B-W) is a third of 1F1B's (P-1)(F+B+W) when the forward,
+    // activation- and weight-gradient parts take equal times.
+    const bool zeroBubble = p.schedule == PipelineSchedule::ZeroBubbleH1;
+    const int64_t divisor = zeroBubble ? 3 : chunks;
     log << ", schedule " << ::dsc::pipelineScheduleName(p.schedule)
         << " (bubble "
-        << (chunks > 1 ? "(1/" + std::to_string(chunks) + ")(" : "")
-        << ranks - 1 << "/" << microBatches << (chunks > 1 ? ")" : "")
-        << " of the step's stage time with equal stages; "
+        << (divisor > 1 ? "(1/" + std::to_string(divisor) + ")(" : "")
+        << ranks - 1 << "/" << microBatches << (divisor > 1 ? ")" : "")
+        << " of the step's stage time with equal stages"
+        << (zeroBubble ? " and equal F, B and W" : "") << "; "
         << fraction(p.summary.pipelineBubble)
         << " as the compiler simulated it with the stages' costs)\n";
   }

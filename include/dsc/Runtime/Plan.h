@@ -33,7 +33,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 8;
+constexpr uint32_t kPlanFormatVersion = 9;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -174,7 +174,8 @@ struct PipelineStage {
   /// the stages k < P (one per rank; "" on the others) the optimizer of the
   /// rank's parameters and the step: the schedule, as the compiler wrote it
   /// (--dsc-pipeline-schedule), of PipelineForward, PipelineBackward,
-  /// PipelineSend and PipelineRecv instructions, which the executor runs in
+  /// PipelineSend and PipelineRecv (and, zero-bubble,
+  /// PipelineBackwardWeight) instructions, which the executor runs in
   /// order.
   std::string forward, forwardBackward, optimizer, step;
   /// The stage input: the tokens buffer on stage 0, else the activation
@@ -195,6 +196,14 @@ struct PipelineStage {
   /// the executor keeps each micro-batch's from its forward to its
   /// backward. Empty on the last stage and without the split.
   std::vector<int64_t> residualsOut, residualsIn;
+  /// Under a zero-bubble schedule (--dsc-split-weight-gradient): the
+  /// weight-gradient part W of the backward, run by PipelineBackwardWeight
+  /// apart from forwardBackward (then the activation-gradient part B), and
+  /// the values B keeps for it: B's results after its own and W's
+  /// arguments, pairwise, kept per micro-batch from B to W. "" and empty
+  /// otherwise.
+  std::string backwardWeight;
+  std::vector<int64_t> weightStashOut, weightStashIn;
 };
 
 /// The order of a pipelined step's forwards and backwards, which the

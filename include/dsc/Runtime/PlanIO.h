@@ -30,7 +30,9 @@
 //                   forward forwardBackward optimizer step (string
 //                   indices), i64 input output outputGrad inputGrad loss
 //                   gradNorm learningRate, u32 n + n pairs of i64 residual
-//                   out and in (format version 8)
+//                   out and in (format version 8), u32 backwardWeight
+//                   (string index, "" unless split), u32 n + n pairs of
+//                   i64 weight stash out and in (format version 9)
 //           summary u32 n + u64 peakBytesPerArena[n], u64 flopsPerMicroBatch,
 //                   u64 collectiveBytesPerStep, f64 pipelineBubble
 //   Nothing may follow the summary.

@@ -70,12 +70,6 @@ parsePipelineSchedule(std::string_view name) {
   return std::nullopt;
 }
 
-/// The schedules the compiler builds (--dsc-pipeline); the others are
-/// priced by the cost model and simulated, not yet compiled.
-constexpr bool isCompiledPipelineSchedule(PipelineScheduleKind kind) {
-  return kind != PipelineScheduleKind::ZeroBubbleH1;
-}
-
 } // namespace dsc
 
 #endif // DSC_SUPPORT_PIPELINESCHEDULEKIND_H

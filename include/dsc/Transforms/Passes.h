@@ -33,8 +33,8 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      llvm::cl::init(1)};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
-      llvm::cl::desc("Pipeline schedule: 1f1b (default), gpipe or "
-                     "interleaved-1f1b"),
+      llvm::cl::desc("Pipeline schedule: 1f1b (default), gpipe, "
+                     "interleaved-1f1b or zb-h1"),
       llvm::cl::init("1f1b")};
   Option<int64_t> virtualStages{
       *this, "virtual-stages",

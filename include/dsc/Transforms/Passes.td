@@ -738,6 +738,67 @@ def DscStageBackwardPass : Pass<"dsc-stage-backward", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscSplitWeightGradientPass
+    : Pass<"dsc-split-weight-gradient", "::mlir::ModuleOp"> {
+  let summary = "Splits each pipeline stage's backward into its activation- "
+                "and weight-gradient parts (zero-bubble schedules)";
+  let description = [{
+    For the zero-bubble schedule `zb-h1` (Qi et al. 2024): each pipeline
+    stage's backward (its `forward_backward` program, after
+    `--dsc-stage-backward`) becomes two programs. The activation-gradient
+    part B keeps the program and its results (the stage input's gradient,
+    which the previous stage waits for; the last stage's loss): it is every
+    op those results depend on. The weight-gradient part W, a new
+    `backward_weight.stage<k>` program (`#dsc.program_role<backward_weight>`),
+    is every other op: the weight gradients' matmuls and their
+    accumulation. B returns, after its results, the values W reads from it
+    (`dsc.weight_stash = N` counts them), W takes them as its arguments;
+    parameter reads and constants W reads again. The schedule runs W later
+    (`dsc.pipeline_backward_weight`), in the bubble, and the runtime keeps
+    each micro-batch's values from its B to its W.
+
+    Runs after `--dsc-data-parallel` (which turns the backward's
+    gradient accumulation into ZeRO's reduce-scatters: they move to W with
+    it) and before `--dsc-plan-memory`; `--dsc-compile` runs it when
+    `pipeline-schedule=zb-h1`.
+
+    Before (the last stage, abridged):
+    ```mlir
+    func.func @forward_backward.stage1(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>)
+        -> (tensor<f32>, tensor<2x4x8xf32>) {
+      %w = dsc.get_parameter @h.1.w ...
+      %h = dsc.matmul %x, %w ...
+      ... %dh ...
+      %dw = dsc.matmul %x2, %dh2 {transpose_lhs} ...
+      dsc.accumulate %dw into @grad.h.1.w ...
+      %dx = dsc.matmul %dh, %w {transpose_rhs} ...
+      return %loss, %dx ...
+    }
+    ```
+    After:
+    ```mlir
+    func.func @forward_backward.stage1(%x: ..., %t: ...)
+        -> (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+        attributes {dsc.weight_stash = 2 : i64, ...} {
+      ...
+      %c = dsc.reshape %x ...
+      return %loss, %dx, %c, %dh ...
+    }
+    func.func @backward_weight.stage1(%x: tensor<2x4x8xf32>, %dh: tensor<2x4x8xf32>)
+        attributes {dsc.program = #dsc.program_role<backward_weight>, dsc.stage = 1 : i64} {
+      %dw = dsc.matmul ... {transpose_lhs} ...
+      dsc.accumulate %dw into @grad.h.1.w ...
+      return
+    }
+    ```
+    Errors: a module without `dsc.pipeline`, a stage without its
+    `forward_backward`, a stage split already.
+  }];
+  let statistics = [
+    Statistic<"numSplit", "stages", "Stage backwards split into B and W">,
+  ];
+}
+
 def DscRecomputePass : Pass<"dsc-recompute", "::mlir::ModuleOp"> {
   let summary = "Activation recompute: the backward recomputes forward values "
                 "instead of keeping them";

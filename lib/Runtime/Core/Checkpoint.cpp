@@ -98,7 +98,8 @@ std::vector<std::vector<bool>> buffersOfStages(const Plan &plan) {
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &s = plan.stages[k];
     std::vector<bool> &used = out[k % ranks];
-    for (const std::string &name : {s.forward, s.forwardBackward, s.optimizer})
+    for (const std::string &name :
+         {s.forward, s.forwardBackward, s.backwardWeight, s.optimizer})
       if (const Program *prog = plan.findProgram(name))
         for (const Instruction &inst : prog->instructions) {
           for (uint32_t id : inst.inputs)

@@ -262,6 +262,7 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     return;
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
+  case Opcode::PipelineBackwardWeight:
   case Opcode::PipelineSend:
   case Opcode::PipelineRecv:
     throw instructionError(prog, index,

@@ -9,9 +9,10 @@
 // proved free of deadlock, run in order over the rank's stages (one, or
 // interleaved several). The executor decides nothing here: it keeps the
 // stage input of each micro-batch in flight until the micro-batch's
-// backward, keeps each message received until the forward or backward that
-// reads it, loads the data on the first and last stages, and moves the
-// messages over the pp group.
+// backward (and, zero-bubble, what the backward keeps for its
+// weight-gradient part until that runs), keeps each message received until the
+// forward or backward that reads it, loads the data on the first and last
+// stages, and moves the messages over the pp group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,43 +72,45 @@ StepResult Executor::trainPipelineStep(
   };
   // What the backward of each micro-batch in flight reads, per stage,
   // oldest first: the stage input and, when the backward does not compute
-  // the forward again, the forward's residuals.
+  // the forward again, the forward's residuals; zero-bubble, what the
+  // activation-gradient part keeps for the weight-gradient part.
   struct Kept {
     int64_t microBatch;
-    std::vector<uint8_t *> slots; // input, then the residuals
+    std::vector<uint8_t *> slots; // in the order of the buffers kept
   };
-  std::map<int64_t, std::deque<Kept>> inFlight;
-  auto keep = [&](int64_t stage, int64_t m) {
-    const PipelineStage &st = thePlan.stages[size_t(stage)];
+  using InFlight = std::map<int64_t, std::deque<Kept>>;
+  InFlight toBackward, toWeight;
+  auto keep = [&](InFlight &inFlight, int64_t stage, int64_t m,
+                  const std::vector<int64_t> &ids) {
     Kept kept{m, {}};
-    auto copyOut = [&](int64_t id) {
+    for (int64_t id : ids) {
       BufferView x = buffer(uint32_t(id));
       uint8_t *slot = takeSlot(x.desc->bytes);
       backendImpl->copy(slot, x.data, x.desc->bytes);
       kept.slots.push_back(slot);
-    };
-    copyOut(st.input);
-    for (int64_t id : st.residualsOut)
-      copyOut(id);
+    }
     inFlight[stage].push_back(std::move(kept));
   };
-  auto restore = [&](int64_t stage, int64_t m) {
-    // validatePlan checked that backwards follow the forwards' order.
+  auto restore = [&](InFlight &inFlight, int64_t stage, int64_t m,
+                     const std::vector<int64_t> &ids, const char *part) {
+    // validatePlan checked that each part follows the previous one's
+    // micro-batch order.
     auto &queue = inFlight[stage];
     if (queue.empty() || queue.front().microBatch != m)
-      throw Error(stageName(stage) + ": the backward of micro-batch " +
-                  std::to_string(m) + " has no forward in flight");
-    const PipelineStage &st = thePlan.stages[size_t(stage)];
+      throw Error(stageName(stage) + ": the " + part + " of micro-batch " +
+                  std::to_string(m) + " has nothing kept for it");
     Kept kept = std::move(queue.front());
     queue.pop_front();
-    auto copyIn = [&](int64_t id, uint8_t *slot) {
-      BufferView x = buffer(uint32_t(id));
-      backendImpl->copy(x.data, slot, x.desc->bytes);
-      freeSlots.emplace(x.desc->bytes, slot);
-    };
-    copyIn(st.input, kept.slots[0]);
-    for (size_t i = 0; i < st.residualsIn.size(); ++i)
-      copyIn(st.residualsIn[i], kept.slots[i + 1]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      BufferView x = buffer(uint32_t(ids[i]));
+      backendImpl->copy(x.data, kept.slots[i], x.desc->bytes);
+      freeSlots.emplace(x.desc->bytes, kept.slots[i]);
+    }
+  };
+  auto withInput = [](int64_t input, const std::vector<int64_t> &residuals) {
+    std::vector<int64_t> ids = {input};
+    ids.insert(ids.end(), residuals.begin(), residuals.end());
+    return ids;
   };
   // Messages received and not yet read: (stage, gradient, micro-batch).
   // The forward or backward that reads one copies it into the stage's
@@ -171,7 +174,8 @@ StepResult Executor::trainPipelineStep(
       // stage's forward also writes the residuals its backward reads.
       if (f.stage != S - 1)
         runProgram(st.forward);
-      keep(f.stage, f.microBatch);
+      keep(toBackward, f.stage, f.microBatch,
+           withInput(st.input, st.residualsOut));
       break;
     }
     case Opcode::PipelineBackward: {
@@ -179,7 +183,8 @@ StepResult Executor::trainPipelineStep(
       const PipelineStage &st = thePlan.stages[size_t(b.stage)];
       const bool last = b.stage == S - 1;
       setMicroBatch(firstMicroBatch + b.microBatch);
-      restore(b.stage, b.microBatch);
+      restore(toBackward, b.stage, b.microBatch,
+              withInput(st.input, st.residualsIn), "backward");
       if (last)
         fillBatch(fill, b.microBatch);
       else
@@ -187,6 +192,18 @@ StepResult Executor::trainPipelineStep(
       runProgram(st.forwardBackward);
       if (last)
         lossSum += readScalar(uint32_t(st.loss));
+      if (!st.backwardWeight.empty())
+        keep(toWeight, b.stage, b.microBatch, st.weightStashOut);
+      break;
+    }
+    case Opcode::PipelineBackwardWeight: {
+      const ops::PipelineBackwardWeight w =
+          ops::PipelineBackwardWeight::decode(inst);
+      const PipelineStage &st = thePlan.stages[size_t(w.stage)];
+      setMicroBatch(firstMicroBatch + w.microBatch);
+      restore(toWeight, w.stage, w.microBatch, st.weightStashIn,
+              "weight-gradient part");
+      runProgram(st.backwardWeight);
       break;
     }
     case Opcode::PipelineSend: {

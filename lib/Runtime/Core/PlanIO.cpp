@@ -249,6 +249,12 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       body.i64(st.residualsOut[i]);
       body.i64(i < st.residualsIn.size() ? st.residualsIn[i] : -1);
     }
+    body.u32(names.intern(st.backwardWeight));
+    body.u32(uint32_t(st.weightStashOut.size()));
+    for (size_t i = 0; i < st.weightStashOut.size(); ++i) {
+      body.i64(st.weightStashOut[i]);
+      body.i64(i < st.weightStashIn.size() ? st.weightStashIn[i] : -1);
+    }
   }
 
   body.u32(uint32_t(plan.summary.peakBytesPerArena.size()));
@@ -428,11 +434,12 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     }
   }
 
-  // schedule, then per stage: four program names, seven buffer ids and
-  // the residual pairs (out, in).
+  // schedule, then per stage: four program names, seven buffer ids, the
+  // residual pairs (out, in), the weight-gradient program and its stash
+  // pairs.
   plan.schedule = checkedEnum<PipelineSchedule>(
-      r, "pipeline schedule", uint32_t(PipelineSchedule::InterleavedOneFOneB));
-  plan.stages.resize(r.count("pipeline stages", 4 * 4 + 7 * 8 + 4));
+      r, "pipeline schedule", uint32_t(PipelineSchedule::ZeroBubbleH1));
+  plan.stages.resize(r.count("pipeline stages", 4 * 4 + 7 * 8 + 4 + 4 + 4));
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     PipelineStage &st = plan.stages[k];
     std::string f = "stages[" + std::to_string(k) + "]";
@@ -447,6 +454,12 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     for (size_t i = 0; i < residuals; ++i) {
       st.residualsOut.push_back(r.i64(f + " residual buffer id"));
       st.residualsIn.push_back(r.i64(f + " residual buffer id"));
+    }
+    st.backwardWeight = name(f + ".backwardWeight");
+    const size_t stash = r.count(f + " weight stash", 2 * 8);
+    for (size_t i = 0; i < stash; ++i) {
+      st.weightStashOut.push_back(r.i64(f + " weight stash buffer id"));
+      st.weightStashIn.push_back(r.i64(f + " weight stash buffer id"));
     }
   }
 

@@ -48,6 +48,9 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
       os << ", loss %" << st.loss;
     if (!st.residualsOut.empty())
       os << ", " << st.residualsOut.size() << " residuals";
+    if (!st.backwardWeight.empty())
+      os << ", weight gradients '" << st.backwardWeight << "' ("
+         << st.weightStashOut.size() << " kept from the backward)";
     os << "\n";
   }
   os << "well-known: tokens %" << plan.tokens << ", targets %" << plan.targets

@@ -184,7 +184,8 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
   const int64_t stages = int64_t(plan.stages.size());
   const int64_t ranks = plan.pipelineRanks();
   std::vector<int64_t> forwards(size_t(stages), 0),
-      backwards(size_t(stages), 0);
+      backwards(size_t(stages), 0), weights(size_t(stages), 0);
+  const bool zeroBubble = plan.schedule == PipelineSchedule::ZeroBubbleH1;
   // Messages received and not yet read: (stage, gradient, micro-batch).
   std::set<std::tuple<int64_t, bool, int64_t>> received;
   for (size_t i = 0; i < step.instructions.size(); ++i) {
@@ -207,6 +208,10 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
     case Opcode::PipelineBackward:
       stage = ops::PipelineBackward::decode(inst).stage;
       mb = ops::PipelineBackward::decode(inst).microBatch;
+      break;
+    case Opcode::PipelineBackwardWeight:
+      stage = ops::PipelineBackwardWeight::decode(inst).stage;
+      mb = ops::PipelineBackwardWeight::decode(inst).microBatch;
       break;
     case Opcode::PipelineSend:
       stage = ops::PipelineSend::decode(inst).stage;
@@ -254,6 +259,15 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
       if (stage + 1 < stages)
         take(true, "output's gradient");
       break;
+    case Opcode::PipelineBackwardWeight:
+      if (!zeroBubble)
+        fail("runs a weight-gradient part, which only the zb-h1 schedule "
+             "has");
+      inOrder(weights[size_t(stage)]);
+      if (weights[size_t(stage)] > backwards[size_t(stage)])
+        fail("the weight gradients of micro-batch " + std::to_string(mb) +
+             where + " come before its backward");
+      break;
     case Opcode::PipelineSend:
     case Opcode::PipelineRecv: {
       const bool send = inst.opcode == Opcode::PipelineSend;
@@ -291,12 +305,16 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
   }
   for (int64_t k = rank; k < stages; k += ranks)
     if (forwards[size_t(k)] != plan.microBatches ||
-        backwards[size_t(k)] != plan.microBatches)
+        backwards[size_t(k)] != plan.microBatches ||
+        (zeroBubble && weights[size_t(k)] != plan.microBatches))
       throw Error("pipeline rank " + std::to_string(rank) +
                   "'s step program '" + step.name + "' runs " +
                   std::to_string(forwards[size_t(k)]) + " forwards and " +
-                  std::to_string(backwards[size_t(k)]) +
-                  " backwards of stage " + std::to_string(k) +
+                  std::to_string(backwards[size_t(k)]) + " backwards " +
+                  (zeroBubble ? "(and " + std::to_string(weights[size_t(k)]) +
+                                    " weight-gradient parts) "
+                              : std::string()) +
+                  "of stage " + std::to_string(k) +
                   ", not one each for the step's " +
                   std::to_string(plan.microBatches) + " micro-batches");
   if (!received.empty())
@@ -333,6 +351,19 @@ void checkStages(const Plan &plan) {
     for (const std::string *name : {&st.forward, &st.forwardBackward})
       if (!plan.findProgram(*name))
         throw Error(where + ": no program '" + *name + "'");
+    // A zero-bubble schedule runs every stage's backward in two parts.
+    const bool zeroBubble = plan.schedule == PipelineSchedule::ZeroBubbleH1;
+    if (zeroBubble && !plan.findProgram(st.backwardWeight))
+      throw Error(where + ": no weight-gradient program '" + st.backwardWeight +
+                  "', which the " + pipelineScheduleName(plan.schedule) +
+                  " schedule runs");
+    if (!zeroBubble &&
+        (!st.backwardWeight.empty() || !st.weightStashOut.empty() ||
+         !st.weightStashIn.empty()))
+      throw Error(where +
+                  ": has a weight-gradient program, which only the "
+                  "zb-h1 schedule runs, not " +
+                  std::string(pipelineScheduleName(plan.schedule)));
     for (const std::string *name : {&st.optimizer, &st.step}) {
       if (ownsRank && !plan.findProgram(*name))
         throw Error(where + ": no program '" + *name + "'");
@@ -385,6 +416,24 @@ void checkStages(const Plan &plan) {
                     describeBuffer(plan, uint32_t(st.residualsOut[i])) +
                     " and " +
                     describeBuffer(plan, uint32_t(st.residualsIn[i])) +
+                    " differ in dtype or shape");
+    }
+    // What B keeps for W: B's results and W's arguments, pairwise alike.
+    if (st.weightStashOut.size() != st.weightStashIn.size())
+      throw Error(where + ": " + std::to_string(st.weightStashOut.size()) +
+                  " values kept for the weight gradients out and " +
+                  std::to_string(st.weightStashIn.size()) +
+                  " in; they come in pairs");
+    for (size_t i = 0; i < st.weightStashOut.size(); ++i) {
+      check(st.weightStashOut[i], "weight stash", BufferRole::Boundary, true);
+      check(st.weightStashIn[i], "weight stash", BufferRole::Boundary, true);
+      const Buffer &x = plan.buffers[size_t(st.weightStashOut[i])];
+      const Buffer &y = plan.buffers[size_t(st.weightStashIn[i])];
+      if (x.dtype != y.dtype || x.shape != y.shape)
+        throw Error(where + ": weight stash " + std::to_string(i) + " " +
+                    describeBuffer(plan, uint32_t(st.weightStashOut[i])) +
+                    " and " +
+                    describeBuffer(plan, uint32_t(st.weightStashIn[i])) +
                     " differ in dtype or shape");
     }
     if (ownsRank)

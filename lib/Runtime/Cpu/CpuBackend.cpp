@@ -529,6 +529,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::ReduceScatterChunks:
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
+  case Opcode::PipelineBackwardWeight:
   case Opcode::PipelineSend:
   case Opcode::PipelineRecv:
     fail("the executor runs this instruction, not the backend");

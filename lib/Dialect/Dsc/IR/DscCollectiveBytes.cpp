@@ -170,8 +170,9 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
   // 2P, ...), each stage's forward and backward once per micro-batch
   // (their collectives as written: a backward that computes the forward
   // again, not split by --dsc-stage-backward, runs the forward's tensor
-  // slicing all-reduces a second time), its optimizer once, and sends each
-  // stage's activation up and input gradient down once per micro-batch
+  // slicing all-reduces a second time; zero-bubble, the weight-gradient
+  // part runs apart, once per micro-batch too), its optimizer once, and sends
+  // each stage's activation up and input gradient down once per micro-batch
   // (what comes back is received, not sent). The last stage's forward runs
   // inside its backward and is never on rank 0 when there are two ranks.
   std::optional<PipelineShape> shape = getPipelineShape(module);
@@ -193,7 +194,9 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
       func->walk([&](Operation *op) { count(op, 1); });
       continue;
     }
-    if (*role != ProgramRole::Forward && *role != ProgramRole::ForwardBackward)
+    if (*role != ProgramRole::Forward &&
+        *role != ProgramRole::ForwardBackward &&
+        *role != ProgramRole::BackwardWeight)
       continue;
     func->walk([&](Operation *op) { count(op, microbatches); });
     if (*role != ProgramRole::ForwardBackward)

@@ -47,6 +47,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kStageAttr, Holder::Function},
     {kInputOffsetsAttr, Holder::Function},
     {kSavedActivationBytesAttr, Holder::Function},
+    {kWeightStashAttr, Holder::Function},
     {kOffsetAttr, Holder::Declaration},
     {kOffsetsAttr, Holder::AnyOp},
     {kPipelineLocalAttr, Holder::ClipGradNorm},
@@ -108,7 +109,7 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
   if (name == kProgramAttr) {
     if (!isa<ProgramRoleAttr>(value))
       return fail() << "a #dsc.program_role<forward|forward_backward|"
-                       "optimizer>, got "
+                       "optimizer|pipeline_step|backward_weight>, got "
                     << value;
     return success();
   }
@@ -122,6 +123,17 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     IntegerAttr count = asI64(value);
     if (!count || count.getInt() < 1)
       return fail() << "the micro-batches per step, an i64 >= 1, got "
+                    << value;
+    return success();
+  }
+  if (name == kWeightStashAttr) {
+    IntegerAttr count = asI64(value);
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!count || count.getInt() < 0 || !func ||
+        count.getInt() > int64_t(func.getNumResults()))
+      return fail() << "the count of the function's last results its "
+                       "weight-gradient part takes, an i64 from 0 to its "
+                    << (func ? func.getNumResults() : 0) << " results, got "
                     << value;
     return success();
   }

@@ -84,6 +84,12 @@ PipelineBackwardOp::verifySymbolUses(SymbolTableCollection &tables) {
                            ProgramRole::ForwardBackward);
 }
 
+LogicalResult
+PipelineBackwardWeightOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyStageCallee(*this, tables, getCalleeAttr(),
+                           ProgramRole::BackwardWeight);
+}
+
 /// A message goes between neighbouring stages: an activation from s to
 /// s+1, a gradient from s to s-1, `peer` being the other stage's pp rank.
 /// `sends` says whether this stage sends.

@@ -33,6 +33,10 @@ inline constexpr llvm::StringLiteral kInputOffsetsAttr = "dsc.input_offsets";
 /// them (--dsc-recompute).
 inline constexpr llvm::StringLiteral kSavedActivationBytesAttr =
     "dsc.saved_activation_bytes";
+/// `i64 >= 0` on a pipeline stage's forward_backward split by
+/// --dsc-split-weight-gradient: how many of its last results are the values
+/// its backward_weight program takes, in the order of its arguments.
+inline constexpr llvm::StringLiteral kWeightStashAttr = "dsc.weight_stash";
 
 //===----------------------------------------------------------------------===//
 // On ops

@@ -77,7 +77,8 @@ def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"Forward", 0, "forward">,
   I32EnumAttrCase<"ForwardBackward", 1, "forward_backward">,
   I32EnumAttrCase<"Optimizer", 2, "optimizer">,
-  I32EnumAttrCase<"PipelineStep", 3, "pipeline_step">
+  I32EnumAttrCase<"PipelineStep", 3, "pipeline_step">,
+  I32EnumAttrCase<"BackwardWeight", 4, "backward_weight">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::dsc";
@@ -103,7 +104,11 @@ def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role">
     - `optimizer`: the step after the micro-batches (`--dsc-optimizer`);
     - `pipeline_step`: a pipeline stage's whole step, the schedule: its
       forwards and backwards per micro-batch and the messages between
-      stages, in order (`--dsc-pipeline-schedule`).
+      stages, in order (`--dsc-pipeline-schedule`);
+    - `backward_weight`: under a zero-bubble schedule, the weight-gradient
+      part W of a pipeline stage's backward, split from its
+      `forward_backward` (which keeps the activation-gradient part B) by
+      `--dsc-split-weight-gradient`.
 
     A pipeline stage's programs carry `dsc.stage = k` beside their role.
 

@@ -58,6 +58,27 @@ def Dsc_PipelineBackwardOp : Dsc_Op<"pipeline_backward",
   let assemblyFormat = "$callee `microbatch` `=` $microbatch attr-dict";
 }
 
+def Dsc_PipelineBackwardWeightOp : Dsc_Op<"pipeline_backward_weight",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Runs the weight-gradient part of a stage's backward";
+  let description = [{
+    Under a zero-bubble schedule (`zb-h1`) a stage's backward is split in
+    two (`--dsc-split-weight-gradient`): `dsc.pipeline_backward` runs the
+    activation-gradient part B, whose input gradient the previous stage
+    waits for, and this op, later, the weight-gradient part W: it restores
+    the values micro-batch `microbatch`'s B kept for it and runs `callee`,
+    the stage's `backward_weight` program, which accumulates the
+    parameters' gradients. A stage's W run in the order of its B, each
+    after its own.
+
+    ```mlir
+    dsc.pipeline_backward_weight @backward_weight.stage0 microbatch = 2
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, I64Attr:$microbatch);
+  let assemblyFormat = "$callee `microbatch` `=` $microbatch attr-dict";
+}
+
 def Dsc_PipelineSendOp : Dsc_Op<"pipeline_send",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
