@@ -135,13 +135,13 @@ bool restrictToKnobs(an::SearchOptions &options, StringRef knobs) {
     return false;
   const bool all = knobs == "all";
   // --dsc-recompute's recompute=full, --dsc-tensor-parallel's
-  // sequence-parallel=1 and the interleaved schedule are built; offload and
-  // the zero-bubble schedule are not yet.
+  // sequence-parallel=1, the interleaved and zero-bubble schedules are
+  // built; offload is not yet.
   options.allowRecompute = true;
   options.allowSequenceParallel = true;
   options.allowInterleaved = true;
+  options.allowZeroBubble = true;
   options.allowOffload = all;
-  options.allowZeroBubble = all;
   return true;
 }
 

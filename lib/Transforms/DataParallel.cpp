@@ -64,6 +64,9 @@ struct DscDataParallelPass
   /// stage's optimizer sharded in this run: a tied embedding is updated by
   /// the first and the last pipeline stage and must be sharded once.
   llvm::StringSet<> processed;
+  /// Parameters any stage's optimizer shards (ZeRO), whose gradients are
+  /// shards on every stage that holds them.
+  llvm::StringSet<> shardedAnywhere;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -97,6 +100,17 @@ struct DscDataParallelPass
       return signalPassFailure();
     }
     processed.clear();
+    // The parameters some optimizer shards (ZeRO): a pipeline stage that
+    // only shares a tied parameter's gradient (its all-reduce over pp)
+    // holds the same shard of it.
+    shardedAnywhere.clear();
+    if (zero >= 1)
+      for (func::FuncOp optimizer : optimizers)
+        optimizer.walk([&](AdamWOp adam) {
+          auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
+          if (param && param.getNumElements() % dp == 0)
+            shardedAnywhere.insert(adam.getParam());
+        });
     for (func::FuncOp optimizer : optimizers)
       if (failed(replicate(module, *mesh, optimizer)))
         return signalPassFailure();
@@ -147,8 +161,10 @@ struct DscDataParallelPass
           !ownGradients.contains(state.getSymName()))
         continue;
       bool sharded = shardedParams.contains(state.getOf());
-      // ZeRO-2/3 reduce-scatter these in the backward of every micro-batch.
-      if (sharded && zero >= 2)
+      // ZeRO-2/3 reduce-scatter these in the backward of every micro-batch
+      // (a stage that only shares the gradient of a tied parameter another
+      // stage updates gets the reduced shard from the sum over pp).
+      if ((sharded || shardedAnywhere.contains(state.getOf())) && zero >= 2)
         continue;
       auto &buckets = sharded ? scatterBuckets : reduceBuckets;
       int64_t &filled = sharded ? scatterFilled : reduceFilled;
@@ -199,7 +215,9 @@ struct DscDataParallelPass
         for (Attribute name : clip.getGradients()) {
           auto state = module.lookupSymbol<StateOp>(
               cast<FlatSymbolRefAttr>(name).getValue());
-          flags.push_back(shardedParams.contains(state.getOf()));
+          flags.push_back(shardedParams.contains(state.getOf()) ||
+                          (zero >= 2 &&
+                           shardedAnywhere.contains(state.getOf())));
         }
         clip.setMeshAttr(meshRef);
         clip.setShardAxesAttr(axes);

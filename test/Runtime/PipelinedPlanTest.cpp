@@ -1,5 +1,4 @@
-//===- PipelinedPlanTest.cpp - a compiled interleaved plan, read and fuzzed
-//===//
+//===- PipelinedPlanTest.cpp - compiled pipelined plans, read and fuzzed -===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
@@ -9,8 +8,11 @@
 // gpt-tiny on 2 pipeline ranks with 2 model chunks each
 // (test/Integration/cuda-test-plans.test keeps it current): its stages,
 // the rank's optimizer and step on the first two, the residuals each split
-// backward reads. Random byte flips in it are refused or read as a valid
-// plan, never a crash.
+// backward reads. Inputs/gpt-tiny-pp2-zb-h1.plan is the zero-bubble plan
+// of gpt-tiny on 2 ranks: every stage's backward in two parts, the
+// weight-gradient parts run apart, each after its own backward. Random
+// byte flips in either are refused or read as a valid plan, never a
+// crash.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -30,11 +33,36 @@ using namespace dsc::rt;
 
 namespace {
 
-std::vector<uint8_t> planBytes() {
-  std::ifstream in(std::string(DSC_TEST_INPUTS) +
-                       "/gpt-tiny-pp2-interleaved.plan",
-                   std::ios::binary);
+std::vector<uint8_t>
+planBytes(const char *name = "gpt-tiny-pp2-interleaved.plan") {
+  std::ifstream in(std::string(DSC_TEST_INPUTS) + "/" + name, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
+}
+
+/// Random byte flips in `good` (sealed again) are refused or read as a
+/// valid plan, never a crash.
+void expectFlipsNeverCrash(const std::vector<uint8_t> &good) {
+  ASSERT_GT(good.size(), kPlanHeaderSize);
+  std::mt19937 rng(11);
+  int refused = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<uint8_t> bytes = good;
+    for (int f = 1 + int(rng() % 4); f > 0; --f)
+      bytes[kPlanHeaderSize + rng() % (bytes.size() - kPlanHeaderSize)] =
+          uint8_t(rng());
+    // Sealed again, so that the flips reach the reader past the checksum.
+    const uint64_t length = bytes.size() - kPlanHeaderSize;
+    const uint64_t sum = fnv1a64(bytes.data() + kPlanHeaderSize, length);
+    std::memcpy(bytes.data() + 16, &length, 8);
+    std::memcpy(bytes.data() + 24, &sum, 8);
+    try {
+      Plan p = readPlan(bytes.data(), bytes.size());
+      validatePlan(p); // what is accepted is valid
+    } catch (const Error &) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
 }
 
 TEST(PipelinedPlan, InterleavedStagesAndResiduals) {
@@ -63,29 +91,104 @@ TEST(PipelinedPlan, InterleavedStagesAndResiduals) {
   }
 }
 
-TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {
-  const std::vector<uint8_t> good = planBytes();
-  ASSERT_GT(good.size(), kPlanHeaderSize);
-  std::mt19937 rng(11);
-  int refused = 0;
-  for (int trial = 0; trial < 2000; ++trial) {
-    std::vector<uint8_t> bytes = good;
-    for (int f = 1 + int(rng() % 4); f > 0; --f)
-      bytes[kPlanHeaderSize + rng() % (bytes.size() - kPlanHeaderSize)] =
-          uint8_t(rng());
-    // Sealed again, so that the flips reach the reader past the checksum.
-    const uint64_t length = bytes.size() - kPlanHeaderSize;
-    const uint64_t sum = fnv1a64(bytes.data() + kPlanHeaderSize, length);
-    std::memcpy(bytes.data() + 16, &length, 8);
-    std::memcpy(bytes.data() + 24, &sum, 8);
-    try {
-      Plan p = readPlan(bytes.data(), bytes.size());
-      validatePlan(p); // what is accepted is valid
-    } catch (const Error &) {
-      ++refused;
+TEST(PipelinedPlan, ZeroBubbleStagesRunTheirWeightGradientsApart) {
+  std::vector<uint8_t> bytes = planBytes("gpt-tiny-pp2-zb-h1.plan");
+  ASSERT_FALSE(bytes.empty());
+  Plan plan = readPlan(bytes.data(), bytes.size());
+  validatePlan(plan);
+  EXPECT_EQ(plan.schedule, PipelineSchedule::ZeroBubbleH1);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const PipelineStage &st = plan.stages[k];
+    EXPECT_NE(plan.findProgram(st.backwardWeight), nullptr) << "stage " << k;
+    EXPECT_FALSE(st.weightStashOut.empty()) << "stage " << k;
+    EXPECT_EQ(st.weightStashOut.size(), st.weightStashIn.size());
+    // Each stage's step runs M weight-gradient parts, each after the
+    // backward of its micro-batch, in micro-batch order.
+    const Program *step = plan.findProgram(st.step);
+    ASSERT_NE(step, nullptr);
+    int64_t backwards = 0, weights = 0;
+    for (const Instruction &inst : step->instructions) {
+      if (inst.opcode == Opcode::PipelineBackward)
+        ++backwards;
+      if (inst.opcode == Opcode::PipelineBackwardWeight) {
+        EXPECT_EQ(ops::PipelineBackwardWeight::decode(inst).microBatch,
+                  weights);
+        EXPECT_LT(weights++, backwards);
+      }
     }
+    EXPECT_EQ(weights, plan.microBatches);
   }
-  EXPECT_GT(refused, 0);
+  // The last stage holds one weight-gradient part back (ZB-H1: stage k
+  // holds k): its first one runs after its second backward.
+  const Program *last = plan.findProgram(plan.stages[1].step);
+  int64_t backwardsBeforeFirstWeight = 0;
+  for (const Instruction &inst : last->instructions) {
+    if (inst.opcode == Opcode::PipelineBackwardWeight)
+      break;
+    backwardsBeforeFirstWeight += inst.opcode == Opcode::PipelineBackward;
+  }
+  EXPECT_EQ(backwardsBeforeFirstWeight, 2);
+}
+
+// A weight-gradient part before its backward, or a stage without its
+// weight-gradient program, is refused naming the stage.
+TEST(PipelinedPlan, ZeroBubbleOrderIsChecked) {
+  std::vector<uint8_t> bytes = planBytes("gpt-tiny-pp2-zb-h1.plan");
+  Plan plan = readPlan(bytes.data(), bytes.size());
+  Plan early = plan;
+  auto named = std::find_if(
+      early.programs.begin(), early.programs.end(),
+      [&](const Program &p) { return p.name == early.stages[0].step; });
+  ASSERT_NE(named, early.programs.end());
+  Program *step = &*named;
+  auto isWeight = [](const Instruction &inst) {
+    return inst.opcode == Opcode::PipelineBackwardWeight;
+  };
+  auto first = std::find_if(step->instructions.begin(),
+                            step->instructions.end(), isWeight);
+  ASSERT_NE(first, step->instructions.end());
+  Instruction weight = *first;
+  step->instructions.erase(first);
+  step->instructions.insert(step->instructions.begin(), weight);
+  EXPECT_THROW(
+      {
+        try {
+          validatePlan(early);
+        } catch (const Error &e) {
+          EXPECT_NE(std::string(e.what()).find(
+                        "the weight gradients of micro-batch 0 of stage 0 "
+                        "come before its backward"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  Plan missing = plan;
+  missing.stages[1].backwardWeight = "stage1.nothing";
+  EXPECT_THROW(
+      {
+        try {
+          validatePlan(missing);
+        } catch (const Error &e) {
+          EXPECT_NE(std::string(e.what()).find(
+                        "pipeline stage 1: no weight-gradient program "
+                        "'stage1.nothing'"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
+TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {
+  for (const char *name :
+       {"gpt-tiny-pp2-interleaved.plan", "gpt-tiny-pp2-zb-h1.plan"}) {
+    SCOPED_TRACE(name);
+    expectFlipsNeverCrash(planBytes(name));
+  }
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-compile="plan=auto" | FileCheck %s
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-compile="plan=auto" | FileCheck %s --check-prefixes=CHECK,COMPILE
 // RUN: dsc-opt %s -split-input-file -verify-diagnostics --dsc-apply-plan | FileCheck %s
 // RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto dp=4" 2>&1 | FileCheck %s --check-prefix=DISAGREE
 // RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=best" 2>&1 | FileCheck %s --check-prefix=VALUE
@@ -14,6 +14,13 @@
 // VALUE: error: --dsc-compile plan=auto: plan must be 'auto' (the module's dsc.plan), got 'best'
 // RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto recompute=selective" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
 // RECOMPUTE: error: --dsc-compile plan=auto: the option recompute=selective disagrees with dsc.plan's none
+
+// The third module's zero-bubble plan compiles: the stages' backwards split into their
+// activation- and weight-gradient parts, the steps run the latter apart.
+// CHECK: dsc.pipeline = {{{.*}}schedule = "zb-h1"
+// COMPILE: func.func @backward_weight.stage0
+// COMPILE: func.func @step.stage1
+// COMPILE: dsc.pipeline_backward_weight @backward_weight.stage1 microbatch = 1
 
 // The last module's plan asks for recompute (the cost model's is full
 // recompute): its layer h.0 keeps only its input %x; the backward
@@ -46,8 +53,22 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // -----
 
-// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan asks for the zb-h1 schedule, which --dsc-compile does not build yet; search with knobs=buildable (--dsc-auto-parallel's default)}}
+// A zero-bubble plan compiles (the third module).
 module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 2 : i64, recompute = false, schedule = "zb-h1", sequence_parallel = false, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}} {
+  dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %w = dsc.get_parameter @wte : tensor<16x8xf32>
+    %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %w0 = dsc.get_parameter @h.0.w : tensor<8x8xf32>
+    %h0 = dsc.matmul %x, %w0 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+    %w1 = dsc.get_parameter @h.1.w : tensor<8x8xf32>
+    %h1 = dsc.matmul %h0, %w1 : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+    %logits = dsc.matmul %h1, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
 }
 
 // -----

@@ -43,8 +43,7 @@ struct SearchOptions {
   bool allowGPipe = true;
   /// Interleaved 1F1B with 2 to 8 model chunks per pipeline rank.
   bool allowInterleaved = true;
-  /// ZB-H1, which the cost model prices and the compiler does not build
-  /// yet (--dsc-auto-parallel's knobs=buildable leaves it out).
+  /// ZB-H1 (Qi et al. 2024).
   bool allowZeroBubble = true;
 };
 
