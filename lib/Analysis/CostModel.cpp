@@ -111,7 +111,21 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // Model states: tp and pp divide Psi evenly (embedding imbalance ignored),
   // ZeRO divides the rank's share over dp.
   double psiRank = ms.parameters / static_cast<double>(t * p);
-  mem.states = zeroModelStateBytes(psiRank, plan.zeroStage, plan.dp);
+  // An fp32 plan is held against the memory planner, so it also counts
+  // what tensor slicing replicates on every tp rank: each layer's two norms
+  // and the biases of its row-parallel products (6h of a GPT-2 block's
+  // 13h; a gated, bias-free block's two RMS norms, 2h) and the final norm.
+  if (plan.fp32 && t > 1) {
+    const double h = static_cast<double>(ms.hiddenSize);
+    const double replicated =
+        (ms.gatedMlp ? 2.0 : 6.0) * h * static_cast<double>(ms.numLayers) +
+        (ms.gatedMlp ? 1.0 : 2.0) * h;
+    psiRank = (ms.parameters - replicated) / static_cast<double>(t * p) +
+              replicated / static_cast<double>(p);
+  }
+  mem.states = plan.fp32
+                   ? fp32ModelStateBytes(psiRank, plan.zeroStage, plan.dp)
+                   : zeroModelStateBytes(psiRank, plan.zeroStage, plan.dp);
   if (plan.offloadOptimizer) {
     // ZeRO-Offload: optimizer states and an fp16 copy of the gradient
     // partition live on the host; the GPU keeps fp16 params and grads.
@@ -131,8 +145,10 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // Activations: 1F1B keeps min(p, m) micro-batches in flight on the first
   // stage and one on the last; GPipe keeps all m on every stage.
   double layersPerStage = static_cast<double>(ms.numLayers / p);
-  double perLayer = activationBytesPerLayer(ms, b, t, sp, plan.recompute);
-  double working = plan.recompute ? activationBytesPerLayer(ms, b, t, sp, false)
+  auto layerBytes =
+      plan.fp32 ? fp32ActivationBytesPerLayer : activationBytesPerLayer;
+  double perLayer = layerBytes(ms, b, t, sp, plan.recompute);
+  double working = plan.recompute ? layerBytes(ms, b, t, sp, false)
                                   : 0.0; // the layer being recomputed
   bool gpipe = plan.schedule == PipelineSchedule::GPipe && p > 1;
   double firstInFlight = gpipe ? m : std::min(p, m);
@@ -150,12 +166,25 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   double lastAct = perLayer * layersPerStage * lastInFlight + working;
   // Korthikanti et al.: the cross-entropy keeps 4 s b V / t bytes of fp32
   // logits on the last stage.
-  double logits = 4.0 * static_cast<double>(ms.seqLength) * b *
-                  static_cast<double>(ms.vocabSize) / static_cast<double>(t);
+  const double sb = static_cast<double>(ms.seqLength) * b;
+  double logits =
+      4.0 * sb * static_cast<double>(ms.vocabSize) / static_cast<double>(t);
+  // An fp32 plan's output layer as dsc builds it keeps the final norm's
+  // input and output (4 s b h each) and the logits for the cross-entropy's
+  // backward, which then holds the logits' gradient beside them.
+  if (plan.fp32)
+    logits = 2.0 * 4.0 * sb * static_cast<double>(ms.hiddenSize) + 2.0 * logits;
   double zero3Gather = 0;
   if (plan.zeroStage == 3 && plan.dp > 1)
-    // Two gathered fp16 layers (current + prefetched).
-    zero3Gather = 2.0 * 2.0 * 12.0 * static_cast<double>(ms.hiddenSize) *
+    zero3Gather =
+        plan.fp32
+            // dsc gathers each parameter just before it is read and frees
+            // it after: at the peak, where the backward starts, only the
+            // output layer's weight is gathered.
+            ? 4.0 * static_cast<double>(ms.vocabSize) *
+                  static_cast<double>(ms.hiddenSize) / static_cast<double>(t)
+            // Two gathered fp16 layers (current + prefetched).
+            : 2.0 * 2.0 * 12.0 * static_cast<double>(ms.hiddenSize) *
                   static_cast<double>(ms.hiddenSize) / static_cast<double>(t);
   double first = firstAct, last = lastAct + logits;
   if (p == 1)

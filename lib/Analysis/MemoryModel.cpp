@@ -25,6 +25,30 @@ ModelStateBytes mlir::dsc::analysis::zeroModelStateBytes(double psi,
   return m;
 }
 
+ModelStateBytes mlir::dsc::analysis::fp32ModelStateBytes(double psi,
+                                                         int zeroStage,
+                                                         int64_t nd) {
+  double n = static_cast<double>(nd < 1 ? 1 : nd);
+  ModelStateBytes m;
+  m.params = zeroStage >= 3 ? 4.0 * psi / n : 4.0 * psi;
+  m.grads = zeroStage >= 2 ? 4.0 * psi / n : 4.0 * psi;
+  m.optimizer = zeroStage >= 1 ? 8.0 * psi / n : 8.0 * psi;
+  return m;
+}
+
+double mlir::dsc::analysis::fp32ActivationBytesPerLayer(const ModelShape &model,
+                                                        int64_t b, int64_t t,
+                                                        bool sequenceParallel,
+                                                        bool recompute) {
+  double s = model.seqLength, h = model.hiddenSize;
+  double sbh = s * static_cast<double>(b) * h, td = t < 1 ? 1 : t;
+  if (recompute)
+    return sequenceParallel ? 4.0 * sbh / td : 4.0 * sbh;
+  if (sequenceParallel)
+    return 64.0 * sbh / td;
+  return sbh * (16.0 + 48.0 / td);
+}
+
 double mlir::dsc::analysis::activationBytesPerLayer(const ModelShape &model,
                                                     int64_t b, int64_t t,
                                                     bool sequenceParallel,

@@ -29,6 +29,8 @@ std::string ParallelPlan::str() const {
     s += " recompute";
   if (offloadOptimizer)
     s += " offload";
+  if (fp32)
+    s += " fp32";
   return s;
 }
 

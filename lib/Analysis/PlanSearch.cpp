@@ -185,6 +185,7 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
         if (opt.microBatchSize > 0 && b != opt.microBatchSize)
           continue;
         ParallelPlan plan;
+        plan.fp32 = opt.fp32;
         plan.dp = d;
         plan.tp = t;
         plan.pp = p;

@@ -272,6 +272,10 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     plan.recompute = recompute;
     plan.sequenceParallel = sequenceParallel;
     plan.offloadOptimizer = offload;
+    if (precision != "bf16" && precision != "fp32")
+      return fail("precision must be 'bf16' or 'fp32', got '" + precision +
+                  "'");
+    plan.fp32 = precision == "fp32";
     if (std::string why = model.checkPlan(plan); !why.empty())
       return fail("the plan `" + plan.str() +
                   "` does not fit the model: " + why);
@@ -281,6 +285,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     an::SearchOptions options;
     options.numGpus = plan.numGpus();
     options.globalBatch = plan.globalBatch();
+    options.fp32 = plan.fp32;
     if (!restrictToKnobs(options, knobs))
       return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
@@ -317,8 +322,19 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
                             given.time.total, given.flopsPerGpu / 1e12,
                             100.0 * given.mfu, 100.0 * given.bubbleFraction,
                             given.memory.device / 1e9)
-                  .str()
-           << searched;
+                  .str();
+    // An fp32 plan is what --dsc-compile builds: its bytes, to hold against
+    // the memory planner's arena (without the runtime's reserve).
+    if (plan.fp32)
+      remark << llvm::formatv(
+                    "{0:F0} bytes per GPU before the {1:F0} "
+                    "reserved (states {2:F0}, activations {3:F0}, "
+                    "temporaries {4:F0}); ",
+                    given.memory.device - given.memory.reserved,
+                    given.memory.reserved, given.memory.states.total(),
+                    given.memory.activations, given.memory.temporaries)
+                    .str();
+    remark << searched;
     remark.report();
     if (timeline && plan.pp > 1)
       emitTimeline(module, model, plan);

@@ -156,3 +156,42 @@ TEST(Activations, ParallelFormsAgreeWithoutParallelism) {
 }
 
 } // namespace
+
+// fp32 plans as dsc compiles them: AdamW without a master copy, 4 + 4 + 8
+// bytes per parameter, each part divided over dp from the ZeRO stage that
+// shards it.
+TEST(Fp32ModelStates, FourFourEightDividedByStage) {
+  const double psi = 1e6;
+  for (int64_t nd : {1, 2, 8}) {
+    const double n = double(nd);
+    ModelStateBytes s0 = fp32ModelStateBytes(psi, 0, nd);
+    EXPECT_DOUBLE_EQ(s0.total(), 16 * psi);
+    ModelStateBytes s1 = fp32ModelStateBytes(psi, 1, nd);
+    EXPECT_DOUBLE_EQ(s1.total(), 8 * psi + 8 * psi / n);
+    ModelStateBytes s2 = fp32ModelStateBytes(psi, 2, nd);
+    EXPECT_DOUBLE_EQ(s2.total(), 4 * psi + 12 * psi / n);
+    ModelStateBytes s3 = fp32ModelStateBytes(psi, 3, nd);
+    EXPECT_DOUBLE_EQ(s3.total(), 16 * psi / n);
+  }
+}
+
+// What dsc's kernels keep per layer in fp32 (docs/recompute.md): no
+// dropout masks, no s x s scores.
+TEST(Fp32Activations, DscKernelsForms) {
+  for (const Shape &sh : kShapes)
+    for (int64_t t : {1, 2, 4, 8}) {
+      const double sbh = double(sh.s) * sh.b * sh.h, td = double(t);
+      EXPECT_DOUBLE_EQ(
+          fp32ActivationBytesPerLayer(modelOf(sh), sh.b, t, false, false),
+          sbh * (16 + 48 / td));
+      EXPECT_DOUBLE_EQ(
+          fp32ActivationBytesPerLayer(modelOf(sh), sh.b, t, true, false),
+          64 * sbh / td);
+      EXPECT_DOUBLE_EQ(
+          fp32ActivationBytesPerLayer(modelOf(sh), sh.b, t, false, true),
+          4 * sbh);
+      EXPECT_DOUBLE_EQ(
+          fp32ActivationBytesPerLayer(modelOf(sh), sh.b, t, true, true),
+          4 * sbh / td);
+    }
+}

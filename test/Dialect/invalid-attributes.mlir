@@ -3,13 +3,13 @@
 // The dialect checks each dsc.* discardable attribute's type and the op it
 // sits on, and refuses any other dsc.* name.
 
-// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.plan, dsc.plan_estimate}}
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.plan, dsc.plan_estimate}}
 module attributes {dsc.stages = 2 : i64} {
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer>, got "optimizer"}}
+// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight>, got "optimizer"}}
 func.func @optimizer() attributes {dsc.program = "optimizer"} {
   return
 }

@@ -853,6 +853,26 @@ func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_st
 
 // -----
 
+// A weight-gradient part runs the stage's backward_weight program, not its
+// backward.
+func.func @backward.stage0(%t: tensor<2x4xi32>, %d: tensor<2x4xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+  return
+}
+func.func @step.stage0() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64} {
+  // expected-error @+1 {{callee @backward.stage0 must be stage 0's backward_weight program}}
+  dsc.pipeline_backward_weight @backward.stage0 microbatch = 0
+  return
+}
+
+// -----
+
+func.func @f() attributes {dsc.weight_stash = 1 : i64} {
+  // expected-error @-1 {{attribute 'dsc.weight_stash' must be the count of the function's last results its weight-gradient part takes, an i64 from 0 to its 0 results, got 1 : i64}}
+  return
+}
+
+// -----
+
 // Interleaved (4 stages on 2 ranks): rank 1 holds stages 1 and 3, whose
 // neighbours are on rank 0; stage 3 is the last and sends no activation.
 module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {

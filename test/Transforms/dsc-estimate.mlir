@@ -3,6 +3,8 @@
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json tp=5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not dsc-opt %s --dsc-estimate="dp=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLUSTER
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json pp=2 pipeline-schedule=zb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json precision=fp16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRECISION
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 precision=fp32" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FP32
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 recompute=1 pipeline-schedule=interleaved-1f1b virtual-stages=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 pipeline-schedule=zb-h1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZB
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=64 tp=8 pp=2 micro-batch=1 microbatches=8 pipeline-schedule=interleaved-1f1b virtual-stages=2 timeline=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMELINE
@@ -25,6 +27,10 @@
 // Numbers that do not divide are errors naming them.
 // HEADS: error: --dsc-estimate: the plan `dp=1 tp=5 pp=1 zero=0 b=1 m=1` does not fit the model: tp=5 does not divide the 96 attention heads
 // CLUSTER: error: --dsc-estimate: needs cluster=FILE (see examples/clusters/)
+// PRECISION: error: --dsc-estimate: precision must be 'bf16' or 'fp32', got 'fp16'
+// An fp32 plan (as --dsc-compile builds it) adds its bytes per GPU; the
+// comparison search prices fp32 plans too.
+// FP32: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=0 b=1 m=192 1f1b fp32`: {{.*}} GB per GPU; {{[0-9]+}} bytes per GPU before the {{[0-9]+}} reserved (states {{[0-9]+}}, activations {{[0-9]+}}, temporaries {{[0-9]+}}); the search's best on 1024 GPUs with global batch 1536: `{{.*}} fp32`
 // SCHEDULE: error: --dsc-estimate: pipeline-schedule must be '1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1', got 'zb'
 
 // The same run with Megatron-LM's interleaving, two model chunks of three

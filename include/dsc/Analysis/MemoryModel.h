@@ -37,6 +37,22 @@ struct ModelStateBytes {
 ///   stage 3 (P_os+g+p): (2 + 2 + 12) Psi / Nd         = 16 Psi/Nd
 ModelStateBytes zeroModelStateBytes(double psi, int zeroStage, int64_t nd);
 
+/// The same partitions of an fp32 plan as dsc compiles it (AdamW, no
+/// master copy): 4 Psi parameters, 4 Psi gradients, 8 Psi momentum and
+/// variance, each divided by Nd from the ZeRO stage that shards it.
+ModelStateBytes fp32ModelStateBytes(double psi, int zeroStage, int64_t nd);
+
+/// Activation bytes one transformer layer of an fp32 plan keeps, as dsc's
+/// kernels keep them (docs/recompute.md): no dropout masks (drawn again in
+/// the backward) and no s x s attention scores (the fused attention's
+/// backward recomputes them), so selective recompute keeps what none does:
+///   none, selective:           s b h (16 + 48/t)
+///   with sequence parallelism: 64 s b h / t
+///   full recompute:            4 s b h  (4 s b h / t with sequence par.)
+double fp32ActivationBytesPerLayer(const ModelShape &model, int64_t b,
+                                   int64_t t, bool sequenceParallel,
+                                   bool recompute);
+
 /// Activation bytes one transformer layer keeps for the backward of one
 /// micro-batch (Korthikanti et al. 2022, "Reducing Activation Recomputation
 /// in Large Transformer Models", Sec. 4), 16-bit activations, b sequences:

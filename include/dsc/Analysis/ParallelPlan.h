@@ -54,6 +54,10 @@ struct ParallelPlan {
   /// ZeRO-Offload of optimizer states (and the gradient partition) to host
   /// memory, or to NVMe when the host cannot hold them.
   bool offloadOptimizer = false;
+  /// Element sizes: false for mixed precision (16-bit parameters,
+  /// gradients and activations, the papers' forms), true for an fp32 plan
+  /// as --dsc-compile builds it by default (MemoryModel.h's fp32 forms).
+  bool fp32 = false;
 
   int64_t numGpus() const { return dp * tp * pp; }
   int64_t globalBatch() const { return dp * microBatchSize * numMicroBatches; }

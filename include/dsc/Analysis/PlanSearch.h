@@ -45,6 +45,8 @@ struct SearchOptions {
   bool allowInterleaved = true;
   /// ZB-H1 (Qi et al. 2024).
   bool allowZeroBubble = true;
+  /// Price every plan with fp32 element sizes (ParallelPlan::fp32).
+  bool fp32 = false;
 };
 
 /// One feasible plan as a point of the report's scatter plot.

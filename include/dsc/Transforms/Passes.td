@@ -148,13 +148,16 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
       ... s per step ...; the search's best on 1024 GPUs ... changes: pp 16 -> 4, ...
     ```
 
-    The schedule may be one the compiler does not build yet
-    (`interleaved-1f1b` with `virtual-stages=v`, Megatron-LM's
-    `--num-layers-per-virtual-pipeline-stage`, or `zb-h1`): the model
-    prices its bubble and memory as the compiler's simulation runs it
+    Every schedule (`interleaved-1f1b` with `virtual-stages=v`,
+    Megatron-LM's `--num-layers-per-virtual-pipeline-stage`, and `zb-h1`
+    too) is priced as the compiler's simulation runs it
     (include/dsc/Support/PipelineStep.h), so a user can price the
-    Megatron-LM configuration they run; the comparison search still
-    chooses only what `--dsc-compile` builds. `timeline=1` adds a remark
+    Megatron-LM configuration they run; the comparison search chooses only
+    what `--dsc-compile` builds. `precision=fp32` prices an fp32 plan as
+    `--dsc-compile` builds it by default (fp32 AdamW states, the
+    activations dsc's kernels keep; docs/cost-model.md) and adds its bytes
+    per GPU, which equal the memory planner's arena within 2%
+    (test/Integration/memory-model-vs-planner.test). `timeline=1` adds a remark
     with the plan's step per rank, simulated with the model's stage times
     (one row per rank, or per rank and chunk).
 
@@ -184,6 +187,9 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
            /*default=*/"false", "Sequence parallelism (with tp > 1)">,
     Option<"offload", "offload", "bool", /*default=*/"false",
            "ZeRO-Offload of the optimizer states">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "Element sizes: 'bf16' (mixed precision, the papers' forms) or "
+           "'fp32' (an fp32 plan as --dsc-compile builds it)">,
     Option<"report", "report", "std::string", /*default=*/"\"\"",
            "Write the search's report with this plan at the top here (plus "
            ".json, .svg and .html)">,
