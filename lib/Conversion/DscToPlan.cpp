@@ -1165,14 +1165,15 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           kind = rt::LrScheduleKind::WarmupCosineDecay;
           break;
         }
-        // Linear warmup from 0; decay ends at `min`.
+        // Warmup from `warmup_start`, linear or logarithmic; decay ends at
+        // `min`.
         ops::LearningRate rate;
         rate.kind = static_cast<int64_t>(kind);
         rate.warmup = lr.getWarmupAttr().getInt();
         rate.total = lr.getTotalAttr().getInt();
-        rate.warmupLog = false;
+        rate.warmupLog = lr.getLogWarmup();
         rate.base = f64(lr.getBaseAttr());
-        rate.warmupStart = 0.0;
+        rate.warmupStart = f64(lr.getWarmupStartAttr());
         rate.decayEnd = f64(lr.getMinAttr());
         rate.encode(inst);
         inst.inputs = {};

@@ -85,6 +85,11 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // The optimizer runs in every compile: it refuses the removed `schedule=`.
   optimizer.removedSchedule = options.removedSchedule.getValue();
   optimizer.warmup = options.warmup;
+  optimizer.warmupStart = options.warmupStart;
+  optimizer.warmupType = options.warmupType;
+  optimizer.beta1 = options.beta1;
+  optimizer.beta2 = options.beta2;
+  optimizer.eps = options.eps;
   optimizer.totalSteps = options.steps;
   optimizer.weightDecay = options.weightDecay;
   optimizer.clipGradNorm = options.clipGradNorm;

@@ -55,6 +55,17 @@ struct DscOptimizerPass
           << warmup.getValue() << ")";
       return signalPassFailure();
     }
+    if (warmupType != "linear" && warmupType != "log") {
+      module.emitError("--dsc-optimizer: unknown warmup-type '")
+          << warmupType << "'; expected linear or log (DeepSpeed's "
+          << "warmup_type)";
+      return signalPassFailure();
+    }
+    if (!(warmupStart >= 0.0 && warmupStart <= lr)) {
+      module.emitError("--dsc-optimizer: warmup-start must be in [0, lr = ")
+          << lr.getValue() << "], got " << warmupStart.getValue();
+      return signalPassFailure();
+    }
     if (optimizer != "adamw" && optimizer != "sgd") {
       module.emitError("--dsc-optimizer: unknown optimizer '")
           << optimizer << "'; expected adamw or sgd";
@@ -194,7 +205,9 @@ struct DscOptimizerPass
     Value lr = LearningRateOp::create(
         b, loc, scalar, LrScheduleAttr::get(context, kind),
         b.getF64FloatAttr(this->lr), b.getF64FloatAttr(minLr),
-        b.getI64IntegerAttr(warmup), b.getI64IntegerAttr(totalSteps));
+        b.getI64IntegerAttr(warmup), b.getI64IntegerAttr(totalSteps),
+        b.getF64FloatAttr(warmupStart),
+        warmupType == "log" ? b.getUnitAttr() : UnitAttr());
     SmallVector<Attribute> gradientRefs;
     for (StateOp grad : normed)
       gradientRefs.push_back(FlatSymbolRefAttr::get(grad.getSymNameAttr()));

@@ -954,3 +954,19 @@ func.func @f(%x: tensor<8x16xf32>) {
   %0 = dsc.scatter_to_parallel %x on @mesh axes = ["tp"] dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
   return
 }
+
+// -----
+
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{warmup_start must be in [0, base = 1.000000e-03], got 2.000000e-03}}
+  %lr = dsc.learning_rate warmup base = 1.000000e-03 min = 0.000000e+00 warmup = 10 total = 0 {warmup_start = 2.000000e-03 : f64} : tensor<f32>
+  return %lr : tensor<f32>
+}
+
+// -----
+
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{min learning rate must be in [0, base = 1.000000e-03], got 2.000000e-03}}
+  %lr = dsc.learning_rate warmup base = 1.000000e-03 min = 2.000000e-03 warmup = 10 total = 0 : tensor<f32>
+  return %lr : tensor<f32>
+}

@@ -1,9 +1,11 @@
 // RUN: dsc-opt %s --dsc-optimizer -split-input-file -verify-diagnostics | FileCheck %s
-// RUN: dsc-opt %s --dsc-optimizer="lr=1.0e-3 min-lr=1.0e-4 lr-schedule=warmup_linear warmup=5 total-steps=100 beta1=0.8 beta2=0.99 eps=1.0e-6 weight-decay=0.01 clip-grad-norm=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=OPTS
+// RUN: dsc-opt %s --dsc-optimizer="lr=1.0e-3 min-lr=1.0e-4 lr-schedule=warmup_linear warmup=5 total-steps=100 beta1=0.8 beta2=0.99 eps=1.0e-6 weight-decay=0.01 clip-grad-norm=0.5 warmup-type=log warmup-start=1.0e-5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=OPTS
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=sgd momentum=0.8 nesterov=true lr-schedule=constant lr=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SGD
 // RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=step" -split-input-file 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=warmup_cosine warmup=10 total-steps=10" -split-input-file 2>&1 | FileCheck %s --check-prefix=STEPS
 // RUN: not dsc-opt %s --dsc-optimizer="optimizer=lamb" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
+// RUN: not dsc-opt %s --dsc-optimizer="warmup-type=exp" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARMUPTYPE
+// WARMUPTYPE: error: --dsc-optimizer: unknown warmup-type 'exp'; expected linear or log (DeepSpeed's warmup_type)
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>\\ndsc.state @grad.w : tensor<4xf32> gradient of @w')" | dsc-opt --dsc-optimizer | FileCheck %s --check-prefix=NOFUNC
 
 // Bad options are refused before anything is emitted, naming what is
@@ -32,7 +34,7 @@
 
 // The options reach the ops.
 // OPTS-LABEL: func.func @optimizer()
-// OPTS-NEXT: %[[LR:.*]] = dsc.learning_rate warmup_linear base = 1.000000e-03 min = 1.000000e-04 warmup = 5 total = 100 : tensor<f32>
+// OPTS-NEXT: %[[LR:.*]] = dsc.learning_rate warmup_linear base = 1.000000e-03 min = 1.000000e-04 warmup = 5 total = 100 {log_warmup, warmup_start = 1.000000e-05 : f64} : tensor<f32>
 // OPTS-NEXT: dsc.clip_grad_norm [@grad.b, @grad.w] max_norm = 5.000000e-01
 // OPTS-NEXT: dsc.adamw @b {{.*}} lr = %[[LR]] beta1 = 8.000000e-01 beta2 = 0.98999999999999999 eps = 9.9999999999999995E-7 weight_decay = 0.000000e+00
 // OPTS-NEXT: dsc.adamw @w {{.*}} lr = %[[LR]] beta1 = 8.000000e-01 beta2 = 0.98999999999999999 eps = 9.9999999999999995E-7 weight_decay = 1.000000e-02

@@ -89,6 +89,21 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::init("")};
   Option<int64_t> warmup{*this, "warmup", llvm::cl::desc("Warmup steps"),
                          llvm::cl::init(10)};
+  Option<double> warmupStart{
+      *this, "warmup-start",
+      llvm::cl::desc("Learning rate at the warmup's start (DeepSpeed's "
+                     "warmup_min_lr)"),
+      llvm::cl::init(0.0)};
+  Option<std::string> warmupType{
+      *this, "warmup-type",
+      llvm::cl::desc("Warmup ramp: linear or log (DeepSpeed's warmup_type)"),
+      llvm::cl::init("linear")};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+                       llvm::cl::init(0.95)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
+                     llvm::cl::init(1.0e-8)};
   Option<int64_t> steps{*this, "steps",
                         llvm::cl::desc("Steps of the run (end of the decay)"),
                         llvm::cl::init(200)};

@@ -292,6 +292,12 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
            "Removed: an error naming lr-schedule and pipeline-schedule">,
     Option<"warmup", "warmup", "int64_t", /*default=*/"10", "Warmup steps">,
+    Option<"warmupStart", "warmup-start", "double", /*default=*/"0.0",
+           "Learning rate at the warmup's start (DeepSpeed's "
+           "warmup_min_lr)">,
+    Option<"warmupType", "warmup-type", "std::string",
+           /*default=*/"\"linear\"",
+           "Warmup ramp: linear or log (DeepSpeed's warmup_type)">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"200",
            "Steps of the whole run (end of the decay)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,

@@ -65,6 +65,10 @@ LogicalResult LearningRateOp::verify() {
            << base << "], got " << min;
   if (warmup < 0 || total < 0)
     return emitOpError("warmup and total steps must be >= 0");
+  double start = getWarmupStart().convertToDouble();
+  if (!(start >= 0.0 && start <= base))
+    return emitOpError("warmup_start must be in [0, base = ")
+           << base << "], got " << start;
   if ((getSchedule() == LrSchedule::WarmupLinear ||
        getSchedule() == LrSchedule::WarmupCosine) &&
       total <= warmup)

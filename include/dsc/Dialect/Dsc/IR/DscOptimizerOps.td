@@ -14,18 +14,24 @@ def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
   let summary = "The learning rate of the current step";
   let description = [{
     DeepSpeed's schedules as a function of the 1-based step `t`: `constant`
-    is `base`; `warmup` (WarmupLR) ramps linearly from 0 to `base` over
-    `warmup_steps` and stays; `warmup_linear` (WarmupDecayLR) then decays
-    linearly to `min` at `total_steps`; `warmup_cosine` (WarmupCosineLR)
-    decays along a half cosine to `min` at `total_steps`.
+    is `base`; `warmup` (WarmupLR) ramps from `warmup_start` (default 0,
+    DeepSpeed's `warmup_min_lr`) to `base` over `warmup_steps` and stays;
+    `warmup_linear` (WarmupDecayLR) then decays linearly to `min` at
+    `total_steps`; `warmup_cosine` (WarmupCosineLR) decays along a half
+    cosine to `min` at `total_steps`. The ramp is linear, or logarithmic
+    with `log_warmup` (DeepSpeed's `warmup_type: "log"`, its default).
 
     ```mlir
     %lr = dsc.learning_rate warmup_cosine base = 6.000000e-04 min = 6.000000e-05
         warmup = 10 total = 200 : tensor<f32>
+    %lr2 = dsc.learning_rate warmup base = 1.000000e-03 min = 0.000000e+00
+        warmup = 1000 total = 0 {log_warmup, warmup_start = 1.000000e-05 : f64} : tensor<f32>
     ```
   }];
   let arguments = (ins Dsc_LrSchedule:$schedule, F64Attr:$base, F64Attr:$min,
-                       I64Attr:$warmup, I64Attr:$total);
+                       I64Attr:$warmup, I64Attr:$total,
+                       DefaultValuedAttr<F64Attr, "0.0">:$warmup_start,
+                       UnitAttr:$log_warmup);
   let results = (outs 0DTensorOf<[F32, F64]>:$result);
   let assemblyFormat = [{
     $schedule `base` `=` $base `min` `=` $min `warmup` `=` $warmup `total` `=` $total

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The learning rate DeepSpeed's schedulers give each step, against the
+`learning_rate` a dsc-run JSON-lines log recorded.
+
+usage: deepspeed-lr.py LOG.jsonl SCHEDULER PARAMS_JSON [--rtol 1e-6]
+
+SCHEDULER is WarmupLR, WarmupDecayLR or WarmupCosineLR; PARAMS_JSON their
+`params` as a ds_config.json spells them (WarmupCosineLR also takes "lr",
+the optimizer's learning rate it scales). Written from the formulas of
+deepspeed/runtime/lr_schedules.py: the scheduler is built at
+last_batch_iteration = -1 and stepped once after each optimizer step, so
+step k (1-based) runs at last_batch_iteration = k - 1. Prints "OK n steps"
+or the first step that differs.
+"""
+import json
+import math
+import sys
+
+
+def warmup_gamma(i, warmup_steps, warmup_type):
+    # DeepSpeed never warms up over fewer than two steps.
+    w = max(2, warmup_steps)
+    if warmup_type == "log":
+        return math.log(i + 1) / math.log(w)
+    return i / w
+
+
+def warmup_lr(i, p):
+    lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+    w = max(2, p.get("warmup_num_steps", 1000))
+    gamma = warmup_gamma(i, w, p.get("warmup_type", "log")) if i < w else 1.0
+    return lo + (hi - lo) * gamma
+
+
+def warmup_decay_lr(i, p):
+    lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+    w = max(2, p.get("warmup_num_steps", 1000))
+    total = p["total_num_steps"]
+    if i < w:
+        gamma = warmup_gamma(i, w, p.get("warmup_type", "log"))
+    else:
+        gamma = max(0.0, (total - i) / max(1.0, total - w))
+    return lo + (hi - lo) * gamma
+
+
+def warmup_cosine_lr(i, p):
+    w = max(2, p.get("warmup_num_steps", 1000))
+    total = p["total_num_steps"]
+    warm_min = p.get("warmup_min_ratio", 0.0)
+    cos_min = p.get("cos_min_ratio", 0.0001)
+    if i < w:
+        ratio = warmup_gamma(i, w, p.get("warmup_type", "log"))
+        ratio = warm_min + ratio * (1.0 - warm_min)
+    else:
+        done = i - w + 1
+        span = total - w
+        ratio = (1 + math.cos(math.pi * done / span)) / 2
+        ratio = max(0.0, cos_min + (1.0 - cos_min) * ratio)
+    return p["lr"] * ratio
+
+
+SCHEDULERS = {"WarmupLR": warmup_lr, "WarmupDecayLR": warmup_decay_lr,
+              "WarmupCosineLR": warmup_cosine_lr}
+
+
+def main():
+    args = sys.argv[1:]
+    rtol = 1e-6
+    if "--rtol" in args:
+        k = args.index("--rtol")
+        rtol = float(args[k + 1])
+        del args[k:k + 2]
+    if len(args) != 3 or args[1] not in SCHEDULERS:
+        sys.exit(__doc__)
+    log, name, params = args[0], args[1], json.loads(args[2])
+    schedule = SCHEDULERS[name]
+    steps = [json.loads(line) for line in open(log) if line.strip()]
+    for record in steps:
+        k = record["iteration"]
+        want = schedule(k - 1, params)
+        got = record["learning_rate"]
+        if abs(got - want) > rtol * max(abs(want), 1e-12):
+            print(f"{log}: step {k}: learning rate {got!r}, {name} gives "
+                  f"{want!r}")
+            return 1
+    print(f"OK {len(steps)} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
