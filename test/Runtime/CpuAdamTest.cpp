@@ -113,8 +113,8 @@ TEST(CpuAdam, WithoutDecayOrCopyAndNaNStaysNaN) {
         g(plain.g.begin(), plain.g.end()), m(plain.m.begin(), plain.m.end()),
         v(plain.v.begin(), plain.v.end());
     adamwStep(p.data(), g.data(), m.data(), v.data(), 32, cfg, 1, false);
-    cpuAdamW(plain.p.data(), plain.g.data(), plain.m.data(), plain.v.data(),
-             32, cfg, 1, false, nullptr, isa);
+    cpuAdamW(plain.p.data(), plain.g.data(), plain.m.data(), plain.v.data(), 32,
+             cfg, 1, false, nullptr, isa);
     for (size_t i = 0; i < 32; ++i)
       EXPECT_NEAR(plain.p[i], p[i], 1e-6 * std::abs(p[i]) + 1e-12)
           << cpuIsaName(isa) << " element " << i;

@@ -11,9 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileModel.h"
+#include "DeepSpeedConfig.h"
 #include "RunPlan.h"
 
 #include "dsc/Conversion/DscToPlan.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Error.h"
@@ -33,6 +35,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <map>
 #include <sstream>
 
 using namespace mlir;
@@ -74,14 +79,93 @@ std::string formatDouble(double value) {
   return os.str();
 }
 
+/// The keys of a --dsc-compile option string ("dp=2 zero=1" -> dp, zero).
+std::map<std::string, std::string> optionKeys(const std::string &options) {
+  std::map<std::string, std::string> keys;
+  std::istringstream words(options);
+  for (std::string word; words >> word;) {
+    size_t eq = word.find('=');
+    keys[word.substr(0, eq)] =
+        eq == std::string::npos ? "" : word.substr(eq + 1);
+  }
+  return keys;
+}
+
+/// The --dsc-compile options of a run with --deepspeed: the config's keys
+/// (DeepSpeedConfig.h) over dsc-run's steps, under the explicit flags
+/// (--lr, --microbatches) and --compile, each override noted; the config's
+/// steps_per_print and overlap_comm set the run's unless flags did.
+std::string withDeepSpeedConfig(::dsc::run::RunOptions &options,
+                                ModuleOp module) {
+  std::map<std::string, std::string> user = optionKeys(options.compile);
+  const int64_t dp = user.count("dp") ? std::atoll(user["dp"].c_str()) : 1;
+  ::dsc::run::DeepSpeedSettings ds =
+      ::dsc::run::readDeepSpeedConfig(options.deepspeed, dp);
+  // The graph's tokens fix the micro-batch size.
+  if (auto model = module->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr))
+    if (auto micro = model.getAs<IntegerAttr>("micro_batch_size");
+        micro && micro.getInt() != ds.microBatchPerGpu)
+      throw Error("DeepSpeed config '" + options.deepspeed +
+                  "': train_micro_batch_size_per_gpu is " +
+                  std::to_string(ds.microBatchPerGpu) + ", but the model '" +
+                  options.input + "' was built with micro-batches of " +
+                  std::to_string(micro.getInt()) +
+                  " sequences (its own train_micro_batch_size_per_gpu); make "
+                  "them equal");
+  const bool speak = !std::getenv("OMPI_COMM_WORLD_RANK") ||
+                     std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0";
+  auto note = [&](const std::string &line) {
+    if (speak)
+      std::cerr << "dsc-run: ds_config: " << line << "\n";
+  };
+  for (const std::string &line : ds.understood)
+    note(line);
+  std::map<std::string, std::string> merged = ds.compile;
+  if (!merged.count("steps"))
+    merged["steps"] = std::to_string(options.steps);
+  auto flagWins = [&](const std::string &key, const std::string &value,
+                      const char *flag) {
+    if (merged.count(key) && merged[key] != value)
+      note(std::string(flag) + " " + value + " replaces the config's " + key +
+           "=" + merged[key]);
+    merged[key] = value;
+  };
+  if (options.microBatches > 0)
+    flagWins("microbatches", std::to_string(options.microBatches),
+             "--microbatches");
+  if (options.learningRate)
+    flagWins("lr", formatDouble(*options.learningRate), "--lr");
+  for (const auto &[key, value] : user)
+    if (merged.count(key)) {
+      if (merged[key] != value)
+        note("--compile " + key + "=" + value + " replaces the config's " +
+             key + "=" + merged[key]);
+      merged.erase(key);
+    }
+  std::string pipeline;
+  for (const auto &[key, value] : merged)
+    pipeline += (pipeline.empty() ? "" : " ") + key + "=" + value;
+  if (!options.compile.empty())
+    pipeline += " " + options.compile;
+  if (ds.stepsPerPrint && !options.logIntervalGiven)
+    options.logInterval = *ds.stepsPerPrint;
+  if (ds.overlapComm && !options.overlapComm)
+    options.overlapComm = ds.overlapComm;
+  return pipeline;
+}
+
 } // namespace
 
 namespace dsc::run {
 
-rt::Plan loadOrCompile(const RunOptions &options) {
+rt::Plan loadOrCompile(RunOptions &options) {
   InputKind kind = kindOf(options.input);
   if (options.vocabSize && kind != InputKind::Config)
     throw Error("--vocab-size applies to a GPT-NeoX config, not to '" +
+                options.input + "'");
+  if (kind == InputKind::Plan && !options.deepspeed.empty())
+    throw Error("--deepspeed applies to a model that is compiled (a config "
+                "or a graph-level .mlir module), not to the plan file '" +
                 options.input + "'");
   if (kind == InputKind::Plan) {
     if (!options.compile.empty())
@@ -133,7 +217,7 @@ rt::Plan loadOrCompile(const RunOptions &options) {
   // file would: --steps, --lr and --microbatches apply at run time, and
   // there is nothing left to compile.
   if (kind == InputKind::Module && isCompiledModule(*module)) {
-    if (!options.compile.empty())
+    if (!options.compile.empty() || !options.deepspeed.empty())
       throw Error("'" + options.input +
                   "' is already compiled (it has @forward_backward), so "
                   "--compile \"" +
@@ -150,12 +234,16 @@ rt::Plan loadOrCompile(const RunOptions &options) {
   }
 
   std::string pipeline = "steps=" + std::to_string(options.steps);
-  if (options.microBatches > 0)
-    pipeline += " microbatches=" + std::to_string(options.microBatches);
-  if (options.learningRate)
-    pipeline += " lr=" + formatDouble(*options.learningRate);
-  if (!options.compile.empty())
-    pipeline += " " + options.compile;
+  if (!options.deepspeed.empty())
+    pipeline = withDeepSpeedConfig(options, *module);
+  else {
+    if (options.microBatches > 0)
+      pipeline += " microbatches=" + std::to_string(options.microBatches);
+    if (options.learningRate)
+      pipeline += " lr=" + formatDouble(*options.learningRate);
+    if (!options.compile.empty())
+      pipeline += " " + options.compile;
+  }
   std::unique_ptr<mlir::dsc::CompileOptions> compileOptions =
       mlir::dsc::CompileOptions::createFromString(pipeline);
   if (!compileOptions)

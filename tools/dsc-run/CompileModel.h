@@ -25,9 +25,12 @@ namespace dsc::run {
 /// .yml/.yaml/.json GPT-NeoX config with --dsc-compile options
 /// steps/lr/microbatches taken from the flags plus `options.compile`. The
 /// default warmup is capped at steps - 1 when the schedule decays after it;
-/// an explicit warmup that does not fit the steps is an error. Throws
-/// rt::Error with the compiler's diagnostics.
-rt::Plan loadOrCompile(const RunOptions &options);
+/// an explicit warmup that does not fit the steps is an error. With
+/// --deepspeed FILE the ds_config's keys become --dsc-compile options
+/// (DeepSpeedConfig.h) under the flags and --compile, which win, and set
+/// the log interval and communication overlap unless the flags did.
+/// Throws rt::Error with the compiler's diagnostics.
+rt::Plan loadOrCompile(RunOptions &options);
 
 } // namespace dsc::run
 

@@ -58,6 +58,12 @@ std::string dsc::run::usage() {
          "                       (steps, lr, microbatches come from the\n"
          "                       flags above; the default warmup, 10, is\n"
          "                       capped at steps - 1)\n"
+         "  --deepspeed FILE     a DeepSpeed ds_config.json (also\n"
+         "                       --deepspeed_config): its batch, optimizer,\n"
+         "                       scheduler, precision, clipping and ZeRO\n"
+         "                       keys with DeepSpeed's meanings, under the\n"
+         "                       flags and --compile; any key dsc does not\n"
+         "                       implement is an error naming it\n"
          "  --vocab-size N       a GPT-NeoX config's tokenizer size, when the\n"
          "                       config names a tokenizer file (padded as\n"
          "                       GPT-NeoX pads it)\n"
@@ -155,8 +161,11 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.seed = uint64_t(parseInt(flag, next(), 0));
     else if (flag == "--lr")
       o.learningRate = parseDouble(flag, next());
-    else if (flag == "--log-interval")
+    else if (flag == "--log-interval") {
       o.logInterval = parseInt(flag, next(), 1);
+      o.logIntervalGiven = true;
+    } else if (flag == "--deepspeed" || flag == "--deepspeed_config")
+      o.deepspeed = next();
     else if (flag == "--log-json")
       o.logJson = next();
     else if (flag == "--trace")

@@ -31,6 +31,8 @@ struct RunOptions {
   /// --lr: replaces the schedule's base learning rate.
   std::optional<double> learningRate;
   int64_t logInterval = 1;
+  /// Whether --log-interval was given (it wins over a config's).
+  bool logIntervalGiven = false;
   std::string logJson; // JSON-lines metrics file, "" for none
   std::string trace;   // Chrome trace file, "" for none
   /// --microbatches: gradient-accumulation steps; 0 keeps the plan's.
@@ -48,6 +50,9 @@ struct RunOptions {
   bool printPlan = false;
   /// --compile: extra --dsc-compile options for a model compiled in-process.
   std::string compile;
+  /// --deepspeed / --deepspeed_config: a DeepSpeed ds_config.json whose
+  /// keys set the compile and run options (DeepSpeedConfig.h).
+  std::string deepspeed;
   /// --vocab-size: the tokenizer's size for a GPT-NeoX config that names
   /// its tokenizer instead (0: the config's).
   int64_t vocabSize = 0;

@@ -62,9 +62,11 @@ int runPlan(rt::Plan plan, const RunOptions &options, std::ostream &out,
 std::string traceFileOfRank(const std::string &path, int rank);
 
 /// Turns the parsed options' input into a plan. dsc-run passes one that
-/// also compiles models in-process (CompileModel.h); the default reads plan
-/// files only, which keeps this library free of the compiler.
-using PlanLoader = std::function<rt::Plan(const RunOptions &)>;
+/// also compiles models in-process (CompileModel.h), and may set run
+/// options a training config decides (--deepspeed's steps_per_print); the
+/// default reads plan files only, which keeps this library free of the
+/// compiler.
+using PlanLoader = std::function<rt::Plan(RunOptions &)>;
 
 /// The whole tool: parses argv, loads (with `loader`, or loadPlan when
 /// empty), runs. Every failure becomes "dsc-run: error: <cause>" on `err`

@@ -27,8 +27,7 @@ struct Coefficients {
   float decayMul, b1, b2, c1, c2, stepSize, invSqrtBc2, eps;
 };
 
-Coefficients coefficientsOf(const AdamWConfig &cfg, int64_t step,
-                            bool decay) {
+Coefficients coefficientsOf(const AdamWConfig &cfg, int64_t step, bool decay) {
   const double bc1 = 1.0 - std::pow(cfg.beta1, double(step));
   const double bc2 = 1.0 - std::pow(cfg.beta2, double(step));
   return {float(decay ? 1.0 - cfg.lr * cfg.weightDecay : 1.0),
@@ -52,8 +51,8 @@ void scalarRange(float *param, const float *grad, float *m, float *v,
     const float vi = k.b2 * v[i] + k.c2 * g * g;
     m[i] = mi;
     v[i] = vi;
-    const float updated = p - k.stepSize * mi / (std::sqrt(vi) * k.invSqrtBc2 +
-                                                 k.eps);
+    const float updated =
+        p - k.stepSize * mi / (std::sqrt(vi) * k.invSqrtBc2 + k.eps);
     param[i] = updated;
     if (copy)
       copy[i] = floatToBf16(updated);
@@ -74,9 +73,8 @@ avx2Range(float *param, const float *grad, float *m, float *v, uint16_t *copy,
     const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param + i), decayMul);
     const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)),
                                     _mm256_mul_ps(c1, g));
-    const __m256 vi =
-        _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
-                      _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
+    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+                                    _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
     _mm256_storeu_ps(m + i, mi);
     _mm256_storeu_ps(v + i, vi);
     const __m256 denom =
@@ -92,8 +90,8 @@ avx2Range(float *param, const float *grad, float *m, float *v, uint16_t *copy,
 }
 
 __attribute__((target("avx512f"))) void
-avx512Range(float *param, const float *grad, float *m, float *v,
-            uint16_t *copy, int64_t begin, int64_t end, const Coefficients &k) {
+avx512Range(float *param, const float *grad, float *m, float *v, uint16_t *copy,
+            int64_t begin, int64_t end, const Coefficients &k) {
   const __m512 decayMul = _mm512_set1_ps(k.decayMul), b1 = _mm512_set1_ps(k.b1),
                b2 = _mm512_set1_ps(k.b2), c1 = _mm512_set1_ps(k.c1),
                c2 = _mm512_set1_ps(k.c2), stepSize = _mm512_set1_ps(k.stepSize),
@@ -105,9 +103,8 @@ avx512Range(float *param, const float *grad, float *m, float *v,
     const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(param + i), decayMul);
     const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)),
                                     _mm512_mul_ps(c1, g));
-    const __m512 vi =
-        _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
-                      _mm512_mul_ps(_mm512_mul_ps(c2, g), g));
+    const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
+                                    _mm512_mul_ps(_mm512_mul_ps(c2, g), g));
     _mm512_storeu_ps(m + i, mi);
     _mm512_storeu_ps(v + i, vi);
     const __m512 denom =
@@ -125,10 +122,10 @@ avx512Range(float *param, const float *grad, float *m, float *v,
                            _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)),
           16);
       const __mmask16 nan = _mm512_cmp_ps_mask(updated, updated, _CMP_UNORD_Q);
-      rounded = _mm512_mask_mov_epi32(
-          rounded, nan,
-          _mm512_or_si512(_mm512_srli_epi32(bits, 16),
-                          _mm512_set1_epi32(0x0040)));
+      rounded =
+          _mm512_mask_mov_epi32(rounded, nan,
+                                _mm512_or_si512(_mm512_srli_epi32(bits, 16),
+                                                _mm512_set1_epi32(0x0040)));
       _mm256_storeu_si256(reinterpret_cast<__m256i *>(copy + i),
                           _mm512_cvtepi32_epi16(rounded));
     }
