@@ -8,6 +8,7 @@
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Transforms/TransformerLayers.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -43,4 +44,8 @@ bool mlir::dsc::isParameterCopy(Operation *op) {
   while (op && isa<CopyToParallelOp, CastOp>(op))
     op = op->getOperand(0).getDefiningOp();
   return op && isa<GetParameterOp>(op);
+}
+
+bool mlir::dsc::isReadAgain(Operation *op) {
+  return isRematerialized(op) || isParameterCopy(op);
 }

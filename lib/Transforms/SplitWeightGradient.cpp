@@ -31,7 +31,6 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
-#include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -50,12 +49,6 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 namespace {
-
-/// Ops W computes again rather than receive from B: parameter reads,
-/// constants, copies of parameters.
-bool isTakenAgain(Operation *op) {
-  return isRematerialized(op) || isParameterCopy(op);
-}
 
 struct DscSplitWeightGradientPass
     : mlir::dsc::impl::DscSplitWeightGradientPassBase<
@@ -134,7 +127,7 @@ struct DscSplitWeightGradientPass
       Operation *def = body.findAncestorOpInBlock(*value.getDefiningOp());
       if (!def || inW.contains(def))
         return;
-      if (!isTakenAgain(def)) {
+      if (!isReadAgain(def)) {
         stash.insert(value);
         return;
       }

@@ -28,7 +28,6 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
-#include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -45,12 +44,6 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 namespace {
-
-/// Ops taken again where the backward needs them rather than kept:
-/// parameter reads, constants and copies of parameters.
-bool isTakenAgain(Operation *op) {
-  return isRematerialized(op) || isParameterCopy(op);
-}
 
 struct DscStageBackwardPass
     : mlir::dsc::impl::DscStageBackwardPassBase<DscStageBackwardPass> {
@@ -112,7 +105,7 @@ struct DscStageBackwardPass
       for (auto [index, result] : llvm::enumerate(ops[i]->getResults())) {
         if (!readByBackward(result))
           continue;
-        if (isTakenAgain(ops[i])) {
+        if (isReadAgain(ops[i])) {
           takenAgain.insert(ops[i]);
           continue;
         }

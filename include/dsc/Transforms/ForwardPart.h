@@ -32,6 +32,11 @@ FailureOr<size_t> countForwardOps(ModuleOp module, func::FuncOp fb,
 /// an activation.
 bool isParameterCopy(Operation *op);
 
+/// What a program split from a backward reads again rather than receives
+/// (--dsc-stage-backward, --dsc-split-weight-gradient): parameter reads,
+/// constants and copies of parameters.
+bool isReadAgain(Operation *op);
+
 } // namespace mlir::dsc
 
 #endif // DSC_TRANSFORMS_FORWARDPART_H

@@ -406,36 +406,30 @@ void checkStages(const Plan &plan) {
                   " residuals out and " +
                   std::to_string(st.residualsIn.size()) +
                   " in; they come in pairs, and not on the last stage");
-    for (size_t i = 0; i < st.residualsOut.size(); ++i) {
-      check(st.residualsOut[i], "residual", BufferRole::Boundary, true);
-      check(st.residualsIn[i], "residual", BufferRole::Boundary, true);
-      const Buffer &x = plan.buffers[size_t(st.residualsOut[i])];
-      const Buffer &y = plan.buffers[size_t(st.residualsIn[i])];
-      if (x.dtype != y.dtype || x.shape != y.shape)
-        throw Error(where + ": residual " + std::to_string(i) + " " +
-                    describeBuffer(plan, uint32_t(st.residualsOut[i])) +
-                    " and " +
-                    describeBuffer(plan, uint32_t(st.residualsIn[i])) +
-                    " differ in dtype or shape");
-    }
+    // A value kept from one program to another: boundary buffers of one
+    // dtype and shape at both ends.
+    auto checkKept = [&](const std::vector<int64_t> &out,
+                         const std::vector<int64_t> &in, const char *what) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        check(out[i], what, BufferRole::Boundary, true);
+        check(in[i], what, BufferRole::Boundary, true);
+        const Buffer &x = plan.buffers[size_t(out[i])];
+        const Buffer &y = plan.buffers[size_t(in[i])];
+        if (x.dtype != y.dtype || x.shape != y.shape)
+          throw Error(where + ": " + what + " " + std::to_string(i) + " " +
+                      describeBuffer(plan, uint32_t(out[i])) + " and " +
+                      describeBuffer(plan, uint32_t(in[i])) +
+                      " differ in dtype or shape");
+      }
+    };
+    checkKept(st.residualsOut, st.residualsIn, "residual");
     // What B keeps for W: B's results and W's arguments, pairwise alike.
     if (st.weightStashOut.size() != st.weightStashIn.size())
       throw Error(where + ": " + std::to_string(st.weightStashOut.size()) +
                   " values kept for the weight gradients out and " +
                   std::to_string(st.weightStashIn.size()) +
                   " in; they come in pairs");
-    for (size_t i = 0; i < st.weightStashOut.size(); ++i) {
-      check(st.weightStashOut[i], "weight stash", BufferRole::Boundary, true);
-      check(st.weightStashIn[i], "weight stash", BufferRole::Boundary, true);
-      const Buffer &x = plan.buffers[size_t(st.weightStashOut[i])];
-      const Buffer &y = plan.buffers[size_t(st.weightStashIn[i])];
-      if (x.dtype != y.dtype || x.shape != y.shape)
-        throw Error(where + ": weight stash " + std::to_string(i) + " " +
-                    describeBuffer(plan, uint32_t(st.weightStashOut[i])) +
-                    " and " +
-                    describeBuffer(plan, uint32_t(st.weightStashIn[i])) +
-                    " differ in dtype or shape");
-    }
+    checkKept(st.weightStashOut, st.weightStashIn, "weight stash");
     if (ownsRank)
       checkStep(plan, int64_t(k), *plan.findProgram(st.step));
     if (k == last)
