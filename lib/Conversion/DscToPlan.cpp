@@ -568,34 +568,26 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
   auto stageOf = [&](std::optional<int64_t> chunk) {
     return chunk.value_or(0) * shape.ranks() + rank;
   };
+  // A forward, backward or weight-gradient part: the callee's stage and
+  // the micro-batch.
+  auto stageCall = [&](auto callOp, auto encoded, rt::Instruction &inst) {
+    auto callee = module.lookupSymbol<func::FuncOp>(callOp.getCallee());
+    encoded.stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
+    encoded.microBatch = int64_t(callOp.getMicrobatch());
+    encoded.encode(inst);
+    inst.name = callOp.getCallee().str();
+    return encoded.stage;
+  };
   for (Operation &op : func.getBody().front().without_terminator()) {
     rt::Instruction inst;
     int64_t buffer = 0; // a message's boundary buffer
     int64_t stage = rank;
     if (auto forward = dyn_cast<PipelineForwardOp>(op)) {
-      auto callee = module.lookupSymbol<func::FuncOp>(forward.getCallee());
-      stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
-      rt::ops::PipelineForward f;
-      f.stage = stage;
-      f.microBatch = int64_t(forward.getMicrobatch());
-      f.encode(inst);
-      inst.name = forward.getCallee().str();
+      stage = stageCall(forward, rt::ops::PipelineForward(), inst);
     } else if (auto backward = dyn_cast<PipelineBackwardOp>(op)) {
-      auto callee = module.lookupSymbol<func::FuncOp>(backward.getCallee());
-      stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
-      rt::ops::PipelineBackward b;
-      b.stage = stage;
-      b.microBatch = int64_t(backward.getMicrobatch());
-      b.encode(inst);
-      inst.name = backward.getCallee().str();
+      stage = stageCall(backward, rt::ops::PipelineBackward(), inst);
     } else if (auto weight = dyn_cast<PipelineBackwardWeightOp>(op)) {
-      auto callee = module.lookupSymbol<func::FuncOp>(weight.getCallee());
-      stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
-      rt::ops::PipelineBackwardWeight w;
-      w.stage = stage;
-      w.microBatch = int64_t(weight.getMicrobatch());
-      w.encode(inst);
-      inst.name = weight.getCallee().str();
+      stage = stageCall(weight, rt::ops::PipelineBackwardWeight(), inst);
     } else if (auto send = dyn_cast<PipelineSendOp>(op)) {
       const bool activation = send.getMessage() == PipelineMessage::Activation;
       stage = stageOf(send.getChunk());

@@ -99,6 +99,10 @@ std::string withDeepSpeedConfig(::dsc::run::RunOptions &options,
                                 ModuleOp module) {
   std::map<std::string, std::string> user = optionKeys(options.compile);
   const int64_t dp = user.count("dp") ? std::atoll(user["dp"].c_str()) : 1;
+  if (dp < 1)
+    throw Error("--deepspeed completes the batch sizes over --compile's dp, "
+                "which must be an integer >= 1, got 'dp=" +
+                user["dp"] + "'");
   ::dsc::run::DeepSpeedSettings ds =
       ::dsc::run::readDeepSpeedConfig(options.deepspeed, dp);
   // The graph's tokens fix the micro-batch size.

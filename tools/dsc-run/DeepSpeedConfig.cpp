@@ -501,7 +501,21 @@ void dsc::run::completeBatchTriple(std::optional<int64_t> train,
                                    std::optional<int64_t> micro,
                                    std::optional<int64_t> gas,
                                    int64_t worldSize, DeepSpeedSettings &out) {
-  // runtime/config.py's _set_batch_related_parameters, then its assertion.
+  // runtime/config.py's _set_batch_related_parameters, then its assertion;
+  // the sizes given are checked first, so that completing divides by none
+  // that is zero.
+  if (worldSize < 1)
+    throw Error("the data-parallel size must be >= 1, got " +
+                std::to_string(worldSize));
+  if (train && *train <= 0)
+    throw Error("Train batch size: " + std::to_string(*train) +
+                " has to be greater than 0");
+  if (micro && *micro <= 0)
+    throw Error("Micro batch size per gpu: " + std::to_string(*micro) +
+                " has to be greater than 0");
+  if (gas && *gas <= 0)
+    throw Error("Gradient accumulation steps: " + std::to_string(*gas) +
+                " has to be greater than 0");
   if (train && micro && gas) {
   } else if (train && micro) {
     gas = *train / *micro;

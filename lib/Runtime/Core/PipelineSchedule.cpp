@@ -107,11 +107,19 @@ StepResult Executor::trainPipelineStep(
       freeSlots.emplace(x.desc->bytes, kept.slots[i]);
     }
   };
-  auto withInput = [](int64_t input, const std::vector<int64_t> &residuals) {
-    std::vector<int64_t> ids = {input};
-    ids.insert(ids.end(), residuals.begin(), residuals.end());
-    return ids;
-  };
+  // Per stage, what a forward keeps for its backward: the input, then the
+  // residuals (as the forward wrote them and as the backward reads them).
+  std::vector<std::vector<int64_t>> keptOut(static_cast<size_t>(S)),
+      keptIn(static_cast<size_t>(S));
+  for (int64_t k = r; k < S; k += P) {
+    const PipelineStage &st = thePlan.stages[size_t(k)];
+    keptOut[size_t(k)] = {st.input};
+    keptOut[size_t(k)].insert(keptOut[size_t(k)].end(), st.residualsOut.begin(),
+                              st.residualsOut.end());
+    keptIn[size_t(k)] = {st.input};
+    keptIn[size_t(k)].insert(keptIn[size_t(k)].end(), st.residualsIn.begin(),
+                             st.residualsIn.end());
+  }
   // Messages received and not yet read: (stage, gradient, micro-batch).
   // The forward or backward that reads one copies it into the stage's
   // buffer, so messages of several stages or micro-batches can wait.
@@ -174,8 +182,7 @@ StepResult Executor::trainPipelineStep(
       // stage's forward also writes the residuals its backward reads.
       if (f.stage != S - 1)
         runProgram(st.forward);
-      keep(toBackward, f.stage, f.microBatch,
-           withInput(st.input, st.residualsOut));
+      keep(toBackward, f.stage, f.microBatch, keptOut[size_t(f.stage)]);
       break;
     }
     case Opcode::PipelineBackward: {
@@ -183,8 +190,8 @@ StepResult Executor::trainPipelineStep(
       const PipelineStage &st = thePlan.stages[size_t(b.stage)];
       const bool last = b.stage == S - 1;
       setMicroBatch(firstMicroBatch + b.microBatch);
-      restore(toBackward, b.stage, b.microBatch,
-              withInput(st.input, st.residualsIn), "backward");
+      restore(toBackward, b.stage, b.microBatch, keptIn[size_t(b.stage)],
+              "backward");
       if (last)
         fillBatch(fill, b.microBatch);
       else
