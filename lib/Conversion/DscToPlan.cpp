@@ -1156,6 +1156,18 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         case LrSchedule::WarmupCosine:
           kind = rt::LrScheduleKind::WarmupCosineDecay;
           break;
+        case LrSchedule::AnnealingConstant:
+          kind = rt::LrScheduleKind::AnnealingConstant;
+          break;
+        case LrSchedule::AnnealingLinear:
+          kind = rt::LrScheduleKind::AnnealingLinear;
+          break;
+        case LrSchedule::AnnealingCosine:
+          kind = rt::LrScheduleKind::AnnealingCosine;
+          break;
+        case LrSchedule::AnnealingExponential:
+          kind = rt::LrScheduleKind::AnnealingExponential;
+          break;
         }
         // Warmup from `warmup_start`, linear or logarithmic; decay ends at
         // `min`.

@@ -44,9 +44,10 @@ namespace {
 /// GPT-NeoX keys that configure training, data or the launcher rather than
 /// the model graph, and those that only pick a kernel for the same
 /// mathematics (fusions, Transformer Engine's modules; its fp8 keys are not
-/// here: fp8 changes the numbers). They are accepted (a NeoX config is full
-/// of them) and listed in one warning, so a user knows dsc did not act on
-/// them here.
+/// here: fp8 changes the numbers). The model reader hands them to the
+/// caller's training reader (dsc-run honors or refuses each); without one
+/// they are listed in one warning, so a user knows the import did not act
+/// on them.
 const char *const kTrainingKeys[] = {
     "pipe_parallel_size",
     "optimizer",
@@ -319,12 +320,73 @@ std::vector<StringRef> supportedValues(StringRef key) {
   return {"learned", "rotary", "none"};
 }
 
+/// A YAML scalar as JSON: an unquoted one is a boolean (YAML 1.1's and
+/// Python's spellings, which GPT-NeoX configs use), null, an integer or a
+/// number when it reads as one; anything else, or quoted, is a string.
+llvm::json::Value scalarToJson(llvm::yaml::ScalarNode &scalar) {
+  SmallString<32> storage;
+  StringRef text = scalar.getValue(storage);
+  StringRef raw = scalar.getRawValue();
+  if (raw.starts_with("\"") || raw.starts_with("'"))
+    return text.str();
+  StringRef lower = text.trim();
+  if (llvm::is_contained({"true", "True", "TRUE", "yes", "Yes"}, lower))
+    return true;
+  if (llvm::is_contained({"false", "False", "FALSE", "no", "No"}, lower))
+    return false;
+  if (llvm::is_contained({"null", "None", "~", ""}, lower))
+    return nullptr;
+  int64_t asInt = 0;
+  if (!lower.getAsInteger(10, asInt))
+    return asInt;
+  double asDouble = 0;
+  if (!lower.getAsDouble(asDouble))
+    return asDouble;
+  return text.str();
+}
+
+/// A YAML value as JSON (mappings as objects, sequences as arrays), read
+/// once: the parser visits each node a single time.
+llvm::json::Value yamlToJson(llvm::yaml::Node *node) {
+  if (auto *scalar = dyn_cast_or_null<llvm::yaml::ScalarNode>(node))
+    return scalarToJson(*scalar);
+  if (auto *block = dyn_cast_or_null<llvm::yaml::BlockScalarNode>(node))
+    return block->getValue().str();
+  if (auto *map = dyn_cast_or_null<llvm::yaml::MappingNode>(node)) {
+    llvm::json::Object object;
+    for (llvm::yaml::KeyValueNode &entry : *map) {
+      auto *key = dyn_cast_or_null<llvm::yaml::ScalarNode>(entry.getKey());
+      SmallString<32> storage;
+      std::string name = key ? key->getValue(storage).str() : "";
+      llvm::json::Value value = yamlToJson(entry.getValue());
+      if (key)
+        object[name] = std::move(value);
+    }
+    return object;
+  }
+  if (auto *list = dyn_cast_or_null<llvm::yaml::SequenceNode>(node)) {
+    llvm::json::Array array;
+    for (llvm::yaml::Node &item : *list)
+      array.push_back(yamlToJson(&item));
+    return array;
+  }
+  return nullptr;
+}
+
+/// The model keys a training reader also needs.
+bool trainingAlsoReads(StringRef key) {
+  return key == "seed" || key == "model_parallel_size" ||
+         key == "train_micro_batch_size_per_gpu";
+}
+
 class NeoXConfigReader {
 public:
   NeoXConfigReader(llvm::SourceMgr &sourceMgr, MLIRContext *context,
-                   const NeoXImportOptions &options)
+                   const NeoXImportOptions &options,
+                   NeoXTrainingKeys *training)
       : sourceMgr(sourceMgr), context(context),
-        bufferId(sourceMgr.getMainFileID()), options(options) {}
+        bufferId(sourceMgr.getMainFileID()), options(options),
+        training(training) {}
 
   std::optional<GPTConfig> read();
 
@@ -355,6 +417,7 @@ private:
   MLIRContext *context;
   unsigned bufferId;
   NeoXImportOptions options;
+  NeoXTrainingKeys *training;
   llvm::SMLoc rootLoc;
   llvm::yaml::Stream *stream = nullptr;
   GPTConfig config;
@@ -474,6 +537,14 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
   auto spec = modelKeys.find(key);
   if (spec == modelKeys.end()) {
     if (llvm::is_contained(kTrainingKeys, StringRef(key))) {
+      if (training) {
+        training->lines[key] =
+            sourceMgr.getLineAndColumn(keyNode->getSourceRange().Start,
+                                       bufferId)
+                .first;
+        training->values[key] = yamlToJson(valueNode);
+        return failure(stream->failed());
+      }
       ignoredKeys.push_back(key);
       valueNode->skip();
       return failure(stream->failed());
@@ -493,6 +564,12 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
   }
   SmallString<32> valueStorage;
   StringRef text = scalar->getValue(valueStorage).trim();
+  if (training && trainingAlsoReads(key)) {
+    training->lines[key] =
+        sourceMgr.getLineAndColumn(keyNode->getSourceRange().Start, bufferId)
+            .first;
+    training->values[key] = scalarToJson(*scalar);
+  }
   int64_t asInt = 0;
   double asFloat = 0.0;
   bool asBool = false;
@@ -803,8 +880,13 @@ std::optional<GPTConfig> NeoXConfigReader::read() {
 
 } // namespace
 
+llvm::ArrayRef<const char *> mlir::dsc::neoxTrainingKeyNames() {
+  return kTrainingKeys;
+}
+
 std::optional<GPTConfig>
 mlir::dsc::parseNeoXConfig(llvm::SourceMgr &sourceMgr, MLIRContext *context,
-                           const NeoXImportOptions &options) {
-  return NeoXConfigReader(sourceMgr, context, options).read();
+                           const NeoXImportOptions &options,
+                           NeoXTrainingKeys *training) {
+  return NeoXConfigReader(sourceMgr, context, options, training).read();
 }

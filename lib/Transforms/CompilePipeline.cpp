@@ -92,10 +92,18 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   optimizer.eps = options.eps;
   optimizer.totalSteps = options.steps;
   optimizer.weightDecay = options.weightDecay;
+  optimizer.momentum = options.momentum;
+  optimizer.nesterov = options.nesterov;
   optimizer.clipGradNorm = options.clipGradNorm;
   pm.addPass(createDscOptimizerPass(optimizer));
 
-  if (options.dp > 1 || options.zero != 0) {
+  // ZeRO over one data-parallel rank partitions nothing: with a tp/pp mesh
+  // (which has no dp axis of size 1) the plan is the unsharded one, as
+  // DeepSpeed's ZeRO is on one rank (a GPT-NeoX config with
+  // model_parallel_size x pipe_parallel_size GPUs). Without a mesh the
+  // pass still runs and declares dp=1.
+  const bool meshWithoutDp = options.dp == 1 && (options.tp > 1 || options.pp > 1);
+  if (options.dp > 1 || (options.zero != 0 && !meshWithoutDp)) {
     DscDataParallelPassOptions dataParallel;
     dataParallel.dp = options.dp;
     dataParallel.bucketBytes = options.bucketBytes;

@@ -43,12 +43,12 @@ struct DscOptimizerPass
     if (!kind) {
       module.emitError("--dsc-optimizer: unknown schedule '")
           << lrSchedule
-          << "'; expected constant, warmup, warmup_linear or warmup_cosine";
+          << "'; expected constant, warmup, warmup_linear, warmup_cosine "
+             "(DeepSpeed's) or annealing_constant, annealing_linear, "
+             "annealing_cosine, annealing_exponential (GPT-NeoX's)";
       return signalPassFailure();
     }
-    if ((*kind == LrSchedule::WarmupLinear ||
-         *kind == LrSchedule::WarmupCosine) &&
-        totalSteps <= warmup) {
+    if (LearningRateOp::decaysAfterWarmup(*kind) && totalSteps <= warmup) {
       module.emitError("--dsc-optimizer: schedule '")
           << lrSchedule << "' decays after the warmup, so total-steps ("
           << totalSteps.getValue() << ") must exceed warmup ("
@@ -59,6 +59,14 @@ struct DscOptimizerPass
       module.emitError("--dsc-optimizer: unknown warmup-type '")
           << warmupType << "'; expected linear or log (DeepSpeed's "
           << "warmup_type)";
+      return signalPassFailure();
+    }
+    if (LearningRateOp::isAnnealing(*kind) &&
+        (warmupStart != 0.0 || warmupType == "log")) {
+      module.emitError("--dsc-optimizer: schedule '")
+          << lrSchedule
+          << "' (GPT-NeoX's AnnealingLR) warms up linearly from 0, so "
+             "warmup-start and warmup-type=log do not apply to it";
       return signalPassFailure();
     }
     if (!(warmupStart >= 0.0 && warmupStart <= lr)) {

@@ -12,11 +12,14 @@
 
 #include "CompileModel.h"
 #include "DeepSpeedConfig.h"
+#include "NeoXTrainingConfig.h"
+#include "ResolveConfig.h"
 #include "RunPlan.h"
 
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/PlanIO.h"
@@ -29,6 +32,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -69,93 +73,62 @@ bool isCompiledModule(ModuleOp module) {
 /// The LR schedules that decay after their warmup, which therefore needs
 /// fewer steps than the run (the optimizer pass's rule).
 bool decaysAfterWarmup(llvm::StringRef schedule) {
-  return schedule == "warmup_linear" || schedule == "warmup_cosine";
+  std::optional<mlir::dsc::LrSchedule> kind =
+      mlir::dsc::symbolizeLrSchedule(schedule);
+  return kind && mlir::dsc::LearningRateOp::decaysAfterWarmup(*kind);
 }
 
-std::string formatDouble(double value) {
-  std::ostringstream os;
-  os.precision(17);
-  os << value;
-  return os.str();
-}
-
-/// The keys of a --dsc-compile option string ("dp=2 zero=1" -> dp, zero).
-std::map<std::string, std::string> optionKeys(const std::string &options) {
-  std::map<std::string, std::string> keys;
-  std::istringstream words(options);
-  for (std::string word; words >> word;) {
-    size_t eq = word.find('=');
-    keys[word.substr(0, eq)] =
-        eq == std::string::npos ? "" : word.substr(eq + 1);
-  }
-  return keys;
-}
-
-/// The --dsc-compile options of a run with --deepspeed: the config's keys
-/// (DeepSpeedConfig.h) over dsc-run's steps, under the explicit flags
-/// (--lr, --microbatches) and --compile, each override noted; the config's
-/// steps_per_print and overlap_comm set the run's unless flags did.
-std::string withDeepSpeedConfig(::dsc::run::RunOptions &options,
-                                ModuleOp module) {
-  std::map<std::string, std::string> user = optionKeys(options.compile);
-  const int64_t dp = user.count("dp") ? std::atoll(user["dp"].c_str()) : 1;
-  if (dp < 1)
-    throw Error("--deepspeed completes the batch sizes over --compile's dp, "
-                "which must be an integer >= 1, got 'dp=" +
-                user["dp"] + "'");
-  ::dsc::run::DeepSpeedSettings ds =
-      ::dsc::run::readDeepSpeedConfig(options.deepspeed, dp);
-  // The graph's tokens fix the micro-batch size.
-  if (auto model = module->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr))
-    if (auto micro = model.getAs<IntegerAttr>("micro_batch_size");
-        micro && micro.getInt() != ds.microBatchPerGpu)
-      throw Error("DeepSpeed config '" + options.deepspeed +
-                  "': train_micro_batch_size_per_gpu is " +
-                  std::to_string(ds.microBatchPerGpu) + ", but the model '" +
-                  options.input + "' was built with micro-batches of " +
-                  std::to_string(micro.getInt()) +
-                  " sequences (its own train_micro_batch_size_per_gpu); make "
-                  "them equal");
-  const bool speak = !std::getenv("OMPI_COMM_WORLD_RANK") ||
-                     std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0";
-  auto note = [&](const std::string &line) {
-    if (speak)
-      std::cerr << "dsc-run: ds_config: " << line << "\n";
-  };
-  for (const std::string &line : ds.understood)
-    note(line);
-  std::map<std::string, std::string> merged = ds.compile;
-  if (!merged.count("steps"))
-    merged["steps"] = std::to_string(options.steps);
-  auto flagWins = [&](const std::string &key, const std::string &value,
-                      const char *flag) {
-    if (merged.count(key) && merged[key] != value)
-      note(std::string(flag) + " " + value + " replaces the config's " + key +
-           "=" + merged[key]);
-    merged[key] = value;
-  };
-  if (options.microBatches > 0)
-    flagWins("microbatches", std::to_string(options.microBatches),
-             "--microbatches");
-  if (options.learningRate)
-    flagWins("lr", formatDouble(*options.learningRate), "--lr");
-  for (const auto &[key, value] : user)
-    if (merged.count(key)) {
-      if (merged[key] != value)
-        note("--compile " + key + "=" + value + " replaces the config's " +
-             key + "=" + merged[key]);
-      merged.erase(key);
+/// The --compile option dp= (the data-parallel size the batch keys of a
+/// config complete over), default 1.
+int64_t compileDataParallel(const std::string &compile) {
+  std::istringstream words(compile);
+  int64_t dp = 1;
+  for (std::string word; words >> word;)
+    if (word.rfind("dp=", 0) == 0) {
+      char *end = nullptr;
+      dp = std::strtoll(word.c_str() + 3, &end, 10);
+      if (word.size() == 3 || *end != '\0' || dp < 1)
+        throw Error("the batch keys of a config complete over --compile's "
+                    "dp, which must be an integer >= 1, got '" +
+                    word + "'");
     }
-  std::string pipeline;
-  for (const auto &[key, value] : merged)
-    pipeline += (pipeline.empty() ? "" : " ") + key + "=" + value;
-  if (!options.compile.empty())
-    pipeline += " " + options.compile;
-  if (ds.stepsPerPrint && !options.logIntervalGiven)
-    options.logInterval = *ds.stepsPerPrint;
-  if (ds.overlapComm && !options.overlapComm)
-    options.overlapComm = ds.overlapComm;
-  return pipeline;
+  return dp;
+}
+
+/// The model keys of a config only (GPT-NeoX's model, no training keys):
+/// dsc's defaults stand as they are.
+bool hasTrainingKeys(const mlir::dsc::NeoXTrainingKeys &keys) {
+  for (const auto &entry : keys.values)
+    if (llvm::is_contained(mlir::dsc::neoxTrainingKeyNames(),
+                           entry.first.str()))
+      return true;
+  return false;
+}
+
+/// Each --dsc-compile option's value ("key" -> "value") as `options`
+/// prints them ("{key=value ...}").
+std::map<std::string, std::string>
+allCompileOptions(const mlir::dsc::CompileOptions &options) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  options.print(os);
+  llvm::StringRef body = llvm::StringRef(text).trim().trim("{}");
+  std::map<std::string, std::string> values;
+  llvm::SmallVector<llvm::StringRef> words;
+  body.split(words, ' ', -1, false);
+  for (llvm::StringRef word : words) {
+    auto [key, value] = word.split('=');
+    // `schedule=` is removed (an error naming its successors).
+    if (key == "schedule")
+      continue;
+    // Numbers as a config writes them (6e-04, not 6.000000e-04).
+    double number = 0;
+    if (value.contains_insensitive("e") && !value.getAsDouble(number))
+      values[key.str()] = ::dsc::run::spellNumber(number);
+    else
+      values[key.str()] = value.str();
+  }
+  return values;
 }
 
 } // namespace
@@ -171,6 +144,10 @@ rt::Plan loadOrCompile(RunOptions &options) {
     throw Error("--deepspeed applies to a model that is compiled (a config "
                 "or a graph-level .mlir module), not to the plan file '" +
                 options.input + "'");
+  if (kind == InputKind::Plan && options.printConfig)
+    throw Error("--print-config shows how a model is compiled (a config or "
+                "a graph-level .mlir module), not the plan file '" +
+                options.input + "' (--print-plan prints a plan)");
   if (kind == InputKind::Plan) {
     if (!options.compile.empty())
       throw Error("--compile applies to a .mlir module or a config, not to "
@@ -199,13 +176,14 @@ rt::Plan loadOrCompile(RunOptions &options) {
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
 
   OwningOpRef<ModuleOp> module;
+  mlir::dsc::NeoXTrainingKeys trainingKeys;
   if (kind == InputKind::Module) {
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   } else {
     mlir::dsc::NeoXImportOptions importOptions;
     importOptions.vocabSize = options.vocabSize;
-    std::optional<mlir::dsc::GPTConfig> config =
-        mlir::dsc::parseNeoXConfig(sourceMgr, &context, importOptions);
+    std::optional<mlir::dsc::GPTConfig> config = mlir::dsc::parseNeoXConfig(
+        sourceMgr, &context, importOptions, &trainingKeys);
     if (config) {
       module = mlir::dsc::buildGPTGraph(
           *config, FileLineColLoc::get(&context, options.input, 1, 1));
@@ -221,7 +199,8 @@ rt::Plan loadOrCompile(RunOptions &options) {
   // file would: --steps, --lr and --microbatches apply at run time, and
   // there is nothing left to compile.
   if (kind == InputKind::Module && isCompiledModule(*module)) {
-    if (!options.compile.empty() || !options.deepspeed.empty())
+    if (!options.compile.empty() || !options.deepspeed.empty() ||
+        options.printConfig)
       throw Error("'" + options.input +
                   "' is already compiled (it has @forward_backward), so "
                   "--compile \"" +
@@ -237,22 +216,55 @@ rt::Plan loadOrCompile(RunOptions &options) {
     return std::move(*plan);
   }
 
-  std::string pipeline = "steps=" + std::to_string(options.steps);
+  // The run's settings, in layers: the config's training keys, the
+  // ds_config, the command line.
+  const int64_t dp = compileDataParallel(options.compile);
+  std::vector<ConfigLayer> layers;
+  if (kind == InputKind::Config && hasTrainingKeys(trainingKeys))
+    layers.push_back(
+        {"GPT-NeoX config", "GPT-NeoX config '" + options.input + "'",
+         readNeoXTraining(trainingKeys, options.input,
+                          sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                              ->getBuffer()
+                              .str(),
+                          dp)});
   if (!options.deepspeed.empty())
-    pipeline = withDeepSpeedConfig(options, *module);
-  else {
-    if (options.microBatches > 0)
-      pipeline += " microbatches=" + std::to_string(options.microBatches);
-    if (options.learningRate)
-      pipeline += " lr=" + formatDouble(*options.learningRate);
-    if (!options.compile.empty())
-      pipeline += " " + options.compile;
-  }
+    layers.push_back({"ds_config",
+                      "DeepSpeed config '" + options.deepspeed + "'",
+                      readDeepSpeedConfig(options.deepspeed, dp)});
+  // The graph's tokens fix the micro-batch size.
+  auto model = (*module)->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr);
+  auto micro = model ? model.getAs<IntegerAttr>("micro_batch_size")
+                     : IntegerAttr();
+  for (const ConfigLayer &layer : layers)
+    if (micro && layer.settings.microBatchPerGpu &&
+        micro.getInt() != layer.settings.microBatchPerGpu)
+      throw Error(layer.label + ": train_micro_batch_size_per_gpu is " +
+                  std::to_string(layer.settings.microBatchPerGpu) +
+                  ", but the model '" + options.input +
+                  "' was built with micro-batches of " +
+                  std::to_string(micro.getInt()) +
+                  " sequences (its own train_micro_batch_size_per_gpu); make "
+                  "them equal");
+  ResolvedConfig resolved = resolveConfig(layers, options);
+  const std::string pipeline = resolved.pipeline;
+  const bool speak = !options.printConfig &&
+                     (!std::getenv("OMPI_COMM_WORLD_RANK") ||
+                      std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0");
+  if (speak)
+    for (const std::string &note : resolved.notes)
+      std::cerr << "dsc-run: " << note << "\n";
+
   std::unique_ptr<mlir::dsc::CompileOptions> compileOptions =
       mlir::dsc::CompileOptions::createFromString(pipeline);
   if (!compileOptions)
     throw Error("bad --compile options '" + options.compile +
                 "' (see dsc-opt --help, --dsc-compile)");
+  if (options.printConfig) {
+    printResolvedConfig(resolved, allCompileOptions(*compileOptions), options,
+                        std::cout);
+    return rt::Plan();
+  }
   if (compileOptions->microbatches < 1)
     throw Error("microbatches must be >= 1");
   // The default warmup (10 steps) is capped at steps - 1 for a schedule that

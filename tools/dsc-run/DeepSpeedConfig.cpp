@@ -34,8 +34,9 @@ using dsc::rt::Error;
 
 namespace {
 
-/// A number in the fewest digits that --dsc-compile reads back exactly.
-std::string spell(double v) {
+} // namespace
+
+std::string dsc::run::spellNumber(double v) {
   for (int digits = 1; digits < 17; ++digits) {
     std::ostringstream os;
     os.precision(digits);
@@ -49,13 +50,19 @@ std::string spell(double v) {
   return os.str();
 }
 
+namespace {
+
+std::string spell(double v) { return spellNumber(v); }
+
 class Reader {
 public:
-  Reader(std::string path, std::string text, DeepSpeedSettings &out)
-      : path(std::move(path)), text(std::move(text)), out(out) {}
+  Reader(std::string label, std::string text, TrainingSettings &out,
+         ConfigFlavor flavor)
+      : label(std::move(label)), text(std::move(text)), out(out),
+        flavor(flavor) {}
 
   [[noreturn]] void fail(const std::string &key, const std::string &why) {
-    throw Error("DeepSpeed config '" + path + "'" + lineOf(key) + ": " + why);
+    throw Error(label + lineOf(key) + ": " + why);
   }
 
   /// ", line N" of the first `"key"` in the file, or "".
@@ -143,6 +150,7 @@ public:
   void set(const std::string &option, const std::string &value,
            const std::string &because) {
     out.compile[option] = value;
+    out.origin[option] = because;
     out.understood.push_back(because + " -> " + option + "=" + value);
   }
 
@@ -153,32 +161,33 @@ private:
   void readScheduler(const llvm::json::Object &o, double lr);
   void readFp16(const llvm::json::Object &o);
   void readZero(const llvm::json::Object &o);
+  void readBatch(const llvm::json::Object &root, int64_t dataParallel);
+  void readActivationCheckpointing(const llvm::json::Object &o);
+  void readCheckpoint(const llvm::json::Object &o);
 
-  std::string path, text;
-  DeepSpeedSettings &out;
+  std::string label, text;
+  TrainingSettings &out;
+  ConfigFlavor flavor;
+  bool neox() const { return flavor == ConfigFlavor::NeoX; }
 };
 
 /// DeepSpeed's keys dsc does not implement yet, each refused by name.
 const std::set<std::string> kNotImplemented = {
     "amp",
-    "activation_checkpointing",
     "aio",
     "autotuning",
-    "checkpoint",
     "comms_logger",
     "communication_data_type",
     "compression_training",
     "csv_monitor",
     "curriculum_learning",
     "data_efficiency",
-    "data_types",
     "disable_allgather",
     "dump_state",
     "elasticity",
     "flops_profiler",
     "gradient_predivide_factor",
     "hybrid_engine",
-    "load_universal",
     "memory_breakdown",
     "nebula",
     "pipeline",
@@ -201,6 +210,9 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
                                     "gradient_clipping",
                                     "zero_optimization",
                                     "zero_allow_untested_optimizer",
+                                    "activation_checkpointing",
+                                    "data_types",
+                                    "checkpoint",
                                     "steps_per_print",
                                     "wall_clock_breakdown"};
   for (const auto &entry : root) {
@@ -214,34 +226,41 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
   all.insert(all.end(), kNotImplemented.begin(), kNotImplemented.end());
   onlyKnown(root, "", all);
 
-  auto optional = [&](const char *key) -> std::optional<int64_t> {
-    if (!root.get(key))
-      return std::nullopt;
-    return integer(root, key, 0);
-  };
-  completeBatchTriple(
-      optional("train_batch_size"), optional("train_micro_batch_size_per_gpu"),
-      optional("gradient_accumulation_steps"), dataParallel, out);
-  out.understood.push_back(
-      "train_batch_size " + std::to_string(out.trainBatchSize) +
-      " = train_micro_batch_size_per_gpu " +
-      std::to_string(out.microBatchPerGpu) + " x gradient_accumulation_steps " +
-      std::to_string(out.gradientAccumulation) + " x " +
-      std::to_string(dataParallel) + " data-parallel ranks");
-  set("microbatches", std::to_string(out.gradientAccumulation),
-      "gradient_accumulation_steps = " +
-          std::to_string(out.gradientAccumulation));
+  // A GPT-NeoX config may leave the batch to another of its files (GPT-NeoX
+  // merges several); the model's micro-batch then stands.
+  if (neox() && !root.get("train_batch_size") &&
+      !root.get("train_micro_batch_size_per_gpu")) {
+    if (root.get("gradient_accumulation_steps")) {
+      out.gradientAccumulation =
+          integer(root, "gradient_accumulation_steps", 1);
+      if (out.gradientAccumulation < 1)
+        fail("gradient_accumulation_steps",
+             "'gradient_accumulation_steps' must be >= 1");
+      set("microbatches", std::to_string(out.gradientAccumulation),
+          "gradient_accumulation_steps = " +
+              std::to_string(out.gradientAccumulation));
+    }
+  } else {
+    readBatch(root, dataParallel);
+  }
 
   // The optimizer's learning rate; a scheduler may set its own.
   double lr = 1e-3; // DeepSpeed's Adam default
   if (const llvm::json::Value *v = root.get("optimizer"))
     readOptimizer(object(*v, "optimizer"), lr);
+  else if (neox())
+    out.understood.push_back("no 'optimizer' (GPT-NeoX needs one, perhaps in "
+                             "another of its files): dsc's AdamW");
   else
     out.understood.push_back("no 'optimizer': dsc's AdamW (GPT-NeoX's "
                              "defaults), as a client optimizer would be");
+  if (neox() && root.get("scheduler"))
+    fail("scheduler", "'scheduler' is DeepSpeed's; a GPT-NeoX config sets "
+                      "its schedule with lr_decay_style, warmup, "
+                      "lr_decay_iters and min_lr");
   if (const llvm::json::Value *v = root.get("scheduler"))
     readScheduler(object(*v, "scheduler"), lr);
-  else
+  else if (!neox())
     set("lr-schedule", "constant",
         "no 'scheduler' (DeepSpeed keeps the "
         "optimizer's rate)");
@@ -263,14 +282,17 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
   else if (!fp16)
     set("precision", "fp32", "neither fp16 nor bf16 enabled");
 
-  // DeepSpeed's default is no clipping (0.0); dsc's own is 1.0.
-  const double clip = number(root, "gradient_clipping", 0.0);
+  // DeepSpeed's default is no clipping (0.0); GPT-NeoX's is 1.0.
+  const double clipDefault = neox() ? 1.0 : 0.0;
+  const double clip = number(root, "gradient_clipping", clipDefault);
   if (clip < 0)
     fail("gradient_clipping",
          "'gradient_clipping' must be >= 0, got " + spell(clip));
   set("clip-grad-norm", spell(clip),
       "gradient_clipping = " + spell(clip) +
-          (root.get("gradient_clipping") ? "" : " (DeepSpeed's default)"));
+          (root.get("gradient_clipping")
+               ? ""
+               : neox() ? " (GPT-NeoX's default)" : " (DeepSpeed's default)"));
 
   if (const llvm::json::Value *v = root.get("zero_optimization");
       v && v->getAsBoolean())
@@ -285,32 +307,175 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
   // dsc's ZeRO stages run every optimizer it has.
   (void)boolean(root, "zero_allow_untested_optimizer", false);
 
-  if (root.get("steps_per_print")) {
-    out.stepsPerPrint = integer(root, "steps_per_print", 10);
-    if (*out.stepsPerPrint < 1)
-      fail("steps_per_print", "'steps_per_print' must be >= 1");
-    out.understood.push_back(
-        "steps_per_print = " + std::to_string(*out.stepsPerPrint) +
-        " -> --log-interval");
+  if (const llvm::json::Value *v = root.get("activation_checkpointing"))
+    readActivationCheckpointing(object(*v, "activation_checkpointing"));
+  if (const llvm::json::Value *v = root.get("data_types")) {
+    const llvm::json::Object &o = object(*v, "data_types");
+    onlyKnown(o, "data_types", {"grad_accum_dtype"});
+    const std::string dtype = string(o, "grad_accum_dtype", "fp32");
+    if (dtype != "fp32")
+      fail("grad_accum_dtype",
+           "'grad_accum_dtype' \"" + dtype +
+               "\" is not implemented: dsc accumulates gradients in fp32 "
+               "under every precision");
+    out.understood.push_back("data_types.grad_accum_dtype = fp32: as dsc "
+                             "accumulates gradients");
   }
-  if (boolean(root, "wall_clock_breakdown", false))
-    fail("wall_clock_breakdown",
-         "'wall_clock_breakdown' is a DeepSpeed key dsc does not implement "
-         "yet (dsc-run --trace FILE writes every instruction's time)");
+  if (const llvm::json::Value *v = root.get("checkpoint"))
+    readCheckpoint(object(*v, "checkpoint"));
+
+  if (root.get("steps_per_print")) {
+    const int64_t every = integer(root, "steps_per_print", 10);
+    if (every < 1)
+      fail("steps_per_print", "'steps_per_print' must be >= 1");
+    if (neox()) {
+      out.understood.push_back(
+          "steps_per_print = " + std::to_string(every) +
+          ": DeepSpeed's own progress line under GPT-NeoX; dsc-run's log "
+          "follows log_interval");
+    } else {
+      out.logInterval = every;
+      out.runOrigin["--log-interval"] = "steps_per_print";
+      out.understood.push_back("steps_per_print = " + std::to_string(every) +
+                               " -> --log-interval");
+    }
+  }
+  if (root.get("wall_clock_breakdown")) {
+    out.wallClockBreakdown = boolean(root, "wall_clock_breakdown", false);
+    out.runOrigin["wall-clock-breakdown"] = "wall_clock_breakdown";
+    out.understood.push_back(
+        std::string("wall_clock_breakdown = ") +
+        (*out.wallClockBreakdown ? "true" : "false") +
+        ": the step log " +
+        (*out.wallClockBreakdown ? "splits" : "does not split") +
+        " each step's time into forward-backward and optimizer");
+  }
+}
+
+void Reader::readBatch(const llvm::json::Object &root, int64_t dataParallel) {
+  auto optional = [&](const char *key) -> std::optional<int64_t> {
+    if (!root.get(key))
+      return std::nullopt;
+    return integer(root, key, 0);
+  };
+  completeBatchTriple(
+      optional("train_batch_size"), optional("train_micro_batch_size_per_gpu"),
+      optional("gradient_accumulation_steps"), dataParallel, out);
+  out.understood.push_back(
+      "train_batch_size " + std::to_string(out.trainBatchSize) +
+      " = train_micro_batch_size_per_gpu " +
+      std::to_string(out.microBatchPerGpu) + " x gradient_accumulation_steps " +
+      std::to_string(out.gradientAccumulation) + " x " +
+      std::to_string(dataParallel) + " data-parallel ranks");
+  set("microbatches", std::to_string(out.gradientAccumulation),
+      "gradient_accumulation_steps = " +
+          std::to_string(out.gradientAccumulation));
+
+}
+
+void Reader::readActivationCheckpointing(const llvm::json::Object &o) {
+  onlyKnown(o, "activation_checkpointing",
+            {"partition_activations", "cpu_checkpointing",
+             "contiguous_memory_optimization", "number_checkpoints",
+             "synchronize_checkpoint_boundary", "profile"});
+  if (boolean(o, "partition_activations", false))
+    fail("partition_activations",
+         "'partition_activations': true (each tensor-parallel rank keeping a "
+         "slice of the checkpoints) is not implemented; dsc's "
+         "sequence-parallel=true splits the kept layer inputs over tp");
+  if (boolean(o, "cpu_checkpointing", false))
+    fail("cpu_checkpointing", "'cpu_checkpointing': true (checkpoints in "
+                              "host memory) is not implemented yet");
+  if (boolean(o, "profile", false))
+    fail("profile", "'profile': true is not implemented (dsc-run --trace "
+                    "FILE times every instruction)");
+  (void)boolean(o, "contiguous_memory_optimization", false);
+  (void)boolean(o, "synchronize_checkpoint_boundary", false);
+  (void)integer(o, "number_checkpoints", 0);
+  out.understood.push_back(
+      "activation_checkpointing: configures the checkpointing a model asks "
+      "for (contiguous_memory_optimization, number_checkpoints and "
+      "synchronize_checkpoint_boundary place or time it and do not apply to "
+      "dsc's planned arena); dsc recomputes with --compile "
+      "recompute=full|selective" +
+      std::string(neox() ? " (GPT-NeoX: checkpoint_activations)" : ""));
+}
+
+void Reader::readCheckpoint(const llvm::json::Object &o) {
+  onlyKnown(o, "checkpoint",
+            {"tag_validation", "load_universal", "use_node_local_storage",
+             "parallel_write"});
+  const std::string tag = string(o, "tag_validation", "Warn");
+  if (tag != "Warn" && tag != "Ignore" && tag != "Fail")
+    fail("tag_validation", "'tag_validation' must be \"Warn\", \"Ignore\" or "
+                           "\"Fail\", got '" +
+                               tag + "'");
+  if (o.get("tag_validation"))
+    out.understood.push_back(
+        "checkpoint.tag_validation = " + tag +
+        ": dsc checks the manifest of every checkpoint on every rank and "
+        "refuses one that disagrees (Fail)");
+  if (o.get("load_universal"))
+    out.understood.push_back(
+        std::string("checkpoint.load_universal = ") +
+        (boolean(o, "load_universal", false) ? "true" : "false") +
+        ": dsc's checkpoints are universal, loaded by any plan of the model");
+  if (boolean(o, "use_node_local_storage", false))
+    fail("use_node_local_storage",
+         "'use_node_local_storage': true is not implemented (dsc-run "
+         "--save writes one directory every rank can read)");
+  if (o.get("parallel_write"))
+    fail("parallel_write", "'parallel_write' is not implemented (each dsc "
+                           "rank already writes the pieces it holds)");
 }
 
 void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
   onlyKnown(o, "optimizer", {"type", "params"});
-  const std::string type = llvm::StringRef(string(o, "type", "")).lower();
-  if (type != "adam" && type != "adamw")
-    fail("type", "optimizer type '" + string(o, "type", "") +
-                     "' is not one dsc implements (Adam and AdamW are)");
+  const std::string typeName = string(o, "type", "");
+  const std::string type = llvm::StringRef(typeName).lower();
   static const llvm::json::Object empty;
   const llvm::json::Object &p =
       o.get("params") ? object(*o.get("params"), "params") : empty;
+  // GPT-NeoX builds "adam" itself (apex's or DeepSpeed's FusedAdam, AdamW
+  // unless adam_w_mode is false) with its top-level weight_decay; its other
+  // types are other optimizers.
+  if (neox() && type != "adam")
+    fail("type", "optimizer type '" + typeName +
+                     "' is not one dsc implements for a GPT-NeoX config "
+                     "(\"Adam\", GPT-NeoX's FusedAdam, is)");
+  if (!neox() && type == "sgd") {
+    // torch.optim.SGD, which DeepSpeed builds for "SGD".
+    onlyKnown(p, "optimizer.params",
+              {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
+    lr = number(p, "lr", 1e-3);
+    if (number(p, "dampening", 0.0) != 0.0)
+      fail("dampening", "'dampening' other than 0 is not implemented");
+    const double momentum = number(p, "momentum", 0.0);
+    const bool nesterov = boolean(p, "nesterov", false);
+    if (nesterov && momentum <= 0)
+      fail("nesterov", "Nesterov momentum requires a momentum (torch.optim.SGD "
+                       "refuses it too)");
+    set("optimizer", "sgd", "optimizer.type = " + typeName);
+    set("lr", spell(lr), "optimizer.params.lr");
+    set("momentum", spell(momentum),
+        "optimizer.params.momentum" +
+            std::string(p.get("momentum") ? "" : " (torch's default)"));
+    set("nesterov", nesterov ? "true" : "false", "optimizer.params.nesterov");
+    set("weight-decay", spell(number(p, "weight_decay", 0.0)),
+        "optimizer.params.weight_decay (added to the gradient of matrices, "
+        "as torch.optim.SGD)");
+    return;
+  }
+  if (type != "adam" && type != "adamw")
+    fail("type", "optimizer type '" + typeName +
+                     "' is not one dsc implements (Adam, AdamW and SGD are)");
   onlyKnown(p, "optimizer.params",
             {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam",
              "bias_correction", "amsgrad"});
+  if (neox() && p.get("weight_decay"))
+    fail("weight_decay", "GPT-NeoX passes its top-level 'weight_decay' to the "
+                         "optimizer (a second one in optimizer.params stops "
+                         "it); set weight_decay at the top level");
   lr = number(p, "lr", 1e-3);
   double beta1 = 0.9, beta2 = 0.999;
   if (const llvm::json::Value *betas = p.get("betas")) {
@@ -327,7 +492,7 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
   // is an L2 term in the gradient, which dsc does not implement).
   const bool decoupled =
       type == "adamw" ? true : boolean(p, "adam_w_mode", true);
-  if (!decoupled && decay != 0.0)
+  if (!decoupled && (decay != 0.0 || neox()))
     fail("adam_w_mode",
          "'adam_w_mode': false adds the weight decay to the gradient (Adam "
          "with L2), which dsc does not implement; use AdamW or "
@@ -338,12 +503,13 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
     fail("amsgrad", "'amsgrad': true is not implemented");
   // torch_adam chooses DeepSpeed's implementation, not the mathematics.
   (void)boolean(p, "torch_adam", false);
-  set("optimizer", "adamw", "optimizer.type = " + string(o, "type", ""));
+  set("optimizer", "adamw", "optimizer.type = " + typeName);
   set("lr", spell(lr), "optimizer.params.lr = " + spell(lr));
   set("beta1", spell(beta1), "optimizer.params.betas[0]");
   set("beta2", spell(beta2), "optimizer.params.betas[1]");
   set("eps", spell(eps), "optimizer.params.eps");
-  set("weight-decay", spell(decay), "optimizer.params.weight_decay");
+  if (!neox())
+    set("weight-decay", spell(decay), "optimizer.params.weight_decay");
 }
 
 void Reader::readScheduler(const llvm::json::Object &o, double lr) {
@@ -415,34 +581,56 @@ void Reader::readScheduler(const llvm::json::Object &o, double lr) {
 }
 
 void Reader::readFp16(const llvm::json::Object &o) {
-  onlyKnown(o, "fp16",
-            {"enabled", "loss_scale", "initial_scale_power",
-             "loss_scale_window", "hysteresis", "min_loss_scale",
-             "consecutive_hysteresis", "auto_cast"});
-  if (!boolean(o, "enabled", false))
+  std::vector<std::string> known = {"enabled",
+                                    "loss_scale",
+                                    "initial_scale_power",
+                                    "loss_scale_window",
+                                    "hysteresis",
+                                    "min_loss_scale",
+                                    "consecutive_hysteresis",
+                                    "auto_cast"};
+  // GPT-NeoX's configs also mark the section with "fp16": true or
+  // "type": "fp16" (its own, which DeepSpeed passes over).
+  if (neox())
+    known.insert(known.end(), {"fp16", "type"});
+  onlyKnown(o, "fp16", known);
+  const bool enabled = boolean(o, "enabled", false);
+  if (neox() && o.get("fp16") && boolean(o, "fp16", false) != enabled)
+    fail("fp16", "'fp16.fp16' and 'fp16.enabled' disagree");
+  if (neox() && o.get("type") && string(o, "type", "") != "fp16")
+    fail("type", "'fp16.type' must be \"fp16\"");
+  if (!enabled)
     return;
-  // dsc's loss scaler is DeepSpeed's dynamic one with its defaults.
   if (number(o, "loss_scale", 0.0) != 0.0)
     fail("loss_scale", "a static 'loss_scale' is not implemented (0, "
                        "dynamic scaling, is)");
-  struct Default {
-    const char *key;
-    double value;
-  };
-  for (Default d :
-       {Default{"initial_scale_power", 16}, Default{"loss_scale_window", 1000},
-        Default{"hysteresis", 2}, Default{"min_loss_scale", 1}})
-    if (number(o, d.key, d.value) != d.value)
-      fail(d.key, "'" + std::string(d.key) +
-                      "' other than DeepSpeed's default " + spell(d.value) +
-                      " is not implemented (dsc's loss scaler has DeepSpeed's "
-                      "defaults)");
-  if (boolean(o, "consecutive_hysteresis", false))
-    fail("consecutive_hysteresis",
-         "'consecutive_hysteresis': true is not implemented");
+  // DeepSpeed's DynamicLossScaler with the config's settings.
+  dsc::rt::LossScalerConfig scaler;
+  const int64_t power = integer(o, "initial_scale_power", 16);
+  if (power < 0 || power > 64)
+    fail("initial_scale_power", "'initial_scale_power' must be in [0, 64]");
+  scaler.initialScale = std::ldexp(1.0, int(power));
+  scaler.scaleWindow = integer(o, "loss_scale_window", 1000);
+  if (scaler.scaleWindow < 1)
+    fail("loss_scale_window", "'loss_scale_window' must be >= 1");
+  const int64_t hysteresis = integer(o, "hysteresis", 2);
+  if (hysteresis < 1 || hysteresis > 1000000)
+    fail("hysteresis", "'hysteresis' must be in [1, 1000000]");
+  scaler.hysteresis = int(hysteresis);
+  scaler.minScale = number(o, "min_loss_scale", 1);
+  if (!(scaler.minScale > 0))
+    fail("min_loss_scale", "'min_loss_scale' must be > 0");
+  scaler.consecutiveHysteresis = boolean(o, "consecutive_hysteresis", false);
   if (boolean(o, "auto_cast", false))
     fail("auto_cast", "'auto_cast': true is not implemented");
-  set("precision", "fp16", "fp16.enabled = true, dynamic loss scaling");
+  out.lossScaler = scaler;
+  out.runOrigin["loss-scaler"] = "fp16";
+  out.understood.push_back(
+      "fp16: dynamic loss scaling from 2^" + std::to_string(power) +
+      ", window " + std::to_string(scaler.scaleWindow) + ", hysteresis " +
+      std::to_string(scaler.hysteresis) + ", min " + spell(scaler.minScale) +
+      (scaler.consecutiveHysteresis ? ", consecutive hysteresis" : ""));
+  set("precision", "fp16", "fp16.enabled = true");
 }
 
 void Reader::readZero(const llvm::json::Object &o) {
@@ -453,10 +641,16 @@ void Reader::readZero(const llvm::json::Object &o) {
       fail(key, "'" + key +
                     "' is not implemented yet (ZeRO-Offload is dsc's next "
                     "piece of work); remove it to train on the device");
+  // DeepSpeed's legacy spelling of offload_optimizer.
+  if (boolean(o, "cpu_offload", false))
+    fail("cpu_offload", "'cpu_offload' is not implemented yet (ZeRO-Offload "
+                        "is dsc's next piece of work); remove it to train "
+                        "on the device");
   onlyKnown(o, "zero_optimization",
             {"stage", "reduce_bucket_size", "allgather_bucket_size",
              "overlap_comm", "contiguous_gradients", "reduce_scatter",
-             "allgather_partitions", "offload_optimizer", "offload_param"});
+             "allgather_partitions", "offload_optimizer", "offload_param",
+             "cpu_offload"});
   const int64_t stage = integer(o, "stage", 0);
   if (stage < 0 || stage > 3)
     fail("stage",
@@ -481,6 +675,7 @@ void Reader::readZero(const llvm::json::Object &o) {
   }
   if (o.get("overlap_comm")) {
     out.overlapComm = boolean(o, "overlap_comm", false);
+    out.runOrigin["--overlap-comm"] = "zero_optimization.overlap_comm";
     out.understood.push_back(std::string("overlap_comm = ") +
                              (*out.overlapComm ? "true" : "false") +
                              " -> --overlap-comm");
@@ -500,7 +695,7 @@ void Reader::readZero(const llvm::json::Object &o) {
 void dsc::run::completeBatchTriple(std::optional<int64_t> train,
                                    std::optional<int64_t> micro,
                                    std::optional<int64_t> gas,
-                                   int64_t worldSize, DeepSpeedSettings &out) {
+                                   int64_t worldSize, TrainingSettings &out) {
   // runtime/config.py's _set_batch_related_parameters, then its assertion;
   // the sizes given are checked first, so that completing divides by none
   // that is zero.
@@ -556,8 +751,27 @@ void dsc::run::completeBatchTriple(std::optional<int64_t> train,
   out.gradientAccumulation = *gas;
 }
 
-DeepSpeedSettings dsc::run::readDeepSpeedConfig(const std::string &path,
-                                                int64_t dataParallel) {
+TrainingSettings dsc::run::readDeepSpeedKeys(const llvm::json::Object &root,
+                                             const std::string &label,
+                                             const std::string &text,
+                                             int64_t dataParallel,
+                                             ConfigFlavor flavor) {
+  TrainingSettings out;
+  Reader reader(label, text, out, flavor);
+  try {
+    reader.read(root, dataParallel);
+  } catch (const Error &e) {
+    std::string what = e.what();
+    // The batch triple's messages are DeepSpeed's own; say where.
+    if (what.rfind(label, 0) != 0)
+      throw Error(label + ": " + what);
+    throw;
+  }
+  return out;
+}
+
+TrainingSettings dsc::run::readDeepSpeedConfig(const std::string &path,
+                                               int64_t dataParallel) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
       llvm::MemoryBuffer::getFile(path);
   if (!file)
@@ -571,16 +785,6 @@ DeepSpeedSettings dsc::run::readDeepSpeedConfig(const std::string &path,
   const llvm::json::Object *root = parsed->getAsObject();
   if (!root)
     throw Error("DeepSpeed config '" + path + "' must be a JSON object");
-  DeepSpeedSettings out;
-  Reader reader(path, text, out);
-  try {
-    reader.read(*root, dataParallel);
-  } catch (const Error &e) {
-    std::string what = e.what();
-    // The batch triple's messages are DeepSpeed's own; say where.
-    if (what.rfind("DeepSpeed config", 0) != 0)
-      throw Error("DeepSpeed config '" + path + "': " + what);
-    throw;
-  }
-  return out;
+  return readDeepSpeedKeys(*root, "DeepSpeed config '" + path + "'", text,
+                           dataParallel, ConfigFlavor::DeepSpeed);
 }

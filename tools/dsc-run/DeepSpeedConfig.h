@@ -16,6 +16,10 @@
 #ifndef DSC_RUN_DEEPSPEEDCONFIG_H
 #define DSC_RUN_DEEPSPEEDCONFIG_H
 
+#include "dsc/Runtime/LossScaler.h"
+
+#include "llvm/Support/JSON.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,25 +28,51 @@
 
 namespace dsc::run {
 
-/// What a ds_config.json sets.
-struct DeepSpeedSettings {
+/// What a training config file (a ds_config.json, or the training keys of
+/// a GPT-NeoX config) sets: --dsc-compile options and run options, each
+/// with the key it came from.
+struct TrainingSettings {
   /// --dsc-compile options (key -> value), e.g. zero -> 2, lr -> 1e-3.
   std::map<std::string, std::string> compile;
+  /// The config key each compile option came from.
+  std::map<std::string, std::string> origin;
   /// DeepSpeed's batch triple, completed over the data-parallel size.
   int64_t trainBatchSize = 0, microBatchPerGpu = 0, gradientAccumulation = 0;
-  /// steps_per_print: dsc-run's log interval.
-  std::optional<int64_t> stepsPerPrint;
-  /// zero_optimization.overlap_comm: dsc-run's --overlap-comm.
+  /// dsc-run's options a file may set: --steps, --log-interval, --seed,
+  /// --data, --save, --load, --save-interval, --keep, --overlap-comm.
+  std::optional<int64_t> steps, logInterval, saveInterval, keep;
+  std::optional<uint64_t> seed;
+  std::optional<std::string> data, save, load;
   std::optional<bool> overlapComm;
+  /// fp16's dynamic loss scaler (DeepSpeed's fp16 keys).
+  std::optional<rt::LossScalerConfig> lossScaler;
+  /// wall_clock_breakdown: the step log splits each step's time.
+  std::optional<bool> wallClockBreakdown;
+  /// The config key each run option (named by its flag) came from.
+  std::map<std::string, std::string> runOrigin;
   /// One line per key read: "key = value: what dsc does with it".
   std::vector<std::string> understood;
 };
 
+/// Whose meanings and defaults the keys are read with: DeepSpeed's
+/// (a ds_config.json) or GPT-NeoX's (which hands the same keys to
+/// DeepSpeed but has its own optimizer construction, LR schedule,
+/// weight_decay and gradient_clipping defaults).
+enum class ConfigFlavor { DeepSpeed, NeoX };
+
 /// Reads `path` for a run whose data-parallel size is `dataParallel`.
 /// Throws rt::Error naming the file, the key and its line on anything it
 /// refuses, and DeepSpeed's own message when the batch triple disagrees.
-DeepSpeedSettings readDeepSpeedConfig(const std::string &path,
-                                      int64_t dataParallel);
+TrainingSettings readDeepSpeedConfig(const std::string &path,
+                                     int64_t dataParallel);
+
+/// Reads DeepSpeed's keys in `root`, the contents of the file `path`
+/// (`text`, for the lines errors name), as `flavor` means them. Errors
+/// start with `label` ("DeepSpeed config 'x'").
+TrainingSettings readDeepSpeedKeys(const llvm::json::Object &root,
+                                   const std::string &label,
+                                   const std::string &text,
+                                   int64_t dataParallel, ConfigFlavor flavor);
 
 /// DeepSpeed's completion of the batch triple (runtime/config.py): the
 /// missing values from the given ones over `worldSize` data-parallel
@@ -51,7 +81,10 @@ DeepSpeedSettings readDeepSpeedConfig(const std::string &path,
 void completeBatchTriple(std::optional<int64_t> train,
                          std::optional<int64_t> micro,
                          std::optional<int64_t> gas, int64_t worldSize,
-                         DeepSpeedSettings &out);
+                         TrainingSettings &out);
+
+/// A number in the fewest digits that --dsc-compile reads back exactly.
+std::string spellNumber(double v);
 
 } // namespace dsc::run
 

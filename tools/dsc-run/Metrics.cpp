@@ -51,6 +51,9 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
     line += " loss scale: " + format("%.1f", m.lossScale) + " |";
   if (!std::isnan(m.gradNorm))
     line += " grad norm: " + format("%.3f", m.gradNorm) + " |";
+  if (!std::isnan(m.forwardBackwardMs))
+    line += " forward-backward (ms): " + format("%.1f", m.forwardBackwardMs) +
+            " | optimizer (ms): " + format("%.1f", m.optimizerMs) + " |";
   if (m.skippedIterations >= 0) {
     char skipped[64];
     std::snprintf(skipped, sizeof(skipped),
@@ -82,6 +85,11 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
          (std::isnan(m.checkpointMs)
               ? std::string()
               : ", \"checkpoint_ms\": " + jsonNumber(m.checkpointMs)) +
+         (std::isnan(m.forwardBackwardMs)
+              ? std::string()
+              : ", \"forward_backward_ms\": " +
+                    jsonNumber(m.forwardBackwardMs) +
+                    ", \"optimizer_ms\": " + jsonNumber(m.optimizerMs)) +
          "}";
 }
 

@@ -37,6 +37,10 @@ struct StepMetrics {
   /// async snapshot, or committing one), outside msPerIteration (as
   /// Megatron's save-checkpoint timer); NaN (left out) when none.
   double checkpointMs = std::nan("");
+  /// wall_clock_breakdown: the step's milliseconds in its forward and
+  /// backward and in its update (averaged like msPerIteration); NaN (left
+  /// out) without it.
+  double forwardBackwardMs = std::nan(""), optimizerMs = std::nan("");
 };
 
 /// " iteration       10/     200 | consumed samples:          40 | elapsed

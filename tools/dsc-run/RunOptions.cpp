@@ -83,6 +83,10 @@ std::string dsc::run::usage() {
          "                       communication lane (default: on for cuda,\n"
          "                       off for the cpu) or each in its place\n"
          "  --print-plan         print the plan as text and exit\n"
+         "  --print-config       print the resolved configuration, each\n"
+         "                       value with where it came from (default,\n"
+         "                       the GPT-NeoX config, --deepspeed, the\n"
+         "                       command line), and exit\n"
          "  --help               this text\n";
 }
 
@@ -127,6 +131,10 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.help = true;
       continue;
     }
+    if (arg == "--print-config") {
+      o.printConfig = true;
+      continue;
+    }
     if (arg == "--print-plan") {
       o.printPlan = true;
       continue;
@@ -161,10 +169,9 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.seed = uint64_t(parseInt(flag, next(), 0));
     else if (flag == "--lr")
       o.learningRate = parseDouble(flag, next());
-    else if (flag == "--log-interval") {
+    else if (flag == "--log-interval")
       o.logInterval = parseInt(flag, next(), 1);
-      o.logIntervalGiven = true;
-    } else if (flag == "--deepspeed" || flag == "--deepspeed_config")
+    else if (flag == "--deepspeed" || flag == "--deepspeed_config")
       o.deepspeed = next();
     else if (flag == "--log-json")
       o.logJson = next();
@@ -199,6 +206,7 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       throw Error("unknown option '" + flag + "' (dsc-run --help lists them)");
     if (o.data.empty() && flag == "--data")
       throw Error("--data expects a file or prefix");
+    o.given.insert(flag == "--deepspeed_config" ? "--deepspeed" : flag);
   }
   if (o.help)
     return o;

@@ -13,8 +13,11 @@
 #ifndef DSC_TOOLS_DSCRUN_RUNOPTIONS_H
 #define DSC_TOOLS_DSCRUN_RUNOPTIONS_H
 
+#include "dsc/Runtime/LossScaler.h"
+
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,8 +34,6 @@ struct RunOptions {
   /// --lr: replaces the schedule's base learning rate.
   std::optional<double> learningRate;
   int64_t logInterval = 1;
-  /// Whether --log-interval was given (it wins over a config's).
-  bool logIntervalGiven = false;
   std::string logJson; // JSON-lines metrics file, "" for none
   std::string trace;   // Chrome trace file, "" for none
   /// --microbatches: gradient-accumulation steps; 0 keeps the plan's.
@@ -48,6 +49,9 @@ struct RunOptions {
   bool saveAsync = false;
   /// --print-plan: print the plan as text and exit (no training).
   bool printPlan = false;
+  /// --print-config: print the resolved configuration, each value with
+  /// where it came from, and exit (no compile, no training).
+  bool printConfig = false;
   /// --compile: extra --dsc-compile options for a model compiled in-process.
   std::string compile;
   /// --deepspeed / --deepspeed_config: a DeepSpeed ds_config.json whose
@@ -67,6 +71,13 @@ struct RunOptions {
   /// --overlap-comm on|off: collectives beside compute or in their place
   /// (Executor::setOverlapCommunication); unset: the backend's default.
   std::optional<bool> overlapComm;
+  /// fp16's dynamic loss scaler; unset: DeepSpeed's defaults. Set by a
+  /// config's fp16 section (DeepSpeedConfig.h).
+  std::optional<rt::LossScalerConfig> lossScaler;
+  /// A config's wall_clock_breakdown: log lines split the step's time.
+  bool wallClockBreakdown = false;
+  /// The flags given on the command line (they win over a config's keys).
+  std::set<std::string> given;
   bool help = false;
 };
 

@@ -179,6 +179,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   const Plan &p = ex.plan();
   if (options.overlapComm)
     ex.setOverlapCommunication(*options.overlapComm);
+  if (options.lossScaler)
+    ex.setLossScalerConfig(*options.lossScaler);
   if (options.learningRate)
     ex.setBaseLearningRate(*options.learningRate);
 
@@ -288,7 +290,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   const double flopsPerStep =
       double(p.summary.flopsPerMicroBatch) * double(microBatches);
   const auto runStart = std::chrono::steady_clock::now();
-  double intervalSeconds = 0, intervalLoss = 0;
+  double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
   bool reportedSnapshot = false;
@@ -351,9 +353,14 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       }
       if (!p.mesh.empty())
         m.collectiveBytes = int64_t(r.collectiveBytesSent);
+      if (options.wallClockBreakdown) {
+        m.optimizerMs = r.optimizerMs;
+        m.forwardBackwardMs = std::max(0.0, seconds * 1e3 - r.optimizerMs);
+      }
 
       // The log line averages time and loss over its interval, as Megatron.
       intervalSeconds += seconds;
+      intervalOptimizerMs += r.optimizerMs;
       intervalLoss += r.loss;
       ++intervalSteps;
       if (iteration % options.logInterval == 0 || iteration == options.steps) {
@@ -364,8 +371,13 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                 ? flopsPerStep * double(intervalSteps) / intervalSeconds / 1e12
                 : 0.0;
         avg.loss = intervalLoss / double(intervalSteps);
+        if (options.wallClockBreakdown) {
+          avg.optimizerMs = intervalOptimizerMs / double(intervalSteps);
+          avg.forwardBackwardMs =
+              std::max(0.0, avg.msPerIteration - avg.optimizerMs);
+        }
         log << formatLogLine(avg) << std::endl;
-        intervalSeconds = intervalLoss = 0;
+        intervalSeconds = intervalLoss = intervalOptimizerMs = 0;
         intervalSteps = 0;
       }
       // Megatron stops on a NaN loss or grad norm; so do we, after logging
@@ -539,6 +551,9 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
       }
     }
     Plan plan = loader ? loader(options) : loadPlan(options.input);
+    // The loader printed the configuration; nothing was compiled.
+    if (options.printConfig)
+      return 0;
     if (options.printPlan) {
       if (!mpiWorld || mpiWorld->rank() == 0)
         out << formatPlan(plan);

@@ -75,6 +75,10 @@ struct StepResult {
   double lossScale = std::nan("");
   bool skipped = false;
   int64_t skippedSteps = 0;
+  /// Wall milliseconds of the step's update: the overflow check, the
+  /// optimizer program and reading its norm (the rest of the step is the
+  /// forward and backward), for DeepSpeed's wall_clock_breakdown.
+  double optimizerMs = 0;
 };
 
 /// A checkpoint saved beside training (Checkpoint.cpp).
@@ -217,6 +221,13 @@ public:
   /// (gradients zeroed, no optimizer step, the scale lowered after the
   /// hysteresis) or unscales them and runs the optimizer.
   bool scalesLoss() const { return scaler.has_value(); }
+  /// Replaces the dynamic loss scaler's settings (a config's fp16 section)
+  /// before the first step or a checkpoint's load; no effect on a plan that
+  /// does not scale its loss.
+  void setLossScalerConfig(const LossScalerConfig &cfg) {
+    if (scaler)
+      scaler.emplace(cfg);
+  }
   const DynamicLossScaler *lossScaler() const {
     return scaler ? &*scaler : nullptr;
   }

@@ -131,11 +131,24 @@ struct Arena {
 /// WarmupDecayLR decays to its warmup_min_lr: set decayEnd = warmupStart.
 /// WarmupCosineLR's ratios become warmupStart = warmup_min_ratio * base and
 /// decayEnd = cos_min_ratio * base.
+///
+/// The Annealing* kinds are GPT-NeoX's AnnealingLR (its lr_decay_style),
+/// with n = step - 1 (its num_iters at the step's update), W = warmup,
+/// T = total, min = decayEnd (its min_lr): base * max(1, n) / W while
+/// W > 0 and n <= W; then with m = n - W, E = T - W: base (constant),
+/// base * (E - m) / E (linear), min + (base - min) * (1 + cos(pi m/E)) / 2
+/// (cosine), base * exp(-0.693 m / E) (exponential); the result is never
+/// below min. Not clamped past T, as in GPT-NeoX. warmupStart and
+/// warmupLog do not apply.
 enum class LrScheduleKind : uint32_t {
   Constant = 0,
   WarmupConstant = 1,
   WarmupLinearDecay = 2,
   WarmupCosineDecay = 3,
+  AnnealingConstant = 4,
+  AnnealingLinear = 5,
+  AnnealingCosine = 6,
+  AnnealingExponential = 7,
 };
 
 /// The learning rate of a LearningRate instruction at 1-based `step`.

@@ -9,6 +9,9 @@
 #define DSC_TARGET_GPTCONFIG_H
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
@@ -118,15 +121,34 @@ struct NeoXImportOptions {
   int64_t vocabSize = 0;
 };
 
+/// The training keys of a GPT-NeoX config (optimizer, schedule, batch,
+/// precision, ZeRO, checkpoints, data, logging, launcher), kept as JSON
+/// values for the reader that honors them (dsc-run's), with the model keys
+/// training also reads (seed, model_parallel_size,
+/// train_micro_batch_size_per_gpu). Keys spelled with '-' are stored with
+/// '_'.
+struct NeoXTrainingKeys {
+  llvm::json::Object values;
+  /// The line each key was written on.
+  llvm::StringMap<unsigned> lines;
+};
+
+/// Every training key a GPT-NeoX config may hold (the keys that do not
+/// shape the model graph), for readers that must classify each one.
+llvm::ArrayRef<const char *> neoxTrainingKeyNames();
+
 /// Parses a GPT-NeoX config held in `sourceMgr`'s main buffer. Keys may be
 /// spelled with '-' or '_'. Errors (syntax, unknown or missing keys, values
 /// that make no sense) are emitted as diagnostics located at the offending
 /// line and return std::nullopt. The vocabulary is the tokenizer's, padded
 /// as GPT-NeoX pads it: up to a multiple of make_vocab_size_divisible_by
-/// (128) times model_parallel_size.
+/// (128) times model_parallel_size. The training keys go to `training`
+/// when given; without it they are listed in one warning (they do not
+/// shape the graph).
 std::optional<GPTConfig>
 parseNeoXConfig(llvm::SourceMgr &sourceMgr, MLIRContext *context,
-                const NeoXImportOptions &options = NeoXImportOptions());
+                const NeoXImportOptions &options = NeoXImportOptions(),
+                NeoXTrainingKeys *training = nullptr);
 
 /// The vocabulary size of the tokenizer file `path` of GPT-NeoX's
 /// `tokenizerType` (HFTokenizer: a tokenizer.json; GPT2BPETokenizer: a

@@ -78,7 +78,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<std::string> lrSchedule{
       *this, "lr-schedule",
       llvm::cl::desc("Learning-rate schedule: constant, warmup, "
-                     "warmup_linear or warmup_cosine"),
+                     "warmup_linear or warmup_cosine (DeepSpeed's); "
+                     "annealing_constant, annealing_linear, annealing_cosine "
+                     "or annealing_exponential (GPT-NeoX's lr_decay_style)"),
       llvm::cl::init("warmup_cosine")};
   /// `schedule=` meant either schedule; it is refused with an error naming
   /// lr-schedule and pipeline-schedule.
@@ -104,6 +106,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                        llvm::cl::init(0.95)};
   Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
                      llvm::cl::init(1.0e-8)};
+  Option<double> momentum{*this, "momentum",
+                          llvm::cl::desc("SGD momentum (optimizer=sgd)"),
+                          llvm::cl::init(0.9)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::desc("Nesterov SGD (optimizer=sgd)"),
+                        llvm::cl::init(false)};
   Option<int64_t> steps{*this, "steps",
                         llvm::cl::desc("Steps of the run (end of the decay)"),
                         llvm::cl::init(200)};

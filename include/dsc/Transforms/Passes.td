@@ -288,7 +288,9 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     Option<"lrSchedule", "lr-schedule", "std::string",
            /*default=*/"\"warmup_cosine\"",
            "Learning-rate schedule: constant, warmup, warmup_linear or "
-           "warmup_cosine">,
+           "warmup_cosine (DeepSpeed's); annealing_constant, "
+           "annealing_linear, annealing_cosine or annealing_exponential "
+           "(GPT-NeoX's lr_decay_style)">,
     Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
            "Removed: an error naming lr-schedule and pipeline-schedule">,
     Option<"warmup", "warmup", "int64_t", /*default=*/"10", "Warmup steps">,

@@ -157,10 +157,14 @@ StepResult Executor::trainStep(
   }
   StepResult r;
   r.loss = lossSum / double(microBatches);
+  const auto updateStart = std::chrono::steady_clock::now();
   const bool apply = unscaleOrSkip(r);
   if (apply)
     runProgram("optimizer");
   r.gradNorm = apply ? gradNorm() : std::nan("");
+  r.optimizerMs = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - updateStart)
+                      .count();
   r.learningRate = learningRate();
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   // A skipped step is no optimizer step: the schedule and Adam's bias

@@ -343,14 +343,23 @@ void InstructionChecker::shapes() {
     }
     break;
   }
-  case Opcode::LearningRate:
+  case Opcode::LearningRate: {
     scalar(out(0), outName(0));
-    intAt("warmup", 0, INT64_MAX);
-    intAt("total", 0, INT64_MAX);
+    const int64_t warmup = intAt("warmup", 0, INT64_MAX);
+    const int64_t total = intAt("total", 0, INT64_MAX);
+    // GPT-NeoX's decays divide by total - warmup.
+    const auto kind = LrScheduleKind(intNamed("kind"));
+    if ((kind == LrScheduleKind::AnnealingLinear ||
+         kind == LrScheduleKind::AnnealingCosine ||
+         kind == LrScheduleKind::AnnealingExponential) &&
+        total <= warmup)
+      fail("a decaying schedule needs total (" + std::to_string(total) +
+           ") > warmup (" + std::to_string(warmup) + ")");
     floatAt("base", 0.0, std::numeric_limits<double>::max());
     floatAt("warmupStart", 0.0, std::numeric_limits<double>::max());
     floatAt("decayEnd", 0.0, std::numeric_limits<double>::max());
     break;
+  }
   case Opcode::AllReduce:
   case Opcode::AllGather:
   case Opcode::ReduceScatter: {

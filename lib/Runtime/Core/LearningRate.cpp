@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The `LearningRate` instruction's formula: WarmupLR, WarmupDecayLR and
-// WarmupCosineLR as deepspeed/runtime/lr_schedules.py computes them.
+// WarmupCosineLR as deepspeed/runtime/lr_schedules.py computes them, and
+// GPT-NeoX's AnnealingLR as megatron/learning_rates.py does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +17,45 @@
 
 using namespace dsc::rt;
 
+namespace {
+
+/// GPT-NeoX's AnnealingLR.get_lr at num_iters = step - 1 (its scheduler is
+/// built at 0 and stepped after each optimizer step).
+double annealingLearningRate(LrScheduleKind kind, int64_t warmup,
+                             int64_t total, double base, double minLr,
+                             int64_t step) {
+  const double n = double(std::max<int64_t>(step - 1, 0));
+  const double w = double(warmup);
+  if (w > 0 && n <= w)
+    return base * std::max(1.0, n) / w;
+  const double m = n - w, e = double(total) - w;
+  double lr = base;
+  switch (kind) {
+  case LrScheduleKind::AnnealingLinear:
+    lr = base * (e - m) / e;
+    break;
+  case LrScheduleKind::AnnealingCosine:
+    lr = minLr + (base - minLr) / 2.0 * (std::cos(M_PI * m / e) + 1);
+    break;
+  case LrScheduleKind::AnnealingExponential:
+    lr = base * std::exp(-0.693 * m / e);
+    break;
+  default:
+    break;
+  }
+  return std::max(lr, minLr);
+}
+
+} // namespace
+
 double dsc::rt::scheduledLearningRate(LrScheduleKind kind, int64_t warmup,
                                       int64_t total, bool warmupLog,
                                       double base, double warmupStart,
                                       double decayEnd, int64_t step) {
   if (kind == LrScheduleKind::Constant)
     return base;
+  if (kind >= LrScheduleKind::AnnealingConstant)
+    return annealingLearningRate(kind, warmup, total, base, decayEnd, step);
   // DeepSpeed evaluates the schedule at last_batch_iteration = step - 1 and
   // never warms up over fewer than two steps.
   const double i = double(std::max<int64_t>(step - 1, 0));
@@ -34,6 +68,10 @@ double dsc::rt::scheduledLearningRate(LrScheduleKind kind, int64_t warmup,
   switch (kind) {
   case LrScheduleKind::Constant:
   case LrScheduleKind::WarmupConstant:
+  case LrScheduleKind::AnnealingConstant:
+  case LrScheduleKind::AnnealingLinear:
+  case LrScheduleKind::AnnealingCosine:
+  case LrScheduleKind::AnnealingExponential:
     return base;
   case LrScheduleKind::WarmupLinearDecay: {
     double g = std::max(0.0, (t - i) / std::max(1.0, t - w));

@@ -20,6 +20,7 @@
 #include "dsc/Runtime/Instructions.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -253,10 +254,14 @@ StepResult Executor::trainPipelineStep(
   StepResult result;
   result.hasLoss = (S - 1) % P == r;
   result.loss = result.hasLoss ? lossSum / double(M) : 0.0;
+  const auto updateStart = std::chrono::steady_clock::now();
   const bool apply = unscaleOrSkip(result);
   if (apply)
     runProgram(own.optimizer);
   result.gradNorm = apply ? readScalar(uint32_t(own.gradNorm)) : std::nan("");
+  result.optimizerMs = std::chrono::duration<double, std::milli>(
+                           std::chrono::steady_clock::now() - updateStart)
+                           .count();
   result.learningRate = readScalar(uint32_t(own.learningRate));
   result.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   if (apply)

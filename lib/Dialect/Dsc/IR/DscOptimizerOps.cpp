@@ -69,11 +69,17 @@ LogicalResult LearningRateOp::verify() {
   if (!(start >= 0.0 && start <= base))
     return emitOpError("warmup_start must be in [0, base = ")
            << base << "], got " << start;
-  if ((getSchedule() == LrSchedule::WarmupLinear ||
-       getSchedule() == LrSchedule::WarmupCosine) &&
-      total <= warmup)
+  const LrSchedule schedule = getSchedule();
+  if (decaysAfterWarmup(schedule) && total <= warmup)
     return emitOpError("a decaying schedule needs total steps (")
            << total << ") > warmup steps (" << warmup << ")";
+  // GPT-NeoX's AnnealingLR ramps from 0 linearly: DeepSpeed's warmup
+  // options do not apply to it.
+  if (isAnnealing(schedule) && (start != 0.0 || getLogWarmup()))
+    return emitOpError("'")
+           << stringifyLrSchedule(schedule)
+           << "' (GPT-NeoX's AnnealingLR) warms up linearly from 0: "
+              "warmup_start and log_warmup do not apply";
   return success();
 }
 

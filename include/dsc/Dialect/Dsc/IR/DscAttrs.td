@@ -68,7 +68,11 @@ def Dsc_LrSchedule : I32EnumAttr<"LrSchedule", "learning-rate schedule", [
   I32EnumAttrCase<"Constant", 0, "constant">,
   I32EnumAttrCase<"WarmupConstant", 1, "warmup">,
   I32EnumAttrCase<"WarmupLinear", 2, "warmup_linear">,
-  I32EnumAttrCase<"WarmupCosine", 3, "warmup_cosine">
+  I32EnumAttrCase<"WarmupCosine", 3, "warmup_cosine">,
+  I32EnumAttrCase<"AnnealingConstant", 4, "annealing_constant">,
+  I32EnumAttrCase<"AnnealingLinear", 5, "annealing_linear">,
+  I32EnumAttrCase<"AnnealingCosine", 6, "annealing_cosine">,
+  I32EnumAttrCase<"AnnealingExponential", 7, "annealing_exponential">
 ]> {
   let cppNamespace = "::mlir::dsc";
 }

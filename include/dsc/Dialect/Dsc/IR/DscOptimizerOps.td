@@ -21,6 +21,15 @@ def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
     cosine to `min` at `total_steps`. The ramp is linear, or logarithmic
     with `log_warmup` (DeepSpeed's `warmup_type: "log"`, its default).
 
+    The `annealing_*` schedules are GPT-NeoX's AnnealingLR
+    (megatron/learning_rates.py, its `lr_decay_style` constant, linear,
+    cosine, exponential), evaluated at n = t - 1 with W = `warmup`,
+    T = `total`: `base * max(1, n) / W` while n <= W, then with m = n - W,
+    E = T - W: `base`, `base * (E - m) / E`,
+    `min + (base - min) * (1 + cos(pi m / E)) / 2` or
+    `base * exp(-0.693 m / E)`, and always at least `min`. Like GPT-NeoX
+    they are not clamped past `total` (the cosine rises again).
+
     ```mlir
     %lr = dsc.learning_rate warmup_cosine base = 6.000000e-04 min = 6.000000e-05
         warmup = 10 total = 200 : tensor<f32>
@@ -36,6 +45,22 @@ def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
   let assemblyFormat = [{
     $schedule `base` `=` $base `min` `=` $min `warmup` `=` $warmup `total` `=` $total
     attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// GPT-NeoX's AnnealingLR (the annealing_* schedules).
+    static bool isAnnealing(LrSchedule schedule) {
+      return schedule == LrSchedule::AnnealingConstant ||
+             schedule == LrSchedule::AnnealingLinear ||
+             schedule == LrSchedule::AnnealingCosine ||
+             schedule == LrSchedule::AnnealingExponential;
+    }
+    /// Whether the rate decays after the warmup, which must then end
+    /// before `total`.
+    static bool decaysAfterWarmup(LrSchedule schedule) {
+      return schedule != LrSchedule::Constant &&
+             schedule != LrSchedule::WarmupConstant &&
+             schedule != LrSchedule::AnnealingConstant;
+    }
   }];
   let hasVerifier = 1;
 }
