@@ -970,3 +970,19 @@ func.func @optimizer() -> tensor<f32> {
   %lr = dsc.learning_rate warmup base = 1.000000e-03 min = 2.000000e-03 warmup = 10 total = 0 : tensor<f32>
   return %lr : tensor<f32>
 }
+
+// -----
+
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{'annealing_cosine' (GPT-NeoX's AnnealingLR) warms up linearly from 0: warmup_start and log_warmup do not apply}}
+  %lr = dsc.learning_rate annealing_cosine base = 1.000000e-03 min = 0.000000e+00 warmup = 10 total = 100 {log_warmup} : tensor<f32>
+  return %lr : tensor<f32>
+}
+
+// -----
+
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{a decaying schedule needs total steps (10) > warmup steps (10)}}
+  %lr = dsc.learning_rate annealing_linear base = 1.000000e-03 min = 0.000000e+00 warmup = 10 total = 10 : tensor<f32>
+  return %lr : tensor<f32>
+}

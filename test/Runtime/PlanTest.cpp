@@ -655,6 +655,38 @@ TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {
   EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 1, 8, false, 2), 0.5);
 }
 
+TEST(PlanSchedules, NeoXAnnealing) {
+  using K = LrScheduleKind;
+  // base 1, min 0.1, warmup W = 4, total T = 12: n = step - 1.
+  auto lr = [](K k, int64_t step) {
+    return scheduledLearningRate(k, 4, 12, false, 1.0, 0.0, 0.1, step);
+  };
+  // Warmup: max(1, n)/W while n <= W, never below min.
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 1), 0.25);
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 2), 0.25);
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 4), 0.75);
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 5), 1.0);
+  // Then m = n - W over E = T - W = 8.
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 7),
+                   0.1 + 0.9 / 2 * (std::cos(M_PI * 2 / 8) + 1));
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 13), 0.1);
+  // Not clamped past T: the cosine rises again, as GPT-NeoX's.
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingCosine, 17),
+                   0.1 + 0.9 / 2 * (std::cos(M_PI * 12 / 8) + 1));
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingLinear, 7), 6.0 / 8.0);
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingLinear, 13), 0.1);
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingExponential, 7),
+                   std::exp(-0.693 * 2 / 8));
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingConstant, 7), 1.0);
+  // Without warmup the decay starts at step 1.
+  EXPECT_DOUBLE_EQ(
+      scheduledLearningRate(K::AnnealingLinear, 0, 10, false, 1, 0, 0, 1), 1.0);
+  // The warmup is not lifted to min: GPT-NeoX returns it before its max.
+  EXPECT_DOUBLE_EQ(
+      scheduledLearningRate(K::AnnealingLinear, 100, 200, false, 1, 0, 0.5, 2),
+      0.01);
+}
+
 } // namespace
 
 // ZeRO-1's instructions: the reduce-scatter and all-gather work in place on

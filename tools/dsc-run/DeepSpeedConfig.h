@@ -43,6 +43,9 @@ struct TrainingSettings {
   std::optional<int64_t> steps, logInterval, saveInterval, keep;
   std::optional<uint64_t> seed;
   std::optional<std::string> data, save, load;
+  /// GPT-NeoX's `load`: a directory without a checkpoint yet (its `latest`
+  /// marker) means training from scratch, not an error.
+  bool loadIfPresent = false;
   std::optional<bool> overlapComm;
   /// fp16's dynamic loss scaler (DeepSpeed's fp16 keys).
   std::optional<rt::LossScalerConfig> lossScaler;

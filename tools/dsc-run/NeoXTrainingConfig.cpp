@@ -458,7 +458,10 @@ void NeoXReader::readCheckpoints() {
   }
   if (has("load")) {
     out.load = string("load", "");
-    setRun("--load", "load = " + *out.load);
+    out.loadIfPresent = true;
+    setRun("--load", "load = " + *out.load +
+                         " (resumed when it holds a checkpoint, as in "
+                         "GPT-NeoX)");
   }
   const char *intervalKey = has("checkpoint_factor") ? "checkpoint_factor"
                             : has("save_interval")   ? "save_interval"

@@ -115,6 +115,10 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
                           &TrainingSettings::save, options.save, showString);
   resolveRun<std::string>(layers, options, out, "--load",
                           &TrainingSettings::load, options.load, showString);
+  if (!options.given.count("--load"))
+    for (const ConfigLayer &layer : layers)
+      if (layer.settings.load)
+        options.loadIfPresent = layer.settings.loadIfPresent;
   std::optional<bool> overlap = options.overlapComm;
   bool overlapValue = overlap.value_or(false);
   resolveRun<bool>(layers, options, out, "--overlap-comm",

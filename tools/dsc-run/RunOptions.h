@@ -43,6 +43,9 @@ struct RunOptions {
   /// checkpoint directory (its latest step) or a step directory to resume
   /// from, saved by any plan of the model (--steps stays the total).
   std::string save, load;
+  /// A config's load (GPT-NeoX's): a directory without a checkpoint yet
+  /// starts training from scratch instead of failing.
+  bool loadIfPresent = false;
   int64_t saveInterval = 0; // 0: only at the end
   int64_t keep = 0;         // --keep: newest steps kept; 0: all
   /// --save-async: snapshot at the step boundary, write beside training.

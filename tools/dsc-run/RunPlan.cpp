@@ -35,6 +35,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -267,7 +268,14 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     watch = std::make_unique<PeerWatch>(*world, progress);
 
   int64_t consumed = 0, firstIteration = 1;
-  if (!options.load.empty()) {
+  std::error_code noError;
+  if (!options.load.empty() && options.loadIfPresent &&
+      !std::filesystem::exists(options.load + "/latest", noError) &&
+      !std::filesystem::exists(options.load + "/manifest.json", noError)) {
+    log << "dsc-run: no checkpoint in '" << options.load
+        << "' (the config's load) yet: training from scratch, as GPT-NeoX "
+           "does\n";
+  } else if (!options.load.empty()) {
     consumed = ex.loadCheckpoint(options.load);
     const std::string step = resolveCheckpointStep(options.load);
     progress.setCheckpoint(step, step);

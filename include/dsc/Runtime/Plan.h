@@ -137,9 +137,10 @@ struct Arena {
 /// T = total, min = decayEnd (its min_lr): base * max(1, n) / W while
 /// W > 0 and n <= W; then with m = n - W, E = T - W: base (constant),
 /// base * (E - m) / E (linear), min + (base - min) * (1 + cos(pi m/E)) / 2
-/// (cosine), base * exp(-0.693 m / E) (exponential); the result is never
-/// below min. Not clamped past T, as in GPT-NeoX. warmupStart and
-/// warmupLog do not apply.
+/// (cosine), base * exp(-0.693 m / E) (exponential), never below min
+/// (the warmup is not lifted to min: GPT-NeoX returns it first). Not
+/// clamped past T, as in GPT-NeoX. warmupStart and warmupLog do not
+/// apply.
 enum class LrScheduleKind : uint32_t {
   Constant = 0,
   WarmupConstant = 1,

@@ -27,8 +27,8 @@ def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
     T = `total`: `base * max(1, n) / W` while n <= W, then with m = n - W,
     E = T - W: `base`, `base * (E - m) / E`,
     `min + (base - min) * (1 + cos(pi m / E)) / 2` or
-    `base * exp(-0.693 m / E)`, and always at least `min`. Like GPT-NeoX
-    they are not clamped past `total` (the cosine rises again).
+    `base * exp(-0.693 m / E)`, at least `min` after the warmup. Like
+    GPT-NeoX they are not clamped past `total` (the cosine rises again).
 
     ```mlir
     %lr = dsc.learning_rate warmup_cosine base = 6.000000e-04 min = 6.000000e-05
