@@ -1183,6 +1183,22 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.inputs = {};
         return success();
       })
+      .Case<CyclicLearningRateOp>([&](CyclicLearningRateOp lr) {
+        ops::CyclicLearningRate rate;
+        rate.kind = lr.getSchedule() == CyclicLrSchedule::OneCycle ? 1 : 0;
+        rate.firstStairs = lr.getFirstStairs();
+        rate.secondStairs = lr.getSecondStairs();
+        rate.staircase = lr.getStaircase();
+        rate.minLr = f64(lr.getMinAttr());
+        rate.maxLr = f64(lr.getMaxAttr());
+        rate.firstSize = f64(lr.getFirstSizeAttr());
+        rate.secondSize = f64(lr.getSecondSizeAttr());
+        rate.decaySize = f64(lr.getDecaySizeAttr());
+        rate.rate = f64(lr.getRateAttr());
+        rate.encode(inst);
+        inst.inputs = {};
+        return success();
+      })
       .Case<ClipGradNormOp>([&](ClipGradNormOp clip) -> LogicalResult {
         for (Attribute grad : clip.getGradients())
           inst.inputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(grad)));

@@ -1,15 +1,20 @@
 //===- CompilePipeline.cpp - --dsc-compile ----------------------*- C++ -*-===//
 //
 // The whole chain from a graph to a memory-planned training plan, as one
-// registered pass pipeline so that dsc-opt and dsc-run compile identically.
+// registered pass pipeline so that dsc-opt and dsc-run compile identically;
+// `ds-config=FILE` fills the options a DeepSpeed config sets.
 // (The pipeline-parallel cut, --dsc-pipeline, is PipelineCut.cpp.)
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Transforms/Passes.h"
 
+#include "dsc/Config/DeepSpeedConfig.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -93,6 +98,13 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   optimizer.totalSteps = options.steps;
   optimizer.weightDecay = options.weightDecay;
   optimizer.momentum = options.momentum;
+  optimizer.cycleFirstSize = options.cycleFirstSize;
+  optimizer.cycleSecondSize = options.cycleSecondSize;
+  optimizer.cycleFirstStairs = options.cycleFirstStairs;
+  optimizer.cycleSecondStairs = options.cycleSecondStairs;
+  optimizer.cycleDecaySize = options.cycleDecaySize;
+  optimizer.cycleRate = options.cycleRate;
+  optimizer.cycleStaircase = options.cycleStaircase;
   optimizer.nesterov = options.nesterov;
   optimizer.clipGradNorm = options.clipGradNorm;
   pm.addPass(createDscOptimizerPass(optimizer));
@@ -131,15 +143,70 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   pm.addPass(createDscVerifyCollectivesPass());
 }
 
+LogicalResult mlir::dsc::applyDeepSpeedConfig(CompileOptions &options,
+                                              StringRef given,
+                                              std::vector<std::string> &notes,
+                                              std::string &error) {
+  if (options.dsConfig.getValue().empty())
+    return success();
+  std::optional<::dsc::config::TrainingSettings> settings =
+      ::dsc::config::tryReadDeepSpeedConfig(options.dsConfig, options.dp,
+                                            error);
+  if (!settings)
+    return failure();
+  // The options given explicitly win: only the others are parsed again.
+  llvm::StringSet<> explicitKeys;
+  SmallVector<StringRef> words;
+  given.split(words, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef word : words)
+    explicitKeys.insert(word.split('=').first.trim());
+  std::string assigned;
+  for (const auto &[key, value] : settings->compile)
+    if (!explicitKeys.contains(key))
+      assigned += " " + key + "=" + value;
+  llvm::raw_string_ostream errors(error);
+  if (failed(options.parseFromString(assigned, errors)))
+    return failure();
+  const std::string file = "ds-config '" + options.dsConfig.getValue() + "'";
+  if (settings->logInterval)
+    notes.push_back(file + ": steps_per_print is dsc-run's --log-interval; "
+                           "it does not change the plan");
+  if (settings->overlapComm)
+    notes.push_back(file + ": zero_optimization.overlap_comm is dsc-run's "
+                           "--overlap-comm; it does not change the plan");
+  if (settings->lossScaler)
+    notes.push_back(file + ": the fp16 loss scaler's settings are dsc-run's "
+                           "(dsc-run --deepspeed FILE applies them)");
+  if (settings->wallClockBreakdown.value_or(false))
+    notes.push_back(file + ": wall_clock_breakdown is dsc-run's log; it "
+                           "does not change the plan");
+  return success();
+}
+
 void mlir::dsc::registerDscPipelines() {
-  PassPipelineRegistration<CompileOptions>(
+  registerPassPipeline(
       "dsc-compile",
       "Compile a model graph into a memory-planned training plan "
       "(autodiff, optimizer, data parallelism, memory planning, "
       "collective verification)",
       // Counts below 1 reach the passes, whose errors name them
       // (--dsc-declare-mesh: dp, tp, pp; --dsc-autodiff: microbatches).
-      [](OpPassManager &pm, const CompileOptions &options) {
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        CompileOptions options;
+        std::string error;
+        llvm::raw_string_ostream errors(error);
+        if (failed(options.parseFromString(text, errors)))
+          return errorHandler(error);
+        std::vector<std::string> notes;
+        if (failed(applyDeepSpeedConfig(options, text, notes, error)))
+          return errorHandler(error);
+        for (const std::string &note : notes)
+          llvm::errs() << "warning: --dsc-compile: " << note << "\n";
         buildCompilePipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(CompileOptions());
       });
 }

@@ -40,12 +40,19 @@ struct DscOptimizerPass
                                            removedSchedule)))
       return signalPassFailure();
     std::optional<LrSchedule> kind = symbolizeLrSchedule(lrSchedule);
+    cyclic = symbolizeCyclicLrSchedule(lrSchedule);
+    if (cyclic) {
+      if (failed(checkCyclicOptions(module)))
+        return signalPassFailure();
+      kind = LrSchedule::Constant;
+    }
     if (!kind) {
       module.emitError("--dsc-optimizer: unknown schedule '")
           << lrSchedule
-          << "'; expected constant, warmup, warmup_linear, warmup_cosine "
-             "(DeepSpeed's) or annealing_constant, annealing_linear, "
-             "annealing_cosine, annealing_exponential (GPT-NeoX's)";
+          << "'; expected constant, warmup, warmup_linear, warmup_cosine, "
+             "range_test, one_cycle (DeepSpeed's) or annealing_constant, "
+             "annealing_linear, annealing_cosine, annealing_exponential "
+             "(GPT-NeoX's)";
       return signalPassFailure();
     }
     if (LearningRateOp::decaysAfterWarmup(*kind) && totalSteps <= warmup) {
@@ -182,7 +189,7 @@ struct DscOptimizerPass
                      ArrayRef<StateOp> shared, std::optional<int64_t> stage) {
     ModuleOp module = getOperation();
     MLIRContext *context = module.getContext();
-    auto kind = *symbolizeLrSchedule(lrSchedule);
+    auto kind = symbolizeLrSchedule(lrSchedule).value_or(LrSchedule::Constant);
     OpBuilder b(context);
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
@@ -210,12 +217,32 @@ struct DscOptimizerPass
       reduce.setReduction(ReductionKind::Sum);
     }
 
-    Value lr = LearningRateOp::create(
-        b, loc, scalar, LrScheduleAttr::get(context, kind),
-        b.getF64FloatAttr(this->lr), b.getF64FloatAttr(minLr),
-        b.getI64IntegerAttr(warmup), b.getI64IntegerAttr(totalSteps),
-        b.getF64FloatAttr(warmupStart),
-        warmupType == "log" ? b.getUnitAttr() : UnitAttr());
+    Value lr;
+    if (cyclic) {
+      // DeepSpeed's defaults: the fall as long as the rise, its stairs as
+      // many.
+      const double second =
+          cycleSecondSize < 0 ? cycleFirstSize.getValue() : cycleSecondSize;
+      const int64_t secondStairs = cycleSecondStairs < 0
+                                       ? cycleFirstStairs.getValue()
+                                       : cycleSecondStairs.getValue();
+      const bool oneCycle = *cyclic == CyclicLrSchedule::OneCycle;
+      lr = CyclicLearningRateOp::create(
+          b, loc, scalar, CyclicLrScheduleAttr::get(context, *cyclic),
+          b.getF64FloatAttr(oneCycle ? minLr.getValue() : this->lr.getValue()),
+          b.getF64FloatAttr(this->lr), b.getF64FloatAttr(cycleFirstSize),
+          b.getF64FloatAttr(second), b.getI64IntegerAttr(cycleFirstStairs),
+          b.getI64IntegerAttr(secondStairs), b.getF64FloatAttr(cycleDecaySize),
+          b.getF64FloatAttr(cycleRate),
+          cycleStaircase ? b.getUnitAttr() : UnitAttr());
+    } else {
+      lr = LearningRateOp::create(
+          b, loc, scalar, LrScheduleAttr::get(context, kind),
+          b.getF64FloatAttr(this->lr), b.getF64FloatAttr(minLr),
+          b.getI64IntegerAttr(warmup), b.getI64IntegerAttr(totalSteps),
+          b.getF64FloatAttr(warmupStart),
+          warmupType == "log" ? b.getUnitAttr() : UnitAttr());
+    }
     SmallVector<Attribute> gradientRefs;
     for (StateOp grad : normed)
       gradientRefs.push_back(FlatSymbolRefAttr::get(grad.getSymNameAttr()));
@@ -255,6 +282,29 @@ struct DscOptimizerPass
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});
   }
 
+  /// range_test and one_cycle's options, checked before any op is built.
+  LogicalResult checkCyclicOptions(ModuleOp module) {
+    auto fail = [&](const Twine &why) {
+      module.emitError("--dsc-optimizer: ") << lrSchedule << ": " << why;
+      return failure();
+    };
+    if (!(cycleFirstSize > 0))
+      return fail("cycle-first-size must be > 0");
+    if (cycleSecondSize < 0 && cycleSecondSize != -1)
+      return fail("cycle-second-size must be >= 0 (or -1: the first's)");
+    if (cycleFirstStairs < 0 || cycleSecondStairs < -1)
+      return fail("stair counts must be >= 0");
+    if (!(cycleDecaySize >= 0))
+      return fail("cycle-decay-size must be >= 0");
+    if (!(lr > 0))
+      return fail("lr must be > 0");
+    if (*cyclic == CyclicLrSchedule::OneCycle && !(minLr > 0 && minLr <= lr))
+      return fail("one_cycle rises from min-lr to lr: min-lr must be in (0, "
+                  "lr = " +
+                  std::to_string(lr.getValue()) + "]");
+    return success();
+  }
+
   /// The state `prefix<param>` of `grad`'s parameter, declared on first use
   /// (two stages updating a tied parameter share its declaration: each rank
   /// holds only its stage's copy).
@@ -272,6 +322,8 @@ struct DscOptimizerPass
   // Valid during runOnOperation.
   SymbolTable *symbols = nullptr;
   OpBuilder *declBuilder = nullptr;
+  /// lr-schedule=range_test|one_cycle: DeepSpeed's cyclic schedules.
+  std::optional<CyclicLrSchedule> cyclic;
   Operation *lastDecl = nullptr;
 };
 

@@ -986,3 +986,19 @@ func.func @optimizer() -> tensor<f32> {
   %lr = dsc.learning_rate annealing_linear base = 1.000000e-03 min = 0.000000e+00 warmup = 10 total = 10 : tensor<f32>
   return %lr : tensor<f32>
 }
+
+// -----
+
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{one_cycle's max learning rate must be >= min = 1.000000e-03, got 1.000000e-04}}
+  %lr = dsc.cyclic_learning_rate one_cycle min = 1.000000e-03 max = 1.000000e-04 first_size = 1.000000e+01 second_size = 5.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 0.000000e+00 : tensor<f32>
+  return %lr : tensor<f32>
+}
+
+// -----
+
+func.func @optimizer() -> tensor<f32> {
+  // expected-error @+1 {{first_size must be > 0, got 0.000000e+00}}
+  %lr = dsc.cyclic_learning_rate range_test min = 1.000000e-03 max = 1.000000e-03 first_size = 0.000000e+00 second_size = 0.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 1.000000e+00 : tensor<f32>
+  return %lr : tensor<f32>
+}

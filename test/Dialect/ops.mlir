@@ -140,3 +140,15 @@ func.func @parallel(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   }
   return %s0 : tensor<8x16xf32>
 }
+
+// GPT-NeoX's AnnealingLR and DeepSpeed's cyclic schedules.
+// CHECK-LABEL: func.func @schedules
+// CHECK: dsc.learning_rate annealing_exponential base = 1.000000e-03 min = 1.000000e-05 warmup = 4 total = 40 : tensor<f32>
+// CHECK: dsc.cyclic_learning_rate one_cycle min = 1.000000e-04 max = 1.000000e-03 first_size = 1.000000e+01 second_size = 5.000000e+00 first_stairs = 2 second_stairs = 1 decay_size = 3.000000e+00 rate = 1.000000e-01 : tensor<f32>
+// CHECK: dsc.cyclic_learning_rate range_test min = 1.000000e-04 max = 1.000000e-04 first_size = 2.000000e+00 second_size = 0.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 1.000000e+00 {staircase} : tensor<f32>
+func.func @schedules() -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %a = dsc.learning_rate annealing_exponential base = 1.000000e-03 min = 1.000000e-05 warmup = 4 total = 40 : tensor<f32>
+  %b = dsc.cyclic_learning_rate one_cycle min = 1.000000e-04 max = 1.000000e-03 first_size = 1.000000e+01 second_size = 5.000000e+00 first_stairs = 2 second_stairs = 1 decay_size = 3.000000e+00 rate = 1.000000e-01 : tensor<f32>
+  %c = dsc.cyclic_learning_rate range_test min = 1.000000e-04 max = 1.000000e-04 first_size = 2.000000e+00 second_size = 0.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 1.000000e+00 {staircase} : tensor<f32>
+  return %a, %b, %c : tensor<f32>, tensor<f32>, tensor<f32>
+}

@@ -655,6 +655,32 @@ TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {
   EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 1, 8, false, 2), 0.5);
 }
 
+TEST(PlanSchedules, DeepSpeedCyclic) {
+  // LRRangeTest: min (1 + rate i), i = (step - 1) / size, floored in stairs.
+  auto range = [](bool stairs, int64_t step) {
+    return cyclicLearningRate(0, 0, 0, stairs, 0.1, 0.1, 4, 4, 0, 0.5, step);
+  };
+  EXPECT_DOUBLE_EQ(range(false, 1), 0.1);
+  EXPECT_DOUBLE_EQ(range(false, 3), 0.1 * (1 + 0.5 * 2.0 / 4.0));
+  EXPECT_DOUBLE_EQ(range(true, 3), 0.1);
+  EXPECT_DOUBLE_EQ(range(true, 9), 0.1 * (1 + 0.5 * 2));
+  // OneCycle 0.1 -> 1.0 over 4 steps, back over 2, then min / (1 + 0.5 d / 2).
+  auto cycle = [](int64_t stairs, int64_t step) {
+    return cyclicLearningRate(1, stairs, stairs, false, 0.1, 1.0, 4, 2, 2, 0.5,
+                              step);
+  };
+  EXPECT_DOUBLE_EQ(cycle(0, 1), 0.1);
+  EXPECT_DOUBLE_EQ(cycle(0, 3), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(cycle(0, 5), 1.0);
+  EXPECT_DOUBLE_EQ(cycle(0, 6), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(cycle(0, 7), 0.1); // b = 6: the cycle's last step
+  EXPECT_DOUBLE_EQ(cycle(0, 8), 0.1 / (1 + 0.5 * 1 / 2.0));
+  // Two stairs up: flat for two steps, then half way.
+  EXPECT_DOUBLE_EQ(cycle(2, 2), 0.1);
+  EXPECT_DOUBLE_EQ(cycle(2, 3), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(cycle(2, 5), 1.0);
+}
+
 TEST(PlanSchedules, NeoXAnnealing) {
   using K = LrScheduleKind;
   // base 1, min 0.1, warmup W = 4, total T = 12: n = step - 1.

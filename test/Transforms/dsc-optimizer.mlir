@@ -7,10 +7,20 @@
 // RUN: not dsc-opt %s --dsc-optimizer="warmup-type=exp" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARMUPTYPE
 // WARMUPTYPE: error: --dsc-optimizer: unknown warmup-type 'exp'; expected linear or log (DeepSpeed's warmup_type)
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>\\ndsc.state @grad.w : tensor<4xf32> gradient of @w')" | dsc-opt --dsc-optimizer | FileCheck %s --check-prefix=NOFUNC
+// RUN: dsc-opt %s --dsc-optimizer="lr=6.0e-4 min-lr=6.0e-5 lr-schedule=annealing_cosine warmup=3 total-steps=30" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=NEOX
+// RUN: dsc-opt %s --dsc-optimizer="lr=1.0e-3 min-lr=1.0e-4 lr-schedule=one_cycle cycle-first-size=4 cycle-decay-size=2 cycle-rate=0.5" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=CYCLE
+// RUN: dsc-opt %s --dsc-optimizer="lr=1.0e-4 lr-schedule=range_test cycle-first-size=3 cycle-rate=0.5 cycle-staircase=true" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=RANGE
+// RUN: not dsc-opt %s --dsc-optimizer="lr-schedule=annealing_linear warmup-type=log" -split-input-file 2>&1 | FileCheck %s --check-prefix=ANNEALLOG
+// RUN: not dsc-opt %s --dsc-optimizer="lr=1.0e-3 min-lr=2.0e-3 lr-schedule=one_cycle" -split-input-file 2>&1 | FileCheck %s --check-prefix=CYCLEMIN
+// NEOX: dsc.learning_rate annealing_cosine base = 6.000000e-04 min = 6.000000e-05 warmup = 3 total = 30 : tensor<f32>
+// CYCLE: dsc.cyclic_learning_rate one_cycle min = 1.000000e-04 max = 1.000000e-03 first_size = 4.000000e+00 second_size = 4.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 2.000000e+00 rate = 5.000000e-01 : tensor<f32>
+// RANGE: dsc.cyclic_learning_rate range_test min = 1.000000e-04 max = 1.000000e-04 first_size = 3.000000e+00 second_size = 3.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 5.000000e-01 {staircase} : tensor<f32>
+// ANNEALLOG: error: --dsc-optimizer: schedule 'annealing_linear' (GPT-NeoX's AnnealingLR) warms up linearly from 0, so warmup-start and warmup-type=log do not apply to it
+// CYCLEMIN: error: --dsc-optimizer: one_cycle: one_cycle rises from min-lr to lr: min-lr must be in (0, lr = 0.001000]
 
 // Bad options are refused before anything is emitted, naming what is
 // accepted.
-// SCHED: error: --dsc-optimizer: unknown schedule 'step'; expected constant, warmup, warmup_linear or warmup_cosine
+// SCHED: error: --dsc-optimizer: unknown schedule 'step'; expected constant, warmup, warmup_linear, warmup_cosine, range_test, one_cycle (DeepSpeed's) or annealing_constant, annealing_linear, annealing_cosine, annealing_exponential (GPT-NeoX's)
 // STEPS: error: --dsc-optimizer: schedule 'warmup_cosine' decays after the warmup, so total-steps (10) must exceed warmup (10)
 // OPTIMIZER: error: --dsc-optimizer: unknown optimizer 'lamb'; expected adamw or sgd
 

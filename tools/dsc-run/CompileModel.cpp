@@ -11,10 +11,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileModel.h"
-#include "DeepSpeedConfig.h"
 #include "NeoXTrainingConfig.h"
 #include "ResolveConfig.h"
 #include "RunPlan.h"
+#include "dsc/Config/DeepSpeedConfig.h"
 
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
@@ -124,7 +124,7 @@ allCompileOptions(const mlir::dsc::CompileOptions &options) {
     // Numbers as a config writes them (6e-04, not 6.000000e-04).
     double number = 0;
     if (value.contains_insensitive("e") && !value.getAsDouble(number))
-      values[key.str()] = ::dsc::run::spellNumber(number);
+      values[key.str()] = ::dsc::config::spellNumber(number);
     else
       values[key.str()] = value.str();
   }
@@ -216,6 +216,26 @@ rt::Plan loadOrCompile(RunOptions &options) {
     return std::move(*plan);
   }
 
+  // --compile "ds-config=FILE" is --deepspeed FILE: dsc-run also applies
+  // the config's run options.
+  std::string compileRest;
+  {
+    std::istringstream words(options.compile);
+    for (std::string word; words >> word;) {
+      if (word.rfind("ds-config=", 0) != 0) {
+        compileRest += (compileRest.empty() ? "" : " ") + word;
+        continue;
+      }
+      const std::string file = word.substr(10);
+      if (!options.deepspeed.empty() && options.deepspeed != file)
+        throw Error("--compile \"ds-config=" + file + "\" and --deepspeed " +
+                    options.deepspeed +
+                    " name two DeepSpeed configs; give one");
+      options.deepspeed = file;
+    }
+  }
+  options.compile = compileRest;
+
   // The run's settings, in layers: the config's training keys, the
   // ds_config, the command line.
   const int64_t dp = compileDataParallel(options.compile);
@@ -231,7 +251,7 @@ rt::Plan loadOrCompile(RunOptions &options) {
   if (!options.deepspeed.empty())
     layers.push_back({"ds_config",
                       "DeepSpeed config '" + options.deepspeed + "'",
-                      readDeepSpeedConfig(options.deepspeed, dp)});
+                      config::readDeepSpeedConfig(options.deepspeed, dp)});
   // The graph's tokens fix the micro-batch size.
   auto model = (*module)->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr);
   auto micro = model ? model.getAs<IntegerAttr>("micro_batch_size")

@@ -27,9 +27,9 @@ namespace dsc::run {
 /// default warmup is capped at steps - 1 when the schedule decays after it;
 /// an explicit warmup that does not fit the steps is an error. With
 /// --deepspeed FILE the ds_config's keys become --dsc-compile options
-/// (DeepSpeedConfig.h) under the flags and --compile, which win, and set
-/// the log interval and communication overlap unless the flags did.
-/// Throws rt::Error with the compiler's diagnostics.
+/// (dsc/Config/DeepSpeedConfig.h) under the flags and --compile, which win, and
+/// set the log interval and communication overlap unless the flags did. Throws
+/// rt::Error with the compiler's diagnostics.
 rt::Plan loadOrCompile(RunOptions &options);
 
 } // namespace dsc::run

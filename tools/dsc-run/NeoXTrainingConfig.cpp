@@ -25,6 +25,7 @@
 #include <set>
 
 using namespace dsc::run;
+using namespace dsc::config;
 using dsc::rt::Error;
 
 namespace {
@@ -105,16 +106,18 @@ const std::set<std::string> kNotApplicable = {
 
 /// Evaluation and the data split: dsc-run trains on the whole dataset and
 /// runs no evaluation; listed once so the user knows.
-const std::set<std::string> kEvaluation = {
-    "valid_data_paths", "test_data_paths", "eval_interval", "eval_iters",
-    "split"};
+const std::set<std::string> kEvaluation = {"valid_data_paths",
+                                           "test_data_paths", "eval_interval",
+                                           "eval_iters", "split"};
 
 /// Keys whose default is off and which change what training computes when
 /// turned on; dsc implements none of them yet.
 const std::set<std::string> kRefusedWhenSet = {
-    "sparsity_config",   "no_load_optim",        "no_load_rng",
-    "finetune",          "override_lr_scheduler", "use_bnb_optimizer",
-    "deepspeed_extra_args", "decay_lr_to",        "warmup_iters",
+    "sparsity_config",       "no_load_optim",
+    "no_load_rng",           "finetune",
+    "override_lr_scheduler", "use_bnb_optimizer",
+    "deepspeed_extra_args",  "decay_lr_to",
+    "warmup_iters",
 };
 
 /// The keys read here.
@@ -236,8 +239,9 @@ void NeoXReader::read() {
                      (v.getAsObject() && v.getAsObject()->empty()) ||
                      (v.getAsArray() && v.getAsArray()->empty());
     if (!off)
-      fail(key, "'" + key + "' is a GPT-NeoX key dsc does not implement yet; "
-                            "remove it to train without it");
+      fail(key, "'" + key +
+                    "' is a GPT-NeoX key dsc does not implement yet; "
+                    "remove it to train without it");
   }
   readSchedule();
   readParallel();
@@ -316,8 +320,7 @@ void NeoXReader::readSchedule() {
                       "give train_iters (or lr_decay_iters) too");
     if (has("weight_decay") || has("optimizer"))
       setCompile("weight-decay", spellNumber(number("weight_decay", 0.1)),
-                 "weight_decay = " +
-                     spellNumber(number("weight_decay", 0.1)) +
+                 "weight_decay = " + spellNumber(number("weight_decay", 0.1)) +
                      (has("weight_decay") ? "" : " (GPT-NeoX's default)"));
     return;
   }
@@ -382,9 +385,9 @@ void NeoXReader::readRecompute(int64_t tp) {
              std::string("checkpoint_activations = ") +
                  (on ? "true" : "false"));
   if (!on) {
-    for (const char *key : {"checkpoint_num_layers", "partition_activations",
-                            "synchronize_each_layer",
-                            "contiguous_checkpointing"})
+    for (const char *key :
+         {"checkpoint_num_layers", "partition_activations",
+          "synchronize_each_layer", "contiguous_checkpointing"})
       if (has(key))
         out.understood.push_back(std::string(key) +
                                  ": no effect without checkpoint_activations");
@@ -404,8 +407,7 @@ void NeoXReader::readRecompute(int64_t tp) {
     out.understood.push_back("partition_activations = true: no effect with "
                              "model_parallel_size 1, as in GPT-NeoX");
   }
-  for (const char *key :
-       {"synchronize_each_layer", "contiguous_checkpointing"})
+  for (const char *key : {"synchronize_each_layer", "contiguous_checkpointing"})
     if (has(key))
       out.understood.push_back(
           std::string(key) +
@@ -442,8 +444,7 @@ void NeoXReader::readData() {
   }
   if (has("data_impl")) {
     const std::string impl = string("data_impl", "infer");
-    if (impl != "mmap" && impl != "lazy" && impl != "cached" &&
-        impl != "infer")
+    if (impl != "mmap" && impl != "lazy" && impl != "cached" && impl != "infer")
       fail("data_impl", "'data_impl' must be mmap, lazy, cached or infer");
     out.understood.push_back("data_impl = " + impl +
                              ": dsc reads the indexed dataset's .bin/.idx "
@@ -482,8 +483,7 @@ void NeoXReader::readCheckpoints() {
     out.keep = integer("keep_last_n_checkpoints", 0);
     if (*out.keep < 1)
       fail("keep_last_n_checkpoints", "'keep_last_n_checkpoints' must be >= 1");
-    setRun("--keep",
-           "keep_last_n_checkpoints = " + std::to_string(*out.keep));
+    setRun("--keep", "keep_last_n_checkpoints = " + std::to_string(*out.keep));
   }
   const llvm::json::Array *extra =
       has("extra_save_iters") ? get("extra_save_iters")->getAsArray() : nullptr;
@@ -492,9 +492,8 @@ void NeoXReader::readCheckpoints() {
                              "saves every checkpoint_factor steps and at the "
                              "end)");
   if (!saves)
-    for (const char *key :
-         {"checkpoint_factor", "save_interval", "keep_last_n_checkpoints",
-          "extra_save_iters"})
+    for (const char *key : {"checkpoint_factor", "save_interval",
+                            "keep_last_n_checkpoints", "extra_save_iters"})
       if (has(key))
         out.understood.push_back(std::string(key) +
                                  ": no effect without 'save', as in GPT-NeoX");

@@ -16,13 +16,15 @@
 #ifndef DSC_RUN_NEOXTRAININGCONFIG_H
 #define DSC_RUN_NEOXTRAININGCONFIG_H
 
-#include "DeepSpeedConfig.h"
+#include "dsc/Config/DeepSpeedConfig.h"
 
 #include "dsc/Target/GPTConfig.h"
 
 #include <string>
 
 namespace dsc::run {
+
+using config::TrainingSettings;
 
 /// The settings of the training keys `keys` of the GPT-NeoX config `path`
 /// (whose text is `text`) for a run whose data-parallel size is

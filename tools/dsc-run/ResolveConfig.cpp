@@ -13,6 +13,7 @@
 #include <sstream>
 
 using namespace dsc::run;
+using dsc::config::spellNumber;
 using dsc::rt::Error;
 
 namespace {
@@ -83,9 +84,8 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
     for (const auto &[key, value] : layer.settings.compile) {
       auto origin = layer.settings.origin.find(key);
       const std::string from =
-          layer.name + (origin == layer.settings.origin.end()
-                            ? ""
-                            : ": " + origin->second);
+          layer.name +
+          (origin == layer.settings.origin.end() ? "" : ": " + origin->second);
       if (merged.count(key) && merged[key] != value)
         out.notes.push_back(from + " (" + key + "=" + value + ") replaces " +
                             out.compileSource[key] + " (" + key + "=" +
@@ -148,10 +148,10 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
   // The schedule's end defaults to the run's length.
   if (!merged.count("steps")) {
     merged["steps"] = std::to_string(options.steps);
-    out.compileSource["steps"] = out.runSource.count("--steps")
-                                     ? out.runSource["--steps"] +
-                                           " (the run's length)"
-                                     : "--steps (the run's length)";
+    out.compileSource["steps"] =
+        out.runSource.count("--steps")
+            ? out.runSource["--steps"] + " (the run's length)"
+            : "--steps (the run's length)";
   }
   // `given` is the flag as written ("--lr 0.001", "--compile zero=1").
   auto flagWins = [&](const std::string &key, const std::string &value,
@@ -183,8 +183,8 @@ void dsc::run::printResolvedConfig(
     const RunOptions &options, std::ostream &os) {
   auto row = [&](const std::string &name, const std::string &value,
                  const std::string &source) {
-    os << "  " << std::left << std::setw(22) << name << " "
-       << std::setw(18) << value << " " << source << "\n";
+    os << "  " << std::left << std::setw(22) << name << " " << std::setw(18)
+       << value << " " << source << "\n";
   };
   os << "dsc-run: the configuration of '" << options.input
      << "' (value, then where it came from)\n";
@@ -217,8 +217,8 @@ void dsc::run::printResolvedConfig(
       options.lossScaler.value_or(rt::LossScalerConfig());
   std::ostringstream scale;
   scale << "2^" << int(std::log2(scaler.initialScale)) << " window "
-        << scaler.scaleWindow << " hysteresis " << scaler.hysteresis
-        << " min " << formatDouble(scaler.minScale);
+        << scaler.scaleWindow << " hysteresis " << scaler.hysteresis << " min "
+        << formatDouble(scaler.minScale);
   runRow("loss-scaler", scale.str());
   runRow("wall-clock-breakdown", options.wallClockBreakdown ? "on" : "off");
   if (!resolved.notes.empty()) {

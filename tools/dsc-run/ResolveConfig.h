@@ -14,8 +14,8 @@
 #ifndef DSC_RUN_RESOLVECONFIG_H
 #define DSC_RUN_RESOLVECONFIG_H
 
-#include "DeepSpeedConfig.h"
 #include "RunOptions.h"
+#include "dsc/Config/DeepSpeedConfig.h"
 
 #include <map>
 #include <ostream>
@@ -23,6 +23,8 @@
 #include <vector>
 
 namespace dsc::run {
+
+using config::TrainingSettings;
 
 /// A config file's settings, named for notes ("GPT-NeoX config",
 /// "ds_config") and for errors ("DeepSpeed config 'ds.json'").

@@ -58,7 +58,7 @@ struct RunOptions {
   /// --compile: extra --dsc-compile options for a model compiled in-process.
   std::string compile;
   /// --deepspeed / --deepspeed_config: a DeepSpeed ds_config.json whose
-  /// keys set the compile and run options (DeepSpeedConfig.h).
+  /// keys set the compile and run options (dsc/Config/DeepSpeedConfig.h).
   std::string deepspeed;
   /// --vocab-size: the tokenizer's size for a GPT-NeoX config that names
   /// its tokenizer instead (0: the config's).
@@ -75,7 +75,7 @@ struct RunOptions {
   /// (Executor::setOverlapCommunication); unset: the backend's default.
   std::optional<bool> overlapComm;
   /// fp16's dynamic loss scaler; unset: DeepSpeed's defaults. Set by a
-  /// config's fp16 section (DeepSpeedConfig.h).
+  /// config's fp16 section (dsc/Config/DeepSpeedConfig.h).
   std::optional<rt::LossScalerConfig> lossScaler;
   /// A config's wall_clock_breakdown: log lines split the step's time.
   bool wallClockBreakdown = false;

@@ -164,8 +164,9 @@ public:
   /// current step and micro-batch (the backends' Dropout and Attention).
   uint64_t dropoutSeed(int64_t instructionSeed) const override;
   /// Replaces every LearningRate instruction's base lr (dsc-run --lr); the
-  /// warmup start and decay end scale with it. Throws Error if the plan
-  /// has no LearningRate instruction.
+  /// warmup start and decay end scale with it. A CyclicLearningRate's base
+  /// is OneCycle's peak (LRRangeTest's start), the other bound scaling with
+  /// it. Throws Error if the plan has neither instruction.
   void setBaseLearningRate(double lr);
 
   /// A buffer by name (parameters, their state, well-known buffers); throws

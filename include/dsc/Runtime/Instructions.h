@@ -45,6 +45,15 @@ inline int64_t groupAxesOf(const Instruction &inst) {
   return at >= 0 ? inst.ints[size_t(at)] : 0;
 }
 
+/// The learning rate a CyclicLearningRate instruction writes at 1-based
+/// `step`.
+inline double cyclicLearningRate(const ops::CyclicLearningRate &lr,
+                                 int64_t step) {
+  return cyclicLearningRate(lr.kind, lr.firstStairs, lr.secondStairs,
+                            lr.staircase, lr.minLr, lr.maxLr, lr.firstSize,
+                            lr.secondSize, lr.decaySize, lr.rate, step);
+}
+
 /// The learning rate a LearningRate instruction writes at 1-based `step`.
 inline double scheduledLearningRate(const ops::LearningRate &lr,
                                     int64_t step) {

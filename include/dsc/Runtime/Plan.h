@@ -157,6 +157,22 @@ double scheduledLearningRate(LrScheduleKind kind, int64_t warmup, int64_t total,
                              bool warmupLog, double base, double warmupStart,
                              double decayEnd, int64_t step);
 
+/// DeepSpeed's LRRangeTest and OneCycle (CyclicLearningRate's `kind`: 0
+/// and 1) at 1-based `step`, with b = step - 1 (both set minLr at
+/// last_batch_iteration = -1 and step after each optimizer step):
+///
+///   - LRRangeTest: minLr (1 + rate i), i = b / firstSize (its step size),
+///     floored when `staircase`;
+///   - OneCycle: within the cycle (b - 1 < T = firstSize + secondSize)
+///     minLr + (maxLr - minLr) s, where s rises 0 -> 1 over firstSize
+///     steps and falls over secondSize (in firstStairs / secondStairs flat
+///     stairs when > 0); after it minLr / (1 + rate (b - T) / decaySize),
+///     or minLr when rate or decaySize is 0.
+double cyclicLearningRate(int64_t kind, int64_t firstStairs,
+                          int64_t secondStairs, bool staircase, double minLr,
+                          double maxLr, double firstSize, double secondSize,
+                          double decaySize, double rate, int64_t step);
+
 struct Instruction {
   Opcode opcode = Opcode::Add;
   std::vector<uint32_t> inputs;  // buffer ids

@@ -80,7 +80,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Learning-rate schedule: constant, warmup, "
                      "warmup_linear or warmup_cosine (DeepSpeed's); "
                      "annealing_constant, annealing_linear, annealing_cosine "
-                     "or annealing_exponential (GPT-NeoX's lr_decay_style)"),
+                     "or annealing_exponential (GPT-NeoX's lr_decay_style); "
+                     "range_test or one_cycle (DeepSpeed's LRRangeTest and "
+                     "OneCycle: from min-lr, to lr, shaped by cycle-*)"),
       llvm::cl::init("warmup_cosine")};
   /// `schedule=` meant either schedule; it is refused with an error naming
   /// lr-schedule and pipeline-schedule.
@@ -112,6 +114,34 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<bool> nesterov{*this, "nesterov",
                         llvm::cl::desc("Nesterov SGD (optimizer=sgd)"),
                         llvm::cl::init(false)};
+  Option<double> cycleFirstSize{
+      *this, "cycle-first-size",
+      llvm::cl::desc("one_cycle: steps of the rise; range_test: steps per "
+                     "increase"),
+      llvm::cl::init(2000)};
+  Option<double> cycleSecondSize{
+      *this, "cycle-second-size",
+      llvm::cl::desc("one_cycle: steps of the fall (-1: the rise's)"),
+      llvm::cl::init(-1)};
+  Option<int64_t> cycleFirstStairs{
+      *this, "cycle-first-stairs",
+      llvm::cl::desc("one_cycle: stairs of the rise (0: none)"),
+      llvm::cl::init(0)};
+  Option<int64_t> cycleSecondStairs{
+      *this, "cycle-second-stairs",
+      llvm::cl::desc("one_cycle: stairs of the fall (-1: the rise's)"),
+      llvm::cl::init(-1)};
+  Option<double> cycleDecaySize{
+      *this, "cycle-decay-size",
+      llvm::cl::desc("one_cycle: decay steps after the cycle (0: none)"),
+      llvm::cl::init(0)};
+  Option<double> cycleRate{
+      *this, "cycle-rate",
+      llvm::cl::desc("one_cycle: decay rate; range_test: step rate"),
+      llvm::cl::init(0)};
+  Option<bool> cycleStaircase{*this, "cycle-staircase",
+                              llvm::cl::desc("range_test: increase in stairs"),
+                              llvm::cl::init(false)};
   Option<int64_t> steps{*this, "steps",
                         llvm::cl::desc("Steps of the run (end of the decay)"),
                         llvm::cl::init(200)};
@@ -134,6 +164,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "records (--dsc-auto-parallel's winner): its dp, tp, "
                      "pp, zero, microbatches and pipeline-schedule "
                      "(--dsc-apply-plan)"),
+      llvm::cl::init("")};
+  Option<std::string> dsConfig{
+      *this, "ds-config",
+      llvm::cl::desc("A DeepSpeed ds_config.json whose keys (batch, "
+                     "optimizer, scheduler, precision, clipping, ZeRO) set "
+                     "the options not given here, with DeepSpeed's meanings "
+                     "and defaults (docs/configs.md)"),
       llvm::cl::init("")};
   Option<bool> prefetch{
       *this, "prefetch",
@@ -167,6 +204,17 @@ inline LogicalResult refuseRemovedScheduleOption(Operation *module,
 /// Adds autodiff, the optimizer, data parallelism, memory planning and the
 /// verification of the plan's collectives to `pm`.
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options);
+
+/// Sets the options of `options.dsConfig` (a DeepSpeed ds_config.json, over
+/// `options.dp` data-parallel ranks) that were not given explicitly in
+/// `given` (the option string `options` was parsed from); an explicit
+/// option wins. The config's run-level keys (steps_per_print,
+/// overlap_comm, the fp16 loss scaler, wall_clock_breakdown) are dsc-run's:
+/// each one set is a line in `notes`. Failure: `error` names the file and
+/// the key.
+LogicalResult applyDeepSpeedConfig(CompileOptions &options, StringRef given,
+                                   std::vector<std::string> &notes,
+                                   std::string &error);
 
 /// Registers `--dsc-compile`.
 void registerDscPipelines();

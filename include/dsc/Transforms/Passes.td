@@ -290,7 +290,9 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
            "Learning-rate schedule: constant, warmup, warmup_linear or "
            "warmup_cosine (DeepSpeed's); annealing_constant, "
            "annealing_linear, annealing_cosine or annealing_exponential "
-           "(GPT-NeoX's lr_decay_style)">,
+           "(GPT-NeoX's lr_decay_style); range_test or one_cycle "
+           "(DeepSpeed's LRRangeTest and OneCycle: from min-lr, to lr, "
+           "shaped by the cycle-* options)">,
     Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
            "Removed: an error naming lr-schedule and pipeline-schedule">,
     Option<"warmup", "warmup", "int64_t", /*default=*/"10", "Warmup steps">,
@@ -311,6 +313,22 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "Nesterov SGD">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"1.0",
            "Max global gradient norm (0 disables clipping)">,
+    Option<"cycleFirstSize", "cycle-first-size", "double", /*default=*/"2000",
+           "one_cycle: steps of the rise (cycle_first_step_size); "
+           "range_test: steps per increase (lr_range_test_step_size)">,
+    Option<"cycleSecondSize", "cycle-second-size", "double",
+           /*default=*/"-1",
+           "one_cycle: steps of the fall (-1: the rise's)">,
+    Option<"cycleFirstStairs", "cycle-first-stairs", "int64_t",
+           /*default=*/"0", "one_cycle: stairs of the rise (0: none)">,
+    Option<"cycleSecondStairs", "cycle-second-stairs", "int64_t",
+           /*default=*/"-1", "one_cycle: stairs of the fall (-1: the rise's)">,
+    Option<"cycleDecaySize", "cycle-decay-size", "double", /*default=*/"0",
+           "one_cycle: decay_step_size after the cycle (0: no decay)">,
+    Option<"cycleRate", "cycle-rate", "double", /*default=*/"0",
+           "one_cycle: decay_lr_rate; range_test: lr_range_test_step_rate">,
+    Option<"cycleStaircase", "cycle-staircase", "bool", /*default=*/"false",
+           "range_test: lr_range_test_staircase">,
   ];
 }
 

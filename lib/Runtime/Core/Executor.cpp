@@ -426,6 +426,19 @@ void Executor::setBaseLearningRate(double lr) {
         sched.decayEnd = base > 0 ? sched.decayEnd * ratio : 0.0;
         sched.encode(inst);
         found = true;
+      } else if (inst.opcode == Opcode::CyclicLearningRate) {
+        // The base is OneCycle's peak, LRRangeTest's start; the other
+        // bound keeps its ratio to it.
+        ops::CyclicLearningRate sched = ops::CyclicLearningRate::decode(inst);
+        const double base = sched.kind == 1 ? sched.maxLr : sched.minLr;
+        const double ratio = lr / base;
+        if (!(lr > 0))
+          throw Error("a cyclic learning rate needs a base rate > 0, got " +
+                      std::to_string(lr));
+        sched.minLr *= ratio;
+        sched.maxLr *= ratio;
+        sched.encode(inst);
+        found = true;
       }
   if (!found)
     throw Error("the plan has no LearningRate instruction whose rate could "

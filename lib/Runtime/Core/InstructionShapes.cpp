@@ -360,6 +360,22 @@ void InstructionChecker::shapes() {
     floatAt("decayEnd", 0.0, std::numeric_limits<double>::max());
     break;
   }
+  case Opcode::CyclicLearningRate: {
+    scalar(out(0), outName(0));
+    intAt("firstStairs", 0, INT64_MAX);
+    intAt("secondStairs", 0, INT64_MAX);
+    const double maxRate = std::numeric_limits<double>::max();
+    const double minLr = floatAt("minLr", 0.0, maxRate);
+    if (!(minLr > 0))
+      fail("minLr must be > 0");
+    floatAt("maxLr", minLr, maxRate);
+    if (!(floatAt("firstSize", 0.0, maxRate) > 0))
+      fail("firstSize must be > 0");
+    floatAt("secondSize", 0.0, maxRate);
+    floatAt("decaySize", 0.0, maxRate);
+    floatAt("rate", -maxRate, maxRate);
+    break;
+  }
   case Opcode::AllReduce:
   case Opcode::AllGather:
   case Opcode::ReduceScatter: {

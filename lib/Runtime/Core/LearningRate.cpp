@@ -85,3 +85,39 @@ double dsc::rt::scheduledLearningRate(LrScheduleKind kind, int64_t warmup,
   }
   return base;
 }
+
+double dsc::rt::cyclicLearningRate(int64_t kind, int64_t firstStairs,
+                                   int64_t secondStairs, bool staircase,
+                                   double minLr, double maxLr, double firstSize,
+                                   double secondSize, double decaySize,
+                                   double rate, int64_t step) {
+  const double b = double(std::max<int64_t>(step - 1, 0));
+  if (kind == 0) {
+    const double interval =
+        staircase ? std::floor(b / firstSize) : b / firstSize;
+    return minLr * (1 + rate * interval);
+  }
+  const double total = firstSize + secondSize;
+  if (b - 1 >= total) {
+    // DeepSpeed skips the decay when either is (close to) zero.
+    if (std::abs(rate) < 1e-9 || std::abs(decaySize) < 1e-9)
+      return minLr;
+    return minLr / (1 + rate * (b - total) / decaySize);
+  }
+  // The position in the cycle, x in [0, 1): up over the first part, down
+  // over the second.
+  const double ratio = firstSize / total;
+  const double x = b / total - std::floor(b / total);
+  double scale = x <= ratio ? x / ratio : (x - 1) / (ratio - 1);
+  const int64_t stairs = x <= ratio ? firstStairs : secondStairs;
+  if (stairs > 0) {
+    // Stairs from the step's offset in the cycle, not from `scale`: at a
+    // half-cycle boundary the scale may fall just under a whole stair.
+    const double offset = std::fmod(b, total);
+    const double position =
+        offset <= firstSize ? offset * double(stairs) / firstSize
+                            : (total - offset) * double(stairs) / secondSize;
+    scale = std::floor(position) / double(stairs);
+  }
+  return minLr + (maxLr - minLr) * scale;
+}

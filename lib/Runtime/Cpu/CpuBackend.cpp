@@ -650,6 +650,10 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     *out(0) = T(scheduledLearningRate(ops::LearningRate::decode(inst),
                                       ex.step()));
     break;
+  case Opcode::CyclicLearningRate:
+    *out(0) =
+        T(cyclicLearningRate(ops::CyclicLearningRate::decode(inst), ex.step()));
+    break;
   case Opcode::AdamW: {
     AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
     adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,

@@ -189,6 +189,7 @@ void CudaBackend::prepare(const Plan &plan) {
       // The optimizer's kernels: fp32 masters, moments, gradients, scalars.
       switch (inst.opcode) {
       case Opcode::LearningRate:
+      case Opcode::CyclicLearningRate:
       case Opcode::GlobalNormClip:
       case Opcode::GlobalNormClipParts:
       case Opcode::AdamW:

@@ -349,6 +349,10 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     writeScalar(outF(0), scheduledLearningRate(ops::LearningRate::decode(inst),
                                                ex.step()));
     break;
+  case Opcode::CyclicLearningRate:
+    writeScalar(outF(0), cyclicLearningRate(
+                             ops::CyclicLearningRate::decode(inst), ex.step()));
+    break;
   case Opcode::AdamW: {
     AdamWConfig cfg = adamConfigOf(inst, readScalar(inB(1), in(1)));
     launched(cuda::adamwStep<float, __nv_bfloat16>(

@@ -4,7 +4,8 @@
 
 usage: deepspeed-lr.py LOG.jsonl SCHEDULER PARAMS_JSON [--rtol 1e-6]
 
-SCHEDULER is WarmupLR, WarmupDecayLR or WarmupCosineLR; PARAMS_JSON their
+SCHEDULER is WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle or
+LRRangeTest; PARAMS_JSON their
 `params` as a ds_config.json spells them (WarmupCosineLR also takes "lr",
 the optimizer's learning rate it scales). Written from the formulas of
 deepspeed/runtime/lr_schedules.py: the scheduler is built at
@@ -59,8 +60,61 @@ def warmup_cosine_lr(i, p):
     return p["lr"] * ratio
 
 
+def one_cycle_lr(i, p):
+    """OneCycle (cycle_momentum false). Its constructor sets cycle_min_lr;
+    each step() then sets get_lr() at the new last_batch_iteration, so step
+    k runs at the rate its (k-1)th step() set: i = k - 1 step() calls."""
+    lo, hi = p["cycle_min_lr"], p["cycle_max_lr"]
+    if i == 0:
+        return lo
+    last = i - 1  # last_batch_iteration after i step() calls
+    first = float(p.get("cycle_first_step_size", 2000))
+    second = float(p.get("cycle_second_step_size", first))
+    total = first + second
+    if last < total:
+        batch = last + 1
+        cycle = math.floor(1 + batch / total)
+        x = 1.0 + batch / total - cycle
+        ratio = first / total
+        if x <= ratio:
+            scale = x / ratio
+            stairs = p.get("cycle_first_stair_count", 0)
+        else:
+            scale = (x - 1) / (ratio - 1)
+            stairs = p.get("cycle_second_stair_count",
+                           p.get("cycle_first_stair_count", 0))
+        if stairs > 0:
+            offset = batch % total
+            if offset <= first:
+                position = offset * stairs / first
+            else:
+                position = (total - offset) * stairs / second
+            scale = math.floor(position) / stairs
+        return lo + (hi - lo) * scale
+    rate = p.get("decay_lr_rate", 0.0)
+    size = p.get("decay_step_size", 0)
+    if math.isclose(rate, 0) or math.isclose(size, 0):
+        return lo
+    return lo / (1 + rate * (last - total + 1) / size)
+
+
+def range_test_lr(i, p):
+    """LRRangeTest: its constructor sets the minimum; step() then sets
+    min * (1 + rate * interval) at the new last_batch_iteration."""
+    lo = p.get("lr_range_test_min_lr", 1e-3)
+    if i == 0:
+        return lo
+    last = i - 1
+    size = p.get("lr_range_test_step_size", 2000)
+    interval = (last + 1) / size
+    if p.get("lr_range_test_staircase", False):
+        interval = math.floor(interval)
+    return lo * (1 + p.get("lr_range_test_step_rate", 1.0) * interval)
+
+
 SCHEDULERS = {"WarmupLR": warmup_lr, "WarmupDecayLR": warmup_decay_lr,
-              "WarmupCosineLR": warmup_cosine_lr}
+              "WarmupCosineLR": warmup_cosine_lr, "OneCycle": one_cycle_lr,
+              "LRRangeTest": range_test_lr}
 
 
 def main():

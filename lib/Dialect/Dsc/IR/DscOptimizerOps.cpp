@@ -8,6 +8,8 @@
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::dsc;
 
@@ -80,6 +82,31 @@ LogicalResult LearningRateOp::verify() {
            << stringifyLrSchedule(schedule)
            << "' (GPT-NeoX's AnnealingLR) warms up linearly from 0: "
               "warmup_start and log_warmup do not apply";
+  return success();
+}
+
+LogicalResult CyclicLearningRateOp::verify() {
+  const double min = getMin().convertToDouble(),
+               max = getMax().convertToDouble();
+  const double first = getFirstSize().convertToDouble(),
+               second = getSecondSize().convertToDouble();
+  if (!(min > 0.0))
+    return emitOpError("min learning rate must be > 0, got ") << min;
+  if (!(first > 0.0))
+    return emitOpError("first_size must be > 0, got ") << first;
+  if (!(second >= 0.0) || !(getDecaySize().convertToDouble() >= 0.0) ||
+      !std::isfinite(getRate().convertToDouble()))
+    return emitOpError("second_size and decay_size must be >= 0 and rate "
+                       "finite");
+  if (getFirstStairs() < 0 || getSecondStairs() < 0)
+    return emitOpError("stair counts must be >= 0");
+  if (getSchedule() == CyclicLrSchedule::OneCycle) {
+    if (!(max >= min))
+      return emitOpError("one_cycle's max learning rate must be >= min = ")
+             << min << ", got " << max;
+    if (getSecondStairs() > 0 && second == 0.0)
+      return emitOpError("second_stairs needs a second_size > 0");
+  }
   return success();
 }
 

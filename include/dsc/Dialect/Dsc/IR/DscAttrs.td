@@ -77,6 +77,14 @@ def Dsc_LrSchedule : I32EnumAttr<"LrSchedule", "learning-rate schedule", [
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_CyclicLrSchedule : I32EnumAttr<"CyclicLrSchedule",
+    "cyclic learning-rate schedule", [
+  I32EnumAttrCase<"RangeTest", 0, "range_test">,
+  I32EnumAttrCase<"OneCycle", 1, "one_cycle">
+]> {
+  let cppNamespace = "::mlir::dsc";
+}
+
 def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"Forward", 0, "forward">,
   I32EnumAttrCase<"ForwardBackward", 1, "forward_backward">,

@@ -65,6 +65,44 @@ def Dsc_LearningRateOp : Dsc_Op<"learning_rate", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dsc_CyclicLearningRateOp : Dsc_Op<"cyclic_learning_rate", [Pure]> {
+  let summary = "DeepSpeed's LRRangeTest or OneCycle learning rate";
+  let description = [{
+    The learning rate of the 1-based step `t` as DeepSpeed's schedulers
+    give it (deepspeed/runtime/lr_schedules.py; built at
+    last_batch_iteration = -1, which sets `min`, and stepped after each
+    optimizer step), with b = t - 1:
+
+    - `range_test` (LRRangeTest): `min * (1 + rate * i)`, i = b /
+      `first_size` (lr_range_test_step_size), floored with `staircase`;
+    - `one_cycle` (OneCycle, its learning rate): a cycle of
+      T = `first_size` + `second_size` steps rises from `min` to `max` over
+      the first and falls back over the second (in `first_stairs` /
+      `second_stairs` flat stairs when > 0); once b - 1 >= T, it is
+      `min / (1 + rate * (b - T) / decay_size)`, or `min` when `rate` or
+      `decay_size` is 0.
+
+    ```mlir
+    %lr = dsc.cyclic_learning_rate one_cycle min = 1.000000e-04 max = 1.000000e-03
+        first_size = 1.000000e+01 second_size = 1.000000e+01 first_stairs = 0
+        second_stairs = 0 decay_size = 5.000000e+00 rate = 1.000000e-01 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Dsc_CyclicLrSchedule:$schedule, F64Attr:$min,
+                       F64Attr:$max, F64Attr:$first_size,
+                       F64Attr:$second_size, I64Attr:$first_stairs,
+                       I64Attr:$second_stairs, F64Attr:$decay_size,
+                       F64Attr:$rate, UnitAttr:$staircase);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = [{
+    $schedule `min` `=` $min `max` `=` $max `first_size` `=` $first_size
+    `second_size` `=` $second_size `first_stairs` `=` $first_stairs
+    `second_stairs` `=` $second_stairs `decay_size` `=` $decay_size
+    `rate` `=` $rate attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_ClipGradNormOp : Dsc_Op<"clip_grad_norm",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeepSpeedConfig.h"
+#include "dsc/Config/DeepSpeedConfig.h"
 
 #include "dsc/Runtime/Error.h"
 
@@ -29,14 +29,17 @@
 #include <set>
 #include <sstream>
 
-using namespace dsc::run;
+using namespace dsc::config;
 using dsc::rt::Error;
 
 namespace {
 
 } // namespace
 
-std::string dsc::run::spellNumber(double v) {
+std::string dsc::config::spellNumber(double v) {
+  // Whole numbers as integers (2000, not 2e+03).
+  if (std::floor(v) == v && std::abs(v) < 1e15)
+    return std::to_string(int64_t(v));
   for (int digits = 1; digits < 17; ++digits) {
     std::ostringstream os;
     os.precision(digits);
@@ -159,6 +162,8 @@ public:
 private:
   void readOptimizer(const llvm::json::Object &o, double &lr);
   void readScheduler(const llvm::json::Object &o, double lr);
+  void readOneCycle(const llvm::json::Object &params);
+  void readRangeTest(const llvm::json::Object &params);
   void readFp16(const llvm::json::Object &o);
   void readZero(const llvm::json::Object &o);
   void readBatch(const llvm::json::Object &root, int64_t dataParallel);
@@ -518,13 +523,14 @@ void Reader::readScheduler(const llvm::json::Object &o, double lr) {
   static const llvm::json::Object empty;
   const llvm::json::Object &p =
       o.get("params") ? object(*o.get("params"), "params") : empty;
-  if (type == "OneCycle" || type == "LRRangeTest")
-    fail("type", "scheduler '" + type +
-                     "' is a DeepSpeed scheduler dsc does not implement yet "
-                     "(WarmupLR, WarmupDecayLR and WarmupCosineLR are)");
+  if (type == "OneCycle")
+    return readOneCycle(p);
+  if (type == "LRRangeTest")
+    return readRangeTest(p);
   if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR")
     fail("type", "unknown scheduler type '" + type +
-                     "'; expected WarmupLR, WarmupDecayLR or WarmupCosineLR");
+                     "'; expected WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+                     "OneCycle or LRRangeTest");
   const bool cosine = type == "WarmupCosineLR";
   std::vector<std::string> known = {"warmup_num_steps", "warmup_type",
                                     "last_batch_iteration"};
@@ -578,6 +584,74 @@ void Reader::readScheduler(const llvm::json::Object &o, double lr) {
       type == "WarmupLR" ? "WarmupLR (no decay; dsc's min-lr must not exceed "
                            "lr)"
                          : "WarmupDecayLR decays to warmup_min_lr");
+}
+
+void Reader::readOneCycle(const llvm::json::Object &p) {
+  onlyKnown(p, "scheduler.params",
+            {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate",
+             "cycle_first_step_size", "cycle_second_step_size",
+             "cycle_first_stair_count", "cycle_second_stair_count",
+             "decay_step_size", "cycle_momentum", "cycle_min_mom",
+             "cycle_max_mom", "decay_mom_rate", "last_batch_iteration"});
+  if (integer(p, "last_batch_iteration", -1) != -1)
+    fail("last_batch_iteration",
+         "'last_batch_iteration' other than -1 resumes a schedule; resume "
+         "from a dsc checkpoint (--load) instead");
+  for (const char *key : {"cycle_min_lr", "cycle_max_lr"})
+    if (!p.get(key))
+      fail("params", std::string("OneCycle needs '") + key + "'");
+  // DeepSpeed cycles Adam's beta1 (and sets beta2 to 0.99) by default.
+  if (boolean(p, "cycle_momentum", true))
+    fail("cycle_momentum",
+         "OneCycle's 'cycle_momentum' (true by default) changes the "
+         "optimizer's momentum every step, which dsc does not implement; "
+         "set \"cycle_momentum\": false to cycle the learning rate only");
+  for (const char *key : {"cycle_min_mom", "cycle_max_mom", "decay_mom_rate"})
+    if (p.get(key))
+      out.understood.push_back(std::string("OneCycle.") + key +
+                               ": no effect with cycle_momentum false");
+  const double lo = number(p, "cycle_min_lr", 0),
+               hi = number(p, "cycle_max_lr", 0);
+  set("lr-schedule", "one_cycle", "scheduler.type = OneCycle");
+  set("lr", spell(hi), "OneCycle.cycle_max_lr");
+  set("min-lr", spell(lo), "OneCycle.cycle_min_lr");
+  set("cycle-first-size", spell(number(p, "cycle_first_step_size", 2000)),
+      "OneCycle.cycle_first_step_size");
+  if (p.get("cycle_second_step_size"))
+    set("cycle-second-size", spell(number(p, "cycle_second_step_size", 0)),
+        "OneCycle.cycle_second_step_size");
+  set("cycle-first-stairs",
+      std::to_string(integer(p, "cycle_first_stair_count", 0)),
+      "OneCycle.cycle_first_stair_count");
+  if (p.get("cycle_second_stair_count"))
+    set("cycle-second-stairs",
+        std::to_string(integer(p, "cycle_second_stair_count", 0)),
+        "OneCycle.cycle_second_stair_count");
+  set("cycle-decay-size", spell(number(p, "decay_step_size", 0)),
+      "OneCycle.decay_step_size");
+  set("cycle-rate", spell(number(p, "decay_lr_rate", 0)),
+      "OneCycle.decay_lr_rate");
+}
+
+void Reader::readRangeTest(const llvm::json::Object &p) {
+  onlyKnown(p, "scheduler.params",
+            {"lr_range_test_min_lr", "lr_range_test_step_size",
+             "lr_range_test_step_rate", "lr_range_test_staircase",
+             "last_batch_iteration"});
+  if (integer(p, "last_batch_iteration", -1) != -1)
+    fail("last_batch_iteration",
+         "'last_batch_iteration' other than -1 resumes a schedule; resume "
+         "from a dsc checkpoint (--load) instead");
+  set("lr-schedule", "range_test", "scheduler.type = LRRangeTest");
+  set("lr", spell(number(p, "lr_range_test_min_lr", 1e-3)),
+      "LRRangeTest.lr_range_test_min_lr");
+  set("cycle-first-size", spell(number(p, "lr_range_test_step_size", 2000)),
+      "LRRangeTest.lr_range_test_step_size");
+  set("cycle-rate", spell(number(p, "lr_range_test_step_rate", 1.0)),
+      "LRRangeTest.lr_range_test_step_rate");
+  set("cycle-staircase",
+      boolean(p, "lr_range_test_staircase", false) ? "true" : "false",
+      "LRRangeTest.lr_range_test_staircase");
 }
 
 void Reader::readFp16(const llvm::json::Object &o) {
@@ -692,10 +766,11 @@ void Reader::readZero(const llvm::json::Object &o) {
 
 } // namespace
 
-void dsc::run::completeBatchTriple(std::optional<int64_t> train,
-                                   std::optional<int64_t> micro,
-                                   std::optional<int64_t> gas,
-                                   int64_t worldSize, TrainingSettings &out) {
+void dsc::config::completeBatchTriple(std::optional<int64_t> train,
+                                      std::optional<int64_t> micro,
+                                      std::optional<int64_t> gas,
+                                      int64_t worldSize,
+                                      TrainingSettings &out) {
   // runtime/config.py's _set_batch_related_parameters, then its assertion;
   // the sizes given are checked first, so that completing divides by none
   // that is zero.
@@ -751,11 +826,11 @@ void dsc::run::completeBatchTriple(std::optional<int64_t> train,
   out.gradientAccumulation = *gas;
 }
 
-TrainingSettings dsc::run::readDeepSpeedKeys(const llvm::json::Object &root,
-                                             const std::string &label,
-                                             const std::string &text,
-                                             int64_t dataParallel,
-                                             ConfigFlavor flavor) {
+TrainingSettings dsc::config::readDeepSpeedKeys(const llvm::json::Object &root,
+                                                const std::string &label,
+                                                const std::string &text,
+                                                int64_t dataParallel,
+                                                ConfigFlavor flavor) {
   TrainingSettings out;
   Reader reader(label, text, out, flavor);
   try {
@@ -770,8 +845,8 @@ TrainingSettings dsc::run::readDeepSpeedKeys(const llvm::json::Object &root,
   return out;
 }
 
-TrainingSettings dsc::run::readDeepSpeedConfig(const std::string &path,
-                                               int64_t dataParallel) {
+TrainingSettings dsc::config::readDeepSpeedConfig(const std::string &path,
+                                                  int64_t dataParallel) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
       llvm::MemoryBuffer::getFile(path);
   if (!file)
@@ -787,4 +862,15 @@ TrainingSettings dsc::run::readDeepSpeedConfig(const std::string &path,
     throw Error("DeepSpeed config '" + path + "' must be a JSON object");
   return readDeepSpeedKeys(*root, "DeepSpeed config '" + path + "'", text,
                            dataParallel, ConfigFlavor::DeepSpeed);
+}
+
+std::optional<TrainingSettings>
+dsc::config::tryReadDeepSpeedConfig(const std::string &path,
+                                    int64_t dataParallel, std::string &error) {
+  try {
+    return readDeepSpeedConfig(path, dataParallel);
+  } catch (const std::exception &e) {
+    error = e.what();
+    return std::nullopt;
+  }
 }

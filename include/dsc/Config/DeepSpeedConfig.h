@@ -4,17 +4,20 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `dsc-run MODEL --deepspeed ds_config.json`: the training keys every
+// `dsc-run MODEL --deepspeed ds_config.json` and
+// `--dsc-compile="ds-config=ds_config.json"`: the training keys every
 // DeepSpeed user already has, read with DeepSpeed's meanings and defaults
 // and turned into --dsc-compile options (and the few run options they set).
+// Plain C++ with exceptions (rt::Error) on LLVM's JSON reader; the compiler
+// calls it through tryReadDeepSpeedConfig, which does not throw.
 // Every key is honored or refused by name: an unknown key is an error with
 // its line and a suggestion, a DeepSpeed key dsc does not implement is an
 // error naming it. Nothing is ignored.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DSC_RUN_DEEPSPEEDCONFIG_H
-#define DSC_RUN_DEEPSPEEDCONFIG_H
+#ifndef DSC_CONFIG_DEEPSPEEDCONFIG_H
+#define DSC_CONFIG_DEEPSPEEDCONFIG_H
 
 #include "dsc/Runtime/LossScaler.h"
 
@@ -26,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace dsc::run {
+namespace dsc::config {
 
 /// What a training config file (a ds_config.json, or the training keys of
 /// a GPT-NeoX config) sets: --dsc-compile options and run options, each
@@ -89,6 +92,13 @@ void completeBatchTriple(std::optional<int64_t> train,
 /// A number in the fewest digits that --dsc-compile reads back exactly.
 std::string spellNumber(double v);
 
-} // namespace dsc::run
+/// readDeepSpeedConfig for callers built without exceptions (the compiler's
+/// --dsc-compile="ds-config=FILE"): nullopt and `error` naming the file and
+/// the key on anything it refuses.
+std::optional<TrainingSettings> tryReadDeepSpeedConfig(const std::string &path,
+                                                       int64_t dataParallel,
+                                                       std::string &error);
 
-#endif // DSC_RUN_DEEPSPEEDCONFIG_H
+} // namespace dsc::config
+
+#endif // DSC_CONFIG_DEEPSPEEDCONFIG_H
