@@ -710,26 +710,120 @@ void Reader::readFp16(const llvm::json::Object &o) {
 void Reader::readZero(const llvm::json::Object &o) {
   const std::vector<std::string> offload = {"offload_optimizer",
                                             "offload_param"};
-  for (const std::string &key : offload)
-    if (o.get(key))
-      fail(key, "'" + key +
-                    "' is not implemented yet (ZeRO-Offload is dsc's next "
-                    "piece of work); remove it to train on the device");
+  for (const std::string &key : offload) {
+    const llvm::json::Value *v = o.get(key);
+    if (!v)
+      continue;
+    // {"device": "none"} is DeepSpeed's way of saying no offload.
+    const llvm::json::Object *section = v->getAsObject();
+    if (section && section->getString("device") ==
+                       std::optional<llvm::StringRef>("none")) {
+      out.understood.push_back(key + ".device = none: no offload");
+      continue;
+    }
+    fail(key, "'" + key +
+                  "' is not implemented yet (ZeRO-Offload is dsc's next "
+                  "piece of work); remove it to train on the device");
+  }
   // DeepSpeed's legacy spelling of offload_optimizer.
   if (boolean(o, "cpu_offload", false))
     fail("cpu_offload", "'cpu_offload' is not implemented yet (ZeRO-Offload "
                         "is dsc's next piece of work); remove it to train "
                         "on the device");
-  onlyKnown(o, "zero_optimization",
-            {"stage", "reduce_bucket_size", "allgather_bucket_size",
-             "overlap_comm", "contiguous_gradients", "reduce_scatter",
-             "allgather_partitions", "offload_optimizer", "offload_param",
-             "cpu_offload"});
+  // DeepSpeed's keys that place, time or cache work without changing what
+  // is computed: accepted, each said to have no effect in dsc.
+  static const std::vector<std::pair<std::string, std::string>> noEffect = {
+      {"stage3_max_reuse_distance",
+       "dsc's plan frees a gathered parameter after its last use in the "
+       "step"},
+      {"stage3_gather_16bit_weights_on_model_save",
+       "dsc's checkpoints hold whole fp32 tensors, loadable by any plan"},
+      {"stage3_gather_fp16_weights_on_model_save",
+       "dsc's checkpoints hold whole fp32 tensors, loadable by any plan"},
+      {"sub_group_size", "dsc's optimizer updates one parameter at a time"},
+      {"round_robin_gradients", "a gradient-copy order of ZeRO-Offload"},
+      {"ignore_unused_parameters", "dsc's graph has no unused parameter"},
+      {"elastic_checkpoint", "dsc's checkpoints load into any plan"},
+      {"stage3_max_live_parameters",
+       "dsc holds at most the gathered parameter in use and, with "
+       "prefetch, the next one"},
+  };
+  std::vector<std::string> known = {"stage",
+                                    "reduce_bucket_size",
+                                    "allgather_bucket_size",
+                                    "overlap_comm",
+                                    "contiguous_gradients",
+                                    "reduce_scatter",
+                                    "allgather_partitions",
+                                    "offload_optimizer",
+                                    "offload_param",
+                                    "cpu_offload",
+                                    "stage3_prefetch_bucket_size",
+                                    "stage3_param_persistence_threshold",
+                                    "load_from_fp32_weights",
+                                    "zero_quantized_weights",
+                                    "zero_quantized_gradients",
+                                    "zero_hpz_partition_size",
+                                    "mics_shard_size"};
+  for (const auto &[key, why] : noEffect)
+    known.push_back(key);
+  onlyKnown(o, "zero_optimization", known);
   const int64_t stage = integer(o, "stage", 0);
   if (stage < 0 || stage > 3)
     fail("stage",
          "ZeRO 'stage' must be 0, 1, 2 or 3, got " + std::to_string(stage));
   set("zero", std::to_string(stage), "zero_optimization.stage");
+  for (const auto &[key, why] : noEffect)
+    if (o.get(key))
+      out.understood.push_back(key + ": no effect (" + why + ")");
+  if (!boolean(o, "load_from_fp32_weights", true))
+    fail("load_from_fp32_weights", "'load_from_fp32_weights': false is not "
+                                   "implemented (dsc resumes from its fp32 "
+                                   "masters)");
+  // ZeRO++ and MiCS change what is communicated (quantized) or where.
+  if (boolean(o, "zero_quantized_weights", false) ||
+      boolean(o, "zero_quantized_gradients", false))
+    fail(o.get("zero_quantized_weights") ? "zero_quantized_weights"
+                                         : "zero_quantized_gradients",
+         "ZeRO++'s quantized communication is not implemented");
+  if (integer(o, "zero_hpz_partition_size", 1) != 1)
+    fail("zero_hpz_partition_size",
+         "ZeRO++'s hierarchical partitioning ('zero_hpz_partition_size' "
+         "other than 1) is not implemented");
+  if (integer(o, "mics_shard_size", -1) != -1)
+    fail("mics_shard_size", "MiCS ('mics_shard_size') is not implemented");
+  if (stage == 3) {
+    // DeepSpeed's defaults: parameters of up to 1e5 elements stay whole,
+    // prefetching on (a bucket of 5e7 elements).
+    const int64_t persist =
+        integer(o, "stage3_param_persistence_threshold", 100000);
+    if (persist < 0)
+      fail("stage3_param_persistence_threshold",
+           "'stage3_param_persistence_threshold' must be >= 0");
+    set("persistence-threshold", std::to_string(persist),
+        "zero_optimization.stage3_param_persistence_threshold" +
+            std::string(o.get("stage3_param_persistence_threshold")
+                            ? ""
+                            : " (DeepSpeed's default)"));
+    const int64_t prefetch =
+        integer(o, "stage3_prefetch_bucket_size", 50000000);
+    if (prefetch < 0)
+      fail("stage3_prefetch_bucket_size",
+           "'stage3_prefetch_bucket_size' must be >= 0");
+    set("prefetch", prefetch > 0 ? "true" : "false",
+        "zero_optimization.stage3_prefetch_bucket_size = " +
+            std::to_string(prefetch) +
+            (o.get("stage3_prefetch_bucket_size") ? ""
+                                                  : " (DeepSpeed's default)") +
+            (prefetch > 0 ? " (dsc prefetches the next gathered parameter)"
+                          : ""));
+  } else {
+    for (const char *key :
+         {"stage3_param_persistence_threshold", "stage3_prefetch_bucket_size"})
+      if (o.get(key))
+        out.understood.push_back(std::string(key) +
+                                 ": no effect below stage 3");
+  }
   if (o.get("reduce_bucket_size")) {
     // DeepSpeed counts elements; dsc's buckets are fp32 bytes.
     const int64_t elements = integer(o, "reduce_bucket_size", 0);

@@ -120,6 +120,7 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     dataParallel.dp = options.dp;
     dataParallel.bucketBytes = options.bucketBytes;
     dataParallel.zero = options.zero;
+    dataParallel.persistenceThreshold = options.persistenceThreshold;
     pm.addPass(createDscDataParallelPass(dataParallel));
   }
 

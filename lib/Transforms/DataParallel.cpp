@@ -108,7 +108,7 @@ struct DscDataParallelPass
       for (func::FuncOp optimizer : optimizers)
         optimizer.walk([&](AdamWOp adam) {
           auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
-          if (param && param.getNumElements() % dp == 0)
+          if (param && isShardable(param))
             shardedAnywhere.insert(adam.getParam());
         });
     for (func::FuncOp optimizer : optimizers)
@@ -118,6 +118,15 @@ struct DscDataParallelPass
 
   /// Averages (or, with ZeRO, reduce-scatters) over dp the gradients that
   /// `optimizer` clips and updates.
+  /// Whether ZeRO shards `param`: its elements divide over dp (an odd size
+  /// keeps a replicated update) and, under ZeRO-3, it is larger than the
+  /// persistence threshold (DeepSpeed keeps small parameters whole:
+  /// gathering them costs more than it saves).
+  bool isShardable(ParameterOp param) {
+    const int64_t n = param.getNumElements();
+    return n % dp == 0 && !(zero == 3 && n <= persistenceThreshold);
+  }
+
   LogicalResult replicate(ModuleOp module, MeshOp mesh,
                           func::FuncOp optimizer) {
     llvm::StringSet<> ownGradients;
@@ -146,7 +155,7 @@ struct DscDataParallelPass
             return param.emitOpError("--dsc-data-parallel: parameter '@")
                    << param.getSymName()
                    << "' is a ZeRO-3 chunk already; run zero=3 once";
-          if (seen || param.getNumElements() % dp == 0)
+          if (seen || isShardable(param))
             shardedParams.insert(adam.getParam());
         }
       }

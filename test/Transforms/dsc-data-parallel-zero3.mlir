@@ -1,5 +1,14 @@
 // RUN: dsc-opt %s --dsc-data-parallel="dp=4 zero=3" -verify-diagnostics | FileCheck %s
 // RUN: dsc-opt %s --dsc-data-parallel="dp=4 zero=3" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
+// RUN: dsc-opt %s --dsc-data-parallel="dp=4 zero=3 persistence-threshold=36" | FileCheck %s --check-prefix=PERSIST
+
+// DeepSpeed's stage3_param_persistence_threshold: @fc.weight (36 elements)
+// stays whole with a replicated update, @wte (96) is still chunked.
+// PERSIST: dsc.parameter @wte : tensor<24xf32> {{.*}} chunk = ["dp"]>
+// PERSIST: dsc.parameter @fc.weight : tensor<6x6xf32> init = <normal, std = 2.000000e-02>{{$}}
+// PERSIST-LABEL: func.func @forward_backward
+// PERSIST-NOT: dsc.gather_parameter @fc.weight
+// PERSIST: dsc.accumulate %{{.*}} into @grad.fc.weight : tensor<6x6xf32>
 
 // ZeRO-3: @wte (96 elements) and @fc.weight (36) become chunks of 24 and 9
 // elements whose layout says which part of the whole each rank holds; the

@@ -61,6 +61,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "bucket-bytes",
       llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),
       llvm::cl::init(26214400)};
+  Option<int64_t> persistenceThreshold{
+      *this, "persistence-threshold",
+      llvm::cl::desc("ZeRO-3: parameters of at most this many elements stay "
+                     "whole on every rank (DeepSpeed's "
+                     "stage3_param_persistence_threshold)"),
+      llvm::cl::init(0)};
   Option<int64_t> zero{*this, "zero",
                        llvm::cl::desc("ZeRO stage over dp (0-3)"),
                        llvm::cl::init(0)};

@@ -449,6 +449,12 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "ZeRO stage: 0 (replicated optimizer), 1 (optimizer states "
            "sharded over dp), 2 (gradients too) or 3 (parameters too)">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
+           /*default=*/"0",
+           "ZeRO-3: parameters of at most this many elements stay whole on "
+           "every rank with a replicated update (DeepSpeed's "
+           "stage3_param_persistence_threshold; 0: shard every parameter "
+           "that divides)">,
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "All-reduce buckets">,
