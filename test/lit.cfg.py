@@ -23,6 +23,8 @@ config.substitutions.append(("%dsc_src_root", config.dsc_src_root))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(
     ("%dsc_translate_path", os.path.join(config.dsc_tools_dir, "dsc-translate")))
+config.substitutions.append(
+    ("%dsc_run_path", os.path.join(config.dsc_tools_dir, "dsc-run")))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

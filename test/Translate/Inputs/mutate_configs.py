@@ -4,7 +4,12 @@
 if any run crashes, hangs or exits with anything but 0 or 1, or exits 1
 without an error message. A config is untrusted input.
 
-usage: mutate_configs.py DSC_TRANSLATE CONFIG... [--count N]
+usage: mutate_configs.py TOOL CONFIG... [--count N] [--argv TEMPLATE]
+
+TEMPLATE is the command run on each mutant, split on spaces, with {tool}
+and {config} replaced (default: dsc-translate's import,
+"{tool} --import-neox {config} -o /dev/null"); e.g. dsc-run reading the
+training keys: "{tool} {config} --vocab-size 256 --print-config".
 """
 import random
 import subprocess
@@ -32,6 +37,11 @@ def main():
         i = args.index("--count")
         count = int(args[i + 1])
         del args[i:i + 2]
+    template = "{tool} --import-neox {config} -o /dev/null"
+    if "--argv" in args:
+        i = args.index("--argv")
+        template = args[i + 1]
+        del args[i:i + 2]
     tool, configs = args[0], args[1:]
     rng = random.Random(20261130)
     runs = bad = 0
@@ -43,8 +53,10 @@ def main():
                                                  encoding="utf-8", errors="replace") as f:
                     f.write(mutant)
                 try:
-                    proc = subprocess.run([tool, "--import-neox", f.name, "-o", "/dev/null"],
-                                          capture_output=True, text=True, timeout=20)
+                    argv = [word.replace("{tool}", tool).replace("{config}", f.name)
+                            for word in template.split()]
+                    proc = subprocess.run(argv, capture_output=True, text=True,
+                                          timeout=20)
                 except subprocess.TimeoutExpired:
                     print(f"HANG on {f.name}")
                     bad += 1
