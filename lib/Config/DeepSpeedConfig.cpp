@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Config/DeepSpeedConfig.h"
+#include "dsc/Config/ConfigValues.h"
 
 #include "dsc/Runtime/Error.h"
 
@@ -57,16 +58,15 @@ namespace {
 
 std::string spell(double v) { return spellNumber(v); }
 
-class Reader {
+class Reader : public ConfigValues {
 public:
   Reader(std::string label, std::string text, TrainingSettings &out,
          ConfigFlavor flavor)
-      : label(std::move(label)), text(std::move(text)), out(out),
+      : ConfigValues([this](const std::string &key, const std::string &why) {
+          return this->label + lineOf(key) + ": " + why;
+        }),
+        label(std::move(label)), text(std::move(text)), out(out),
         flavor(flavor) {}
-
-  [[noreturn]] void fail(const std::string &key, const std::string &why) {
-    throw Error(label + lineOf(key) + ": " + why);
-  }
 
   /// ", line N" of the first `"key"` in the file, or "".
   std::string lineOf(const std::string &key) const {
@@ -98,56 +98,6 @@ public:
                     (best.empty() ? std::string()
                                   : "; did you mean '" + best + "'?"));
     }
-  }
-
-  const llvm::json::Object &object(const llvm::json::Value &v,
-                                   const std::string &key) {
-    if (const llvm::json::Object *o = v.getAsObject())
-      return *o;
-    fail(key, "'" + key + "' must be an object");
-  }
-
-  double number(const llvm::json::Object &o, const std::string &key,
-                double fallback) {
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      return fallback;
-    if (std::optional<double> d = v->getAsNumber())
-      return *d;
-    fail(key, "'" + key + "' must be a number");
-  }
-
-  int64_t integer(const llvm::json::Object &o, const std::string &key,
-                  int64_t fallback) {
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      return fallback;
-    if (std::optional<int64_t> i = v->getAsInteger())
-      return *i;
-    if (std::optional<double> d = v->getAsNumber();
-        d && std::floor(*d) == *d && std::abs(*d) < 9e15)
-      return int64_t(*d); // 5e8, as DeepSpeed's examples write sizes
-    fail(key, "'" + key + "' must be an integer");
-  }
-
-  bool boolean(const llvm::json::Object &o, const std::string &key,
-               bool fallback) {
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      return fallback;
-    if (std::optional<bool> b = v->getAsBoolean())
-      return *b;
-    fail(key, "'" + key + "' must be true or false");
-  }
-
-  std::string string(const llvm::json::Object &o, const std::string &key,
-                     const std::string &fallback) {
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      return fallback;
-    if (std::optional<llvm::StringRef> s = v->getAsString())
-      return s->str();
-    fail(key, "'" + key + "' must be a string");
   }
 
   void set(const std::string &option, const std::string &value,

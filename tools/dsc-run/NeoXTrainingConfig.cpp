@@ -16,6 +16,7 @@
 
 #include "NeoXTrainingConfig.h"
 
+#include "dsc/Config/ConfigValues.h"
 #include "dsc/Runtime/Error.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -152,57 +153,50 @@ const std::set<std::string> kNeoXKeys = {
     "log_grad_norm",
 };
 
+/// Errors about a key of the config `path`: the file and the key's line.
+ConfigValues::Describe describeNeoX(const mlir::dsc::NeoXTrainingKeys &keys,
+                                    const std::string &path) {
+  return [&keys, path](const std::string &key, const std::string &why) {
+    auto line = keys.lines.find(key);
+    return "GPT-NeoX config '" + path + "'" +
+           (line == keys.lines.end()
+                ? std::string()
+                : ", line " + std::to_string(line->second)) +
+           ": " + why;
+  };
+}
+
 class NeoXReader {
 public:
   NeoXReader(const mlir::dsc::NeoXTrainingKeys &keys, std::string path,
              TrainingSettings &out)
-      : keys(keys), path(std::move(path)), out(out) {}
+      : keys(keys), values(describeNeoX(keys, path)), out(out) {}
 
   void read();
 
 private:
   [[noreturn]] void fail(const std::string &key, const std::string &why) {
-    auto line = keys.lines.find(key);
-    throw Error("GPT-NeoX config '" + path + "'" +
-                (line == keys.lines.end()
-                     ? std::string()
-                     : ", line " + std::to_string(line->second)) +
-                ": " + why);
+    values.fail(key, why);
   }
   const llvm::json::Value *get(const std::string &key) const {
     return keys.values.get(key);
   }
+  /// YAML's null (`key: ~`) is GPT-NeoX's None: the default.
   bool has(const std::string &key) const {
     const llvm::json::Value *v = get(key);
     return v && v->kind() != llvm::json::Value::Null;
   }
   double number(const std::string &key, double fallback) {
-    if (!has(key))
-      return fallback;
-    if (std::optional<double> d = get(key)->getAsNumber())
-      return *d;
-    fail(key, "'" + key + "' must be a number");
+    return has(key) ? values.number(keys.values, key, fallback) : fallback;
   }
   int64_t integer(const std::string &key, int64_t fallback) {
-    if (!has(key))
-      return fallback;
-    if (std::optional<int64_t> i = get(key)->getAsInteger())
-      return *i;
-    fail(key, "'" + key + "' must be an integer");
+    return has(key) ? values.integer(keys.values, key, fallback) : fallback;
   }
   bool boolean(const std::string &key, bool fallback) {
-    if (!has(key))
-      return fallback;
-    if (std::optional<bool> b = get(key)->getAsBoolean())
-      return *b;
-    fail(key, "'" + key + "' must be true or false");
+    return has(key) ? values.boolean(keys.values, key, fallback) : fallback;
   }
   std::string string(const std::string &key, const std::string &fallback) {
-    if (!has(key))
-      return fallback;
-    if (std::optional<llvm::StringRef> s = get(key)->getAsString())
-      return s->str();
-    fail(key, "'" + key + "' must be a string");
+    return has(key) ? values.string(keys.values, key, fallback) : fallback;
   }
   void setCompile(const std::string &option, const std::string &value,
                   const std::string &because) {
@@ -222,7 +216,7 @@ private:
   void readCheckpoints();
 
   const mlir::dsc::NeoXTrainingKeys &keys;
-  std::string path;
+  ConfigValues values;
   TrainingSettings &out;
 };
 
@@ -533,14 +527,8 @@ dsc::run::readNeoXTraining(const mlir::dsc::NeoXTrainingKeys &keys,
           ds.get(section) ? ds.get(section)->getAsObject() : nullptr;
       return o && o->getBoolean("enabled").value_or(false);
     };
-    auto fail = [&](const std::string &why) {
-      auto line = keys.lines.find("precision");
-      throw Error(label +
-                  (line == keys.lines.end()
-                       ? std::string()
-                       : ", line " + std::to_string(line->second)) +
-                  ": " + why);
-    };
+    const ConfigValues values(describeNeoX(keys, path));
+    auto fail = [&](const std::string &why) { values.fail("precision", why); };
     if (!precision || (*precision != "fp16" && *precision != "bfloat16" &&
                        *precision != "fp32"))
       fail("'precision' must be \"fp16\", \"bfloat16\" or \"fp32\"");
