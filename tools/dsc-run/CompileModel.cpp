@@ -268,10 +268,11 @@ rt::Plan loadOrCompile(RunOptions &options) {
                   "them equal");
   ResolvedConfig resolved = resolveConfig(layers, options);
   const std::string pipeline = resolved.pipeline;
-  const bool speak = !options.printConfig &&
-                     (!std::getenv("OMPI_COMM_WORLD_RANK") ||
-                      std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0");
-  if (speak)
+  // Under mpirun rank 0 speaks for all.
+  const bool firstRank =
+      !std::getenv("OMPI_COMM_WORLD_RANK") ||
+      std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0";
+  if (firstRank && !options.printConfig)
     for (const std::string &note : resolved.notes)
       std::cerr << "dsc-run: " << note << "\n";
 
@@ -281,8 +282,9 @@ rt::Plan loadOrCompile(RunOptions &options) {
     throw Error("bad --compile options '" + options.compile +
                 "' (see dsc-opt --help, --dsc-compile)");
   if (options.printConfig) {
-    printResolvedConfig(resolved, allCompileOptions(*compileOptions), options,
-                        std::cout);
+    if (firstRank)
+      printResolvedConfig(resolved, allCompileOptions(*compileOptions),
+                          options, std::cout);
     return rt::Plan();
   }
   if (compileOptions->microbatches < 1)

@@ -22,14 +22,17 @@ namespace dsc::run {
 /// The plan of `options.input`: read from a plan file, lowered from a
 /// compiled .mlir module (dsc-opt --dsc-compile's output; --compile is then
 /// an error), or compiled from a graph-level .mlir module or a
-/// .yml/.yaml/.json GPT-NeoX config with --dsc-compile options
-/// steps/lr/microbatches taken from the flags plus `options.compile`. The
-/// default warmup is capped at steps - 1 when the schedule decays after it;
-/// an explicit warmup that does not fit the steps is an error. With
-/// --deepspeed FILE the ds_config's keys become --dsc-compile options
-/// (dsc/Config/DeepSpeedConfig.h) under the flags and --compile, which win, and
-/// set the log interval and communication overlap unless the flags did. Throws
-/// rt::Error with the compiler's diagnostics.
+/// .yml/.yaml/.json GPT-NeoX config. The --dsc-compile options and the run
+/// options come in layers (ResolveConfig.h): the GPT-NeoX config's training
+/// keys (NeoXTrainingConfig.h), a --deepspeed ds_config
+/// (dsc/Config/DeepSpeedConfig.h), then the flags and --compile, which win;
+/// the run options the files set (--steps, --seed, --data, --save, ...)
+/// are written into `options` where the command line did not give them.
+/// The default warmup is capped at steps - 1 when the schedule decays
+/// after it; an explicit warmup that does not fit the steps is an error.
+/// With --print-config, prints the resolved configuration and returns an
+/// empty plan (nothing compiled). Throws rt::Error with the compiler's
+/// diagnostics.
 rt::Plan loadOrCompile(RunOptions &options);
 
 } // namespace dsc::run
