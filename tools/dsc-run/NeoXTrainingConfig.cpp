@@ -242,7 +242,10 @@ void NeoXReader::read() {
   readData();
   readCheckpoints();
   if (has("seed")) {
-    out.seed = uint64_t(std::max<int64_t>(0, integer("seed", 1234)));
+    const int64_t seed = integer("seed", 1234);
+    if (seed < 0)
+      fail("seed", "'seed' must be >= 0");
+    out.seed = uint64_t(seed);
     setRun("--seed", "seed = " + std::to_string(*out.seed));
   }
   if (has("log_interval")) {
@@ -509,18 +512,24 @@ dsc::run::readNeoXTraining(const mlir::dsc::NeoXTrainingKeys &keys,
   // GPT-NeoX's precision key and the DeepSpeed sections agree
   // (neox_arguments/arguments.py): "fp16" enables the fp16 section,
   // "bfloat16" the bf16 one.
+  // YAML's null (`key: ~`) is GPT-NeoX's None: the key's default.
+  auto given = [&](const char *key) -> const llvm::json::Value * {
+    const llvm::json::Value *v = keys.values.get(key);
+    return v && v->kind() != llvm::json::Value::Null ? v : nullptr;
+  };
   llvm::json::Object ds;
   for (const auto &entry : keys.values)
-    if (kDeepSpeedKeys.count(entry.first.str()))
+    if (kDeepSpeedKeys.count(entry.first.str()) &&
+        entry.second.kind() != llvm::json::Value::Null)
       ds[entry.first] = entry.second;
-  if (const llvm::json::Value *gas = keys.values.get("gas")) {
+  if (const llvm::json::Value *gas = given("gas")) {
     if (ds.get("gradient_accumulation_steps") &&
         *ds.get("gradient_accumulation_steps") != *gas)
       throw Error(label + ": 'gas' and 'gradient_accumulation_steps' "
                           "disagree; GPT-NeoX's gas is the same number");
     ds["gradient_accumulation_steps"] = *gas;
   }
-  if (const llvm::json::Value *p = keys.values.get("precision")) {
+  if (const llvm::json::Value *p = given("precision")) {
     std::optional<llvm::StringRef> precision = p->getAsString();
     auto enabled = [&](const char *section) {
       const llvm::json::Object *o =
