@@ -33,10 +33,6 @@
 using namespace dsc::config;
 using dsc::rt::Error;
 
-namespace {
-
-} // namespace
-
 std::string dsc::config::spellNumber(double v) {
   // Whole numbers as integers (2000, not 2e+03).
   if (std::floor(v) == v && std::abs(v) < 1e15)
@@ -245,9 +241,9 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
          "'gradient_clipping' must be >= 0, got " + spell(clip));
   set("clip-grad-norm", spell(clip),
       "gradient_clipping = " + spell(clip) +
-          (root.get("gradient_clipping")
-               ? ""
-               : neox() ? " (GPT-NeoX's default)" : " (DeepSpeed's default)"));
+          (root.get("gradient_clipping") ? ""
+           : neox()                      ? " (GPT-NeoX's default)"
+                                         : " (DeepSpeed's default)"));
 
   if (const llvm::json::Value *v = root.get("zero_optimization");
       v && v->getAsBoolean())
@@ -300,8 +296,7 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
     out.runOrigin["wall-clock-breakdown"] = "wall_clock_breakdown";
     out.understood.push_back(
         std::string("wall_clock_breakdown = ") +
-        (*out.wallClockBreakdown ? "true" : "false") +
-        ": the step log " +
+        (*out.wallClockBreakdown ? "true" : "false") + ": the step log " +
         (*out.wallClockBreakdown ? "splits" : "does not split") +
         " each step's time into forward-backward and optimizer");
   }
@@ -325,7 +320,6 @@ void Reader::readBatch(const llvm::json::Object &root, int64_t dataParallel) {
   set("microbatches", std::to_string(out.gradientAccumulation),
       "gradient_accumulation_steps = " +
           std::to_string(out.gradientAccumulation));
-
 }
 
 void Reader::readActivationCheckpointing(const llvm::json::Object &o) {

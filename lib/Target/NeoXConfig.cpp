@@ -382,8 +382,7 @@ bool trainingAlsoReads(StringRef key) {
 class NeoXConfigReader {
 public:
   NeoXConfigReader(llvm::SourceMgr &sourceMgr, MLIRContext *context,
-                   const NeoXImportOptions &options,
-                   NeoXTrainingKeys *training)
+                   const NeoXImportOptions &options, NeoXTrainingKeys *training)
       : sourceMgr(sourceMgr), context(context),
         bufferId(sourceMgr.getMainFileID()), options(options),
         training(training) {}
@@ -539,8 +538,8 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
     if (llvm::is_contained(kTrainingKeys, StringRef(key))) {
       if (training) {
         training->lines[key] =
-            sourceMgr.getLineAndColumn(keyNode->getSourceRange().Start,
-                                       bufferId)
+            sourceMgr
+                .getLineAndColumn(keyNode->getSourceRange().Start, bufferId)
                 .first;
         training->values[key] = yamlToJson(valueNode);
         return failure(stream->failed());

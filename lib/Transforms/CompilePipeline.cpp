@@ -114,7 +114,8 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // DeepSpeed's ZeRO is on one rank (a GPT-NeoX config with
   // model_parallel_size x pipe_parallel_size GPUs). Without a mesh the
   // pass still runs and declares dp=1.
-  const bool meshWithoutDp = options.dp == 1 && (options.tp > 1 || options.pp > 1);
+  const bool meshWithoutDp =
+      options.dp == 1 && (options.tp > 1 || options.pp > 1);
   if (options.dp > 1 || (options.zero != 0 && !meshWithoutDp)) {
     DscDataParallelPassOptions dataParallel;
     dataParallel.dp = options.dp;

@@ -701,8 +701,7 @@ TEST(PlanSchedules, NeoXAnnealing) {
                    0.1 + 0.9 / 2 * (std::cos(M_PI * 12 / 8) + 1));
   EXPECT_DOUBLE_EQ(lr(K::AnnealingLinear, 7), 6.0 / 8.0);
   EXPECT_DOUBLE_EQ(lr(K::AnnealingLinear, 13), 0.1);
-  EXPECT_DOUBLE_EQ(lr(K::AnnealingExponential, 7),
-                   std::exp(-0.693 * 2 / 8));
+  EXPECT_DOUBLE_EQ(lr(K::AnnealingExponential, 7), std::exp(-0.693 * 2 / 8));
   EXPECT_DOUBLE_EQ(lr(K::AnnealingConstant, 7), 1.0);
   // Without warmup the decay starts at step 1.
   EXPECT_DOUBLE_EQ(

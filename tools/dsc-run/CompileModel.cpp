@@ -254,8 +254,8 @@ rt::Plan loadOrCompile(RunOptions &options) {
                       config::readDeepSpeedConfig(options.deepspeed, dp)});
   // The graph's tokens fix the micro-batch size.
   auto model = (*module)->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr);
-  auto micro = model ? model.getAs<IntegerAttr>("micro_batch_size")
-                     : IntegerAttr();
+  auto micro =
+      model ? model.getAs<IntegerAttr>("micro_batch_size") : IntegerAttr();
   for (const ConfigLayer &layer : layers)
     if (micro && layer.settings.microBatchPerGpu &&
         micro.getInt() != layer.settings.microBatchPerGpu)
@@ -283,8 +283,8 @@ rt::Plan loadOrCompile(RunOptions &options) {
                 "' (see dsc-opt --help, --dsc-compile)");
   if (options.printConfig) {
     if (firstRank)
-      printResolvedConfig(resolved, allCompileOptions(*compileOptions),
-                          options, std::cout);
+      printResolvedConfig(resolved, allCompileOptions(*compileOptions), options,
+                          std::cout);
     return rt::Plan();
   }
   if (compileOptions->microbatches < 1)

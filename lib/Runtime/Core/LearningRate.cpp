@@ -21,9 +21,8 @@ namespace {
 
 /// GPT-NeoX's AnnealingLR.get_lr at num_iters = step - 1 (its scheduler is
 /// built at 0 and stepped after each optimizer step).
-double annealingLearningRate(LrScheduleKind kind, int64_t warmup,
-                             int64_t total, double base, double minLr,
-                             int64_t step) {
+double annealingLearningRate(LrScheduleKind kind, int64_t warmup, int64_t total,
+                             double base, double minLr, int64_t step) {
   const double n = double(std::max<int64_t>(step - 1, 0));
   const double w = double(warmup);
   if (w > 0 && n <= w)
