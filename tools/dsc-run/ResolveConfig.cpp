@@ -18,8 +18,6 @@ using dsc::rt::Error;
 
 namespace {
 
-std::string formatDouble(double value) { return spellNumber(value); }
-
 /// The keys of a --dsc-compile option string ("dp=2 zero=1" -> dp, zero).
 std::map<std::string, std::string> optionKeys(const std::string &options) {
   std::map<std::string, std::string> keys;
@@ -39,14 +37,13 @@ void resolveRun(const std::vector<ConfigLayer> &layers, RunOptions &options,
                 ResolvedConfig &out, const std::string &flag,
                 std::optional<T> TrainingSettings::*field, T &target,
                 Show show) {
-  const std::string key = flag;
   std::optional<T> value;
   std::string source;
   for (const ConfigLayer &layer : layers) {
     const std::optional<T> &v = layer.settings.*field;
     if (!v)
       continue;
-    auto origin = layer.settings.runOrigin.find(key);
+    auto origin = layer.settings.runOrigin.find(flag);
     const std::string from =
         layer.name +
         (origin == layer.settings.runOrigin.end() ? "" : ": " + origin->second);
@@ -167,8 +164,8 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
     flagWins("microbatches", std::to_string(options.microBatches),
              "--microbatches " + std::to_string(options.microBatches));
   if (options.learningRate)
-    flagWins("lr", formatDouble(*options.learningRate),
-             "--lr " + formatDouble(*options.learningRate));
+    flagWins("lr", spellNumber(*options.learningRate),
+             "--lr " + spellNumber(*options.learningRate));
   for (const auto &[key, value] : optionKeys(options.compile))
     flagWins(key, value, "--compile " + key + "=" + value);
   for (const auto &[key, value] : merged)
@@ -218,7 +215,7 @@ void dsc::run::printResolvedConfig(
   std::ostringstream scale;
   scale << "2^" << int(std::log2(scaler.initialScale)) << " window "
         << scaler.scaleWindow << " hysteresis " << scaler.hysteresis << " min "
-        << formatDouble(scaler.minScale);
+        << spellNumber(scaler.minScale);
   runRow("loss-scaler", scale.str());
   runRow("wall-clock-breakdown", options.wallClockBreakdown ? "on" : "off");
   if (!resolved.notes.empty()) {

@@ -226,6 +226,7 @@ public:
   /// before the first step or a checkpoint's load; no effect on a plan that
   /// does not scale its loss.
   void setLossScalerConfig(const LossScalerConfig &cfg) {
+    scalerConfig = cfg;
     if (scaler)
       scaler.emplace(cfg);
   }
@@ -349,6 +350,9 @@ private:
   std::vector<int32_t> hostTokens, hostTargets;
   bool overlap = false;
   std::optional<DynamicLossScaler> scaler;
+  /// The scaler's settings (setLossScalerConfig), kept for a checkpoint's
+  /// load.
+  LossScalerConfig scalerConfig;
   std::map<const Program *, CommSchedule> commSchedules;
   int64_t currentStep = 1;
   int64_t microBatch = 0;

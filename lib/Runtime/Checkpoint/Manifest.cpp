@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -397,11 +398,16 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
     st.lastOverflowIteration =
         f.integer(scaler, "last_overflow_iteration", "loss_scaler ", -1);
     st.skippedSteps = f.integer(scaler, "skipped_steps", "loss_scaler ");
-    if (!DynamicLossScaler().restore(st))
+    // Any scaler's settings may have saved it (a config's fp16 section):
+    // check it against the widest; the executor checks its own.
+    LossScalerConfig widest;
+    widest.minScale = std::numeric_limits<double>::min();
+    widest.hysteresis = 1000000;
+    if (!DynamicLossScaler(widest).restore(st))
       f.fail("loss_scaler state (scale " + std::to_string(st.scale) +
              ", hysteresis " + std::to_string(st.hysteresisLeft) +
              ", iteration " + std::to_string(st.iteration) +
-             ") is not one DeepSpeed's defaults can reach");
+             ") is not one a loss scaler can reach");
     m.lossScaler = st;
   }
 

@@ -381,6 +381,17 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
     CheckpointReader reader(path);
     m = reader.manifest();
     const std::string what = "checkpoint '" + reader.directory() + "'";
+    // A saved loss scaler this run's settings (a config's fp16 section)
+    // could not have reached, e.g. a scale below its min_loss_scale.
+    if (scaler && m.lossScaler &&
+        !DynamicLossScaler(scalerConfig).restore(*m.lossScaler))
+      throw Error(what + ": its loss scaler (scale " +
+                  std::to_string(m.lossScaler->scale) + ", hysteresis " +
+                  std::to_string(m.lossScaler->hysteresisLeft) +
+                  " left) cannot be this run's (min_loss_scale " +
+                  std::to_string(scalerConfig.minScale) + ", hysteresis " +
+                  std::to_string(scalerConfig.hysteresis) +
+                  "): resume with the fp16 settings it was saved with");
     // Every rank checks every tensor, so all give the same verdict on a
     // checkpoint of another model, naming the first tensor that differs.
     // A checkpoint of weights only (an imported model at step 0) starts
@@ -488,9 +499,9 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   // A plan without loss scaling ignores a saved scaler (an fp16 run
   // resumed in bf16 or fp32); a scaling plan without one starts afresh.
   if (scaler) {
-    scaler.emplace();
+    scaler.emplace(scalerConfig);
     if (m.lossScaler)
-      scaler->restore(*m.lossScaler);
+      scaler->restore(*m.lossScaler); // checked with the manifest above
   }
   currentStep = m.optimizerSteps + 1;
   return m.consumedSamples;
