@@ -406,6 +406,15 @@ private:
   }
 
   LogicalResult readEntry(llvm::yaml::KeyValueNode &entry);
+  /// Hands `key`'s value, with its line, to the training reader.
+  void keepForTraining(StringRef key, llvm::yaml::Node *keyNode,
+                       llvm::json::Value value) {
+    training->lines[key] =
+        sourceMgr.getLineAndColumn(keyNode->getSourceRange().Start, bufferId)
+            .first;
+    // An ObjectKey made from a StringRef would not own its text.
+    training->values[key.str()] = std::move(value);
+  }
   LogicalResult readAttentionConfig(llvm::yaml::Node *value);
   LogicalResult validate();
   LogicalResult resolveVocabulary();
@@ -537,11 +546,7 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
   if (spec == modelKeys.end()) {
     if (llvm::is_contained(kTrainingKeys, StringRef(key))) {
       if (training) {
-        training->lines[key] =
-            sourceMgr
-                .getLineAndColumn(keyNode->getSourceRange().Start, bufferId)
-                .first;
-        training->values[key] = yamlToJson(valueNode);
+        keepForTraining(key, keyNode, yamlToJson(valueNode));
         return failure(stream->failed());
       }
       ignoredKeys.push_back(key);
@@ -563,12 +568,8 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
   }
   SmallString<32> valueStorage;
   StringRef text = scalar->getValue(valueStorage).trim();
-  if (training && trainingAlsoReads(key)) {
-    training->lines[key] =
-        sourceMgr.getLineAndColumn(keyNode->getSourceRange().Start, bufferId)
-            .first;
-    training->values[key] = scalarToJson(*scalar);
-  }
+  if (training && trainingAlsoReads(key))
+    keepForTraining(key, keyNode, scalarToJson(*scalar));
   int64_t asInt = 0;
   double asFloat = 0.0;
   bool asBool = false;

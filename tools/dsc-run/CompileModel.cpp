@@ -80,18 +80,16 @@ bool decaysAfterWarmup(llvm::StringRef schedule) {
 
 /// The --compile option dp= (the data-parallel size the batch keys of a
 /// config complete over), default 1.
-int64_t compileDataParallel(const std::string &compile) {
-  std::istringstream words(compile);
-  int64_t dp = 1;
-  for (std::string word; words >> word;)
-    if (word.rfind("dp=", 0) == 0) {
-      char *end = nullptr;
-      dp = std::strtoll(word.c_str() + 3, &end, 10);
-      if (word.size() == 3 || *end != '\0' || dp < 1)
-        throw Error("the batch keys of a config complete over --compile's "
-                    "dp, which must be an integer >= 1, got '" +
-                    word + "'");
-    }
+int64_t compileDataParallel(const std::map<std::string, std::string> &keys) {
+  auto it = keys.find("dp");
+  if (it == keys.end())
+    return 1;
+  char *end = nullptr;
+  const int64_t dp = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || dp < 1)
+    throw Error("the batch keys of a config complete over --compile's dp, "
+                "which must be an integer >= 1, got 'dp=" +
+                it->second + "'");
   return dp;
 }
 
@@ -218,27 +216,25 @@ rt::Plan loadOrCompile(RunOptions &options) {
 
   // --compile "ds-config=FILE" is --deepspeed FILE: dsc-run also applies
   // the config's run options.
-  std::string compileRest;
-  {
-    std::istringstream words(options.compile);
-    for (std::string word; words >> word;) {
-      if (word.rfind("ds-config=", 0) != 0) {
-        compileRest += (compileRest.empty() ? "" : " ") + word;
-        continue;
-      }
-      const std::string file = word.substr(10);
-      if (!options.deepspeed.empty() && options.deepspeed != file)
-        throw Error("--compile \"ds-config=" + file + "\" and --deepspeed " +
-                    options.deepspeed +
-                    " name two DeepSpeed configs; give one");
-      options.deepspeed = file;
-    }
+  std::map<std::string, std::string> compileKeys =
+      compileOptionKeys(options.compile);
+  if (auto dsConfig = compileKeys.find("ds-config");
+      dsConfig != compileKeys.end()) {
+    const std::string file = dsConfig->second;
+    if (!options.deepspeed.empty() && options.deepspeed != file)
+      throw Error("--compile \"ds-config=" + file + "\" and --deepspeed " +
+                  options.deepspeed + " name two DeepSpeed configs; give one");
+    options.deepspeed = file;
+    compileKeys.erase(dsConfig);
+    options.compile.clear();
+    for (const auto &[key, value] : compileKeys)
+      options.compile += (options.compile.empty() ? "" : " ") + key +
+                         (value.empty() ? "" : "=" + value);
   }
-  options.compile = compileRest;
 
   // The run's settings, in layers: the config's training keys, the
   // ds_config, the command line.
-  const int64_t dp = compileDataParallel(options.compile);
+  const int64_t dp = compileDataParallel(compileKeys);
   std::vector<ConfigLayer> layers;
   if (kind == InputKind::Config && hasTrainingKeys(trainingKeys))
     layers.push_back(

@@ -18,18 +18,6 @@ using dsc::rt::Error;
 
 namespace {
 
-/// The keys of a --dsc-compile option string ("dp=2 zero=1" -> dp, zero).
-std::map<std::string, std::string> optionKeys(const std::string &options) {
-  std::map<std::string, std::string> keys;
-  std::istringstream words(options);
-  for (std::string word; words >> word;) {
-    size_t eq = word.find('=');
-    keys[word.substr(0, eq)] =
-        eq == std::string::npos ? "" : word.substr(eq + 1);
-  }
-  return keys;
-}
-
 /// One run option as the layers set it: the last layer that sets it wins
 /// unless the command line gave its flag; disagreements are noted.
 template <typename T, typename Show>
@@ -70,6 +58,18 @@ std::string showString(const std::string &s) { return s; }
 std::string showInt(int64_t v) { return std::to_string(v); }
 
 } // namespace
+
+std::map<std::string, std::string>
+dsc::run::compileOptionKeys(const std::string &options) {
+  std::map<std::string, std::string> keys;
+  std::istringstream words(options);
+  for (std::string word; words >> word;) {
+    size_t eq = word.find('=');
+    keys[word.substr(0, eq)] =
+        eq == std::string::npos ? "" : word.substr(eq + 1);
+  }
+  return keys;
+}
 
 ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
                                        RunOptions &options) {
@@ -166,7 +166,7 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
   if (options.learningRate)
     flagWins("lr", spellNumber(*options.learningRate),
              "--lr " + spellNumber(*options.learningRate));
-  for (const auto &[key, value] : optionKeys(options.compile))
+  for (const auto &[key, value] : compileOptionKeys(options.compile))
     flagWins(key, value, "--compile " + key + "=" + value);
   for (const auto &[key, value] : merged)
     out.pipeline += (out.pipeline.empty() ? "" : " ") + key +

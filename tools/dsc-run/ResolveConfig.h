@@ -47,6 +47,11 @@ struct ResolvedConfig {
   std::vector<std::string> notes;
 };
 
+/// The keys of a --dsc-compile option string ("dp=2 zero=1" -> dp -> 2,
+/// zero -> 1; a flag without a value maps to "").
+std::map<std::string, std::string>
+compileOptionKeys(const std::string &options);
+
 /// Merges `layers` (in order) and the command line in `options` (its flags
 /// and --compile): the compile options into the result, the run options
 /// (--steps, --seed, --data, --save, --load, --save-interval, --keep,

@@ -429,12 +429,12 @@ void Executor::setBaseLearningRate(double lr) {
       } else if (inst.opcode == Opcode::CyclicLearningRate) {
         // The base is OneCycle's peak, LRRangeTest's start; the other
         // bound keeps its ratio to it.
-        ops::CyclicLearningRate sched = ops::CyclicLearningRate::decode(inst);
-        const double base = sched.kind == 1 ? sched.maxLr : sched.minLr;
-        const double ratio = lr / base;
         if (!(lr > 0))
           throw Error("a cyclic learning rate needs a base rate > 0, got " +
                       std::to_string(lr));
+        ops::CyclicLearningRate sched = ops::CyclicLearningRate::decode(inst);
+        const double base = sched.kind == 1 ? sched.maxLr : sched.minLr;
+        const double ratio = lr / base;
         sched.minLr *= ratio;
         sched.maxLr *= ratio;
         sched.encode(inst);
