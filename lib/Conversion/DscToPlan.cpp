@@ -63,7 +63,12 @@ private:
   /// A buffer for `type` at `offset`; persistent ones are shared by offset.
   FailureOr<uint32_t> addBuffer(Location loc, Type type, int64_t offset,
                                 rt::BufferRole role, const std::string &name,
-                                rt::BufferInit init = {});
+                                rt::BufferInit init = {},
+                                MemoryTier tier = MemoryTier::Device);
+  /// dsc.swap_in / dsc.swap_out: a Transfer per state between its NVMe
+  /// buffer and its host staging, which the state's symbol names between
+  /// the two.
+  LogicalResult lowerSwap(Operation *op, rt::Program &program);
   LogicalResult lowerProgram(func::FuncOp func, StringRef programName);
   /// The tokens' [batch, seq] from `tokensUser`'s first argument.
   LogicalResult setDataShape(func::FuncOp tokensUser);
@@ -268,7 +273,12 @@ private:
   rt::Plan plan;
   llvm::DenseMap<Value, uint32_t> valueBuffers;
   llvm::DenseMap<Attribute, uint32_t> declBuffers;
-  std::map<int64_t, uint32_t> persistentByOffset;
+  /// Each swapped-in state's NVMe buffer while its symbol names the host
+  /// staging.
+  llvm::DenseMap<Attribute, uint32_t> swappedOut;
+  /// The plan arena of each tier the module uses.
+  std::map<MemoryTier, uint32_t> arenaOfTier;
+  std::map<std::pair<uint32_t, int64_t>, uint32_t> persistentByOffset;
   func::FuncOp currentFunc;
   MeshOp meshOp;
   /// The pipeline stage whose programs are being lowered, or null.
@@ -280,10 +290,15 @@ private:
 FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
                                            int64_t offset, rt::BufferRole role,
                                            const std::string &name,
-                                           rt::BufferInit init) {
+                                           rt::BufferInit init,
+                                           MemoryTier tier) {
   bool persistent = role != rt::BufferRole::Temporary;
+  auto arena = arenaOfTier.find(tier);
+  if (arena == arenaOfTier.end())
+    return emitError(loc, "the memory plan has no ")
+           << stringifyMemoryTier(tier) << " arena for '" << name << "'";
   if (persistent)
-    if (auto it = persistentByOffset.find(offset);
+    if (auto it = persistentByOffset.find({arena->second, offset});
         it != persistentByOffset.end())
       return it->second;
   FailureOr<rt::DType> dtype = dtypeOf(type);
@@ -292,7 +307,7 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
   auto tensor = cast<RankedTensorType>(type);
   rt::Buffer buffer;
   buffer.name = name;
-  buffer.arena = 0;
+  buffer.arena = arena->second;
   buffer.offset = offset;
   buffer.dtype = *dtype;
   buffer.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
@@ -302,8 +317,52 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
   plan.buffers.push_back(std::move(buffer));
   uint32_t id = plan.buffers.size() - 1;
   if (persistent)
-    persistentByOffset[offset] = id;
+    persistentByOffset[{arena->second, offset}] = id;
   return id;
+}
+
+LogicalResult PlanBuilder::lowerSwap(Operation *op, rt::Program &program) {
+  const bool in = isa<SwapInOp>(op);
+  ArrayAttr states = in ? cast<SwapInOp>(op).getStates()
+                        : cast<SwapOutOp>(op).getStates();
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+  if (in && (!offsets || offsets.size() != int64_t(states.size())))
+    return op->emitOpError("has no planned staging; run --dsc-plan-memory");
+  for (auto [index, attr] : llvm::enumerate(states)) {
+    auto name = cast<FlatSymbolRefAttr>(attr);
+    rt::Instruction inst;
+    inst.name = (in ? "swap_in." : "swap_out.") + name.getValue().str();
+    if (in) {
+      if (swappedOut.count(name.getAttr()))
+        return op->emitOpError("swaps in '")
+               << name << "' again before swapping it out";
+      auto state = module.lookupSymbol<StateOp>(name.getAttr());
+      FailureOr<uint32_t> staging = addBuffer(
+          op->getLoc(), state.getType(), offsets[index],
+          rt::BufferRole::Temporary,
+          (currentFunc.getSymName() + ".staging." + name.getValue()).str(),
+          {}, MemoryTier::Host);
+      if (failed(staging))
+        return failure();
+      uint32_t file = declBuffer(name);
+      swappedOut[name.getAttr()] = file;
+      declBuffers[name.getAttr()] = *staging;
+      inst.inputs = {file};
+      inst.outputs = {*staging};
+    } else {
+      auto it = swappedOut.find(name.getAttr());
+      if (it == swappedOut.end())
+        return op->emitOpError("swaps out '")
+               << name << "', which is not swapped in";
+      inst.inputs = {declBuffer(name)};
+      inst.outputs = {it->second};
+      declBuffers[name.getAttr()] = it->second;
+      swappedOut.erase(it);
+    }
+    rt::ops::Transfer().encode(inst);
+    program.instructions.push_back(std::move(inst));
+  }
+  return success();
 }
 
 FailureOr<rt::Plan> PlanBuilder::build() {
@@ -311,9 +370,25 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   if (!memory)
     return module.emitError("lowering to a plan needs a memory-planned module;"
                             " run --dsc-plan-memory (or --dsc-compile) first");
-  int64_t arenaBytes = cast<IntegerAttr>(memory.get("arena_bytes")).getInt();
-  plan.arenas.push_back({rt::Tier::Device, static_cast<uint64_t>(arenaBytes)});
-  plan.summary.peakBytesPerArena.push_back(arenaBytes);
+  // One arena per tier the memory plan used: the device's, then the
+  // offload tiers'.
+  for (auto [tier, key] :
+       {std::make_tuple(MemoryTier::Device, "arena_bytes"),
+        std::make_tuple(MemoryTier::Host, "host_bytes"),
+        std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
+    auto bytes = memory.getAs<IntegerAttr>(key);
+    if (!bytes)
+      continue;
+    arenaOfTier[tier] = plan.arenas.size();
+    plan.arenas.push_back({tier == MemoryTier::Device ? rt::Tier::Device
+                           : tier == MemoryTier::Host ? rt::Tier::Host
+                                                      : rt::Tier::Nvme,
+                           static_cast<uint64_t>(bytes.getInt())});
+    plan.summary.peakBytesPerArena.push_back(bytes.getInt());
+  }
+  if (auto offload = module->getAttrOfType<DictionaryAttr>(kOffloadAttr))
+    if (auto path = offload.getAs<StringAttr>("nvme_path"))
+      plan.nvmePath = path.str();
 
   // The mesh the collectives run over (one-rank plans have none).
   for (auto mesh : module.getOps<MeshOp>()) {
@@ -354,13 +429,16 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     } else if (auto state = dyn_cast<StateOp>(op)) {
       rt::BufferInit init;
       init.kind = rt::InitKind::Zeros;
+      const StateKind kind = state.getKind();
+      rt::BufferRole role =
+          kind == StateKind::Gradient ? rt::BufferRole::Gradient
+          : kind == StateKind::Master || kind == StateKind::GradientCopy
+              ? rt::BufferRole::OffloadCopy
+              : rt::BufferRole::OptimizerState;
       FailureOr<uint32_t> id =
           addBuffer(state.getLoc(), state.getType(),
                     cast<IntegerAttr>(state->getAttr(kOffsetAttr)).getInt(),
-                    state.getKind() == StateKind::Gradient
-                        ? rt::BufferRole::Gradient
-                        : rt::BufferRole::OptimizerState,
-                    state.getSymName().str(), init);
+                    role, state.getSymName().str(), init, state.getTier());
       if (failed(id))
         return failure();
       if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
@@ -395,6 +473,11 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                               std::make_pair(fb, "forward_backward"),
                               std::make_pair(opt, "optimizer")})
       if (failed(lowerProgram(func, name)))
+        return failure();
+    // --dsc-offload's masters, filled from the parameters.
+    if (auto init =
+            lookupProgram<func::FuncOp>(module, ProgramRole::Initialize))
+      if (failed(lowerProgram(init, "initialize")))
         return failure();
     // Model FLOPs of one micro-batch's forward and backward.
     fb.walk([&](CostOpInterface op) {
@@ -791,6 +874,11 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
         plan.learningRate = *id;
     }
 
+    if (isa<SwapInOp, SwapOutOp>(op)) {
+      if (failed(lowerSwap(&op, program)))
+        return failure();
+      continue;
+    }
     rt::Instruction inst;
     inst.name = nameOf(op.getLoc());
     bool skip = false;
@@ -1253,6 +1341,23 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         step.momentum = f64(sgd.getMomentumAttr());
         step.wd = f64(sgd.getWeightDecayAttr());
         step.encode(inst);
+        return success();
+      })
+      .Case<TransferOp>([&](TransferOp transfer) -> LogicalResult {
+        uint32_t x = declBuffer(transfer.getSourceAttr()),
+                 y = declBuffer(transfer.getDestinationAttr());
+        inst.inputs = {x};
+        inst.outputs = {y};
+        ops::Transfer move;
+        if (transfer.getChunkAxesAttr()) {
+          FailureOr<int64_t> mask = axesMaskOf(
+              transfer, transfer.getMeshAttr(), transfer.getChunkAxesAttr());
+          if (failed(mask))
+            return failure();
+          move.axes = *mask;
+          move.chunk = plan.buffers[x].bytes > plan.buffers[y].bytes ? 1 : 2;
+        }
+        move.encode(inst);
         return success();
       })
       .Case<ZeroOp>([&](ZeroOp zero) {

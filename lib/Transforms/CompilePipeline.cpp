@@ -125,6 +125,16 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     pm.addPass(createDscDataParallelPass(dataParallel));
   }
 
+  // Offload places the states the optimizer and ZeRO passes declared.
+  if (options.offloadOptimizer != "none" || options.offloadParams != "none" ||
+      !options.nvmePath.empty()) {
+    DscOffloadPassOptions offload;
+    offload.optimizer = options.offloadOptimizer;
+    offload.params = options.offloadParams;
+    offload.nvmePath = options.nvmePath;
+    pm.addPass(createDscOffloadPass(offload));
+  }
+
   // A zero-bubble schedule runs each stage's backward in two parts; split
   // after the data-parallel pass has placed the gradients' collectives,
   // which go with the weight-gradient part.

@@ -17,6 +17,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <array>
 #include <map>
 #include <optional>
 
@@ -112,12 +113,18 @@ struct DscPlanMemoryPass
       return signalPassFailure();
     }
     Builder b(module.getContext());
-    int64_t persistent = 0;
-    auto place = [&](int64_t bytes) {
-      int64_t offset = persistent;
-      persistent += (bytes + alignment - 1) / alignment * alignment;
+    // Each tier's persistent bytes from its own offset 0 (its own arena).
+    std::array<int64_t, 3> tierPersistent = {0, 0, 0};
+    int64_t &persistent = tierPersistent[0];
+    auto placeIn = [&](MemoryTier tier, int64_t bytes) {
+      int64_t &top = tierPersistent[static_cast<unsigned>(tier)];
+      int64_t offset = top;
+      top += (bytes + alignment - 1) / alignment * alignment;
       ++numBuffers;
       return offset;
+    };
+    auto place = [&](int64_t bytes) {
+      return placeIn(MemoryTier::Device, bytes);
     };
 
     // Persistent: declarations, then each program's inputs, results and
@@ -129,7 +136,8 @@ struct DscPlanMemoryPass
                    b.getI64IntegerAttr(place(bytesOfType(param.getType()))));
       else if (auto state = dyn_cast<StateOp>(op))
         op.setAttr(kOffsetAttr,
-                   b.getI64IntegerAttr(place(bytesOfType(state.getType()))));
+                   b.getI64IntegerAttr(placeIn(
+                       state.getTier(), bytesOfType(state.getType()))));
     }
     llvm::DenseMap<std::pair<unsigned, Type>, int64_t> inputOffsets;
     SmallVector<func::FuncOp> programs;
@@ -169,31 +177,47 @@ struct DscPlanMemoryPass
               place(bytesOfType(op.getResult(0).getType()));
     }
 
-    // Temporaries, program by program, above the persistent region.
-    int64_t temporaries = 0;
+    // Temporaries, program by program, above the persistent region; NVMe
+    // states' host staging above the host tier's.
+    int64_t temporaries = 0, staging = 0;
+    const int64_t hostPersistent =
+        tierPersistent[static_cast<unsigned>(MemoryTier::Host)];
     SmallVector<NamedAttribute> peaks;
     for (func::FuncOp func : programs) {
-      int64_t peak = planProgram(func, persistent, persistentValues);
+      int64_t stagingPeak = 0;
+      int64_t peak = planProgram(func, persistent, persistentValues,
+                                 hostPersistent, stagingPeak);
       peaks.push_back(
           b.getNamedAttr(func.getSymName(), b.getI64IntegerAttr(peak)));
       temporaries = std::max(temporaries, peak);
+      staging = std::max(staging, stagingPeak);
     }
-    module->setAttr(
-        kMemoryAttr,
-        b.getDictionaryAttr(
-            {b.getNamedAttr("persistent_bytes",
-                            b.getI64IntegerAttr(persistent)),
-             b.getNamedAttr("temporary_bytes",
-                            b.getI64IntegerAttr(temporaries)),
-             b.getNamedAttr("arena_bytes",
-                            b.getI64IntegerAttr(persistent + temporaries)),
-             b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment))}));
+    SmallVector<NamedAttribute> memory = {
+        b.getNamedAttr("persistent_bytes", b.getI64IntegerAttr(persistent)),
+        b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
+        b.getNamedAttr("arena_bytes",
+                       b.getI64IntegerAttr(persistent + temporaries)),
+        b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment))};
+    // The offload tiers' arenas, when --dsc-offload placed state there.
+    const int64_t nvme = tierPersistent[static_cast<unsigned>(MemoryTier::Nvme)];
+    if (hostPersistent + staging > 0) {
+      memory.push_back(b.getNamedAttr(
+          "host_bytes", b.getI64IntegerAttr(hostPersistent + staging)));
+      memory.push_back(
+          b.getNamedAttr("host_staging_bytes", b.getI64IntegerAttr(staging)));
+    }
+    if (nvme > 0)
+      memory.push_back(b.getNamedAttr("nvme_bytes", b.getI64IntegerAttr(nvme)));
+    module->setAttr(kMemoryAttr, b.getDictionaryAttr(memory));
     module->setAttr(kProgramPeaksAttr, b.getDictionaryAttr(peaks));
   }
 
-  /// Plans the temporaries of `func` at `base` and returns their peak bytes.
+  /// Plans the temporaries of `func` at `base` and returns their peak bytes;
+  /// NVMe states' host staging (dsc.swap_in to dsc.swap_out) at
+  /// `stagingBase` of the host arena, its peak in `stagingPeak`.
   int64_t planProgram(func::FuncOp func, int64_t base,
-                      const llvm::DenseMap<Value, int64_t> &persistentValues) {
+                      const llvm::DenseMap<Value, int64_t> &persistentValues,
+                      int64_t stagingBase, int64_t &stagingPeak) {
     Block &block = func.getBody().front();
     llvm::DenseMap<Operation *, unsigned> position;
     unsigned index = 0;
@@ -264,12 +288,45 @@ struct DscPlanMemoryPass
       Operation *decl = SymbolTable::lookupNearestSymbolFrom(func, name);
       return cast<IntegerAttr>(decl->getAttr(kOffsetAttr)).getInt();
     };
-    RangeAllocator allocator(alignment);
-    int64_t reused = 0;
+    RangeAllocator allocator(alignment), stagingAllocator(alignment);
+    llvm::DenseMap<Attribute, int64_t> staged; // swapped-in state -> offset
+    int64_t reused = 0, stagingReused = 0;
     llvm::DenseMap<Value, int64_t> offsets;  // owners of temporary buffers
     llvm::DenseMap<Value, int64_t> absolute; // every value's offset
     for (Operation &op : block.without_terminator()) {
       unsigned here = position[&op];
+      if (auto swapIn = dyn_cast<SwapInOp>(op)) {
+        SmallVector<int64_t> at;
+        for (Attribute state : swapIn.getStates()) {
+          int64_t &offset = staged[state];
+          offset = stagingAllocator.allocate(
+              bytesOfType(SymbolTable::lookupNearestSymbolFrom<StateOp>(
+                              func, cast<FlatSymbolRefAttr>(state))
+                              .getType()),
+              stagingReused);
+          at.push_back(stagingBase + offset);
+        }
+        op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(at));
+        continue;
+      }
+      if (auto swapOut = dyn_cast<SwapOutOp>(op)) {
+        for (Attribute state : swapOut.getStates()) {
+          auto it = staged.find(state);
+          if (it == staged.end()) {
+            op.emitError("--dsc-plan-memory: swaps out ")
+                << state << ", which no dsc.swap_in before it swapped in";
+            signalPassFailure();
+            return 0;
+          }
+          stagingAllocator.release(
+              it->second,
+              bytesOfType(SymbolTable::lookupNearestSymbolFrom<StateOp>(
+                              func, cast<FlatSymbolRefAttr>(state))
+                              .getType()));
+          staged.erase(it);
+        }
+        continue;
+      }
       for (Value early : bornEarly.lookup(here)) {
         offsets[early] = allocator.allocate(bytesOfType(early.getType()), reused);
         ++numBuffers;
@@ -315,7 +372,15 @@ struct DscPlanMemoryPass
       for (Value value : dying)
         allocator.release(offsets[value], bytesOfType(value.getType()));
     }
+    if (!staged.empty()) {
+      func.emitError("--dsc-plan-memory: ")
+          << staged.size()
+          << " states swapped in are never swapped out, among them "
+          << staged.begin()->first;
+      signalPassFailure();
+    }
     reusedBytes += reused;
+    stagingPeak = stagingAllocator.peak();
     return allocator.peak();
   }
 };

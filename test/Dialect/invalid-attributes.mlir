@@ -9,7 +9,7 @@ module attributes {dsc.stages = 2 : i64} {
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight>, got "optimizer"}}
+// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight|initialize>, got "optimizer"}}
 func.func @optimizer() attributes {dsc.program = "optimizer"} {
   return
 }
@@ -156,4 +156,10 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.pipeline_local' belongs on a dsc.clip_grad_norm, not on 'dsc.gelu'}}
   %y = dsc.gelu %x {dsc.pipeline_local = array<i1: true>} : tensor<4xf32>
   return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host" or "nvme", nvme_path = "DIR" (optional)}, got {optimizer = "disk"}}}
+module attributes {dsc.offload = {optimizer = "disk"}} {
 }

@@ -622,9 +622,65 @@ func.func @f() {
 
 // -----
 
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{source and destination tiers are both 'host'; a transfer must change the tier}}
-  %0 = dsc.transfer %x from host to host : tensor<8x16xf32>
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<8x16xf32> exp_avg of @w in host
+dsc.state @g : tensor<8x16xf32> gradient of @w
+func.func @f() {
+  // expected-error @+1 {{source and destination are both in tier 'device'; a transfer must change the tier}}
+  dsc.transfer @g to @w
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<64xf32> master of @w in host
+func.func @f() {
+  // expected-error @+1 {{moves 128 elements into 64; without chunk axes both sides hold the same count}}
+  dsc.transfer @w to @m
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [4]
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<64xf32> master of @w in host
+func.func @f() {
+  // expected-error @+1 {{chunked over a group of 4 ranks, one side must hold 4 times the other's elements; got 128 and 64}}
+  dsc.transfer @w to @m chunk on @mesh axes = ["dp"]
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
+func.func @f() {
+  // expected-error @+1 {{destination '@nothing' does not name a dsc.parameter or dsc.state}}
+  dsc.transfer @w to @nothing
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<8x16xf32> exp_avg of @w in host
+func.func @f() {
+  // expected-error @+1 {{'@m' is in tier 'host'; only nvme states are swapped}}
+  dsc.swap_in [@m]
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
+dsc.state @master : tensor<8x16xf32> master of @w in host
+dsc.state @g : tensor<8x16xf32> gradient of @w
+dsc.state @m : tensor<8x16xf32> exp_avg of @w in host
+dsc.state @v : tensor<8x16xf32> exp_avg_sq of @w in host
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{grad '@g' is a gradient state, expected gradient_copy}}
+  dsc.adamw @master grad = @g exp_avg = @m exp_avg_sq = @v lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
   return
 }
 

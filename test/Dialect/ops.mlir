@@ -123,14 +123,10 @@ func.func @parallel(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   dsc.send %ag on @mesh axis = "pp" to 1 tag = 2 : tensor<8x16xf32>
   // CHECK: dsc.recv on @mesh axis = "pp" from 0 tag = 2 : tensor<8x16xf32>
   %rv = dsc.recv on @mesh axis = "pp" from 0 tag = 2 : tensor<8x16xf32>
-  // CHECK: dsc.transfer %{{.*}} from device to host : tensor<8x16xf32>
-  %h = dsc.transfer %rv from device to host : tensor<8x16xf32>
-  // CHECK: dsc.transfer %{{.*}} from host to nvme : tensor<8x16xf32>
-  %n = dsc.transfer %h from host to nvme : tensor<8x16xf32>
   // CHECK: %[[ST0:.*]] = dsc.pipeline_stage 0 -> tensor<8x16xf32> {
   // CHECK:   dsc.yield %{{.*}} : tensor<8x16xf32>
   %s0 = dsc.pipeline_stage 0 -> tensor<8x16xf32> {
-    %g = dsc.gelu %n : tensor<8x16xf32>
+    %g = dsc.gelu %rv : tensor<8x16xf32>
     dsc.yield %g : tensor<8x16xf32>
   }
   // CHECK: dsc.pipeline_stage 1 {
@@ -151,4 +147,36 @@ func.func @schedules() -> (tensor<f32>, tensor<f32>, tensor<f32>) {
   %b = dsc.cyclic_learning_rate one_cycle min = 1.000000e-04 max = 1.000000e-03 first_size = 1.000000e+01 second_size = 5.000000e+00 first_stairs = 2 second_stairs = 1 decay_size = 3.000000e+00 rate = 1.000000e-01 : tensor<f32>
   %c = dsc.cyclic_learning_rate range_test min = 1.000000e-04 max = 1.000000e-04 first_size = 2.000000e+00 second_size = 0.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 1.000000e+00 {staircase} : tensor<f32>
   return %a, %b, %c : tensor<f32>, tensor<f32>, tensor<f32>
+}
+
+// Offload: states in the host and NVMe tiers, transfers between tiers (a
+// ZeRO chunk of the parameter), the NVMe states' swaps, the initialize
+// program.
+// CHECK: dsc.state @offload.master.wpe.weight : tensor<512xf32> master of @wpe.weight in nvme
+dsc.state @offload.master.wpe.weight : tensor<512xf32> master of @wpe.weight in nvme
+// CHECK: dsc.state @offload.grad.wpe.weight : tensor<512xf32> gradient_copy of @wpe.weight in host
+dsc.state @offload.grad.wpe.weight : tensor<512xf32> gradient_copy of @wpe.weight in host
+// CHECK: dsc.state @adam.m.wpe.weight : tensor<512xf32> exp_avg of @wpe.weight in nvme
+dsc.state @adam.m.wpe.weight : tensor<512xf32> exp_avg of @wpe.weight in nvme
+// CHECK: dsc.state @adam.v.wpe.weight : tensor<512xf32> exp_avg_sq of @wpe.weight in nvme
+dsc.state @adam.v.wpe.weight : tensor<512xf32> exp_avg_sq of @wpe.weight in nvme
+// CHECK: dsc.state @grad.wpe.weight : tensor<16x64xf32> gradient of @wpe.weight{{$}}
+dsc.state @grad.wpe.weight : tensor<16x64xf32> gradient of @wpe.weight in device
+// CHECK-LABEL: func.func @offloaded_update
+func.func @offloaded_update(%lr: tensor<f32>) {
+  // CHECK: dsc.transfer @grad.wpe.weight to @offload.grad.wpe.weight chunk on @mesh axes = ["dp"]
+  dsc.transfer @grad.wpe.weight to @offload.grad.wpe.weight chunk on @mesh axes = ["dp"]
+  // CHECK: dsc.swap_in [@offload.master.wpe.weight, @adam.m.wpe.weight, @adam.v.wpe.weight]
+  dsc.swap_in [@offload.master.wpe.weight, @adam.m.wpe.weight, @adam.v.wpe.weight]
+  // CHECK: dsc.adamw @offload.master.wpe.weight grad = @offload.grad.wpe.weight
+  dsc.adamw @offload.master.wpe.weight grad = @offload.grad.wpe.weight exp_avg = @adam.m.wpe.weight exp_avg_sq = @adam.v.wpe.weight lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
+  // CHECK: dsc.transfer @offload.master.wpe.weight to @wpe.weight chunk on @mesh axes = ["dp"]
+  dsc.transfer @offload.master.wpe.weight to @wpe.weight chunk on @mesh axes = ["dp"]
+  // CHECK: dsc.swap_out [@offload.master.wpe.weight, @adam.m.wpe.weight, @adam.v.wpe.weight]
+  dsc.swap_out [@offload.master.wpe.weight, @adam.m.wpe.weight, @adam.v.wpe.weight]
+  return
+}
+// CHECK: func.func @initialize() attributes {dsc.program = #dsc.program_role<initialize>}
+func.func @initialize() attributes {dsc.program = #dsc.program_role<initialize>} {
+  return
 }

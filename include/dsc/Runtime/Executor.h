@@ -27,6 +27,7 @@
 #include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/LossScaler.h"
+#include "dsc/Runtime/NvmeStore.h"
 #include "dsc/Runtime/Plan.h"
 
 #include <cmath>
@@ -252,6 +253,15 @@ public:
   /// use a group); an unsplit mask is an error naming the instruction.
   Communicator &requireGroup(const Program &prog, size_t index,
                              int64_t axes) const override;
+  /// Bytes the plan's Transfer instructions moved, by source and
+  /// destination tier ([from][to], Tier's values), and their wall time.
+  struct TransferStats {
+    uint64_t bytes[3][3] = {};
+    double seconds[3][3] = {};
+  };
+  const TransferStats &transferStats() const { return transfers; }
+  /// The NVMe arena `arena`'s file, or null (not an nvme arena).
+  const NvmeStore *nvmeStore(uint32_t arena) const;
   /// The plan's collectives' counters: the sum over the groups (the world
   /// communicator's own traffic, e.g. dsc-run's loss average, is not in it).
   CommStats collectiveStats() const;
@@ -334,6 +344,16 @@ private:
   void runAllReduce(const Program &prog, size_t index);
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);
+  void runTransfer(const Program &prog, size_t index);
+  /// Buffer `id`'s bytes into host memory `dst` / from `src`, wherever the
+  /// buffer lives (an NVMe buffer through its file).
+  void readBytes(uint32_t id, void *dst);
+  void writeBytes(uint32_t id, const void *src);
+  /// Runs the plan's "initialize" program, if it has one (after the
+  /// parameters are initialized or loaded).
+  void runInitializeProgram();
+  /// Opens the nvme arenas' files under Plan::nvmePath.
+  void openNvmeArenas(Communicator *world);
   void setUpMesh(Communicator *world);
   /// trainStep of a pipelined plan (PipelineSchedule.cpp).
   StepResult trainPipelineStep(
@@ -342,7 +362,13 @@ private:
 
   Plan thePlan;
   std::unique_ptr<Backend> backendImpl;
+  /// Each arena's memory; null for an nvme arena, whose bytes are a file.
   std::vector<uint8_t *> arenas;
+  /// The nvme arenas' files, by arena index.
+  std::map<uint32_t, std::unique_ptr<NvmeStore>> nvmeFiles;
+  TransferStats transfers;
+  /// Whether initialize() ran before (the nvme files then hold data).
+  bool initialized = false;
   /// Receives a reduce-scatter's chunk (backend memory).
   uint8_t *staging = nullptr;
   uint64_t stagingSize = 0;

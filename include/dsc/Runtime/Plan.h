@@ -33,7 +33,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 9;
+constexpr uint32_t kPlanFormatVersion = 10;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
@@ -54,6 +54,11 @@ enum class BufferRole : uint32_t {
                       // written by an instruction (validatePlan checks)
   Boundary = 9,       // a pipeline stage's input or output activation, or
                       // its gradient: filled or sent by the schedule
+  OffloadCopy = 10,   // persistent copy in an offload tier (the update's
+                      // master weights, the gradients moved there): filled
+                      // by Transfer; not checkpointed (a master equals its
+                      // parameter after every step, and the "initialize"
+                      // program refills it after a load)
 };
 
 /// Constant fills every element with BufferInit::value (the compiler's scalar
@@ -259,6 +264,9 @@ struct Plan {
   /// --microbatches overrides it.
   int64_t microBatches = 1;
   std::vector<Arena> arenas;
+  /// The directory of the nvme arenas' files (--dsc-offload's nvme-path;
+  /// dsc-run --nvme-path overrides); empty when none is given.
+  std::string nvmePath;
   std::vector<Buffer> buffers;
   std::vector<Program> programs;
   PlanSummary summary;

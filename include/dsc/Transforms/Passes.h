@@ -70,6 +70,21 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<int64_t> zero{*this, "zero",
                        llvm::cl::desc("ZeRO stage over dp (0-3)"),
                        llvm::cl::init(0)};
+  Option<std::string> offloadOptimizer{
+      *this, "offload-optimizer",
+      llvm::cl::desc("ZeRO-Offload: where the optimizer states and update "
+                     "live: none (device), host or nvme (--dsc-offload)"),
+      llvm::cl::init("none")};
+  Option<std::string> offloadParams{
+      *this, "offload-params",
+      llvm::cl::desc("ZeRO-Infinity's parameter offload: none (the only "
+                     "one built)"),
+      llvm::cl::init("none")};
+  Option<std::string> nvmePath{
+      *this, "nvme-path",
+      llvm::cl::desc("Directory of the NVMe tier's files "
+                     "(offload-optimizer=nvme)"),
+      llvm::cl::init("")};
   Option<int64_t> microbatches{*this, "microbatches",
                                llvm::cl::desc("Micro-batches per step"),
                                llvm::cl::init(1)};

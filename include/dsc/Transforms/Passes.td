@@ -467,6 +467,62 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
+  let summary = "Moves the optimizer's states and update off the device "
+                "(ZeRO-Offload, ZeRO-Infinity's NVMe tier)";
+  let description = [{
+    ZeRO-Offload: the O(parameters) work of a step, the gradient norm and
+    the AdamW update, runs where the optimizer states live; the
+    O(parameters × batch) forward and backward stay on the device. With
+    `optimizer=host` every AdamW parameter gets, in the host tier, a master
+    copy (`dsc.state @offload.master.<p> master of @p in host`), a gradient
+    copy (`@offload.grad.<p>`, `gradient_copy`) and its moments; the
+    optimizer program becomes, per parameter:
+
+    ```mlir
+    dsc.transfer @grad.p to @offload.grad.p          // device -> host
+    ...                                              // norm over the copies
+    dsc.adamw @offload.master.p grad = @offload.grad.p exp_avg = @adam.m.p ...
+    dsc.transfer @offload.master.p to @p             // host -> device
+    ```
+
+    and a program with role `initialize` fills each master from its
+    parameter (after initialization and after a checkpoint load: masters
+    are not checkpointed, the parameter they equal is). Under ZeRO-1/2 the
+    copies hold this rank's 1/dp chunk and each transfer moves only that
+    chunk (`chunk on @mesh`): bandwidth-centric partitioning.
+
+    `optimizer=nvme` (ZeRO-Infinity) keeps masters and moments `in nvme`
+    instead; the update of parameter i is bracketed by `dsc.swap_in` and
+    `dsc.swap_out` of its three states, and parameter i+1's swap-in is
+    issued before parameter i's update (a prefetch: the memory planner
+    keeps two parameters' staging live in the host arena, not all of
+    them). Gradient copies stay in the host tier.
+
+    Requires AdamW (DeepSpeed's CPU Adam) and runs after `--dsc-optimizer`
+    and `--dsc-data-parallel`, before `--dsc-plan-memory`. Refused by name:
+    `params=` other than none (ZeRO-Infinity's parameter offload is not
+    built yet), SGD, pipeline stages.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"none\"",
+           "Where the optimizer states and update live: none (device), "
+           "host or nvme">,
+    Option<"params", "params", "std::string", /*default=*/"\"none\"",
+           "Where ZeRO-3 parameters live between uses: none (only none is "
+           "built)">,
+    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+           "Directory of the NVMe tier's files (recorded in the plan; "
+           "dsc-run --nvme-path overrides)">,
+  ];
+  let statistics = [
+    Statistic<"numOffloaded", "offloaded-params",
+              "Parameters whose update runs off the device">,
+    Statistic<"numTransfers", "transfers", "dsc.transfer ops inserted">,
+  ];
+}
+
 def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
   let summary = "Declares the device mesh of a parallel plan";
   let description = [{

@@ -254,7 +254,7 @@ uint64_t Executor::beginCheckpoint(const std::string &dir,
           b.name, b.dtype,
           box.flatCount >= 0 ? std::vector<int64_t>{box.flatCount} : box.sizes);
       if (b.bytes)
-        backendImpl->copyOut(dst, buffer(id).data, b.bytes);
+        readBytes(id, dst);
       save->mine.push_back(p);
     }
   } catch (const std::exception &e) {
@@ -491,7 +491,7 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
 
   for (const auto &[id, bytes] : staged)
     if (!bytes.empty())
-      backendImpl->copyIn(buffer(id).data, bytes.data(), bytes.size());
+      writeBytes(id, bytes.data());
   // Gradients are zero between steps; a checkpoint is taken between steps.
   for (uint32_t i = 0; i < thePlan.buffers.size(); ++i)
     if (thePlan.buffers[i].role == BufferRole::Gradient && buffer(i).data)
@@ -504,5 +504,7 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
       scaler->restore(*m.lossScaler); // checked with the manifest above
   }
   currentStep = m.optimizerSteps + 1;
+  // Offload's masters are not saved: they are their parameters' copies.
+  runInitializeProgram();
   return m.consumedSamples;
 }

@@ -91,8 +91,11 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world,
   backendImpl->prepare(thePlan);
   arenas.assign(thePlan.arenas.size(), nullptr);
   try {
+    openNvmeArenas(world);
     for (size_t a = 0; a < thePlan.arenas.size(); ++a) {
       const Arena &arena = thePlan.arenas[a];
+      if (arena.tier == Tier::Nvme)
+        continue; // a file (openNvmeArenas)
       arenas[a] = static_cast<uint8_t *>(backendImpl->allocate(
           arena.bytes, arena.tier,
           "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
@@ -128,6 +131,52 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world,
     }
 }
 
+void Executor::openNvmeArenas(Communicator *world) {
+  for (size_t a = 0; a < thePlan.arenas.size(); ++a) {
+    const Arena &arena = thePlan.arenas[a];
+    if (arena.tier != Tier::Nvme)
+      continue;
+    if (thePlan.nvmePath.empty())
+      throw Error("the plan keeps " + std::to_string(arena.bytes) +
+                  " bytes in the nvme tier (arena " + std::to_string(a) +
+                  ") but names no directory for them: compile with "
+                  "nvme-path=DIR or run dsc-run with --nvme-path DIR");
+    // One file per rank and arena: ranks may share the directory.
+    const int rank = world ? world->rank() : 0;
+    nvmeFiles[uint32_t(a)] = std::make_unique<NvmeStore>(
+        thePlan.nvmePath,
+        "dsc-rank" + std::to_string(rank) + "-arena" + std::to_string(a) +
+            ".swap",
+        arena.bytes);
+  }
+}
+
+const NvmeStore *Executor::nvmeStore(uint32_t arena) const {
+  auto it = nvmeFiles.find(arena);
+  return it == nvmeFiles.end() ? nullptr : it->second.get();
+}
+
+void Executor::readBytes(uint32_t id, void *dst) {
+  const Buffer &b = thePlan.buffers[id];
+  if (auto it = nvmeFiles.find(b.arena); it != nvmeFiles.end())
+    it->second->read(b.offset, dst, b.bytes);
+  else if (arenas[b.arena])
+    backendImpl->copyOut(dst, arenas[b.arena] + b.offset, b.bytes);
+}
+
+void Executor::writeBytes(uint32_t id, const void *src) {
+  const Buffer &b = thePlan.buffers[id];
+  if (auto it = nvmeFiles.find(b.arena); it != nvmeFiles.end())
+    it->second->write(b.offset, src, b.bytes);
+  else if (arenas[b.arena])
+    backendImpl->copyIn(arenas[b.arena] + b.offset, src, b.bytes);
+}
+
+void Executor::runInitializeProgram() {
+  if (thePlan.findProgram("initialize"))
+    runProgram("initialize");
+}
+
 void Executor::setUpMesh(Communicator *world) {
   if (thePlan.mesh.empty())
     return;
@@ -149,6 +198,9 @@ void Executor::setUpMesh(Communicator *world) {
     for (const Instruction &inst : prog.instructions)
       if (int64_t mask = groupAxesOf(inst))
         masks.insert(mask);
+      else if (inst.opcode == Opcode::Transfer &&
+               ops::Transfer::decode(inst).axes != 0)
+        masks.insert(ops::Transfer::decode(inst).axes); // a chunk's index
   for (int64_t mask : masks) {
     // The color numbers the rank's coordinates on the axes outside the
     // mask (row-major); ranks agreeing there form one group, ordered by
@@ -225,6 +277,15 @@ void Executor::initialize(uint64_t newSeed) {
   for (size_t a = 0; a < arenas.size(); ++a)
     if (arenas[a])
       backendImpl->fillZero(arenas[a], thePlan.arenas[a].bytes);
+  // The nvme files start as zeros; a second initialize zeroes them again.
+  if (initialized)
+    for (auto &[a, file] : nvmeFiles) {
+      std::vector<uint8_t> zeros(std::min<uint64_t>(file->size(), 1 << 20));
+      for (uint64_t at = 0; at < file->size(); at += zeros.size())
+        file->write(at, zeros.data(),
+                    std::min<uint64_t>(zeros.size(), file->size() - at));
+    }
+  initialized = true;
   // Values are drawn on the host and copied in, so every backend starts
   // from the same bits.
   std::vector<uint8_t> host;
@@ -270,9 +331,9 @@ void Executor::initialize(uint64_t newSeed) {
     } else
       throw Error("buffer '" + b.name + "': cannot initialize " +
                   std::string(dtypeName(b.dtype)) + " buffers");
-    if (view.data)
-      backendImpl->copyIn(view.data, host.data(), b.bytes);
+    writeBytes(id, host.data());
   }
+  runInitializeProgram();
 }
 
 //===----------------------------------------------------------------------===//
@@ -298,8 +359,7 @@ std::vector<double> Executor::read(const std::string &name) {
   BufferView v = buffer(name);
   std::vector<double> out(size_t(v.size()));
   std::vector<uint8_t> host(v.desc->bytes);
-  if (v.data)
-    backendImpl->copyOut(host.data(), v.data, v.desc->bytes);
+  readBytes(uint32_t(thePlan.findBuffer(name)), host.data());
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = loadAsDouble(host.data(), v.desc->dtype, int64_t(i));
   return out;

@@ -272,6 +272,9 @@ void Executor::runInstruction(const Program &prog, size_t index) {
     throw instructionError(prog, index,
                            "a pipeline stage's step runs in trainStep, "
                            "not as a program");
+  case Opcode::Transfer:
+    runTransfer(prog, index);
+    return;
   case Opcode::Zero:
     for (uint32_t id : inst.outputs) {
       BufferView v = buffer(id);
@@ -282,6 +285,63 @@ void Executor::runInstruction(const Program &prog, size_t index) {
   default:
     backendImpl->run(*this, prog, index);
   }
+}
+
+void Executor::runTransfer(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  const ops::Transfer move = ops::Transfer::decode(inst);
+  const Buffer &x = thePlan.buffers[inst.inputs[0]];
+  const Buffer &y = thePlan.buffers[inst.outputs[0]];
+  const uint64_t bytes = std::min(x.bytes, y.bytes);
+  uint64_t xAt = x.offset, yAt = y.offset;
+  if (move.chunk != 0)
+    (move.chunk == 1 ? xAt : yAt) +=
+        uint64_t(requireGroup(prog, index, move.axes).rank()) * bytes;
+  const Tier from = thePlan.arenas[x.arena].tier,
+             to = thePlan.arenas[y.arena].tier;
+  // What was issued before may still read or write these bytes.
+  backendImpl->waitCollectives();
+  backendImpl->synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  NvmeStore *source = nullptr, *destination = nullptr;
+  if (auto it = nvmeFiles.find(x.arena); it != nvmeFiles.end())
+    source = it->second.get();
+  if (auto it = nvmeFiles.find(y.arena); it != nvmeFiles.end())
+    destination = it->second.get();
+  try {
+    if (!source && !destination) {
+      if (backendImpl->hostAddressable())
+        std::memcpy(arenas[y.arena] + yAt, arenas[x.arena] + xAt, bytes);
+      else
+        backendImpl->copy(arenas[y.arena] + yAt, arenas[x.arena] + xAt, bytes);
+    } else {
+      // One side is a file; the other is memory, read through host memory
+      // when the backend's is not (the device tier of a GPU).
+      const uint32_t memArena = source ? y.arena : x.arena;
+      const uint64_t memAt = source ? yAt : xAt;
+      uint8_t *memory = arenas[memArena] + memAt;
+      const bool direct = backendImpl->hostAddressable() ||
+                          thePlan.arenas[memArena].tier == Tier::Host;
+      std::vector<uint8_t> bounce(direct ? 0 : bytes);
+      uint8_t *host = direct ? memory : bounce.data();
+      if (source) {
+        source->read(xAt, host, bytes);
+        if (!direct)
+          backendImpl->copyIn(memory, host, bytes);
+      } else {
+        if (!direct)
+          backendImpl->copyOut(host, memory, bytes);
+        destination->write(yAt, host, bytes);
+      }
+    }
+  } catch (const Error &e) {
+    throw instructionError(prog, index, e.what());
+  }
+  backendImpl->synchronize();
+  transfers.bytes[uint32_t(from)][uint32_t(to)] += bytes;
+  transfers.seconds[uint32_t(from)][uint32_t(to)] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 void Executor::failAt(const Program &prog, size_t index,

@@ -238,6 +238,29 @@ void InstructionChecker::shapes() {
   case Opcode::Copy:
     elements(out(0), outName(0), n(in(0)), "a copy keeps the element count");
     break;
+  case Opcode::Transfer: {
+    const Buffer &x = in(0), &y = out(0);
+    if (plan.arenas[x.arena].tier == plan.arenas[y.arena].tier)
+      fail(inName(0) + " and " + outName(0) + " are both in the " +
+           tierName(plan.arenas[x.arena].tier) +
+           " tier; a transfer changes the tier");
+    if (plan.arenas[x.arena].tier == Tier::Nvme &&
+        plan.arenas[y.arena].tier == Tier::Nvme)
+      fail("both sides are on nvme");
+    const int64_t chunk = intNamed("chunk");
+    if (chunk == 0) {
+      elements(y, outName(0), n(x), "a whole transfer keeps the count");
+      break;
+    }
+    const int64_t group = meshGroupAt("axes", "chunked transfer");
+    const Buffer &whole = chunk == 1 ? x : y, &part = chunk == 1 ? y : x;
+    if (n(part) * group != n(whole))
+      fail("the chunked side has " + std::to_string(n(part)) +
+           " elements; the chunk over " + std::to_string(group) +
+           " ranks of the other's " + std::to_string(n(whole)) + " has " +
+           std::to_string(n(whole) / group));
+    break;
+  }
   case Opcode::Cast:
     elements(out(0), outName(0), n(in(0)), "a cast keeps the element count");
     break;

@@ -135,6 +135,8 @@ const char *dsc::rt::roleName(BufferRole r) {
     return "constant";
   case BufferRole::Boundary:
     return "boundary";
+  case BufferRole::OffloadCopy:
+    return "offload copy";
   }
   return "unknown role";
 }

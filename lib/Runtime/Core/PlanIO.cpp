@@ -186,6 +186,8 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u32(uint32_t(a.tier));
     body.u64(a.bytes);
   }
+  body.u32(uint32_t(plan.nvmePath.size()));
+  body.bytes(plan.nvmePath.data(), plan.nvmePath.size());
 
   body.u32(uint32_t(plan.buffers.size()));
   for (const Buffer &b : plan.buffers) {
@@ -365,6 +367,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
         checkedEnum<Tier>(r, f + ".tier", uint32_t(Tier::Nvme));
     plan.arenas[i].bytes = r.u64(f + ".bytes");
   }
+  plan.nvmePath = r.str("nvmePath");
 
   // name, arena, offset, bytes, dtype, role, init kind, std, value, rank,
   // layout view rank, chunk axes.
@@ -380,7 +383,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     b.bytes = r.u64(f + " bytes");
     b.dtype = checkedEnum<DType>(r, f + " dtype", uint32_t(DType::F16));
     b.role =
-        checkedEnum<BufferRole>(r, f + " role", uint32_t(BufferRole::Boundary));
+        checkedEnum<BufferRole>(r, f + " role", uint32_t(BufferRole::OffloadCopy));
     b.init.kind = checkedEnum<InitKind>(r, f + " init kind",
                                         uint32_t(InitKind::Constant));
     b.init.std = r.f64(f + " init std");

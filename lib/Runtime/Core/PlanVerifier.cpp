@@ -38,7 +38,7 @@ void checkBuffer(const Plan &plan, size_t id) {
   auto fail = [&](const std::string &msg) { throw Error(what + ": " + msg); };
   if (uint32_t(b.dtype) > uint32_t(DType::F16))
     fail("unknown dtype " + std::to_string(uint32_t(b.dtype)));
-  if (uint32_t(b.role) > uint32_t(BufferRole::Boundary))
+  if (uint32_t(b.role) > uint32_t(BufferRole::OffloadCopy))
     fail("unknown role " + std::to_string(uint32_t(b.role)));
   if (uint32_t(b.init.kind) > uint32_t(InitKind::Constant))
     fail("unknown init kind " + std::to_string(uint32_t(b.init.kind)));
@@ -78,7 +78,8 @@ void checkBuffer(const Plan &plan, size_t id) {
     fail("a constant buffer needs an initializer");
   if (!b.layout.isWhole()) {
     if (b.role != BufferRole::Parameter && b.role != BufferRole::Gradient &&
-        b.role != BufferRole::OptimizerState)
+        b.role != BufferRole::OptimizerState &&
+        b.role != BufferRole::OffloadCopy)
       fail("a " + std::string(roleName(b.role)) +
            " buffer cannot have a shard layout");
     if (b.layout.view.size() > size_t(kMaxRank))
@@ -518,6 +519,17 @@ void dsc::rt::validatePlan(const Plan &plan) {
       const OpcodeInfo *info =
           lookupOpcode(uint32_t(prog.instructions[i].opcode));
       InstructionChecker(plan, prog, i, info).run();
+      // NVMe bytes are a file, not memory: only a transfer reaches them.
+      const Instruction &inst = prog.instructions[i];
+      if (inst.opcode != Opcode::Transfer)
+        for (const std::vector<uint32_t> *ids : {&inst.inputs, &inst.outputs})
+          for (uint32_t id : *ids)
+            if (plan.arenas[plan.buffers[id].arena].tier == Tier::Nvme)
+              throw Error("program '" + prog.name + "' instruction " +
+                          std::to_string(i) + " (" + info->name +
+                          ") uses buffer '" + plan.buffers[id].name +
+                          "' of the nvme tier; only a Transfer moves NVMe "
+                          "bytes");
       if (info->has(kPipelineStep) && !stepPrograms.count(prog.name))
         throw Error("program '" + prog.name + "' instruction " +
                     std::to_string(i) + " (" + info->name +

@@ -520,6 +520,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     fail("the backend converts before dispatching a cast");
     break;
   case Opcode::Zero:
+  case Opcode::Transfer:
   case Opcode::AllReduce:
   case Opcode::AllGather:
   case Opcode::ReduceScatter:

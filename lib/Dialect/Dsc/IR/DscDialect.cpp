@@ -58,6 +58,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kProgramPeaksAttr, Holder::Module},
     {kPlanAttr, Holder::Module},
     {kPlanEstimateAttr, Holder::Module},
+    {kOffloadAttr, Holder::Module},
 };
 
 StringRef holderName(Holder holder) {
@@ -109,7 +110,7 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
   if (name == kProgramAttr) {
     if (!isa<ProgramRoleAttr>(value))
       return fail() << "a #dsc.program_role<forward|forward_backward|"
-                       "optimizer|pipeline_step|backward_weight>, got "
+                       "optimizer|pipeline_step|backward_weight|initialize>, got "
                     << value;
     return success();
   }
@@ -151,14 +152,18 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
   }
   if (name == kInputOffsetsAttr || name == kOffsetsAttr) {
     bool inputs = name == kInputOffsetsAttr;
+    // A swap-in's are its states' host staging.
+    auto swapIn = dyn_cast<SwapInOp>(op);
     unsigned expected =
-        inputs ? cast<FunctionOpInterface>(op).getNumArguments()
-               : op->getNumResults();
+        inputs   ? cast<FunctionOpInterface>(op).getNumArguments()
+        : swapIn ? swapIn.getStates().size()
+                 : op->getNumResults();
     auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
     if (!offsets || offsets.size() != static_cast<int64_t>(expected) ||
         llvm::any_of(offsets.asArrayRef(), [](int64_t x) { return x < 0; }))
       return fail() << "an array<i64> of " << expected << " byte offsets >= 0 "
-                    << "(one per " << (inputs ? "argument" : "result")
+                    << "(one per "
+                    << (inputs ? "argument" : swapIn ? "state" : "result")
                     << "), got " << value;
     return success();
   }
@@ -202,6 +207,16 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
         return fail() << "{persistent_bytes, temporary_bytes, arena_bytes} "
                          "as i64 byte counts, but '"
                       << key << "' is " << (dict.get(key) ? "not an i64" : "missing");
+    return success();
+  }
+  if (name == kOffloadAttr) {
+    auto tier = dict.getAs<StringAttr>("optimizer");
+    Attribute path = dict.get("nvme_path");
+    if (!tier || (tier.getValue() != "host" && tier.getValue() != "nvme") ||
+        (path && !isa<StringAttr>(path)) || dict.size() != (path ? 2u : 1u))
+      return fail() << "{optimizer = \"host\" or \"nvme\", nvme_path = "
+                       "\"DIR\" (optional)}, got "
+                    << value;
     return success();
   }
   if (name == kProgramPeaksAttr) {

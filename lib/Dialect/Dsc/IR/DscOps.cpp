@@ -512,15 +512,103 @@ int64_t MeshOp::getNumRanks() {
 }
 
 //===----------------------------------------------------------------------===//
-// TransferOp, PipelineStageOp
+// TransferOp, SwapInOp, SwapOutOp, PipelineStageOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult TransferOp::verify() {
-  if (getSource() == getDestination())
-    return emitOpError("source and destination tiers are both '")
-           << stringifyMemoryTier(getSource())
+namespace {
+/// A parameter or state declaration as a transfer endpoint: its type and
+/// tier (parameters live on the device).
+struct Placed {
+  RankedTensorType type;
+  MemoryTier tier;
+};
+} // namespace
+
+static FailureOr<Placed> lookupPlaced(Operation *op,
+                                      SymbolTableCollection &tables,
+                                      FlatSymbolRefAttr name, StringRef role) {
+  Operation *decl = tables.lookupNearestSymbolFrom(op, name);
+  if (auto param = dyn_cast_or_null<ParameterOp>(decl))
+    return Placed{param.getTensorType(), MemoryTier::Device};
+  if (auto state = dyn_cast_or_null<StateOp>(decl))
+    return Placed{state.getTensorType(), state.getTier()};
+  return op->emitOpError(role)
+         << " '" << name << "' does not name a dsc.parameter or dsc.state";
+}
+
+LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<Placed> source =
+      lookupPlaced(*this, tables, getSourceAttr(), "source");
+  FailureOr<Placed> destination =
+      lookupPlaced(*this, tables, getDestinationAttr(), "destination");
+  if (failed(source) || failed(destination))
+    return failure();
+  if (source->tier == destination->tier)
+    return emitOpError("source and destination are both in tier '")
+           << stringifyMemoryTier(source->tier)
            << "'; a transfer must change the tier";
+  if (source->type.getElementType() != destination->type.getElementType())
+    return emitOpError("moves ")
+           << source->type.getElementType() << " into "
+           << destination->type.getElementType()
+           << "; a transfer does not convert";
+  int64_t from = source->type.getNumElements(),
+          to = destination->type.getNumElements();
+  if (!getMeshAttr() && !getChunkAxesAttr()) {
+    if (from != to)
+      return emitOpError("moves ")
+             << from << " elements into " << to
+             << "; without chunk axes both sides hold the same count";
+    return success();
+  }
+  if (!getMeshAttr() || !getChunkAxesAttr())
+    return emitOpError("a chunked transfer needs both a mesh and chunk axes");
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getChunkAxesAttr());
+  if (failed(group))
+    return failure();
+  if (from != to * *group && to != from * *group)
+    return emitOpError("chunked over a group of ")
+           << *group << " ranks, one side must hold " << *group
+           << " times the other's elements; got " << from << " and " << to;
   return success();
+}
+
+int64_t TransferOp::getBytes(SymbolTableCollection &tables) {
+  FailureOr<Placed> source =
+      lookupPlaced(*this, tables, getSourceAttr(), "source");
+  FailureOr<Placed> destination =
+      lookupPlaced(*this, tables, getDestinationAttr(), "destination");
+  RankedTensorType smaller =
+      source->type.getNumElements() <= destination->type.getNumElements()
+          ? source->type
+          : destination->type;
+  return smaller.getNumElements() *
+         ((smaller.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// Swaps name `in nvme` states.
+static LogicalResult verifySwapped(Operation *op, SymbolTableCollection &tables,
+                                   ArrayAttr states) {
+  for (Attribute attr : states) {
+    auto name = cast<FlatSymbolRefAttr>(attr);
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
+    if (!state)
+      return op->emitOpError("'") << name << "' does not name a dsc.state";
+    if (state.getTier() != MemoryTier::Nvme)
+      return op->emitOpError("'")
+             << name << "' is in tier '" << stringifyMemoryTier(state.getTier())
+             << "'; only nvme states are swapped";
+  }
+  return success();
+}
+
+LogicalResult SwapInOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifySwapped(*this, tables, getStates());
+}
+
+LogicalResult SwapOutOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifySwapped(*this, tables, getStates());
 }
 
 LogicalResult PipelineStageOp::verify() {

@@ -51,7 +51,8 @@ static LogicalResult verifyStateList(Operation *op,
     auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
     if (!state)
       return op->emitOpError("'") << name << "' does not name a dsc.state";
-    if (gradientsOnly && state.getKind() != StateKind::Gradient)
+    if (gradientsOnly && state.getKind() != StateKind::Gradient &&
+        state.getKind() != StateKind::GradientCopy)
       return op->emitOpError("'") << name << "' is not a gradient state";
   }
   return success();
@@ -190,11 +191,25 @@ LogicalResult AdamWOp::verify() {
 }
 
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  // The update runs on the parameter, or (--dsc-offload) on its master copy
+  // in the offload tier with the gradient moved there.
+  FailureOr<ParameterOp> param;
+  int64_t n = 0;
+  StateKind gradKind = StateKind::Gradient;
+  if (auto master = tables.lookupNearestSymbolFrom<StateOp>(*this, getParamAttr());
+      master && master.getKind() == StateKind::Master) {
+    param = lookupParam(*this, tables, master.getOfAttr());
+    n = master.getTensorType().getNumElements();
+    gradKind = StateKind::GradientCopy;
+  } else {
+    param = lookupParam(*this, tables, getParamAttr());
+    if (succeeded(param))
+      n = param->getNumElements();
+  }
   if (failed(param))
     return failure();
-  if (failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
-                           *param, "grad")) ||
+  if (failed(verifyStateOf(*this, tables, getGradAttr(), gradKind, *param,
+                           "grad")) ||
       failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
                            *param, "exp_avg")) ||
       failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
@@ -202,7 +217,7 @@ LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   // Unsharded moments have the parameter's type; ZeRO-1 moments hold
   // numel/D elements for a group of D ranks.
-  int64_t n = param->getNumElements(), shards = 1;
+  int64_t shards = 1;
   if (getMeshAttr() || getShardAxesAttr()) {
     if (!getMeshAttr() || !getShardAxesAttr())
       return emitOpError("a sharded update needs both a mesh and shard axes");

@@ -59,7 +59,11 @@ def Dsc_StateKind : I32EnumAttr<"StateKind", "kind of persistent state", [
   I32EnumAttrCase<"Gradient", 0, "gradient">,
   I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,
   I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">,
-  I32EnumAttrCase<"Momentum", 3, "momentum">
+  I32EnumAttrCase<"Momentum", 3, "momentum">,
+  // Offload (--dsc-offload): the update's copy of the parameter in the tier
+  // where the update runs, and the gradient moved there.
+  I32EnumAttrCase<"Master", 4, "master">,
+  I32EnumAttrCase<"GradientCopy", 5, "gradient_copy">
 ]> {
   let cppNamespace = "::mlir::dsc";
 }
@@ -90,7 +94,8 @@ def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"ForwardBackward", 1, "forward_backward">,
   I32EnumAttrCase<"Optimizer", 2, "optimizer">,
   I32EnumAttrCase<"PipelineStep", 3, "pipeline_step">,
-  I32EnumAttrCase<"BackwardWeight", 4, "backward_weight">
+  I32EnumAttrCase<"BackwardWeight", 4, "backward_weight">,
+  I32EnumAttrCase<"Initialize", 5, "initialize">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::dsc";
@@ -120,7 +125,11 @@ def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role">
     - `backward_weight`: under a zero-bubble schedule, the weight-gradient
       part W of a pipeline stage's backward, split from its
       `forward_backward` (which keeps the activation-gradient part B) by
-      `--dsc-split-weight-gradient`.
+      `--dsc-split-weight-gradient`;
+    - `initialize`: run once after the parameters are initialized or loaded
+      from a checkpoint, before the first step: `--dsc-offload` fills the
+      update's master copies of the parameters in the offload tier from
+      them.
 
     A pipeline stage's programs carry `dsc.stage = k` beside their role.
 

@@ -25,11 +25,20 @@ def Dsc_StateOp : Dsc_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">,
     dsc.state @grad.wte.weight : tensor<256x64xf32> gradient of @wte.weight
     dsc.state @adam.m.wte.weight : tensor<256x64xf32> exp_avg of @wte.weight
     ```
+
+    `in host` or `in nvme` places it off the device (`--dsc-offload`): ops
+    of the optimizer program read a host state where it is; an NVMe state
+    only between a `dsc.swap_in` and the `dsc.swap_out` after it, which
+    stage it in host memory.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Dsc_FloatTensor>:$type,
-                       Dsc_StateKind:$kind, FlatSymbolRefAttr:$of);
-  let assemblyFormat = "$sym_name `:` $type $kind `of` $of attr-dict";
+                       Dsc_StateKind:$kind, FlatSymbolRefAttr:$of,
+                       DefaultValuedProp<EnumProp<Dsc_MemoryTier>,
+                                         "::mlir::dsc::MemoryTier::Device">:$tier);
+  let assemblyFormat = [{
+    $sym_name `:` $type $kind `of` $of (`in` $tier^)? attr-dict
+  }];
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());

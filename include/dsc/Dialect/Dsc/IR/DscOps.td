@@ -725,24 +725,72 @@ def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
 // Memory tiers and pipeline stages
 //===----------------------------------------------------------------------===//
 
-def Dsc_TransferOp : Dsc_Op<"transfer", [AllTypesMatch<["input", "result"]>]> {
-  let summary = "Moves a tensor between memory tiers";
+def Dsc_TransferOp : Dsc_Op<"transfer",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Copies a parameter or state into one in another memory tier";
   let description = [{
-    Copies `input` from one tier to another: `device` (accelerator or main
-    CPU arena), `host` (pinned host memory, ZeRO-Offload) or `nvme`
-    (ZeRO-Infinity's file-backed tier).
+    `destination = source`, between two persistent declarations (dsc.parameter
+    or dsc.state) of one element type whose tiers (a state's `in`, device
+    when absent; a parameter's device) differ: `--dsc-offload` moves
+    gradients down to where the update runs and the updated master weights
+    back up. An NVMe state must be swapped in (`dsc.swap_in`) where it is
+    transferred: the copy is its host staging.
+
+    With `chunk on @mesh axes = [...]` one side is D times the other (D the
+    group's size) and the transfer moves the chunk at this rank's index of
+    the larger side's flattened elements: bandwidth-centric partitioning,
+    each ZeRO rank moves only the 1/D it updates.
 
     ```mlir
-    %m = dsc.transfer %m0 from device to host : tensor<768x768xf32>
+    dsc.transfer @grad.wte.weight to @offload.grad.wte.weight
+    dsc.transfer @offload.master.wte.weight to @wte.weight chunk on @mesh axes = ["dp"]
     ```
   }];
-  let arguments = (ins Dsc_AnyTensor:$input, EnumProp<Dsc_MemoryTier>:$source,
-                       EnumProp<Dsc_MemoryTier>:$destination);
-  let results = (outs Dsc_AnyTensor:$result);
+  let arguments = (ins FlatSymbolRefAttr:$source, FlatSymbolRefAttr:$destination,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$chunk_axes);
   let assemblyFormat = [{
-    $input `from` $source `to` $destination attr-dict `:` type($result)
+    $source `to` $destination (`chunk` `on` $mesh^ `axes` `=` $chunk_axes)?
+    attr-dict
   }];
-  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes one transfer moves (the chunk with chunk axes).
+    int64_t getBytes(::mlir::SymbolTableCollection &tables);
+  }];
+}
+
+def Dsc_SwapInOp : Dsc_Op<"swap_in",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads NVMe states into host staging (ZeRO-Infinity)";
+  let description = [{
+    Each named state is `in nvme`; from here to the `dsc.swap_out` that
+    names it, ops use its host staging copy, read from the NVMe file here.
+    `--dsc-plan-memory` gives each staging its bytes in the host arena for
+    that span (the next parameter's swap-in before the current update is
+    the prefetch that overlaps the update).
+
+    ```mlir
+    dsc.swap_in [@adam.m.wte.weight, @adam.v.wte.weight]
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$states);
+  let assemblyFormat = "$states attr-dict";
+}
+
+def Dsc_SwapOutOp : Dsc_Op<"swap_out",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Writes NVMe states back from their host staging";
+  let description = [{
+    Ends the span a `dsc.swap_in` began: the staging copies of the named
+    `in nvme` states are written to the NVMe file and their host bytes are
+    free again.
+
+    ```mlir
+    dsc.swap_out [@adam.m.wte.weight, @adam.v.wte.weight]
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$states);
+  let assemblyFormat = "$states attr-dict";
 }
 
 def Dsc_PipelineStageOp : Dsc_Op<"pipeline_stage",

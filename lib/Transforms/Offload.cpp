@@ -1,0 +1,252 @@
+//===- Offload.cpp - --dsc-offload ------------------------------*- C++ -*-===//
+//
+// ZeRO-Offload and ZeRO-Infinity's optimizer tier: the AdamW states move to
+// host memory or NVMe, the update runs there on a master copy of each
+// parameter, and explicit dsc.transfer ops carry gradients down and updated
+// parameters up (see the pass description in Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCOFFLOADPASS
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// One offloaded update: the parameter, its device gradient, and the copies
+/// and moments in the offload tier.
+struct OffloadedUpdate {
+  AdamWOp update;
+  FlatSymbolRefAttr param, grad, master, gradCopy, expAvg, expAvgSq;
+  /// The mesh and axes of a ZeRO-sharded update (null when whole): the
+  /// copies are this rank's chunk.
+  FlatSymbolRefAttr mesh;
+  ArrayAttr shardAxes;
+  /// Whether the device gradient / parameter are whole while the copies
+  /// are a chunk (then their transfer moves the chunk).
+  bool gradChunked = false, paramChunked = false;
+};
+
+struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<MemoryTier> tier = symbolizeMemoryTier(optimizer);
+    if (optimizer == "none")
+      tier = MemoryTier::Device;
+    if (!tier || *tier == MemoryTier::Device) {
+      if (optimizer != "none") {
+        module.emitError("--dsc-offload: optimizer must be none, host or "
+                         "nvme, got '")
+            << optimizer << "'";
+        return signalPassFailure();
+      }
+    }
+    if (params != "none") {
+      if (params == "host" || params == "nvme")
+        module.emitError("--dsc-offload: params=")
+            << params
+            << " (ZeRO-Infinity's parameter offload) is not built yet; "
+               "optimizer=host|nvme moves the optimizer states and update";
+      else
+        module.emitError("--dsc-offload: params must be none, host or nvme, "
+                         "got '")
+            << params << "'";
+      return signalPassFailure();
+    }
+    if (*tier == MemoryTier::Device) {
+      if (!nvmePath.empty()) {
+        module.emitError("--dsc-offload: nvme-path is set but nothing is "
+                         "offloaded to nvme");
+        return signalPassFailure();
+      }
+      return;
+    }
+    if (*tier != MemoryTier::Nvme && !nvmePath.empty()) {
+      module.emitError("--dsc-offload: nvme-path is set but optimizer=")
+          << optimizer << " keeps nothing on nvme";
+      return signalPassFailure();
+    }
+    if (module->hasAttr(kPipelineAttr)) {
+      module.emitError("--dsc-offload: pipeline-parallel plans are not "
+                       "offloaded yet (their optimizer runs per stage)");
+      return signalPassFailure();
+    }
+    auto program = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer);
+    if (!program) {
+      module.emitError("--dsc-offload needs an optimizer program; run "
+                       "--dsc-optimizer first");
+      return signalPassFailure();
+    }
+    if (!program.getOps<SgdOp>().empty()) {
+      module.emitError("--dsc-offload: the offloaded update is AdamW "
+                       "(DeepSpeed's CPU Adam); optimizer=sgd is not "
+                       "offloaded");
+      return signalPassFailure();
+    }
+
+    SymbolTable symbols(module);
+    SmallVector<OffloadedUpdate> updates;
+    for (AdamWOp adam : program.getOps<AdamWOp>())
+      updates.push_back(declareCopies(adam, symbols, *tier));
+    if (updates.empty())
+      return;
+    rewriteOptimizer(program, updates, *tier);
+    buildInitialize(module, program, updates, *tier);
+
+    Builder b(module.getContext());
+    SmallVector<NamedAttribute> record = {
+        b.getNamedAttr("optimizer", b.getStringAttr(optimizer))};
+    if (!nvmePath.empty())
+      record.push_back(b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)));
+    module->setAttr(kOffloadAttr, b.getDictionaryAttr(record));
+    numOffloaded += updates.size();
+  }
+
+  /// Moves `adam`'s moments to `tier` and declares the master and gradient
+  /// copies beside them (of the moments' type: whole, or this rank's chunk).
+  OffloadedUpdate declareCopies(AdamWOp adam, SymbolTable &symbols,
+                                MemoryTier tier) {
+    OffloadedUpdate u;
+    u.update = adam;
+    u.param = adam.getParamAttr();
+    u.grad = adam.getGradAttr();
+    u.expAvg = adam.getExpAvgAttr();
+    u.expAvgSq = adam.getExpAvgSqAttr();
+    u.mesh = adam.getMeshAttr();
+    u.shardAxes = adam.getShardAxesAttr();
+    auto expAvg = symbols.lookup<StateOp>(u.expAvg.getValue());
+    auto expAvgSq = symbols.lookup<StateOp>(u.expAvgSq.getValue());
+    expAvg.setTier(tier);
+    expAvgSq.setTier(tier);
+    RankedTensorType type = expAvg.getTensorType();
+    auto param = symbols.lookup<ParameterOp>(u.param.getValue());
+    auto grad = symbols.lookup<StateOp>(u.grad.getValue());
+    u.paramChunked = param.getNumElements() != type.getNumElements();
+    u.gradChunked =
+        grad.getTensorType().getNumElements() != type.getNumElements();
+
+    OpBuilder builder(expAvg);
+    auto declare = [&](StringRef prefix, StateKind kind, MemoryTier where) {
+      auto state = StateOp::create(builder, adam.getLoc(),
+                                   (prefix + u.param.getValue()).str(), type,
+                                   kind, u.param.getValue());
+      state.setTier(where);
+      // A copy's name is derived, so a clash means the input already has
+      // one: the symbol table renames it rather than shadowing.
+      symbols.insert(state);
+      return FlatSymbolRefAttr::get(state.getSymNameAttr());
+    };
+    u.master = declare("offload.master.", StateKind::Master, tier);
+    // The gradient is read once per step, where the update runs; on NVMe
+    // it would only be written and read back.
+    u.gradCopy =
+        declare("offload.grad.", StateKind::GradientCopy, MemoryTier::Host);
+    return u;
+  }
+
+  /// `dsc.transfer source to destination`, chunked over the update's ZeRO
+  /// group when one side is the chunk of the other.
+  void transfer(OpBuilder &builder, Location loc, FlatSymbolRefAttr source,
+                FlatSymbolRefAttr destination, const OffloadedUpdate &u,
+                bool chunked) {
+    TransferOp::create(builder, loc, source, destination,
+                               chunked ? u.mesh : FlatSymbolRefAttr(),
+                               chunked ? u.shardAxes : ArrayAttr());
+    ++numTransfers;
+  }
+
+  static ArrayAttr symbolList(Builder &b,
+                              ArrayRef<FlatSymbolRefAttr> symbols) {
+    return b.getArrayAttr(SmallVector<Attribute>(symbols.begin(), symbols.end()));
+  }
+
+  void rewriteOptimizer(func::FuncOp program,
+                        MutableArrayRef<OffloadedUpdate> updates, MemoryTier tier) {
+    MLIRContext *context = program.getContext();
+    OpBuilder builder(context);
+    // The gradients move down before the norm, which then runs over the
+    // copies where the update runs (ZeRO-Offload's CPU-side norm).
+    Operation *firstUse = updates.front().update.getOperation();
+    if (auto clips = program.getOps<ClipGradNormOp>(); !clips.empty())
+      firstUse = *clips.begin();
+    builder.setInsertionPoint(firstUse);
+    llvm::DenseMap<Attribute, Attribute> copyOf;
+    for (OffloadedUpdate &u : updates) {
+      transfer(builder, u.update.getLoc(), u.grad, u.gradCopy, u,
+               u.gradChunked);
+      copyOf[u.grad] = u.gradCopy;
+    }
+    for (ClipGradNormOp clip : program.getOps<ClipGradNormOp>()) {
+      SmallVector<Attribute> grads;
+      for (Attribute grad : clip.getGradients())
+        grads.push_back(copyOf.lookup(grad) ? copyOf.lookup(grad) : grad);
+      clip.setGradientsAttr(builder.getArrayAttr(grads));
+    }
+
+    const bool nvme = tier == MemoryTier::Nvme;
+    auto swapped = [&](const OffloadedUpdate &u) {
+      return symbolList(builder, {u.master, u.expAvg, u.expAvgSq});
+    };
+    if (nvme) {
+      AdamWOp first = updates.front().update;
+      builder.setInsertionPoint(first);
+      SwapInOp::create(builder, first.getLoc(),
+                               swapped(updates.front()));
+    }
+    for (auto [index, u] : llvm::enumerate(updates)) {
+      AdamWOp adam = u.update;
+      // Prefetch: the next parameter's states are read while this one
+      // updates.
+      builder.setInsertionPoint(adam);
+      if (nvme && index + 1 < updates.size())
+        SwapInOp::create(builder, adam.getLoc(), swapped(updates[index + 1]));
+      adam.setParamAttr(u.master);
+      adam.setGradAttr(u.gradCopy);
+      adam.removeMeshAttr();
+      adam.removeShardAxesAttr();
+      builder.setInsertionPointAfter(adam);
+      transfer(builder, adam.getLoc(), u.master, u.param, u, u.paramChunked);
+      if (nvme)
+        SwapOutOp::create(builder, adam.getLoc(), swapped(u));
+    }
+  }
+
+  /// @initialize: each master from its parameter.
+  void buildInitialize(ModuleOp module, func::FuncOp after,
+                       ArrayRef<OffloadedUpdate> updates, MemoryTier tier) {
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(after);
+    Location loc = after.getLoc();
+    auto func = func::FuncOp::create(builder, loc, "initialize",
+                                             builder.getFunctionType({}, {}));
+    setProgramRole(func, ProgramRole::Initialize);
+    SymbolTable(module).insert(func);
+    builder.setInsertionPointToStart(func.addEntryBlock());
+    for (const OffloadedUpdate &u : updates) {
+      ArrayAttr master = symbolList(builder, {u.master});
+      if (tier == MemoryTier::Nvme)
+        SwapInOp::create(builder, loc, master);
+      transfer(builder, loc, u.param, u.master, u, u.paramChunked);
+      if (tier == MemoryTier::Nvme)
+        SwapOutOp::create(builder, loc, master);
+    }
+    func::ReturnOp::create(builder, loc);
+  }
+};
+
+} // namespace
