@@ -112,6 +112,7 @@ private:
   void readRangeTest(const llvm::json::Object &params);
   void readFp16(const llvm::json::Object &o);
   void readZero(const llvm::json::Object &o);
+  void readOffload(const llvm::json::Object &zero, int64_t stage);
   void readBatch(const llvm::json::Object &root, int64_t dataParallel);
   void readActivationCheckpointing(const llvm::json::Object &o);
   void readCheckpoint(const llvm::json::Object &o);
@@ -651,29 +652,78 @@ void Reader::readFp16(const llvm::json::Object &o) {
   set("precision", "fp16", "fp16.enabled = true");
 }
 
-void Reader::readZero(const llvm::json::Object &o) {
-  const std::vector<std::string> offload = {"offload_optimizer",
-                                            "offload_param"};
-  for (const std::string &key : offload) {
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      continue;
-    // {"device": "none"} is DeepSpeed's way of saying no offload.
-    const llvm::json::Object *section = v->getAsObject();
-    if (section && section->getString("device") ==
-                       std::optional<llvm::StringRef>("none")) {
-      out.understood.push_back(key + ".device = none: no offload");
-      continue;
-    }
-    fail(key, "'" + key +
-                  "' is not implemented yet (ZeRO-Offload is dsc's next "
-                  "piece of work); remove it to train on the device");
+/// ZeRO-Offload's offload_optimizer (and its legacy cpu_offload) and
+/// ZeRO-Infinity's offload_param.
+void Reader::readOffload(const llvm::json::Object &zero, int64_t stage) {
+  std::string device = "none", path;
+  std::string because;
+  if (const llvm::json::Value *v = zero.get("offload_optimizer")) {
+    const llvm::json::Object &o = object(*v, "offload_optimizer");
+    onlyKnown(o, "offload_optimizer",
+              {"device", "nvme_path", "pin_memory", "buffer_count",
+               "fast_init", "ratio"});
+    device = string(o, "device", "none");
+    path = string(o, "nvme_path", "");
+    because = "zero_optimization.offload_optimizer.device = " + device;
+    if (device != "none" && device != "cpu" && device != "nvme")
+      fail("device", "'offload_optimizer.device' must be \"none\", "
+                     "\"cpu\" or \"nvme\", got \"" +
+                         device + "\"");
+    if (number(o, "ratio", 1.0) != 1.0)
+      fail("ratio", "a partial optimizer offload ('offload_optimizer.ratio' "
+                    "other than 1) is not implemented");
+    if (device == "nvme" && path.empty())
+      fail("nvme_path", "'offload_optimizer.device' = \"nvme\" needs "
+                        "'nvme_path', the directory of the swap files");
+    if (device != "nvme" && !path.empty())
+      out.understood.push_back("offload_optimizer.nvme_path: no effect "
+                               "(the device is not nvme)");
+    for (const char *key : {"pin_memory", "buffer_count", "fast_init"})
+      if (o.get(key))
+        out.understood.push_back(
+            std::string("offload_optimizer.") + key +
+            ": no effect (dsc's host tier is one pinned allocation and its "
+            "NVMe swaps keep two parameters' states in flight)");
   }
-  // DeepSpeed's legacy spelling of offload_optimizer.
-  if (boolean(o, "cpu_offload", false))
-    fail("cpu_offload", "'cpu_offload' is not implemented yet (ZeRO-Offload "
-                        "is dsc's next piece of work); remove it to train "
-                        "on the device");
+  // DeepSpeed's legacy spelling of offload_optimizer: {"device": "cpu"}.
+  if (boolean(zero, "cpu_offload", false)) {
+    if (device != "none" && device != "cpu")
+      fail("cpu_offload", "'cpu_offload' and 'offload_optimizer.device' = \"" +
+                              device + "\" disagree");
+    device = "cpu";
+    because = "zero_optimization.cpu_offload = true";
+  }
+  if (device != "none") {
+    // DeepSpeed offloads only from its ZeRO optimizers; at stage 0 it
+    // would train on the device without a word.
+    if (stage == 0)
+      fail(zero.get("cpu_offload") ? "cpu_offload" : "offload_optimizer",
+           "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed "
+           "offloads only from its ZeRO optimizers)");
+    set("offload-optimizer", device == "cpu" ? "host" : "nvme", because);
+    if (device == "nvme")
+      set("nvme-path", path, "zero_optimization.offload_optimizer.nvme_path");
+  } else if (zero.get("offload_optimizer")) {
+    out.understood.push_back("offload_optimizer.device = none: no offload");
+  }
+  if (const llvm::json::Value *v = zero.get("offload_param")) {
+    const llvm::json::Object &o = object(*v, "offload_param");
+    onlyKnown(o, "offload_param",
+              {"device", "nvme_path", "pin_memory", "buffer_count",
+               "buffer_size", "max_in_cpu"});
+    const std::string param = string(o, "device", "none");
+    if (param == "none")
+      out.understood.push_back("offload_param.device = none: no offload");
+    else
+      fail("device", "'offload_param' (ZeRO-Infinity's parameter offload, "
+                     "device \"" +
+                         param +
+                         "\") is not implemented yet; offload_optimizer "
+                         "is");
+  }
+}
+
+void Reader::readZero(const llvm::json::Object &o) {
   // DeepSpeed's keys that place, time or cache work without changing what
   // is computed: accepted, each said to have no effect in dsc.
   static const std::vector<std::pair<std::string, std::string>> noEffect = {
@@ -717,6 +767,7 @@ void Reader::readZero(const llvm::json::Object &o) {
     fail("stage",
          "ZeRO 'stage' must be 0, 1, 2 or 3, got " + std::to_string(stage));
   set("zero", std::to_string(stage), "zero_optimization.stage");
+  readOffload(o, stage);
   for (const auto &[key, why] : noEffect)
     if (o.get(key))
       out.understood.push_back(key + ": no effect (" + why + ")");

@@ -57,6 +57,9 @@ std::string dsc::run::usage() {
          "  --load DIR           resume from DIR's latest step, or from a\n"
          "                       step directory, saved by any plan of the\n"
          "                       model; --steps is the total\n"
+         "  --nvme-path DIR      the directory of the NVMe tier's swap files\n"
+         "                       (offload-optimizer=nvme; replaces the\n"
+         "                       plan's nvme-path)\n"
          "  --compile OPTIONS    more --dsc-compile options for a MODEL that\n"
          "                       is compiled, e.g. \"warmup=20 min-lr=1e-4\"\n"
          "                       (steps, lr, microbatches come from the\n"
@@ -190,6 +193,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.keep = parseInt(flag, next(), 1);
     else if (flag == "--load")
       o.load = next();
+    else if (flag == "--nvme-path")
+      o.nvmePath = next();
     else if (flag == "--compile")
       o.compile = next();
     else if (flag == "--vocab-size")

@@ -43,6 +43,9 @@ struct RunOptions {
   /// checkpoint directory (its latest step) or a step directory to resume
   /// from, saved by any plan of the model (--steps stays the total).
   std::string save, load;
+  /// --nvme-path: the directory of the plan's NVMe-tier files (replaces
+  /// the one compiled in).
+  std::string nvmePath;
   /// A config's load (GPT-NeoX's): a directory without a checkpoint yet
   /// starts training from scratch instead of failing.
   bool loadIfPresent = false;

@@ -30,6 +30,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -99,6 +100,55 @@ std::unique_ptr<Backend> makeBackend(const RunOptions &options,
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
       .count();
+}
+
+/// The bytes program `name`'s Transfer instructions move, by source and
+/// destination tier: what the plan says one step moves.
+std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(
+    const Plan &plan, const std::string &name) {
+  std::array<std::array<uint64_t, 3>, 3> bytes{};
+  if (const Program *prog = plan.findProgram(name))
+    for (const Instruction &inst : prog->instructions)
+      if (inst.opcode == Opcode::Transfer) {
+        const Buffer &x = plan.buffers[inst.inputs[0]],
+                     &y = plan.buffers[inst.outputs[0]];
+        bytes[uint32_t(plan.arenas[x.arena].tier)]
+             [uint32_t(plan.arenas[y.arena].tier)] += std::min(x.bytes, y.bytes);
+      }
+  return bytes;
+}
+
+/// One line of the offload transfers per step, measured on this rank
+/// since `before` over `steps` steps against the plan's, and the NVMe
+/// lane's bandwidth; nothing for a plan without transfers.
+void logTransfers(std::ostream &log, const Executor &ex,
+                  const Executor::TransferStats &before, int64_t steps) {
+  const auto planned = plannedTransferBytes(ex.plan(), "optimizer");
+  const Executor::TransferStats &now = ex.transferStats();
+  std::string line;
+  for (uint32_t from = 0; from < 3; ++from)
+    for (uint32_t to = 0; to < 3; ++to) {
+      if (!planned[from][to])
+        continue;
+      const uint64_t moved = now.bytes[from][to] - before.bytes[from][to];
+      const double seconds = now.seconds[from][to] - before.seconds[from][to];
+      char rate[48] = "";
+      if (seconds > 0)
+        std::snprintf(rate, sizeof(rate), ", %.0f MB/s",
+                      double(moved) / seconds / 1e6);
+      line += std::string(line.empty() ? "" : "; ") +
+              tierName(Tier(from)) + " -> " + tierName(Tier(to)) +
+              ": measured " + std::to_string(moved / uint64_t(std::max<int64_t>(steps, 1))) +
+              ", planned " + std::to_string(planned[from][to]) + rate;
+    }
+  if (line.empty())
+    return;
+  log << "dsc-run: offload transfer bytes per step (rank 0): " << line << "\n";
+  for (uint32_t a = 0; a < ex.plan().arenas.size(); ++a)
+    if (const NvmeStore *file = ex.nvmeStore(a))
+      log << "dsc-run: nvme arena " << a << ": '" << file->path() << "' ("
+          << humanBytes(file->size()) << ", " << file->engine()
+          << (file->directIo() ? ", O_DIRECT" : ", page cache") << ")\n";
 }
 
 } // namespace
@@ -175,6 +225,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   if (primary && !options.save.empty())
     prepareCheckpointDirectory(options.save);
 
+  if (!options.nvmePath.empty())
+    plan.nvmePath = options.nvmePath;
   Executor ex(std::move(plan), options.seed, world,
               makeBackend(options, world));
   const Plan &p = ex.plan();
@@ -248,6 +300,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     trace->nameLane(0, "compute");
     if (!p.mesh.empty())
       trace->nameLane(1, "communication");
+    // Offload's transfers between tiers, beside compute.
+    trace->nameLane(2, "transfers");
     ex.setInstructionHook([&](const InstructionEvent &e) {
       const Instruction &inst = *e.instruction;
       std::string opcode = opcodeName(inst.opcode);
@@ -255,8 +309,13 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                          ", \"index\": " + std::to_string(e.index);
       if (e.collective)
         args += ", \"bytes_sent\": " + std::to_string(e.bytesSent);
-      trace->add(inst.name.empty() ? opcode : inst.name, opcode, e.stream,
-                 e.startUs, e.durationUs, args);
+      const bool transfer = inst.opcode == Opcode::Transfer;
+      if (transfer)
+        args += ", \"bytes\": " +
+                std::to_string(std::min(p.buffers[inst.inputs[0]].bytes,
+                                        p.buffers[inst.outputs[0]].bytes));
+      trace->add(inst.name.empty() ? opcode : inst.name, opcode,
+                 transfer ? 2 : e.stream, e.startUs, e.durationUs, args);
     });
   }
 
@@ -298,6 +357,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   const double flopsPerStep =
       double(p.summary.flopsPerMicroBatch) * double(microBatches);
   const auto runStart = std::chrono::steady_clock::now();
+  // The initialize program's (and a load's) transfers are not the steps'.
+  const Executor::TransferStats transfersBefore = ex.transferStats();
   double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
@@ -460,6 +521,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         << p.summary.collectiveBytesPerStep
         << "; in all: " << formatCommStats(stats) << "\n";
   }
+  logTransfers(log, ex, transfersBefore, options.steps - firstIteration + 1);
   char tail[128];
   std::snprintf(tail, sizeof(tail), "dsc-run: %lld steps in %.2f s",
                 (long long)(options.steps - firstIteration + 1),

@@ -102,7 +102,8 @@ public:
   Executor &operator=(const Executor &) = delete;
 
   const Plan &plan() const override { return thePlan; }
-  /// Bytes allocated for arena `arena`: equals the plan's arena size.
+  /// Bytes allocated for arena `arena` (an nvme arena's: its file's):
+  /// equals the plan's arena size.
   uint64_t allocatedBytes(uint32_t arena) const;
   /// Scratch outside the arenas (the backend's, e.g. the CPU attention's
   /// per-thread blocks, and the reduce-scatter staging), not in the plan's

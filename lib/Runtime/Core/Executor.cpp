@@ -260,6 +260,8 @@ uint64_t Executor::allocatedBytes(uint32_t arena) const {
   if (arena >= arenas.size())
     throw Error("arena " + std::to_string(arena) + " does not exist (" +
                 std::to_string(arenas.size()) + " arenas)");
+  if (auto it = nvmeFiles.find(arena); it != nvmeFiles.end())
+    return it->second->size(); // the file's bytes
   return arenas[arena] ? thePlan.arenas[arena].bytes : 0;
 }
 
