@@ -673,7 +673,7 @@ void Reader::readOffload(const llvm::json::Object &zero, int64_t stage) {
       fail("ratio", "a partial optimizer offload ('offload_optimizer.ratio' "
                     "other than 1) is not implemented");
     if (device == "nvme" && path.empty())
-      fail("nvme_path", "'offload_optimizer.device' = \"nvme\" needs "
+      fail("device", "'offload_optimizer.device' = \"nvme\" needs "
                         "'nvme_path', the directory of the swap files");
     if (device != "nvme" && !path.empty())
       out.understood.push_back("offload_optimizer.nvme_path: no effect "
