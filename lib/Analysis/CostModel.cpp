@@ -127,10 +127,13 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
                    ? fp32ModelStateBytes(psiRank, plan.zeroStage, plan.dp)
                    : zeroModelStateBytes(psiRank, plan.zeroStage, plan.dp);
   if (plan.offloadOptimizer) {
-    // ZeRO-Offload: optimizer states and an fp16 copy of the gradient
-    // partition live on the host; the GPU keeps fp16 params and grads.
-    double offloaded = mem.states.optimizer;
-    double gradCopy = 2.0 * psiRank / nd;
+    // ZeRO-Offload: optimizer states and a copy of the gradient partition
+    // live on the host. DeepSpeed's fp16 copy; in an fp32 plan, what
+    // --dsc-offload builds: the fp32 gradient copy and an fp32 master of
+    // the partition beside the moments (the device keeps its parameter).
+    const double shard = psiRank / nd;
+    double offloaded = mem.states.optimizer + (plan.fp32 ? 4.0 * shard : 0.0);
+    double gradCopy = (plan.fp32 ? 4.0 : 2.0) * shard;
     mem.states.optimizer = 0;
     double hostShare = c.hostMemoryBytes / static_cast<double>(c.gpusPerNode);
     if (offloaded + gradCopy <= hostShare) {
@@ -364,7 +367,11 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     optimizer = memoryBoundTime(c, 28.0 * shard);
   } else {
     double gpusPerNode = static_cast<double>(gpn);
-    offload = 4.0 * shard / c.pcieBandwidthPerGpu +
+    // Over PCIe per parameter: the gradient down and the parameter up, 2
+    // bytes each in fp16 (DeepSpeed), 4 in an fp32 plan (--dsc-offload's
+    // transfers).
+    const double pcieBytes = plan.fp32 ? 8.0 : 4.0;
+    offload = pcieBytes * shard / c.pcieBandwidthPerGpu +
               28.0 * shard / (c.hostMemoryBandwidth / gpusPerNode);
     if (e.memory.nvme > 0)
       // Read and write the 12 bytes of states per parameter.

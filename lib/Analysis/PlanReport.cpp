@@ -147,6 +147,8 @@ std::string notSearched(const SearchOptions &options) {
     left.push_back("sequence parallelism");
   if (!options.allowOffload)
     left.push_back("optimizer offload");
+  else if (!options.allowOffloadWithPipeline)
+    left.push_back("optimizer offload with pipeline stages");
   if (!options.allowZeroBubble)
     left.push_back("the zb-h1 schedule");
   if (left.empty())

@@ -210,7 +210,8 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
                   continue;
                 plan.sequenceParallel = sp;
                 for (int off = 0; off < 2; ++off) {
-                  if (off && (zero == 0 || !opt.allowOffload))
+                  if (off && (zero == 0 || !opt.allowOffload ||
+                              (p > 1 && !opt.allowOffloadWithPipeline)))
                     continue;
                   if (!off && d == 1 && zero == 1)
                     continue;

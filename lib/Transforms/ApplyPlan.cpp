@@ -87,12 +87,6 @@ struct DscApplyPlanPass
         return fail("dsc.plan's 'virtual_stages' must be an integer");
       virtualStages = value.getInt();
     }
-    // Knobs the compiler does not build yet: refused, never dropped.
-    for (StringRef knob : {"offload"})
-      if (auto on = plan.getAs<BoolAttr>(knob); on && on.getValue())
-        return fail("dsc.plan asks for " + knob +
-                    ", which --dsc-compile does not build yet; search with "
-                    "knobs=buildable (--dsc-auto-parallel's default)");
     // The graph's tokens fix the micro-batch size.
     if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr))
       if (auto graph = model.getAs<IntegerAttr>("micro_batch_size");
@@ -146,8 +140,19 @@ struct DscApplyPlanPass
                   Twine(int(compile->sequenceParallel.getValue())) +
                   " disagrees with dsc.plan's " + Twine(int(sequenceParallel)));
 
+    // The cost model's optimizer offload is ZeRO-Offload's host tier; an
+    // offload-optimizer=nvme given beside it places the states on NVMe.
+    auto offloadKnob = plan.getAs<BoolAttr>("offload");
+    const bool offload = offloadKnob && offloadKnob.getValue();
+    if (!offload && compile->offloadOptimizer.getValue() != "none")
+      return fail("the option offload-optimizer=" +
+                  compile->offloadOptimizer.getValue() +
+                  " disagrees with dsc.plan's offload = false");
+
     CompileOptions options;
     options.copyOptionValuesFrom(*compile);
+    if (offload && compile->offloadOptimizer.getValue() == "none")
+      options.offloadOptimizer = "host";
     options.plan = "";
     options.dp = *dp;
     options.tp = *tp;

@@ -127,11 +127,13 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
 
   // Offload places the states the optimizer and ZeRO passes declared.
   if (options.offloadOptimizer != "none" || options.offloadParams != "none" ||
-      !options.nvmePath.empty()) {
+      !options.nvmePath.empty() || options.deviceMemory != 0) {
     DscOffloadPassOptions offload;
     offload.optimizer = options.offloadOptimizer;
     offload.params = options.offloadParams;
     offload.nvmePath = options.nvmePath;
+    offload.deviceMemory = options.deviceMemory;
+    offload.prefetch = options.prefetch;
     pm.addPass(createDscOffloadPass(offload));
   }
 

@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCOFFLOADPASS
@@ -45,16 +47,15 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<MemoryTier> tier = symbolizeMemoryTier(optimizer);
-    if (optimizer == "none")
-      tier = MemoryTier::Device;
-    if (!tier || *tier == MemoryTier::Device) {
-      if (optimizer != "none") {
-        module.emitError("--dsc-offload: optimizer must be none, host or "
-                         "nvme, got '")
-            << optimizer << "'";
-        return signalPassFailure();
-      }
+    // "none" keeps the optimizer on the device ("device" is not a choice).
+    std::optional<MemoryTier> tier = optimizer == "none"
+                                         ? std::optional(MemoryTier::Device)
+                                         : symbolizeMemoryTier(optimizer);
+    if (!tier || (*tier == MemoryTier::Device && optimizer != "none")) {
+      module.emitError("--dsc-offload: optimizer must be none, host or "
+                       "nvme, got '")
+          << optimizer << "'";
+      return signalPassFailure();
     }
     if (params != "none") {
       if (params == "host" || params == "nvme")
@@ -68,6 +69,29 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
             << params << "'";
       return signalPassFailure();
     }
+    if (deviceMemory < 0) {
+      module.emitError("--dsc-offload: device-memory must be >= 0 bytes, "
+                       "got ")
+          << int64_t(deviceMemory);
+      return signalPassFailure();
+    }
+    // A budget without a tier named: the least offload that fits it.
+    if (deviceMemory > 0 && *tier == MemoryTier::Device) {
+      FailureOr<MemoryTier> fitting = leastOffloadThatFits(module);
+      if (failed(fitting))
+        return signalPassFailure();
+      tier = *fitting;
+    } else if (deviceMemory > 0) {
+      FailureOr<int64_t> peak = devicePeak(module, *tier);
+      if (failed(peak))
+        return signalPassFailure();
+      if (*peak > deviceMemory) {
+        module.emitError("--dsc-offload: device-memory=")
+            << int64_t(deviceMemory) << " bytes: with optimizer=" << optimizer
+            << " the device peak is " << *peak << " bytes";
+        return signalPassFailure();
+      }
+    }
     if (*tier == MemoryTier::Device) {
       if (!nvmePath.empty()) {
         module.emitError("--dsc-offload: nvme-path is set but nothing is "
@@ -78,43 +102,86 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     }
     if (*tier != MemoryTier::Nvme && !nvmePath.empty()) {
       module.emitError("--dsc-offload: nvme-path is set but optimizer=")
-          << optimizer << " keeps nothing on nvme";
+          << stringifyMemoryTier(*tier) << " keeps nothing on nvme";
       return signalPassFailure();
     }
-    if (module->hasAttr(kPipelineAttr)) {
-      module.emitError("--dsc-offload: pipeline-parallel plans are not "
-                       "offloaded yet (their optimizer runs per stage)");
+    if (failed(offload(module, *tier)))
       return signalPassFailure();
-    }
+  }
+
+  /// The device arena's peak bytes of `module` with its optimizer in
+  /// `tier`: the memory planner's, run on a copy nested in the module (a
+  /// pass may run a pipeline only on what it holds) and dropped after.
+  FailureOr<int64_t> devicePeak(ModuleOp module, MemoryTier tier) {
+    ModuleOp copy = cast<ModuleOp>(module->clone());
+    module.getBody()->push_back(copy);
+    auto drop = llvm::make_scope_exit([&] { copy.erase(); });
+    if (tier != MemoryTier::Device && failed(offload(copy, tier)))
+      return failure();
+    OpPassManager planner(ModuleOp::getOperationName());
+    DscPlanMemoryPassOptions options;
+    options.prefetch = prefetch;
+    planner.addPass(createDscPlanMemoryPass(options));
+    if (failed(runPipeline(planner, copy)))
+      return failure();
+    auto memory = copy->getAttrOfType<DictionaryAttr>(kMemoryAttr);
+    return cast<IntegerAttr>(memory.get("arena_bytes")).getInt();
+  }
+
+  /// none, then the host tier (NVMe holds what the host would: the device
+  /// peak is the host's): the first whose device peak fits device-memory.
+  FailureOr<MemoryTier> leastOffloadThatFits(ModuleOp module) {
+    FailureOr<int64_t> onDevice = devicePeak(module, MemoryTier::Device);
+    if (failed(onDevice))
+      return failure();
+    if (*onDevice <= deviceMemory)
+      return MemoryTier::Device;
+    FailureOr<int64_t> offloaded = devicePeak(module, MemoryTier::Host);
+    if (failed(offloaded))
+      return failure();
+    if (*offloaded <= deviceMemory)
+      return MemoryTier::Host;
+    module.emitError("--dsc-offload: device-memory=")
+        << int64_t(deviceMemory) << " bytes does not fit: the smallest device peak "
+        << "offload reaches is " << *offloaded
+        << " bytes (optimizer=host; " << *onDevice
+        << " without offload); the rest are activations and parameters "
+           "(recompute=full, tp, pp or ZeRO-3 shrink those)";
+    return failure();
+  }
+
+  /// Places `module`'s AdamW states and update in `tier` (host or nvme).
+  LogicalResult offload(ModuleOp module, MemoryTier tier) {
+    if (module->hasAttr(kPipelineAttr))
+      return module.emitError("--dsc-offload: pipeline-parallel plans are "
+                              "not offloaded yet (their optimizer runs per "
+                              "stage)");
     auto program = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer);
-    if (!program) {
-      module.emitError("--dsc-offload needs an optimizer program; run "
-                       "--dsc-optimizer first");
-      return signalPassFailure();
-    }
-    if (!program.getOps<SgdOp>().empty()) {
-      module.emitError("--dsc-offload: the offloaded update is AdamW "
-                       "(DeepSpeed's CPU Adam); optimizer=sgd is not "
-                       "offloaded");
-      return signalPassFailure();
-    }
+    if (!program)
+      return module.emitError("--dsc-offload needs an optimizer program; "
+                              "run --dsc-optimizer first");
+    if (!program.getOps<SgdOp>().empty())
+      return module.emitError("--dsc-offload: the offloaded update is AdamW "
+                              "(DeepSpeed's CPU Adam); optimizer=sgd is not "
+                              "offloaded");
 
     SymbolTable symbols(module);
     SmallVector<OffloadedUpdate> updates;
     for (AdamWOp adam : program.getOps<AdamWOp>())
-      updates.push_back(declareCopies(adam, symbols, *tier));
+      updates.push_back(declareCopies(adam, symbols, tier));
     if (updates.empty())
-      return;
-    rewriteOptimizer(program, updates, *tier);
-    buildInitialize(module, program, updates, *tier);
+      return success();
+    rewriteOptimizer(program, updates, tier);
+    buildInitialize(module, program, updates, tier);
 
     Builder b(module.getContext());
-    SmallVector<NamedAttribute> record = {
-        b.getNamedAttr("optimizer", b.getStringAttr(optimizer))};
+    SmallVector<NamedAttribute> record = {b.getNamedAttr(
+        "optimizer", b.getStringAttr(stringifyMemoryTier(tier)))};
     if (!nvmePath.empty())
       record.push_back(b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)));
     module->setAttr(kOffloadAttr, b.getDictionaryAttr(record));
     numOffloaded += updates.size();
+    return success();
   }
 
   /// Moves `adam`'s moments to `tier` and declares the master and gradient

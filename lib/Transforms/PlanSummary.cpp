@@ -47,7 +47,9 @@ struct DscPlanSummaryPass
     // parameter); the element counts and model-state bytes are what one
     // rank stores.
     int64_t parameters = 0, wholeParameters = 0, gradients = 0,
-            optimizerState = 0, modelStateBytes = 0;
+            optimizerState = 0, offloadCopies = 0, modelStateBytes = 0;
+    // Model-state bytes by tier (device, host, nvme): --dsc-offload's.
+    int64_t tierBytes[3] = {0, 0, 0};
     auto bytesOf = [](RankedTensorType type) {
       return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
     };
@@ -56,11 +58,51 @@ struct DscPlanSummaryPass
         parameters += param.getNumElements();
         wholeParameters += param.getWholeNumElements();
         modelStateBytes += bytesOf(param.getTensorType());
+        tierBytes[0] += bytesOf(param.getTensorType());
       } else if (auto state = dyn_cast<StateOp>(op)) {
-        (state.getKind() == StateKind::Gradient ? gradients : optimizerState) +=
-            state.getTensorType().getNumElements();
+        const StateKind kind = state.getKind();
+        (kind == StateKind::Gradient ? gradients
+         : kind == StateKind::Master || kind == StateKind::GradientCopy
+             ? offloadCopies
+             : optimizerState) += state.getTensorType().getNumElements();
         modelStateBytes += bytesOf(state.getTensorType());
+        tierBytes[static_cast<unsigned>(state.getTier())] +=
+            bytesOf(state.getTensorType());
       }
+    }
+    // What one step moves between tiers: the optimizer program's transfers
+    // and swaps ([from][to]).
+    int64_t moved[3][3] = {};
+    if (auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer)) {
+      SymbolTableCollection tables;
+      auto tierOf = [&](FlatSymbolRefAttr name) {
+        auto state = tables.lookupNearestSymbolFrom<StateOp>(opt, name);
+        return static_cast<unsigned>(state ? state.getTier()
+                                           : MemoryTier::Device);
+      };
+      // A transfer's NVMe side is its host staging (swapped in).
+      auto stagedTierOf = [&](FlatSymbolRefAttr name) {
+        unsigned tier = tierOf(name);
+        return tier == 2 ? 1u : tier;
+      };
+      opt.walk([&](Operation *op) {
+        if (auto transfer = dyn_cast<TransferOp>(op))
+          moved[stagedTierOf(transfer.getSourceAttr())]
+               [stagedTierOf(transfer.getDestinationAttr())] +=
+              transfer.getBytes(tables);
+        auto swap = [&](ArrayAttr states, unsigned from, unsigned to) {
+          for (Attribute state : states)
+            moved[from][to] += bytesOf(
+                tables
+                    .lookupNearestSymbolFrom<StateOp>(
+                        opt, cast<FlatSymbolRefAttr>(state))
+                    .getTensorType());
+        };
+        if (auto in = dyn_cast<SwapInOp>(op))
+          swap(in.getStates(), 2, 1);
+        if (auto out = dyn_cast<SwapOutOp>(op))
+          swap(out.getStates(), 1, 2);
+      });
     }
     // ZeRO-3 gathers every chunked parameter for the forward, and again for
     // the backward only those the backward reads (a bias or a layer norm's
@@ -108,8 +150,22 @@ struct DscPlanSummaryPass
           json.attribute("temporary", get(memory, "temporary_bytes"));
           json.attribute("peak", get(memory, "arena_bytes"));
         });
-        json.attribute("host", 0);
-        json.attribute("nvme", 0);
+        // The offload tiers' arenas (--dsc-offload): persistent state and
+        // the NVMe states' host staging.
+        json.attribute("host", get(memory, "host_bytes"));
+        json.attribute("host_staging", get(memory, "host_staging_bytes"));
+        json.attribute("nvme", get(memory, "nvme_bytes"));
+      });
+      json.attributeObject("model_state_bytes_by_tier", [&] {
+        json.attribute("device", tierBytes[0]);
+        json.attribute("host", tierBytes[1]);
+        json.attribute("nvme", tierBytes[2]);
+      });
+      json.attributeObject("transfer_bytes_per_step", [&] {
+        json.attribute("device_to_host", moved[0][1]);
+        json.attribute("host_to_device", moved[1][0]);
+        json.attribute("host_to_nvme", moved[1][2]);
+        json.attribute("nvme_to_host", moved[2][1]);
       });
       json.attributeObject("program_temporary_bytes", [&] {
         for (NamedAttribute peak : peaks)
@@ -120,6 +176,7 @@ struct DscPlanSummaryPass
       json.attribute("whole_parameters", wholeParameters);
       json.attribute("gradient_elements", gradients);
       json.attribute("optimizer_state_elements", optimizerState);
+      json.attribute("offload_copy_elements", offloadCopies);
       json.attribute("model_state_bytes", modelStateBytes);
       json.attribute("backward_gathered_elements", backwardGathered);
       json.attribute("microbatches", static_cast<int64_t>(microbatches));

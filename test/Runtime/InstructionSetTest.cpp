@@ -212,9 +212,11 @@ TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
                 has(lowering, "ops::" + name + "("))
         << name << " is never encoded by the lowering";
     const std::string kase = "case Opcode::" + name + ":";
-    // Collectives run in the executor over the communicator; the backends
-    // compute.
-    const bool executorRuns = info.has(kCollective) || name == "Zero";
+    // Collectives run in the executor over the communicator, and so do
+    // the transfers between tiers (an NVMe side through its file); the
+    // backends compute.
+    const bool executorRuns =
+        info.has(kCollective) || name == "Zero" || name == "Transfer";
     if (executorRuns) {
       EXPECT_TRUE(has(executor, kase)) << name << " has no case in the executor";
       continue;

@@ -15,6 +15,13 @@
 // RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto recompute=selective" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
 // RECOMPUTE: error: --dsc-compile plan=auto: the option recompute=selective disagrees with dsc.plan's none
 
+// The second module's offload plan (the cost model's ZeRO-Offload)
+// compiles with the optimizer's states and update in host memory
+// (--dsc-offload), each rank its ZeRO-1 chunk.
+// CHECK: dsc.offload = {optimizer = "host"}
+// CHECK: dsc.state @offload.master.wte : tensor<64xf32> master of @wte in host
+// CHECK: dsc.transfer @offload.master.wte to @wte chunk on @mesh axes = ["dp"]
+
 // The third module's zero-bubble plan compiles: the stages' backwards split into their
 // activation- and weight-gradient parts, the steps run the latter apart.
 // CHECK: dsc.pipeline = {{{.*}}schedule = "zb-h1"
@@ -46,9 +53,16 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // -----
 
-// Knobs the compiler does not build are refused by name, never dropped.
-// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan asks for offload, which --dsc-compile does not build yet; search with knobs=buildable (--dsc-auto-parallel's default)}}
+// An offload plan (the second module; the checks are above).
 module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = true, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 1 : i64}} {
+  dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %w = dsc.get_parameter @wte : tensor<16x8xf32>
+    %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
 }
 
 // -----

@@ -101,3 +101,21 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #
 // NONE-NOT: dsc.offload
 // NONE-NOT: in host
 // NONE-NOT: dsc.transfer
+
+// RUN: dsc-opt %s --dsc-offload="optimizer=nvme" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=SUMMARY
+// The summary's tiers and what a step moves: @w's 8-element chunk and the
+// whole @b (3) down as gradients and up as parameters (44 bytes each way);
+// their masters and moments in from NVMe and back (3 x 44).
+// SUMMARY: "host": 512,
+// SUMMARY-NEXT: "host_staging": 384,
+// SUMMARY-NEXT: "nvme": 384
+// SUMMARY: "model_state_bytes_by_tier": {
+// SUMMARY-NEXT: "device": 152,
+// SUMMARY-NEXT: "host": 44,
+// SUMMARY-NEXT: "nvme": 132
+// SUMMARY: "transfer_bytes_per_step": {
+// SUMMARY-NEXT: "device_to_host": 44,
+// SUMMARY-NEXT: "host_to_device": 44,
+// SUMMARY-NEXT: "host_to_nvme": 132,
+// SUMMARY-NEXT: "nvme_to_host": 132
+// SUMMARY: "offload_copy_elements": 22,

@@ -310,10 +310,13 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       if (e.collective)
         args += ", \"bytes_sent\": " + std::to_string(e.bytesSent);
       const bool transfer = inst.opcode == Opcode::Transfer;
-      if (transfer)
-        args += ", \"bytes\": " +
-                std::to_string(std::min(p.buffers[inst.inputs[0]].bytes,
-                                        p.buffers[inst.outputs[0]].bytes));
+      if (transfer) {
+        const Buffer &x = p.buffers[inst.inputs[0]],
+                     &y = p.buffers[inst.outputs[0]];
+        args += ", \"bytes\": " + std::to_string(std::min(x.bytes, y.bytes)) +
+                ", \"from\": \"" + tierName(p.arenas[x.arena].tier) +
+                "\", \"to\": \"" + tierName(p.arenas[y.arena].tier) + "\"";
+      }
       trace->add(inst.name.empty() ? opcode : inst.name, opcode,
                  transfer ? 2 : e.stream, e.startUs, e.durationUs, args);
     });

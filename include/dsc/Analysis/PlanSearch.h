@@ -39,6 +39,9 @@ struct SearchOptions {
   int64_t microBatchSize = 0;
   bool allowRecompute = true;
   bool allowOffload = true;
+  /// Optimizer offload with pipeline stages (--dsc-offload builds it
+  /// without them only).
+  bool allowOffloadWithPipeline = true;
   bool allowSequenceParallel = true;
   bool allowGPipe = true;
   /// Interleaved 1F1B with 2 to 8 model chunks per pipeline rank.

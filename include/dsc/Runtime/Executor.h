@@ -84,6 +84,8 @@ struct StepResult {
 
 /// A checkpoint saved beside training (Checkpoint.cpp).
 struct PendingCheckpoint;
+/// A worker thread that runs work in order beside compute (CommLane.h).
+class CommLane;
 
 class Executor final : public InstructionContext {
 public:
@@ -346,6 +348,12 @@ private:
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);
   void runTransfer(const Program &prog, size_t index);
+  /// Whether instruction `index` of `prog` reads or writes an NVMe file
+  /// from or to host-addressable memory: runProgram runs it on the NVMe
+  /// lane beside compute.
+  bool onNvmeLane(const Program &prog, size_t index) const;
+  /// runTransfer's I/O queued on the NVMe lane; returns its ticket.
+  uint64_t launchNvmeTransfer(const Program &prog, size_t index);
   /// Buffer `id`'s bytes into host memory `dst` / from `src`, wherever the
   /// buffer lives (an NVMe buffer through its file).
   void readBytes(uint32_t id, void *dst);
@@ -365,8 +373,11 @@ private:
   std::unique_ptr<Backend> backendImpl;
   /// Each arena's memory; null for an nvme arena, whose bytes are a file.
   std::vector<uint8_t *> arenas;
-  /// The nvme arenas' files, by arena index.
+  /// The nvme arenas' files, by arena index, and the lane that reads and
+  /// writes them beside compute (the only caller of the stores while a
+  /// program runs).
   std::map<uint32_t, std::unique_ptr<NvmeStore>> nvmeFiles;
+  std::unique_ptr<CommLane> nvmeLane;
   TransferStats transfers;
   /// Whether initialize() ran before (the nvme files then hold data).
   bool initialized = false;

@@ -80,6 +80,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("ZeRO-Infinity's parameter offload: none (the only "
                      "one built)"),
       llvm::cl::init("none")};
+  Option<int64_t> deviceMemory{
+      *this, "device-memory",
+      llvm::cl::desc("Device bytes the plan must fit in: the least optimizer "
+                     "offload that fits (0: no budget)"),
+      llvm::cl::init(0)};
   Option<std::string> nvmePath{
       *this, "nvme-path",
       llvm::cl::desc("Directory of the NVMe tier's files "

@@ -499,6 +499,13 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     keeps two parameters' staging live in the host arena, not all of
     them). Gradient copies stay in the host tier.
 
+    `device-memory=BYTES` sets a budget for the device arena: with
+    `optimizer=none` the pass plans the module's memory without offload and
+    with the host tier (on a copy, with `--dsc-plan-memory`) and takes the
+    first whose device peak fits; with a tier named it checks that one.
+    When none fits, the error names the smallest device peak offload
+    reaches and the peak without it.
+
     Requires AdamW (DeepSpeed's CPU Adam) and runs after `--dsc-optimizer`
     and `--dsc-data-parallel`, before `--dsc-plan-memory`. Refused by name:
     `params=` other than none (ZeRO-Infinity's parameter offload is not
@@ -515,6 +522,13 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
            "Directory of the NVMe tier's files (recorded in the plan; "
            "dsc-run --nvme-path overrides)">,
+    Option<"deviceMemory", "device-memory", "int64_t", /*default=*/"0",
+           "Device bytes the plan must fit in (0: no budget): with "
+           "optimizer=none the least offload whose device peak fits, else "
+           "a check of the one named">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
+           "--dsc-plan-memory's prefetch, for the device peak under the "
+           "budget">,
   ];
   let statistics = [
     Statistic<"numOffloaded", "offloaded-params",

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Executor.h"
+#include "CommLane.h"
 #include "PendingCheckpoint.h"
 
 #include "dsc/Runtime/Backend.h"
@@ -149,6 +150,8 @@ void Executor::openNvmeArenas(Communicator *world) {
             ".swap",
         arena.bytes);
   }
+  if (!nvmeFiles.empty())
+    nvmeLane = std::make_unique<CommLane>();
 }
 
 const NvmeStore *Executor::nvmeStore(uint32_t arena) const {

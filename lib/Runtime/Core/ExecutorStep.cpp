@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Executor.h"
+#include "CommLane.h"
 
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuKernels.h"
@@ -55,9 +56,15 @@ void Executor::runProgram(const std::string &name) {
     backendImpl->waitCollective(inFlight[k].ticket);
     inFlight.erase(inFlight.begin(), inFlight.begin() + ptrdiff_t(k) + 1);
   };
+  // NVMe reads and writes queued on the NVMe lane, likewise: a swap-in
+  // runs beside the update before it (the prefetch the compiler placed).
+  std::vector<InFlight> ioInFlight;
   auto waitAll = [&] {
     backendImpl->waitCollectives();
     inFlight.clear();
+    if (nvmeLane)
+      nvmeLane->waitAll();
+    ioInFlight.clear();
   };
   try {
     for (size_t i = 0; i < prog->instructions.size(); ++i) {
@@ -83,6 +90,20 @@ void Executor::runProgram(const std::string &name) {
             break;
           }
       }
+      if (nvmeLane && onNvmeLane(*prog, i)) {
+        // The lane runs its I/O in order; compute waits below for what
+        // it touches.
+        ioInFlight.push_back(
+            {launchNvmeTransfer(*prog, i), &schedule.ranges[i]});
+        continue;
+      }
+      for (size_t k = ioInFlight.size(); k-- > 0;)
+        if (overlaps(*ioInFlight[k].ranges, schedule.ranges[i])) {
+          nvmeLane->wait(ioInFlight[k].ticket);
+          ioInFlight.erase(ioInFlight.begin(),
+                           ioInFlight.begin() + ptrdiff_t(k) + 1);
+          break;
+        }
       runInstruction(*prog, i);
     }
     waitAll();
@@ -91,6 +112,11 @@ void Executor::runProgram(const std::string &name) {
     // (or fail) before the arenas they use may go.
     try {
       backendImpl->waitCollectives();
+    } catch (...) {
+    }
+    try {
+      if (nvmeLane)
+        nvmeLane->waitAll();
     } catch (...) {
     }
     throw;
@@ -287,59 +313,130 @@ void Executor::runInstruction(const Program &prog, size_t index) {
   }
 }
 
-void Executor::runTransfer(const Program &prog, size_t index) {
+namespace {
+
+/// A Transfer instruction's two sides resolved against the arenas: the
+/// bytes, where they start in each, and the NVMe file on either side.
+struct TransferSides {
+  Tier from = Tier::Device, to = Tier::Device;
+  uint64_t bytes = 0, xAt = 0, yAt = 0;
+  uint32_t xArena = 0, yArena = 0;
+  NvmeStore *source = nullptr, *destination = nullptr;
+};
+
+} // namespace
+
+/// The sides of Transfer `index` of `prog` (a chunk at this rank's index in
+/// its group).
+static TransferSides
+resolveTransfer(const Plan &plan, const Program &prog, size_t index,
+                const std::map<uint32_t, std::unique_ptr<NvmeStore>> &files,
+                const std::function<int(int64_t)> &groupRank) {
   const Instruction &inst = prog.instructions[index];
   const ops::Transfer move = ops::Transfer::decode(inst);
+  const Buffer &x = plan.buffers[inst.inputs[0]];
+  const Buffer &y = plan.buffers[inst.outputs[0]];
+  TransferSides t;
+  t.bytes = std::min(x.bytes, y.bytes);
+  t.xAt = x.offset;
+  t.yAt = y.offset;
+  if (move.chunk != 0)
+    (move.chunk == 1 ? t.xAt : t.yAt) +=
+        uint64_t(groupRank(move.axes)) * t.bytes;
+  t.xArena = x.arena;
+  t.yArena = y.arena;
+  t.from = plan.arenas[x.arena].tier;
+  t.to = plan.arenas[y.arena].tier;
+  if (auto it = files.find(x.arena); it != files.end())
+    t.source = it->second.get();
+  if (auto it = files.find(y.arena); it != files.end())
+    t.destination = it->second.get();
+  return t;
+}
+
+bool Executor::onNvmeLane(const Program &prog, size_t index) const {
+  const Instruction &inst = prog.instructions[index];
+  if (inst.opcode != Opcode::Transfer)
+    return false;
+  // The memory side must be host memory the lane's thread may touch.
   const Buffer &x = thePlan.buffers[inst.inputs[0]];
   const Buffer &y = thePlan.buffers[inst.outputs[0]];
-  const uint64_t bytes = std::min(x.bytes, y.bytes);
-  uint64_t xAt = x.offset, yAt = y.offset;
-  if (move.chunk != 0)
-    (move.chunk == 1 ? xAt : yAt) +=
-        uint64_t(requireGroup(prog, index, move.axes).rank()) * bytes;
-  const Tier from = thePlan.arenas[x.arena].tier,
-             to = thePlan.arenas[y.arena].tier;
+  const bool xFile = nvmeFiles.count(x.arena), yFile = nvmeFiles.count(y.arena);
+  if (xFile == yFile)
+    return false;
+  const uint32_t memory = xFile ? y.arena : x.arena;
+  return backendImpl->hostAddressable() ||
+         thePlan.arenas[memory].tier == Tier::Host;
+}
+
+uint64_t Executor::launchNvmeTransfer(const Program &prog, size_t index) {
+  const TransferSides t =
+      resolveTransfer(thePlan, prog, index, nvmeFiles, [&](int64_t axes) {
+        return requireGroup(prog, index, axes).rank();
+      });
+  transfers.bytes[uint32_t(t.from)][uint32_t(t.to)] += t.bytes;
+  double *seconds = &transfers.seconds[uint32_t(t.from)][uint32_t(t.to)];
+  uint8_t *memory = t.source ? arenas[t.yArena] + t.yAt
+                             : arenas[t.xArena] + t.xAt;
+  return nvmeLane->launch([t, memory, seconds, &prog, index] {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (t.source)
+        t.source->read(t.xAt, memory, t.bytes);
+      else
+        t.destination->write(t.yAt, memory, t.bytes);
+    } catch (const Error &e) {
+      throw instructionError(prog, index, e.what());
+    }
+    // Only the lane writes the NVMe directions' seconds while it runs.
+    *seconds += std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+  });
+}
+
+void Executor::runTransfer(const Program &prog, size_t index) {
+  const TransferSides t =
+      resolveTransfer(thePlan, prog, index, nvmeFiles, [&](int64_t axes) {
+        return requireGroup(prog, index, axes).rank();
+      });
   // What was issued before may still read or write these bytes.
   backendImpl->waitCollectives();
   backendImpl->synchronize();
   const auto start = std::chrono::steady_clock::now();
-  NvmeStore *source = nullptr, *destination = nullptr;
-  if (auto it = nvmeFiles.find(x.arena); it != nvmeFiles.end())
-    source = it->second.get();
-  if (auto it = nvmeFiles.find(y.arena); it != nvmeFiles.end())
-    destination = it->second.get();
   try {
-    if (!source && !destination) {
+    if (!t.source && !t.destination) {
       if (backendImpl->hostAddressable())
-        std::memcpy(arenas[y.arena] + yAt, arenas[x.arena] + xAt, bytes);
+        std::memcpy(arenas[t.yArena] + t.yAt, arenas[t.xArena] + t.xAt,
+                    t.bytes);
       else
-        backendImpl->copy(arenas[y.arena] + yAt, arenas[x.arena] + xAt, bytes);
+        backendImpl->copy(arenas[t.yArena] + t.yAt, arenas[t.xArena] + t.xAt,
+                          t.bytes);
     } else {
       // One side is a file; the other is memory, read through host memory
       // when the backend's is not (the device tier of a GPU).
-      const uint32_t memArena = source ? y.arena : x.arena;
-      const uint64_t memAt = source ? yAt : xAt;
-      uint8_t *memory = arenas[memArena] + memAt;
+      const uint32_t memArena = t.source ? t.yArena : t.xArena;
+      uint8_t *memory = arenas[memArena] + (t.source ? t.yAt : t.xAt);
       const bool direct = backendImpl->hostAddressable() ||
                           thePlan.arenas[memArena].tier == Tier::Host;
-      std::vector<uint8_t> bounce(direct ? 0 : bytes);
+      std::vector<uint8_t> bounce(direct ? 0 : t.bytes);
       uint8_t *host = direct ? memory : bounce.data();
-      if (source) {
-        source->read(xAt, host, bytes);
+      if (t.source) {
+        t.source->read(t.xAt, host, t.bytes);
         if (!direct)
-          backendImpl->copyIn(memory, host, bytes);
+          backendImpl->copyIn(memory, host, t.bytes);
       } else {
         if (!direct)
-          backendImpl->copyOut(host, memory, bytes);
-        destination->write(yAt, host, bytes);
+          backendImpl->copyOut(host, memory, t.bytes);
+        t.destination->write(t.yAt, host, t.bytes);
       }
     }
   } catch (const Error &e) {
     throw instructionError(prog, index, e.what());
   }
   backendImpl->synchronize();
-  transfers.bytes[uint32_t(from)][uint32_t(to)] += bytes;
-  transfers.seconds[uint32_t(from)][uint32_t(to)] +=
+  transfers.bytes[uint32_t(t.from)][uint32_t(t.to)] += t.bytes;
+  transfers.seconds[uint32_t(t.from)][uint32_t(t.to)] +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 }

@@ -14,6 +14,7 @@
 
 #include "CommLane.h"
 
+#include "dsc/Runtime/CpuAdam.h"
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/FloatConvert.h"
@@ -657,6 +658,16 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     break;
   case Opcode::AdamW: {
     AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
+    // States in host memory (--dsc-offload) take ZeRO-Offload's vectorized
+    // CPU Adam, the ISA this CPU has.
+    if constexpr (std::is_same_v<T, float>)
+      if (thePlan.arenas[thePlan.buffers[inst.outputs[0]].arena].tier ==
+          Tier::Host) {
+        static const CpuIsa isa = detectCpuIsa();
+        cpuAdamW(out(0), in(0), out(1), out(2), numElements(inB(0).shape),
+                 cfg, ex.step(), adamDecayOf(inst), nullptr, isa);
+        break;
+      }
     adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
               ex.step(), adamDecayOf(inst));
     break;
