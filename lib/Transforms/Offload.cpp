@@ -115,7 +115,13 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
   FailureOr<int64_t> devicePeak(ModuleOp module, MemoryTier tier) {
     ModuleOp copy = cast<ModuleOp>(module->clone());
     module.getBody()->push_back(copy);
-    auto drop = llvm::make_scope_exit([&] { copy.erase(); });
+    // The copy's rewrite is not the pass's work: its statistics stay.
+    const uint64_t offloaded = numOffloaded, transfers = numTransfers;
+    auto drop = llvm::make_scope_exit([&] {
+      copy.erase();
+      numOffloaded = unsigned(offloaded);
+      numTransfers = unsigned(transfers);
+    });
     if (tier != MemoryTier::Device && failed(offload(copy, tier)))
       return failure();
     OpPassManager planner(ModuleOp::getOperationName());
