@@ -107,8 +107,8 @@ std::pair<double, double> plainDirect(const Options &o) {
   const std::string path = o.dir + "/dsc-bench-nvme.plain";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
   if (fd < 0)
-    throw Error("cannot open '" + path + "' with O_DIRECT: " +
-                std::strerror(errno));
+    throw Error("cannot open '" + path +
+                "' with O_DIRECT: " + std::strerror(errno));
   void *raw = nullptr;
   if (posix_memalign(&raw, 4096, o.chunk))
     throw Error("cannot allocate the O_DIRECT buffer");
@@ -161,10 +161,9 @@ int main(int argc, char **argv) {
                 store.directIo() ? " O_DIRECT" : " (page cache)",
                 (unsigned long long)(o.block >> 10), o.queueDepth,
                 (unsigned long long)(o.chunk >> 20), o.repeats);
-    std::printf("%-8s %12s %12s %8s\n", "", "lane GB/s", "plain GB/s",
-                "ratio");
-    std::printf("%-8s %12.2f %12.2f %7.0f%%\n", "write", bestWrite,
-                plainWrite, 100.0 * bestWrite / plainWrite);
+    std::printf("%-8s %12s %12s %8s\n", "", "lane GB/s", "plain GB/s", "ratio");
+    std::printf("%-8s %12.2f %12.2f %7.0f%%\n", "write", bestWrite, plainWrite,
+                100.0 * bestWrite / plainWrite);
     std::printf("%-8s %12.2f %12.2f %7.0f%%\n", "read", bestRead, plainRead,
                 100.0 * bestRead / plainRead);
 

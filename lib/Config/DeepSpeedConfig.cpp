@@ -660,8 +660,8 @@ void Reader::readOffload(const llvm::json::Object &zero, int64_t stage) {
   if (const llvm::json::Value *v = zero.get("offload_optimizer")) {
     const llvm::json::Object &o = object(*v, "offload_optimizer");
     onlyKnown(o, "offload_optimizer",
-              {"device", "nvme_path", "pin_memory", "buffer_count",
-               "fast_init", "ratio"});
+              {"device", "nvme_path", "pin_memory", "buffer_count", "fast_init",
+               "ratio"});
     device = string(o, "device", "none");
     path = string(o, "nvme_path", "");
     because = "zero_optimization.offload_optimizer.device = " + device;
@@ -674,7 +674,7 @@ void Reader::readOffload(const llvm::json::Object &zero, int64_t stage) {
                     "other than 1) is not implemented");
     if (device == "nvme" && path.empty())
       fail("device", "'offload_optimizer.device' = \"nvme\" needs "
-                        "'nvme_path', the directory of the swap files");
+                     "'nvme_path', the directory of the swap files");
     if (device != "nvme" && !path.empty())
       out.understood.push_back("offload_optimizer.nvme_path: no effect "
                                "(the device is not nvme)");

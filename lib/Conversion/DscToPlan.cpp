@@ -323,8 +323,8 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
 
 LogicalResult PlanBuilder::lowerSwap(Operation *op, rt::Program &program) {
   const bool in = isa<SwapInOp>(op);
-  ArrayAttr states = in ? cast<SwapInOp>(op).getStates()
-                        : cast<SwapOutOp>(op).getStates();
+  ArrayAttr states =
+      in ? cast<SwapInOp>(op).getStates() : cast<SwapOutOp>(op).getStates();
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
   if (in && (!offsets || offsets.size() != int64_t(states.size())))
     return op->emitOpError("has no planned staging; run --dsc-plan-memory");
@@ -340,8 +340,8 @@ LogicalResult PlanBuilder::lowerSwap(Operation *op, rt::Program &program) {
       FailureOr<uint32_t> staging = addBuffer(
           op->getLoc(), state.getType(), offsets[index],
           rt::BufferRole::Temporary,
-          (currentFunc.getSymName() + ".staging." + name.getValue()).str(),
-          {}, MemoryTier::Host);
+          (currentFunc.getSymName() + ".staging." + name.getValue()).str(), {},
+          MemoryTier::Host);
       if (failed(staging))
         return failure();
       uint32_t file = declBuffer(name);
@@ -372,10 +372,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                             " run --dsc-plan-memory (or --dsc-compile) first");
   // One arena per tier the memory plan used: the device's, then the
   // offload tiers'.
-  for (auto [tier, key] :
-       {std::make_tuple(MemoryTier::Device, "arena_bytes"),
-        std::make_tuple(MemoryTier::Host, "host_bytes"),
-        std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
+  for (auto [tier, key] : {std::make_tuple(MemoryTier::Device, "arena_bytes"),
+                           std::make_tuple(MemoryTier::Host, "host_bytes"),
+                           std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
     auto bytes = memory.getAs<IntegerAttr>(key);
     if (!bytes)
       continue;
@@ -1350,8 +1349,8 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         inst.outputs = {y};
         ops::Transfer move;
         if (transfer.getChunkAxesAttr()) {
-          FailureOr<int64_t> mask = axesMaskOf(
-              transfer, transfer.getMeshAttr(), transfer.getChunkAxesAttr());
+          FailureOr<int64_t> mask = axesMaskOf(transfer, transfer.getMeshAttr(),
+                                               transfer.getChunkAxesAttr());
           if (failed(mask))
             return failure();
           move.axes = *mask;

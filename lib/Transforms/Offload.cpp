@@ -148,9 +148,10 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     if (*offloaded <= deviceMemory)
       return MemoryTier::Host;
     module.emitError("--dsc-offload: device-memory=")
-        << int64_t(deviceMemory) << " bytes does not fit: the smallest device peak "
-        << "offload reaches is " << *offloaded
-        << " bytes (optimizer=host; " << *onDevice
+        << int64_t(deviceMemory)
+        << " bytes does not fit: the smallest device peak "
+        << "offload reaches is " << *offloaded << " bytes (optimizer=host; "
+        << *onDevice
         << " without offload); the rest are activations and parameters "
            "(recompute=full, tp, pp or ZeRO-3 shrink those)";
     return failure();
@@ -238,18 +239,19 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
                 FlatSymbolRefAttr destination, const OffloadedUpdate &u,
                 bool chunked) {
     TransferOp::create(builder, loc, source, destination,
-                               chunked ? u.mesh : FlatSymbolRefAttr(),
-                               chunked ? u.shardAxes : ArrayAttr());
+                       chunked ? u.mesh : FlatSymbolRefAttr(),
+                       chunked ? u.shardAxes : ArrayAttr());
     ++numTransfers;
   }
 
-  static ArrayAttr symbolList(Builder &b,
-                              ArrayRef<FlatSymbolRefAttr> symbols) {
-    return b.getArrayAttr(SmallVector<Attribute>(symbols.begin(), symbols.end()));
+  static ArrayAttr symbolList(Builder &b, ArrayRef<FlatSymbolRefAttr> symbols) {
+    return b.getArrayAttr(
+        SmallVector<Attribute>(symbols.begin(), symbols.end()));
   }
 
   void rewriteOptimizer(func::FuncOp program,
-                        MutableArrayRef<OffloadedUpdate> updates, MemoryTier tier) {
+                        MutableArrayRef<OffloadedUpdate> updates,
+                        MemoryTier tier) {
     MLIRContext *context = program.getContext();
     OpBuilder builder(context);
     // The gradients move down before the norm, which then runs over the
@@ -278,8 +280,7 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     if (nvme) {
       AdamWOp first = updates.front().update;
       builder.setInsertionPoint(first);
-      SwapInOp::create(builder, first.getLoc(),
-                               swapped(updates.front()));
+      SwapInOp::create(builder, first.getLoc(), swapped(updates.front()));
     }
     for (auto [index, u] : llvm::enumerate(updates)) {
       AdamWOp adam = u.update;
@@ -306,7 +307,7 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     builder.setInsertionPointAfter(after);
     Location loc = after.getLoc();
     auto func = func::FuncOp::create(builder, loc, "initialize",
-                                             builder.getFunctionType({}, {}));
+                                     builder.getFunctionType({}, {}));
     setProgramRole(func, ProgramRole::Initialize);
     SymbolTable(module).insert(func);
     builder.setInsertionPointToStart(func.addEntryBlock());

@@ -136,8 +136,8 @@ struct DscPlanMemoryPass
                    b.getI64IntegerAttr(place(bytesOfType(param.getType()))));
       else if (auto state = dyn_cast<StateOp>(op))
         op.setAttr(kOffsetAttr,
-                   b.getI64IntegerAttr(placeIn(
-                       state.getTier(), bytesOfType(state.getType()))));
+                   b.getI64IntegerAttr(
+                       placeIn(state.getTier(), bytesOfType(state.getType()))));
     }
     llvm::DenseMap<std::pair<unsigned, Type>, int64_t> inputOffsets;
     SmallVector<func::FuncOp> programs;
@@ -199,7 +199,8 @@ struct DscPlanMemoryPass
                        b.getI64IntegerAttr(persistent + temporaries)),
         b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment))};
     // The offload tiers' arenas, when --dsc-offload placed state there.
-    const int64_t nvme = tierPersistent[static_cast<unsigned>(MemoryTier::Nvme)];
+    const int64_t nvme =
+        tierPersistent[static_cast<unsigned>(MemoryTier::Nvme)];
     if (hostPersistent + staging > 0) {
       memory.push_back(b.getNamedAttr(
           "host_bytes", b.getI64IntegerAttr(hostPersistent + staging)));

@@ -73,7 +73,8 @@ struct DscPlanSummaryPass
     // What one step moves between tiers: the optimizer program's transfers
     // and swaps ([from][to]).
     int64_t moved[3][3] = {};
-    if (auto opt = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer)) {
+    if (auto opt =
+            lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer)) {
       SymbolTableCollection tables;
       auto tierOf = [&](FlatSymbolRefAttr name) {
         auto state = tables.lookupNearestSymbolFrom<StateOp>(opt, name);
@@ -92,11 +93,11 @@ struct DscPlanSummaryPass
               transfer.getBytes(tables);
         auto swap = [&](ArrayAttr states, unsigned from, unsigned to) {
           for (Attribute state : states)
-            moved[from][to] += bytesOf(
-                tables
-                    .lookupNearestSymbolFrom<StateOp>(
-                        opt, cast<FlatSymbolRefAttr>(state))
-                    .getTensorType());
+            moved[from][to] +=
+                bytesOf(tables
+                            .lookupNearestSymbolFrom<StateOp>(
+                                opt, cast<FlatSymbolRefAttr>(state))
+                            .getTensorType());
         };
         if (auto in = dyn_cast<SwapInOp>(op))
           swap(in.getStates(), 2, 1);

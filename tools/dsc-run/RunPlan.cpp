@@ -104,8 +104,8 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 /// The bytes program `name`'s Transfer instructions move, by source and
 /// destination tier: what the plan says one step moves.
-std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(
-    const Plan &plan, const std::string &name) {
+std::array<std::array<uint64_t, 3>, 3>
+plannedTransferBytes(const Plan &plan, const std::string &name) {
   std::array<std::array<uint64_t, 3>, 3> bytes{};
   if (const Program *prog = plan.findProgram(name))
     for (const Instruction &inst : prog->instructions)
@@ -113,7 +113,8 @@ std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(
         const Buffer &x = plan.buffers[inst.inputs[0]],
                      &y = plan.buffers[inst.outputs[0]];
         bytes[uint32_t(plan.arenas[x.arena].tier)]
-             [uint32_t(plan.arenas[y.arena].tier)] += std::min(x.bytes, y.bytes);
+             [uint32_t(plan.arenas[y.arena].tier)] +=
+            std::min(x.bytes, y.bytes);
       }
   return bytes;
 }
@@ -136,9 +137,9 @@ void logTransfers(std::ostream &log, const Executor &ex,
       if (seconds > 0)
         std::snprintf(rate, sizeof(rate), ", %.0f MB/s",
                       double(moved) / seconds / 1e6);
-      line += std::string(line.empty() ? "" : "; ") +
-              tierName(Tier(from)) + " -> " + tierName(Tier(to)) +
-              ": measured " + std::to_string(moved / uint64_t(std::max<int64_t>(steps, 1))) +
+      line += std::string(line.empty() ? "" : "; ") + tierName(Tier(from)) +
+              " -> " + tierName(Tier(to)) + ": measured " +
+              std::to_string(moved / uint64_t(std::max<int64_t>(steps, 1))) +
               ", planned " + std::to_string(planned[from][to]) + rate;
     }
   if (line.empty())

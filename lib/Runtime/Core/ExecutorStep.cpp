@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/Executor.h"
 #include "CommLane.h"
+#include "dsc/Runtime/Executor.h"
 
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuKernels.h"
@@ -376,8 +376,8 @@ uint64_t Executor::launchNvmeTransfer(const Program &prog, size_t index) {
       });
   transfers.bytes[uint32_t(t.from)][uint32_t(t.to)] += t.bytes;
   double *seconds = &transfers.seconds[uint32_t(t.from)][uint32_t(t.to)];
-  uint8_t *memory = t.source ? arenas[t.yArena] + t.yAt
-                             : arenas[t.xArena] + t.xAt;
+  uint8_t *memory =
+      t.source ? arenas[t.yArena] + t.yAt : arenas[t.xArena] + t.xAt;
   return nvmeLane->launch([t, memory, seconds, &prog, index] {
     const auto start = std::chrono::steady_clock::now();
     try {
@@ -389,9 +389,9 @@ uint64_t Executor::launchNvmeTransfer(const Program &prog, size_t index) {
       throw instructionError(prog, index, e.what());
     }
     // Only the lane writes the NVMe directions' seconds while it runs.
-    *seconds += std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    *seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
   });
 }
 

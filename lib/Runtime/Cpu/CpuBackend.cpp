@@ -14,9 +14,9 @@
 
 #include "CommLane.h"
 
+#include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CpuAdam.h"
 #include "dsc/Runtime/CpuKernels.h"
-#include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/ShardLayout.h"
@@ -664,8 +664,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
       if (thePlan.arenas[thePlan.buffers[inst.outputs[0]].arena].tier ==
           Tier::Host) {
         static const CpuIsa isa = detectCpuIsa();
-        cpuAdamW(out(0), in(0), out(1), out(2), numElements(inB(0).shape),
-                 cfg, ex.step(), adamDecayOf(inst), nullptr, isa);
+        cpuAdamW(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,
+                 ex.step(), adamDecayOf(inst), nullptr, isa);
         break;
       }
     adamwStep(out(0), in(0), out(1), out(2), numElements(inB(0).shape), cfg,

@@ -109,9 +109,10 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
   };
   if (name == kProgramAttr) {
     if (!isa<ProgramRoleAttr>(value))
-      return fail() << "a #dsc.program_role<forward|forward_backward|"
-                       "optimizer|pipeline_step|backward_weight|initialize>, got "
-                    << value;
+      return fail()
+             << "a #dsc.program_role<forward|forward_backward|"
+                "optimizer|pipeline_step|backward_weight|initialize>, got "
+             << value;
     return success();
   }
   if (name == kStageAttr) {
@@ -154,16 +155,17 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     bool inputs = name == kInputOffsetsAttr;
     // A swap-in's are its states' host staging.
     auto swapIn = dyn_cast<SwapInOp>(op);
-    unsigned expected =
-        inputs   ? cast<FunctionOpInterface>(op).getNumArguments()
-        : swapIn ? swapIn.getStates().size()
-                 : op->getNumResults();
+    unsigned expected = inputs ? cast<FunctionOpInterface>(op).getNumArguments()
+                        : swapIn ? swapIn.getStates().size()
+                                 : op->getNumResults();
     auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
     if (!offsets || offsets.size() != static_cast<int64_t>(expected) ||
         llvm::any_of(offsets.asArrayRef(), [](int64_t x) { return x < 0; }))
       return fail() << "an array<i64> of " << expected << " byte offsets >= 0 "
                     << "(one per "
-                    << (inputs ? "argument" : swapIn ? "state" : "result")
+                    << (inputs   ? "argument"
+                        : swapIn ? "state"
+                                 : "result")
                     << "), got " << value;
     return success();
   }

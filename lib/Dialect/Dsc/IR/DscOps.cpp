@@ -548,10 +548,9 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
            << stringifyMemoryTier(source->tier)
            << "'; a transfer must change the tier";
   if (source->type.getElementType() != destination->type.getElementType())
-    return emitOpError("moves ")
-           << source->type.getElementType() << " into "
-           << destination->type.getElementType()
-           << "; a transfer does not convert";
+    return emitOpError("moves ") << source->type.getElementType() << " into "
+                                 << destination->type.getElementType()
+                                 << "; a transfer does not convert";
   int64_t from = source->type.getNumElements(),
           to = destination->type.getNumElements();
   if (!getMeshAttr() && !getChunkAxesAttr()) {

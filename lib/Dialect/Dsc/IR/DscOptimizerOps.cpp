@@ -196,7 +196,8 @@ LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<ParameterOp> param;
   int64_t n = 0;
   StateKind gradKind = StateKind::Gradient;
-  if (auto master = tables.lookupNearestSymbolFrom<StateOp>(*this, getParamAttr());
+  if (auto master =
+          tables.lookupNearestSymbolFrom<StateOp>(*this, getParamAttr());
       master && master.getKind() == StateKind::Master) {
     param = lookupParam(*this, tables, master.getOfAttr());
     n = master.getTensorType().getNumElements();
