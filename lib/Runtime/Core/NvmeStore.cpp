@@ -83,6 +83,8 @@ struct NvmeStore::Impl {
   std::unique_ptr<char, FreeDeleter> bounce;
   uint64_t bounceBytes = 0;
   NvmeStats stats;
+  /// Bytes requested so far, for DSC_NVME_FAIL_AFTER_BYTES.
+  uint64_t requested = 0;
 #if DSC_HAVE_LIBURING
   io_uring ring{};
   bool haveRing = false;
@@ -168,6 +170,20 @@ std::string NvmeStore::Impl::failure(const Request &request, const Op &op,
 
 void NvmeStore::Impl::transfer(std::vector<Op> &ops, bool isWrite,
                                const Request &request) {
+  // DSC_NVME_FAIL_AFTER_BYTES=N (for tests): the request that would take
+  // the file past N bytes moved fails as a failing disk's would (EIO), so
+  // what a run does with an I/O error mid-run can be tested.
+  if (const char *limit = std::getenv("DSC_NVME_FAIL_AFTER_BYTES");
+      limit && !ops.empty()) {
+    uint64_t bytes = 0;
+    for (const Op &op : ops)
+      bytes += op.left;
+    if (requested + bytes > std::strtoull(limit, nullptr, 10))
+      throw Error(failure(request, ops.front(),
+                          std::string(std::strerror(EIO)) +
+                              " (injected by DSC_NVME_FAIL_AFTER_BYTES)"));
+    requested += bytes;
+  }
 #if DSC_HAVE_LIBURING
   if (haveRing)
     return transferRing(ops, isWrite, request);
