@@ -302,6 +302,30 @@ TEST(Offload, OptimizerStatesMoveToHostOrNvme) {
   EXPECT_GT(spill.time.offload, e.time.offload);
 }
 
+TEST(Offload, Fp32PlansPriceWhatThePassBuilds) {
+  // --dsc-offload in an fp32 plan: master, gradient copy and both moments
+  // (16 bytes per shard parameter) on the host, 4 bytes each way over
+  // PCIe; the device keeps parameters and gradients.
+  ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
+  ClusterSpec c = a100();
+  ParallelPlan p = plan(8, 1, 1, 1, 1, 8);
+  p.fp32 = true;
+  PlanEstimate on = CostModel(m, c).estimate(p);
+  p.offloadOptimizer = true;
+  PlanEstimate off = CostModel(m, c).estimate(p);
+  const double shard = m.parameters / 8;
+  EXPECT_DOUBLE_EQ(off.memory.host, 16 * shard);
+  EXPECT_DOUBLE_EQ(on.memory.device - off.memory.device, 8 * shard);
+  EXPECT_DOUBLE_EQ(off.memory.states.params, 4 * m.parameters);
+  EXPECT_GE(off.time.offload, 8 * shard / c.pcieBandwidthPerGpu);
+  // Spilled to NVMe: master and moments (12 bytes) there, the gradient
+  // copy (4) on the host.
+  c.hostMemoryBytes = 1e9;
+  PlanEstimate spill = CostModel(m, c).estimate(p);
+  EXPECT_DOUBLE_EQ(spill.memory.nvme, 12 * shard);
+  EXPECT_DOUBLE_EQ(spill.memory.host, 4 * shard);
+}
+
 TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
   CostModel cm(ModelShape::gpt3_175B(), a100());
   PlanEstimate e = cm.estimate(plan(128, 8, 1, 0, 1, 12));

@@ -146,6 +146,39 @@ TEST(Search, NothingFitsIsAnErrorNamingTheSmallestPlan) {
   EXPECT_NE(err.find("GB"), std::string::npos) << err;
 }
 
+TEST(Search, OffloadOnlyWhereItFitsAndPays) {
+  // GPT-2 XL-sized in fp32 on one GPU: with 80 GB the optimizer stays on
+  // the device (offload only adds PCIe and CPU time); with a GPU whose
+  // memory holds the plan only without its moments, the winner offloads.
+  ModelShape m = ModelShape::gpt("1.5B", 48, 1600, 25, 1024, 50304);
+  ClusterSpec c = load("dgx-a100-80gb.json");
+  SearchOptions o = options(1, 8);
+  o.fp32 = true;
+  o.allowOffloadWithPipeline = false;
+  llvm::Expected<SearchResult> roomy = searchPlans(CostModel(m, c), o);
+  ASSERT_TRUE(static_cast<bool>(roomy)) << llvm::toString(roomy.takeError());
+  EXPECT_FALSE(roomy->top.front().plan.offloadOptimizer)
+      << roomy->top.front().plan.str();
+  // The smallest plan without offload, and memory just short of it.
+  SearchOptions leastMemory = o;
+  leastMemory.objective = SearchObjective::Memory;
+  llvm::Expected<SearchResult> least =
+      searchPlans(CostModel(m, c), leastMemory);
+  ASSERT_TRUE(static_cast<bool>(least)) << llvm::toString(least.takeError());
+  double smallestOnDevice = 0;
+  for (const PlanEstimate &e : least->top)
+    if (!e.plan.offloadOptimizer &&
+        (smallestOnDevice == 0 || e.memory.device < smallestOnDevice))
+      smallestOnDevice = e.memory.device;
+  ASSERT_GT(smallestOnDevice, 0.0);
+  ASSERT_LT(least->top.front().memory.device, smallestOnDevice);
+  c.gpu.memoryBytes = smallestOnDevice * 0.99;
+  llvm::Expected<SearchResult> tight = searchPlans(CostModel(m, c), o);
+  ASSERT_TRUE(static_cast<bool>(tight)) << llvm::toString(tight.takeError());
+  EXPECT_TRUE(tight->top.front().plan.offloadOptimizer)
+      << tight->top.front().plan.str();
+}
+
 TEST(Search, BadInputsAreErrors) {
   CostModel cm(ModelShape::gpt3_175B(), load("dgx-a100-80gb.json"));
   auto errorOf = [&](SearchOptions o) {
