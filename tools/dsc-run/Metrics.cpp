@@ -64,6 +64,22 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
   return line;
 }
 
+/// `, "transfers": {"device_to_host": {"bytes": N, "gb_per_s": x}, ...}`,
+/// or nothing for a step without transfers.
+static std::string transfersJson(const StepMetrics &m) {
+  if (m.transfers.empty())
+    return "";
+  std::string out = ", \"transfers\": {";
+  for (size_t i = 0; i < m.transfers.size(); ++i) {
+    const StepMetrics::Transfer &t = m.transfers[i];
+    out += (i ? ", \"" : "\"") + t.direction +
+           "\": {\"bytes\": " + std::to_string(t.bytes) + ", \"gb_per_s\": " +
+           jsonNumber(t.seconds > 0 ? double(t.bytes) / t.seconds / 1e9 : 0.0) +
+           "}";
+  }
+  return out + "}";
+}
+
 std::string dsc::run::formatJsonLine(const StepMetrics &m) {
   return "{\"iteration\": " + std::to_string(m.iteration) +
          ", \"iterations\": " + std::to_string(m.iterations) +
@@ -90,7 +106,7 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
               : ", \"forward_backward_ms\": " +
                     jsonNumber(m.forwardBackwardMs) +
                     ", \"optimizer_ms\": " + jsonNumber(m.optimizerMs)) +
-         "}";
+         transfersJson(m) + "}";
 }
 
 std::string dsc::run::jsonString(const std::string &s) {

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dsc::run {
 
@@ -41,6 +42,14 @@ struct StepMetrics {
   /// backward and in its update (averaged like msPerIteration); NaN (left
   /// out) without it.
   double forwardBackwardMs = std::nan(""), optimizerMs = std::nan("");
+  /// Offload (--dsc-offload): this step's bytes and seconds per direction
+  /// between tiers ("device_to_host", ...); empty (left out) without.
+  struct Transfer {
+    std::string direction;
+    uint64_t bytes = 0;
+    double seconds = 0;
+  };
+  std::vector<Transfer> transfers;
 };
 
 /// " iteration       10/     200 | consumed samples:          40 | elapsed

@@ -363,6 +363,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   const auto runStart = std::chrono::steady_clock::now();
   // The initialize program's (and a load's) transfers are not the steps'.
   const Executor::TransferStats transfersBefore = ex.transferStats();
+  Executor::TransferStats transfersSoFar = transfersBefore;
   double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
@@ -430,6 +431,18 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         m.optimizerMs = r.optimizerMs;
         m.forwardBackwardMs = std::max(0.0, seconds * 1e3 - r.optimizerMs);
       }
+      // Offload's bytes between tiers this step, by direction.
+      const Executor::TransferStats &moved = ex.transferStats();
+      for (uint32_t from = 0; from < 3; ++from)
+        for (uint32_t to = 0; to < 3; ++to)
+          if (uint64_t bytes =
+                  moved.bytes[from][to] - transfersSoFar.bytes[from][to])
+            m.transfers.push_back(
+                {std::string(tierName(Tier(from))) + "_to_" +
+                     tierName(Tier(to)),
+                 bytes,
+                 moved.seconds[from][to] - transfersSoFar.seconds[from][to]});
+      transfersSoFar = moved;
 
       // The log line averages time and loss over its interval, as Megatron.
       intervalSeconds += seconds;

@@ -374,6 +374,9 @@ uint64_t Executor::launchNvmeTransfer(const Program &prog, size_t index) {
       resolveTransfer(thePlan, prog, index, nvmeFiles, [&](int64_t axes) {
         return requireGroup(prog, index, axes).rank();
       });
+  // A device backend's kernels issued before (the update of a staged
+  // state in pinned memory) finish before the lane reads their bytes.
+  backendImpl->synchronize();
   transfers.bytes[uint32_t(t.from)][uint32_t(t.to)] += t.bytes;
   double *seconds = &transfers.seconds[uint32_t(t.from)][uint32_t(t.to)];
   uint8_t *memory =
