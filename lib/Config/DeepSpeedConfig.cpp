@@ -113,6 +113,7 @@ private:
   void readFp16(const llvm::json::Object &o);
   void readZero(const llvm::json::Object &o);
   void readOffload(const llvm::json::Object &zero, int64_t stage);
+  void readAio(const llvm::json::Object &o);
   void readBatch(const llvm::json::Object &root, int64_t dataParallel);
   void readActivationCheckpointing(const llvm::json::Object &o);
   void readCheckpoint(const llvm::json::Object &o);
@@ -126,7 +127,6 @@ private:
 /// DeepSpeed's keys dsc does not implement yet, each refused by name.
 const std::set<std::string> kNotImplemented = {
     "amp",
-    "aio",
     "autotuning",
     "comms_logger",
     "communication_data_type",
@@ -162,6 +162,7 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
                                     "gradient_clipping",
                                     "zero_optimization",
                                     "zero_allow_untested_optimizer",
+                                    "aio",
                                     "activation_checkpointing",
                                     "data_types",
                                     "checkpoint",
@@ -258,6 +259,9 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
     set("zero", "0", "no 'zero_optimization'");
   // dsc's ZeRO stages run every optimizer it has.
   (void)boolean(root, "zero_allow_untested_optimizer", false);
+  // After the ZeRO section: it applies only to an NVMe offload.
+  if (const llvm::json::Value *v = root.get("aio"))
+    readAio(object(*v, "aio"));
 
   if (const llvm::json::Value *v = root.get("activation_checkpointing"))
     readActivationCheckpointing(object(*v, "activation_checkpointing"));
@@ -721,6 +725,42 @@ void Reader::readOffload(const llvm::json::Object &zero, int64_t stage) {
                          "\") is not implemented yet; offload_optimizer "
                          "is");
   }
+}
+
+/// DeepSpeed's async I/O settings: the NVMe lane's request size and depth.
+void Reader::readAio(const llvm::json::Object &o) {
+  onlyKnown(o, "aio",
+            {"block_size", "queue_depth", "thread_count",
+             "intra_op_parallelism", "single_submit", "overlap_events",
+             "use_gds"});
+  if (boolean(o, "use_gds", false))
+    fail("use_gds", "'aio.use_gds' (GPUDirect Storage) is not implemented");
+  auto it = out.compile.find("offload-optimizer");
+  if (it == out.compile.end() || it->second != "nvme") {
+    out.understood.push_back("aio: no effect (nothing is offloaded to NVMe)");
+    return;
+  }
+  const int64_t block = integer(o, "block_size", 1048576);
+  if (block < 4096 || block > (int64_t(1) << 30))
+    fail("block_size", "'aio.block_size' must be in [4096, 2^30], got " +
+                           std::to_string(block));
+  const int64_t depth = integer(o, "queue_depth", 8);
+  if (depth < 1 || depth > 4096)
+    fail("queue_depth", "'aio.queue_depth' must be in [1, 4096], got " +
+                            std::to_string(depth));
+  set("nvme-block-bytes", std::to_string(block),
+      std::string("aio.block_size") +
+          (o.get("block_size") ? "" : " (DeepSpeed's default)"));
+  set("nvme-queue-depth", std::to_string(depth),
+      std::string("aio.queue_depth") +
+          (o.get("queue_depth") ? "" : " (DeepSpeed's default)"));
+  for (const char *key : {"thread_count", "intra_op_parallelism",
+                          "single_submit", "overlap_events"})
+    if (o.get(key))
+      out.understood.push_back(
+          std::string("aio.") + key +
+          ": no effect (dsc's NVMe lane is one thread keeping queue_depth "
+          "requests in flight through io_uring)");
 }
 
 void Reader::readZero(const llvm::json::Object &o) {

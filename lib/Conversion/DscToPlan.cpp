@@ -385,9 +385,14 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                            static_cast<uint64_t>(bytes.getInt())});
     plan.summary.peakBytesPerArena.push_back(bytes.getInt());
   }
-  if (auto offload = module->getAttrOfType<DictionaryAttr>(kOffloadAttr))
+  if (auto offload = module->getAttrOfType<DictionaryAttr>(kOffloadAttr)) {
     if (auto path = offload.getAs<StringAttr>("nvme_path"))
       plan.nvmePath = path.str();
+    if (auto block = offload.getAs<IntegerAttr>("block_bytes"))
+      plan.nvmeBlockBytes = uint64_t(block.getInt());
+    if (auto depth = offload.getAs<IntegerAttr>("queue_depth"))
+      plan.nvmeQueueDepth = depth.getInt();
+  }
 
   // The mesh the collectives run over (one-rank plans have none).
   for (auto mesh : module.getOps<MeshOp>()) {

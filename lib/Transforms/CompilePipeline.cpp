@@ -133,6 +133,8 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     offload.params = options.offloadParams;
     offload.nvmePath = options.nvmePath;
     offload.deviceMemory = options.deviceMemory;
+    offload.nvmeBlockBytes = options.nvmeBlockBytes;
+    offload.nvmeQueueDepth = options.nvmeQueueDepth;
     offload.prefetch = options.prefetch;
     pm.addPass(createDscOffloadPass(offload));
   }

@@ -105,6 +105,13 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
           << stringifyMemoryTier(*tier) << " keeps nothing on nvme";
       return signalPassFailure();
     }
+    if (nvmeBlockBytes < 4096 || nvmeBlockBytes > (int64_t(1) << 30) ||
+        nvmeQueueDepth < 1 || nvmeQueueDepth > 4096) {
+      module.emitError("--dsc-offload: nvme-block-bytes must be in [4096, "
+                       "2^30] and nvme-queue-depth in [1, 4096], got ")
+          << int64_t(nvmeBlockBytes) << " and " << int64_t(nvmeQueueDepth);
+      return signalPassFailure();
+    }
     if (failed(offload(module, *tier)))
       return signalPassFailure();
   }
@@ -186,6 +193,12 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
         "optimizer", b.getStringAttr(stringifyMemoryTier(tier)))};
     if (!nvmePath.empty())
       record.push_back(b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)));
+    if (tier == MemoryTier::Nvme) {
+      record.push_back(b.getNamedAttr(
+          "block_bytes", b.getI64IntegerAttr(int64_t(nvmeBlockBytes))));
+      record.push_back(b.getNamedAttr(
+          "queue_depth", b.getI64IntegerAttr(int64_t(nvmeQueueDepth))));
+    }
     module->setAttr(kOffloadAttr, b.getDictionaryAttr(record));
     numOffloaded += updates.size();
     return success();

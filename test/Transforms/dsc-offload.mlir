@@ -66,7 +66,7 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #
 // NVMe: masters and moments on NVMe, the gradient copies in host memory;
 // each update between the swap-in and swap-out of its states, the next
 // parameter's swap-in issued before it (prefetch).
-// NVME: module attributes {dsc.offload = {nvme_path = "/scratch", optimizer = "nvme"}}
+// NVME: module attributes {dsc.offload = {block_bytes = 1048576 : i64, nvme_path = "/scratch", optimizer = "nvme", queue_depth = 8 : i64}}
 // NVME: dsc.state @offload.master.w : tensor<8xf32> master of @w in nvme
 // NVME-NEXT: dsc.state @offload.grad.w : tensor<8xf32> gradient_copy of @w in host
 // NVME-NEXT: dsc.state @adam.m.w : tensor<8xf32> exp_avg of @w in nvme

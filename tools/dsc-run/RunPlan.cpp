@@ -149,7 +149,9 @@ void logTransfers(std::ostream &log, const Executor &ex,
     if (const NvmeStore *file = ex.nvmeStore(a))
       log << "dsc-run: nvme arena " << a << ": '" << file->path() << "' ("
           << humanBytes(file->size()) << ", " << file->engine()
-          << (file->directIo() ? ", O_DIRECT" : ", page cache") << ")\n";
+          << (file->directIo() ? ", O_DIRECT" : ", page cache") << ", "
+          << humanBytes(ex.plan().nvmeBlockBytes) << " x "
+          << ex.plan().nvmeQueueDepth << " in flight)\n";
 }
 
 } // namespace

@@ -267,6 +267,10 @@ struct Plan {
   /// The directory of the nvme arenas' files (--dsc-offload's nvme-path;
   /// dsc-run --nvme-path overrides); empty when none is given.
   std::string nvmePath;
+  /// The NVMe lane's request size and requests in flight (DeepSpeed's aio
+  /// block_size and queue_depth; its defaults).
+  uint64_t nvmeBlockBytes = 1 << 20;
+  int64_t nvmeQueueDepth = 8;
   std::vector<Buffer> buffers;
   std::vector<Program> programs;
   PlanSummary summary;

@@ -80,6 +80,16 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("ZeRO-Infinity's parameter offload: none (the only "
                      "one built)"),
       llvm::cl::init("none")};
+  Option<int64_t> nvmeBlockBytes{
+      *this, "nvme-block-bytes",
+      llvm::cl::desc("The NVMe lane's request size in bytes (DeepSpeed's "
+                     "aio.block_size)"),
+      llvm::cl::init(1048576)};
+  Option<int64_t> nvmeQueueDepth{
+      *this, "nvme-queue-depth",
+      llvm::cl::desc("The NVMe lane's requests in flight (DeepSpeed's "
+                     "aio.queue_depth)"),
+      llvm::cl::init(8)};
   Option<int64_t> deviceMemory{
       *this, "device-memory",
       llvm::cl::desc("Device bytes the plan must fit in: the least optimizer "

@@ -522,6 +522,13 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
            "Directory of the NVMe tier's files (recorded in the plan; "
            "dsc-run --nvme-path overrides)">,
+    Option<"nvmeBlockBytes", "nvme-block-bytes", "int64_t",
+           /*default=*/"1048576",
+           "The NVMe lane's request size in bytes (DeepSpeed's "
+           "aio.block_size)">,
+    Option<"nvmeQueueDepth", "nvme-queue-depth", "int64_t", /*default=*/"8",
+           "The NVMe lane's requests in flight (DeepSpeed's "
+           "aio.queue_depth)">,
     Option<"deviceMemory", "device-memory", "int64_t", /*default=*/"0",
            "Device bytes the plan must fit in (0: no budget): with "
            "optimizer=none the least offload whose device peak fits, else "

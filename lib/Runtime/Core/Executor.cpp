@@ -144,11 +144,14 @@ void Executor::openNvmeArenas(Communicator *world) {
                   "nvme-path=DIR or run dsc-run with --nvme-path DIR");
     // One file per rank and arena: ranks may share the directory.
     const int rank = world ? world->rank() : 0;
+    NvmeOptions lane;
+    lane.blockBytes = thePlan.nvmeBlockBytes;
+    lane.queueDepth = int(thePlan.nvmeQueueDepth);
     nvmeFiles[uint32_t(a)] =
         std::make_unique<NvmeStore>(thePlan.nvmePath,
                                     "dsc-rank" + std::to_string(rank) +
                                         "-arena" + std::to_string(a) + ".swap",
-                                    arena.bytes);
+                                    arena.bytes, lane);
   }
   if (!nvmeFiles.empty())
     nvmeLane = std::make_unique<CommLane>();

@@ -188,6 +188,8 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   }
   body.u32(uint32_t(plan.nvmePath.size()));
   body.bytes(plan.nvmePath.data(), plan.nvmePath.size());
+  body.u64(plan.nvmeBlockBytes);
+  body.i64(plan.nvmeQueueDepth);
 
   body.u32(uint32_t(plan.buffers.size()));
   for (const Buffer &b : plan.buffers) {
@@ -368,6 +370,8 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     plan.arenas[i].bytes = r.u64(f + ".bytes");
   }
   plan.nvmePath = r.str("nvmePath");
+  plan.nvmeBlockBytes = r.u64("nvmeBlockBytes");
+  plan.nvmeQueueDepth = r.i64("nvmeQueueDepth");
 
   // name, arena, offset, bytes, dtype, role, init kind, std, value, rank,
   // layout view rank, chunk axes.

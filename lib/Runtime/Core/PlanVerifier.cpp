@@ -481,6 +481,12 @@ void dsc::rt::validatePlan(const Plan &plan) {
       ranks < 0 || ranks > std::numeric_limits<int>::max())
     throw Error("the mesh " + meshString(plan.mesh) +
                 " spans more ranks than an int holds");
+  if (plan.nvmeBlockBytes < 4096 || plan.nvmeBlockBytes > (uint64_t(1) << 30))
+    throw Error("nvmeBlockBytes " + std::to_string(plan.nvmeBlockBytes) +
+                " is outside [4096, 2^30]");
+  if (plan.nvmeQueueDepth < 1 || plan.nvmeQueueDepth > 4096)
+    throw Error("nvmeQueueDepth " + std::to_string(plan.nvmeQueueDepth) +
+                " is outside [1, 4096]");
   for (size_t a = 0; a < plan.arenas.size(); ++a)
     if (uint32_t(plan.arenas[a].tier) > uint32_t(Tier::Nvme))
       throw Error("arena " + std::to_string(a) + " has unknown tier " +

@@ -214,10 +214,18 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
   if (name == kOffloadAttr) {
     auto tier = dict.getAs<StringAttr>("optimizer");
     Attribute path = dict.get("nvme_path");
-    if (!tier || (tier.getValue() != "host" && tier.getValue() != "nvme") ||
-        (path && !isa<StringAttr>(path)) || dict.size() != (path ? 2u : 1u))
-      return fail() << "{optimizer = \"host\" or \"nvme\", nvme_path = "
-                       "\"DIR\" (optional)}, got "
+    IntegerAttr block = asI64(dict.get("block_bytes")),
+                depth = asI64(dict.get("queue_depth"));
+    const bool nvme = tier && tier.getValue() == "nvme";
+    if (!tier || (tier.getValue() != "host" && !nvme) ||
+        (path && !isa<StringAttr>(path)) ||
+        (nvme && (!block || block.getInt() < 4096 ||
+                  block.getInt() > (int64_t(1) << 30) || !depth ||
+                  depth.getInt() < 1 || depth.getInt() > 4096)) ||
+        dict.size() != (path ? 1u : 0u) + (nvme ? 3u : 1u))
+      return fail() << "{optimizer = \"host\"} or {optimizer = \"nvme\", "
+                       "block_bytes = 4096..2^30 : i64, queue_depth = "
+                       "1..4096 : i64, nvme_path = \"DIR\" (optional)}, got "
                     << value;
     return success();
   }

@@ -68,8 +68,9 @@ inline constexpr llvm::StringLiteral kModelAttr = "dsc.model";
 /// `{persistent_bytes, temporary_bytes, arena_bytes, alignment}`, each an
 /// integer (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kMemoryAttr = "dsc.memory";
-/// Module: --dsc-offload's choices ({optimizer = "host"|"nvme",
-/// nvme_path = "..."}), which the lowering records in the plan.
+/// Module: --dsc-offload's choices ({optimizer = "host"}, or {optimizer =
+/// "nvme", block_bytes, queue_depth, nvme_path = "..." (optional)}),
+/// which the lowering records in the plan.
 inline constexpr llvm::StringLiteral kOffloadAttr = "dsc.offload";
 /// A dictionary of integers: each program's peak temporary bytes
 /// (--dsc-plan-memory).
