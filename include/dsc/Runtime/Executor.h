@@ -352,6 +352,9 @@ private:
   /// from or to host-addressable memory: runProgram runs it on the NVMe
   /// lane beside compute.
   bool onNvmeLane(const Program &prog, size_t index) const;
+  /// Whether arena `arena`'s memory is host memory a host thread may read
+  /// and write (every arena of a host backend; the host tier's on a GPU).
+  bool hostReachable(uint32_t arena) const;
   /// runTransfer's I/O queued on the NVMe lane; returns its ticket.
   uint64_t launchNvmeTransfer(const Program &prog, size_t index);
   /// Buffer `id`'s bytes into host memory `dst` / from `src`, wherever the

@@ -365,8 +365,12 @@ bool Executor::onNvmeLane(const Program &prog, size_t index) const {
   if (xFile == yFile)
     return false;
   const uint32_t memory = xFile ? y.arena : x.arena;
+  return hostReachable(memory);
+}
+
+bool Executor::hostReachable(uint32_t arena) const {
   return backendImpl->hostAddressable() ||
-         thePlan.arenas[memory].tier == Tier::Host;
+         thePlan.arenas[arena].tier == Tier::Host;
 }
 
 uint64_t Executor::launchNvmeTransfer(const Program &prog, size_t index) {
@@ -420,8 +424,7 @@ void Executor::runTransfer(const Program &prog, size_t index) {
       // when the backend's is not (the device tier of a GPU).
       const uint32_t memArena = t.source ? t.yArena : t.xArena;
       uint8_t *memory = arenas[memArena] + (t.source ? t.yAt : t.xAt);
-      const bool direct = backendImpl->hostAddressable() ||
-                          thePlan.arenas[memArena].tier == Tier::Host;
+      const bool direct = hostReachable(memArena);
       std::vector<uint8_t> bounce(direct ? 0 : t.bytes);
       uint8_t *host = direct ? memory : bounce.data();
       if (t.source) {
