@@ -716,14 +716,45 @@ void Reader::readOffload(const llvm::json::Object &zero, int64_t stage) {
               {"device", "nvme_path", "pin_memory", "buffer_count",
                "buffer_size", "max_in_cpu"});
     const std::string param = string(o, "device", "none");
-    if (param == "none")
+    const std::string paramPath = string(o, "nvme_path", "");
+    if (param != "none" && param != "cpu" && param != "nvme")
+      fail("device", "'offload_param.device' must be \"none\", \"cpu\" or "
+                     "\"nvme\", got \"" +
+                         param + "\"");
+    if (param == "none") {
       out.understood.push_back("offload_param.device = none: no offload");
-    else
-      fail("device", "'offload_param' (ZeRO-Infinity's parameter offload, "
-                     "device \"" +
-                         param +
-                         "\") is not implemented yet; offload_optimizer "
-                         "is");
+      return;
+    }
+    if (stage != 3)
+      fail("device", "'offload_param' needs ZeRO stage 3 (only stage 3 "
+                     "partitions the parameters), got stage " +
+                         std::to_string(stage));
+    if (device == "none")
+      fail("device", "'offload_param' needs 'offload_optimizer' (\"cpu\" "
+                     "or \"nvme\"): dsc updates an offloaded parameter "
+                     "chunk where it lives");
+    if (param == "nvme" && paramPath.empty())
+      fail("device", "'offload_param.device' = \"nvme\" needs 'nvme_path', "
+                     "the directory of the swap files");
+    if (param == "nvme" && device == "nvme" && path != paramPath)
+      fail("nvme_path", "'offload_param.nvme_path' (\"" + paramPath +
+                            "\") and 'offload_optimizer.nvme_path' (\"" + path +
+                            "\") differ; dsc keeps one NVMe directory");
+    if (param != "nvme" && !paramPath.empty())
+      out.understood.push_back("offload_param.nvme_path: no effect (the "
+                               "device is not nvme)");
+    set("offload-params", param == "cpu" ? "host" : "nvme",
+        "zero_optimization.offload_param.device = " + param);
+    if (param == "nvme" && device != "nvme")
+      set("nvme-path", paramPath, "zero_optimization.offload_param.nvme_path");
+    for (const char *key :
+         {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
+      if (o.get(key))
+        out.understood.push_back(
+            std::string("offload_param.") + key +
+            ": no effect (dsc's host tier is one pinned allocation; each "
+            "chunk is fetched one gather ahead of its use into the device "
+            "arena's planned bytes)");
   }
 }
 
@@ -735,8 +766,11 @@ void Reader::readAio(const llvm::json::Object &o) {
              "use_gds"});
   if (boolean(o, "use_gds", false))
     fail("use_gds", "'aio.use_gds' (GPUDirect Storage) is not implemented");
-  auto it = out.compile.find("offload-optimizer");
-  if (it == out.compile.end() || it->second != "nvme") {
+  auto on = [&](const char *key) {
+    auto it = out.compile.find(key);
+    return it != out.compile.end() && it->second == "nvme";
+  };
+  if (!on("offload-optimizer") && !on("offload-params")) {
     out.understood.push_back("aio: no effect (nothing is offloaded to NVMe)");
     return;
   }

@@ -336,10 +336,11 @@ LogicalResult PlanBuilder::lowerSwap(Operation *op, rt::Program &program) {
       if (swappedOut.count(name.getAttr()))
         return op->emitOpError("swaps in '")
                << name << "' again before swapping it out";
-      auto state = module.lookupSymbol<StateOp>(name.getAttr());
+      Operation *decl = module.lookupSymbol(name.getAttr());
+      Type type = isa<ParameterOp>(decl) ? cast<ParameterOp>(decl).getType()
+                                         : cast<StateOp>(decl).getType();
       FailureOr<uint32_t> staging = addBuffer(
-          op->getLoc(), state.getType(), offsets[index],
-          rt::BufferRole::Temporary,
+          op->getLoc(), type, offsets[index], rt::BufferRole::Temporary,
           (currentFunc.getSymName() + ".staging." + name.getValue()).str(), {},
           MemoryTier::Host);
       if (failed(staging))
@@ -425,7 +426,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       FailureOr<uint32_t> id =
           addBuffer(param.getLoc(), param.getType(),
                     cast<IntegerAttr>(param->getAttr(kOffsetAttr)).getInt(),
-                    rt::BufferRole::Parameter, param.getSymName().str(), init);
+                    rt::BufferRole::Parameter, param.getSymName().str(), init,
+                    param.getTier());
       if (failed(id))
         return failure();
       plan.buffers[*id].layout = layoutOf(param, param.getNumElements());
@@ -1395,7 +1397,20 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         ops::GatherParameter gatherParam;
         gatherParam.axes = *mask;
         gatherParam.encode(inst);
-        inst.inputs = {declBuffer(gather.getNameAttr())};
+        // An offloaded chunk gathers from its fetched device copy.
+        inst.inputs = {gather.getChunk()
+                           ? valueBuffers.lookup(gather.getChunk())
+                           : declBuffer(gather.getNameAttr())};
+        return success();
+      })
+      .Case<FetchParameterOp>([&](FetchParameterOp fetch) -> LogicalResult {
+        // The chunk's bytes into the op's device temporary, which carries
+        // the chunk's layout for the gather that reads it.
+        inst.inputs = {declBuffer(fetch.getNameAttr())};
+        inst.outputs = {valueBuffers.lookup(fetch.getResult())};
+        plan.buffers[inst.outputs[0]].layout =
+            plan.buffers[inst.inputs[0]].layout;
+        ops::Transfer().encode(inst);
         return success();
       })
       .Case<ReduceScatterAccumulateOp>(

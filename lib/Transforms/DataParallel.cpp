@@ -354,7 +354,8 @@ struct DscDataParallelPass
           OpBuilder b(first[phase]);
           auto gather =
               GatherParameterOp::create(b, read.getLoc(), read.getType(),
-                                        read.getNameAttr(), meshRef, axes);
+                                        read.getNameAttr(), meshRef, axes,
+                                        /*chunk=*/Value());
           llvm::DenseMap<Operation *, Value> recast;
           for (Use use : uses[phase]) {
             Value value = gather.getResult();

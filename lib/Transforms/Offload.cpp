@@ -1,9 +1,10 @@
 //===- Offload.cpp - --dsc-offload ------------------------------*- C++ -*-===//
 //
-// ZeRO-Offload and ZeRO-Infinity's optimizer tier: the AdamW states move to
-// host memory or NVMe, the update runs there on a master copy of each
-// parameter, and explicit dsc.transfer ops carry gradients down and updated
-// parameters up (see the pass description in Passes.td).
+// ZeRO-Offload and ZeRO-Infinity: the AdamW states move to host memory or
+// NVMe, the update runs there on a master copy of each parameter, and
+// explicit dsc.transfer ops carry gradients down and updated parameters up;
+// ZeRO-3 chunks may live there too, fetched one gather ahead of each use
+// (see the pass description in Passes.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,9 @@ struct OffloadedUpdate {
   /// Whether the device gradient / parameter are whole while the copies
   /// are a chunk (then their transfer moves the chunk).
   bool gradChunked = false, paramChunked = false;
+  /// A ZeRO-3 chunk offloaded with params=: updated in place where it
+  /// lives (`master` is the parameter itself).
+  bool paramOffloaded = false;
 };
 
 struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
@@ -57,16 +61,21 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
           << optimizer << "'";
       return signalPassFailure();
     }
-    if (params != "none") {
-      if (params == "host" || params == "nvme")
-        module.emitError("--dsc-offload: params=")
-            << params
-            << " (ZeRO-Infinity's parameter offload) is not built yet; "
-               "optimizer=host|nvme moves the optimizer states and update";
-      else
-        module.emitError("--dsc-offload: params must be none, host or nvme, "
-                         "got '")
-            << params << "'";
+    std::optional<MemoryTier> paramsTier =
+        params == "none" ? std::optional(MemoryTier::Device)
+                         : symbolizeMemoryTier(params);
+    if (!paramsTier ||
+        (*paramsTier == MemoryTier::Device && params != "none")) {
+      module.emitError("--dsc-offload: params must be none, host or nvme, "
+                       "got '")
+          << params << "'";
+      return signalPassFailure();
+    }
+    if (*paramsTier != MemoryTier::Device && *tier == MemoryTier::Device) {
+      module.emitError("--dsc-offload: params=")
+          << params
+          << " needs optimizer=host or nvme: an offloaded chunk is updated "
+             "where it lives";
       return signalPassFailure();
     }
     if (deviceMemory < 0) {
@@ -76,23 +85,25 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       return signalPassFailure();
     }
     // A budget without a tier named: the least offload that fits it.
+    Tiers tiers{*tier, *paramsTier};
     if (deviceMemory > 0 && *tier == MemoryTier::Device) {
-      FailureOr<MemoryTier> fitting = leastOffloadThatFits(module);
+      FailureOr<Tiers> fitting = leastOffloadThatFits(module);
       if (failed(fitting))
         return signalPassFailure();
-      tier = *fitting;
+      tiers = *fitting;
     } else if (deviceMemory > 0) {
-      FailureOr<int64_t> peak = devicePeak(module, *tier);
+      FailureOr<int64_t> peak = devicePeak(module, tiers);
       if (failed(peak))
         return signalPassFailure();
       if (*peak > deviceMemory) {
         module.emitError("--dsc-offload: device-memory=")
             << int64_t(deviceMemory) << " bytes: with optimizer=" << optimizer
-            << " the device peak is " << *peak << " bytes";
+            << " params=" << params << " the device peak is " << *peak
+            << " bytes";
         return signalPassFailure();
       }
     }
-    if (*tier == MemoryTier::Device) {
+    if (tiers.optimizer == MemoryTier::Device) {
       if (!nvmePath.empty()) {
         module.emitError("--dsc-offload: nvme-path is set but nothing is "
                          "offloaded to nvme");
@@ -100,9 +111,10 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       }
       return;
     }
-    if (*tier != MemoryTier::Nvme && !nvmePath.empty()) {
+    if (!tiers.uses(MemoryTier::Nvme) && !nvmePath.empty()) {
       module.emitError("--dsc-offload: nvme-path is set but optimizer=")
-          << stringifyMemoryTier(*tier) << " keeps nothing on nvme";
+          << stringifyMemoryTier(tiers.optimizer)
+          << " params=" << tierName(tiers.params) << " keep nothing on nvme";
       return signalPassFailure();
     }
     if (nvmeBlockBytes < 4096 || nvmeBlockBytes > (int64_t(1) << 30) ||
@@ -112,24 +124,37 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
           << int64_t(nvmeBlockBytes) << " and " << int64_t(nvmeQueueDepth);
       return signalPassFailure();
     }
-    if (failed(offload(module, *tier)))
+    if (failed(offload(module, tiers)))
       return signalPassFailure();
+  }
+
+  /// Where the optimizer (states, update) and ZeRO-3 chunks live; Device
+  /// is none.
+  struct Tiers {
+    MemoryTier optimizer, params;
+    bool uses(MemoryTier t) const { return optimizer == t || params == t; }
+  };
+
+  static StringRef tierName(MemoryTier tier) {
+    return tier == MemoryTier::Device ? "none" : stringifyMemoryTier(tier);
   }
 
   /// The device arena's peak bytes of `module` with its optimizer in
   /// `tier`: the memory planner's, run on a copy nested in the module (a
   /// pass may run a pipeline only on what it holds) and dropped after.
-  FailureOr<int64_t> devicePeak(ModuleOp module, MemoryTier tier) {
+  FailureOr<int64_t> devicePeak(ModuleOp module, Tiers tiers) {
     ModuleOp copy = cast<ModuleOp>(module->clone());
     module.getBody()->push_back(copy);
     // The copy's rewrite is not the pass's work: its statistics stay.
-    const uint64_t offloaded = numOffloaded, transfers = numTransfers;
+    const uint64_t offloaded = numOffloaded, transfers = numTransfers,
+                   fetches = numFetches;
     auto drop = llvm::make_scope_exit([&] {
       copy.erase();
       numOffloaded = unsigned(offloaded);
       numTransfers = unsigned(transfers);
+      numFetches = unsigned(fetches);
     });
-    if (tier != MemoryTier::Device && failed(offload(copy, tier)))
+    if (tiers.optimizer != MemoryTier::Device && failed(offload(copy, tiers)))
       return failure();
     OpPassManager planner(ModuleOp::getOperationName());
     DscPlanMemoryPassOptions options;
@@ -141,31 +166,51 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     return cast<IntegerAttr>(memory.get("arena_bytes")).getInt();
   }
 
-  /// none, then the host tier (NVMe holds what the host would: the device
-  /// peak is the host's): the first whose device peak fits device-memory.
-  FailureOr<MemoryTier> leastOffloadThatFits(ModuleOp module) {
-    FailureOr<int64_t> onDevice = devicePeak(module, MemoryTier::Device);
+  /// none, then the optimizer in the host tier, then (ZeRO-3) the chunks
+  /// there too (NVMe holds what the host would: the device peak is the
+  /// host's): the first whose device peak fits device-memory.
+  FailureOr<Tiers> leastOffloadThatFits(ModuleOp module) {
+    const Tiers none{MemoryTier::Device, MemoryTier::Device},
+        optimizerOnHost{MemoryTier::Host, MemoryTier::Device},
+        allOnHost{MemoryTier::Host, MemoryTier::Host};
+    FailureOr<int64_t> onDevice = devicePeak(module, none);
     if (failed(onDevice))
       return failure();
     if (*onDevice <= deviceMemory)
-      return MemoryTier::Device;
-    FailureOr<int64_t> offloaded = devicePeak(module, MemoryTier::Host);
+      return none;
+    FailureOr<int64_t> offloaded = devicePeak(module, optimizerOnHost);
     if (failed(offloaded))
       return failure();
     if (*offloaded <= deviceMemory)
-      return MemoryTier::Host;
+      return optimizerOnHost;
+    StringRef smallest = "optimizer=host";
+    if (hasChunks(module)) {
+      offloaded = devicePeak(module, allOnHost);
+      if (failed(offloaded))
+        return failure();
+      if (*offloaded <= deviceMemory)
+        return allOnHost;
+      smallest = "optimizer=host params=host";
+    }
     module.emitError("--dsc-offload: device-memory=")
         << int64_t(deviceMemory)
         << " bytes does not fit: the smallest device peak "
-        << "offload reaches is " << *offloaded << " bytes (optimizer=host; "
+        << "offload reaches is " << *offloaded << " bytes (" << smallest << "; "
         << *onDevice
-        << " without offload); the rest are activations and parameters "
-           "(recompute=full, tp, pp or ZeRO-3 shrink those)";
+        << " without offload); the rest are activations, gradients and "
+           "parameters (recompute=full, tp, pp or ZeRO-3 shrink those)";
     return failure();
   }
 
-  /// Places `module`'s AdamW states and update in `tier` (host or nvme).
-  LogicalResult offload(ModuleOp module, MemoryTier tier) {
+  static bool hasChunks(ModuleOp module) {
+    return llvm::any_of(module.getOps<ParameterOp>(),
+                        [](ParameterOp p) { return p.isChunked(); });
+  }
+
+  /// Places `module`'s AdamW states and update in `tiers.optimizer` (host
+  /// or nvme) and its ZeRO-3 chunks in `tiers.params`.
+  LogicalResult offload(ModuleOp module, Tiers tiers) {
+    const MemoryTier tier = tiers.optimizer;
     if (module->hasAttr(kPipelineAttr))
       return module.emitError("--dsc-offload: pipeline-parallel plans are "
                               "not offloaded yet (their optimizer runs per "
@@ -179,6 +224,21 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
                               "(DeepSpeed's CPU Adam); optimizer=sgd is not "
                               "offloaded");
 
+    if (tiers.params != MemoryTier::Device) {
+      if (!hasChunks(module))
+        return module.emitError("--dsc-offload: params=")
+               << stringifyMemoryTier(tiers.params)
+               << " offloads ZeRO-3 chunks and no parameter is one; "
+                  "compile with zero=3 (DeepSpeed's offload_param is "
+                  "stage 3's), whose persistence threshold keeps "
+                  "parameters of at most that many elements whole";
+      for (ParameterOp param : module.getOps<ParameterOp>())
+        if (param.isChunked())
+          param.setTier(tiers.params);
+      for (auto func : module.getOps<func::FuncOp>())
+        fetchAhead(func);
+    }
+
     SymbolTable symbols(module);
     SmallVector<OffloadedUpdate> updates;
     for (AdamWOp adam : program.getOps<AdamWOp>())
@@ -191,9 +251,12 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     Builder b(module.getContext());
     SmallVector<NamedAttribute> record = {b.getNamedAttr(
         "optimizer", b.getStringAttr(stringifyMemoryTier(tier)))};
+    if (tiers.params != MemoryTier::Device)
+      record.push_back(b.getNamedAttr(
+          "params", b.getStringAttr(stringifyMemoryTier(tiers.params))));
     if (!nvmePath.empty())
       record.push_back(b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)));
-    if (tier == MemoryTier::Nvme) {
+    if (tiers.uses(MemoryTier::Nvme)) {
       record.push_back(b.getNamedAttr(
           "block_bytes", b.getI64IntegerAttr(int64_t(nvmeBlockBytes))));
       record.push_back(b.getNamedAttr(
@@ -204,8 +267,36 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     return success();
   }
 
+  /// In `func`, each gather of an offloaded chunk gathers from a fetched
+  /// copy, fetched before the previous such gather (one ahead: the next
+  /// layer's chunk moves while this one is gathered and used).
+  void fetchAhead(func::FuncOp func) {
+    SmallVector<GatherParameterOp> gathers;
+    func.walk([&](GatherParameterOp gather) {
+      auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          gather, gather.getNameAttr());
+      if (param && param.getTier() != MemoryTier::Device)
+        gathers.push_back(gather);
+    });
+    for (auto [index, gather] : llvm::enumerate(gathers)) {
+      GatherParameterOp before = gathers[index == 0 ? 0 : index - 1];
+      // A gather inside a nested region (a pipeline stage) is fetched in
+      // its own block.
+      if (before->getBlock() != gather->getBlock())
+        before = gather;
+      OpBuilder builder(before);
+      auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          gather, gather.getNameAttr());
+      auto fetch = FetchParameterOp::create(
+          builder, gather.getLoc(), param.getType(), gather.getNameAttr());
+      gather.getChunkMutable().assign(fetch.getResult());
+      ++numFetches;
+    }
+  }
+
   /// Moves `adam`'s moments to `tier` and declares the master and gradient
   /// copies beside them (of the moments' type: whole, or this rank's chunk).
+  /// An offloaded chunk has no master: it is updated where it lives.
   OffloadedUpdate declareCopies(AdamWOp adam, SymbolTable &symbols,
                                 MemoryTier tier) {
     OffloadedUpdate u;
@@ -226,6 +317,7 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     u.paramChunked = param.getNumElements() != type.getNumElements();
     u.gradChunked =
         grad.getTensorType().getNumElements() != type.getNumElements();
+    u.paramOffloaded = param.getTier() != MemoryTier::Device;
 
     OpBuilder builder(expAvg);
     auto declare = [&](StringRef prefix, StateKind kind, MemoryTier where) {
@@ -238,7 +330,9 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       symbols.insert(state);
       return FlatSymbolRefAttr::get(state.getSymNameAttr());
     };
-    u.master = declare("offload.master.", StateKind::Master, tier);
+    u.master = u.paramOffloaded
+                   ? u.param
+                   : declare("offload.master.", StateKind::Master, tier);
     // The gradient is read once per step, where the update runs; on NVMe
     // it would only be written and read back.
     u.gradCopy =
@@ -286,30 +380,44 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       clip.setGradientsAttr(builder.getArrayAttr(grads));
     }
 
-    const bool nvme = tier == MemoryTier::Nvme;
+    // What each update swaps: its NVMe states (the master or offloaded
+    // chunk, the moments).
+    SymbolTable symbols(program->getParentOfType<ModuleOp>());
     auto swapped = [&](const OffloadedUpdate &u) {
-      return symbolList(builder, {u.master, u.expAvg, u.expAvgSq});
+      SmallVector<FlatSymbolRefAttr> names;
+      for (FlatSymbolRefAttr name : {u.master, u.expAvg, u.expAvgSq}) {
+        Operation *decl = symbols.lookup(name.getValue());
+        auto state = dyn_cast<StateOp>(decl);
+        MemoryTier where =
+            state ? state.getTier() : cast<ParameterOp>(decl).getTier();
+        if (where == MemoryTier::Nvme)
+          names.push_back(name);
+      }
+      return symbolList(builder, names);
     };
-    if (nvme) {
-      AdamWOp first = updates.front().update;
-      builder.setInsertionPoint(first);
-      SwapInOp::create(builder, first.getLoc(), swapped(updates.front()));
-    }
+    auto swapIn = [&](const OffloadedUpdate &u, Location loc) {
+      if (ArrayAttr names = swapped(u); !names.empty())
+        SwapInOp::create(builder, loc, names);
+    };
+    AdamWOp first = updates.front().update;
+    builder.setInsertionPoint(first);
+    swapIn(updates.front(), first.getLoc());
     for (auto [index, u] : llvm::enumerate(updates)) {
       AdamWOp adam = u.update;
       // Prefetch: the next parameter's states are read while this one
       // updates.
       builder.setInsertionPoint(adam);
-      if (nvme && index + 1 < updates.size())
-        SwapInOp::create(builder, adam.getLoc(), swapped(updates[index + 1]));
+      if (index + 1 < updates.size())
+        swapIn(updates[index + 1], adam.getLoc());
       adam.setParamAttr(u.master);
       adam.setGradAttr(u.gradCopy);
       adam.removeMeshAttr();
       adam.removeShardAxesAttr();
       builder.setInsertionPointAfter(adam);
-      transfer(builder, adam.getLoc(), u.master, u.param, u, u.paramChunked);
-      if (nvme)
-        SwapOutOp::create(builder, adam.getLoc(), swapped(u));
+      if (!u.paramOffloaded)
+        transfer(builder, adam.getLoc(), u.master, u.param, u, u.paramChunked);
+      if (ArrayAttr names = swapped(u); !names.empty())
+        SwapOutOp::create(builder, adam.getLoc(), names);
     }
   }
 
@@ -325,6 +433,8 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     SymbolTable(module).insert(func);
     builder.setInsertionPointToStart(func.addEntryBlock());
     for (const OffloadedUpdate &u : updates) {
+      if (u.paramOffloaded)
+        continue; // no master: the chunk is what the update reads
       ArrayAttr master = symbolList(builder, {u.master});
       if (tier == MemoryTier::Nvme)
         SwapInOp::create(builder, loc, master);

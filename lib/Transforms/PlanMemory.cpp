@@ -102,6 +102,15 @@ private:
   std::map<int64_t, int64_t> free;
 };
 
+/// The type of a swapped NVMe declaration: a state or a ZeRO-3 chunk.
+static Type swappedType(func::FuncOp func, Attribute name) {
+  Operation *decl =
+      SymbolTable::lookupNearestSymbolFrom(func, cast<FlatSymbolRefAttr>(name));
+  if (auto param = dyn_cast<ParameterOp>(decl))
+    return param.getType();
+  return cast<StateOp>(decl).getType();
+}
+
 struct DscPlanMemoryPass
     : mlir::dsc::impl::DscPlanMemoryPassBase<DscPlanMemoryPass> {
   using Base::Base;
@@ -133,7 +142,8 @@ struct DscPlanMemoryPass
     for (Operation &op : module.getBody()->getOperations()) {
       if (auto param = dyn_cast<ParameterOp>(op))
         op.setAttr(kOffsetAttr,
-                   b.getI64IntegerAttr(place(bytesOfType(param.getType()))));
+                   b.getI64IntegerAttr(
+                       placeIn(param.getTier(), bytesOfType(param.getType()))));
       else if (auto state = dyn_cast<StateOp>(op))
         op.setAttr(kOffsetAttr,
                    b.getI64IntegerAttr(
@@ -301,10 +311,7 @@ struct DscPlanMemoryPass
         for (Attribute state : swapIn.getStates()) {
           int64_t &offset = staged[state];
           offset = stagingAllocator.allocate(
-              bytesOfType(SymbolTable::lookupNearestSymbolFrom<StateOp>(
-                              func, cast<FlatSymbolRefAttr>(state))
-                              .getType()),
-              stagingReused);
+              bytesOfType(swappedType(func, state)), stagingReused);
           at.push_back(stagingBase + offset);
         }
         op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(at));
@@ -319,11 +326,8 @@ struct DscPlanMemoryPass
             signalPassFailure();
             return 0;
           }
-          stagingAllocator.release(
-              it->second,
-              bytesOfType(SymbolTable::lookupNearestSymbolFrom<StateOp>(
-                              func, cast<FlatSymbolRefAttr>(state))
-                              .getType()));
+          stagingAllocator.release(it->second,
+                                   bytesOfType(swappedType(func, state)));
           staged.erase(it);
         }
         continue;

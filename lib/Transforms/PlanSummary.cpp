@@ -58,7 +58,8 @@ struct DscPlanSummaryPass
         parameters += param.getNumElements();
         wholeParameters += param.getWholeNumElements();
         modelStateBytes += bytesOf(param.getTensorType());
-        tierBytes[0] += bytesOf(param.getTensorType());
+        tierBytes[static_cast<unsigned>(param.getTier())] +=
+            bytesOf(param.getTensorType());
       } else if (auto state = dyn_cast<StateOp>(op)) {
         const StateKind kind = state.getKind();
         (kind == StateKind::Gradient ? gradients
@@ -70,17 +71,30 @@ struct DscPlanSummaryPass
             bytesOf(state.getTensorType());
       }
     }
-    // What one step moves between tiers: the optimizer program's transfers
-    // and swaps ([from][to]).
+    // What one step moves between tiers ([from][to]): the optimizer
+    // program's transfers and swaps, and each micro-batch's fetches of
+    // offloaded ZeRO-3 chunks.
     int64_t moved[3][3] = {};
+    SymbolTableCollection tables;
+    auto declOf = [&](FlatSymbolRefAttr name) {
+      return tables.lookupNearestSymbolFrom(module, name);
+    };
+    auto tierOf = [&](FlatSymbolRefAttr name) {
+      Operation *decl = declOf(name);
+      if (auto state = dyn_cast_or_null<StateOp>(decl))
+        return static_cast<unsigned>(state.getTier());
+      if (auto param = dyn_cast_or_null<ParameterOp>(decl))
+        return static_cast<unsigned>(param.getTier());
+      return 0u;
+    };
+    auto bytesOfDecl = [&](FlatSymbolRefAttr name) {
+      Operation *decl = declOf(name);
+      if (auto param = dyn_cast<ParameterOp>(decl))
+        return bytesOf(param.getTensorType());
+      return bytesOf(cast<StateOp>(decl).getTensorType());
+    };
     if (auto opt =
             lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer)) {
-      SymbolTableCollection tables;
-      auto tierOf = [&](FlatSymbolRefAttr name) {
-        auto state = tables.lookupNearestSymbolFrom<StateOp>(opt, name);
-        return static_cast<unsigned>(state ? state.getTier()
-                                           : MemoryTier::Device);
-      };
       // A transfer's NVMe side is its host staging (swapped in).
       auto stagedTierOf = [&](FlatSymbolRefAttr name) {
         unsigned tier = tierOf(name);
@@ -93,11 +107,7 @@ struct DscPlanSummaryPass
               transfer.getBytes(tables);
         auto swap = [&](ArrayAttr states, unsigned from, unsigned to) {
           for (Attribute state : states)
-            moved[from][to] +=
-                bytesOf(tables
-                            .lookupNearestSymbolFrom<StateOp>(
-                                opt, cast<FlatSymbolRefAttr>(state))
-                            .getTensorType());
+            moved[from][to] += bytesOfDecl(cast<FlatSymbolRefAttr>(state));
         };
         if (auto in = dyn_cast<SwapInOp>(op))
           swap(in.getStates(), 2, 1);
@@ -138,6 +148,12 @@ struct DscPlanSummaryPass
     if (auto m = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
       perStep = m.getInt();
     CollectiveBytes collectives = collectiveBytesPerStep(module, perStep);
+    // Each micro-batch fetches the offloaded chunks its gathers read.
+    if (fb)
+      fb.walk([&](FetchParameterOp fetch) {
+        moved[tierOf(fetch.getNameAttr())][0] +=
+            perStep * bytesOf(cast<RankedTensorType>(fetch.getType()));
+      });
     auto get = [](DictionaryAttr dict, StringRef key) {
       auto value = dict.getAs<IntegerAttr>(key);
       return value ? value.getInt() : 0;
@@ -167,6 +183,7 @@ struct DscPlanSummaryPass
         json.attribute("host_to_device", moved[1][0]);
         json.attribute("host_to_nvme", moved[1][2]);
         json.attribute("nvme_to_host", moved[2][1]);
+        json.attribute("nvme_to_device", moved[2][0]);
       });
       json.attributeObject("program_temporary_bytes", [&] {
         for (NamedAttribute peak : peaks)

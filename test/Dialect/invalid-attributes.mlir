@@ -160,12 +160,12 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host"} or {optimizer = "nvme", block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64, nvme_path = "DIR" (optional)}, got {optimizer = "disk"}}}
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host|nvme", params = "host|nvme" (optional), and with nvme block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64; nvme_path = "DIR" (optional)}, got {optimizer = "disk"}}}
 module attributes {dsc.offload = {optimizer = "disk"}} {
 }
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host"} or {optimizer = "nvme", block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64, nvme_path = "DIR" (optional)}, got {block_bytes = 512 : i64, optimizer = "nvme", queue_depth = 8 : i64}}}
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host|nvme", params = "host|nvme" (optional), and with nvme block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64; nvme_path = "DIR" (optional)}, got {block_bytes = 512 : i64, optimizer = "nvme", queue_depth = 8 : i64}}}
 module attributes {dsc.offload = {optimizer = "nvme", block_bytes = 512, queue_depth = 8}} {
 }

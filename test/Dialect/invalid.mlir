@@ -666,7 +666,7 @@ func.func @f() {
 dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros>
 dsc.state @m : tensor<8x16xf32> exp_avg of @w in host
 func.func @f() {
-  // expected-error @+1 {{'@m' is in tier 'host'; only nvme states are swapped}}
+  // expected-error @+1 {{'@m' is in tier 'host'; only nvme states and parameters are swapped}}
   dsc.swap_in [@m]
   return
 }
@@ -1057,4 +1057,82 @@ func.func @optimizer() -> tensor<f32> {
   // expected-error @+1 {{first_size must be > 0, got 0.000000e+00}}
   %lr = dsc.cyclic_learning_rate range_test min = 1.000000e-03 max = 1.000000e-03 first_size = 0.000000e+00 second_size = 0.000000e+00 first_stairs = 0 second_stairs = 0 decay_size = 0.000000e+00 rate = 1.000000e+00 : tensor<f32>
   return %lr : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w' is in tier 'host' but is not a ZeRO-3 chunk; only chunks are offloaded}}
+dsc.parameter @w : tensor<8x16xf32> init = #dsc.init<zeros> in host
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]> in host
+func.func @f() -> tensor<4x4xf32> {
+  // expected-error @+1 {{parameter '@w' is in tier 'host'; gather it from a dsc.fetch_parameter copy (`from %chunk`)}}
+  %w = dsc.gather_parameter @w on @mesh axes = ["dp"] : tensor<4x4xf32>
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]>
+func.func @f(%c: tensor<8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{parameter '@w' is on the device; `from` names a fetched copy of an offloaded chunk}}
+  %w = dsc.gather_parameter @w from %c : tensor<8xf32> on @mesh axes = ["dp"] : tensor<4x4xf32>
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]> in nvme
+func.func @f(%c: tensor<4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{gathers from 'tensor<4xf32>', not parameter '@w''s chunk type 'tensor<8xf32>'}}
+  %w = dsc.gather_parameter @w from %c : tensor<4xf32> on @mesh axes = ["dp"] : tensor<4x4xf32>
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]>
+func.func @f() -> tensor<8xf32> {
+  // expected-error @+1 {{parameter '@w' is on the device; only a chunk in tier host or nvme is fetched}}
+  %c = dsc.fetch_parameter @w : tensor<8xf32>
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]> in host
+func.func @f() -> tensor<4xf32> {
+  // expected-error @+1 {{result type 'tensor<4xf32>' does not match parameter '@w' of type 'tensor<8xf32>'}}
+  %c = dsc.fetch_parameter @w : tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]> in host
+func.func @f() -> tensor<8xf32> {
+  // expected-error @+1 {{reads parameter '@w' in tier 'host'; an offloaded chunk is fetched (dsc.fetch_parameter) and gathered}}
+  %w = dsc.get_parameter @w : tensor<8xf32>
+  return %w : tensor<8xf32>
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [2]
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros> layout = #dsc.layout<view = [4, 4], split = [[], []], chunk = ["dp"]> in host
+dsc.state @g : tensor<8xf32> gradient of @w
+dsc.state @m : tensor<8xf32> exp_avg of @w in host
+dsc.state @v : tensor<8xf32> exp_avg_sq of @w in host
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{grad '@g' is a gradient state, expected gradient_copy}}
+  dsc.adamw @w grad = @g exp_avg = @m exp_avg_sq = @v lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
+  return
 }

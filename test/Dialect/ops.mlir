@@ -180,3 +180,25 @@ func.func @offloaded_update(%lr: tensor<f32>) {
 func.func @initialize() attributes {dsc.program = #dsc.program_role<initialize>} {
   return
 }
+
+// ZeRO-Infinity's parameter offload: a ZeRO-3 chunk in the NVMe tier, a
+// device copy fetched and gathered, the chunk swapped in and updated in
+// place from the gradient's host copy.
+// CHECK: dsc.parameter @fc.weight : tensor<256xf32> init = <normal, std = 2.000000e-02> layout = <view = [16, 32], split = {{\[}}[], []], chunk = ["dp"]> in nvme
+dsc.parameter @fc.weight : tensor<256xf32> init = #dsc.init<normal, std = 0.02> layout = #dsc.layout<view = [16, 32], split = [[], []], chunk = ["dp"]> in nvme
+dsc.state @offload.grad.fc.weight : tensor<256xf32> gradient_copy of @fc.weight in host
+dsc.state @adam.m.fc.weight : tensor<256xf32> exp_avg of @fc.weight in host
+dsc.state @adam.v.fc.weight : tensor<256xf32> exp_avg_sq of @fc.weight in host
+// CHECK-LABEL: func.func @offloaded_chunk
+func.func @offloaded_chunk(%lr: tensor<f32>) -> tensor<16x32xf32> {
+  // CHECK: %[[C:.*]] = dsc.fetch_parameter @fc.weight : tensor<256xf32>
+  %c = dsc.fetch_parameter @fc.weight : tensor<256xf32>
+  // CHECK: dsc.gather_parameter @fc.weight from %[[C]] : tensor<256xf32> on @mesh axes = ["dp"] : tensor<16x32xf32>
+  %w = dsc.gather_parameter @fc.weight from %c : tensor<256xf32> on @mesh axes = ["dp"] : tensor<16x32xf32>
+  // CHECK: dsc.swap_in [@fc.weight]
+  dsc.swap_in [@fc.weight]
+  // CHECK: dsc.adamw @fc.weight grad = @offload.grad.fc.weight
+  dsc.adamw @fc.weight grad = @offload.grad.fc.weight exp_avg = @adam.m.fc.weight exp_avg_sq = @adam.v.fc.weight lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
+  dsc.swap_out [@fc.weight]
+  return %w : tensor<16x32xf32>
+}

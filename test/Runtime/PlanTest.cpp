@@ -866,7 +866,17 @@ TEST(PlanValidate, GatherParameter) {
   plan.buffers[whole].bytes = 512;
   gather.inputs = {bufferId(plan, "wte.weight.exp_avg")};
   EXPECT_ERROR_HAS(validatePlan(plan), "has role optimizer state; only a "
-                                       "parameter's chunk is gathered");
+                                       "parameter's chunk (or its fetched "
+                                       "copy) is gathered");
+  // ZeRO-Infinity: the device copy of an offloaded chunk, a temporary
+  // that carries the chunk's layout.
+  uint32_t fetched =
+      addBuffer(plan, "w.fetched", DType::F32, {64}, BufferRole::Temporary);
+  gather.inputs = {fetched};
+  EXPECT_ERROR_HAS(validatePlan(plan), "is chunked over mesh axes mask 0 but "
+                                       "the gather runs over mask 1");
+  plan.buffers[fetched].layout = plan.buffers[chunk].layout;
+  EXPECT_NO_THROW(validatePlan(plan));
   gather.inputs = {chunk};
   gather.outputs = {bufferId(plan, "wte.weight")};
   EXPECT_ERROR_HAS(validatePlan(plan), "the gathered parameter must be a "

@@ -2,6 +2,11 @@
 // RUN: dsc-opt %s --dsc-offload="optimizer=nvme nvme-path=/scratch" | FileCheck %s --check-prefix=NVME
 // RUN: dsc-opt %s --dsc-offload="optimizer=nvme" --dsc-plan-memory | FileCheck %s --check-prefix=MEMORY
 // RUN: dsc-opt %s --dsc-offload="optimizer=none" | FileCheck %s --check-prefix=NONE
+// RUN: not dsc-opt %s --dsc-offload="optimizer=host params=host" 2>&1 | FileCheck %s --check-prefix=NOCHUNK
+
+// ZeRO-Infinity's parameter offload moves ZeRO-3 chunks (see
+// dsc-offload-params.mlir); this ZeRO-1 plan has none.
+// NOCHUNK: error: --dsc-offload: params=host offloads ZeRO-3 chunks and no parameter is one; compile with zero=3 (DeepSpeed's offload_param is stage 3's), whose persistence threshold keeps parameters of at most that many elements whole
 
 // A ZeRO-1 plan on dp=2: @w's update is sharded (its moments and its
 // gradient's valid part are this rank's 8 of 16 elements), @b's is whole

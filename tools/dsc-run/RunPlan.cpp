@@ -102,20 +102,24 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-/// The bytes program `name`'s Transfer instructions move, by source and
-/// destination tier: what the plan says one step moves.
-std::array<std::array<uint64_t, 3>, 3>
-plannedTransferBytes(const Plan &plan, const std::string &name) {
+/// The bytes the Transfer instructions of a step move, by source and
+/// destination tier, as the plan says: the optimizer's once, the training
+/// program's (fetches of offloaded ZeRO-3 chunks) once per micro-batch.
+std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(const Plan &plan) {
   std::array<std::array<uint64_t, 3>, 3> bytes{};
-  if (const Program *prog = plan.findProgram(name))
-    for (const Instruction &inst : prog->instructions)
-      if (inst.opcode == Opcode::Transfer) {
-        const Buffer &x = plan.buffers[inst.inputs[0]],
-                     &y = plan.buffers[inst.outputs[0]];
-        bytes[uint32_t(plan.arenas[x.arena].tier)]
-             [uint32_t(plan.arenas[y.arena].tier)] +=
-            std::min(x.bytes, y.bytes);
-      }
+  auto add = [&](const std::string &name, uint64_t times) {
+    if (const Program *prog = plan.findProgram(name))
+      for (const Instruction &inst : prog->instructions)
+        if (inst.opcode == Opcode::Transfer) {
+          const Buffer &x = plan.buffers[inst.inputs[0]],
+                       &y = plan.buffers[inst.outputs[0]];
+          bytes[uint32_t(plan.arenas[x.arena].tier)]
+               [uint32_t(plan.arenas[y.arena].tier)] +=
+              times * std::min(x.bytes, y.bytes);
+        }
+  };
+  add("optimizer", 1);
+  add("forward_backward", uint64_t(std::max<int64_t>(plan.microBatches, 1)));
   return bytes;
 }
 
@@ -124,7 +128,7 @@ plannedTransferBytes(const Plan &plan, const std::string &name) {
 /// lane's bandwidth; nothing for a plan without transfers.
 void logTransfers(std::ostream &log, const Executor &ex,
                   const Executor::TransferStats &before, int64_t steps) {
-  const auto planned = plannedTransferBytes(ex.plan(), "optimizer");
+  const auto planned = plannedTransferBytes(ex.plan());
   const Executor::TransferStats &now = ex.transferStats();
   std::string line;
   for (uint32_t from = 0; from < 3; ++from)

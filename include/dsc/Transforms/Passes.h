@@ -77,8 +77,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::init("none")};
   Option<std::string> offloadParams{
       *this, "offload-params",
-      llvm::cl::desc("ZeRO-Infinity's parameter offload: none (the only "
-                     "one built)"),
+      llvm::cl::desc("ZeRO-Infinity's parameter offload (zero=3 with "
+                     "offload-optimizer): where the chunks live between "
+                     "uses: none (device), host or nvme"),
       llvm::cl::init("none")};
   Option<int64_t> nvmeBlockBytes{
       *this, "nvme-block-bytes",

@@ -499,17 +499,29 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     keeps two parameters' staging live in the host arena, not all of
     them). Gradient copies stay in the host tier.
 
+    `params=host|nvme` (ZeRO-Infinity's parameter offload, ZeRO-3 only,
+    with `optimizer=host|nvme`) keeps every ZeRO-3 chunk
+    (`dsc.parameter ... in host|nvme`) off the device: each
+    `dsc.gather_parameter` gathers `from` a `dsc.fetch_parameter` copy made
+    one gather ahead (the next layer's chunk is read while the current one
+    is gathered and used), and the chunk is updated in place where it
+    lives, with no master copy (it is fp32 already); an NVMe chunk is
+    swapped in with its moments around its update. Parameters ZeRO-3
+    keeps whole (below the persistence threshold) stay on the device with
+    the optimizer's master copies.
+
     `device-memory=BYTES` sets a budget for the device arena: with
-    `optimizer=none` the pass plans the module's memory without offload and
-    with the host tier (on a copy, with `--dsc-plan-memory`) and takes the
-    first whose device peak fits; with a tier named it checks that one.
-    When none fits, the error names the smallest device peak offload
-    reaches and the peak without it.
+    `optimizer=none` the pass plans the module's memory without offload,
+    with the optimizer in the host tier and (ZeRO-3) with the parameters
+    there too (on a copy, with `--dsc-plan-memory`) and takes the first
+    whose device peak fits; with a tier named it checks that one. When
+    none fits, the error names the smallest device peak offload reaches
+    and the peak without it.
 
     Requires AdamW (DeepSpeed's CPU Adam) and runs after `--dsc-optimizer`
     and `--dsc-data-parallel`, before `--dsc-plan-memory`. Refused by name:
-    `params=` other than none (ZeRO-Infinity's parameter offload is not
-    built yet), SGD, pipeline stages.
+    SGD, pipeline stages, `params=` without ZeRO-3 or without optimizer
+    offload.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
@@ -517,8 +529,8 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
            "Where the optimizer states and update live: none (device), "
            "host or nvme">,
     Option<"params", "params", "std::string", /*default=*/"\"none\"",
-           "Where ZeRO-3 parameters live between uses: none (only none is "
-           "built)">,
+           "Where ZeRO-3 parameter chunks live between uses: none "
+           "(device), host or nvme">,
     Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
            "Directory of the NVMe tier's files (recorded in the plan; "
            "dsc-run --nvme-path overrides)">,
@@ -541,6 +553,8 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     Statistic<"numOffloaded", "offloaded-params",
               "Parameters whose update runs off the device">,
     Statistic<"numTransfers", "transfers", "dsc.transfer ops inserted">,
+    Statistic<"numFetches", "fetches",
+              "dsc.fetch_parameter ops inserted (params=host|nvme)">,
   ];
 }
 

@@ -59,6 +59,17 @@ void Executor::runProgram(const std::string &name) {
   // NVMe reads and writes queued on the NVMe lane, likewise: a swap-in
   // runs beside the update before it (the prefetch the compiler placed).
   std::vector<InFlight> ioInFlight;
+  // Waits for the newest NVMe transfer whose bytes `ranges` touch (the
+  // lane completes in order).
+  auto waitForLane = [&](const std::vector<ByteRange> &ranges) {
+    for (size_t k = ioInFlight.size(); k-- > 0;)
+      if (overlaps(*ioInFlight[k].ranges, ranges)) {
+        nvmeLane->wait(ioInFlight[k].ticket);
+        ioInFlight.erase(ioInFlight.begin(),
+                         ioInFlight.begin() + ptrdiff_t(k) + 1);
+        return;
+      }
+  };
   auto waitAll = [&] {
     backendImpl->waitCollectives();
     inFlight.clear();
@@ -68,13 +79,16 @@ void Executor::runProgram(const std::string &name) {
   };
   try {
     for (size_t i = 0; i < prog->instructions.size(); ++i) {
-      // Collectives hoisted to here go first: their operands are final.
-      for (size_t j : schedule.launchAt[i])
+      // Collectives hoisted to here go first: their operands are final,
+      // once the NVMe lane has written what they read (a fetched chunk).
+      for (size_t j : schedule.launchAt[i]) {
+        waitForLane(schedule.ranges[j]);
         inFlight.push_back(
             {backendImpl->launchCollective([this, prog, j] {
                runInstruction(*prog, j);
              }),
              &schedule.ranges[j]});
+      }
       const Instruction &inst = prog->instructions[i];
       if (isCollective(inst.opcode))
         continue; // launched above, at or before its place
@@ -97,13 +111,7 @@ void Executor::runProgram(const std::string &name) {
             {launchNvmeTransfer(*prog, i), &schedule.ranges[i]});
         continue;
       }
-      for (size_t k = ioInFlight.size(); k-- > 0;)
-        if (overlaps(*ioInFlight[k].ranges, schedule.ranges[i])) {
-          nvmeLane->wait(ioInFlight[k].ticket);
-          ioInFlight.erase(ioInFlight.begin(),
-                           ioInFlight.begin() + ptrdiff_t(k) + 1);
-          break;
-        }
+      waitForLane(schedule.ranges[i]);
       runInstruction(*prog, i);
     }
     waitAll();

@@ -431,9 +431,11 @@ void InstructionChecker::shapes() {
     int64_t groupSize = meshGroupAt("axes", "collective");
     const Buffer &chunk = in(0);
     if (inst.opcode == Opcode::GatherParameter) {
-      if (chunk.role != BufferRole::Parameter)
+      // A temporary: the device copy of a chunk offloaded to host or NVMe.
+      if (chunk.role != BufferRole::Parameter &&
+          chunk.role != BufferRole::Temporary)
         fail(inName(0) + " has role " + roleName(chunk.role) +
-             "; only a parameter's chunk is gathered");
+             "; only a parameter's chunk (or its fetched copy) is gathered");
       if (chunk.layout.chunkAxes != intNamed("axes"))
         fail(inName(0) + " is chunked over mesh axes mask " +
              std::to_string(chunk.layout.chunkAxes) +

@@ -77,9 +77,11 @@ void checkBuffer(const Plan &plan, size_t id) {
   if (b.role == BufferRole::Constant && b.init.kind == InitKind::None)
     fail("a constant buffer needs an initializer");
   if (!b.layout.isWhole()) {
+    // A temporary has one when it is an offloaded ZeRO-3 chunk's device
+    // copy, which a GatherParameter reads.
     if (b.role != BufferRole::Parameter && b.role != BufferRole::Gradient &&
         b.role != BufferRole::OptimizerState &&
-        b.role != BufferRole::OffloadCopy)
+        b.role != BufferRole::OffloadCopy && b.role != BufferRole::Temporary)
       fail("a " + std::string(roleName(b.role)) +
            " buffer cannot have a shard layout");
     if (b.layout.view.size() > size_t(kMaxRank))

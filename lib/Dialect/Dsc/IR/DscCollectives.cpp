@@ -145,6 +145,32 @@ GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError("result type ")
            << getType() << " does not match parameter '@" << getName()
            << "' of type " << param.getType();
+  if (param.getTier() != MemoryTier::Device)
+    return emitOpError("reads parameter '@")
+           << getName() << "' in tier '" << stringifyMemoryTier(param.getTier())
+           << "'; an offloaded chunk is fetched (dsc.fetch_parameter) and "
+              "gathered";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FetchParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+FetchParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param =
+      tables.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!param)
+    return emitOpError("'") << getName() << "' does not name a dsc.parameter";
+  if (param.getTier() == MemoryTier::Device)
+    return emitOpError("parameter '@")
+           << getName() << "' is on the device; only a chunk in tier host "
+           << "or nvme is fetched";
+  if (param.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " does not match parameter '@" << getName()
+           << "' of type " << param.getType();
   return success();
 }
 
@@ -169,6 +195,19 @@ GatherParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError("parameter '@")
            << getName() << "' is not a ZeRO-3 chunk (its layout has no chunk "
            << "axes); read it with dsc.get_parameter";
+  if (param.getTier() != MemoryTier::Device && !getChunk())
+    return emitOpError("parameter '@")
+           << getName() << "' is in tier '"
+           << stringifyMemoryTier(param.getTier())
+           << "'; gather it from a dsc.fetch_parameter copy (`from %chunk`)";
+  if (param.getTier() == MemoryTier::Device && getChunk())
+    return emitOpError("parameter '@")
+           << getName() << "' is on the device; `from` names a fetched copy "
+           << "of an offloaded chunk";
+  if (getChunk() && getChunk().getType() != param.getType())
+    return emitOpError("gathers from ")
+           << getChunk().getType() << ", not parameter '@" << getName()
+           << "''s chunk type " << param.getType();
   SmallVector<StringRef> chunkAxes = param.getLayoutAttr().getChunkAxisNames();
   SmallVector<StringRef> axes(getMeshAxes().getAsValueRange<StringAttr>());
   if (axes != chunkAxes)

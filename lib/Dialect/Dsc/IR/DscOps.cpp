@@ -82,6 +82,12 @@ LogicalResult ParameterOp::verify() {
   if (type.getNumElements() == 0)
     return emitOpError("parameter '") << getSymName() << "' has no elements";
   ShardLayoutAttr layout = getLayoutAttr();
+  // Only a ZeRO-3 chunk is fetched per use; a whole parameter off the
+  // device would have to be copied in whole for every read.
+  if (getTier() != MemoryTier::Device && (!layout || !isChunked()))
+    return emitOpError("parameter '")
+           << getSymName() << "' is in tier '" << stringifyMemoryTier(getTier())
+           << "' but is not a ZeRO-3 chunk; only chunks are offloaded";
   if (!layout)
     return success();
   // The rank's part: the whole view divided by every split and chunk axis.
@@ -529,7 +535,7 @@ static FailureOr<Placed> lookupPlaced(Operation *op,
                                       FlatSymbolRefAttr name, StringRef role) {
   Operation *decl = tables.lookupNearestSymbolFrom(op, name);
   if (auto param = dyn_cast_or_null<ParameterOp>(decl))
-    return Placed{param.getTensorType(), MemoryTier::Device};
+    return Placed{param.getTensorType(), param.getTier()};
   if (auto state = dyn_cast_or_null<StateOp>(decl))
     return Placed{state.getTensorType(), state.getTier()};
   return op->emitOpError(role)
@@ -586,18 +592,18 @@ int64_t TransferOp::getBytes(SymbolTableCollection &tables) {
          ((smaller.getElementTypeBitWidth() + 7) / 8);
 }
 
-/// Swaps name `in nvme` states.
+/// Swaps name `in nvme` states and parameter chunks.
 static LogicalResult verifySwapped(Operation *op, SymbolTableCollection &tables,
                                    ArrayAttr states) {
   for (Attribute attr : states) {
     auto name = cast<FlatSymbolRefAttr>(attr);
-    auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
-    if (!state)
-      return op->emitOpError("'") << name << "' does not name a dsc.state";
-    if (state.getTier() != MemoryTier::Nvme)
+    FailureOr<Placed> placed = lookupPlaced(op, tables, name, "swapped");
+    if (failed(placed))
+      return failure();
+    if (placed->tier != MemoryTier::Nvme)
       return op->emitOpError("'")
-             << name << "' is in tier '" << stringifyMemoryTier(state.getTier())
-             << "'; only nvme states are swapped";
+             << name << "' is in tier '" << stringifyMemoryTier(placed->tier)
+             << "'; only nvme states and parameters are swapped";
   }
   return success();
 }

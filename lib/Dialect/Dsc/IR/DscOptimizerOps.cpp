@@ -206,6 +206,10 @@ LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
     param = lookupParam(*this, tables, getParamAttr());
     if (succeeded(param))
       n = param->getNumElements();
+    // An offloaded ZeRO-3 chunk is updated where it lives, from the
+    // gradient's copy there.
+    if (succeeded(param) && param->getTier() != MemoryTier::Device)
+      gradKind = StateKind::GradientCopy;
   }
   if (failed(param))
     return failure();

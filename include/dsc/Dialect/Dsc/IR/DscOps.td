@@ -41,6 +41,11 @@ def Dsc_ParameterOp : Dsc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">
     tensor slicing and ZeRO-3), the type is this rank's part of the whole
     parameter the layout describes.
 
+    `in host` or `in nvme` (ZeRO-Infinity's parameter offload, set by
+    `--dsc-offload="params=..."`) keeps a ZeRO-3 chunk off the device:
+    functions copy it in with `dsc.fetch_parameter` and gather the copy,
+    and the update runs where it lives.
+
     ```mlir
     dsc.parameter @h.0.attn.qkv.weight : tensor<768x2304xf32>
         init = #dsc.init<normal, std = 2.000000e-02>
@@ -49,9 +54,13 @@ def Dsc_ParameterOp : Dsc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Dsc_FloatTensor>:$type,
                        Dsc_InitAttr:$init,
-                       OptionalAttr<Dsc_ShardLayoutAttr>:$layout);
-  let assemblyFormat =
-      "$sym_name `:` $type `init` `=` $init (`layout` `=` $layout^)? attr-dict";
+                       OptionalAttr<Dsc_ShardLayoutAttr>:$layout,
+                       DefaultValuedProp<EnumProp<Dsc_MemoryTier>,
+                                         "::mlir::dsc::MemoryTier::Device">:$tier);
+  let assemblyFormat = [{
+    $sym_name `:` $type `init` `=` $init (`layout` `=` $layout^)?
+    (`in` $tier^)? attr-dict
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -678,12 +687,17 @@ def Dsc_GatherParameterOp : Dsc_CollectiveOp<"gather_parameter"> {
     %w = dsc.gather_parameter @h.0.mlp.fc.weight on @mesh axes = ["dp"]
         : tensor<64x256xf32>
     ```
+
+    A chunk offloaded to host memory or NVMe (`in host|nvme`) is gathered
+    `from` the device copy a `dsc.fetch_parameter` made of it.
   }];
   let arguments = (ins FlatSymbolRefAttr:$name, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$mesh_axes);
+                       StrArrayAttr:$mesh_axes,
+                       Optional<Dsc_FloatTensor>:$chunk);
   let results = (outs Dsc_FloatTensor:$result);
   let assemblyFormat = [{
-    $name `on` $mesh `axes` `=` $mesh_axes attr-dict `:` type($result)
+    $name (`from` $chunk^ `:` type($chunk))? `on` $mesh `axes` `=` $mesh_axes
+    attr-dict `:` type($result)
   }];
 }
 
@@ -731,7 +745,7 @@ def Dsc_TransferOp : Dsc_Op<"transfer",
   let description = [{
     `destination = source`, between two persistent declarations (dsc.parameter
     or dsc.state) of one element type whose tiers (a state's `in`, device
-    when absent; a parameter's device) differ: `--dsc-offload` moves
+    when absent; a parameter's likewise) differ: `--dsc-offload` moves
     gradients down to where the update runs and the updated master weights
     back up. An NVMe state must be swapped in (`dsc.swap_in`) where it is
     transferred: the copy is its host staging.
@@ -759,12 +773,35 @@ def Dsc_TransferOp : Dsc_Op<"transfer",
   }];
 }
 
+def Dsc_FetchParameterOp : Dsc_Op<"fetch_parameter",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Copies an offloaded ZeRO-3 chunk into a device temporary";
+  let description = [{
+    ZeRO-Infinity: the parameter's chunk is `in host` or `in nvme`; this op
+    copies it (over PCIe, or from the NVMe file) into a new device
+    temporary that a `dsc.gather_parameter ... from` then all-gathers. The
+    temporary dies after the gather, so the device holds a chunk only
+    between its fetch and its gather. `--dsc-offload` places each fetch one
+    gather ahead (the next layer's chunk is read while the current one is
+    gathered and used). Not `Pure`: the parameter changes every step.
+
+    ```mlir
+    %c = dsc.fetch_parameter @h.0.mlp.fc.weight : tensor<8192xf32>
+    %w = dsc.gather_parameter @h.0.mlp.fc.weight from %c : tensor<8192xf32>
+        on @mesh axes = ["dp"] : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
 def Dsc_SwapInOp : Dsc_Op<"swap_in",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reads NVMe states into host staging (ZeRO-Infinity)";
   let description = [{
-    Each named state is `in nvme`; from here to the `dsc.swap_out` that
-    names it, ops use its host staging copy, read from the NVMe file here.
+    Each named state (or ZeRO-3 parameter chunk) is `in nvme`; from here
+    to the `dsc.swap_out` that names it, ops use its host staging copy, read from the NVMe file here.
     `--dsc-plan-memory` gives each staging its bytes in the host arena for
     that span (the next parameter's swap-in before the current update is
     the prefetch that overlaps the update).
