@@ -50,6 +50,9 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
                          plan.pp, plan.virtualStages, m.numLayers);
   if (plan.offloadOptimizer && plan.zeroStage == 0)
     return "optimizer offload needs ZeRO stage >= 1 (as in DeepSpeed)";
+  if (plan.offloadParams && (plan.zeroStage != 3 || !plan.offloadOptimizer))
+    return "parameter offload needs ZeRO stage 3 and optimizer offload (as "
+           "--dsc-offload builds it)";
   return "";
 }
 
@@ -135,6 +138,14 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
     double offloaded = mem.states.optimizer + (plan.fp32 ? 4.0 * shard : 0.0);
     double gradCopy = (plan.fp32 ? 4.0 : 2.0) * shard;
     mem.states.optimizer = 0;
+    // ZeRO-Infinity: the chunks leave the device. An fp32 chunk is its
+    // own master (the 4 bytes above); DeepSpeed's fp16 chunk joins the
+    // fp32 master.
+    if (plan.offloadParams) {
+      if (!plan.fp32)
+        offloaded += mem.states.params;
+      mem.states.params = 0;
+    }
     double hostShare = c.hostMemoryBytes / static_cast<double>(c.gpusPerNode);
     if (offloaded + gradCopy <= hostShare) {
       mem.host = offloaded + gradCopy;
@@ -370,12 +381,20 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     // Over PCIe per parameter: the gradient down and the parameter up, 2
     // bytes each in fp16 (DeepSpeed), 4 in an fp32 plan (--dsc-offload's
     // transfers).
-    const double pcieBytes = plan.fp32 ? 8.0 : 4.0;
+    const double element = plan.fp32 ? 4.0 : 2.0;
+    double pcieBytes = 2.0 * element;
+    // Parameter offload: no parameter goes up after the update, and each
+    // micro-batch fetches every chunk for the forward's gather and again
+    // for the backward's.
+    const double fetched = plan.offloadParams ? 2.0 * md * element : 0.0;
+    if (plan.offloadParams)
+      pcieBytes = element + fetched;
     offload = pcieBytes * shard / c.pcieBandwidthPerGpu +
               28.0 * shard / (c.hostMemoryBandwidth / gpusPerNode);
     if (e.memory.nvme > 0)
-      // Read and write the 12 bytes of states per parameter.
-      offload += 24.0 * shard / (c.nvmeBandwidth / gpusPerNode);
+      // Read and write the 12 bytes of states per parameter, and the
+      // fetches read the chunks from the file.
+      offload += (24.0 + fetched) * shard / (c.nvmeBandwidth / gpusPerNode);
   }
 
   // The slowest stage sets the pace of the pipeline.

@@ -29,6 +29,8 @@ std::string ParallelPlan::str() const {
     s += " recompute";
   if (offloadOptimizer)
     s += " offload";
+  if (offloadParams)
+    s += " offload-params";
   if (fp32)
     s += " fp32";
   return s;
@@ -62,5 +64,6 @@ mlir::dsc::analysis::planChanges(const ParallelPlan &from,
   flag("sequence parallelism", from.sequenceParallel && from.tp > 1,
        to.sequenceParallel && to.tp > 1);
   flag("optimizer offload", from.offloadOptimizer, to.offloadOptimizer);
+  flag("parameter offload", from.offloadParams, to.offloadParams);
   return changes;
 }

@@ -216,20 +216,27 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
                   if (!off && d == 1 && zero == 1)
                     continue;
                   plan.offloadOptimizer = off;
-                  ++result.numEnumerated;
-                  MemoryBreakdown mem = cm.memory(plan);
-                  if (leastMemory < 0 || mem.device < leastMemory) {
-                    leastMemory = mem.device;
-                    leastMemoryPlan = plan;
+                  // ZeRO-Infinity's parameter offload: ZeRO-3's chunks
+                  // beside the offloaded optimizer.
+                  for (int params = 0; params < 2; ++params) {
+                    if (params && (!off || zero != 3))
+                      continue;
+                    plan.offloadParams = params;
+                    ++result.numEnumerated;
+                    MemoryBreakdown mem = cm.memory(plan);
+                    if (leastMemory < 0 || mem.device < leastMemory) {
+                      leastMemory = mem.device;
+                      leastMemoryPlan = plan;
+                    }
+                    if (mem.device > c.gpu.memoryBytes)
+                      continue;
+                    PlanEstimate e = cm.estimate(plan);
+                    if (!e.fits)
+                      continue;
+                    result.feasible.push_back(
+                        {e.memory.device, e.modelFlopsPerGpu});
+                    feasible.push_back(std::move(e));
                   }
-                  if (mem.device > c.gpu.memoryBytes)
-                    continue;
-                  PlanEstimate e = cm.estimate(plan);
-                  if (!e.fits)
-                    continue;
-                  result.feasible.push_back(
-                      {e.memory.device, e.modelFlopsPerGpu});
-                  feasible.push_back(std::move(e));
                 }
               }
             }
@@ -286,6 +293,12 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
        [&](const ParallelPlan &p) {
          return p.offloadOptimizer != wp.offloadOptimizer;
        }});
+  if (wp.zeroStage == 3 && wp.offloadOptimizer)
+    respects.push_back(
+        {wp.offloadParams ? "no parameter offload" : "parameter offload",
+         [&](const ParallelPlan &p) {
+           return p.offloadParams != wp.offloadParams;
+         }});
   if (wp.pp > 1)
     respects.push_back(
         {std::string("a schedule other than ") + scheduleName(wp.schedule),

@@ -149,10 +149,19 @@ struct DscApplyPlanPass
                   compile->offloadOptimizer.getValue() +
                   " disagrees with dsc.plan's offload = false");
 
+    auto paramsKnob = plan.getAs<BoolAttr>("offload_params");
+    const bool offloadParams = paramsKnob && paramsKnob.getValue();
+    if (!offloadParams && compile->offloadParams.getValue() != "none")
+      return fail(
+          "the option offload-params=" + compile->offloadParams.getValue() +
+          " disagrees with dsc.plan's offload_params = false");
+
     CompileOptions options;
     options.copyOptionValuesFrom(*compile);
     if (offload && compile->offloadOptimizer.getValue() == "none")
       options.offloadOptimizer = "host";
+    if (offloadParams && compile->offloadParams.getValue() == "none")
+      options.offloadParams = "host";
     options.plan = "";
     options.dp = *dp;
     options.tp = *tp;

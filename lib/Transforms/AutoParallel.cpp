@@ -211,7 +211,14 @@ struct DscAutoParallelPass
                        b.getBoolAttr(p.sequenceParallel && p.tp > 1)),
         b.getNamedAttr("offload", b.getBoolAttr(p.offloadOptimizer)),
     };
-    module->setAttr(kPlanAttr, b.getDictionaryAttr(plan));
+    DictionaryAttr planAttr = b.getDictionaryAttr(plan);
+    // Named only when on: ZeRO-Infinity's chunks in the offload tier.
+    if (p.offloadParams) {
+      NamedAttrList withParams(planAttr);
+      withParams.set("offload_params", b.getBoolAttr(true));
+      planAttr = withParams.getDictionary(b.getContext());
+    }
+    module->setAttr(kPlanAttr, planAttr);
     NamedAttribute estimate[] = {
         b.getNamedAttr("step_seconds", b.getF64FloatAttr(best.time.total)),
         b.getNamedAttr("mfu", b.getF64FloatAttr(best.mfu)),
@@ -273,6 +280,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     plan.recompute = recompute;
     plan.sequenceParallel = sequenceParallel;
     plan.offloadOptimizer = offload;
+    plan.offloadParams = offloadParams;
     if (precision != "bf16" && precision != "fp32")
       return fail("precision must be 'bf16' or 'fp32', got '" + precision +
                   "'");

@@ -326,6 +326,41 @@ TEST(Offload, Fp32PlansPriceWhatThePassBuilds) {
   EXPECT_DOUBLE_EQ(spill.memory.host, 4 * shard);
 }
 
+TEST(Offload, Fp32ParameterOffloadPricesTheFetches) {
+  // ZeRO-Infinity in an fp32 plan as --dsc-offload builds it: the ZeRO-3
+  // chunk is its own master, so the host keeps 16 bytes per shard
+  // parameter as before and the device loses the 4 of the chunk; over
+  // PCIe the gradient goes down (4) and every micro-batch fetches the
+  // chunk for the forward's and the backward's gathers (2 x 4 x m), with
+  // nothing going up after the update.
+  ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
+  ClusterSpec c = a100();
+  ParallelPlan p = plan(8, 1, 1, 3, 1, 4);
+  p.fp32 = true;
+  p.offloadOptimizer = true;
+  PlanEstimate optimizerOnly = CostModel(m, c).estimate(p);
+  p.offloadParams = true;
+  PlanEstimate withParams = CostModel(m, c).estimate(p);
+  const double shard = m.parameters / 8;
+  EXPECT_DOUBLE_EQ(optimizerOnly.memory.states.params, 4 * shard);
+  EXPECT_EQ(withParams.memory.states.params, 0.0);
+  EXPECT_DOUBLE_EQ(optimizerOnly.memory.device - withParams.memory.device,
+                   4 * shard);
+  EXPECT_DOUBLE_EQ(withParams.memory.host, 16 * shard);
+  EXPECT_DOUBLE_EQ(optimizerOnly.memory.host, 16 * shard);
+  EXPECT_NEAR(withParams.time.offload - optimizerOnly.time.offload,
+              (4 + 2 * 4 * 4 - 8) * shard / c.pcieBandwidthPerGpu,
+              1e-9 * withParams.time.offload);
+  // Without ZeRO-3 or without the optimizer offload it is not a plan.
+  CostModel cm(m, c);
+  p.zeroStage = 2;
+  EXPECT_NE(cm.checkPlan(p).find("parameter offload needs ZeRO stage 3"),
+            std::string::npos);
+  p.zeroStage = 3;
+  p.offloadOptimizer = false;
+  EXPECT_NE(cm.checkPlan(p).find("and optimizer offload"), std::string::npos);
+}
+
 TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
   CostModel cm(ModelShape::gpt3_175B(), a100());
   PlanEstimate e = cm.estimate(plan(128, 8, 1, 0, 1, 12));

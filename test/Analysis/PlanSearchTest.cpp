@@ -179,6 +179,43 @@ TEST(Search, OffloadOnlyWhereItFitsAndPays) {
       << tight->top.front().plan.str();
 }
 
+TEST(Search, ParameterOffloadOnlyWhereNothingElseFits) {
+  // GPT-2 XL-sized in fp32 on 8 GPUs: with 80 GB no plan offloads its
+  // parameters; with memory just short of every plan that keeps them on
+  // the device, the winner is ZeRO-3 with its chunks offloaded.
+  ModelShape m = ModelShape::gpt("1.5B", 48, 1600, 25, 1024, 50304);
+  ClusterSpec c = load("dgx-a100-80gb.json");
+  SearchOptions o = options(8, 64);
+  o.fp32 = true;
+  o.allowOffloadWithPipeline = false;
+  llvm::Expected<SearchResult> roomy = searchPlans(CostModel(m, c), o);
+  ASSERT_TRUE(static_cast<bool>(roomy)) << llvm::toString(roomy.takeError());
+  EXPECT_FALSE(roomy->top.front().plan.offloadParams)
+      << roomy->top.front().plan.str();
+  SearchOptions everyPlan = o;
+  everyPlan.objective = SearchObjective::Memory;
+  everyPlan.topK = 1000000;
+  llvm::Expected<SearchResult> all = searchPlans(CostModel(m, c), everyPlan);
+  ASSERT_TRUE(static_cast<bool>(all)) << llvm::toString(all.takeError());
+  double smallestOnDevice = 0;
+  for (const PlanEstimate &e : all->top) {
+    EXPECT_TRUE(!e.plan.offloadParams ||
+                (e.plan.zeroStage == 3 && e.plan.offloadOptimizer))
+        << e.plan.str();
+    if (!e.plan.offloadParams &&
+        (smallestOnDevice == 0 || e.memory.device < smallestOnDevice))
+      smallestOnDevice = e.memory.device;
+  }
+  ASSERT_GT(smallestOnDevice, 0.0);
+  ASSERT_LT(all->top.front().memory.device, smallestOnDevice);
+  c.gpu.memoryBytes = smallestOnDevice * 0.999;
+  llvm::Expected<SearchResult> tight = searchPlans(CostModel(m, c), o);
+  ASSERT_TRUE(static_cast<bool>(tight)) << llvm::toString(tight.takeError());
+  const ParallelPlan &winner = tight->top.front().plan;
+  EXPECT_TRUE(winner.offloadParams) << winner.str();
+  EXPECT_EQ(winner.zeroStage, 3) << winner.str();
+}
+
 TEST(Search, BadInputsAreErrors) {
   CostModel cm(ModelShape::gpt3_175B(), load("dgx-a100-80gb.json"));
   auto errorOf = [&](SearchOptions o) {

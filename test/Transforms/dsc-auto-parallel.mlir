@@ -54,7 +54,7 @@
 // MD: ![Predicted TFLOP/s per GPU against peak memory per GPU for every feasible plan](plan.svg)
 
 // JSON: "explanation": "dp=32 tp=8 pp=4
-// JSON: "plans_enumerated": 20244
+// JSON: "plans_enumerated": 23136
 // JSON: "winner": {
 // JSON: "plan": {
 // JSON-DAG: "tp": 8

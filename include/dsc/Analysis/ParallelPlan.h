@@ -54,6 +54,10 @@ struct ParallelPlan {
   /// ZeRO-Offload of optimizer states (and the gradient partition) to host
   /// memory, or to NVMe when the host cannot hold them.
   bool offloadOptimizer = false;
+  /// ZeRO-Infinity's parameter offload: ZeRO-3's parameter chunks live
+  /// with the optimizer states and are fetched to the device for each
+  /// gather (needs zeroStage 3 and offloadOptimizer).
+  bool offloadParams = false;
   /// Element sizes: false for mixed precision (16-bit parameters,
   /// gradients and activations, the papers' forms), true for an fp32 plan
   /// as --dsc-compile builds it by default (MemoryModel.h's fp32 forms).

@@ -187,6 +187,8 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
            /*default=*/"false", "Sequence parallelism (with tp > 1)">,
     Option<"offload", "offload", "bool", /*default=*/"false",
            "ZeRO-Offload of the optimizer states">,
+    Option<"offloadParams", "offload-params", "bool", /*default=*/"false",
+           "ZeRO-Infinity's parameter offload (zero=3 with offload)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
            "Element sizes: 'bf16' (mixed precision, the papers' forms) or "
            "'fp32' (an fp32 plan as --dsc-compile builds it)">,
