@@ -22,7 +22,17 @@
 // CHECK: dsc.state @offload.master.wte : tensor<64xf32> master of @wte in host
 // CHECK: dsc.transfer @offload.master.wte to @wte chunk on @mesh axes = ["dp"]
 
-// The third module's zero-bubble plan compiles: the stages' backwards split into their
+// The third module's plan is ZeRO-Infinity's (ZeRO-3 with the chunks
+// offloaded too): its chunk lives in host memory and the forward gathers a
+// fetched copy of it.
+// CHECK: dsc.offload = {optimizer = "host", params = "host"}
+// CHECK: dsc.parameter @wte : tensor<64xf32> {{.*}} chunk = ["dp"]> in host
+// CHECK: %[[CHUNK:.*]] = dsc.fetch_parameter @wte {{.*}}: tensor<64xf32>
+// CHECK: dsc.gather_parameter @wte from %[[CHUNK]]
+// RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto offload-params=nvme" 2>&1 | FileCheck %s --check-prefix=PARAMS
+// PARAMS: error: --dsc-compile plan=auto: the option offload-params=nvme disagrees with dsc.plan's offload_params = false
+
+// The fourth module's zero-bubble plan compiles: the stages' backwards split into their
 // activation- and weight-gradient parts, the steps run the latter apart.
 // CHECK: dsc.pipeline = {{{.*}}schedule = "zb-h1"
 // COMPILE: func.func @backward_weight.stage0
@@ -67,7 +77,21 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // -----
 
-// A zero-bubble plan compiles (the third module).
+// ZeRO-Infinity (the third module; the checks are above).
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = true, offload_params = true, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 3 : i64}} {
+  dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
+  func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+    %w = dsc.get_parameter @wte : tensor<16x8xf32>
+    %x = dsc.embedding %w, %ids : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+    %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A zero-bubble plan compiles (the fourth module).
 module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 2 : i64, recompute = false, schedule = "zb-h1", sequence_parallel = false, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>

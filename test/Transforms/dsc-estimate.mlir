@@ -1,5 +1,11 @@
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 recompute=1 report=%t.md" -o /dev/null 2>&1 | FileCheck %s
 // RUN: FileCheck %s --check-prefix=REPORT < %t.md
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 zero=3 offload=1 offload-params=1 micro-batch=1 microbatches=192" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMS
+// RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 zero=1 offload-params=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMSZ1
+// ZeRO-Infinity's parameter offload is priced, and named among the changes
+// the search's best makes.
+// PARAMS: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=3 b=1 m=192 1f1b offload offload-params`: {{.*}} optimizer offload on -> off, parameter offload on -> off
+// PARAMSZ1: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=1 b=1 m=1 1f1b offload-params` does not fit the model: parameter offload needs ZeRO stage 3 and optimizer offload (as --dsc-offload builds it)
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json tp=5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not dsc-opt %s --dsc-estimate="dp=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLUSTER
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json pp=2 pipeline-schedule=zb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULE
