@@ -1403,6 +1403,12 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                            : declBuffer(gather.getNameAttr())};
         return success();
       })
+      .Case<OverlapNextStepOp>([&](OverlapNextStepOp) {
+        ops::OverlapNextStep().encode(inst);
+        inst.inputs = {};
+        inst.outputs = {};
+        return success();
+      })
       .Case<FetchParameterOp>([&](FetchParameterOp fetch) -> LogicalResult {
         // The chunk's bytes into the op's device temporary, which carries
         // the chunk's layout for the gather that reads it.

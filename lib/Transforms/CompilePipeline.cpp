@@ -127,10 +127,11 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
 
   // Offload places the states the optimizer and ZeRO passes declared.
   if (options.offloadOptimizer != "none" || options.offloadParams != "none" ||
-      !options.nvmePath.empty() || options.deviceMemory != 0) {
+      !options.nvmePath.empty() || options.deviceMemory != 0 || options.dpu) {
     DscOffloadPassOptions offload;
     offload.optimizer = options.offloadOptimizer;
     offload.params = options.offloadParams;
+    offload.dpu = options.dpu;
     offload.nvmePath = options.nvmePath;
     offload.deviceMemory = options.deviceMemory;
     offload.nvmeBlockBytes = options.nvmeBlockBytes;

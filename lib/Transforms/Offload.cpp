@@ -85,6 +85,13 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       return signalPassFailure();
     }
     // A budget without a tier named: the least offload that fits it.
+    if (dpu &&
+        (*tier != MemoryTier::Host || *paramsTier != MemoryTier::Device)) {
+      module.emitError("--dsc-offload: dpu=1 (the delayed parameter update) "
+                       "needs optimizer=host and params=none, got optimizer=")
+          << optimizer << " params=" << params;
+      return signalPassFailure();
+    }
     Tiers tiers{*tier, *paramsTier};
     if (deviceMemory > 0 && *tier == MemoryTier::Device) {
       FailureOr<Tiers> fitting = leastOffloadThatFits(module);
@@ -246,6 +253,8 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     if (updates.empty())
       return success();
     rewriteOptimizer(program, updates, tier);
+    if (dpu)
+      delayUpdates(program, updates);
     buildInitialize(module, program, updates, tier);
 
     Builder b(module.getContext());
@@ -419,6 +428,18 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       if (ArrayAttr names = swapped(u); !names.empty())
         SwapOutOp::create(builder, adam.getLoc(), names);
     }
+  }
+
+  /// ZeRO-Offload's delayed parameter update: the updates move after the
+  /// rest of the program (each parameter's transfer then reads its master
+  /// before this step's update) and a dsc.overlap_next_step, so they run
+  /// beside the next step's forward and backward.
+  void delayUpdates(func::FuncOp program, ArrayRef<OffloadedUpdate> updates) {
+    Operation *terminator = program.getBody().front().getTerminator();
+    OpBuilder builder(terminator);
+    OverlapNextStepOp::create(builder, terminator->getLoc());
+    for (const OffloadedUpdate &u : updates)
+      u.update->moveBefore(terminator);
   }
 
   /// @initialize: each master from its parameter.

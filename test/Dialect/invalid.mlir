@@ -1136,3 +1136,22 @@ func.func @f(%lr: tensor<f32>) {
   dsc.adamw @w grad = @g exp_avg = @m exp_avg_sq = @v lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{belongs in the optimizer program (the update it overlaps with the next step)}}
+  dsc.overlap_next_step
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>
+dsc.state @g : tensor<8xf32> gradient of @w
+func.func @optimizer() attributes {dsc.program = #dsc.program_role<optimizer>} {
+  // expected-error @+1 {{is followed by 'dsc.zero'; only dsc.adamw updates run beside the next step}}
+  dsc.overlap_next_step
+  dsc.zero [@g]
+  return
+}

@@ -176,6 +176,16 @@ func.func @offloaded_update(%lr: tensor<f32>) {
   dsc.swap_out [@offload.master.wpe.weight, @adam.m.wpe.weight, @adam.v.wpe.weight]
   return
 }
+// The delayed parameter update: the master's update after the marker.
+// CHECK-LABEL: func.func @delayed_update
+// CHECK: dsc.overlap_next_step
+// CHECK-NEXT: dsc.adamw @offload.master.wpe.weight
+func.func @delayed_update(%lr: tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
+  dsc.transfer @offload.grad.wpe.weight to @grad.wpe.weight chunk on @mesh axes = ["dp"]
+  dsc.overlap_next_step
+  dsc.adamw @offload.master.wpe.weight grad = @offload.grad.wpe.weight exp_avg = @adam.m.wpe.weight exp_avg_sq = @adam.v.wpe.weight lr = %lr beta1 = 0.9 beta2 = 0.95 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
+  return
+}
 // CHECK: func.func @initialize() attributes {dsc.program = #dsc.program_role<initialize>}
 func.func @initialize() attributes {dsc.program = #dsc.program_role<initialize>} {
   return

@@ -3,6 +3,24 @@
 // RUN: dsc-opt %s --dsc-offload="optimizer=nvme" --dsc-plan-memory | FileCheck %s --check-prefix=MEMORY
 // RUN: dsc-opt %s --dsc-offload="optimizer=none" | FileCheck %s --check-prefix=NONE
 // RUN: not dsc-opt %s --dsc-offload="optimizer=host params=host" 2>&1 | FileCheck %s --check-prefix=NOCHUNK
+// RUN: dsc-opt %s --dsc-offload="optimizer=host dpu=1" | FileCheck %s --check-prefix=DPU
+// RUN: not dsc-opt %s --dsc-offload="optimizer=nvme dpu=1" 2>&1 | FileCheck %s --check-prefix=DPUNVME
+
+// ZeRO-Offload's delayed parameter update: each parameter takes its master
+// before the master's update (the value the previous step's update left),
+// then the updates follow a dsc.overlap_next_step: they run beside the
+// next step's forward and backward.
+// DPU-LABEL: func.func @optimizer
+// DPU: dsc.clip_grad_norm [@offload.grad.w, @offload.grad.b]
+// DPU-NEXT: dsc.transfer @offload.master.w to @w chunk on @mesh axes = ["dp"]
+// DPU-NEXT: dsc.transfer @offload.master.b to @b{{$}}
+// DPU-NEXT: dsc.all_gather_states [@w]
+// DPU-NEXT: dsc.zero [@grad.w, @grad.b]
+// DPU-NEXT: dsc.overlap_next_step
+// DPU-NEXT: dsc.adamw @offload.master.w grad = @offload.grad.w
+// DPU-NEXT: dsc.adamw @offload.master.b grad = @offload.grad.b
+// DPU-NEXT: return
+// DPUNVME: error: --dsc-offload: dpu=1 (the delayed parameter update) needs optimizer=host and params=none, got optimizer=nvme params=none
 
 // ZeRO-Infinity's parameter offload moves ZeRO-3 chunks (see
 // dsc-offload-params.mlir); this ZeRO-1 plan has none.

@@ -32,11 +32,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dsc::rt {
@@ -156,8 +158,9 @@ public:
   double learningRate() const;
 
   /// The 1-based training step that the next optimizer run performs;
-  /// LearningRate and AdamW read it.
-  int64_t step() const override { return currentStep; }
+  /// LearningRate and AdamW read it (the updates a delayed parameter update
+  /// runs beside the next step read the step they belong to).
+  int64_t step() const override;
   void setStep(int64_t step) { currentStep = step; }
   /// Mixed into dropout seeds with the step, so each micro-batch draws a
   /// fresh mask that its backward reproduces. trainStep numbers the step's
@@ -364,6 +367,11 @@ private:
   /// Runs the plan's "initialize" program, if it has one (after the
   /// parameters are initialized or loaded).
   void runInitializeProgram();
+  /// The delayed parameter update (OverlapNextStep): runs instructions
+  /// [from, end) of `prog` on a host thread beside what follows.
+  void launchOverlapped(const Program &prog, size_t from);
+  /// Waits for the overlapped update, if one runs; rethrows its error.
+  void waitForOverlapped();
   /// Opens the nvme arenas' files under Plan::nvmePath.
   void openNvmeArenas(Communicator *world);
   void setUpMesh(Communicator *world);
@@ -374,6 +382,10 @@ private:
 
   Plan thePlan;
   std::unique_ptr<Backend> backendImpl;
+  /// The optimizer's tail of a delayed parameter update while it runs, and
+  /// what it failed with.
+  std::thread overlapped;
+  std::exception_ptr overlappedError;
   /// Each arena's memory; null for an nvme arena, whose bytes are a file.
   std::vector<uint8_t *> arenas;
   /// The nvme arenas' files, by arena index, and the lane that reads and

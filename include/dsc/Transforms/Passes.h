@@ -81,6 +81,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "offload-optimizer): where the chunks live between "
                      "uses: none (device), host or nvme"),
       llvm::cl::init("none")};
+  Option<bool> dpu{
+      *this, "dpu",
+      llvm::cl::desc("ZeRO-Offload's delayed parameter update (with "
+                     "offload-optimizer=host): the host update runs beside "
+                     "the next step, whose forward and backward use "
+                     "parameters one step stale"),
+      llvm::cl::init(false)};
   Option<int64_t> nvmeBlockBytes{
       *this, "nvme-block-bytes",
       llvm::cl::desc("The NVMe lane's request size in bytes (DeepSpeed's "

@@ -520,6 +520,13 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     none fits, the error names the smallest device peak offload reaches
     and the peak without it.
 
+    `dpu=1` (ZeRO-Offload's delayed parameter update, optimizer=host):
+    each parameter receives its master before the master's update, and
+    the updates move after a `dsc.overlap_next_step`, so they run beside
+    the next step's forward and backward, which use parameters one step
+    stale: the gradient of step i is taken at the parameters of step i-2
+    and applied to the masters of step i-1.
+
     Requires AdamW (DeepSpeed's CPU Adam) and runs after `--dsc-optimizer`
     and `--dsc-data-parallel`, before `--dsc-plan-memory`. Refused by name:
     SGD, pipeline stages, `params=` without ZeRO-3 or without optimizer
@@ -533,6 +540,10 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     Option<"params", "params", "std::string", /*default=*/"\"none\"",
            "Where ZeRO-3 parameter chunks live between uses: none "
            "(device), host or nvme">,
+    Option<"dpu", "dpu", "bool", /*default=*/"false",
+           "ZeRO-Offload's delayed parameter update (optimizer=host): the "
+           "host update of step i runs beside step i+1's forward and "
+           "backward, which use parameters one step stale">,
     Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
            "Directory of the NVMe tier's files (recorded in the plan; "
            "dsc-run --nvme-path overrides)">,

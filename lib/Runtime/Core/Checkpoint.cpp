@@ -28,6 +28,7 @@
 #include "dsc/Runtime/Safetensors.h"
 #include "dsc/Runtime/ShardLayout.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -117,10 +118,37 @@ int64_t stageOfRank(const Plan &plan, const std::vector<int64_t> &coords) {
   return coords[size_t(findMeshAxis(plan.mesh, "pp"))];
 }
 
+/// Where each buffer's checkpointed values are read from: itself, except
+/// under a delayed parameter update (an optimizer program with an
+/// OverlapNextStep), where a parameter lags its master by a step and the
+/// master, which its transfer before the update reads, holds the weights
+/// the checkpoint saves.
+std::vector<uint32_t> checkpointSources(const Plan &plan) {
+  std::vector<uint32_t> source(plan.buffers.size());
+  for (uint32_t id = 0; id < source.size(); ++id)
+    source[id] = id;
+  const Program *opt = plan.findProgram("optimizer");
+  if (!opt || std::none_of(opt->instructions.begin(), opt->instructions.end(),
+                           [](const Instruction &i) {
+                             return i.opcode == Opcode::OverlapNextStep;
+                           }))
+    return source;
+  for (const Instruction &inst : opt->instructions) {
+    if (inst.opcode == Opcode::OverlapNextStep)
+      break;
+    if (inst.opcode == Opcode::Transfer &&
+        plan.buffers[inst.inputs[0]].role == BufferRole::OffloadCopy &&
+        plan.buffers[inst.outputs[0]].role == BufferRole::Parameter)
+      source[inst.outputs[0]] = inst.inputs[0];
+  }
+  return source;
+}
+
 /// Every piece of the checkpoint, in (rank, buffer) order; the same list on
 /// every rank.
 std::vector<PlannedPiece> planPieces(const Plan &plan, int64_t ranks) {
   std::vector<std::vector<bool>> stages = buffersOfStages(plan);
+  const std::vector<uint32_t> sources = checkpointSources(plan);
   std::map<std::pair<uint32_t, std::string>, bool> seen;
   std::vector<PlannedPiece> out;
   for (int64_t r = 0; r < ranks; ++r) {
@@ -132,13 +160,14 @@ std::vector<PlannedPiece> planPieces(const Plan &plan, int64_t ranks) {
       const Buffer &b = plan.buffers[id];
       if (!checkpointed(b.role) || !held[id])
         continue;
-      TensorBox box = boxOf(plan, b, coords);
+      const uint32_t source = sources[id];
+      TensorBox box = boxOf(plan, plan.buffers[source], coords);
       std::string key = shapeString(box.view) + shapeString(box.offsets) +
                         shapeString(box.sizes) + " " +
                         std::to_string(box.flatOffset) + " " +
                         std::to_string(box.flatCount);
       if (seen.emplace(std::make_pair(id, key), true).second)
-        out.push_back({id, r, std::move(box)});
+        out.push_back({id, source, r, std::move(box)});
     }
   }
   return out;
@@ -247,14 +276,14 @@ uint64_t Executor::beginCheckpoint(const std::string &dir,
     for (size_t p = 0; p < save->pieces.size(); ++p) {
       if (save->pieces[p].rank != me)
         continue;
-      const uint32_t id = save->pieces[p].buffer;
-      const Buffer &b = thePlan.buffers[id];
+      const Buffer &b = thePlan.buffers[save->pieces[p].buffer];
+      const uint32_t source = save->pieces[p].source;
       const TensorBox &box = save->pieces[p].box;
       uint8_t *dst = save->writer.reserve(
           b.name, b.dtype,
           box.flatCount >= 0 ? std::vector<int64_t>{box.flatCount} : box.sizes);
-      if (b.bytes)
-        readBytes(id, dst);
+      if (thePlan.buffers[source].bytes)
+        readBytes(source, dst);
       save->mine.push_back(p);
     }
   } catch (const std::exception &e) {
@@ -340,7 +369,7 @@ std::optional<std::string> Executor::finishCheckpoint(bool wait) {
         piece.file = checkpointDataFileName(pieces[p].rank);
         piece.key = b.name;
         piece.byteOffset = uint64_t(shared[1 + 3 * p]);
-        piece.byteLength = b.bytes;
+        piece.byteLength = thePlan.buffers[pieces[p].source].bytes;
         piece.checksum =
             uint64_t(shared[2 + 3 * p]) | (uint64_t(shared[3 + 3 * p]) << 32);
         m.tensors[it->second].pieces.push_back(std::move(piece));

@@ -163,6 +163,7 @@ const NvmeStore *Executor::nvmeStore(uint32_t arena) const {
 }
 
 void Executor::readBytes(uint32_t id, void *dst) {
+  waitForOverlapped(); // its states, final
   const Buffer &b = thePlan.buffers[id];
   if (auto it = nvmeFiles.find(b.arena); it != nvmeFiles.end())
     it->second->read(b.offset, dst, b.bytes);
@@ -171,6 +172,7 @@ void Executor::readBytes(uint32_t id, void *dst) {
 }
 
 void Executor::writeBytes(uint32_t id, const void *src) {
+  waitForOverlapped();
   const Buffer &b = thePlan.buffers[id];
   if (auto it = nvmeFiles.find(b.arena); it != nvmeFiles.end())
     it->second->write(b.offset, src, b.bytes);
@@ -237,6 +239,12 @@ CommStats Executor::collectiveStats() const {
 }
 
 Executor::~Executor() {
+  try {
+    waitForOverlapped();
+  } catch (...) {
+    // Destruction goes on; a failed update was reported by the step that
+    // waited for it, or the run is ending on another error.
+  }
   releaseMemory();
   // The groups were split from the backend's world: free them first.
   groups.clear();
@@ -279,6 +287,7 @@ double Executor::nowUs() const {
 }
 
 void Executor::initialize(uint64_t newSeed) {
+  waitForOverlapped();
   seed = newSeed;
   currentStep = 1;
   microBatch = 0;

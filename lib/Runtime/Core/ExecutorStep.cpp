@@ -28,6 +28,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <utility>
 
 using namespace dsc::rt;
 
@@ -40,6 +41,11 @@ void Executor::runProgram(const std::string &name) {
     throw Error("the plan has no program '" + name + "' (it has " +
                 (have.empty() ? std::string("none") : have) + ")");
   }
+  // Only the next step's forward and backward run beside an overlapped
+  // update: it touches host-tier states they do not (the plan verifier
+  // checks); everything else may read or write them.
+  if (name != "forward_backward")
+    waitForOverlapped();
   if (instructionHook) {
     runTimed(*prog);
     return;
@@ -92,6 +98,13 @@ void Executor::runProgram(const std::string &name) {
       const Instruction &inst = prog->instructions[i];
       if (isCollective(inst.opcode))
         continue; // launched above, at or before its place
+      if (inst.opcode == Opcode::OverlapNextStep) {
+        // The delayed parameter update: the rest runs beside the next
+        // step's forward and backward.
+        waitAll();
+        launchOverlapped(*prog, i + 1);
+        return;
+      }
       if (schedule.usesCommunicator[i]) {
         // It calls a group itself: nothing else may be on the lane.
         waitAll();
@@ -129,6 +142,39 @@ void Executor::runProgram(const std::string &name) {
     }
     throw;
   }
+}
+
+namespace {
+/// The step an overlapped update's instructions read (Executor::step on
+/// its thread): the one its optimizer program ran in.
+thread_local int64_t overlappedStep = 0;
+} // namespace
+
+int64_t Executor::step() const {
+  return overlappedStep ? overlappedStep : currentStep;
+}
+
+void Executor::launchOverlapped(const Program &prog, size_t from) {
+  waitForOverlapped();
+  const int64_t stepOfUpdate = currentStep;
+  overlapped = std::thread([this, &prog, from, stepOfUpdate] {
+    overlappedStep = stepOfUpdate;
+    try {
+      for (size_t i = from; i < prog.instructions.size(); ++i)
+        runInstruction(prog, i);
+      backendImpl->synchronize();
+    } catch (...) {
+      overlappedError = std::current_exception();
+    }
+    overlappedStep = 0;
+  });
+}
+
+void Executor::waitForOverlapped() {
+  if (overlapped.joinable())
+    overlapped.join();
+  if (std::exception_ptr error = std::exchange(overlappedError, nullptr))
+    std::rethrow_exception(error);
 }
 
 void Executor::runTimed(const Program &prog) {
@@ -308,6 +354,9 @@ void Executor::runInstruction(const Program &prog, size_t index) {
                            "not as a program");
   case Opcode::Transfer:
     runTransfer(prog, index);
+    return;
+  case Opcode::OverlapNextStep:
+    // Run in order (a traced run times each instruction): nothing to do.
     return;
   case Opcode::Zero:
     for (uint32_t id : inst.outputs) {

@@ -28,7 +28,11 @@ namespace dsc::rt {
 
 /// A piece of the checkpoint: buffer `buffer` as world rank `rank` holds it.
 struct PlannedPiece {
-  uint32_t buffer;
+  /// The buffer whose tensor (name, role, whole shape) the piece is of,
+  /// and the buffer its bytes are read from: the same, except for a
+  /// parameter of a delayed parameter update, whose current values are its
+  /// master's (the parameter itself is a step behind).
+  uint32_t buffer, source;
   int64_t rank;
   TensorBox box;
 };

@@ -93,6 +93,45 @@ void checkBuffer(const Plan &plan, size_t id) {
   }
 }
 
+/// ZeRO-Offload's delayed parameter update: one OverlapNextStep, in the
+/// optimizer program; what follows it runs beside the next step's forward
+/// and backward, so it may only update host-tier state in place (no
+/// collective, no transfer, no temporary the next step's program reuses,
+/// nothing written on the device).
+void checkOverlapped(const Plan &plan, const Program &prog, size_t i,
+                     const OpcodeInfo *info, bool &overlapped) {
+  const Instruction &inst = prog.instructions[i];
+  auto fail = [&](const std::string &why) {
+    throw Error("program '" + prog.name + "' instruction " + std::to_string(i) +
+                " (" + info->name + "): " + why);
+  };
+  if (inst.opcode == Opcode::OverlapNextStep) {
+    if (prog.name != "optimizer")
+      fail("only the optimizer program's update overlaps the next step");
+    if (overlapped)
+      fail("a second OverlapNextStep");
+    overlapped = true;
+    return;
+  }
+  if (!overlapped)
+    return;
+  if (info->has(kCollective) || info->has(kGroupKernel) ||
+      info->has(kPipelineStep) || inst.opcode == Opcode::Transfer)
+    fail("runs beside the next step's forward and backward (after "
+         "OverlapNextStep), where only updates of host-tier state may");
+  for (const std::vector<uint32_t> *ids : {&inst.inputs, &inst.outputs})
+    for (uint32_t id : *ids) {
+      const Buffer &b = plan.buffers[id];
+      if (b.role == BufferRole::Temporary)
+        fail("uses temporary '" + b.name +
+             "' after OverlapNextStep, whose bytes the next step reuses");
+      if (ids == &inst.outputs && plan.arenas[b.arena].tier == Tier::Device)
+        fail("writes '" + b.name +
+             "' of the device tier after OverlapNextStep, beside the next "
+             "step's forward and backward");
+    }
+}
+
 /// Refuses any overlap of a persistent buffer (every role but Temporary)
 /// with another buffer: a temporary reusing those bytes would corrupt
 /// parameters, gradients, optimizer state or the batch.
@@ -523,10 +562,14 @@ void dsc::rt::validatePlan(const Plan &plan) {
   for (const Program &prog : plan.programs) {
     if (!programNames.insert(prog.name).second)
       throw Error("program '" + prog.name + "' appears twice");
+    // After an OverlapNextStep, what runs beside the next step's forward
+    // and backward.
+    bool overlapped = false;
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       const OpcodeInfo *info =
           lookupOpcode(uint32_t(prog.instructions[i].opcode));
       InstructionChecker(plan, prog, i, info).run();
+      checkOverlapped(plan, prog, i, info, overlapped);
       // NVMe bytes are a file, not memory: only a transfer reaches them.
       const Instruction &inst = prog.instructions[i];
       if (inst.opcode != Opcode::Transfer)

@@ -152,8 +152,10 @@ private:
     return v;
   }
 
-  /// f32 copies of this instruction's 16-bit operands, by buffer id.
-  std::map<uint32_t, std::vector<float>> staged;
+  /// f32 copies of this instruction's 16-bit operands, by buffer id; one
+  /// set per thread (a delayed parameter update runs its instructions on
+  /// a thread of its own beside the next step's).
+  inline static thread_local std::map<uint32_t, std::vector<float>> staged;
 
   int threads = 1;
   std::unique_ptr<CommLane> lane;
@@ -522,6 +524,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     break;
   case Opcode::Zero:
   case Opcode::Transfer:
+  case Opcode::OverlapNextStep:
   case Opcode::AllReduce:
   case Opcode::AllGather:
   case Opcode::ReduceScatter:

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -614,6 +615,21 @@ LogicalResult SwapInOp::verifySymbolUses(SymbolTableCollection &tables) {
 
 LogicalResult SwapOutOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifySwapped(*this, tables, getStates());
+}
+
+LogicalResult OverlapNextStepOp::verify() {
+  Operation *func = (*this)->getParentOp();
+  if (getProgramRole(func) != ProgramRole::Optimizer)
+    return emitOpError("belongs in the optimizer program (the update it "
+                       "overlaps with the next step)");
+  for (Operation *op = (*this)->getNextNode(); op; op = op->getNextNode()) {
+    if (isa<AdamWOp>(op) || op->hasTrait<OpTrait::IsTerminator>())
+      continue;
+    return emitOpError("is followed by '")
+           << op->getName()
+           << "'; only dsc.adamw updates run beside the next step";
+  }
+  return success();
 }
 
 LogicalResult PipelineStageOp::verify() {

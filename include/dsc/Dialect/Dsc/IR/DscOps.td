@@ -830,6 +830,30 @@ def Dsc_SwapOutOp : Dsc_Op<"swap_out",
   let assemblyFormat = "$states attr-dict";
 }
 
+def Dsc_OverlapNextStepOp : Dsc_Op<"overlap_next_step"> {
+  let summary = "The rest of the update runs beside the next step "
+                "(ZeRO-Offload's delayed parameter update)";
+  let description = [{
+    In the optimizer program of `--dsc-offload="optimizer=host dpu=1"`:
+    the ops after it, the AdamW updates of the masters in host memory, run
+    beside the next step's forward and backward instead of before them.
+    Before it, each parameter received its master as the previous step's
+    update left it, so the next forward and backward use parameters one
+    step stale (Ren et al. 2021, section 5.2). Only `dsc.adamw` may follow
+    it.
+
+    ```mlir
+    dsc.transfer @offload.master.p to @p
+    dsc.zero [@grad.p]
+    dsc.overlap_next_step
+    dsc.adamw @offload.master.p grad = @offload.grad.p ...
+    return %norm, %lr : tensor<f32>, tensor<f32>
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
 def Dsc_PipelineStageOp : Dsc_Op<"pipeline_stage",
     [SingleBlockImplicitTerminator<"::mlir::dsc::YieldOp">]> {
   let summary = "Marks the ops that belong to one pipeline stage";
