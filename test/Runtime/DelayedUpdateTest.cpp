@@ -52,6 +52,18 @@ struct Batches {
   int64_t batch, perStep;
 };
 
+/// `steps` training steps as dsc-run runs them; their losses.
+std::vector<double> train(Executor &ex, int steps) {
+  Batches data(ex.plan());
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s)
+    losses.push_back(ex.trainStep([&](int64_t m, int32_t *t,
+                                      int32_t *y) { data.fill(s, m, t, y); },
+                                  ex.plan().microBatches)
+                         .loss);
+  return losses;
+}
+
 /// Every parameter's bytes, in buffer order.
 using Weights = std::vector<std::vector<uint8_t>>;
 
@@ -98,16 +110,8 @@ TEST(DelayedParameterUpdate, IsTheUpdateOfGradientsOneStepStale) {
   const int64_t M = one.microBatches;
 
   // The DPU plan as dsc-run trains it.
-  Batches dpuData(dpu);
   Executor delayed(dpu, 1234);
-  std::vector<double> dpuLosses;
-  for (int s = 0; s < kSteps; ++s)
-    dpuLosses.push_back(
-        delayed
-            .trainStep([&](int64_t m, int32_t *t,
-                           int32_t *y) { dpuData.fill(s, m, t, y); },
-                       M)
-            .loss);
+  const std::vector<double> dpuLosses = train(delayed, kSteps);
 
   // The reference: step s's forward and backward at the weights before the
   // previous update, its update applied to the weights after it.
@@ -160,17 +164,8 @@ TEST(DelayedParameterUpdate, IsTheUpdateOfGradientsOneStepStale) {
   // The check can fail: without the delay the losses part from step 3 on
   // (step 1's learning rate is 0 in warmup, so step 2 sees the same
   // weights either way).
-  Batches plainData(one);
   Executor plain(one, 1234);
-  std::vector<double> plainLosses;
-  for (int s = 0; s < kSteps; ++s)
-    plainLosses.push_back(
-        plain
-            .trainStep([&](int64_t m, int32_t *t,
-                           int32_t *y) { plainData.fill(s, m, t, y); },
-                       M)
-            .loss);
-  EXPECT_GT(maxRelative(dpuLosses, plainLosses), 1e-3);
+  EXPECT_GT(maxRelative(dpuLosses, train(plain, kSteps)), 1e-3);
 }
 
 TEST(DelayedParameterUpdate, CheckpointsTheMastersAsTheWeights) {
@@ -178,12 +173,8 @@ TEST(DelayedParameterUpdate, CheckpointsTheMastersAsTheWeights) {
   // a step behind): its checkpoint holds them, and a plan without offload
   // that loads it starts from them.
   const Plan dpu = inputPlan("gpt-tiny-dpu.plan");
-  Batches data(dpu);
   Executor delayed(dpu, 1234);
-  for (int s = 0; s < 4; ++s)
-    delayed.trainStep(
-        [&](int64_t m, int32_t *t, int32_t *y) { data.fill(s, m, t, y); },
-        dpu.microBatches);
+  train(delayed, 4);
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("dsc-dpu-checkpoint-" + std::to_string(::getpid())))
                               .string();

@@ -156,6 +156,14 @@ int64_t Executor::step() const {
 
 void Executor::launchOverlapped(const Program &prog, size_t from) {
   waitForOverlapped();
+  // A device backend updates host-tier states with its own kernels over
+  // pinned memory, on the stream the next step's kernels use: there the
+  // update runs in order (the same numerics, no overlap).
+  if (!backendImpl->hostAddressable()) {
+    for (size_t i = from; i < prog.instructions.size(); ++i)
+      runInstruction(prog, i);
+    return;
+  }
   const int64_t stepOfUpdate = currentStep;
   overlapped = std::thread([this, &prog, from, stepOfUpdate] {
     overlappedStep = stepOfUpdate;
