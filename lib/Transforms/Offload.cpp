@@ -84,7 +84,8 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
           << int64_t(deviceMemory);
       return signalPassFailure();
     }
-    // A budget without a tier named: the least offload that fits it.
+    // NVMe masters would be read twice a step; an offloaded chunk, updated
+    // in place, has no copy a step behind.
     if (dpu &&
         (*tier != MemoryTier::Host || *paramsTier != MemoryTier::Device)) {
       module.emitError("--dsc-offload: dpu=1 (the delayed parameter update) "
@@ -93,6 +94,7 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
       return signalPassFailure();
     }
     Tiers tiers{*tier, *paramsTier};
+    // A budget without a tier named: the least offload that fits it.
     if (deviceMemory > 0 && *tier == MemoryTier::Device) {
       FailureOr<Tiers> fitting = leastOffloadThatFits(module);
       if (failed(fitting))
