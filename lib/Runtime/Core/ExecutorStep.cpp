@@ -156,8 +156,8 @@ int64_t Executor::step() const {
 
 void Executor::launchOverlapped(const Program &prog, size_t from) {
   waitForOverlapped();
-  // A device backend updates host-tier states with its own kernels over
-  // pinned memory, on the stream the next step's kernels use: there the
+  // A device backend's instructions share its stream and its pinned
+  // scalar slots (the learning rate is read through them): there the
   // update runs in order (the same numerics, no overlap).
   if (!backendImpl->hostAddressable()) {
     for (size_t i = from; i < prog.instructions.size(); ++i)

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaBackendImpl.h"
+#include "dsc/Runtime/CpuAdam.h"
 
 #include <cmath>
 #include <string>
@@ -355,6 +356,17 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     break;
   case Opcode::AdamW: {
     AdamWConfig cfg = adamConfigOf(inst, readScalar(inB(1), in(1)));
+    // States in the pinned host tier (--dsc-offload): ZeRO-Offload's CPU
+    // Adam on the host's cores, not a kernel reading them across PCIe. The
+    // stream's work on them (the norm's clipping of the gradient copies)
+    // finishes first.
+    if (ex.plan().arenas[outB(0).arena].tier == Tier::Host) {
+      synchronize();
+      static const CpuIsa isa = detectCpuIsa();
+      cpuAdamW(outF(0), inF(0), outF(1), outF(2), count(inB(0)), cfg,
+               ex.step(), adamDecayOf(inst), nullptr, isa);
+      break;
+    }
     launched(cuda::adamwStep<float, __nv_bfloat16>(
         outF(0), inF(0), outF(1), outF(2), count(inB(0)), cfg, ex.step(),
         adamDecayOf(inst), 1.0f, nullptr, stream));
