@@ -184,8 +184,10 @@ TEST(PipelinedPlan, ZeroBubbleOrderIsChecked) {
 }
 
 TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {
-  for (const char *name :
-       {"gpt-tiny-pp2-interleaved.plan", "gpt-tiny-pp2-zb-h1.plan"}) {
+  // (And the delayed parameter update's plan: its OverlapNextStep and the
+  // host-tier rules behind it.)
+  for (const char *name : {"gpt-tiny-pp2-interleaved.plan",
+                           "gpt-tiny-pp2-zb-h1.plan", "gpt-tiny-dpu.plan"}) {
     SCOPED_TRACE(name);
     expectFlipsNeverCrash(planBytes(name));
   }
