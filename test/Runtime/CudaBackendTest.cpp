@@ -114,6 +114,27 @@ TEST_F(CudaBackendTest, TrainsLikeTheCpuBackend) {
     }
 }
 
+TEST_F(CudaBackendTest, OffloadedDelayedUpdateTrainsLikeTheCpuBackend) {
+  // ZeRO-Offload on the CUDA backend: the states in pinned host memory,
+  // the transfers over PCIe, the update by the CPU Adam, delayed a step
+  // (gpt-tiny-dpu.plan: offload-optimizer=host dpu=1).
+  const Plan dpu = readPlanFile(inputPlan("gpt-tiny-dpu.plan"));
+  Executor cpu(dpu, 1234);
+  Executor gpu(dpu, 1234, nullptr, cudaOn(0));
+  std::vector<double> want = train(cpu, *sampler, kSteps);
+  std::vector<double> got = train(gpu, *sampler, kSteps);
+  for (int s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(got[s], want[s], 1e-3 * std::fabs(want[s])) << "step " << s;
+  for (const Buffer &b : dpu.buffers)
+    if (b.role == BufferRole::Parameter) {
+      EXPECT_LT(relativeL2(gpu.read(b.name), cpu.read(b.name)), 1e-3) << b.name;
+      EXPECT_LT(relativeL2(gpu.read("offload.master." + b.name),
+                           cpu.read("offload.master." + b.name)),
+                1e-3)
+          << b.name;
+    }
+}
+
 TEST_F(CudaBackendTest, CheckpointsRoundTripThroughTheDevice) {
   const std::string path = ::testing::TempDir() + "/cuda-backend.ckpt";
   Executor gpu(plan, 1234, nullptr, cudaOn(0));
