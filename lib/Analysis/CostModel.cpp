@@ -53,6 +53,9 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
   if (plan.offloadParams && (plan.zeroStage != 3 || !plan.offloadOptimizer))
     return "parameter offload needs ZeRO stage 3 and optimizer offload (as "
            "--dsc-offload builds it)";
+  if (plan.delayedUpdate && (!plan.offloadOptimizer || plan.offloadParams))
+    return "the delayed parameter update needs optimizer offload without "
+           "parameter offload (as --dsc-offload builds it)";
   return "";
 }
 
@@ -239,6 +242,11 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     e.whyNot = llvm::formatv("needs {0:F1} GB of NVMe per GPU, the node has "
                              "{1:F1} GB per GPU",
                              gb(e.memory.nvme), gb(nvmeShare));
+  else if (plan.delayedUpdate && e.memory.nvme > 0)
+    e.whyNot = llvm::formatv("spills {0:F1} GB of optimizer states per GPU "
+                             "to NVMe, where the delayed parameter update "
+                             "is not built (it needs them in host memory)",
+                             gb(e.memory.nvme));
   e.fits = e.whyNot.empty();
 
   int64_t t = plan.tp, p = plan.pp, d = plan.dp, m = plan.numMicroBatches,
@@ -373,7 +381,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   // writes params, m, v and the fp16 copy: 28 bytes per parameter.
   double shard =
       plan.zeroStage >= 1 ? psiRank / static_cast<double>(d) : psiRank;
-  double optimizer = 0, offload = 0;
+  double optimizer = 0, offload = 0, hostUpdate = 0;
   if (!plan.offloadOptimizer) {
     optimizer = memoryBoundTime(c, 28.0 * shard);
   } else {
@@ -389,8 +397,8 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     const double fetched = plan.offloadParams ? 2.0 * md * element : 0.0;
     if (plan.offloadParams)
       pcieBytes = element + fetched;
-    offload = pcieBytes * shard / c.pcieBandwidthPerGpu +
-              28.0 * shard / (c.hostMemoryBandwidth / gpusPerNode);
+    offload = pcieBytes * shard / c.pcieBandwidthPerGpu;
+    hostUpdate = 28.0 * shard / (c.hostMemoryBandwidth / gpusPerNode);
     if (e.memory.nvme > 0)
       // Read and write the 12 bytes of states per parameter, and the
       // fetches read the chunks from the file.
@@ -426,7 +434,11 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   st.bubble = static_cast<double>(p - 1) * bubbleSlot;
   st.dpComm = dpExposed;
   st.optimizer = optimizer;
-  st.offload = offload;
+  // The CPU Adam; delayed (DPU), it runs beside the next step's forward
+  // and backward and shows only where it outlasts them.
+  st.offload =
+      offload + (plan.delayedUpdate ? std::max(0.0, hostUpdate - st.compute)
+                                    : hostUpdate);
   st.total = st.compute + st.tpComm + st.ppComm + st.zeroComm + st.bubble +
              st.dpComm + st.optimizer + st.offload;
 

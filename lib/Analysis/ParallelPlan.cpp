@@ -31,6 +31,8 @@ std::string ParallelPlan::str() const {
     s += " offload";
   if (offloadParams)
     s += " offload-params";
+  if (delayedUpdate)
+    s += " dpu";
   if (fp32)
     s += " fp32";
   return s;
@@ -65,5 +67,6 @@ mlir::dsc::analysis::planChanges(const ParallelPlan &from,
        to.sequenceParallel && to.tp > 1);
   flag("optimizer offload", from.offloadOptimizer, to.offloadOptimizer);
   flag("parameter offload", from.offloadParams, to.offloadParams);
+  flag("delayed parameter update", from.delayedUpdate, to.delayedUpdate);
   return changes;
 }

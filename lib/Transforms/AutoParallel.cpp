@@ -281,6 +281,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     plan.sequenceParallel = sequenceParallel;
     plan.offloadOptimizer = offload;
     plan.offloadParams = offloadParams;
+    plan.delayedUpdate = dpu;
     if (precision != "bf16" && precision != "fp32")
       return fail("precision must be 'bf16' or 'fp32', got '" + precision +
                   "'");

@@ -361,6 +361,45 @@ TEST(Offload, Fp32ParameterOffloadPricesTheFetches) {
   EXPECT_NE(cm.checkPlan(p).find("and optimizer offload"), std::string::npos);
 }
 
+TEST(Offload, DelayedUpdateHidesTheCpuAdamBehindTheNextStep) {
+  // ZeRO-Offload's DPU: the CPU Adam (28 bytes per shard parameter over
+  // the host's memory bandwidth) runs beside the next step's forward and
+  // backward; only the PCIe transfers stay on the step's path when the
+  // compute outlasts it.
+  ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
+  ClusterSpec c = a100();
+  ParallelPlan p = plan(8, 1, 1, 1, 1, 8);
+  p.fp32 = true;
+  p.offloadOptimizer = true;
+  CostModel cm(m, c);
+  PlanEstimate inOrder = cm.estimate(p);
+  p.delayedUpdate = true;
+  EXPECT_EQ(cm.checkPlan(p), "");
+  PlanEstimate delayed = cm.estimate(p);
+  const double shard = m.parameters / 8;
+  const double cpuAdam =
+      28 * shard / (c.hostMemoryBandwidth / double(c.gpusPerNode));
+  ASSERT_GT(delayed.time.compute, cpuAdam);
+  EXPECT_NEAR(inOrder.time.offload - delayed.time.offload, cpuAdam,
+              1e-9 * inOrder.time.offload);
+  EXPECT_DOUBLE_EQ(delayed.time.offload, 8 * shard / c.pcieBandwidthPerGpu);
+  EXPECT_EQ(delayed.memory.device, inOrder.memory.device);
+  // Not without the host tier, nor with the chunks offloaded, nor spilled.
+  p.offloadOptimizer = false;
+  EXPECT_NE(cm.checkPlan(p).find("delayed parameter update needs"),
+            std::string::npos);
+  p.offloadOptimizer = true;
+  // 1.5 GB of host memory per GPU: the gradient copies (4 bytes per shard
+  // parameter) fit, the masters and moments (12) spill.
+  c.hostMemoryBytes = 1.5e9 * double(c.gpusPerNode);
+  PlanEstimate spilled = CostModel(m, c).estimate(p);
+  EXPECT_FALSE(spilled.fits);
+  EXPECT_NE(spilled.whyNot.find("to NVMe, where the delayed parameter update "
+                                "is not built"),
+            std::string::npos)
+      << spilled.whyNot;
+}
+
 TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
   CostModel cm(ModelShape::gpt3_175B(), a100());
   PlanEstimate e = cm.estimate(plan(128, 8, 1, 0, 1, 12));

@@ -2,6 +2,12 @@
 // RUN: FileCheck %s --check-prefix=REPORT < %t.md
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 zero=3 offload=1 offload-params=1 micro-batch=1 microbatches=192" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMS
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 zero=1 offload-params=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMSZ1
+// RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 zero=1 offload=1 dpu=1 micro-batch=1 microbatches=192" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DPU
+// RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 zero=1 dpu=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DPUNOOFFLOAD
+// The delayed parameter update is priced when asked (the search, which
+// compares numerics-preserving plans, never proposes it).
+// DPU: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=1 b=1 m=192 1f1b offload dpu`: {{.*}} delayed parameter update on -> off
+// DPUNOOFFLOAD: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=1 b=1 m=1 1f1b dpu` does not fit the model: the delayed parameter update needs optimizer offload without parameter offload (as --dsc-offload builds it)
 // ZeRO-Infinity's parameter offload is priced, and named among the changes
 // the search's best makes.
 // PARAMS: remark: --dsc-estimate: `dp=8 tp=8 pp=16 zero=3 b=1 m=192 1f1b offload offload-params`: {{.*}} optimizer offload on -> off, parameter offload on -> off

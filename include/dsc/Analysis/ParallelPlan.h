@@ -58,6 +58,12 @@ struct ParallelPlan {
   /// with the optimizer states and are fetched to the device for each
   /// gather (needs zeroStage 3 and offloadOptimizer).
   bool offloadParams = false;
+  /// ZeRO-Offload's delayed parameter update (dpu=1): the host's update
+  /// runs beside the next step's forward and backward (needs optimizer
+  /// offload to host memory, no parameter offload). It changes the
+  /// numerics (gradients a step stale), so the search never picks it; the
+  /// estimate prices it when asked.
+  bool delayedUpdate = false;
   /// Element sizes: false for mixed precision (16-bit parameters,
   /// gradients and activations, the papers' forms), true for an fp32 plan
   /// as --dsc-compile builds it by default (MemoryModel.h's fp32 forms).

@@ -189,6 +189,9 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
            "ZeRO-Offload of the optimizer states">,
     Option<"offloadParams", "offload-params", "bool", /*default=*/"false",
            "ZeRO-Infinity's parameter offload (zero=3 with offload)">,
+    Option<"dpu", "dpu", "bool", /*default=*/"false",
+           "ZeRO-Offload's delayed parameter update (with offload): the CPU "
+           "Adam priced beside the next step's forward and backward">,
     Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
            "Element sizes: 'bf16' (mixed precision, the papers' forms) or "
            "'fp32' (an fp32 plan as --dsc-compile builds it)">,
