@@ -50,8 +50,8 @@ std::unique_ptr<Backend> cudaOn(int device) {
 
 /// Per-step losses of `steps` steps, rank `dpRank` of `dpSize` taking its
 /// part of each step's samples (as dsc-run does).
-std::vector<double> train(Executor &ex, const BatchSampler &sampler,
-                          int steps, int64_t dpRank = 0, int64_t dpSize = 1) {
+std::vector<double> train(Executor &ex, const BatchSampler &sampler, int steps,
+                          int64_t dpRank = 0, int64_t dpSize = 1) {
   const int64_t M = ex.plan().microBatches;
   const int64_t batch = ex.plan().microBatchSize;
   std::vector<double> losses;
@@ -97,20 +97,27 @@ TEST_F(CudaBackendTest, InitialWeightsAreTheCpuBackendsBitForBit) {
     }
 }
 
+/// kSteps steps of `cpu` and `gpu` (one plan): their losses agree within
+/// 1e-3 relative at every step; the GPU's losses.
+std::vector<double> expectLossesAlike(Executor &cpu, Executor &gpu,
+                                      const BatchSampler &sampler) {
+  std::vector<double> want = train(cpu, sampler, kSteps);
+  std::vector<double> got = train(gpu, sampler, kSteps);
+  for (int s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(got[s], want[s], 1e-3 * std::fabs(want[s])) << "step " << s;
+  return got;
+}
+
 TEST_F(CudaBackendTest, TrainsLikeTheCpuBackend) {
   Executor cpu(plan, 1234);
   Executor gpu(plan, 1234, nullptr, cudaOn(0));
-  std::vector<double> want = train(cpu, *sampler, kSteps);
-  std::vector<double> got = train(gpu, *sampler, kSteps);
-  for (int s = 0; s < kSteps; ++s)
-    EXPECT_NEAR(got[s], want[s], 1e-3 * std::fabs(want[s])) << "step " << s;
+  std::vector<double> got = expectLossesAlike(cpu, gpu, *sampler);
   EXPECT_LT(got.back(), got.front()); // it trains
   EXPECT_NEAR(gpu.gradNorm(), cpu.gradNorm(), 1e-2 * cpu.gradNorm());
   EXPECT_DOUBLE_EQ(gpu.learningRate(), double(float(cpu.learningRate())));
   for (const Buffer &b : plan.buffers)
     if (b.role == BufferRole::Parameter) {
-      EXPECT_LT(relativeL2(gpu.read(b.name), cpu.read(b.name)), 1e-3)
-          << b.name;
+      EXPECT_LT(relativeL2(gpu.read(b.name), cpu.read(b.name)), 1e-3) << b.name;
     }
 }
 
@@ -121,10 +128,7 @@ TEST_F(CudaBackendTest, OffloadedDelayedUpdateTrainsLikeTheCpuBackend) {
   const Plan dpu = readPlanFile(inputPlan("gpt-tiny-dpu.plan"));
   Executor cpu(dpu, 1234);
   Executor gpu(dpu, 1234, nullptr, cudaOn(0));
-  std::vector<double> want = train(cpu, *sampler, kSteps);
-  std::vector<double> got = train(gpu, *sampler, kSteps);
-  for (int s = 0; s < kSteps; ++s)
-    EXPECT_NEAR(got[s], want[s], 1e-3 * std::fabs(want[s])) << "step " << s;
+  expectLossesAlike(cpu, gpu, *sampler);
   for (const Buffer &b : dpu.buffers)
     if (b.role == BufferRole::Parameter) {
       EXPECT_LT(relativeL2(gpu.read(b.name), cpu.read(b.name)), 1e-3) << b.name;
