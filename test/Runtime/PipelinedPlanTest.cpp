@@ -184,10 +184,11 @@ TEST(PipelinedPlan, ZeroBubbleOrderIsChecked) {
 }
 
 TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {
-  // (And the delayed parameter update's plan: its OverlapNextStep and the
-  // host-tier rules behind it.)
-  for (const char *name : {"gpt-tiny-pp2-interleaved.plan",
-                           "gpt-tiny-pp2-zb-h1.plan", "gpt-tiny-dpu.plan"}) {
+  // (And the offload plans: the delayed parameter update's OverlapNextStep
+  // and the host-tier rules behind it; chunks, fetches and swaps on NVMe.)
+  for (const char *name :
+       {"gpt-tiny-pp2-interleaved.plan", "gpt-tiny-pp2-zb-h1.plan",
+        "gpt-tiny-dpu.plan", "gpt-tiny-dp2-zero3-params-nvme.plan"}) {
     SCOPED_TRACE(name);
     expectFlipsNeverCrash(planBytes(name));
   }
