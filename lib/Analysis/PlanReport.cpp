@@ -151,6 +151,8 @@ std::string notSearched(const SearchOptions &options) {
     left.push_back("optimizer offload");
   else if (!options.allowOffloadWithPipeline)
     left.push_back("optimizer offload with pipeline stages");
+  if (options.allowOffload && !options.allowParamsOffloadWithPipeline)
+    left.push_back("parameter offload with pipeline stages");
   if (!options.allowZeroBubble)
     left.push_back("the zb-h1 schedule");
   if (left.empty())

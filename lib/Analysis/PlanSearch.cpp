@@ -219,7 +219,9 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
                   // ZeRO-Infinity's parameter offload: ZeRO-3's chunks
                   // beside the offloaded optimizer.
                   for (int params = 0; params < 2; ++params) {
-                    if (params && (!off || zero != 3))
+                    if (params &&
+                        (!off || zero != 3 ||
+                         (p > 1 && !opt.allowParamsOffloadWithPipeline)))
                       continue;
                     plan.offloadParams = params;
                     ++result.numEnumerated;

@@ -480,16 +480,16 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                               std::make_pair(opt, "optimizer")})
       if (failed(lowerProgram(func, name)))
         return failure();
-    // --dsc-offload's masters, filled from the parameters.
-    if (auto init =
-            lookupProgram<func::FuncOp>(module, ProgramRole::Initialize))
-      if (failed(lowerProgram(init, "initialize")))
-        return failure();
     // Model FLOPs of one micro-batch's forward and backward.
     fb.walk([&](CostOpInterface op) {
       plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
     });
   }
+  // --dsc-offload's masters, filled from the parameters (every stage's,
+  // on every rank: the arenas hold every stage's buffers).
+  if (auto init = lookupProgram<func::FuncOp>(module, ProgramRole::Initialize))
+    if (failed(lowerProgram(init, "initialize")))
+      return failure();
   // The data's vocabulary: the tokenizer's, when the model pads it (no
   // token id names a padding row).
   if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr)) {

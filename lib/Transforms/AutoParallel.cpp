@@ -135,14 +135,16 @@ bool restrictToKnobs(an::SearchOptions &options, StringRef knobs) {
     return false;
   const bool all = knobs == "all";
   // --dsc-recompute's recompute=full, --dsc-tensor-parallel's
-  // sequence-parallel=1, the interleaved and zero-bubble schedules and
-  // --dsc-offload's optimizer offload (without pipeline stages) are built.
+  // sequence-parallel=1, the interleaved and zero-bubble schedules,
+  // --dsc-offload's optimizer offload and its parameter offload (without
+  // pipeline stages) are built.
   options.allowRecompute = true;
   options.allowSequenceParallel = true;
   options.allowInterleaved = true;
   options.allowZeroBubble = true;
   options.allowOffload = true;
-  options.allowOffloadWithPipeline = all;
+  options.allowOffloadWithPipeline = true;
+  options.allowParamsOffloadWithPipeline = all;
   return true;
 }
 

@@ -220,18 +220,24 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
   /// or nvme) and its ZeRO-3 chunks in `tiers.params`.
   LogicalResult offload(ModuleOp module, Tiers tiers) {
     const MemoryTier tier = tiers.optimizer;
-    if (module->hasAttr(kPipelineAttr))
-      return module.emitError("--dsc-offload: pipeline-parallel plans are "
-                              "not offloaded yet (their optimizer runs per "
-                              "stage)");
-    auto program = lookupProgram<func::FuncOp>(module, ProgramRole::Optimizer);
-    if (!program)
+    // One optimizer program, or one per pipeline stage (each rank runs its
+    // stages' own).
+    SmallVector<func::FuncOp> programs;
+    for (Operation *op : getProgramOps(module, ProgramRole::Optimizer))
+      programs.push_back(cast<func::FuncOp>(op));
+    if (programs.empty())
       return module.emitError("--dsc-offload needs an optimizer program; "
                               "run --dsc-optimizer first");
-    if (!program.getOps<SgdOp>().empty())
-      return module.emitError("--dsc-offload: the offloaded update is AdamW "
-                              "(DeepSpeed's CPU Adam); optimizer=sgd is not "
-                              "offloaded");
+    for (func::FuncOp program : programs)
+      if (!program.getOps<SgdOp>().empty())
+        return module.emitError("--dsc-offload: the offloaded update is "
+                                "AdamW (DeepSpeed's CPU Adam); optimizer=sgd "
+                                "is not offloaded");
+    if (module->hasAttr(kPipelineAttr) &&
+        (tiers.params != MemoryTier::Device || dpu))
+      return module.emitError("--dsc-offload: with pipeline stages only the "
+                              "optimizer is offloaded yet (")
+             << (dpu ? "dpu=1" : "params=") << " is not built there)";
 
     if (tiers.params != MemoryTier::Device) {
       if (!hasChunks(module))
@@ -249,15 +255,21 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     }
 
     SymbolTable symbols(module);
-    SmallVector<OffloadedUpdate> updates;
-    for (AdamWOp adam : program.getOps<AdamWOp>())
-      updates.push_back(declareCopies(adam, symbols, tier));
-    if (updates.empty())
+    SmallVector<OffloadedUpdate> allUpdates;
+    for (func::FuncOp program : programs) {
+      SmallVector<OffloadedUpdate> updates;
+      for (AdamWOp adam : program.getOps<AdamWOp>())
+        updates.push_back(declareCopies(adam, symbols, tier));
+      if (updates.empty())
+        continue;
+      rewriteOptimizer(program, updates, tier);
+      if (dpu)
+        delayUpdates(program, updates);
+      allUpdates.append(updates.begin(), updates.end());
+    }
+    if (allUpdates.empty())
       return success();
-    rewriteOptimizer(program, updates, tier);
-    if (dpu)
-      delayUpdates(program, updates);
-    buildInitialize(module, program, updates, tier);
+    buildInitialize(module, programs.back(), allUpdates, tier);
 
     Builder b(module.getContext());
     SmallVector<NamedAttribute> record = {b.getNamedAttr(
@@ -274,7 +286,7 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
           "queue_depth", b.getI64IntegerAttr(int64_t(nvmeQueueDepth))));
     }
     module->setAttr(kOffloadAttr, b.getDictionaryAttr(record));
-    numOffloaded += updates.size();
+    numOffloaded += allUpdates.size();
     return success();
   }
 

@@ -27,11 +27,11 @@
 // CHECK-SAME: reason = "dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp wins at {{[0-9.]+}} s/step
 
 // By default the search keeps to the knobs --dsc-compile builds (no
-// optimizer offload with pipeline stages), so the winner compiles; on
+// parameter offload with pipeline stages), so the winner compiles; on
 // GPT-3 it is the same winner; the report says what it left out.
 // BUILDABLE-LABEL: module @gpt3_175b
 // BUILDABLE-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "interleaved-1f1b", sequence_parallel = true, tp = 8 : i64, virtual_stages = 6 : i64, zero = 1 : i64}
-// BUILDABLE-MD: not searched: optimizer offload with pipeline stages, which the compiler does not build yet (`knobs=all` prices it)
+// BUILDABLE-MD: not searched: parameter offload with pipeline stages, which the compiler does not build yet (`knobs=all` prices it)
 // KNOBS: error: --dsc-auto-parallel: knobs must be 'buildable' or 'all', got 'some'
 
 // The memory objective trades time for the smallest footprint.

@@ -102,9 +102,10 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-/// The bytes the Transfer instructions of a step move, by source and
-/// destination tier, as the plan says: the optimizer's once, the training
-/// program's (fetches of offloaded ZeRO-3 chunks) once per micro-batch.
+/// The bytes the Transfer instructions of a step move on rank 0, by source
+/// and destination tier, as the plan says: the optimizer's (or its
+/// pipeline stages') once, the training program's (fetches of offloaded
+/// ZeRO-3 chunks) once per micro-batch.
 std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(const Plan &plan) {
   std::array<std::array<uint64_t, 3>, 3> bytes{};
   auto add = [&](const std::string &name, uint64_t times) {
@@ -120,6 +121,10 @@ std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(const Plan &plan) {
   };
   add("optimizer", 1);
   add("forward_backward", uint64_t(std::max<int64_t>(plan.microBatches, 1)));
+  // A pipeline's optimizers run per stage: rank 0's stages (0, P, 2P, ...).
+  for (size_t k = 0; k < plan.stages.size(); ++k)
+    if (int64_t(k) % plan.pipelineRanks() == 0)
+      add(plan.stages[k].optimizer, 1);
   return bytes;
 }
 

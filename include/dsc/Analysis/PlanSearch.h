@@ -39,9 +39,11 @@ struct SearchOptions {
   int64_t microBatchSize = 0;
   bool allowRecompute = true;
   bool allowOffload = true;
-  /// Optimizer offload with pipeline stages (--dsc-offload builds it
-  /// without them only).
+  /// Optimizer offload with pipeline stages.
   bool allowOffloadWithPipeline = true;
+  /// Parameter offload (ZeRO-Infinity) with pipeline stages (--dsc-offload
+  /// builds it without them only).
+  bool allowParamsOffloadWithPipeline = true;
   bool allowSequenceParallel = true;
   bool allowGPipe = true;
   /// Interleaved 1F1B with 2 to 8 model chunks per pipeline rank.

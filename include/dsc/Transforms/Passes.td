@@ -531,9 +531,11 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     and applied to the masters of step i-1.
 
     Requires AdamW (DeepSpeed's CPU Adam) and runs after `--dsc-optimizer`
-    and `--dsc-data-parallel`, before `--dsc-plan-memory`. Refused by name:
-    SGD, pipeline stages, `params=` without ZeRO-3 or without optimizer
-    offload.
+    and `--dsc-data-parallel`, before `--dsc-plan-memory`. With pipeline
+    stages each stage's optimizer program is offloaded (one `initialize`
+    fills every stage's masters). Refused by name: SGD, `params=` without
+    ZeRO-3 or without optimizer offload, `params=` and `dpu=1` with
+    pipeline stages.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
