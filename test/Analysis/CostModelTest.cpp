@@ -42,6 +42,15 @@ ParallelPlan plan(int64_t dp, int64_t tp, int64_t pp, int zero, int64_t b,
   return p;
 }
 
+/// An fp32 plan on 8 GPUs (dp=8) with its optimizer offloaded, as
+/// --dsc-offload builds it.
+ParallelPlan fp32OffloadPlan(int zero, int64_t microbatches) {
+  ParallelPlan p = plan(8, 1, 1, zero, 1, microbatches);
+  p.fp32 = true;
+  p.offloadOptimizer = true;
+  return p;
+}
+
 TEST(Flops, MegatronAccounting) {
   ModelShape m = ModelShape::gpt3_175B();
   double b = 4, s = 2048, l = 96, h = 12288, v = 51200;
@@ -335,9 +344,7 @@ TEST(Offload, Fp32ParameterOffloadPricesTheFetches) {
   // nothing going up after the update.
   ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
   ClusterSpec c = a100();
-  ParallelPlan p = plan(8, 1, 1, 3, 1, 4);
-  p.fp32 = true;
-  p.offloadOptimizer = true;
+  ParallelPlan p = fp32OffloadPlan(3, 4);
   PlanEstimate optimizerOnly = CostModel(m, c).estimate(p);
   p.offloadParams = true;
   PlanEstimate withParams = CostModel(m, c).estimate(p);
@@ -368,9 +375,7 @@ TEST(Offload, DelayedUpdateHidesTheCpuAdamBehindTheNextStep) {
   // compute outlasts it.
   ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
   ClusterSpec c = a100();
-  ParallelPlan p = plan(8, 1, 1, 1, 1, 8);
-  p.fp32 = true;
-  p.offloadOptimizer = true;
+  ParallelPlan p = fp32OffloadPlan(1, 8);
   CostModel cm(m, c);
   PlanEstimate inOrder = cm.estimate(p);
   p.delayedUpdate = true;
