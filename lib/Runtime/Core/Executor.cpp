@@ -24,6 +24,7 @@
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/ShardLayout.h"
+#include "dsc/Runtime/SplitMix64.h"
 
 #include <algorithm>
 #include <chrono>
@@ -35,13 +36,6 @@
 using namespace dsc::rt;
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 /// A uniform double in (0, 1) from 53 random bits; never 0, so log() is safe.
 double uniformOpen(uint64_t bits) {
@@ -523,9 +517,5 @@ void Executor::setBaseLearningRate(double lr) {
 }
 
 uint64_t Executor::dropoutSeed(int64_t instructionSeed) const {
-  // A fresh dropout mask per (seed, step, micro-batch); the backward, run in
-  // the same program, derives the same one.
-  return splitmix64(uint64_t(instructionSeed) ^
-                    splitmix64(seed ^ splitmix64(uint64_t(currentStep) * 1024 +
-                                                 uint64_t(microBatch))));
+  return dropoutStreamSeed(seed, currentStep, microBatch, instructionSeed);
 }

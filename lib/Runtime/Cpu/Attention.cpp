@@ -119,7 +119,7 @@ bool dsc::rt::attentionForward(const T *q, const T *k, const T *v, T *out,
   const int64_t S = s.seq, H = s.hidden, hd = s.headDim(), rb = rowBlockOf(s);
   const T scale = T(1) / std::sqrt(T(hd));
   const bool drop = s.dropout > 0.0f;
-  const uint64_t key = detail::mix64(s.seed),
+  const uint64_t key = detail::dropoutKey(s.seed),
                  thr = detail::dropoutThreshold(s.dropout);
   const T inv = s.dropout < 1.0f ? T(1) / (T(1) - T(s.dropout)) : T(0);
   const int64_t heads = s.batch * s.heads;
@@ -169,7 +169,7 @@ bool dsc::rt::attentionBackward(const T *q, const T *k, const T *v,
   const int64_t S = s.seq, H = s.hidden, hd = s.headDim(), rb = rowBlockOf(s);
   const T scale = T(1) / std::sqrt(T(hd));
   const bool drop = s.dropout > 0.0f;
-  const uint64_t key = detail::mix64(s.seed),
+  const uint64_t key = detail::dropoutKey(s.seed),
                  thr = detail::dropoutThreshold(s.dropout);
   const T inv = s.dropout < 1.0f ? T(1) / (T(1) - T(s.dropout)) : T(0);
   const int64_t heads = s.batch * s.heads;

@@ -18,17 +18,17 @@ using detail::dispatchAccumulate;
 using detail::put;
 
 using detail::dropoutKeepBit;
+using detail::dropoutKey;
 using detail::dropoutThreshold;
-using detail::mix64;
 
 bool dsc::rt::dropoutKeep(uint64_t seed, uint64_t index, float p) {
-  return dropoutKeepBit(mix64(seed), index, dropoutThreshold(p));
+  return dropoutKeepBit(dropoutKey(seed), index, dropoutThreshold(p));
 }
 
 template <typename T>
 void dsc::rt::dropoutForward(const T *x, T *y, int64_t n, float p,
                              uint64_t seed, uint64_t offset) {
-  const uint64_t key = mix64(seed) + offset, thr = dropoutThreshold(p);
+  const uint64_t key = dropoutKey(seed) + offset, thr = dropoutThreshold(p);
   const T inv = p < 1.0f ? T(1) / (T(1) - T(p)) : T(0);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i)
@@ -38,7 +38,7 @@ void dsc::rt::dropoutForward(const T *x, T *y, int64_t n, float p,
 template <typename T>
 void dsc::rt::dropoutBackward(const T *dY, T *dX, int64_t n, float p,
                               uint64_t seed, bool accumulate, uint64_t offset) {
-  const uint64_t key = mix64(seed) + offset, thr = dropoutThreshold(p);
+  const uint64_t key = dropoutKey(seed) + offset, thr = dropoutThreshold(p);
   const T inv = p < 1.0f ? T(1) / (T(1) - T(p)) : T(0);
   dispatchAccumulate(accumulate, [&](auto acc) {
 #pragma omp parallel for simd schedule(static)

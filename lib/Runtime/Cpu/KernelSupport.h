@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Private helpers for lib/Runtime/Cpu: the overwrite-or-accumulate store,
-// the BLAS dispatch on element type, and the explicit-instantiation macro.
+// the BLAS dispatch on element type, the dropout mask (SplitMix64.h), and
+// the explicit-instantiation macro.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 #define DSC_LIB_RUNTIME_CPU_KERNELSUPPORT_H
 
 #include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/SplitMix64.h"
 
 #include <cblas.h>
 #include <cmath>
@@ -111,27 +113,11 @@ inline float fastTanh(float x) {
 }
 inline double fastTanh(double x) { return std::tanh(x); }
 
-/// splitmix64's finalizer: a bijection on 64 bits with full avalanche; the
-/// counter-based RNG of dropout (mask bit = f(seed, element index)).
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// Keep iff the top 24 bits of the hash, read as a fraction in [0, 1), are
-/// >= p; the threshold is an integer so hot loops have no float compare.
-inline uint64_t dropoutThreshold(float p) {
-  double t = double(p) * double(1u << 24);
-  return t <= 0 ? 0 : (t >= double(1u << 24) ? (1u << 24) : uint64_t(t + 0.5));
-}
-
-/// The keep bit of element `index` under seedKey = mix64(seed).
-inline bool dropoutKeepBit(uint64_t seedKey, uint64_t index,
-                           uint64_t threshold) {
-  return (mix64(seedKey + index) >> 40) >= threshold;
-}
+/// The dropout mask (counter-based: mask bit = f(seed, element index)),
+/// shared bit for bit with the CUDA kernels.
+using ::dsc::rt::dropoutKeepBit;
+using ::dsc::rt::dropoutKey;
+using ::dsc::rt::dropoutThreshold;
 
 /// Softmax of one row of n (y may alias x); defined in Softmax.cpp and reused
 /// by the attention kernel on each row's causal prefix.

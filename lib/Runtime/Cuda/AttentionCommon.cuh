@@ -55,7 +55,7 @@ inline AttentionParams attentionParamsOf(const AttentionShape &s) {
   p.window = s.window;
   p.drop = s.dropout > 0.0f;
   p.inv = s.dropout < 1.0f ? 1.0f / (1.0f - s.dropout) : 0.0f;
-  p.key = mix64(s.seed);
+  p.key = dropoutKey(s.seed);
   p.thr = dropoutThreshold(s.dropout);
   return p;
 }

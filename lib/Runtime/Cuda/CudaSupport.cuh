@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Private helpers for lib/Runtime/Cuda: fp32 load/store of any element type,
-// warp and block reductions, the dropout hash, instantiation macros.
+// warp and block reductions, the dropout mask (SplitMix64.h), instantiation
+// macros.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 #define DSC_LIB_RUNTIME_CUDA_CUDASUPPORT_CUH
 
 #include "dsc/Runtime/CudaKernels.h"
+#include "dsc/Runtime/SplitMix64.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -72,21 +74,10 @@ __device__ __forceinline__ float blockReduce(float v, float *shared) {
   return IsMax ? warpMax(r) : warpSum(r);
 }
 
-/// The CPU's dropout hash (KernelSupport.h), bit for bit: splitmix64.
-__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-inline uint64_t dropoutThreshold(float p) {
-  double t = double(p) * double(1u << 24);
-  return t <= 0 ? 0 : (t >= double(1u << 24) ? (1u << 24) : uint64_t(t + 0.5));
-}
-__device__ __forceinline__ bool dropoutKeepBit(uint64_t seedKey, uint64_t index,
-                                               uint64_t threshold) {
-  return (mix64(seedKey + index) >> 40) >= threshold;
-}
+/// The CPU's dropout mask, bit for bit: one definition in SplitMix64.h.
+using ::dsc::rt::dropoutKeepBit;
+using ::dsc::rt::dropoutKey;
+using ::dsc::rt::dropoutThreshold;
 
 /// Blocks for a grid-stride loop over n elements.
 inline unsigned gridFor(int64_t n, int threads = 256) {

@@ -254,7 +254,7 @@ cudaError_t dsc::rt::cuda::dropoutForward(const T *x, T *y, int64_t n, float p,
                                           cudaStream_t stream) {
   const float inv = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   dropoutKernel<<<gridFor(n), 256, 0, stream>>>(
-      x, y, n, mix64(seed) + offset, dropoutThreshold(p), inv, false);
+      x, y, n, dropoutKey(seed) + offset, dropoutThreshold(p), inv, false);
   return cudaGetLastError();
 }
 
@@ -265,7 +265,8 @@ cudaError_t dsc::rt::cuda::dropoutBackward(const T *dY, T *dX, int64_t n,
                                            cudaStream_t stream) {
   const float inv = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   dropoutKernel<<<gridFor(n), 256, 0, stream>>>(
-      dY, dX, n, mix64(seed) + offset, dropoutThreshold(p), inv, accumulate);
+      dY, dX, n, dropoutKey(seed) + offset, dropoutThreshold(p), inv,
+      accumulate);
   return cudaGetLastError();
 }
 

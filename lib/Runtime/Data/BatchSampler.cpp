@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Data.h"
+#include "dsc/Runtime/SplitMix64.h"
 
 #include <algorithm>
 #include <vector>
@@ -17,13 +18,6 @@
 using namespace dsc::rt;
 
 namespace {
-uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /// A bijection on [0, n): a 4-round Feistel network on the smallest even
 /// bit width covering n, cycle-walked back into range (expected < 4 walks).
 uint64_t permute(uint64_t x, uint64_t n, uint64_t key) {
@@ -39,7 +33,7 @@ uint64_t permute(uint64_t x, uint64_t n, uint64_t key) {
   do {
     uint64_t l = x >> half, r = x & mask;
     for (uint64_t round = 0; round < 4; ++round) {
-      uint64_t f = mix64(r ^ mix64(key + round)) & mask;
+      uint64_t f = splitmix64(r ^ splitmix64(key + round)) & mask;
       uint64_t nl = r;
       r = l ^ f;
       l = nl;
@@ -91,7 +85,7 @@ int64_t BatchSampler::windowOf(int64_t sample) const {
   const uint64_t epoch = uint64_t(sample / windows);
   const uint64_t within = uint64_t(sample % windows);
   return int64_t(
-      permute(within, uint64_t(windows), mix64(seed) ^ mix64(epoch)));
+      permute(within, uint64_t(windows), splitmix64(seed) ^ splitmix64(epoch)));
 }
 
 void BatchSampler::sample(int64_t firstSample, int64_t count, int32_t *inputs,
