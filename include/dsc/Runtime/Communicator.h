@@ -31,7 +31,7 @@
 #ifndef DSC_RUNTIME_COMMUNICATOR_H
 #define DSC_RUNTIME_COMMUNICATOR_H
 
-#include "dsc/Runtime/Plan.h"
+#include "dsc/Runtime/DType.h"
 #include "dsc/Support/CollectiveBytes.h"
 
 #include <array>
@@ -56,9 +56,6 @@ using ::dsc::ringBytesReceived;
 using ::dsc::ringBytesSent;
 
 const char *reduceOpName(ReduceOp op); // "sum", ...
-/// Bytes per element of `t` (the runtime's communicators do not link the
-/// plan library, which defines dtypeSize).
-size_t commElementSize(DType t);
 
 /// A snapshot of a communicator's counters.
 struct CommStats {

@@ -21,6 +21,7 @@
 #ifndef DSC_RUNTIME_PLAN_H
 #define DSC_RUNTIME_PLAN_H
 
+#include "dsc/Runtime/DType.h"
 #include "dsc/Runtime/Opcode.h"
 #include "dsc/Runtime/ShapeMath.h"
 #include "dsc/Support/PipelineScheduleKind.h"
@@ -36,7 +37,6 @@ namespace dsc::rt {
 constexpr uint32_t kPlanFormatVersion = 10;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
-enum class DType : uint32_t { F32 = 0, F64 = 1, I32 = 2, BF16 = 3, F16 = 4 };
 
 /// What a buffer holds; decides its lifetime and who fills it. Every role but
 /// Temporary is persistent: validatePlan refuses a plan where such a buffer
@@ -318,37 +318,7 @@ struct Plan {
 // Names and sizes
 //===----------------------------------------------------------------------===//
 
-/// "f32", ...; inline so that libraries below Core (the communicators)
-/// name dtypes the same way without linking it.
-inline const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  }
-  return "unknown dtype";
-}
-/// Bytes per element (0 for an unknown value).
-inline uint64_t dtypeSize(DType t) {
-  switch (t) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F64:
-    return 8;
-  case DType::BF16:
-  case DType::F16:
-    return 2;
-  }
-  return 0;
-}
+// DType, dtypeName and dtypeSize: DType.h.
 const char *roleName(BufferRole r); // "parameter", ...
 const char *tierName(Tier t);       // "device", ...
 

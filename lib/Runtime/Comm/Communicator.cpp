@@ -34,20 +34,6 @@ const char *reduceOpName(ReduceOp op) {
   return "unknown-op";
 }
 
-size_t commElementSize(DType t) {
-  switch (t) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F64:
-    return 8;
-  case DType::BF16:
-  case DType::F16:
-    return 2;
-  }
-  return 0;
-}
-
 uint64_t CommStats::totalSent() const {
   uint64_t total = 0;
   for (uint64_t b : bytesSent)
@@ -110,7 +96,7 @@ static std::string countArgs(size_t count, DType dtype) {
 
 void Communicator::checkReduction(const char *call, DType dtype,
                                   ReduceOp op) const {
-  if (commElementSize(dtype) == 0 || !canReduce(dtype))
+  if (dtypeSize(dtype) == 0 || !canReduce(dtype))
     throw Error(describe(call, dtypeName(dtype)) + ": the " + backendName() +
                 " communicator does not reduce " + dtypeName(dtype) +
                 " (f32, f64 and i32 are reduced by every backend)");
@@ -143,7 +129,7 @@ void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
 
 void Communicator::allGather(const void *send, void *recv, size_t sendCount,
                              DType dtype) {
-  if (commElementSize(dtype) == 0)
+  if (dtypeSize(dtype) == 0)
     throw Error(describe("all_gather", countArgs(sendCount, dtype)) +
                 ": unknown dtype");
   countCall(CollectiveKind::AllGather);
@@ -152,7 +138,7 @@ void Communicator::allGather(const void *send, void *recv, size_t sendCount,
 
 void Communicator::allToAll(const void *send, void *recv, size_t countPerRank,
                             DType dtype) {
-  if (commElementSize(dtype) == 0)
+  if (dtypeSize(dtype) == 0)
     throw Error(describe("all_to_all", countArgs(countPerRank, dtype)) +
                 ": unknown dtype");
   countCall(CollectiveKind::AllToAll);
@@ -161,7 +147,7 @@ void Communicator::allToAll(const void *send, void *recv, size_t countPerRank,
 
 void Communicator::broadcast(void *buf, size_t count, DType dtype, int root) {
   checkPeer("broadcast", root, "root");
-  if (commElementSize(dtype) == 0)
+  if (dtypeSize(dtype) == 0)
     throw Error(describe("broadcast", countArgs(count, dtype)) +
                 ": unknown dtype");
   countCall(CollectiveKind::Broadcast);
@@ -174,7 +160,7 @@ void Communicator::checkPointToPoint(const char *call, int peer, DType dtype,
   if (peer == rank())
     throw Error(describe(call, "peer " + std::to_string(peer)) +
                 ": a rank cannot send to or receive from itself");
-  if (commElementSize(dtype) == 0)
+  if (dtypeSize(dtype) == 0)
     throw Error(describe(call, dtypeName(dtype)) + ": unknown dtype");
   if (tag < 0)
     throw Error(describe(call, "tag " + std::to_string(tag)) +

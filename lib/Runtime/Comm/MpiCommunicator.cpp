@@ -153,8 +153,8 @@ protected:
           "MPI_Allreduce", "all_reduce", std::to_string(count) + " elements");
     if (op == ReduceOp::Avg)
       divide(buf, count, dtype, mySize);
-    addRingModel(CollectiveKind::AllReduce, count * commElementSize(dtype),
-                 commElementSize(dtype));
+    addRingModel(CollectiveKind::AllReduce, count * dtypeSize(dtype),
+                 dtypeSize(dtype));
   }
 
   void doReduceScatter(const void *send, void *recv, size_t recvCount,
@@ -166,14 +166,14 @@ protected:
           std::to_string(recvCount) + " elements per rank");
     if (op == ReduceOp::Avg)
       divide(recv, recvCount, dtype, mySize);
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     addRingModel(CollectiveKind::ReduceScatter,
                  size_t(mySize) * recvCount * esize, esize);
   }
 
   void doAllGather(const void *send, void *recv, size_t sendCount,
                    DType dtype) override {
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     const char *mine =
         static_cast<char *>(recv) + size_t(myRank) * sendCount * esize;
     int n = intCount(sendCount, "all_gather");
@@ -191,7 +191,7 @@ protected:
     check(MPI_Alltoall(send, n, mpiType(dtype), recv, n, mpiType(dtype), comm),
           "MPI_Alltoall", "all_to_all",
           std::to_string(countPerRank) + " elements per rank");
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     addRingModel(CollectiveKind::AllToAll,
                  size_t(mySize) * countPerRank * esize, esize);
   }
@@ -200,13 +200,13 @@ protected:
     check(MPI_Bcast(buf, intCount(count, "broadcast"), mpiType(dtype), root,
                     comm),
           "MPI_Bcast", "broadcast", std::to_string(count) + " elements");
-    addRingModel(CollectiveKind::Broadcast, count * commElementSize(dtype),
-                 commElementSize(dtype), root);
+    addRingModel(CollectiveKind::Broadcast, count * dtypeSize(dtype),
+                 dtypeSize(dtype), root);
   }
 
   void doSendRecv(const void *sendBuf, size_t sendCount, int dst, void *recvBuf,
                   size_t recvCount, int src, DType dtype, int tag) override {
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     MPI_Status status;
     if (dst >= 0 && src >= 0)
       check(MPI_Sendrecv(sendBuf, intCount(sendCount, "send"), mpiType(dtype),

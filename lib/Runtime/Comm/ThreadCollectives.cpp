@@ -103,7 +103,7 @@ void ThreadComm::ringReduceScatter(Lock &lock, const Call &call, size_t count,
                                    CollectiveKind kind, const char *ownBase,
                                    char *finalDst, bool wholeBuffer) {
   int n = size(), prev = mod(me - 1, n);
-  size_t esize = commElementSize(dtype);
+  size_t esize = dtypeSize(dtype);
   for (int s = 0; s + 1 < n; ++s) {
     int k = mod(me - s - 2, n);
     waitTicks(lock, call, prev, call.base + 1 + uint64_t(s));
@@ -135,7 +135,7 @@ void ThreadComm::doAllReduce(void *buf, size_t count, DType dtype,
   Call call =
       enter(lock, Op::AllReduce, what, count, dtype, op, 0, buf, buf, buf);
   int n = size(), prev = mod(me - 1, n);
-  size_t esize = commElementSize(dtype);
+  size_t esize = dtypeSize(dtype);
   char *bytes = static_cast<char *>(buf);
   ringReduceScatter(lock, call, count, dtype, op, CollectiveKind::AllReduce,
                     bytes, bytes, /*wholeBuffer=*/true);
@@ -164,7 +164,7 @@ void ThreadComm::doReduceScatter(const void *send, void *recv, size_t recvCount,
       describe("reduce_scatter", std::to_string(recvCount) +
                                      " elements per rank, " + reduceOpName(op));
   int n = size();
-  size_t esize = commElementSize(dtype);
+  size_t esize = dtypeSize(dtype);
   // Partials of the chunks this rank passes on; its own chunk goes straight
   // to `recv`.
   scratch.resize(size_t(n) * recvCount * esize);
@@ -188,7 +188,7 @@ void ThreadComm::doAllGather(const void *send, void *recv, size_t sendCount,
   std::string what =
       describe("all_gather", std::to_string(sendCount) + " elements per rank");
   int n = size(), prev = mod(me - 1, n);
-  size_t chunk = sendCount * commElementSize(dtype);
+  size_t chunk = sendCount * dtypeSize(dtype);
   char *out = static_cast<char *>(recv);
   // The rank's own block is local; copy it before publishing so the
   // successor may read `recv` for later blocks.
@@ -217,7 +217,7 @@ void ThreadComm::doAllToAll(const void *send, void *recv, size_t countPerRank,
   std::string what = describe("all_to_all", std::to_string(countPerRank) +
                                                 " elements per rank");
   int n = size();
-  size_t chunk = countPerRank * commElementSize(dtype);
+  size_t chunk = countPerRank * dtypeSize(dtype);
   char *out = static_cast<char *>(recv);
   Lock lock(group->mu);
   Call call = enter(lock, Op::AllToAll, what, countPerRank, dtype,
@@ -246,7 +246,7 @@ void ThreadComm::doBroadcast(void *buf, size_t count, DType dtype, int root) {
       describe("broadcast", std::to_string(count) + " elements, root " +
                                 std::to_string(root));
   int n = size(), prev = mod(me - 1, n);
-  size_t bytes = count * commElementSize(dtype);
+  size_t bytes = count * dtypeSize(dtype);
   Lock lock(group->mu);
   Call call = enter(lock, Op::Broadcast, what, count, dtype, ReduceOp::Sum,
                     root, buf, buf, nullptr);

@@ -19,7 +19,7 @@ namespace dsc::rt::detail {
 void ThreadComm::doSendRecv(const void *sendBuf, size_t sendCount, int dst,
                             void *recvBuf, size_t recvCount, int src,
                             DType dtype, int tag) {
-  size_t esize = commElementSize(dtype);
+  size_t esize = dtypeSize(dtype);
   std::string what;
   if (dst >= 0)
     what = describe("send", std::to_string(sendCount) + " elements to rank " +

@@ -159,9 +159,7 @@ public:
   int worldRank() const override { return myWorldRank; }
   const char *backendName() const override { return "nccl"; }
   const std::vector<int> &worldRanks() const override { return members; }
-  bool canReduce(DType dtype) const override {
-    return commElementSize(dtype) != 0;
-  }
+  bool canReduce(DType dtype) const override { return dtypeSize(dtype) != 0; }
 
   void abort(const std::string &reason) override {
     abortFamily("this rank aborted: " + reason);
@@ -182,8 +180,8 @@ protected:
     check(ncclAllReduce(buf, buf, count, ncclType(dtype), ncclOp(op), comm,
                         stream),
           "ncclAllReduce", "all_reduce", args);
-    addRingModel(CollectiveKind::AllReduce, count * commElementSize(dtype),
-                 commElementSize(dtype));
+    addRingModel(CollectiveKind::AllReduce, count * dtypeSize(dtype),
+                 dtypeSize(dtype));
   }
 
   void doReduceScatter(const void *send, void *recv, size_t recvCount,
@@ -194,7 +192,7 @@ protected:
     check(ncclReduceScatter(send, recv, recvCount, ncclType(dtype), ncclOp(op),
                             comm, stream),
           "ncclReduceScatter", "reduce_scatter", args);
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     addRingModel(CollectiveKind::ReduceScatter,
                  size_t(mySize) * recvCount * esize, esize);
   }
@@ -208,7 +206,7 @@ protected:
     enter("all_gather", args);
     check(ncclAllGather(send, recv, sendCount, ncclType(dtype), comm, stream),
           "ncclAllGather", "all_gather", args);
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     addRingModel(CollectiveKind::AllGather, size_t(mySize) * sendCount * esize,
                  esize);
   }
@@ -218,7 +216,7 @@ protected:
     std::string args =
         std::to_string(countPerRank) + " x " + dtypeName(dtype) + " per rank";
     enter("all_to_all", args);
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     size_t block = countPerRank * esize;
     const char *from = static_cast<const char *>(send);
     char *to = static_cast<char *>(recv);
@@ -251,8 +249,8 @@ protected:
     enter("broadcast", args);
     check(ncclBroadcast(buf, buf, count, ncclType(dtype), root, comm, stream),
           "ncclBroadcast", "broadcast", args);
-    addRingModel(CollectiveKind::Broadcast, count * commElementSize(dtype),
-                 commElementSize(dtype), root);
+    addRingModel(CollectiveKind::Broadcast, count * dtypeSize(dtype),
+                 dtypeSize(dtype), root);
   }
 
   /// NCCL matches a pair's messages by issue order and has no tags, so
@@ -274,7 +272,7 @@ protected:
           ncclRecv(recvBuf, recvCount, ncclType(dtype), src, comm, stream),
           "ncclRecv");
     group.end();
-    size_t esize = commElementSize(dtype);
+    size_t esize = dtypeSize(dtype);
     if (dst >= 0)
       addSent(CollectiveKind::Send, sendCount * esize);
     if (src >= 0)
