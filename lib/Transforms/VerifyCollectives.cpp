@@ -152,7 +152,7 @@ private:
 //===----------------------------------------------------------------------===//
 
 /// One communication a program issues, the op that issues it, and the
-/// pipeline stage it is restricted to by an enclosing dsc.pipeline_stage.
+/// pipeline stage of its program.
 struct ProgramEvent {
   CommunicationEvent event;
   Operation *op = nullptr;
@@ -182,7 +182,7 @@ struct Issue {
 };
 
 /// Collects the events of functions in program order, following calls and
-/// dsc.pipeline_stage bodies.
+/// the pipeline step's stage programs.
 class EventCollector {
 public:
   explicit EventCollector(SymbolTableCollection &tables) : tables(tables) {}
@@ -234,12 +234,6 @@ private:
               isa<PipelineForwardOp>(op) && callee &&
               getPipelineStage(callee) == std::optional<int64_t>(lastStage);
           if (callee && !lastForward && failed(collect(callee, stage, out)))
-            return failure();
-          continue;
-        }
-        if (auto pipelineStage = dyn_cast<PipelineStageOp>(op)) {
-          if (failed(collect(pipelineStage.getBody(),
-                             pipelineStage.getStageAttr().getInt(), out)))
             return failure();
           continue;
         }

@@ -686,52 +686,6 @@ func.func @f(%lr: tensor<f32>) {
 
 // -----
 
-func.func @f() {
-  // expected-error @+1 {{stage index must be >= 0, got -1}}
-  dsc.pipeline_stage -1 {
-    dsc.yield
-  }
-  return
-}
-
-// -----
-
-func.func @f() {
-  dsc.pipeline_stage 0 {
-    // expected-error @+1 {{pipeline stages cannot be nested}}
-    dsc.pipeline_stage 1 {
-      dsc.yield
-    }
-    dsc.yield
-  }
-  return
-}
-
-// -----
-
-func.func @f(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{yields ('tensor<8x16xf32>') but the stage returns ()}}
-  dsc.pipeline_stage 0 {
-    dsc.yield %x : tensor<8x16xf32>
-  }
-  return
-}
-
-// -----
-
-func.func @f() {
-  dsc.pipeline_stage 1 {
-    dsc.yield
-  }
-  // expected-error @+1 {{stage 0 appears after stage 1; stages of a block must appear in increasing order}}
-  dsc.pipeline_stage 0 {
-    dsc.yield
-  }
-  return
-}
-
-// -----
-
 func.func @f(%l: tensor<2x8x256xf64>, %t: tensor<2x8xi32>) {
   // expected-error @+1 {{the loss must be f64 for f64 logits, got 'f32'}}
   %0 = dsc.cross_entropy %l, %t : tensor<2x8x256xf64>, tensor<2x8xi32> -> tensor<f32>

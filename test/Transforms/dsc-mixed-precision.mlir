@@ -118,11 +118,12 @@ func.func @forward_backward(%x: tensor<4xf32>) -> tensor<4xf32> attributes {dsc.
 // -----
 
 // The pass converts a flat graph; ops with regions are not converted.
-func.func @staged(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @below {{'dsc.pipeline_stage' op --dsc-mixed-precision: cannot convert an op with regions; the pass runs on a flat forward graph}}
-  %y = dsc.pipeline_stage 0 -> tensor<4xf32> {
-    %g = dsc.gelu %x : tensor<4xf32>
-    dsc.yield %g : tensor<4xf32>
-  }
+func.func @staged() -> tensor<4xf32> {
+  // expected-error @below {{'tensor.generate' op --dsc-mixed-precision: cannot convert an op with regions; the pass runs on a flat forward graph}}
+  %y = tensor.generate {
+  ^bb0(%i: index):
+    %one = arith.constant 1.0 : f32
+    tensor.yield %one : f32
+  } : tensor<4xf32>
   return %y : tensor<4xf32>
 }

@@ -62,34 +62,6 @@ func.func @stage1() attributes {dsc.stage = 1 : i64} {
 
 // -----
 
-// dsc.pipeline_stage bodies run only on their stage; @forward_backward runs
-// once per micro-batch, then @optimizer.
-
-// CHECK-LABEL: func.func @forward_backward
-// CHECK: dsc.pipeline_stage 0
-
-module attributes {dsc.microbatches = 2 : i64} {
-  // expected-remark @+1 {{verified the training step (2 micro-batches) on 2 ranks of @mesh: 3 events per rank; group [pp]: 1 group x 1 collectives; along pp: 2 send/recv pairs}}
-  dsc.mesh @mesh axes = ["pp"] shape = [2]
-  func.func @forward_backward(%x: tensor<4xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
-    dsc.pipeline_stage 0 {
-      dsc.send %x on @mesh axis = "pp" to 1 : tensor<4xf32>
-      dsc.yield
-    }
-    dsc.pipeline_stage 1 {
-      %r = dsc.recv on @mesh axis = "pp" from 0 : tensor<4xf32>
-      dsc.yield
-    }
-    return
-  }
-  func.func @optimizer(%n: tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>} {
-    %m = dsc.all_reduce %n on @mesh axes = ["pp"] reduction = max : tensor<f32>
-    return
-  }
-}
-
-// -----
-
 // A plan without communication has nothing to prove.
 
 // CHECK-LABEL: func.func @forward_backward

@@ -519,7 +519,7 @@ int64_t MeshOp::getNumRanks() {
 }
 
 //===----------------------------------------------------------------------===//
-// TransferOp, SwapInOp, SwapOutOp, PipelineStageOp
+// TransferOp, SwapInOp, SwapOutOp
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -628,32 +628,6 @@ LogicalResult OverlapNextStepOp::verify() {
     return emitOpError("is followed by '")
            << op->getName()
            << "'; only dsc.adamw updates run beside the next step";
-  }
-  return success();
-}
-
-LogicalResult PipelineStageOp::verify() {
-  if (getStageAttr().getInt() < 0)
-    return emitOpError("stage index must be >= 0, got ")
-           << getStageAttr().getInt();
-  if ((*this)->getParentOfType<PipelineStageOp>())
-    return emitOpError("pipeline stages cannot be nested");
-  auto yield = cast<YieldOp>(getBody().front().getTerminator());
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("yields (")
-           << yield.getValues().getTypes() << ") but the stage returns ("
-           << getResultTypes() << ")";
-  for (Operation *prev = (*this)->getPrevNode(); prev;
-       prev = prev->getPrevNode()) {
-    auto stage = dyn_cast<PipelineStageOp>(prev);
-    if (!stage)
-      continue;
-    if (stage.getStageAttr().getInt() >= getStageAttr().getInt())
-      return emitOpError("stage ")
-             << getStageAttr().getInt() << " appears after stage "
-             << stage.getStageAttr().getInt()
-             << "; stages of a block must appear in increasing order";
-    break;
   }
   return success();
 }

@@ -736,7 +736,7 @@ def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
 }
 
 //===----------------------------------------------------------------------===//
-// Memory tiers and pipeline stages
+// Memory tiers and overlap
 //===----------------------------------------------------------------------===//
 
 def Dsc_TransferOp : Dsc_Op<"transfer",
@@ -852,35 +852,6 @@ def Dsc_OverlapNextStepOp : Dsc_Op<"overlap_next_step"> {
   }];
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
-}
-
-def Dsc_PipelineStageOp : Dsc_Op<"pipeline_stage",
-    [SingleBlockImplicitTerminator<"::mlir::dsc::YieldOp">]> {
-  let summary = "Marks the ops that belong to one pipeline stage";
-  let description = [{
-    The body runs on stage `stage` of the mesh's `pp` axis and yields the
-    values later stages use. Stages of one block appear in increasing order.
-
-    ```mlir
-    %h = dsc.pipeline_stage 0 -> tensor<4x64x768xf32> {
-      ...
-      dsc.yield %x : tensor<4x64x768xf32>
-    }
-    ```
-  }];
-  let arguments = (ins I64Attr:$stage);
-  let results = (outs Variadic<Dsc_AnyTensor>:$results);
-  let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$stage (`->` type($results)^)? $body attr-dict";
-  let hasVerifier = 1;
-}
-
-def Dsc_YieldOp : Dsc_Op<"yield", [Pure, Terminator, ReturnLike,
-                                   HasParent<"PipelineStageOp">]> {
-  let summary = "Yields values out of a pipeline stage";
-  let arguments = (ins Variadic<Dsc_AnyTensor>:$values);
-  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
-  let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
 }
 
 include "dsc/Dialect/Dsc/IR/DscGradOps.td"
