@@ -18,6 +18,7 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/PlanScheduleVerifier.h"
 #include "dsc/Runtime/ShardLayout.h"
 
 #include <algorithm>
@@ -589,4 +590,6 @@ void dsc::rt::validatePlan(const Plan &plan) {
     }
   }
   checkStages(plan);
+  // Each rank's step is well formed; now all ranks' together.
+  verifyPlanSchedule(plan);
 }
