@@ -705,8 +705,15 @@ def Dsc_SendOp : Dsc_CollectiveOp<"send"> {
   let summary = "Sends a tensor to another coordinate along one mesh axis";
   let description = [{
     Point-to-point send to the rank whose coordinate along `axis` is `peer`
-    (all other coordinates equal). Pipeline stages exchange activations and
-    their gradients this way. `tag` pairs a send with its `dsc.recv`.
+    (all other coordinates equal). `tag` pairs a send with its `dsc.recv`.
+
+    The general form of a message, along any axis, to any peer, with any
+    tag: hand-written plans and the tests of `--dsc-verify-collectives`
+    (cycles of three ranks, sends to oneself) use it. No pass creates it:
+    pipeline stages exchange activations and their gradients with
+    `dsc.pipeline_send` and `dsc.pipeline_recv`, whose peers are checked to
+    be neighbouring stages and whose tag is the micro-batch, and which are
+    the only messages the lowering to the runtime plan accepts.
 
     ```mlir
     dsc.send %act on @mesh axis = "pp" to 1 tag = 0 : tensor<4x64x768xf32>
@@ -723,6 +730,9 @@ def Dsc_SendOp : Dsc_CollectiveOp<"send"> {
 def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
   let summary = "Receives a tensor from another coordinate along one mesh axis";
   let description = [{
+    The receiving end of `dsc.send`: from the rank whose coordinate along
+    `axis` is `peer`, the message of the same `tag`.
+
     ```mlir
     %act = dsc.recv on @mesh axis = "pp" from 0 tag = 0 : tensor<4x64x768xf32>
     ```
