@@ -1,8 +1,9 @@
 //===- ToPlanTranslation.cpp - dsc-translate --dsc-to-plan ------*- C++ -*-===//
 //
 // Writes the binary plan file dsc-run executes, from a memory-planned module.
-// The plan is validated with the runtime's own checks before it is written,
-// so a compiler bug is caught here rather than at launch.
+// The module's ranks are proved to agree (--dsc-verify-collectives) and the
+// plan is validated with the runtime's own checks before it is written, so
+// an edited module or a compiler bug is caught here rather than at launch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,12 @@ void mlir::dsc::registerToPlanTranslation() {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("expected a module");
+        // Not on the module: the diagnostic would print all of it.
+        if (failed(verifyCompiledModule(module)))
+          return emitError(UnknownLoc::get(module.getContext()))
+                 << "--dsc-to-plan: the module's ranks do not agree on their "
+                    "communication (the --dsc-verify-collectives error "
+                    "above); no plan was written";
         FailureOr<rt::Plan> plan = lowerToPlan(module);
         if (failed(plan))
           return failure();

@@ -206,6 +206,11 @@ rt::Plan loadOrCompile(RunOptions &options) {
                   "\" has nothing to apply to: run it without --compile, or "
                   "give dsc-run the graph-level module or config it was "
                   "compiled from together with --compile");
+    // The module may have been edited since it was compiled: prove its
+    // ranks agree before any of them starts.
+    if (failed(mlir::dsc::verifyCompiledModule(*module)))
+      throw Error("the compiled module '" + options.input +
+                  "' cannot run:\n" + diagnostics);
     FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(*module);
     if (failed(plan))
       throw Error("lowering the compiled module '" + options.input +

@@ -25,6 +25,13 @@ namespace rt = ::dsc::rt;
 /// or a module that was not memory-planned.
 FailureOr<rt::Plan> lowerToPlan(ModuleOp module);
 
+/// Runs --dsc-verify-collectives on a compiled `module`: what every path from
+/// a compiled module into execution (--dsc-to-plan, dsc-run on a .mlir) does
+/// before lowerToPlan, since the module may have been edited after it was
+/// compiled. Emits the pass's diagnostics (naming both ranks) and fails when
+/// the ranks disagree or can deadlock.
+LogicalResult verifyCompiledModule(ModuleOp module);
+
 /// Registers `dsc-translate --dsc-to-plan`, which writes the binary plan file.
 void registerToPlanTranslation();
 
