@@ -247,6 +247,29 @@ TEST(PlanScheduleVerifier, SendsFacingEachOtherDeadlock) {
       << error;
 }
 
+/// On a large mesh two coordinates of each axis but pp stand for all of
+/// them (their ranks run the same programs): the proof does not grow with
+/// the data-parallel degree, and it still names ranks of the plan's mesh.
+TEST(PlanScheduleVerifier, LargeMeshNamesItsOwnRanks) {
+  Plan plan = loadPlan("gpt-tiny-dp2-pp2-1f1b.plan");
+  ASSERT_EQ(plan.mesh[0].name, "dp");
+  plan.mesh[0].size = 4096;
+  EXPECT_EQ(scheduleError(plan), "");
+  Program &step = programOf(plan, plan.stages[0].step);
+  Instruction &inst =
+      step.instructions[indicesOf(step, Opcode::PipelineSend)[0]];
+  ops::PipelineSend send = ops::PipelineSend::decode(inst);
+  send.microBatch += 1;
+  send.encode(inst);
+  const std::string error = scheduleError(plan);
+  EXPECT_NE(error.find("rank 0 (dp=0, pp=0) issues PipelineSend"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("rank 1 (dp=0, pp=1) issues PipelineRecv"),
+            std::string::npos)
+      << error;
+}
+
 /// The committed pp=2 plans of the other tests agree too.
 TEST(PlanScheduleVerifier, OtherCompiledPipelinesAgree) {
   for (const char *name :
