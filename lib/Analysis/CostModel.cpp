@@ -48,12 +48,15 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
     return llvm::formatv("pp={0} x virtual-stages={1} model chunks do not "
                          "divide the {2} layers",
                          plan.pp, plan.virtualStages, m.numLayers);
-  if (plan.offloadOptimizer && plan.zeroStage == 0)
+  if (plan.recompute == ::dsc::RecomputeKind::Selective)
+    return "the cost model prices recompute=none or recompute=full; "
+           "recompute=selective is not priced";
+  if (plan.offloadsOptimizer() && plan.zeroStage == 0)
     return "optimizer offload needs ZeRO stage >= 1 (as in DeepSpeed)";
-  if (plan.offloadParams && (plan.zeroStage != 3 || !plan.offloadOptimizer))
+  if (plan.offloadsParams() && (plan.zeroStage != 3 || !plan.offloadsOptimizer()))
     return "parameter offload needs ZeRO stage 3 and optimizer offload (as "
            "--dsc-offload builds it)";
-  if (plan.delayedUpdate && (!plan.offloadOptimizer || plan.offloadParams))
+  if (plan.delayedUpdate && (!plan.offloadsOptimizer() || plan.offloadsParams()))
     return "the delayed parameter update needs optimizer offload without "
            "parameter offload (as --dsc-offload builds it)";
   return "";
@@ -121,7 +124,7 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // what tensor slicing replicates on every tp rank: each layer's two norms
   // and the biases of its row-parallel products (6h of a GPT-2 block's
   // 13h; a gated, bias-free block's two RMS norms, 2h) and the final norm.
-  if (plan.fp32 && t > 1) {
+  if (plan.isFp32() && t > 1) {
     const double h = static_cast<double>(ms.hiddenSize);
     const double replicated =
         (ms.gatedMlp ? 2.0 : 6.0) * h * static_cast<double>(ms.numLayers) +
@@ -129,23 +132,23 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
     psiRank = (ms.parameters - replicated) / static_cast<double>(t * p) +
               replicated / static_cast<double>(p);
   }
-  mem.states = plan.fp32
+  mem.states = plan.isFp32()
                    ? fp32ModelStateBytes(psiRank, plan.zeroStage, plan.dp)
                    : zeroModelStateBytes(psiRank, plan.zeroStage, plan.dp);
-  if (plan.offloadOptimizer) {
+  if (plan.offloadsOptimizer()) {
     // ZeRO-Offload: optimizer states and a copy of the gradient partition
     // live on the host. DeepSpeed's fp16 copy; in an fp32 plan, what
     // --dsc-offload builds: the fp32 gradient copy and an fp32 master of
     // the partition beside the moments (the device keeps its parameter).
     const double shard = psiRank / nd;
-    double offloaded = mem.states.optimizer + (plan.fp32 ? 4.0 * shard : 0.0);
-    double gradCopy = (plan.fp32 ? 4.0 : 2.0) * shard;
+    double offloaded = mem.states.optimizer + (plan.isFp32() ? 4.0 * shard : 0.0);
+    double gradCopy = (plan.isFp32() ? 4.0 : 2.0) * shard;
     mem.states.optimizer = 0;
     // ZeRO-Infinity: the chunks leave the device. An fp32 chunk is its
     // own master (the 4 bytes above); DeepSpeed's fp16 chunk joins the
     // fp32 master.
-    if (plan.offloadParams) {
-      if (!plan.fp32)
+    if (plan.offloadsParams()) {
+      if (!plan.isFp32())
         offloaded += mem.states.params;
       mem.states.params = 0;
     }
@@ -163,9 +166,9 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // stage and one on the last; GPipe keeps all m on every stage.
   double layersPerStage = static_cast<double>(ms.numLayers / p);
   auto layerBytes =
-      plan.fp32 ? fp32ActivationBytesPerLayer : activationBytesPerLayer;
-  double perLayer = layerBytes(ms, b, t, sp, plan.recompute);
-  double working = plan.recompute ? layerBytes(ms, b, t, sp, false)
+      plan.isFp32() ? fp32ActivationBytesPerLayer : activationBytesPerLayer;
+  double perLayer = layerBytes(ms, b, t, sp, plan.fullRecompute());
+  double working = plan.fullRecompute() ? layerBytes(ms, b, t, sp, false)
                                   : 0.0; // the layer being recomputed
   bool gpipe = plan.schedule == PipelineSchedule::GPipe && p > 1;
   double firstInFlight = gpipe ? m : std::min(p, m);
@@ -189,12 +192,12 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // An fp32 plan's output layer as dsc builds it keeps the final norm's
   // input and output (4 s b h each) and the logits for the cross-entropy's
   // backward, which then holds the logits' gradient beside them.
-  if (plan.fp32)
+  if (plan.isFp32())
     logits = 2.0 * 4.0 * sb * static_cast<double>(ms.hiddenSize) + 2.0 * logits;
   double zero3Gather = 0;
   if (plan.zeroStage == 3 && plan.dp > 1)
     zero3Gather =
-        plan.fp32
+        plan.isFp32()
             // dsc gathers each parameter just before it is read and frees
             // it after: at the peak, where the backward starts, only the
             // output layer's weight is gathered.
@@ -260,7 +263,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   // forward GEMM, twice the elementwise traffic); recompute re-runs forward.
   double layerFwd = layerForwardTime(b, t, sp);
   double fwdStage = layers * layerFwd;
-  double recomputeStage = plan.recompute ? fwdStage : 0.0;
+  double recomputeStage = plan.fullRecompute() ? fwdStage : 0.0;
   double bwdStage = 2.0 * fwdStage + recomputeStage;
   double logitsFwd = logitsForwardTime(b, t);
   // The last stage also owns the output layer; with p == 1 it is the only
@@ -275,7 +278,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
                     static_cast<double>(ms.seqLength) *
                     static_cast<double>(ms.hiddenSize);
   Link tpLink = linkFor(c, placeGroup(1, t, gpn));
-  double tpCollectives = (plan.recompute ? 6.0 : 4.0) * layers;
+  double tpCollectives = (plan.fullRecompute() ? 6.0 : 4.0) * layers;
   double tpOne =
       sp ? collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink) +
                collectiveTime(CollectiveKind::ReduceScatter, t, actBytes,
@@ -289,7 +292,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   // product's input, not the gathered whole, and gathers them again for the
   // weight gradient (Megatron-LM and --dsc-recompute alike): 2 more
   // all-gathers per layer, unless a recomputed forward gathers anyway.
-  if (sp && !plan.recompute) {
+  if (sp && !plan.fullRecompute()) {
     double regathers = 2.0 * layers;
     tpPerMb += regathers *
                collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink);
@@ -364,7 +367,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
       // Stage 3: per micro-batch, gather parameters for the forward, again
       // for the backward (and the recomputed forward), reduce-scatter the
       // gradients. One collective per layer pays the ring latency each time.
-      double gathers = plan.recompute ? 2.0 : 1.0;
+      double gathers = plan.fullRecompute() ? 2.0 : 1.0;
       double perLayerLatency =
           (layers - 1.0) * static_cast<double>(d - 1) * dpLink.latency;
       zeroPerMb =
@@ -382,20 +385,20 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   double shard =
       plan.zeroStage >= 1 ? psiRank / static_cast<double>(d) : psiRank;
   double optimizer = 0, offload = 0, hostUpdate = 0;
-  if (!plan.offloadOptimizer) {
+  if (!plan.offloadsOptimizer()) {
     optimizer = memoryBoundTime(c, 28.0 * shard);
   } else {
     double gpusPerNode = static_cast<double>(gpn);
     // Over PCIe per parameter: the gradient down and the parameter up, 2
     // bytes each in fp16 (DeepSpeed), 4 in an fp32 plan (--dsc-offload's
     // transfers).
-    const double element = plan.fp32 ? 4.0 : 2.0;
+    const double element = plan.isFp32() ? 4.0 : 2.0;
     double pcieBytes = 2.0 * element;
     // Parameter offload: no parameter goes up after the update, and each
     // micro-batch fetches every chunk for the forward's gather and again
     // for the backward's.
-    const double fetched = plan.offloadParams ? 2.0 * md * element : 0.0;
-    if (plan.offloadParams)
+    const double fetched = plan.offloadsParams() ? 2.0 * md * element : 0.0;
+    if (plan.offloadsParams())
       pcieBytes = element + fetched;
     offload = pcieBytes * shard / c.pcieBandwidthPerGpu;
     hostUpdate = 28.0 * shard / (c.hostMemoryBandwidth / gpusPerNode);
@@ -449,7 +452,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   double gpus = static_cast<double>(plan.numGpus());
   double samples = static_cast<double>(plan.globalBatch());
   double modelFlops = ms.trainingFlops(1, false) * samples;
-  double hwFlops = ms.trainingFlops(1, plan.recompute) * samples;
+  double hwFlops = ms.trainingFlops(1, plan.fullRecompute()) * samples;
   e.flopsPerGpu = hwFlops / gpus / st.total;
   e.modelFlopsPerGpu = modelFlops / gpus / st.total;
   e.mfu = e.modelFlopsPerGpu / c.gpu.peak16BitFlops;
@@ -463,7 +466,7 @@ CostModel::pipelineStageTimes(const ParallelPlan &plan) const {
   bool sp = plan.sequenceParallel && plan.tp > 1;
   double layers = static_cast<double>(modelShape.numLayers / chunks);
   double forward = layers * layerForwardTime(plan.microBatchSize, plan.tp, sp);
-  double recompute = plan.recompute ? forward : 0.0;
+  double recompute = plan.fullRecompute() ? forward : 0.0;
   double logits = logitsForwardTime(plan.microBatchSize, plan.tp);
   std::vector<::dsc::PipelineStageTimes> times;
   for (int64_t k = 0; k < chunks; ++k) {

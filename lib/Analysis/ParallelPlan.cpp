@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Printing of plans; kept apart so reports, diagnostics and tests agree on
-// one spelling.
+// What changes between two plans, in the search's terms (the plan's own
+// textual form is dsc/Support/ParallelPlan.h's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,29 +14,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir::dsc::analysis;
-
-std::string ParallelPlan::str() const {
-  std::string s =
-      llvm::formatv("dp={0} tp={1} pp={2} zero={3} b={4} m={5}", dp, tp, pp,
-                    zeroStage, microBatchSize, numMicroBatches);
-  if (pp > 1)
-    s += std::string(" ") + scheduleName(schedule);
-  if (virtualStages > 1)
-    s += llvm::formatv(" v={0}", virtualStages).str();
-  if (tp > 1 && sequenceParallel)
-    s += " sp";
-  if (recompute)
-    s += " recompute";
-  if (offloadOptimizer)
-    s += " offload";
-  if (offloadParams)
-    s += " offload-params";
-  if (delayedUpdate)
-    s += " dpu";
-  if (fp32)
-    s += " fp32";
-  return s;
-}
 
 std::vector<std::string>
 mlir::dsc::analysis::planChanges(const ParallelPlan &from,
@@ -62,11 +39,11 @@ mlir::dsc::analysis::planChanges(const ParallelPlan &from,
                                     scheduleName(from.schedule),
                                     scheduleName(to.schedule)));
   number("virtual stages", from.virtualStages, to.virtualStages);
-  flag("recompute", from.recompute, to.recompute);
+  flag("recompute", from.fullRecompute(), to.fullRecompute());
   flag("sequence parallelism", from.sequenceParallel && from.tp > 1,
        to.sequenceParallel && to.tp > 1);
-  flag("optimizer offload", from.offloadOptimizer, to.offloadOptimizer);
-  flag("parameter offload", from.offloadParams, to.offloadParams);
+  flag("optimizer offload", from.offloadsOptimizer(), to.offloadsOptimizer());
+  flag("parameter offload", from.offloadsParams(), to.offloadsParams());
   flag("delayed parameter update", from.delayedUpdate, to.delayedUpdate);
   return changes;
 }

@@ -48,10 +48,10 @@ json::Value mlir::dsc::analysis::estimateToJSON(const PlanEstimate &e) {
                             {"microbatches", p.numMicroBatches},
                             {"schedule", scheduleName(p.schedule)},
                             {"virtual_stages", p.virtualStages},
-                            {"recompute", p.recompute},
+                            {"recompute", p.fullRecompute()},
                             {"sequence_parallel", p.sequenceParallel},
-                            {"offload", p.offloadOptimizer},
-                            {"offload_params", p.offloadParams},
+                            {"offload", p.offloadsOptimizer()},
+                            {"offload_params", p.offloadsParams()},
                             {"delayed_update", p.delayedUpdate}}},
       {"summary", p.str()},
       {"step_seconds", t.total},
@@ -325,9 +325,9 @@ std::vector<Block> buildDocument(const SearchResult &r,
                              p.virtualStages)
                    .str()
              : std::string(scheduleName(p.schedule)),
-         yesNo(p.recompute),
-         p.offloadParams ? std::string("yes+params")
-                         : yesNo(p.offloadOptimizer),
+         yesNo(p.fullRecompute()),
+         p.offloadsParams() ? std::string("yes+params")
+                         : yesNo(p.offloadsOptimizer()),
          llvm::formatv("{0:F2}", e.time.total),
          llvm::formatv("{0:F0}", e.flopsPerGpu / 1e12), f1(100.0 * e.mfu) + "%",
          f1(toGB(e.memory.device)), f1(toGB(e.memory.host)),

@@ -185,7 +185,7 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
         if (opt.microBatchSize > 0 && b != opt.microBatchSize)
           continue;
         ParallelPlan plan;
-        plan.fp32 = opt.fp32;
+        plan.precision = opt.fp32 ? ::dsc::Precision::Fp32 : ::dsc::Precision::Bf16;
         plan.dp = d;
         plan.tp = t;
         plan.pp = p;
@@ -204,18 +204,19 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
             for (int rc = 0; rc < 2; ++rc) {
               if (rc && !opt.allowRecompute)
                 continue;
-              plan.recompute = rc;
+              plan.recompute = rc ? ::dsc::RecomputeKind::Full : ::dsc::RecomputeKind::None;
               for (int sp = 0; sp < 2; ++sp) {
                 if (sp && (t == 1 || !opt.allowSequenceParallel))
                   continue;
-                plan.sequenceParallel = sp;
+                plan.sequenceParallel = sp != 0;
                 for (int off = 0; off < 2; ++off) {
                   if (off && (zero == 0 || !opt.allowOffload ||
                               (p > 1 && !opt.allowOffloadWithPipeline)))
                     continue;
                   if (!off && d == 1 && zero == 1)
                     continue;
-                  plan.offloadOptimizer = off;
+                  plan.offloadOptimizer =
+                      off ? ::dsc::OffloadTier::Host : ::dsc::OffloadTier::None;
                   // ZeRO-Infinity's parameter offload: ZeRO-3's chunks
                   // beside the offloaded optimizer.
                   for (int params = 0; params < 2; ++params) {
@@ -223,7 +224,8 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
                         (!off || zero != 3 ||
                          (p > 1 && !opt.allowParamsOffloadWithPipeline)))
                       continue;
-                    plan.offloadParams = params;
+                    plan.offloadParams = params ? ::dsc::OffloadTier::Host
+                                                : ::dsc::OffloadTier::None;
                     ++result.numEnumerated;
                     MemoryBreakdown mem = cm.memory(plan);
                     if (leastMemory < 0 || mem.device < leastMemory) {
@@ -288,18 +290,18 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
     respects.push_back({"tensor parallelism (tp > 1)",
                         [](const ParallelPlan &p) { return p.tp > 1; }});
   respects.push_back(
-      {wp.recompute ? "no recompute" : "full recompute",
-       [&](const ParallelPlan &p) { return p.recompute != wp.recompute; }});
+      {wp.fullRecompute() ? "no recompute" : "full recompute",
+       [&](const ParallelPlan &p) { return p.fullRecompute() != wp.fullRecompute(); }});
   respects.push_back(
-      {wp.offloadOptimizer ? "no optimizer offload" : "optimizer offload",
+      {wp.offloadsOptimizer() ? "no optimizer offload" : "optimizer offload",
        [&](const ParallelPlan &p) {
-         return p.offloadOptimizer != wp.offloadOptimizer;
+         return p.offloadsOptimizer() != wp.offloadsOptimizer();
        }});
-  if (wp.zeroStage == 3 && wp.offloadOptimizer)
+  if (wp.zeroStage == 3 && wp.offloadsOptimizer())
     respects.push_back(
-        {wp.offloadParams ? "no parameter offload" : "parameter offload",
+        {wp.offloadsParams() ? "no parameter offload" : "parameter offload",
          [&](const ParallelPlan &p) {
-           return p.offloadParams != wp.offloadParams;
+           return p.offloadsParams() != wp.offloadsParams();
          }});
   if (wp.pp > 1)
     respects.push_back(

@@ -1,7 +1,8 @@
 //===- AutoParallel.cpp - --dsc-auto-parallel, --dsc-estimate ---*- C++ -*-===//
 //
 // Chooses a 3D-parallel training plan for the module's model with the
-// analytical cost model of lib/Analysis and records it as `dsc.plan`
+// analytical cost model of lib/Analysis and records it as
+// `dsc.parallel_plan`
 // (--dsc-auto-parallel), or prices one plan the user gives and says what
 // the search would change (--dsc-estimate): two questions to one model.
 //
@@ -16,12 +17,9 @@
 // becomes, with cluster=dgx-a100-80gb.json gpus=1024 global-batch=1536,
 //
 //   module attributes {dsc.model = {...},
-//                      dsc.plan = {dp = 32 : i64, microbatches = 48 : i64,
-//                                  micro_batch_size = 1 : i64, offload = false,
-//                                  pp = 4 : i64, recompute = false,
-//                                  schedule = "1f1b", virtual_stages = 1,
-//                                  sequence_parallel = true,
-//                                  tp = 8 : i64, zero = 1 : i64},
+//                      dsc.parallel_plan = #dsc.parallel_plan<"dp=32 tp=8
+//                          pp=4 zero=1 micro-batch-size=1 microbatches=48
+//                          sequence-parallel=true precision=bf16">,
 //                      dsc.plan_estimate = {step_seconds = ..., mfu = ...}}
 //
 // and, with report=PATH.md, writes PATH.md, PATH.json and PATH.svg.
@@ -30,8 +28,10 @@
 
 #include "dsc/Analysis/PlanReport.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrs.h"
 #include "dsc/Support/PipelineSimulation.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -179,6 +179,10 @@ struct DscAutoParallelPass
     options.objective = *objectiveKind;
     options.topK = top;
     options.microBatchSize = microBatch;
+    if (precision != "bf16" && precision != "fp32")
+      return fail("precision must be 'bf16' or 'fp32', got '" + precision +
+                  "'");
+    options.fp32 = precision == "fp32";
     if (!restrictToKnobs(options, knobs))
       return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
@@ -197,30 +201,12 @@ struct DscAutoParallelPass
     const an::PlanEstimate &best = result->top.front();
     const an::ParallelPlan &p = best.plan;
     Builder b(module.getContext());
-    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-    NamedAttribute plan[] = {
-        b.getNamedAttr("dp", i64(p.dp)),
-        b.getNamedAttr("tp", i64(p.tp)),
-        b.getNamedAttr("pp", i64(p.pp)),
-        b.getNamedAttr("zero", i64(p.zeroStage)),
-        b.getNamedAttr("micro_batch_size", i64(p.microBatchSize)),
-        b.getNamedAttr("microbatches", i64(p.numMicroBatches)),
-        b.getNamedAttr("schedule",
-                       b.getStringAttr(an::scheduleName(p.schedule))),
-        b.getNamedAttr("virtual_stages", i64(p.virtualStages)),
-        b.getNamedAttr("recompute", b.getBoolAttr(p.recompute)),
-        b.getNamedAttr("sequence_parallel",
-                       b.getBoolAttr(p.sequenceParallel && p.tp > 1)),
-        b.getNamedAttr("offload", b.getBoolAttr(p.offloadOptimizer)),
-    };
-    DictionaryAttr planAttr = b.getDictionaryAttr(plan);
-    // Named only when on: ZeRO-Infinity's chunks in the offload tier.
-    if (p.offloadParams) {
-      NamedAttrList withParams(planAttr);
-      withParams.set("offload_params", b.getBoolAttr(true));
-      planAttr = withParams.getDictionary(b.getContext());
-    }
-    module->setAttr(kPlanAttr, planAttr);
+    // Sequence parallelism means nothing without tp: the plan records it
+    // only where the compiler builds it.
+    ::dsc::ParallelPlan chosen = p;
+    chosen.sequenceParallel = p.sequenceParallel && p.tp > 1;
+    module->setAttr(kPlanAttr,
+                    ParallelPlanAttr::get(module.getContext(), chosen));
     NamedAttribute estimate[] = {
         b.getNamedAttr("step_seconds", b.getF64FloatAttr(best.time.total)),
         b.getNamedAttr("mfu", b.getF64FloatAttr(best.mfu)),
@@ -242,52 +228,45 @@ struct DscAutoParallelPass
 struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
   using DscEstimatePassBase::DscEstimatePassBase;
 
+  /// The plan's keys go to the plan's one parser, the rest to the pass's
+  /// own options. The estimate prices 16-bit plans unless told otherwise.
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    givenPlan = ::dsc::ParallelPlan();
+    givenPlan.precision = ::dsc::Precision::Bf16;
+    std::string rest;
+    if (failed(parsePlanOptions("--dsc-estimate", options, givenPlan, rest,
+                                errorHandler)))
+      return failure();
+    return Pass::initializeOptions(rest, errorHandler);
+  }
+
+  ::dsc::ParallelPlan givenPlan = [] {
+    ::dsc::ParallelPlan plan;
+    plan.precision = ::dsc::Precision::Bf16;
+    return plan;
+  }();
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &msg) {
       module.emitError("--dsc-estimate: ") << msg;
       signalPassFailure();
     };
-    for (auto [name, value] :
-         {std::make_pair("dp", int64_t(dp)), std::make_pair("tp", int64_t(tp)),
-          std::make_pair("pp", int64_t(pp)),
-          std::make_pair("microbatches", int64_t(microbatches))})
-      if (value < 1)
-        return fail(Twine(name) + " must be >= 1, got " + Twine(value));
-    if (zero < 0 || zero > 3)
-      return fail("zero must be 0, 1, 2 or 3, got " + Twine(int64_t(zero)));
-    std::optional<::dsc::PipelineScheduleKind> schedule =
-        ::dsc::parsePipelineSchedule(pipelineSchedule.getValue());
-    if (!schedule)
-      return fail("pipeline-schedule must be '1f1b', 'gpipe', "
-                  "'interleaved-1f1b' or 'zb-h1', got '" +
-                  pipelineSchedule + "'");
-
+    // The cost model's 16-bit forms are bf16's (fp16 adds a loss scaler
+    // the estimate does not price).
+    if (givenPlan.precision == ::dsc::Precision::Fp16)
+      return fail("precision must be 'bf16' or 'fp32', got 'fp16'");
     FailureOr<an::CostModel> loaded =
         loadCostModel(module, "--dsc-estimate", cluster);
     if (failed(loaded))
       return signalPassFailure();
     const an::CostModel &model = *loaded;
 
-    an::ParallelPlan plan;
-    plan.dp = dp;
-    plan.tp = tp;
-    plan.pp = pp;
-    plan.zeroStage = int(zero);
-    plan.microBatchSize =
-        microBatch > 0 ? int64_t(microBatch) : model.model().microBatchSize;
-    plan.numMicroBatches = microbatches;
-    plan.schedule = *schedule;
-    plan.virtualStages = virtualStages;
-    plan.recompute = recompute;
-    plan.sequenceParallel = sequenceParallel;
-    plan.offloadOptimizer = offload;
-    plan.offloadParams = offloadParams;
-    plan.delayedUpdate = dpu;
-    if (precision != "bf16" && precision != "fp32")
-      return fail("precision must be 'bf16' or 'fp32', got '" + precision +
-                  "'");
-    plan.fp32 = precision == "fp32";
+    an::ParallelPlan plan = givenPlan;
+    if (plan.microBatchSize == 0)
+      plan.microBatchSize = model.model().microBatchSize;
     if (std::string why = model.checkPlan(plan); !why.empty())
       return fail("the plan `" + plan.str() +
                   "` does not fit the model: " + why);
@@ -297,7 +276,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     an::SearchOptions options;
     options.numGpus = plan.numGpus();
     options.globalBatch = plan.globalBatch();
-    options.fp32 = plan.fp32;
+    options.fp32 = plan.isFp32();
     if (!restrictToKnobs(options, knobs))
       return fail("knobs must be 'buildable' or 'all', got '" + knobs + "'");
     llvm::Expected<an::SearchResult> result = an::searchPlans(model, options);
@@ -337,7 +316,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
                   .str();
     // An fp32 plan is what --dsc-compile builds: its bytes, to hold against
     // the memory planner's arena (without the runtime's reserve).
-    if (plan.fp32)
+    if (plan.isFp32())
       remark << llvm::formatv(
                     "{0:F0} bytes per GPU before the {1:F0} "
                     "reserved (states {2:F0}, activations {3:F0}, "

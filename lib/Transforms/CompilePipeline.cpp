@@ -19,6 +19,33 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
+std::unique_ptr<CompileOptions> CompileOptions::parse(StringRef text,
+                                                      std::string &error) {
+  auto options = std::make_unique<CompileOptions>();
+  if (failed(options->parseMore(text, error)))
+    return nullptr;
+  return options;
+}
+
+LogicalResult CompileOptions::parseMore(StringRef text, std::string &error) {
+  std::string rest;
+  ::dsc::PlanKeySet given;
+  if (!::dsc::parseParallelPlan(std::string_view(text.data(), text.size()),
+                                parallel, error, &given, &rest)) {
+    error = "--dsc-compile: " + error;
+    return failure();
+  }
+  givenPlanKeys |= given;
+  llvm::raw_string_ostream errors(error);
+  return parseFromString(rest, errors);
+}
+
+void CompileOptions::copyFrom(const CompileOptions &other) {
+  copyOptionValuesFrom(other);
+  parallel = other.parallel;
+  givenPlanKeys = other.givenPlanKeys;
+}
+
 void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
                                      const CompileOptions &options) {
   // plan=auto: the plan is the module's, known when the pipeline runs.
@@ -26,32 +53,33 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     pm.addPass(createDscApplyPlanPass(options));
     return;
   }
+  const ::dsc::ParallelPlan &plan = options.parallel;
   // The mesh first, so that every sharding pass finds its axis on it.
-  if (options.dp != 1 || options.tp != 1 || options.pp != 1) {
+  if (plan.dp != 1 || plan.tp != 1 || plan.pp != 1) {
     DscDeclareMeshPassOptions mesh;
-    mesh.dp = options.dp;
-    mesh.pp = options.pp;
-    mesh.tp = options.tp;
+    mesh.dp = plan.dp;
+    mesh.pp = plan.pp;
+    mesh.tp = plan.tp;
     pm.addPass(createDscDeclareMeshPass(mesh));
   }
   // Tensor slicing rewrites the forward graph; autodiff then derives the
   // backward's collectives from the conjugate f/g ops.
   // (sequence-parallel=1 with tp=1 reaches the pass, which refuses it.)
-  if (options.tp > 1 || options.sequenceParallel) {
+  if (plan.tp > 1 || plan.sequenceParallel) {
     DscTensorParallelPassOptions tensorParallel;
-    tensorParallel.tp = options.tp;
-    tensorParallel.sequenceParallel = options.sequenceParallel;
+    tensorParallel.tp = plan.tp;
+    tensorParallel.sequenceParallel = plan.sequenceParallel;
     pm.addPass(createDscTensorParallelPass(tensorParallel));
   }
 
   // Pipeline stages are cut from the (tensor-sliced) forward graph; autodiff
   // then differentiates each stage.
   // (virtual-stages without pp > 1 reaches the pass, which refuses it.)
-  if (options.pp > 1 || options.virtualStages != 1) {
+  if (plan.pp > 1 || plan.virtualStages != 1) {
     DscPipelinePassOptions pipeline;
-    pipeline.pp = options.pp;
-    pipeline.pipelineSchedule = options.pipelineSchedule;
-    pipeline.virtualStages = options.virtualStages;
+    pipeline.pp = plan.pp;
+    pipeline.pipelineSchedule = ::dsc::pipelineScheduleName(plan.schedule);
+    pipeline.virtualStages = plan.virtualStages;
     pm.addPass(createDscPipelinePass(pipeline));
   }
 
@@ -59,27 +87,27 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // then casts each weight's gradient back to f32 through the cast's rule.
   // Any other precision than fp32 goes to the pass, which names the
   // supported one (and why fp16 is refused).
-  if (options.precision != "fp32" && options.precision != "f32") {
+  if (!plan.isFp32()) {
     DscMixedPrecisionPassOptions mixed;
-    mixed.dtype = options.precision;
+    mixed.dtype = ::dsc::precisionName(plan.precision);
     pm.addPass(createDscMixedPrecisionPass(mixed));
   }
 
   DscAutodiffPassOptions autodiff;
   // The loss gradient's seed 1/m turns the micro-batches' summed gradients
   // into their mean, as DeepSpeed's gradient accumulation does.
-  autodiff.microbatches = options.microbatches;
+  autodiff.microbatches = plan.numMicroBatches;
   pm.addPass(createDscAutodiffPass(autodiff));
 
   // Directly after autodiff, whose forward_backward programs begin with
   // their forward: it always runs, to record the activations each keeps.
   DscRecomputePassOptions recompute;
-  recompute.recompute = options.recompute;
-  recompute.recomputeLayers = options.recomputeLayers;
+  recompute.recompute = ::dsc::recomputeName(plan.recompute);
+  recompute.recomputeLayers = plan.recomputeLayers;
   pm.addPass(createDscRecomputePass(recompute));
   // A pipeline stage's forward then keeps what its backward reads (the
   // backward no longer computes the forward again).
-  if (options.pp > 1)
+  if (plan.pp > 1)
     pm.addPass(createDscStageBackwardPass());
 
   DscOptimizerPassOptions optimizer;
@@ -114,45 +142,44 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // DeepSpeed's ZeRO is on one rank (a GPT-NeoX config with
   // model_parallel_size x pipe_parallel_size GPUs). Without a mesh the
   // pass still runs and declares dp=1.
-  const bool meshWithoutDp =
-      options.dp == 1 && (options.tp > 1 || options.pp > 1);
-  if (options.dp > 1 || (options.zero != 0 && !meshWithoutDp)) {
+  const bool meshWithoutDp = plan.dp == 1 && (plan.tp > 1 || plan.pp > 1);
+  if (plan.dp > 1 || (plan.zeroStage != 0 && !meshWithoutDp)) {
     DscDataParallelPassOptions dataParallel;
-    dataParallel.dp = options.dp;
-    dataParallel.bucketBytes = options.bucketBytes;
-    dataParallel.zero = options.zero;
-    dataParallel.persistenceThreshold = options.persistenceThreshold;
+    dataParallel.dp = plan.dp;
+    dataParallel.bucketBytes = plan.bucketBytes;
+    dataParallel.zero = plan.zeroStage;
+    dataParallel.persistenceThreshold = plan.persistenceThreshold;
     pm.addPass(createDscDataParallelPass(dataParallel));
   }
 
   // Offload places the states the optimizer and ZeRO passes declared.
-  if (options.offloadOptimizer != "none" || options.offloadParams != "none" ||
-      !options.nvmePath.empty() || options.deviceMemory != 0 || options.dpu) {
+  if (plan.offloadsOptimizer() || plan.offloadsParams() ||
+      !plan.nvmePath.empty() || plan.deviceMemory != 0 || plan.delayedUpdate) {
     DscOffloadPassOptions offload;
-    offload.optimizer = options.offloadOptimizer;
-    offload.params = options.offloadParams;
-    offload.dpu = options.dpu;
-    offload.nvmePath = options.nvmePath;
-    offload.deviceMemory = options.deviceMemory;
-    offload.nvmeBlockBytes = options.nvmeBlockBytes;
-    offload.nvmeQueueDepth = options.nvmeQueueDepth;
-    offload.prefetch = options.prefetch;
+    offload.optimizer = ::dsc::offloadTierName(plan.offloadOptimizer);
+    offload.params = ::dsc::offloadTierName(plan.offloadParams);
+    offload.dpu = plan.delayedUpdate;
+    offload.nvmePath = plan.nvmePath;
+    offload.deviceMemory = plan.deviceMemory;
+    offload.nvmeBlockBytes = plan.nvmeBlockBytes;
+    offload.nvmeQueueDepth = plan.nvmeQueueDepth;
+    offload.prefetch = plan.prefetch;
     pm.addPass(createDscOffloadPass(offload));
   }
 
   // A zero-bubble schedule runs each stage's backward in two parts; split
   // after the data-parallel pass has placed the gradients' collectives,
   // which go with the weight-gradient part.
-  if (options.pp > 1 && options.pipelineSchedule == "zb-h1")
+  if (plan.pp > 1 && plan.schedule == ::dsc::PipelineScheduleKind::ZeroBubbleH1)
     pm.addPass(createDscSplitWeightGradientPass());
 
   DscPlanMemoryPassOptions memory;
-  memory.prefetch = options.prefetch;
+  memory.prefetch = plan.prefetch;
   pm.addPass(createDscPlanMemoryPass(memory));
 
   // Each stage's step, in the schedule's order: the sends and receives the
   // verifier below checks and the runtime runs as written.
-  if (options.pp > 1)
+  if (plan.pp > 1)
     pm.addPass(createDscPipelineSchedulePass());
 
   // Last, so that it sees every collective the passes above placed: a plan
@@ -167,23 +194,31 @@ LogicalResult mlir::dsc::applyDeepSpeedConfig(CompileOptions &options,
   if (options.dsConfig.getValue().empty())
     return success();
   std::optional<::dsc::config::TrainingSettings> settings =
-      ::dsc::config::tryReadDeepSpeedConfig(options.dsConfig, options.dp,
+      ::dsc::config::tryReadDeepSpeedConfig(options.dsConfig, options.parallel.dp,
                                             error);
   if (!settings)
     return failure();
-  // The options given explicitly win: only the others are parsed again.
+  // The options given explicitly win: only the others are parsed again. A
+  // plan key counts as given under any of its spellings.
   llvm::StringSet<> explicitKeys;
   SmallVector<StringRef> words;
   given.split(words, ' ', -1, /*KeepEmpty=*/false);
   for (StringRef word : words)
     explicitKeys.insert(word.split('=').first.trim());
   std::string assigned;
-  for (const auto &[key, value] : settings->compile)
-    if (!explicitKeys.contains(key))
+  for (const auto &[key, value] : settings->compile) {
+    std::optional<::dsc::PlanKey> planKey = ::dsc::lookupPlanKey(key);
+    const bool explicitlyGiven =
+        planKey ? options.givenPlanKeys[size_t(*planKey)]
+                : explicitKeys.contains(key);
+    if (!explicitlyGiven)
       assigned += " " + key + "=" + value;
-  llvm::raw_string_ostream errors(error);
-  if (failed(options.parseFromString(assigned, errors)))
+  }
+  // The config's plan keys are not the user's: they stay overridable.
+  const ::dsc::PlanKeySet userKeys = options.givenPlanKeys;
+  if (failed(options.parseMore(assigned, error)))
     return failure();
+  options.givenPlanKeys = userKeys;
   const std::string file = "ds-config '" + options.dsConfig.getValue() + "'";
   if (settings->logInterval)
     notes.push_back(file + ": steps_per_print is dsc-run's --log-interval; "
@@ -212,8 +247,7 @@ void mlir::dsc::registerDscPipelines() {
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         CompileOptions options;
         std::string error;
-        llvm::raw_string_ostream errors(error);
-        if (failed(options.parseFromString(text, errors)))
+        if (failed(options.parseMore(text, error)))
           return errorHandler(error);
         std::vector<std::string> notes;
         if (failed(applyDeepSpeedConfig(options, text, notes, error)))

@@ -39,6 +39,8 @@ ParallelPlan plan(int64_t dp, int64_t tp, int64_t pp, int zero, int64_t b,
   p.zeroStage = zero;
   p.microBatchSize = b;
   p.numMicroBatches = m;
+  // The papers' 16-bit forms unless a test asks for fp32.
+  p.precision = ::dsc::Precision::Bf16;
   return p;
 }
 
@@ -46,8 +48,8 @@ ParallelPlan plan(int64_t dp, int64_t tp, int64_t pp, int zero, int64_t b,
 /// --dsc-offload builds it.
 ParallelPlan fp32OffloadPlan(int zero, int64_t microbatches) {
   ParallelPlan p = plan(8, 1, 1, zero, 1, microbatches);
-  p.fp32 = true;
-  p.offloadOptimizer = true;
+  p.precision = ::dsc::Precision::Fp32;
+  p.offloadOptimizer = ::dsc::OffloadTier::Host;
   return p;
 }
 
@@ -148,7 +150,7 @@ TEST(Memory, RecomputeKeepsLayerInputsPlusOneLayer) {
   ModelShape m = ModelShape::gpt3_175B();
   CostModel cm(m, a100());
   ParallelPlan p = plan(8, 8, 16, 1, 1, 192);
-  p.recompute = true;
+  p.recompute = ::dsc::RecomputeKind::Full;
   double sbh = 2048.0 * 12288.0;
   EXPECT_DOUBLE_EQ(cm.memory(p).activations,
                    2 * sbh * 6 * 16 +
@@ -228,7 +230,7 @@ TEST(Time, RecomputeCostsAForwardPass) {
   CostModel cm(ModelShape::gpt3_175B(), a100());
   ParallelPlan p = plan(16, 8, 8, 1, 1, 96);
   PlanEstimate base = cm.estimate(p);
-  p.recompute = true;
+  p.recompute = ::dsc::RecomputeKind::Full;
   PlanEstimate rc = cm.estimate(p);
   EXPECT_EQ(base.time.recompute, 0.0);
   // The recomputed forward is a third of the layers' forward + backward.
@@ -255,7 +257,7 @@ TEST(Comm, TensorParallelVolume) {
   EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp,
                    48 * 12 * (4 * perAllReduce + 2 * perAllGather));
   // With full recompute the recomputed forward gathers them anyway.
-  p.recompute = true;
+  p.recompute = ::dsc::RecomputeKind::Full;
   EXPECT_DOUBLE_EQ(cm.estimate(p).comm.tp, 48 * 12 * 6 * perAllReduce);
 }
 
@@ -296,7 +298,7 @@ TEST(Offload, OptimizerStatesMoveToHostOrNvme) {
   ModelShape m = ModelShape::gpt3_175B();
   ClusterSpec c = a100();
   ParallelPlan p = plan(16, 8, 8, 1, 1, 96);
-  p.offloadOptimizer = true;
+  p.offloadOptimizer = ::dsc::OffloadTier::Host;
   double psiRank = m.parameters / 64;
   PlanEstimate e = CostModel(m, c).estimate(p);
   EXPECT_EQ(e.memory.states.optimizer, 0.0);
@@ -318,9 +320,9 @@ TEST(Offload, Fp32PlansPriceWhatThePassBuilds) {
   ModelShape m = ModelShape::gpt("1.3B", 24, 2048, 16, 2048, 51200);
   ClusterSpec c = a100();
   ParallelPlan p = plan(8, 1, 1, 1, 1, 8);
-  p.fp32 = true;
+  p.precision = ::dsc::Precision::Fp32;
   PlanEstimate on = CostModel(m, c).estimate(p);
-  p.offloadOptimizer = true;
+  p.offloadOptimizer = ::dsc::OffloadTier::Host;
   PlanEstimate off = CostModel(m, c).estimate(p);
   const double shard = m.parameters / 8;
   EXPECT_DOUBLE_EQ(off.memory.host, 16 * shard);
@@ -346,7 +348,7 @@ TEST(Offload, Fp32ParameterOffloadPricesTheFetches) {
   ClusterSpec c = a100();
   ParallelPlan p = fp32OffloadPlan(3, 4);
   PlanEstimate optimizerOnly = CostModel(m, c).estimate(p);
-  p.offloadParams = true;
+  p.offloadParams = ::dsc::OffloadTier::Host;
   PlanEstimate withParams = CostModel(m, c).estimate(p);
   const double shard = m.parameters / 8;
   EXPECT_DOUBLE_EQ(optimizerOnly.memory.states.params, 4 * shard);
@@ -364,7 +366,7 @@ TEST(Offload, Fp32ParameterOffloadPricesTheFetches) {
   EXPECT_NE(cm.checkPlan(p).find("parameter offload needs ZeRO stage 3"),
             std::string::npos);
   p.zeroStage = 3;
-  p.offloadOptimizer = false;
+  p.offloadOptimizer = ::dsc::OffloadTier::None;
   EXPECT_NE(cm.checkPlan(p).find("and optimizer offload"), std::string::npos);
 }
 
@@ -390,10 +392,10 @@ TEST(Offload, DelayedUpdateHidesTheCpuAdamBehindTheNextStep) {
   EXPECT_DOUBLE_EQ(delayed.time.offload, 8 * shard / c.pcieBandwidthPerGpu);
   EXPECT_EQ(delayed.memory.device, inOrder.memory.device);
   // Not without the host tier, nor with the chunks offloaded, nor spilled.
-  p.offloadOptimizer = false;
+  p.offloadOptimizer = ::dsc::OffloadTier::None;
   EXPECT_NE(cm.checkPlan(p).find("delayed parameter update needs"),
             std::string::npos);
-  p.offloadOptimizer = true;
+  p.offloadOptimizer = ::dsc::OffloadTier::Host;
   // 1.5 GB of host memory per GPU: the gradient copies (4 bytes per shard
   // parameter) fit, the masters and moments (12) spill.
   c.hostMemoryBytes = 1.5e9 * double(c.gpusPerNode);
@@ -415,7 +417,7 @@ TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
   EXPECT_NE(cm.checkPlan(plan(1, 8, 5, 0, 1, 1)).find("96 layers"),
             std::string::npos);
   ParallelPlan off = plan(8, 8, 16, 0, 1, 1);
-  off.offloadOptimizer = true;
+  off.offloadOptimizer = ::dsc::OffloadTier::Host;
   EXPECT_NE(cm.checkPlan(off).find("ZeRO stage >= 1"), std::string::npos);
   EXPECT_EQ(cm.checkPlan(plan(8, 8, 16, 1, 1, 192)), "");
   // Megatron-LM's interleaving rules, with the numbers.

@@ -157,7 +157,7 @@ TEST(Search, OffloadOnlyWhereItFitsAndPays) {
   o.allowOffloadWithPipeline = false;
   llvm::Expected<SearchResult> roomy = searchPlans(CostModel(m, c), o);
   ASSERT_TRUE(static_cast<bool>(roomy)) << llvm::toString(roomy.takeError());
-  EXPECT_FALSE(roomy->top.front().plan.offloadOptimizer)
+  EXPECT_FALSE(roomy->top.front().plan.offloadsOptimizer())
       << roomy->top.front().plan.str();
   // The smallest plan without offload, and memory just short of it.
   SearchOptions leastMemory = o;
@@ -167,7 +167,7 @@ TEST(Search, OffloadOnlyWhereItFitsAndPays) {
   ASSERT_TRUE(static_cast<bool>(least)) << llvm::toString(least.takeError());
   double smallestOnDevice = 0;
   for (const PlanEstimate &e : least->top)
-    if (!e.plan.offloadOptimizer &&
+    if (!e.plan.offloadsOptimizer() &&
         (smallestOnDevice == 0 || e.memory.device < smallestOnDevice))
       smallestOnDevice = e.memory.device;
   ASSERT_GT(smallestOnDevice, 0.0);
@@ -175,7 +175,7 @@ TEST(Search, OffloadOnlyWhereItFitsAndPays) {
   c.gpu.memoryBytes = smallestOnDevice * 0.99;
   llvm::Expected<SearchResult> tight = searchPlans(CostModel(m, c), o);
   ASSERT_TRUE(static_cast<bool>(tight)) << llvm::toString(tight.takeError());
-  EXPECT_TRUE(tight->top.front().plan.offloadOptimizer)
+  EXPECT_TRUE(tight->top.front().plan.offloadsOptimizer())
       << tight->top.front().plan.str();
 }
 
@@ -190,7 +190,7 @@ TEST(Search, ParameterOffloadOnlyWhereNothingElseFits) {
   o.allowOffloadWithPipeline = false;
   llvm::Expected<SearchResult> roomy = searchPlans(CostModel(m, c), o);
   ASSERT_TRUE(static_cast<bool>(roomy)) << llvm::toString(roomy.takeError());
-  EXPECT_FALSE(roomy->top.front().plan.offloadParams)
+  EXPECT_FALSE(roomy->top.front().plan.offloadsParams())
       << roomy->top.front().plan.str();
   SearchOptions everyPlan = o;
   everyPlan.objective = SearchObjective::Memory;
@@ -199,10 +199,10 @@ TEST(Search, ParameterOffloadOnlyWhereNothingElseFits) {
   ASSERT_TRUE(static_cast<bool>(all)) << llvm::toString(all.takeError());
   double smallestOnDevice = 0;
   for (const PlanEstimate &e : all->top) {
-    EXPECT_TRUE(!e.plan.offloadParams ||
-                (e.plan.zeroStage == 3 && e.plan.offloadOptimizer))
+    EXPECT_TRUE(!e.plan.offloadsParams() ||
+                (e.plan.zeroStage == 3 && e.plan.offloadsOptimizer()))
         << e.plan.str();
-    if (!e.plan.offloadParams &&
+    if (!e.plan.offloadsParams() &&
         (smallestOnDevice == 0 || e.memory.device < smallestOnDevice))
       smallestOnDevice = e.memory.device;
   }
@@ -212,7 +212,7 @@ TEST(Search, ParameterOffloadOnlyWhereNothingElseFits) {
   llvm::Expected<SearchResult> tight = searchPlans(CostModel(m, c), o);
   ASSERT_TRUE(static_cast<bool>(tight)) << llvm::toString(tight.takeError());
   const ParallelPlan &winner = tight->top.front().plan;
-  EXPECT_TRUE(winner.offloadParams) << winner.str();
+  EXPECT_TRUE(winner.offloadsParams()) << winner.str();
   EXPECT_EQ(winner.zeroStage, 3) << winner.str();
 }
 

@@ -7,8 +7,8 @@
 // CHECK-SAME: dsc.memory = {arena_bytes = 192 : i64, persistent_bytes = 128 : i64, temporary_bytes = 64 : i64}
 // CHECK-SAME: dsc.microbatches = 4 : i64
 // CHECK-SAME: dsc.model = {num_layers = 2 : i64}
+// CHECK-SAME: dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 zero=1 pipeline-schedule=zb-h1 offload-optimizer=host nvme-path=\22a b\22">
 // CHECK-SAME: dsc.pipeline = {schedule = "gpipe", stages = 2 : i64}
-// CHECK-SAME: dsc.plan = {dp = 2 : i64}
 // CHECK-SAME: dsc.plan_estimate = {mfu = 5.000000e-01 : f64}
 // CHECK-SAME: dsc.program_peaks = {optimizer.stage0 = 64 : i64}
 module attributes {dsc.microbatches = 4 : i64,
@@ -16,7 +16,7 @@ module attributes {dsc.microbatches = 4 : i64,
                    dsc.model = {num_layers = 2 : i64},
                    dsc.memory = {persistent_bytes = 128 : i64, temporary_bytes = 64 : i64, arena_bytes = 192 : i64},
                    dsc.program_peaks = {optimizer.stage0 = 64 : i64},
-                   dsc.plan = {dp = 2 : i64},
+                   dsc.parallel_plan = #dsc.parallel_plan<"pipeline-schedule=zb-h1 dp=2 zero=1 offload=cpu nvme-path=\"a b\"">,
                    dsc.plan_estimate = {mfu = 0.5 : f64}} {
   // CHECK: dsc.parameter @w : tensor<4xf32> init = <zeros> {dsc.offset = 0 : i64}
   dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros> {dsc.offset = 0 : i64}

@@ -3,7 +3,7 @@
 // The dialect checks each dsc.* discardable attribute's type and the op it
 // sits on, and refuses any other dsc.* name.
 
-// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.plan, dsc.plan_estimate}}
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
 module attributes {dsc.stages = 2 : i64} {
 }
 
@@ -107,8 +107,30 @@ module attributes {dsc.program_peaks = {optimizer = "big"}} {
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.plan' must be a dictionary, got [2]}}
-module attributes {dsc.plan = [2]} {
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.parallel_plan' must be a #dsc.parallel_plan, got {dp = 2 : i64}}}
+module attributes {dsc.parallel_plan = {dp = 2 : i64}} {
+}
+
+// -----
+
+// The plan's text is read by the plan's one parser: errors name the key.
+// expected-error @+2 {{failed to parse Dsc_ParallelPlanAttr parameter 'plan'}}
+// expected-error @+1 {{unknown plan key 'tq' (did you mean 'tp'?)}}
+module attributes {dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tq=2">} {
+}
+
+// -----
+
+// expected-error @+2 {{failed to parse Dsc_ParallelPlanAttr parameter 'plan'}}
+// expected-error @+1 {{plan key 'zero': '5' is not a ZeRO stage 0, 1, 2 or 3}}
+module attributes {dsc.parallel_plan = #dsc.parallel_plan<"zero=5">} {
+}
+
+// -----
+
+// expected-error @+2 {{failed to parse Dsc_ParallelPlanAttr parameter 'plan'}}
+// expected-error @+1 {{plan key 'offload-optimizer' is given twice: 'offload=1' and 'offload-optimizer=nvme' contradict each other}}
+module attributes {dsc.parallel_plan = #dsc.parallel_plan<"offload=1 offload-optimizer=nvme">} {
 }
 
 // -----

@@ -10,10 +10,10 @@
 // CHECK-SAME: dsc.microbatches = 2 : i64
 // CHECK: dsc.mesh @mesh axes = ["dp"] shape = [2]
 // CHECK: dsc.reduce_scatter
-// DISAGREE: error: --dsc-compile plan=auto: the option dp=4 disagrees with dsc.plan's 2; drop the option or plan=auto
-// VALUE: error: --dsc-compile plan=auto: plan must be 'auto' (the module's dsc.plan), got 'best'
+// DISAGREE: error: --dsc-compile plan=auto: the option dp=4 disagrees with dsc.parallel_plan's dp=2; drop the option or plan=auto
+// VALUE: error: --dsc-compile plan=auto: plan must be 'auto' (the module's dsc.parallel_plan), got 'best'
 // RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto recompute=selective" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
-// RECOMPUTE: error: --dsc-compile plan=auto: the option recompute=selective disagrees with dsc.plan's none
+// RECOMPUTE: error: --dsc-compile plan=auto: the option recompute=selective disagrees with dsc.parallel_plan's recompute=none
 
 // The second module's offload plan (the cost model's ZeRO-Offload)
 // compiles with the optimizer's states and update in host memory
@@ -30,7 +30,7 @@
 // CHECK: %[[CHUNK:.*]] = dsc.fetch_parameter @wte {{.*}}: tensor<64xf32>
 // CHECK: dsc.gather_parameter @wte from %[[CHUNK]]
 // RUN: not dsc-opt %s -split-input-file --dsc-compile="plan=auto offload-params=nvme" 2>&1 | FileCheck %s --check-prefix=PARAMS
-// PARAMS: error: --dsc-compile plan=auto: the option offload-params=nvme disagrees with dsc.plan's offload_params = false
+// PARAMS: error: --dsc-compile plan=auto: the option offload-params=nvme disagrees with dsc.parallel_plan's offload-params=none; drop the option or plan=auto
 
 // The fourth module's zero-bubble plan compiles: the stages' backwards split into their
 // activation- and weight-gradient parts, the steps run the latter apart.
@@ -44,13 +44,13 @@
 // recomputes the matmul and the gelu (the gelu's gradient reads the
 // matmul's output). Kept: %x, the layer's output and the logits, 256 +
 // 256 + 512 bytes.
-// CHECK: dsc.plan = {{.*}}recompute = true
+// CHECK: dsc.parallel_plan = {{.*}}recompute=full
 // CHECK: func.func @forward_backward
 // CHECK-SAME: dsc.saved_activation_bytes = 1024 : i64
 // CHECK: dsc.cross_entropy_grad
 // CHECK: %[[H:.*]] = dsc.matmul %{{.*}} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
 // CHECK: dsc.gelu_grad %[[H]]
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 1 : i64}} {
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 zero=1 micro-batch-size=2 microbatches=2">} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
     %w = dsc.get_parameter @wte : tensor<16x8xf32>
@@ -64,7 +64,7 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 // -----
 
 // An offload plan (the second module; the checks are above).
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = true, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 1 : i64}} {
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 zero=1 micro-batch-size=2 offload-optimizer=host">} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
     %w = dsc.get_parameter @wte : tensor<16x8xf32>
@@ -78,7 +78,7 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 // -----
 
 // ZeRO-Infinity (the third module; the checks are above).
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = true, offload_params = true, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 3 : i64}} {
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 zero=3 micro-batch-size=2 offload-optimizer=host offload-params=host">} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {
     %w = dsc.get_parameter @wte : tensor<16x8xf32>
@@ -92,7 +92,7 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 // -----
 
 // A zero-bubble plan compiles (the fourth module).
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 2 : i64, offload = false, pp = 2 : i64, recompute = false, schedule = "zb-h1", sequence_parallel = false, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}} {
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=2 micro-batch-size=2 microbatches=2 pipeline-schedule=zb-h1">} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
   dsc.parameter @h.1.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
@@ -113,25 +113,25 @@ module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i6
 
 // Sequence parallelism without tensor slicing is refused, not dropped.
 // expected-error @+1 {{--dsc-tensor-parallel: sequence-parallel=1 splits the tensor-parallel group's tokens and needs tp > 1}}
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = true, tp = 1 : i64, zero = 0 : i64}} {
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=1 micro-batch-size=2 sequence-parallel=true">} {
 }
 
 // -----
 
 // The graph's tokens fix the micro-batch size.
-// expected-error @+1 {{--dsc-compile plan=auto: dsc.plan's micro-batch size 1 is not the graph's 2 (its token shape); search with micro-batch=2 or import the model with that micro-batch size}}
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 2 : i64, micro_batch_size = 1 : i64, microbatches = 2 : i64, offload = false, pp = 1 : i64, recompute = false, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 0 : i64}} {
+// expected-error @+1 {{--dsc-compile plan=auto: dsc.parallel_plan's micro-batch size 1 is not the graph's 2 (its token shape); search with micro-batch=2 or import the model with that micro-batch size}}
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 micro-batch-size=1 microbatches=2">} {
 }
 
 // -----
 
-// expected-error @+1 {{--dsc-compile plan=auto: the module has no dsc.plan; run --dsc-auto-parallel first (it records its winner there)}}
+// expected-error @+1 {{--dsc-compile plan=auto: the module has no dsc.parallel_plan; run --dsc-auto-parallel first (it records its winner there)}}
 module {
 }
 
 // -----
 
-module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.plan = {dp = 1 : i64, micro_batch_size = 2 : i64, microbatches = 1 : i64, offload = false, pp = 1 : i64, recompute = true, schedule = "1f1b", sequence_parallel = false, tp = 1 : i64, zero = 0 : i64}} {
+module attributes {dsc.model = {vocab_size = 16 : i64, micro_batch_size = 2 : i64}, dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=1 micro-batch-size=2 recompute=full">} {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>
   dsc.parameter @h.0.w : tensor<8x8xf32> init = #dsc.init<normal, std = 0.02>
   func.func @loss(%ids: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> {

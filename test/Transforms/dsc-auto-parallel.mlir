@@ -21,35 +21,33 @@
 // cuts the bubble to (1/6)(3/48).
 
 // CHECK-LABEL: module @gpt3_175b
-// CHECK-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "interleaved-1f1b", sequence_parallel = true, tp = 8 : i64, virtual_stages = 6 : i64, zero = 1 : i64}
+// CHECK-SAME: dsc.parallel_plan = #dsc.parallel_plan<"dp=32 tp=8 pp=4 zero=1 micro-batch-size=1 microbatches=48 pipeline-schedule=interleaved-1f1b virtual-stages=6 sequence-parallel=true precision=bf16">
 // CHECK-SAME: dsc.plan_estimate = {bubble_fraction = 0.010416666666666666 : f64
 // CHECK-SAME: objective = "time"
-// CHECK-SAME: reason = "dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp wins at {{[0-9.]+}} s/step
+// CHECK-SAME: reason = "dp=32 tp=8 pp=4 zero=1 micro-batch-size=1 microbatches=48 pipeline-schedule=interleaved-1f1b virtual-stages=6 sequence-parallel=true precision=bf16 wins at {{[0-9.]+}} s/step
 
 // By default the search keeps to the knobs --dsc-compile builds (no
 // parameter offload with pipeline stages), so the winner compiles; on
 // GPT-3 it is the same winner; the report says what it left out.
 // BUILDABLE-LABEL: module @gpt3_175b
-// BUILDABLE-SAME: dsc.plan = {dp = 32 : i64, micro_batch_size = 1 : i64, microbatches = 48 : i64, offload = false, pp = 4 : i64, recompute = false, schedule = "interleaved-1f1b", sequence_parallel = true, tp = 8 : i64, virtual_stages = 6 : i64, zero = 1 : i64}
+// BUILDABLE-SAME: dsc.parallel_plan = #dsc.parallel_plan<"dp=32 tp=8 pp=4 zero=1 micro-batch-size=1 microbatches=48 pipeline-schedule=interleaved-1f1b virtual-stages=6 sequence-parallel=true precision=bf16">
 // BUILDABLE-MD: not searched: parameter offload with pipeline stages, which the compiler does not build yet (`knobs=all` prices it)
 // KNOBS: error: --dsc-auto-parallel: knobs must be 'buildable' or 'all', got 'some'
 
 // The memory objective trades time for the smallest footprint.
 // MEM-LABEL: module @gpt3_175b
-// MEM-SAME: offload = true
-// MEM-SAME: recompute = true
-// MEM-SAME: zero = 3 : i64
+// MEM-SAME: dsc.parallel_plan = #dsc.parallel_plan<"dp={{[0-9]+}} tp={{[0-9]+}} pp={{[0-9]+}} zero=3 {{[^>]*}}recompute=full {{[^>]*}}offload-optimizer=host
 // MEM-SAME: objective = "memory"
 // MEM-SAME: reason = "{{.*}} needs the least memory
 
 // Pinning the micro-batch to the graph's.
 // MB2-LABEL: module @gpt3_175b
-// MB2-SAME: micro_batch_size = 2 : i64
+// MB2-SAME: micro-batch-size=2 
 
 // MD: # dsc auto-parallel report
 // MD: **gpt3_175b on 1024 x A100-SXM4-80GB, global batch 1536**
 // MD: ## Winner
-// MD: `dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp`
+// MD: `dp=32 tp=8 pp=4 zero=1 micro-batch-size=1 microbatches=48 pipeline-schedule=interleaved-1f1b virtual-stages=6 sequence-parallel=true precision=bf16`
 // MD: | 1 | 32 | 8 | 4 | 1 | yes | 1 x 48 | interleaved-1f1b v=6 | no | no |
 // MD: ![Predicted TFLOP/s per GPU against peak memory per GPU for every feasible plan](plan.svg)
 
@@ -63,12 +61,12 @@
 // SVG: <svg xmlns="http://www.w3.org/2000/svg"
 // SVG: Peak memory per GPU (GB)
 // SVG: Predicted model throughput per GPU
-// SVG: winner: dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp
+// SVG: winner: dp=32 tp=8 pp=4 zero=1 micro-batch-size=1 microbatches=48 pipeline-schedule=interleaved-1f1b virtual-stages=6 sequence-parallel=true precision=bf16
 // SVG: </svg>
 
 // HTML: <!DOCTYPE html>
 // HTML: <h2>Winner</h2>
-// HTML: <p><code>dp=32 tp=8 pp=4 zero=1 b=1 m=48 interleaved-1f1b v=6 sp</code></p>
+// HTML: <p><code>dp=32 tp=8 pp=4 zero=1 micro-batch-size=1 microbatches=48 pipeline-schedule=interleaved-1f1b virtual-stages=6 sequence-parallel=true precision=bf16</code></p>
 // HTML: <svg xmlns="http://www.w3.org/2000/svg"
 // HTML: </html>
 

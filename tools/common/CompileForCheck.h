@@ -47,11 +47,13 @@ compileForCheck(const std::string &path,
       mlir::parseSourceFile<mlir::ModuleOp>(path, sourceMgr, &context);
   if (!module)
     return std::nullopt;
+  std::string optionsError;
   std::unique_ptr<mlir::dsc::CompileOptions> options =
-      mlir::dsc::CompileOptions::createFromString(compileOptions);
+      mlir::dsc::CompileOptions::parse(compileOptions, optionsError);
   if (!options) {
     llvm::errs() << "error: bad compile options '" << compileOptions
-                 << "' (see dsc-opt --help, --dsc-compile)\n";
+                 << "' (see dsc-opt --help, --dsc-compile): " << optionsError
+                 << "\n";
     return std::nullopt;
   }
   if (options->optimizer.hasValue() && options->optimizer != "sgd") {

@@ -110,10 +110,12 @@ allCompileOptions(const mlir::dsc::CompileOptions &options) {
   std::string text;
   llvm::raw_string_ostream os(text);
   options.print(os);
-  llvm::StringRef body = llvm::StringRef(text).trim().trim("{}");
+  // The plan's keys are the plan's (its printer, every key).
+  std::string body = llvm::StringRef(text).trim().trim("{}").str() + " " +
+                     ::dsc::printParallelPlan(options.parallel, /*all=*/true);
   std::map<std::string, std::string> values;
   llvm::SmallVector<llvm::StringRef> words;
-  body.split(words, ' ', -1, false);
+  llvm::StringRef(body).split(words, ' ', -1, false);
   for (llvm::StringRef word : words) {
     auto [key, value] = word.split('=');
     // `schedule=` is removed (an error naming its successors).
@@ -277,19 +279,18 @@ rt::Plan loadOrCompile(RunOptions &options) {
     for (const std::string &note : resolved.notes)
       std::cerr << "dsc-run: " << note << "\n";
 
+  std::string optionsError;
   std::unique_ptr<mlir::dsc::CompileOptions> compileOptions =
-      mlir::dsc::CompileOptions::createFromString(pipeline);
+      mlir::dsc::CompileOptions::parse(pipeline, optionsError);
   if (!compileOptions)
     throw Error("bad --compile options '" + options.compile +
-                "' (see dsc-opt --help, --dsc-compile)");
+                "' (see dsc-opt --help, --dsc-compile): " + optionsError);
   if (options.printConfig) {
     if (firstRank)
       printResolvedConfig(resolved, allCompileOptions(*compileOptions), options,
                           std::cout);
     return rt::Plan();
   }
-  if (compileOptions->microbatches < 1)
-    throw Error("microbatches must be >= 1");
   // The default warmup (10 steps) is capped at steps - 1 for a schedule that
   // decays after it, so a short run (--steps 1 for a smoke test) compiles:
   // Megatron asserts warmup < decay steps, DeepSpeed's WarmupDecayLR warms
@@ -324,7 +325,7 @@ rt::Plan loadOrCompile(RunOptions &options) {
   // plan=auto: the module's plan chose the micro-batches (the lowering
   // read them from the compiled module).
   if (compileOptions->plan.getValue().empty())
-    plan->microBatches = compileOptions->microbatches;
+    plan->microBatches = compileOptions->parallel.numMicroBatches;
   validatePlan(*plan);
   return std::move(*plan);
 }

@@ -11,6 +11,8 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include "dsc/Support/ParallelPlan.h"
+
 namespace mlir::dsc {
 
 #define GEN_PASS_DECL
@@ -19,98 +21,10 @@ namespace mlir::dsc {
 #define GEN_PASS_REGISTRATION
 #include "dsc/Transforms/Passes.h.inc"
 
-/// Options of the whole-chain pipeline `--dsc-compile`.
+/// Options of the whole-chain pipeline `--dsc-compile`: the parallel plan
+/// (`parallel`, its keys read by the plan's one parser) and the training
+/// options (optimizer, learning-rate schedule, clipping, steps) below.
 struct CompileOptions : public PassPipelineOptions<CompileOptions> {
-  Option<int64_t> dp{*this, "dp",
-                     llvm::cl::desc("Data-parallel ranks (mesh axis dp)"),
-                     llvm::cl::init(1)};
-  Option<int64_t> tp{*this, "tp",
-                     llvm::cl::desc("Tensor-parallel ranks (mesh axis tp; "
-                                    "Megatron-LM tensor slicing)"),
-                     llvm::cl::init(1)};
-  Option<int64_t> pp{*this, "pp",
-                     llvm::cl::desc("Pipeline stages (mesh axis pp)"),
-                     llvm::cl::init(1)};
-  Option<std::string> pipelineSchedule{
-      *this, "pipeline-schedule",
-      llvm::cl::desc("Pipeline schedule: 1f1b (default), gpipe, "
-                     "interleaved-1f1b or zb-h1"),
-      llvm::cl::init("1f1b")};
-  Option<int64_t> virtualStages{
-      *this, "virtual-stages",
-      llvm::cl::desc("Model chunks per pp rank (interleaved-1f1b)"),
-      llvm::cl::init(1)};
-  Option<bool> sequenceParallel{
-      *this, "sequence-parallel",
-      llvm::cl::desc("With tp > 1: split the layer norms, residuals and "
-                     "biases between the tensor-parallel regions over the "
-                     "tokens (Korthikanti et al., Megatron-LM's "
-                     "--sequence-parallel)"),
-      llvm::cl::init(false)};
-  Option<std::string> recompute{
-      *this, "recompute",
-      llvm::cl::desc("Activation recompute: none (default), selective (the "
-                     "attention core) or full (each layer keeps its input)"),
-      llvm::cl::init("none")};
-  Option<int64_t> recomputeLayers{
-      *this, "recompute-layers",
-      llvm::cl::desc("With recompute=full: only the first N layers of each "
-                     "stage (0: all)"),
-      llvm::cl::init(0)};
-  Option<int64_t> bucketBytes{
-      *this, "bucket-bytes",
-      llvm::cl::desc("Largest gradient all-reduce bucket in bytes"),
-      llvm::cl::init(26214400)};
-  Option<int64_t> persistenceThreshold{
-      *this, "persistence-threshold",
-      llvm::cl::desc("ZeRO-3: parameters of at most this many elements stay "
-                     "whole on every rank (DeepSpeed's "
-                     "stage3_param_persistence_threshold)"),
-      llvm::cl::init(0)};
-  Option<int64_t> zero{*this, "zero",
-                       llvm::cl::desc("ZeRO stage over dp (0-3)"),
-                       llvm::cl::init(0)};
-  Option<std::string> offloadOptimizer{
-      *this, "offload-optimizer",
-      llvm::cl::desc("ZeRO-Offload: where the optimizer states and update "
-                     "live: none (device), host or nvme (--dsc-offload)"),
-      llvm::cl::init("none")};
-  Option<std::string> offloadParams{
-      *this, "offload-params",
-      llvm::cl::desc("ZeRO-Infinity's parameter offload (zero=3 with "
-                     "offload-optimizer): where the chunks live between "
-                     "uses: none (device), host or nvme"),
-      llvm::cl::init("none")};
-  Option<bool> dpu{
-      *this, "dpu",
-      llvm::cl::desc("ZeRO-Offload's delayed parameter update (with "
-                     "offload-optimizer=host): the host update runs beside "
-                     "the next step, whose forward and backward use "
-                     "parameters one step stale"),
-      llvm::cl::init(false)};
-  Option<int64_t> nvmeBlockBytes{
-      *this, "nvme-block-bytes",
-      llvm::cl::desc("The NVMe lane's request size in bytes (DeepSpeed's "
-                     "aio.block_size)"),
-      llvm::cl::init(1048576)};
-  Option<int64_t> nvmeQueueDepth{
-      *this, "nvme-queue-depth",
-      llvm::cl::desc("The NVMe lane's requests in flight (DeepSpeed's "
-                     "aio.queue_depth)"),
-      llvm::cl::init(8)};
-  Option<int64_t> deviceMemory{
-      *this, "device-memory",
-      llvm::cl::desc("Device bytes the plan must fit in: the least optimizer "
-                     "offload that fits (0: no budget)"),
-      llvm::cl::init(0)};
-  Option<std::string> nvmePath{
-      *this, "nvme-path",
-      llvm::cl::desc("Directory of the NVMe tier's files "
-                     "(offload-optimizer=nvme)"),
-      llvm::cl::init("")};
-  Option<int64_t> microbatches{*this, "microbatches",
-                               llvm::cl::desc("Micro-batches per step"),
-                               llvm::cl::init(1)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw or sgd"),
                                 llvm::cl::init("adamw")};
@@ -195,19 +109,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Max global gradient norm"),
                               llvm::cl::init(1.0)};
-  Option<std::string> precision{
-      *this, "precision",
-      llvm::cl::desc("fp32 (default), bf16 or fp16: 16-bit compute over "
-                     "fp32 master weights, gradients and optimizer state "
-                     "(--dsc-mixed-precision; fp16 with dynamic loss "
-                     "scaling)"),
-      llvm::cl::init("fp32")};
   Option<std::string> plan{
       *this, "plan",
-      llvm::cl::desc("'auto': compile with the plan the module's dsc.plan "
-                     "records (--dsc-auto-parallel's winner): its dp, tp, "
-                     "pp, zero, microbatches and pipeline-schedule "
-                     "(--dsc-apply-plan)"),
+      llvm::cl::desc("'auto': compile with the plan the module's "
+                     "dsc.parallel_plan records (--dsc-auto-parallel's "
+                     "winner; --dsc-apply-plan)"),
       llvm::cl::init("")};
   Option<std::string> dsConfig{
       *this, "ds-config",
@@ -216,12 +122,24 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "the options not given here, with DeepSpeed's meanings "
                      "and defaults (docs/configs.md)"),
       llvm::cl::init("")};
-  Option<bool> prefetch{
-      *this, "prefetch",
-      llvm::cl::desc("ZeRO-3: reserve each gathered parameter from the "
-                     "gather before it, so the runtime can prefetch it "
-                     "(--dsc-plan-memory prefetch)"),
-      llvm::cl::init(false)};
+
+  /// The parallel plan: every key of dsc/Support/ParallelPlan.def, read
+  /// from the option string by the plan's one parser (parse() below), not
+  /// by these options.
+  ::dsc::ParallelPlan parallel;
+  /// The plan keys the option string gave (a config's value for any other
+  /// key is taken; one given here wins).
+  ::dsc::PlanKeySet givenPlanKeys;
+
+  /// Parses `text`: the plan's keys through the plan's one parser, the rest
+  /// as these options. Null with `error` naming the key on failure.
+  static std::unique_ptr<CompileOptions> parse(StringRef text,
+                                               std::string &error);
+  /// Parses `text` onto these options (as parse() does); the plan keys it
+  /// gives are added to givenPlanKeys.
+  LogicalResult parseMore(StringRef text, std::string &error);
+  /// This pipeline's options and plan, copied from `other`.
+  void copyFrom(const CompileOptions &other);
 };
 
 /// --dsc-apply-plan with the other options of a `--dsc-compile="plan=auto

@@ -83,6 +83,10 @@ def DscAutoParallelPass : Pass<"dsc-auto-parallel", "::mlir::ModuleOp"> {
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
            "Only consider this micro-batch size (0: search all divisors of "
            "the per-replica batch)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "What the search prices and records for plan=auto to compile: "
+           "'bf16' (16-bit compute, the papers' forms) or 'fp32' (as "
+           "--dsc-compile builds by default)">,
     Option<"knobs", "knobs", "std::string", /*default=*/"\"buildable\"",
            "'buildable': only the knobs --dsc-compile builds (dp, tp, pp, "
            "ZeRO, micro-batches, schedule, full recompute, sequence "
@@ -144,7 +148,7 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
     ```
     dsc-opt gpt3.mlir --dsc-estimate="cluster=examples/clusters/dgx-a100-80gb.json \
         dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 recompute=1"
-    remark: --dsc-estimate: dp=8 tp=8 pp=16 zero=0 b=1 m=192 1f1b recompute:
+    remark: --dsc-estimate: `dp=8 tp=8 pp=16 recompute=full precision=bf16 ...`:
       ... s per step ...; the search's best on 1024 GPUs ... changes: pp 16 -> 4, ...
     ```
 
@@ -164,37 +168,17 @@ def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
     A plan whose numbers do not divide the model (heads by tp, layers by
     pp x virtual-stages, micro-batches by pp when interleaved) or that puts
     tp across nodes is an error naming them.
+
+    The plan's keys are the parallel plan's own (dsc/Support/ParallelPlan.def,
+    read by its one parser, as `--dsc-compile` reads them): `micro-batch=`
+    is `micro-batch-size=` (0: the model's), `offload=1` is
+    `offload-optimizer=host`, `recompute=1` is `recompute=full`; the
+    precision defaults to bf16 here (the papers' forms). The options below
+    are the estimate's own.
   }];
   let options = [
     Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
            "Cluster description JSON file (examples/clusters/*.json)">,
-    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
-    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
-    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
-    Option<"zero", "zero", "int64_t", /*default=*/"0", "ZeRO stage 0-3">,
-    Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
-           "Micro-batch size (0: the model's micro_batch_size)">,
-    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "Micro-batches per step per data-parallel replica">,
-    Option<"pipelineSchedule", "pipeline-schedule", "std::string",
-           /*default=*/"\"1f1b\"",
-           "'1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1'">,
-    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
-           "Model chunks per pipeline rank (interleaved-1f1b)">,
-    Option<"recompute", "recompute", "bool", /*default=*/"false",
-           "Full activation recompute">,
-    Option<"sequenceParallel", "sequence-parallel", "bool",
-           /*default=*/"false", "Sequence parallelism (with tp > 1)">,
-    Option<"offload", "offload", "bool", /*default=*/"false",
-           "ZeRO-Offload of the optimizer states">,
-    Option<"offloadParams", "offload-params", "bool", /*default=*/"false",
-           "ZeRO-Infinity's parameter offload (zero=3 with offload)">,
-    Option<"dpu", "dpu", "bool", /*default=*/"false",
-           "ZeRO-Offload's delayed parameter update (with offload): the CPU "
-           "Adam priced beside the next step's forward and backward">,
-    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
-           "Element sizes: 'bf16' (mixed precision, the papers' forms) or "
-           "'fp32' (an fp32 plan as --dsc-compile builds it)">,
     Option<"report", "report", "std::string", /*default=*/"\"\"",
            "Write the search's report with this plan at the top here (plus "
            ".json, .svg and .html)">,

@@ -10,6 +10,7 @@
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -22,6 +23,26 @@ using namespace mlir::dsc;
 
 #define GET_ATTRDEF_CLASSES
 #include "dsc/Dialect/Dsc/IR/DscAttrs.cpp.inc"
+
+FailureOr<::dsc::ParallelPlan>
+mlir::dsc::parseParallelPlanParameter(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string text;
+  if (parser.parseString(&text))
+    return failure();
+  ::dsc::ParallelPlan plan;
+  std::string error;
+  if (!::dsc::parseParallelPlan(text, plan, error))
+    return parser.emitError(loc) << error;
+  return plan;
+}
+
+void mlir::dsc::printParallelPlanParameter(AsmPrinter &printer,
+                                           const ::dsc::ParallelPlan &plan) {
+  printer << '"';
+  llvm::printEscapedString(plan.str(), printer.getStream());
+  printer << '"';
+}
 
 void DscDialect::registerAttributes() {
   addAttributes<

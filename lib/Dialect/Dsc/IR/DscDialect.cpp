@@ -177,6 +177,11 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
                     << " flags (one per gradient), got " << value;
     return success();
   }
+  if (name == kPlanAttr) {
+    if (!isa<ParallelPlanAttr>(value))
+      return fail() << "a #dsc.parallel_plan, got " << value;
+    return success();
+  }
   auto dict = dyn_cast<DictionaryAttr>(value);
   if (!dict)
     return fail() << "a dictionary, got " << value;
@@ -244,7 +249,7 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
                       << peak.getValue();
     return success();
   }
-  // dsc.model, dsc.plan and dsc.plan_estimate: their readers check their
+  // dsc.model and dsc.plan_estimate: their readers check their
   // fields and say which one is wrong.
   return success();
 }

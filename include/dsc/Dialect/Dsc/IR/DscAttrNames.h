@@ -75,8 +75,9 @@ inline constexpr llvm::StringLiteral kOffloadAttr = "dsc.offload";
 /// A dictionary of integers: each program's peak temporary bytes
 /// (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kProgramPeaksAttr = "dsc.program_peaks";
-/// A dictionary: the plan --dsc-auto-parallel chose.
-inline constexpr llvm::StringLiteral kPlanAttr = "dsc.plan";
+/// `#dsc.parallel_plan<"...">`: the plan --dsc-auto-parallel chose, which
+/// --dsc-compile="plan=auto" compiles.
+inline constexpr llvm::StringLiteral kPlanAttr = "dsc.parallel_plan";
 /// A dictionary: that plan's cost estimate (--dsc-auto-parallel).
 inline constexpr llvm::StringLiteral kPlanEstimateAttr = "dsc.plan_estimate";
 

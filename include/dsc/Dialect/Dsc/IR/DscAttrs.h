@@ -11,14 +11,29 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectImplementation.h"
 
+#include "dsc/Support/ParallelPlan.h"
+
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/Hashing.h"
 
 #include "dsc/Dialect/Dsc/IR/DscEnums.h.inc"
 
 namespace mlir::dsc {
 /// Parses a floating-point attribute parameter written as a plain number.
 FailureOr<llvm::APFloat> parseF64Parameter(AsmParser &parser);
+/// A #dsc.parallel_plan's text: a quoted plan string, read by the plan's one
+/// parser (its error names the key).
+FailureOr<::dsc::ParallelPlan> parseParallelPlanParameter(AsmParser &parser);
+void printParallelPlanParameter(AsmPrinter &printer,
+                                const ::dsc::ParallelPlan &plan);
 } // namespace mlir::dsc
+
+namespace dsc {
+/// Attribute storage uniques plans by value.
+inline llvm::hash_code hash_value(const ParallelPlan &plan) {
+  return llvm::hash_value(printParallelPlan(plan, /*all=*/true));
+}
+} // namespace dsc
 
 #define GET_ATTRDEF_CLASSES
 #include "dsc/Dialect/Dsc/IR/DscAttrs.h.inc"

@@ -230,4 +230,30 @@ def Dsc_ShardLayoutAttr : Dsc_Attr<"ShardLayout", "layout"> {
   }];
 }
 
+def Dsc_ParallelPlanParameter
+    : AttrParameter<"::dsc::ParallelPlan", "a parallel plan"> {
+  let parser = [{ ::mlir::dsc::parseParallelPlanParameter($_parser) }];
+  let printer = [{ ::mlir::dsc::printParallelPlanParameter($_printer, $_self) }];
+}
+
+def Dsc_ParallelPlanAttr : Dsc_Attr<"ParallelPlan", "parallel_plan"> {
+  let summary = "A parallel training plan: mesh, ZeRO, pipeline, recompute, "
+                "memory tiers, precision";
+  let description = [{
+    The one typed form of a plan (dsc/Support/ParallelPlan.def: integers
+    and enums, not strings). Its text is the plan's command-line form, the
+    one `--dsc-compile`, `dsc-run --compile` and `--dsc-estimate` take and
+    the search prints, read by the plan's one parser (an unknown key, a bad
+    value or a key given twice with different values is an error naming
+    the key). `--dsc-auto-parallel` records its winner as the module's
+    `dsc.parallel_plan`, which `--dsc-compile="plan=auto"` compiles.
+
+    ```mlir
+    module attributes {dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=2 pp=2 zero=1 micro-batch-size=1 microbatches=8 pipeline-schedule=interleaved-1f1b virtual-stages=2">} {}
+    ```
+  }];
+  let parameters = (ins Dsc_ParallelPlanParameter:$plan);
+  let assemblyFormat = "`<` $plan `>`";
+}
+
 #endif // DSC_DIALECT_DSC_IR_DSCATTRS_TD
