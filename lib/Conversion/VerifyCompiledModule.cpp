@@ -1,4 +1,4 @@
-//===- VerifyCompiledModule.cpp - prove a module before lowering -*- C++ -*-===//
+//===- VerifyCompiledModule.cpp - prove before lowering ---------*- C++ -*-===//
 //
 // Every path from a compiled module into execution (dsc-translate
 // --dsc-to-plan, dsc-run on a .mlir) runs --dsc-verify-collectives first.

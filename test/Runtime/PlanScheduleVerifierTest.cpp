@@ -79,8 +79,8 @@ std::string scheduleError(const Plan &plan) {
 
 /// dsc-run on the plan written to a file: its exit code and stderr.
 std::pair<int, std::string> runEdited(const Plan &plan) {
-  const std::string path = ::testing::TempDir() + "/edited-" +
-                           std::to_string(::getpid()) + ".plan";
+  const std::string path =
+      ::testing::TempDir() + "/edited-" + std::to_string(::getpid()) + ".plan";
   writePlanFile(plan, path);
   std::ostringstream out, err;
   const int code = dsc::run::dscRunMain(
@@ -125,7 +125,8 @@ protected:
 TEST_P(EditedPlan, CompiledPlanAgrees) {
   EXPECT_EQ(plan.mesh.size(), 2u);
   EXPECT_EQ(plan.pipelineRanks(), 2);
-  EXPECT_EQ(pipelineScheduleName(plan.schedule), std::string(GetParam().schedule));
+  EXPECT_EQ(pipelineScheduleName(plan.schedule),
+            std::string(GetParam().schedule));
   EXPECT_EQ(scheduleError(plan), "");
   EXPECT_EQ(loadError(plan), "");
 }
@@ -209,8 +210,7 @@ TEST(PlanScheduleVerifier, SendAfterTheNextForwardIsRefused) {
   Plan plan = loadPlan("gpt-tiny-dp2-pp2-1f1b.plan");
   Program &step = programOf(plan, plan.stages[0].step);
   const std::vector<size_t> sends = indicesOf(step, Opcode::PipelineSend);
-  const std::vector<size_t> forwards =
-      indicesOf(step, Opcode::PipelineForward);
+  const std::vector<size_t> forwards = indicesOf(step, Opcode::PipelineForward);
   ASSERT_GE(forwards.size(), 2u);
   ASSERT_LT(sends[0], forwards[1]);
   // F0 S0 F1 -> F0 F1 S0.

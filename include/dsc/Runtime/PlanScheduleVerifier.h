@@ -1,4 +1,4 @@
-//===- PlanScheduleVerifier.h - the ranks of a plan agree --------*- C++ -*-===//
+//===- PlanScheduleVerifier.h - the ranks of a plan agree -------*- C++ -*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //

@@ -235,8 +235,7 @@ void Sequence::addProgram(const Program &prog, const Program *step,
     const Instruction &inst = prog.instructions[i];
     const int64_t axes = groupAxesOf(inst);
     auto add = [&](const char *call, int64_t count, DType dtype, int reduce) {
-      addCollective(prog, i, step, stepIndex, call, axes, count, dtype,
-                    reduce);
+      addCollective(prog, i, step, stepIndex, call, axes, count, dtype, reduce);
     };
     auto buf = [&](uint32_t id) -> const Buffer & { return plan.buffers[id]; };
     auto numel = [&](uint32_t id) { return numElements(buf(id).shape); };
@@ -295,7 +294,8 @@ void Sequence::addProgram(const Program &prog, const Program *step,
       // Per row of logits: the max, the sum of exponentials and (the
       // loss) the target's logit.
       const std::vector<int64_t> &shape = buf(inst.inputs[0]).shape;
-      const int64_t columns = shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
+      const int64_t columns =
+          shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
       const int64_t rows = numel(inst.inputs[0]) / columns;
       add("all_reduce", rows, DType::F64, int(ReduceOp::Max));
       add("all_reduce", rows, DType::F64, int(ReduceOp::Sum));
@@ -378,8 +378,8 @@ void Sequence::addStep(const Program &step) {
               step.name + "' instruction " + std::to_string(i) +
               " (PipelineSend): sends the " +
               (event.gradient ? "input's gradient" : "activation") +
-              " of micro-batch " + std::to_string(s.microBatch) +
-              " of stage " + std::to_string(s.stage) + ", but " +
+              " of micro-batch " + std::to_string(s.microBatch) + " of stage " +
+              std::to_string(s.stage) + ", but " +
               (it == last.end()
                    ? std::string("no ") +
                          (event.gradient ? "backward" : "forward") +
@@ -477,8 +477,8 @@ std::string Simulation::describe(const Event &event) const {
   if (event.step) {
     const Instruction &runner = event.step->instructions[event.stepIndex];
     text += " (run by step program '" + event.step->name + "' instruction " +
-            std::to_string(event.stepIndex) + ", " +
-            opcodeName(runner.opcode) + " of micro-batch " +
+            std::to_string(event.stepIndex) + ", " + opcodeName(runner.opcode) +
+            " of micro-batch " +
             std::to_string(runner.ints.size() > 1 ? runner.ints[1] : -1) + ")";
   }
   return text;
@@ -493,9 +493,9 @@ Simulation::Progress Simulation::step(int64_t rank,
                             : stepCollective(rank, *event, moved);
 }
 
-Simulation::Progress
-Simulation::stepCollective(int64_t rank, const Event &event,
-                           std::vector<int64_t> &moved) {
+Simulation::Progress Simulation::stepCollective(int64_t rank,
+                                                const Event &event,
+                                                std::vector<int64_t> &moved) {
   const std::vector<int64_t> members = world.groupOf(rank, event.axes);
   bool ready = true;
   for (int64_t member : members) {
@@ -609,10 +609,9 @@ void Simulation::reportDeadlock() const {
       const Event &event = *head(rank);
       throw Error(world.describe(rank) + " issues " + describe(event) +
                   ", but " +
-                  (event.isMessage()
-                       ? "its peer " + world.describe(next)
-                       : world.describe(next) + " of its group " +
-                             world.describeAxes(event.axes)) +
+                  (event.isMessage() ? "its peer " + world.describe(next)
+                                     : world.describe(next) + " of its group " +
+                                           world.describeAxes(event.axes)) +
                   " has no more communication in the step");
     }
     rank = next;
@@ -620,11 +619,10 @@ void Simulation::reportDeadlock() const {
   const size_t cycle = seen.size() - seen[rank];
   const int64_t waitedOn = blockerOf(rank);
   fail("deadlock: " + world.describe(rank) +
-           (cycle == 2 ? " and " + world.describe(waitedOn) +
-                             " wait on each other"
-                       : " waits for " + world.describe(waitedOn) +
-                             " in a cycle of " + std::to_string(cycle) +
-                             " ranks that wait on each other"),
+           (cycle == 2
+                ? " and " + world.describe(waitedOn) + " wait on each other"
+                : " waits for " + world.describe(waitedOn) + " in a cycle of " +
+                      std::to_string(cycle) + " ranks that wait on each other"),
        rank, waitedOn, "");
 }
 
