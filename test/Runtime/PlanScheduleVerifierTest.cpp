@@ -247,6 +247,25 @@ TEST(PlanScheduleVerifier, SendsFacingEachOtherDeadlock) {
       << error;
 }
 
+/// A rank that stops receiving goes on to the loss scaler's vote over all
+/// ranks (between the step and the optimizer), where it waits for the
+/// rank whose last send it never takes.
+TEST(PlanScheduleVerifier, LastReceiveDroppedDeadlocksAtTheVote) {
+  Plan plan = loadPlan("gpt-tiny-dp2-pp2-1f1b.plan");
+  Program &step = programOf(plan, plan.stages[0].step);
+  const std::vector<size_t> recvs = indicesOf(step, Opcode::PipelineRecv);
+  step.instructions.erase(step.instructions.begin() + long(recvs.back()));
+  const std::string error = scheduleError(plan);
+  EXPECT_NE(error.find("deadlock: rank 0 (dp=0, pp=0) and rank 1 (dp=0, "
+                       "pp=1) wait on each other: rank 0 (dp=0, pp=0) issues "
+                       "the loss scaler's overflow vote: all_reduce of 1 i32 "
+                       "(max) over [dp, pp] after the step program, rank 1 "
+                       "(dp=0, pp=1) issues PipelineSend of stage 1's input's "
+                       "gradient (micro-batch 3"),
+            std::string::npos)
+      << error;
+}
+
 /// On a large mesh two coordinates of each axis but pp stand for all of
 /// them (their ranks run the same programs): the proof does not grow with
 /// the data-parallel degree, and it still names ranks of the plan's mesh.

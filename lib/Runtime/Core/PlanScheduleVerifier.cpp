@@ -44,8 +44,10 @@ struct Event {
   enum class Kind { Collective, Send, Recv };
   Kind kind = Kind::Collective;
   /// The instruction; for one of a stage program, also the step
-  /// instruction that runs that program.
+  /// instruction that runs that program. Null for the executor's own
+  /// collective between the step and the optimizer (`executorCall`).
   const Program *program = nullptr;
+  const char *executorCall = nullptr;
   size_t index = 0;
   const Program *step = nullptr;
   size_t stepIndex = 0;
@@ -63,7 +65,11 @@ struct Event {
   uint32_t buffer = 0;
 
   bool isMessage() const { return kind != Kind::Collective; }
-  Opcode opcode() const { return program->instructions[index].opcode; }
+  /// What issues it: the instruction's opcode name, or the executor's.
+  std::string issuer() const {
+    return program ? opcodeName(program->instructions[index].opcode)
+                   : std::string(executorCall);
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -197,6 +203,19 @@ public:
     const PipelineStage &own = plan.stages[size_t(rank)];
     if (const Program *step = plan.findProgram(own.step))
       addStep(*step);
+    // dsc-run's loss scaler votes on skipping the step over all ranks
+    // (Executor::unscaleOrSkip) between the step and the optimizer; a plan
+    // file does not say whether the run scales, so the proof assumes it.
+    if (meshRanks(plan.mesh) > 1) {
+      Event vote;
+      vote.executorCall = "the loss scaler's overflow vote";
+      vote.call = "all_reduce";
+      vote.axes = (int64_t(1) << plan.mesh.size()) - 1;
+      vote.count = 1;
+      vote.dtype = DType::I32;
+      vote.reduce = int(ReduceOp::Max);
+      events.push_back(vote);
+    }
     if (const Program *optimizer = plan.findProgram(own.optimizer))
       addProgram(*optimizer, nullptr, 0);
     return std::move(events);
@@ -454,7 +473,7 @@ private:
 
 std::string Simulation::describe(const Event &event) const {
   const Plan &plan = world.plan;
-  std::string text = opcodeName(event.opcode());
+  std::string text = event.issuer();
   if (event.isMessage()) {
     const Buffer &b = plan.buffers[event.buffer];
     const bool send = event.kind == Event::Kind::Send;
@@ -472,8 +491,11 @@ std::string Simulation::describe(const Event &event) const {
       text += std::string(" (") + reduceOpName(ReduceOp(event.reduce)) + ")";
     text += " over " + world.describeAxes(event.axes);
   }
-  text += " at program '" + event.program->name + "' instruction " +
-          std::to_string(event.index);
+  if (event.program)
+    text += " at program '" + event.program->name + "' instruction " +
+            std::to_string(event.index);
+  else
+    text += " after the step program";
   if (event.step) {
     const Instruction &runner = event.step->instructions[event.stepIndex];
     text += " (run by step program '" + event.step->name + "' instruction " +
@@ -510,7 +532,7 @@ Simulation::Progress Simulation::stepCollective(int64_t rank,
     // collective of this group next have completed equally many on it:
     // they are the same call of the communicator and must agree.
     std::string differ;
-    if (other->opcode() != event.opcode() ||
+    if (other->issuer() != event.issuer() ||
         std::string(other->call) != event.call)
       differ = "the instruction";
     else if (other->count != event.count)
@@ -522,7 +544,7 @@ Simulation::Progress Simulation::stepCollective(int64_t rank,
     if (!differ.empty())
       fail("the members of group " + world.describeAxes(event.axes) +
                " disagree on their next collective",
-           rank, member,
+           std::min(rank, member), std::max(rank, member),
            "; they differ in " + differ +
                " (every member must issue the same collectives in the same "
                "order)");
@@ -641,7 +663,9 @@ void Simulation::run() {
     moved.clear();
     if (step(rank, moved) == Progress::Blocked)
       continue;
-    for (int64_t member : moved)
+    // The lowest rank looked at first, so that the first disagreement
+    // found is between the lowest ranks that have one.
+    for (int64_t member : std::vector<int64_t>(moved.rbegin(), moved.rend()))
       if (!queued[size_t(member)]) {
         queued[size_t(member)] = true;
         worklist.push_back(member);
