@@ -58,7 +58,7 @@ endif()
 if(TARGET DscRuntimeCudaBackend AND TARGET DscRuntimeNccl AND
    TARGET DscRuntimeData)
   add_executable(DscCudaBackendTests CudaBackendTest.cpp)
-  target_link_libraries(DscCudaBackendTests PRIVATE DscRuntimeCudaBackend
+  target_link_libraries(DscCudaBackendTests PRIVATE DscRuntimeExec DscRuntimeCudaBackend
                         DscRuntimeData DscRuntimeComm GTest::gtest)
   target_compile_definitions(DscCudaBackendTests PRIVATE
     DSC_TEST_INPUTS="${CMAKE_CURRENT_SOURCE_DIR}/Inputs")

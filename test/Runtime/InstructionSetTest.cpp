@@ -199,9 +199,9 @@ TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
   // and runs the rest in CudaInstructions.cpp.
   const std::string cuda = readSource("lib/Runtime/Cuda/CudaBackend.cpp") +
                            readSource("lib/Runtime/Cuda/CudaInstructions.cpp");
-  const std::string executor = readSource("lib/Runtime/Core/ExecutorStep.cpp");
+  const std::string executor = readSource("lib/Runtime/Exec/ExecutorStep.cpp");
   const std::string pipelineStep =
-      readSource("lib/Runtime/Core/PipelineSchedule.cpp");
+      readSource("lib/Runtime/Exec/PipelineSchedule.cpp");
   auto has = [](const std::string &text, const std::string &what) {
     return text.find(what) != std::string::npos;
   };

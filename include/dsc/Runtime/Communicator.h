@@ -32,6 +32,7 @@
 #define DSC_RUNTIME_COMMUNICATOR_H
 
 #include "dsc/Runtime/DType.h"
+#include "dsc/Runtime/ReduceOp.h"
 #include "dsc/Support/CollectiveBytes.h"
 
 #include <array>
@@ -44,8 +45,6 @@
 
 namespace dsc::rt {
 
-enum class ReduceOp : uint32_t { Sum = 0, Avg = 1, Max = 2, Min = 3 };
-
 /// What the byte counters are kept by, and the ring byte model they follow:
 /// one definition for the compiler's planned bytes and the runtime's counts
 /// (dsc/Support/CollectiveBytes.h).
@@ -54,8 +53,6 @@ using ::dsc::collectiveKindName; // "all_reduce", ...
 using ::dsc::kNumCollectiveKinds;
 using ::dsc::ringBytesReceived;
 using ::dsc::ringBytesSent;
-
-const char *reduceOpName(ReduceOp op); // "sum", ...
 
 /// A snapshot of a communicator's counters.
 struct CommStats {

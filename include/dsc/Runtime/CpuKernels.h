@@ -33,6 +33,8 @@
 #ifndef DSC_RUNTIME_CPUKERNELS_H
 #define DSC_RUNTIME_CPUKERNELS_H
 
+#include "dsc/Runtime/ShapeMath.h"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -378,9 +380,6 @@ void dropoutBackward(const T *dY, T *dX, int64_t n, float p, uint64_t seed,
 //===----------------------------------------------------------------------===//
 // Layout: transpose, slice, concat (copies) and their adjoints
 //===----------------------------------------------------------------------===//
-
-/// Largest rank the layout kernels accept.
-constexpr int kMaxRank = 8;
 
 /// out = permute(in): out.shape[i] = in.shape[perm[i]] for in of `rank`
 /// dims (rank <= kMaxRank).

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // The shape arithmetic every runtime library needs, header-only so that the
-// libraries below DscRuntimeCore (the checkpoint format, which the model
+// libraries below the executor (the checkpoint format, which the model
 // import links without the executor) share it instead of copying it.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +19,10 @@
 #include <vector>
 
 namespace dsc::rt {
+
+/// Largest rank of a plan's buffer: the layout kernels (CPU and CUDA) keep
+/// shapes and permutations in fixed arrays of this size.
+constexpr int kMaxRank = 8;
 
 /// Product of the dims (1 for a scalar); -1 on a negative dim or overflow.
 inline int64_t numElements(const std::vector<int64_t> &shape) {

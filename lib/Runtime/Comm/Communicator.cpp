@@ -20,20 +20,6 @@
 
 namespace dsc::rt {
 
-const char *reduceOpName(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum:
-    return "sum";
-  case ReduceOp::Avg:
-    return "avg";
-  case ReduceOp::Max:
-    return "max";
-  case ReduceOp::Min:
-    return "min";
-  }
-  return "unknown-op";
-}
-
 uint64_t CommStats::totalSent() const {
   uint64_t total = 0;
   for (uint64_t b : bytesSent)

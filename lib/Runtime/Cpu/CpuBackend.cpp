@@ -11,10 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Backend.h"
-
-#include "CommLane.h"
-
-#include "dsc/Runtime/Backend.h"
+#include "dsc/Runtime/CommLane.h"
 #include "dsc/Runtime/CpuAdam.h"
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/FloatConvert.h"
@@ -31,13 +28,6 @@
 #include <new>
 
 using namespace dsc::rt;
-
-Backend::~Backend() = default;
-InstructionContext::~InstructionContext() = default;
-
-std::unique_ptr<Communicator> Backend::makeWorld(Communicator &) {
-  return nullptr;
-}
 
 namespace {
 

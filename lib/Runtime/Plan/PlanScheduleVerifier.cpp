@@ -25,9 +25,9 @@
 
 #include "dsc/Runtime/PlanScheduleVerifier.h"
 
-#include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Instructions.h"
+#include "dsc/Runtime/ReduceOp.h"
 #include "dsc/Runtime/ShapeMath.h"
 
 #include <algorithm>

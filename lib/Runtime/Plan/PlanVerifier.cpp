@@ -16,7 +16,6 @@
 
 #include "InstructionChecker.h"
 
-#include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/PlanScheduleVerifier.h"
 #include "dsc/Runtime/ShardLayout.h"

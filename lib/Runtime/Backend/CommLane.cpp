@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CommLane.h"
+#include "dsc/Runtime/CommLane.h"
 
 using namespace dsc::rt;
 

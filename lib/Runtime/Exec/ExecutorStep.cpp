@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CommLane.h"
+#include "dsc/Runtime/CommLane.h"
 #include "dsc/Runtime/Executor.h"
 
 #include "dsc/Runtime/Backend.h"
@@ -515,12 +515,4 @@ void Executor::runTransfer(const Program &prog, size_t index) {
 void Executor::failAt(const Program &prog, size_t index,
                       const std::string &msg) const {
   throw instructionError(prog, index, msg);
-}
-
-Error dsc::rt::instructionError(const Program &prog, size_t index,
-                                const std::string &msg) {
-  const Instruction &inst = prog.instructions[index];
-  return Error("program '" + prog.name + "' instruction " +
-               std::to_string(index) + " '" + inst.name + "' (" +
-               opcodeName(inst.opcode) + "): " + msg);
 }

@@ -15,7 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Executor.h"
-#include "CommLane.h"
+#include "dsc/Runtime/CommLane.h"
 #include "PendingCheckpoint.h"
 
 #include "dsc/Runtime/Backend.h"

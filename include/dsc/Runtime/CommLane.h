@@ -4,17 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The CPU backend's communication "stream": one worker thread per rank that
-// runs launched collectives in launch order (FIFO), so a rank's collectives
-// reach every group in program order while its compute thread goes on. A
+// A host "stream": one worker thread that runs launched work in launch order
+// (FIFO). The CPU backend runs a rank's collectives on one, so they reach
+// every group in program order while its compute thread goes on; the
+// executor's NVMe tier runs its file reads and writes on another. A
 // ticket names a launch; waiting for it waits for every earlier one too.
 // The first failure stops the lane: later launches are dropped, and every
 // wait rethrows it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DSC_LIB_RUNTIME_CORE_COMMLANE_H
-#define DSC_LIB_RUNTIME_CORE_COMMLANE_H
+#ifndef DSC_RUNTIME_COMMLANE_H
+#define DSC_RUNTIME_COMMLANE_H
 
 #include <condition_variable>
 #include <cstdint>
@@ -57,4 +58,4 @@ private:
 
 } // namespace dsc::rt
 
-#endif // DSC_LIB_RUNTIME_CORE_COMMLANE_H
+#endif // DSC_RUNTIME_COMMLANE_H
