@@ -327,6 +327,17 @@ bool dsc::setPlanValue(ParallelPlan &plan, PlanKey key, std::string_view value,
   return ok;
 }
 
+void dsc::copyPlanValue(ParallelPlan &to, const ParallelPlan &from,
+                        PlanKey key) {
+  switch (key) {
+#define DSC_PLAN_KEY(Member, Kind, Key, Default, Aliases, Doc)                 \
+  case PlanKey::Member:                                                        \
+    to.Member = from.Member;                                                   \
+    return;
+#include "dsc/Support/ParallelPlan.def"
+  }
+}
+
 std::string dsc::planValueString(const ParallelPlan &plan, PlanKey key) {
   switch (key) {
 #define DSC_PLAN_KEY(Member, Kind, Key, Default, Aliases, Doc)                 \

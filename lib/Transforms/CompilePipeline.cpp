@@ -54,34 +54,24 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     return;
   }
   const ::dsc::ParallelPlan &plan = options.parallel;
+  // The plan first: every pass below reads its knobs from the module's
+  // dsc.parallel_plan (PlanOptions.h), so this builder only says which
+  // passes run.
+  pm.addPass(createDscSetPlanPass(plan));
   // The mesh first, so that every sharding pass finds its axis on it.
-  if (plan.dp != 1 || plan.tp != 1 || plan.pp != 1) {
-    DscDeclareMeshPassOptions mesh;
-    mesh.dp = plan.dp;
-    mesh.pp = plan.pp;
-    mesh.tp = plan.tp;
-    pm.addPass(createDscDeclareMeshPass(mesh));
-  }
+  if (plan.dp != 1 || plan.tp != 1 || plan.pp != 1)
+    pm.addPass(createDscDeclareMeshPass());
   // Tensor slicing rewrites the forward graph; autodiff then derives the
   // backward's collectives from the conjugate f/g ops.
   // (sequence-parallel=1 with tp=1 reaches the pass, which refuses it.)
-  if (plan.tp > 1 || plan.sequenceParallel) {
-    DscTensorParallelPassOptions tensorParallel;
-    tensorParallel.tp = plan.tp;
-    tensorParallel.sequenceParallel = plan.sequenceParallel;
-    pm.addPass(createDscTensorParallelPass(tensorParallel));
-  }
+  if (plan.tp > 1 || plan.sequenceParallel)
+    pm.addPass(createDscTensorParallelPass());
 
   // Pipeline stages are cut from the (tensor-sliced) forward graph; autodiff
   // then differentiates each stage.
   // (virtual-stages without pp > 1 reaches the pass, which refuses it.)
-  if (plan.pp > 1 || plan.virtualStages != 1) {
-    DscPipelinePassOptions pipeline;
-    pipeline.pp = plan.pp;
-    pipeline.pipelineSchedule = ::dsc::pipelineScheduleName(plan.schedule);
-    pipeline.virtualStages = plan.virtualStages;
-    pm.addPass(createDscPipelinePass(pipeline));
-  }
+  if (plan.pp > 1 || plan.virtualStages != 1)
+    pm.addPass(createDscPipelinePass());
 
   // Mixed precision rewrites the (sliced, cut) forward graph; autodiff
   // then casts each weight's gradient back to f32 through the cast's rule.
@@ -93,18 +83,13 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
     pm.addPass(createDscMixedPrecisionPass(mixed));
   }
 
-  DscAutodiffPassOptions autodiff;
   // The loss gradient's seed 1/m turns the micro-batches' summed gradients
   // into their mean, as DeepSpeed's gradient accumulation does.
-  autodiff.microbatches = plan.numMicroBatches;
-  pm.addPass(createDscAutodiffPass(autodiff));
+  pm.addPass(createDscAutodiffPass());
 
   // Directly after autodiff, whose forward_backward programs begin with
   // their forward: it always runs, to record the activations each keeps.
-  DscRecomputePassOptions recompute;
-  recompute.recompute = ::dsc::recomputeName(plan.recompute);
-  recompute.recomputeLayers = plan.recomputeLayers;
-  pm.addPass(createDscRecomputePass(recompute));
+  pm.addPass(createDscRecomputePass());
   // A pipeline stage's forward then keeps what its backward reads (the
   // backward no longer computes the forward again).
   if (plan.pp > 1)
@@ -143,29 +128,13 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // model_parallel_size x pipe_parallel_size GPUs). Without a mesh the
   // pass still runs and declares dp=1.
   const bool meshWithoutDp = plan.dp == 1 && (plan.tp > 1 || plan.pp > 1);
-  if (plan.dp > 1 || (plan.zeroStage != 0 && !meshWithoutDp)) {
-    DscDataParallelPassOptions dataParallel;
-    dataParallel.dp = plan.dp;
-    dataParallel.bucketBytes = plan.bucketBytes;
-    dataParallel.zero = plan.zeroStage;
-    dataParallel.persistenceThreshold = plan.persistenceThreshold;
-    pm.addPass(createDscDataParallelPass(dataParallel));
-  }
+  if (plan.dp > 1 || (plan.zeroStage != 0 && !meshWithoutDp))
+    pm.addPass(createDscDataParallelPass());
 
   // Offload places the states the optimizer and ZeRO passes declared.
   if (plan.offloadsOptimizer() || plan.offloadsParams() ||
-      !plan.nvmePath.empty() || plan.deviceMemory != 0 || plan.delayedUpdate) {
-    DscOffloadPassOptions offload;
-    offload.optimizer = ::dsc::offloadTierName(plan.offloadOptimizer);
-    offload.params = ::dsc::offloadTierName(plan.offloadParams);
-    offload.dpu = plan.delayedUpdate;
-    offload.nvmePath = plan.nvmePath;
-    offload.deviceMemory = plan.deviceMemory;
-    offload.nvmeBlockBytes = plan.nvmeBlockBytes;
-    offload.nvmeQueueDepth = plan.nvmeQueueDepth;
-    offload.prefetch = plan.prefetch;
-    pm.addPass(createDscOffloadPass(offload));
-  }
+      !plan.nvmePath.empty() || plan.deviceMemory != 0 || plan.delayedUpdate)
+    pm.addPass(createDscOffloadPass());
 
   // A zero-bubble schedule runs each stage's backward in two parts; split
   // after the data-parallel pass has placed the gradients' collectives,
@@ -173,9 +142,7 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   if (plan.pp > 1 && plan.schedule == ::dsc::PipelineScheduleKind::ZeroBubbleH1)
     pm.addPass(createDscSplitWeightGradientPass());
 
-  DscPlanMemoryPassOptions memory;
-  memory.prefetch = plan.prefetch;
-  pm.addPass(createDscPlanMemoryPass(memory));
+  pm.addPass(createDscPlanMemoryPass());
 
   // Each stage's step, in the schedule's order: the sends and receives the
   // verifier below checks and the runtime runs as written.

@@ -35,6 +35,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -57,8 +58,15 @@ int64_t bytesOf(RankedTensorType type) {
 }
 
 struct DscDataParallelPass
-    : mlir::dsc::impl::DscDataParallelPassBase<DscDataParallelPass> {
-  using Base::Base;
+    : PlanReadingPass<DscDataParallelPass, mlir::dsc::impl::DscDataParallelPassBase<DscDataParallelPass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  int64_t dp{};
+  int64_t bucketBytes{};
+  int64_t zero{};
+  int64_t persistenceThreshold{};
+
 
   /// Parameters whose states (and, for ZeRO-3, themselves) an earlier
   /// stage's optimizer sharded in this run: a tied embedding is updated by
@@ -70,20 +78,14 @@ struct DscDataParallelPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (dp < 1) {
-      module.emitError("--dsc-data-parallel: dp must be >= 1, got ")
-          << dp.getValue();
-      return signalPassFailure();
+    {
+      const ::dsc::ParallelPlan plan = readPlan(module);
+      dp = plan.dp;
+      bucketBytes = plan.bucketBytes;
+      zero = plan.zeroStage;
+      persistenceThreshold = plan.persistenceThreshold;
     }
-    if (zero < 0 || zero > 3) {
-      module.emitError("--dsc-data-parallel: ZeRO stage ")
-          << zero.getValue() << " does not exist; use zero=0, 1, 2 or 3";
-      return signalPassFailure();
-    }
-    if (bucketBytes < 1) {
-      module.emitError("--dsc-data-parallel: bucket-bytes must be >= 1");
-      return signalPassFailure();
-    }
+    // dp >= 1, zero in 0-3 and bucket-bytes >= 1: the plan's parser's.
     FailureOr<MeshOp> mesh =
         getOrCreateMeshWithAxis(module, "dp", dp, "dsc-data-parallel");
     if (failed(mesh))
@@ -142,7 +144,7 @@ struct DscDataParallelPass
       for (Operation &op : optimizer.getBody().front()) {
         if (isa<SgdOp>(op)) {
           return op.emitOpError("--dsc-data-parallel: zero=")
-                 << zero.getValue()
+                 << zero
                  << " shards AdamW state; SGD is not supported (use zero=0 "
                     "or the adamw optimizer)";
         }
@@ -389,7 +391,7 @@ struct DscDataParallelPass
         backwards.push_back(func);
     if (backwards.empty())
       return module.emitError("--dsc-data-parallel: zero=")
-             << zero.getValue()
+             << zero
              << " needs @forward_backward; run --dsc-autodiff first";
     SymbolTable symbols(module);
     Builder attrs(module.getContext());

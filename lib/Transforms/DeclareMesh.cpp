@@ -6,6 +6,7 @@
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -20,22 +21,22 @@ using namespace mlir::dsc;
 namespace {
 
 struct DscDeclareMeshPass
-    : mlir::dsc::impl::DscDeclareMeshPassBase<DscDeclareMeshPass> {
-  using Base::Base;
+    : PlanReadingPass<DscDeclareMeshPass,
+                      mlir::dsc::impl::DscDeclareMeshPassBase<
+                          DscDeclareMeshPass>> {
+  using PlanReadingPass::PlanReadingPass;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    const ::dsc::ParallelPlan plan = readPlan(module);
+    const int64_t dp = plan.dp, pp = plan.pp, tp = plan.tp;
     Builder b(module.getContext());
     SmallVector<StringRef> names;
     SmallVector<int64_t> sizes;
     for (auto [name, size] : {std::pair<StringRef, int64_t>{"dp", dp},
                               {"pp", pp},
                               {"tp", tp}}) {
-      if (size < 1) {
-        module.emitError("--dsc-declare-mesh: ")
-            << name << " must be >= 1, got " << size;
-        return signalPassFailure();
-      }
+      // Each is >= 1 (the plan's parser refuses less).
       if (size > 1) {
         names.push_back(name);
         sizes.push_back(size);
@@ -48,8 +49,7 @@ struct DscDeclareMeshPass
           mesh.getShape() != ArrayRef<int64_t>(sizes)) {
         mesh.emitError("--dsc-declare-mesh: the module's mesh differs from "
                        "dp=")
-            << dp.getValue() << " pp=" << pp.getValue()
-            << " tp=" << tp.getValue();
+            << dp << " pp=" << pp << " tp=" << tp;
         return signalPassFailure();
       }
       return;

@@ -12,6 +12,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -46,42 +47,48 @@ struct OffloadedUpdate {
   bool paramOffloaded = false;
 };
 
-struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
-  using Base::Base;
+struct DscOffloadPass
+    : PlanReadingPass<DscOffloadPass, mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  static ArrayRef<PlanAlias> planAliases() {
+    static const PlanAlias aliases[] = {{"optimizer", "offload-optimizer"}, {"params", "offload-params"}};
+    return aliases;
+  }
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  std::string optimizer;
+  std::string params;
+  bool dpu{};
+  std::string nvmePath;
+  int64_t nvmeBlockBytes{};
+  int64_t nvmeQueueDepth{};
+  int64_t deviceMemory{};
+  bool prefetch{};
+
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // "none" keeps the optimizer on the device ("device" is not a choice).
-    std::optional<MemoryTier> tier = optimizer == "none"
-                                         ? std::optional(MemoryTier::Device)
-                                         : symbolizeMemoryTier(optimizer);
-    if (!tier || (*tier == MemoryTier::Device && optimizer != "none")) {
-      module.emitError("--dsc-offload: optimizer must be none, host or "
-                       "nvme, got '")
-          << optimizer << "'";
-      return signalPassFailure();
+    const ::dsc::ParallelPlan plan = readPlan(module);
+    {
+      optimizer = ::dsc::offloadTierName(plan.offloadOptimizer);
+      params = ::dsc::offloadTierName(plan.offloadParams);
+      dpu = plan.delayedUpdate;
+      nvmePath = plan.nvmePath;
+      nvmeBlockBytes = plan.nvmeBlockBytes;
+      nvmeQueueDepth = plan.nvmeQueueDepth;
+      deviceMemory = plan.deviceMemory;
+      prefetch = plan.prefetch;
     }
-    std::optional<MemoryTier> paramsTier =
-        params == "none" ? std::optional(MemoryTier::Device)
-                         : symbolizeMemoryTier(params);
-    if (!paramsTier ||
-        (*paramsTier == MemoryTier::Device && params != "none")) {
-      module.emitError("--dsc-offload: params must be none, host or nvme, "
-                       "got '")
-          << params << "'";
-      return signalPassFailure();
-    }
+    // The plan's tiers (its parser refuses any other): none keeps the
+    // states on the device.
+    std::optional<MemoryTier> tier = memoryTierOf(plan.offloadOptimizer);
+    std::optional<MemoryTier> paramsTier = memoryTierOf(plan.offloadParams);
     if (*paramsTier != MemoryTier::Device && *tier == MemoryTier::Device) {
       module.emitError("--dsc-offload: params=")
           << params
           << " needs optimizer=host or nvme: an offloaded chunk is updated "
              "where it lives";
-      return signalPassFailure();
-    }
-    if (deviceMemory < 0) {
-      module.emitError("--dsc-offload: device-memory must be >= 0 bytes, "
-                       "got ")
-          << int64_t(deviceMemory);
       return signalPassFailure();
     }
     // NVMe masters would be read twice a step; an offloaded chunk, updated
@@ -111,6 +118,14 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
             << " bytes";
         return signalPassFailure();
       }
+    }
+    // The module's plan says what was built: the tiers a budget chose.
+    if (std::optional<::dsc::ParallelPlan> recorded = getModulePlan(module)) {
+      ::dsc::ParallelPlan built = *recorded;
+      built.offloadOptimizer = offloadTierOf(tiers.optimizer);
+      built.offloadParams = offloadTierOf(tiers.params);
+      if (built != *recorded)
+        setModulePlan(module, built);
     }
     if (tiers.optimizer == MemoryTier::Device) {
       if (!nvmePath.empty()) {
@@ -144,6 +159,30 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     bool uses(MemoryTier t) const { return optimizer == t || params == t; }
   };
 
+  static MemoryTier memoryTierOf(::dsc::OffloadTier tier) {
+    switch (tier) {
+    case ::dsc::OffloadTier::None:
+      return MemoryTier::Device;
+    case ::dsc::OffloadTier::Host:
+      return MemoryTier::Host;
+    case ::dsc::OffloadTier::Nvme:
+      return MemoryTier::Nvme;
+    }
+    return MemoryTier::Device;
+  }
+
+  static ::dsc::OffloadTier offloadTierOf(MemoryTier tier) {
+    switch (tier) {
+    case MemoryTier::Device:
+      return ::dsc::OffloadTier::None;
+    case MemoryTier::Host:
+      return ::dsc::OffloadTier::Host;
+    case MemoryTier::Nvme:
+      return ::dsc::OffloadTier::Nvme;
+    }
+    return ::dsc::OffloadTier::None;
+  }
+
   static StringRef tierName(MemoryTier tier) {
     return tier == MemoryTier::Device ? "none" : stringifyMemoryTier(tier);
   }
@@ -166,9 +205,8 @@ struct DscOffloadPass : mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass> {
     if (tiers.optimizer != MemoryTier::Device && failed(offload(copy, tiers)))
       return failure();
     OpPassManager planner(ModuleOp::getOperationName());
-    DscPlanMemoryPassOptions options;
-    options.prefetch = prefetch;
-    planner.addPass(createDscPlanMemoryPass(options));
+    // The copy carries the module's plan (prefetch included).
+    planner.addPass(createDscPlanMemoryPass());
     if (failed(runPipeline(planner, copy)))
       return failure();
     auto memory = copy->getAttrOfType<DictionaryAttr>(kMemoryAttr);

@@ -29,6 +29,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Support/PipelineStep.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 #include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -52,27 +53,29 @@ using namespace mlir::dsc;
 namespace {
 
 struct DscPipelinePass
-    : mlir::dsc::impl::DscPipelinePassBase<DscPipelinePass> {
-  using Base::Base;
+    : PlanReadingPass<DscPipelinePass, mlir::dsc::impl::DscPipelinePassBase<DscPipelinePass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  int64_t pp{};
+  std::string pipelineSchedule;
+  int64_t virtualStages{};
+
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (pp < 1) {
-      module.emitError("--dsc-pipeline: pp must be >= 1, got ")
-          << pp.getValue();
-      return signalPassFailure();
+    {
+      const ::dsc::ParallelPlan plan = readPlan(module);
+      pp = plan.pp;
+      pipelineSchedule = ::dsc::pipelineScheduleName(plan.schedule);
+      virtualStages = plan.virtualStages;
     }
     if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
                                            removedSchedule)))
       return signalPassFailure();
+    // The plan's schedule, spelled as the attributes spell it.
     std::optional<::dsc::PipelineScheduleKind> kind =
-        ::dsc::parsePipelineSchedule(pipelineSchedule.getValue());
-    if (!kind) {
-      module.emitError("--dsc-pipeline: unknown schedule '")
-          << pipelineSchedule.getValue()
-          << "'; expected 1f1b, gpipe, interleaved-1f1b or zb-h1";
-      return signalPassFailure();
-    }
+        ::dsc::parsePipelineSchedule(pipelineSchedule);
     // The micro-batch count is --dsc-autodiff's; its rule is checked by
     // --dsc-pipeline-schedule.
     if (pp > 1 || virtualStages != 1)
@@ -102,7 +105,7 @@ struct DscPipelinePass
     SmallVector<NamedAttribute> shape = {
         b.getNamedAttr("stages", b.getI64IntegerAttr(pp * virtualStages)),
         b.getNamedAttr("schedule",
-                       b.getStringAttr(pipelineSchedule.getValue()))};
+                       b.getStringAttr(pipelineSchedule))};
     if (virtualStages > 1)
       shape.push_back(
           b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)));
@@ -122,11 +125,11 @@ struct DscPipelinePass
     std::optional<unsigned> axis = mesh.getAxisIndex("pp");
     if (!axis)
       return mesh.emitError("--dsc-pipeline: mesh @")
-             << mesh.getSymName() << " has no 'pp' axis for " << pp.getValue()
+             << mesh.getSymName() << " has no 'pp' axis for " << pp
              << " stages";
     if (mesh.getShape()[*axis] != pp)
       return mesh.emitError("--dsc-pipeline: pp=")
-             << pp.getValue() << " but mesh @" << mesh.getSymName()
+             << pp << " but mesh @" << mesh.getSymName()
              << " has a 'pp' axis of size " << mesh.getShape()[*axis];
     return success();
   }

@@ -10,6 +10,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -112,11 +113,19 @@ static Type swappedType(func::FuncOp func, Attribute name) {
 }
 
 struct DscPlanMemoryPass
-    : mlir::dsc::impl::DscPlanMemoryPassBase<DscPlanMemoryPass> {
-  using Base::Base;
+    : PlanReadingPass<DscPlanMemoryPass, mlir::dsc::impl::DscPlanMemoryPassBase<DscPlanMemoryPass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  bool prefetch{};
+
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    {
+      const ::dsc::ParallelPlan plan = readPlan(module);
+      prefetch = plan.prefetch;
+    }
     if (alignment <= 0 || (alignment & (alignment - 1))) {
       module.emitError("--dsc-plan-memory: alignment must be a power of two");
       return signalPassFailure();

@@ -2,7 +2,7 @@
 // RUN: not dsc-opt %s --dsc-data-parallel="dp=2 zero=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=STAGE
 
 // Inputs ZeRO-3 refuses, each with the cause named.
-// STAGE: --dsc-data-parallel: ZeRO stage 4 does not exist; use zero=0, 1, 2 or 3
+// STAGE: --dsc-data-parallel: plan key 'zero': '4' is not a ZeRO stage 0, 1, 2 or 3
 
 // ZeRO shards AdamW's state; SGD has none of the same shape.
 dsc.parameter @w : tensor<8xf32> init = #dsc.init<zeros>

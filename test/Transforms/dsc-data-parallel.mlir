@@ -3,8 +3,8 @@
 // RUN: not dsc-opt %s --dsc-data-parallel="dp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=DP0
 // RUN: not dsc-opt %s --dsc-data-parallel="dp=4 bucket-bytes=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=BUCKET
 
-// DP0: error: --dsc-data-parallel: dp must be >= 1, got 0
-// BUCKET: error: --dsc-data-parallel: bucket-bytes must be >= 1
+// DP0: error: --dsc-data-parallel: plan key 'dp': '0' is not an integer >= 1
+// BUCKET: error: --dsc-data-parallel: plan key 'bucket-bytes': '0' is not an integer >= 1
 
 // Gradients (declaration order: 512 + 256 + 1024 + 64 bytes) are averaged
 // over dp in buckets of at most 1024 bytes, before the optimizer uses them.

@@ -16,7 +16,7 @@
 // ONE-NOT: dsc.mesh
 // ONE: dsc.parameter @w
 // ONE-NOT: dsc.mesh
-// BAD: error: --dsc-declare-mesh: pp must be >= 1, got 0
+// BAD: error: --dsc-declare-mesh: plan key 'pp': '0' is not an integer >= 1
 
 // The mesh goes first, before the declarations that use it; axes of size 1
 // are left out.

@@ -78,7 +78,7 @@
 // SUMMARY-NEXT: "nvme_to_device": 256
 
 // NOOPT: error: --dsc-offload: params=host needs optimizer=host or nvme: an offloaded chunk is updated where it lives
-// BADTIER: error: --dsc-offload: params must be none, host or nvme, got 'disk'
+// BADTIER: error: --dsc-offload: plan key 'offload-params': 'disk' is not none, host (cpu) or nvme
 
 module attributes {dsc.microbatches = 2 : i64} {
   dsc.mesh @mesh axes = ["dp"] shape = [2]

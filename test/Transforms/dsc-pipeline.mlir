@@ -6,8 +6,8 @@
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 pipeline-schedule=interleaved-1f1b virtual-stages=2" -split-input-file 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 virtual-stages=2" -split-input-file 2>&1 | FileCheck %s --check-prefix=CHUNKS
 
-// SCHED: error: --dsc-pipeline: unknown schedule 'zigzag'; expected 1f1b, gpipe, interleaved-1f1b or zb-h1
-// PP0: error: --dsc-pipeline: pp must be >= 1, got 0
+// SCHED: error: --dsc-pipeline: plan key 'pipeline-schedule': 'zigzag' is not gpipe, 1f1b, interleaved-1f1b or zb-h1
+// PP0: error: --dsc-pipeline: plan key 'pp': '0' is not an integer >= 1
 // CHUNKS: error: --dsc-pipeline: virtual-stages=2 needs pipeline-schedule=interleaved-1f1b, not 1f1b
 
 // Interleaved over 2 ranks with 2 chunks each: 4 stages, too many for

@@ -92,8 +92,8 @@ func.func @loss(%x: tensor<2x4x4xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 
 // The modes and counts it does not take are named.
 // RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=some" 2>&1 | FileCheck %s --check-prefix=MODE
-// MODE: error: --dsc-recompute: unknown recompute 'some'; expected none, selective or full
+// MODE: error: --dsc-recompute: plan key 'recompute': 'some' is not none, selective or full
 // RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=selective recompute-layers=2" 2>&1 | FileCheck %s --check-prefix=LAYERS
 // LAYERS: error: --dsc-recompute: recompute-layers=2 counts the layers of recompute=full, but recompute=selective
 // RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=full recompute-layers=-1" 2>&1 | FileCheck %s --check-prefix=NEG
-// NEG: error: --dsc-recompute: recompute-layers must be >= 0 (0: every layer), got -1
+// NEG: error: --dsc-recompute: plan key 'recompute-layers': '-1' is not an integer >= 0

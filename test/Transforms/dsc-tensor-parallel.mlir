@@ -1,7 +1,7 @@
 // RUN: dsc-opt %s --dsc-tensor-parallel="tp=2" -split-input-file -verify-diagnostics | FileCheck %s
 // RUN: not dsc-opt %s --dsc-tensor-parallel="tp=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=TP0
 
-// TP0: error: --dsc-tensor-parallel: tp must be >= 1, got 0
+// TP0: error: --dsc-tensor-parallel: plan key 'tp': '0' is not an integer >= 1
 
 // An MLP, one rank of tp=2: the first product is column-parallel (the
 // rank keeps 16 of the 32 columns of W1 and b1, its input passes through

@@ -157,6 +157,9 @@ bool parseParallelPlan(std::string_view text, ParallelPlan &plan,
 bool setPlanValue(ParallelPlan &plan, PlanKey key, std::string_view value,
                   std::string &error);
 
+/// Copies one key's value from `from` to `to`.
+void copyPlanValue(ParallelPlan &to, const ParallelPlan &from, PlanKey key);
+
 /// A key's value in the textual form ("2", "true", "interleaved-1f1b",
 /// "\"a dir\"" quoted only when it must be).
 std::string planValueString(const ParallelPlan &plan, PlanKey key);

@@ -142,6 +142,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   void copyFrom(const CompileOptions &other);
 };
 
+/// --dsc-set-plan recording `plan` whole (--dsc-compile's first pass).
+std::unique_ptr<Pass> createDscSetPlanPass(const ::dsc::ParallelPlan &plan);
+
 /// --dsc-apply-plan with the other options of a `--dsc-compile="plan=auto
 /// ..."` (ApplyPlan.cpp).
 std::unique_ptr<Pass> createDscApplyPlanPass(const CompileOptions &options);

@@ -242,9 +242,6 @@ def DscAutodiffPass : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
            "The loss function to differentiate">,
-    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "Micro-batches per step: the loss gradient's seed is their "
-           "inverse, which averages the accumulated gradients">,
   ];
   let statistics = [
     Statistic<"numGradientOps", "gradient-ops", "Ops emitted by the backward pass">,
@@ -349,10 +346,6 @@ def DscPlanMemoryPass : Pass<"dsc-plan-memory", "::mlir::ModuleOp"> {
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",
            "Byte alignment of every buffer">,
-    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
-           "ZeRO-3 prefetch: each dsc.gather_parameter's result is live from "
-           "just after the gather before it, so the runtime can launch it "
-           "while the compute between them runs (one parameter ahead)">,
   ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Buffers planned">,
@@ -430,21 +423,6 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
       %lr = dsc.learning_rate ...
     ```
   }];
-  let options = [
-    Option<"dp", "dp", "int64_t", /*default=*/"1",
-           "Data-parallel ranks">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
-           "Largest all-reduce bucket in bytes (default 25 MiB)">,
-    Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "ZeRO stage: 0 (replicated optimizer), 1 (optimizer states "
-           "sharded over dp), 2 (gradients too) or 3 (parameters too)">,
-    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
-           /*default=*/"0",
-           "ZeRO-3: parameters of at most this many elements stay whole on "
-           "every rank with a replicated update (DeepSpeed's "
-           "stage3_param_persistence_threshold; 0: shard every parameter "
-           "that divides)">,
-  ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "All-reduce buckets">,
     Statistic<"numShardedParams", "sharded-params",
@@ -522,35 +500,6 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     pipeline stages.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
-  let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"none\"",
-           "Where the optimizer states and update live: none (device), "
-           "host or nvme">,
-    Option<"params", "params", "std::string", /*default=*/"\"none\"",
-           "Where ZeRO-3 parameter chunks live between uses: none "
-           "(device), host or nvme">,
-    Option<"dpu", "dpu", "bool", /*default=*/"false",
-           "ZeRO-Offload's delayed parameter update (optimizer=host): the "
-           "host update of step i runs beside step i+1's forward and "
-           "backward, which use parameters one step stale">,
-    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
-           "Directory of the NVMe tier's files (recorded in the plan; "
-           "dsc-run --nvme-path overrides)">,
-    Option<"nvmeBlockBytes", "nvme-block-bytes", "int64_t",
-           /*default=*/"1048576",
-           "The NVMe lane's request size in bytes (DeepSpeed's "
-           "aio.block_size)">,
-    Option<"nvmeQueueDepth", "nvme-queue-depth", "int64_t", /*default=*/"8",
-           "The NVMe lane's requests in flight (DeepSpeed's "
-           "aio.queue_depth)">,
-    Option<"deviceMemory", "device-memory", "int64_t", /*default=*/"0",
-           "Device bytes the plan must fit in (0: no budget): with "
-           "optimizer=none the least offload whose device peak fits, else "
-           "a check of the one named">,
-    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
-           "--dsc-plan-memory's prefetch, for the device peak under the "
-           "budget">,
-  ];
   let statistics = [
     Statistic<"numOffloaded", "offloaded-params",
               "Parameters whose update runs off the device">,
@@ -558,6 +507,26 @@ def DscOffloadPass : Pass<"dsc-offload", "::mlir::ModuleOp"> {
     Statistic<"numFetches", "fetches",
               "dsc.fetch_parameter ops inserted (params=host|nvme)">,
   ];
+}
+
+def DscSetPlanPass : Pass<"dsc-set-plan", "::mlir::ModuleOp"> {
+  let summary = "Records the parallel plan on the module (dsc.parallel_plan)";
+  let description = [{
+    The first pass of `--dsc-compile`: records the plan given (its option
+    string is a plan in its textual form, read by the plan's one parser,
+    dsc/Support/ParallelPlan.def) as the module's `dsc.parallel_plan`, over
+    the plan the module already records. Every pass that builds a part of
+    the plan (the mesh, tensor slicing, the pipeline cut, ZeRO, recompute,
+    offload) reads its knobs from there, and a pass that decides one (the
+    offload tier a `device-memory=` budget picks) records its choice, so
+    the compiled module says which plan it is.
+
+    ```
+    dsc-opt model.mlir --dsc-set-plan="dp=2 zero=1"
+    module attributes {dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 zero=1">} {...}
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
 def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
@@ -575,11 +544,6 @@ def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
   }];
   // The ops it creates: their dialects load even when the input has none.
   let dependentDialects = ["::mlir::dsc::DscDialect"];
-  let options = [
-    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
-    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
-    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
-  ];
 }
 
 def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
@@ -649,13 +613,8 @@ def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
     ones above).
   }];
   let options = [
-    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
     Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
            "The forward function computing the loss">,
-    Option<"sequenceParallel", "sequence-parallel", "bool",
-           /*default=*/"false",
-           "Split the layer norms, residuals, biases and dropouts between "
-           "the tensor-parallel regions over the tokens">,
   ];
   let statistics = [
     Statistic<"numSplitParameters", "split-parameters",
@@ -790,18 +749,10 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     has a mesh, which must then have a `pp` axis of that size.
   }];
   let options = [
-    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
     Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
            "The forward function computing the loss">,
     Option<"vectorWeight", "vector-weight", "double", /*default=*/"8.0",
            "Cost of one vector FLOP in matmul FLOPs, for balancing">,
-    Option<"pipelineSchedule", "pipeline-schedule", "std::string",
-           /*default=*/"\"1f1b\"",
-           "The schedule of micro-batches: '1f1b' (PipeDream-flush, "
-           "Megatron-LM's default), 'gpipe' or 'interleaved-1f1b'">,
-    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
-           "Model chunks per pp rank (interleaved-1f1b: pp x v stages, rank "
-           "r holding r, r+pp, ...)">,
     Option<"removedSchedule", "schedule", "std::string", /*default=*/"\"\"",
            "Removed: an error naming pipeline-schedule and lr-schedule">,
   ];
@@ -986,15 +937,6 @@ def DscRecomputePass : Pass<"dsc-recompute", "::mlir::ModuleOp"> {
     forward_backward program without its forward program or whose ops do
     not begin with it (the pass runs before any other pass changes them).
   }];
-  let options = [
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "none, selective (the attention core) or full (each layer keeps "
-           "its input)">,
-    Option<"recomputeLayers", "recompute-layers", "int64_t",
-           /*default=*/"0",
-           "With full: recompute only the first N layers of each program "
-           "(0: all)">,
-  ];
   let statistics = [
     Statistic<"numRecomputed", "recomputed-ops",
               "Forward ops cloned into backwards">,
