@@ -650,9 +650,8 @@ def DscVerifyCollectivesPass
     3. the `optimizer` program once.
 
     A `func.func` with an integer attribute `dsc.stage = k` runs only on
-    ranks whose coordinate on mesh axis `pp` is `k`, and ops inside
-    `dsc.pipeline_stage k` only on those ranks; everything else runs on
-    every rank. The evaluation function (the `dsc.program =
+    ranks whose coordinate on mesh axis `pp` is `k`; everything else runs
+    on every rank. The evaluation function (the `dsc.program =
     #dsc.program_role<forward>` without a stage) runs alone and is checked
     as a schedule of its own. Calls are followed.
 
