@@ -199,9 +199,9 @@ TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
   // and runs the rest in CudaInstructions.cpp.
   const std::string cuda = readSource("lib/Runtime/Cuda/CudaBackend.cpp") +
                            readSource("lib/Runtime/Cuda/CudaInstructions.cpp");
-  const std::string executor = readSource("lib/Runtime/Exec/ExecutorStep.cpp");
+  const std::string executor = readSource("lib/Runtime/Exec/ProgramRunner.cpp");
   const std::string pipelineStep =
-      readSource("lib/Runtime/Exec/PipelineSchedule.cpp");
+      readSource("lib/Runtime/Exec/PipelineStep.cpp");
   auto has = [](const std::string &text, const std::string &what) {
     return text.find(what) != std::string::npos;
   };

@@ -132,9 +132,9 @@ std::array<std::array<uint64_t, 3>, 3> plannedTransferBytes(const Plan &plan) {
 /// since `before` over `steps` steps against the plan's, and the NVMe
 /// lane's bandwidth; nothing for a plan without transfers.
 void logTransfers(std::ostream &log, const Executor &ex,
-                  const Executor::TransferStats &before, int64_t steps) {
+                  const TransferStats &before, int64_t steps) {
   const auto planned = plannedTransferBytes(ex.plan());
-  const Executor::TransferStats &now = ex.transferStats();
+  const TransferStats &now = ex.transferStats();
   std::string line;
   for (uint32_t from = 0; from < 3; ++from)
     for (uint32_t to = 0; to < 3; ++to) {
@@ -373,8 +373,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       double(p.summary.flopsPerMicroBatch) * double(microBatches);
   const auto runStart = std::chrono::steady_clock::now();
   // The initialize program's (and a load's) transfers are not the steps'.
-  const Executor::TransferStats transfersBefore = ex.transferStats();
-  Executor::TransferStats transfersSoFar = transfersBefore;
+  const TransferStats transfersBefore = ex.transferStats();
+  TransferStats transfersSoFar = transfersBefore;
   double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
@@ -443,7 +443,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         m.forwardBackwardMs = std::max(0.0, seconds * 1e3 - r.optimizerMs);
       }
       // Offload's bytes between tiers this step, by direction.
-      const Executor::TransferStats &moved = ex.transferStats();
+      const TransferStats &moved = ex.transferStats();
       for (uint32_t from = 0; from < 3; ++from)
         for (uint32_t to = 0; to < 3; ++to)
           if (uint64_t bytes =

@@ -334,6 +334,13 @@ std::vector<int64_t> meshCoordinates(const std::vector<Plan::MeshAxis> &mesh,
 int64_t findMeshAxis(const std::vector<Plan::MeshAxis> &mesh,
                      const std::string &name);
 
+/// Replaces every LearningRate instruction's base rate with `lr` (dsc-run
+/// --lr), its warmup start and decay end scaling with it, and a
+/// CyclicLearningRate's base (OneCycle's peak, LRRangeTest's start), its
+/// other bound keeping its ratio. Throws Error for a rate that is not finite
+/// and >= 0, or when the plan has neither instruction.
+void rescaleLearningRates(Plan &plan, double lr);
+
 } // namespace dsc::rt
 
 #endif // DSC_RUNTIME_PLAN_H

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // The checkpoint code's names for the runtime's shape helpers (ShapeMath.h,
-// header-only, so DscRuntimeCheckpoint links without DscRuntimeCore).
+// header-only, so DscRuntimeCheckpoint links without the executor).
 //
 //===----------------------------------------------------------------------===//
 

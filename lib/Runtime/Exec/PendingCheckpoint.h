@@ -1,19 +1,18 @@
-//===- PendingCheckpoint.h - a checkpoint save between its halves -*- C++
-//-*-===//
+//===- PendingCheckpoint.h - A save between its halves ----------*- C++ -*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
 //===----------------------------------------------------------------------===//
 //
-// What Executor::beginCheckpoint leaves for finishCheckpoint: the pieces
+// What CheckpointIO::begin leaves for CheckpointIO::finish: the pieces
 // every rank agreed on, this rank's snapshot of its own (in the safetensors
 // writer, host memory), and the writer's result. With --save-async a thread
-// of its own writes the file; the executor's destructor joins it.
+// of its own writes the file; its destructor joins that thread.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DSC_LIB_RUNTIME_CORE_PENDINGCHECKPOINT_H
-#define DSC_LIB_RUNTIME_CORE_PENDINGCHECKPOINT_H
+#ifndef DSC_LIB_RUNTIME_EXEC_PENDINGCHECKPOINT_H
+#define DSC_LIB_RUNTIME_EXEC_PENDINGCHECKPOINT_H
 
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Safetensors.h"
@@ -40,6 +39,7 @@ struct PlannedPiece {
 struct PendingCheckpoint {
   std::string dir, tmp;
   int64_t keep = 0, iteration = 0, optimizerSteps = 0, consumedSamples = 0;
+  uint64_t seed = 0;
   std::optional<LossScalerState> lossScaler;
   /// Every rank's pieces (the same list on every rank).
   std::vector<PlannedPiece> pieces;
@@ -66,4 +66,4 @@ struct PendingCheckpoint {
 
 } // namespace dsc::rt
 
-#endif // DSC_LIB_RUNTIME_CORE_PENDINGCHECKPOINT_H
+#endif // DSC_LIB_RUNTIME_EXEC_PENDINGCHECKPOINT_H

@@ -6,14 +6,18 @@
 //
 // The `LearningRate` instruction's formula: WarmupLR, WarmupDecayLR and
 // WarmupCosineLR as deepspeed/runtime/lr_schedules.py computes them, and
-// GPT-NeoX's AnnealingLR as megatron/learning_rates.py does.
+// GPT-NeoX's AnnealingLR as megatron/learning_rates.py does, and `--lr`'s
+// rewrite of a plan's base rates.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/Plan.h"
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 using namespace dsc::rt;
 
@@ -119,4 +123,39 @@ double dsc::rt::cyclicLearningRate(int64_t kind, int64_t firstStairs,
     scale = std::floor(position) / double(stairs);
   }
   return minLr + (maxLr - minLr) * scale;
+}
+
+void dsc::rt::rescaleLearningRates(Plan &plan, double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw Error("learning rate " + std::to_string(lr) +
+                " must be finite and >= 0");
+  bool found = false;
+  for (Program &prog : plan.programs)
+    for (Instruction &inst : prog.instructions)
+      if (inst.opcode == Opcode::LearningRate) {
+        ops::LearningRate sched = ops::LearningRate::decode(inst);
+        const double base = sched.base;
+        const double ratio = base > 0 ? lr / base : 0.0;
+        sched.base = lr;
+        sched.warmupStart = base > 0 ? sched.warmupStart * ratio : 0.0;
+        sched.decayEnd = base > 0 ? sched.decayEnd * ratio : 0.0;
+        sched.encode(inst);
+        found = true;
+      } else if (inst.opcode == Opcode::CyclicLearningRate) {
+        // The base is OneCycle's peak, LRRangeTest's start; the other
+        // bound keeps its ratio to it.
+        if (!(lr > 0))
+          throw Error("a cyclic learning rate needs a base rate > 0, got " +
+                      std::to_string(lr));
+        ops::CyclicLearningRate sched = ops::CyclicLearningRate::decode(inst);
+        const double base = sched.kind == 1 ? sched.maxLr : sched.minLr;
+        const double ratio = lr / base;
+        sched.minLr *= ratio;
+        sched.maxLr *= ratio;
+        sched.encode(inst);
+        found = true;
+      }
+  if (!found)
+    throw Error("the plan has no LearningRate instruction whose rate could "
+                "be set");
 }

@@ -204,7 +204,7 @@ public:
     if (const Program *step = plan.findProgram(own.step))
       addStep(*step);
     // dsc-run's loss scaler votes on skipping the step over all ranks
-    // (Executor::unscaleOrSkip) between the step and the optimizer; a plan
+    // (LossScaling::unscaleOrSkip) between the step and the optimizer; a plan
     // file does not say whether the run scales, so the proof assumes it.
     if (meshRanks(plan.mesh) > 1) {
       Event vote;
@@ -245,7 +245,7 @@ private:
   std::vector<Event> events;
 };
 
-/// The calls the executor (ExecutorCollectives.cpp) and the backends'
+/// The calls the executor (Exec/Collectives.cpp) and the backends'
 /// group kernels make of the communicator for each instruction.
 void Sequence::addProgram(const Program &prog, const Program *step,
                           size_t stepIndex) {

@@ -1,4 +1,4 @@
-//===- Checkpoint.cpp - Saving and restoring training state ---------------===//
+//===- CheckpointIO.cpp - Saving and restoring training state -------------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
@@ -20,10 +20,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CheckpointIO.h"
 #include "PendingCheckpoint.h"
 
 #include "dsc/Runtime/Checkpoint.h"
-#include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/Safetensors.h"
 #include "dsc/Runtime/ShardLayout.h"
@@ -225,28 +225,29 @@ void PendingCheckpoint::write(const std::string &file) {
   written.store(true);
 }
 
-std::string Executor::saveCheckpoint(const std::string &dir,
-                                     int64_t consumedSamples, int64_t keep) {
-  beginCheckpoint(dir, consumedSamples, keep, /*async=*/false);
-  return *finishCheckpoint(/*wait=*/true);
-}
+CheckpointIO::CheckpointIO(const Plan &plan, const MeshGroups &mesh)
+    : plan(plan), mesh(mesh) {}
 
-uint64_t Executor::beginCheckpoint(const std::string &dir,
-                                   int64_t consumedSamples, int64_t keep,
-                                   bool async) {
-  if (pendingSave)
+CheckpointIO::~CheckpointIO() = default;
+
+uint64_t
+CheckpointIO::begin(const std::string &dir, int64_t consumedSamples,
+                    int64_t keep, bool async, const CheckpointStamp &stamp,
+                    const std::function<void(uint32_t, void *)> &readBuffer) {
+  Communicator *worldComm = mesh.world();
+  if (pending)
     throw Error("a checkpoint save is in flight; finish it first");
   const int64_t ranks = worldComm ? worldComm->size() : 1;
   const int64_t me = worldComm ? worldComm->rank() : 0;
   auto save = std::make_unique<PendingCheckpoint>();
   save->dir = dir;
   save->keep = keep;
-  save->iteration = currentStep - 1 + (scaler ? scaler->skippedSteps() : 0);
-  save->optimizerSteps = currentStep - 1;
+  save->iteration = stamp.iteration;
+  save->optimizerSteps = stamp.optimizerSteps;
+  save->seed = stamp.seed;
   save->consumedSamples = consumedSamples;
-  if (scaler)
-    save->lossScaler = scaler->state();
-  save->pieces = planPieces(thePlan, ranks);
+  save->lossScaler = stamp.lossScaler;
+  save->pieces = planPieces(plan, ranks);
 
   // One temporary directory, named by rank 0's pid, created before any rank
   // writes into it (the agreement orders the two).
@@ -276,14 +277,14 @@ uint64_t Executor::beginCheckpoint(const std::string &dir,
     for (size_t p = 0; p < save->pieces.size(); ++p) {
       if (save->pieces[p].rank != me)
         continue;
-      const Buffer &b = thePlan.buffers[save->pieces[p].buffer];
+      const Buffer &b = plan.buffers[save->pieces[p].buffer];
       const uint32_t source = save->pieces[p].source;
       const TensorBox &box = save->pieces[p].box;
       uint8_t *dst = save->writer.reserve(
           b.name, b.dtype,
           box.flatCount >= 0 ? std::vector<int64_t>{box.flatCount} : box.sizes);
-      if (thePlan.buffers[source].bytes)
-        readBytes(source, dst);
+      if (plan.buffers[source].bytes)
+        readBuffer(source, dst);
       save->mine.push_back(p);
     }
   } catch (const std::exception &e) {
@@ -303,24 +304,25 @@ uint64_t Executor::beginCheckpoint(const std::string &dir,
     save->thread = std::thread([raw, file] { raw->write(file); });
   else
     save->write(file);
-  pendingSave = std::move(save);
+  pending = std::move(save);
   return snapshotBytes;
 }
 
-std::optional<std::string> Executor::finishCheckpoint(bool wait) {
-  if (!pendingSave)
+std::optional<std::string> CheckpointIO::finish(bool wait) {
+  Communicator *worldComm = mesh.world();
+  if (!pending)
     return std::nullopt;
   const int64_t ranks = worldComm ? worldComm->size() : 1;
   const int64_t me = worldComm ? worldComm->rank() : 0;
   if (!wait) {
-    double ready = pendingSave->written.load() ? 1.0 : 0.0;
+    double ready = pending->written.load() ? 1.0 : 0.0;
     if (worldComm && ranks > 1)
       worldComm->allReduce(&ready, 1, DType::F64, ReduceOp::Min);
     if (ready < 1.0)
       return std::nullopt;
   }
   // Released on every path out: a failed save is abandoned, not retried.
-  std::unique_ptr<PendingCheckpoint> save = std::move(pendingSave);
+  std::unique_ptr<PendingCheckpoint> save = std::move(pending);
   if (save->thread.joinable())
     save->thread.join();
   if (save->async)
@@ -346,22 +348,22 @@ std::optional<std::string> Executor::finishCheckpoint(bool wait) {
       m.iteration = save->iteration;
       m.optimizerSteps = save->optimizerSteps;
       m.consumedSamples = save->consumedSamples;
-      m.seed = seed;
-      m.mesh = meshString(thePlan.mesh);
+      m.seed = save->seed;
+      m.mesh = meshString(plan.mesh);
       m.ranks = ranks;
       m.lossScaler = save->lossScaler;
       std::map<uint32_t, size_t> tensorOf;
       std::set<int64_t> writers;
       for (size_t p = 0; p < pieces.size(); ++p) {
         const uint32_t id = pieces[p].buffer;
-        const Buffer &b = thePlan.buffers[id];
+        const Buffer &b = plan.buffers[id];
         auto [it, fresh] = tensorOf.emplace(id, m.tensors.size());
         if (fresh) {
           CheckpointTensor t;
           t.name = b.name;
           t.role = roleString(b.role);
           t.dtype = b.dtype;
-          t.shape = wholeShape(thePlan, b);
+          t.shape = wholeShape(plan, b);
           m.tensors.push_back(std::move(t));
         }
         CheckpointPiece piece;
@@ -369,7 +371,7 @@ std::optional<std::string> Executor::finishCheckpoint(bool wait) {
         piece.file = checkpointDataFileName(pieces[p].rank);
         piece.key = b.name;
         piece.byteOffset = uint64_t(shared[1 + 3 * p]);
-        piece.byteLength = thePlan.buffers[pieces[p].source].bytes;
+        piece.byteLength = plan.buffers[pieces[p].source].bytes;
         piece.checksum =
             uint64_t(shared[2 + 3 * p]) | (uint64_t(shared[3 + 3 * p]) << 32);
         m.tensors[it->second].pieces.push_back(std::move(piece));
@@ -401,7 +403,9 @@ struct PieceCopy {
 
 } // namespace
 
-int64_t Executor::loadCheckpoint(const std::string &path) {
+RestoredCheckpoint CheckpointIO::load(const std::string &path,
+                                      const LossScalerConfig *scaling) const {
+  Communicator *worldComm = mesh.world();
   std::string failure;
   // Per buffer this rank holds: its new bytes, staged on the host.
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> staged;
@@ -412,14 +416,14 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
     const std::string what = "checkpoint '" + reader.directory() + "'";
     // A saved loss scaler this run's settings (a config's fp16 section)
     // could not have reached, e.g. a scale below its min_loss_scale.
-    if (scaler && m.lossScaler &&
-        !DynamicLossScaler(scalerConfig).restore(*m.lossScaler))
+    if (scaling && m.lossScaler &&
+        !DynamicLossScaler(*scaling).restore(*m.lossScaler))
       throw Error(what + ": its loss scaler (scale " +
                   std::to_string(m.lossScaler->scale) + ", hysteresis " +
                   std::to_string(m.lossScaler->hysteresisLeft) +
                   " left) cannot be this run's (min_loss_scale " +
-                  std::to_string(scalerConfig.minScale) + ", hysteresis " +
-                  std::to_string(scalerConfig.hysteresis) +
+                  std::to_string(scaling->minScale) + ", hysteresis " +
+                  std::to_string(scaling->hysteresis) +
                   "): resume with the fp16 settings it was saved with");
     // Every rank checks every tensor, so all give the same verdict on a
     // checkpoint of another model, naming the first tensor that differs.
@@ -433,12 +437,12 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
              !(weightsOnly && b.role == BufferRole::OptimizerState);
     };
     std::set<std::string> planned;
-    for (const Buffer &b : thePlan.buffers) {
+    for (const Buffer &b : plan.buffers) {
       if (!restored(b))
         continue;
       planned.insert(b.name);
       const CheckpointTensor *t = m.find(b.name);
-      const std::vector<int64_t> shape = wholeShape(thePlan, b);
+      const std::vector<int64_t> shape = wholeShape(plan, b);
       if (!t)
         throw Error(what + " has no tensor '" + b.name + "' (" +
                     roleName(b.role) + " " + dtypeName(b.dtype) + " " +
@@ -462,13 +466,13 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
 
     // This rank's buffers, mapped onto the pieces; the pieces read once.
     const std::vector<bool> held =
-        buffersOfStages(thePlan)[size_t(stageOfRank(thePlan, coords))];
-    for (uint32_t id = 0; id < thePlan.buffers.size(); ++id) {
-      const Buffer &b = thePlan.buffers[id];
+        buffersOfStages(plan)[size_t(stageOfRank(plan, mesh.coordinates()))];
+    for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
+      const Buffer &b = plan.buffers[id];
       if (!restored(b) || !held[id])
         continue;
       const CheckpointTensor &t = *m.find(b.name);
-      BoxIndexer mine(boxOf(thePlan, b, coords));
+      BoxIndexer mine(boxOf(plan, b, mesh.coordinates()));
       std::vector<BoxIndexer> stored;
       for (const CheckpointPiece &p : t.pieces)
         stored.emplace_back(p.box);
@@ -518,22 +522,5 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   if (!failure.empty())
     throw Error(failure);
 
-  for (const auto &[id, bytes] : staged)
-    if (!bytes.empty())
-      writeBytes(id, bytes.data());
-  // Gradients are zero between steps; a checkpoint is taken between steps.
-  for (uint32_t i = 0; i < thePlan.buffers.size(); ++i)
-    if (thePlan.buffers[i].role == BufferRole::Gradient && buffer(i).data)
-      backendImpl->fillZero(buffer(i).data, thePlan.buffers[i].bytes);
-  // A plan without loss scaling ignores a saved scaler (an fp16 run
-  // resumed in bf16 or fp32); a scaling plan without one starts afresh.
-  if (scaler) {
-    scaler.emplace(scalerConfig);
-    if (m.lossScaler)
-      scaler->restore(*m.lossScaler); // checked with the manifest above
-  }
-  currentStep = m.optimizerSteps + 1;
-  // Offload's masters are not saved: they are their parameters' copies.
-  runInitializeProgram();
-  return m.consumedSamples;
+  return {std::move(m), std::move(staged)};
 }

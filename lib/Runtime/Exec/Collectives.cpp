@@ -1,31 +1,19 @@
-//===- ExecutorCollectives.cpp - Collectives over the plan's mesh ---------===//
+//===- Collectives.cpp - The plan's collectives and their lane ------------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
 //===----------------------------------------------------------------------===//
 //
-// The executor's collective engine: where each collective of a program may
-// be launched ahead of compute (by the arena bytes instructions touch), the
-// group of an instruction's mesh axes, and the in-place all-reduce (buckets
-// of contiguous buffers), all-gather and reduce-scatter of ZeRO.
+// Launch points and the collectives' calls; the plan was validated before
+// any of this runs, so buffers, groups and chunk sizes are trusted.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/Executor.h"
+#include "Collectives.h"
 
-#include "dsc/Runtime/Backend.h"
-#include "dsc/Runtime/CpuKernels.h"
-#include "dsc/Runtime/FloatConvert.h"
-#include "dsc/Runtime/InstructionArgs.h"
-#include "dsc/Runtime/PlanIO.h"
-#include "dsc/Runtime/ShardLayout.h"
+#include "dsc/Runtime/Instructions.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
-#include <optional>
-#include <set>
+#include <string>
 
 using namespace dsc::rt;
 
@@ -47,11 +35,10 @@ ReduceOp reduceOf(const Instruction &inst) {
 
 } // namespace
 
-std::vector<Executor::ByteRange>
-Executor::rangesOf(const Instruction &inst) const {
+std::vector<ByteRange> Collectives::rangesOf(const Instruction &inst) const {
   std::vector<ByteRange> ranges;
   auto add = [&](uint32_t id) {
-    const Buffer &b = thePlan.buffers[id];
+    const Buffer &b = plan.buffers[id];
     if (b.bytes)
       ranges.push_back({int64_t(b.arena), b.offset, b.offset + b.bytes});
   };
@@ -62,12 +49,12 @@ Executor::rangesOf(const Instruction &inst) const {
   // A reduce-scatter also writes the staging area (arena -1).
   if (inst.opcode == Opcode::ReduceScatter ||
       inst.opcode == Opcode::ReduceScatterAccumulate)
-    ranges.push_back({-1, 0, stagingSize});
+    ranges.push_back({-1, 0, arenas.stagingBytes()});
   return ranges;
 }
 
-bool Executor::overlaps(const std::vector<ByteRange> &a,
-                        const std::vector<ByteRange> &b) {
+bool dsc::rt::overlaps(const std::vector<ByteRange> &a,
+                       const std::vector<ByteRange> &b) {
   for (const ByteRange &x : a)
     for (const ByteRange &y : b)
       if (x.arena == y.arena && x.begin < y.end && y.begin < x.end)
@@ -75,12 +62,12 @@ bool Executor::overlaps(const std::vector<ByteRange> &a,
   return false;
 }
 
-const Executor::CommSchedule &Executor::commScheduleOf(const Program &prog) {
-  auto it = commSchedules.find(&prog);
-  if (it != commSchedules.end())
+const CollectiveSchedule &Collectives::scheduleOf(const Program &prog) {
+  auto it = schedules.find(&prog);
+  if (it != schedules.end())
     return it->second;
   const size_t n = prog.instructions.size();
-  CommSchedule s;
+  CollectiveSchedule s;
   s.launchAt.assign(n, {});
   s.usesCommunicator.assign(n, false);
   s.ranges.resize(n);
@@ -115,55 +102,32 @@ const Executor::CommSchedule &Executor::commScheduleOf(const Program &prog) {
     s.launchAt[at].push_back(j);
     previousLaunch = at;
   }
-  return commSchedules.emplace(&prog, std::move(s)).first->second;
+  return schedules.emplace(&prog, std::move(s)).first->second;
 }
 
-std::vector<std::pair<size_t, size_t>>
-Executor::collectiveLaunchPoints(const std::string &name) {
-  const Program *prog = thePlan.findProgram(name);
-  if (!prog)
-    throw Error("the plan has no program '" + name + "'");
-  const CommSchedule &s = commScheduleOf(*prog);
-  std::vector<std::pair<size_t, size_t>> points;
-  for (size_t at = 0; at < s.launchAt.size(); ++at)
-    for (size_t j : s.launchAt[at])
-      points.push_back({j, at});
-  return points;
+bool Collectives::setOverlap(bool on) {
+  overlap = on && mesh.callableFromAnyThread();
+  backend.setOverlap(overlap);
+  schedules.clear();
+  return overlap;
 }
 
-void Executor::setOverlapCommunication(bool on) {
-  // Only where every group may be called from the backend's lane (MPI
-  // initialized for one thread only may not).
-  bool can = on && worldComm && !groups.empty();
-  for (const auto &[mask, comm] : groups)
-    can = can && comm->callableFromAnyThread();
-  overlap = can;
-  backendImpl->setOverlap(overlap);
-  commSchedules.clear();
-}
-
-Communicator &Executor::requireGroup(const Program &prog, size_t index,
-                                     int64_t axes) const {
-  Communicator *comm = group(axes);
-  if (!comm)
-    failAt(prog, index, "no group for mesh axes mask " + std::to_string(axes));
-  return *comm;
-}
-
-void Executor::runAllReduce(const Program &prog, size_t index) {
+void Collectives::runAllReduce(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  Communicator *comm = &requireGroup(prog, index, groupAxesOf(inst));
+  Communicator *comm = &mesh.require(prog, index, groupAxesOf(inst));
   const ReduceOp op = reduceOf(inst);
-  auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
+  auto fail = [&](const std::string &msg) {
+    throw instructionError(prog, index, msg);
+  };
   // Runs of buffers contiguous in one arena, in operand order, are one
   // bucket and one call.
   const std::vector<uint32_t> &ids = inst.inputs;
   for (size_t i = 0; i < ids.size();) {
-    const Buffer &first = thePlan.buffers[ids[i]];
+    const Buffer &first = plan.buffers[ids[i]];
     uint64_t end = first.offset + first.bytes;
     size_t j = i + 1;
     for (; j < ids.size(); ++j) {
-      const Buffer &next = thePlan.buffers[ids[j]];
+      const Buffer &next = plan.buffers[ids[j]];
       if (next.arena != first.arena || next.offset != end ||
           next.dtype != first.dtype)
         break;
@@ -172,7 +136,7 @@ void Executor::runAllReduce(const Program &prog, size_t index) {
     const uint64_t bytes = end - first.offset;
     if (bytes) {
       try {
-        comm->allReduce(arenas[first.arena] + first.offset,
+        comm->allReduce(arenas.base(first.arena) + first.offset,
                         size_t(bytes / dtypeSize(first.dtype)), first.dtype,
                         op);
       } catch (const Error &e) {
@@ -183,20 +147,22 @@ void Executor::runAllReduce(const Program &prog, size_t index) {
   }
 }
 
-void Executor::runAllGather(const Program &prog, size_t index) {
+void Collectives::runAllGather(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  Communicator *comm = &requireGroup(prog, index, groupAxesOf(inst));
-  auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
+  Communicator *comm = &mesh.require(prog, index, groupAxesOf(inst));
+  auto fail = [&](const std::string &msg) {
+    throw instructionError(prog, index, msg);
+  };
   if (inst.opcode == Opcode::GatherParameter ||
       inst.opcode == Opcode::GatherChunks) {
     // ZeRO-3: the parameter's chunk into a separate temporary; the chunk
     // itself stays, since the optimizer updates it in place. Sequence
     // parallelism: the rank's tokens into the whole sequence.
-    const Buffer &chunk = thePlan.buffers[inst.inputs[0]];
-    const Buffer &whole = thePlan.buffers[inst.outputs[0]];
+    const Buffer &chunk = plan.buffers[inst.inputs[0]];
+    const Buffer &whole = plan.buffers[inst.outputs[0]];
     try {
-      comm->allGather(arenas[chunk.arena] + chunk.offset,
-                      arenas[whole.arena] + whole.offset,
+      comm->allGather(arenas.base(chunk.arena) + chunk.offset,
+                      arenas.base(whole.arena) + whole.offset,
                       size_t(numElements(chunk.shape)), chunk.dtype);
     } catch (const Error &e) {
       fail(e.what());
@@ -206,9 +172,9 @@ void Executor::runAllGather(const Program &prog, size_t index) {
   // Each buffer gathers in place: this rank's chunk is already where the
   // gathered buffer wants it (the send block aliases its block of recv).
   for (uint32_t id : inst.inputs) {
-    const Buffer &b = thePlan.buffers[id];
+    const Buffer &b = plan.buffers[id];
     const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
-    uint8_t *base = arenas[b.arena] + b.offset;
+    uint8_t *base = arenas.base(b.arena) + b.offset;
     try {
       comm->allGather(base + chunk * dtypeSize(b.dtype) * comm->rank(), base,
                       chunk, b.dtype);
@@ -218,21 +184,23 @@ void Executor::runAllGather(const Program &prog, size_t index) {
   }
 }
 
-void Executor::runReduceScatter(const Program &prog, size_t index) {
+void Collectives::runReduceScatter(const Program &prog, size_t index) {
   const Instruction &inst = prog.instructions[index];
-  Communicator *comm = &requireGroup(prog, index, groupAxesOf(inst));
-  auto fail = [&](const std::string &msg) { failAt(prog, index, msg); };
+  Communicator *comm = &mesh.require(prog, index, groupAxesOf(inst));
+  auto fail = [&](const std::string &msg) {
+    throw instructionError(prog, index, msg);
+  };
   const ReduceOp op = reduceOf(inst);
   // The communicator's send and receive buffers must not overlap: receive
   // this rank's chunk into the staging area, then put it in place.
   if (inst.opcode == Opcode::ReduceScatterChunks) {
     // Sequence parallelism: the group's partial sums reduced, this rank's
     // tokens into their own buffer (send and receive do not overlap).
-    const Buffer &x = thePlan.buffers[inst.inputs[0]];
-    const Buffer &y = thePlan.buffers[inst.outputs[0]];
+    const Buffer &x = plan.buffers[inst.inputs[0]];
+    const Buffer &y = plan.buffers[inst.outputs[0]];
     try {
-      comm->reduceScatter(arenas[x.arena] + x.offset,
-                          arenas[y.arena] + y.offset,
+      comm->reduceScatter(arenas.base(x.arena) + x.offset,
+                          arenas.base(y.arena) + y.offset,
                           size_t(numElements(y.shape)), x.dtype, op);
     } catch (const Error &e) {
       fail(e.what());
@@ -242,29 +210,30 @@ void Executor::runReduceScatter(const Program &prog, size_t index) {
   if (inst.opcode == Opcode::ReduceScatterAccumulate) {
     // ZeRO-2: reduce the micro-batch's gradient and add this rank's chunk
     // into its shard-sized accumulator.
-    const Buffer &x = thePlan.buffers[inst.inputs[0]];
-    const Buffer &shard = thePlan.buffers[inst.outputs[0]];
+    const Buffer &x = plan.buffers[inst.inputs[0]];
+    const Buffer &shard = plan.buffers[inst.outputs[0]];
     const size_t chunk = size_t(numElements(shard.shape));
     try {
-      comm->reduceScatter(arenas[x.arena] + x.offset, staging, chunk, x.dtype,
-                          op);
+      comm->reduceScatter(arenas.base(x.arena) + x.offset, arenas.staging(),
+                          chunk, x.dtype, op);
     } catch (const Error &e) {
       fail(e.what());
     }
-    backendImpl->accumulate(x.dtype, arenas[shard.arena] + shard.offset,
-                            staging, int64_t(chunk));
+    backend.accumulate(x.dtype, arenas.base(shard.arena) + shard.offset,
+                       arenas.staging(), int64_t(chunk));
     return;
   }
   for (uint32_t id : inst.inputs) {
-    const Buffer &b = thePlan.buffers[id];
+    const Buffer &b = plan.buffers[id];
     const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
     const size_t chunkBytes = chunk * dtypeSize(b.dtype);
-    uint8_t *base = arenas[b.arena] + b.offset;
+    uint8_t *base = arenas.base(b.arena) + b.offset;
     try {
-      comm->reduceScatter(base, staging, chunk, b.dtype, op);
+      comm->reduceScatter(base, arenas.staging(), chunk, b.dtype, op);
     } catch (const Error &e) {
       fail(e.what());
     }
-    backendImpl->copy(base + chunkBytes * comm->rank(), staging, chunkBytes);
+    backend.copy(base + chunkBytes * comm->rank(), arenas.staging(),
+                 chunkBytes);
   }
 }

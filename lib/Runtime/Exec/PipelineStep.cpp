@@ -1,42 +1,43 @@
-//===- PipelineSchedule.cpp - a pipelined training step ---------*- C++ -*-===//
+//===- PipelineStep.cpp - One rank's part of a pipelined step -------------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
 //===----------------------------------------------------------------------===//
 //
-// One rank's part of a pipelined step: its step program, the schedule the
-// compiler wrote (--dsc-pipeline-schedule) and --dsc-verify-collectives
-// proved free of deadlock, run in order over the rank's stages (one, or
-// interleaved several). The executor decides nothing here: it keeps the
-// stage input of each micro-batch in flight until the micro-batch's
-// backward (and, zero-bubble, what the backward keeps for its
-// weight-gradient part until that runs), keeps each message received until the
-// forward or backward that reads it, loads the data on the first and last
-// stages, and moves the messages over the pp group.
+// The step program's pipeline instructions, one case each, and the slots
+// that keep what a later instruction reads.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/Executor.h"
+#include "PipelineStep.h"
+
 #include "dsc/Runtime/Instructions.h"
 
-#include <algorithm>
-#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
+#include <string>
 #include <tuple>
 
 using namespace dsc::rt;
 
-StepResult Executor::trainPipelineStep(
-    const std::function<void(int64_t, int32_t *, int32_t *)> &fill,
-    int64_t microBatches) {
-  const int64_t M = microBatches;
-  const int64_t S = int64_t(thePlan.stages.size());
-  const int64_t P = thePlan.pipelineRanks();
-  const int64_t r = stageIndex;
-  const PipelineStage &own = thePlan.stages[size_t(r)];
-  Communicator &pp = *group(ppMask);
+PipelineStep::~PipelineStep() {
+  for (auto &[bytes, slot] : slots)
+    backend.release(slot);
+}
+
+bool PipelineStep::holdsLoss() const {
+  const int64_t S = int64_t(plan.stages.size());
+  return (S - 1) % plan.pipelineRanks() == mesh.stage();
+}
+
+double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
+                         double backwardSeed) {
+  const int64_t S = int64_t(plan.stages.size());
+  const int64_t P = plan.pipelineRanks();
+  const int64_t r = mesh.stage();
+  const PipelineStage &own = plan.stages[size_t(r)];
+  Communicator &pp = mesh.pipelineGroup();
   // The pp group is ordered by world rank, and the pp coordinate grows
   // with the world rank when the other coordinates are fixed.
   if (pp.rank() != int(r) || pp.size() != int(P))
@@ -47,13 +48,13 @@ StepResult Executor::trainPipelineStep(
   // The last stage's backward seeds the loss gradient with 1/M, so the
   // accumulated gradients are the mean over the step's micro-batches
   // (trainStep checked that the plan can take M).
-  if ((S - 1) % P == r)
-    setGradientSeed(lossSeed(M));
+  if ((S - 1) % P == r && plan.gradientSeed >= 0)
+    arenas.writeScalar(uint32_t(plan.gradientSeed), backwardSeed);
 
   // Slots of backend memory, kept across steps (the buffers, hence their
   // sizes, are the same every step): all free when a step starts.
   std::multimap<size_t, uint8_t *> freeSlots;
-  for (auto &[bytes, slot] : stash)
+  for (auto &[bytes, slot] : slots)
     freeSlots.emplace(bytes, slot);
   auto takeSlot = [&](size_t bytes) {
     auto it = freeSlots.find(bytes);
@@ -62,10 +63,10 @@ StepResult Executor::trainPipelineStep(
       freeSlots.erase(it);
       return slot;
     }
-    auto *slot = static_cast<uint8_t *>(backendImpl->allocate(
+    auto *slot = static_cast<uint8_t *>(backend.allocate(
         bytes, Tier::Device,
         "pipeline stash slot (" + std::to_string(bytes) + " bytes)"));
-    stash.emplace_back(bytes, slot);
+    slots.emplace_back(bytes, slot);
     return slot;
   };
   auto stageName = [](int64_t stage) {
@@ -85,9 +86,9 @@ StepResult Executor::trainPipelineStep(
                   const std::vector<int64_t> &ids) {
     Kept kept{m, {}};
     for (int64_t id : ids) {
-      BufferView x = buffer(uint32_t(id));
+      BufferView x = arenas.view(uint32_t(id));
       uint8_t *slot = takeSlot(x.desc->bytes);
-      backendImpl->copy(slot, x.data, x.desc->bytes);
+      backend.copy(slot, x.data, x.desc->bytes);
       kept.slots.push_back(slot);
     }
     inFlight[stage].push_back(std::move(kept));
@@ -103,8 +104,8 @@ StepResult Executor::trainPipelineStep(
     Kept kept = std::move(queue.front());
     queue.pop_front();
     for (size_t i = 0; i < ids.size(); ++i) {
-      BufferView x = buffer(uint32_t(ids[i]));
-      backendImpl->copy(x.data, kept.slots[i], x.desc->bytes);
+      BufferView x = arenas.view(uint32_t(ids[i]));
+      backend.copy(x.data, kept.slots[i], x.desc->bytes);
       freeSlots.emplace(x.desc->bytes, kept.slots[i]);
     }
   };
@@ -113,7 +114,7 @@ StepResult Executor::trainPipelineStep(
   std::vector<std::vector<int64_t>> keptOut(static_cast<size_t>(S)),
       keptIn(static_cast<size_t>(S));
   for (int64_t k = r; k < S; k += P) {
-    const PipelineStage &st = thePlan.stages[size_t(k)];
+    const PipelineStage &st = plan.stages[size_t(k)];
     keptOut[size_t(k)] = {st.input};
     keptOut[size_t(k)].insert(keptOut[size_t(k)].end(), st.residualsOut.begin(),
                               st.residualsOut.end());
@@ -133,25 +134,22 @@ StepResult Executor::trainPipelineStep(
                   (gradient ? "output's gradient" : "activation") +
                   " of micro-batch " + std::to_string(m) +
                   " was not received before it is read");
-    BufferView x = buffer(uint32_t(bufferId));
-    backendImpl->copy(x.data, it->second, x.desc->bytes);
+    BufferView x = arenas.view(uint32_t(bufferId));
+    backend.copy(x.data, it->second, x.desc->bytes);
     freeSlots.emplace(x.desc->bytes, it->second);
     received.erase(it);
   };
 
   double lossSum = 0;
-  // Dropout numbers the micro-batches across data-parallel ranks.
-  const int64_t firstMicroBatch = firstMicroBatchOfRank(M);
-  const uint64_t sentBefore = collectiveStats().totalSent();
   // The step program, as the compiler scheduled it (validatePlan checked
   // its stages, messages' buffers and peers, and its micro-batch order).
   // The verified order pairs every send with its receive, so the transport
   // needs no tag to tell them apart.
   constexpr int kTag = 0;
-  const Program &step = *thePlan.findProgram(own.step);
+  const Program &step = *plan.findProgram(own.step);
   // A message on the trace's communication lane, with the bytes it sent.
   auto timedMessage = [&](size_t index, const std::function<void()> &move) {
-    if (!instructionHook) {
+    if (!runner.instructionHook()) {
       move();
       return;
     }
@@ -160,46 +158,46 @@ StepResult Executor::trainPipelineStep(
     event.program = &step;
     event.index = index;
     event.instruction = &step.instructions[index];
-    event.startUs = nowUs();
+    event.startUs = runner.nowUs();
     move();
-    event.durationUs = nowUs() - event.startUs;
+    event.durationUs = runner.nowUs() - event.startUs;
     event.stream = 1;
     event.collective = true;
     event.bytesSent = pp.stats().totalSent() - before;
-    instructionHook(event);
+    runner.instructionHook()(event);
   };
   for (size_t i = 0; i < step.instructions.size(); ++i) {
     const Instruction &inst = step.instructions[i];
     switch (inst.opcode) {
     case Opcode::PipelineForward: {
       const ops::PipelineForward f = ops::PipelineForward::decode(inst);
-      const PipelineStage &st = thePlan.stages[size_t(f.stage)];
-      setMicroBatch(firstMicroBatch + f.microBatch);
+      const PipelineStage &st = plan.stages[size_t(f.stage)];
+      context.setMicroBatch(firstMicroBatch + f.microBatch);
       if (f.stage == 0)
-        fillBatch(fill, f.microBatch);
+        feed.fill(fill, f.microBatch);
       else
         deliver(f.stage, false, f.microBatch, st.input);
       // The last stage's forward is part of its backward program; another
       // stage's forward also writes the residuals its backward reads.
       if (f.stage != S - 1)
-        runProgram(st.forward);
+        runner.run(st.forward);
       keep(toBackward, f.stage, f.microBatch, keptOut[size_t(f.stage)]);
       break;
     }
     case Opcode::PipelineBackward: {
       const ops::PipelineBackward b = ops::PipelineBackward::decode(inst);
-      const PipelineStage &st = thePlan.stages[size_t(b.stage)];
+      const PipelineStage &st = plan.stages[size_t(b.stage)];
       const bool last = b.stage == S - 1;
-      setMicroBatch(firstMicroBatch + b.microBatch);
+      context.setMicroBatch(firstMicroBatch + b.microBatch);
       restore(toBackward, b.stage, b.microBatch, keptIn[size_t(b.stage)],
               "backward");
       if (last)
-        fillBatch(fill, b.microBatch);
+        feed.fill(fill, b.microBatch);
       else
         deliver(b.stage, true, b.microBatch, st.outputGrad);
-      runProgram(st.forwardBackward);
+      runner.run(st.forwardBackward);
       if (last)
-        lossSum += readScalar(uint32_t(st.loss));
+        lossSum += arenas.readScalar(uint32_t(st.loss));
       if (!st.backwardWeight.empty())
         keep(toWeight, b.stage, b.microBatch, st.weightStashOut);
       break;
@@ -207,16 +205,16 @@ StepResult Executor::trainPipelineStep(
     case Opcode::PipelineBackwardWeight: {
       const ops::PipelineBackwardWeight w =
           ops::PipelineBackwardWeight::decode(inst);
-      const PipelineStage &st = thePlan.stages[size_t(w.stage)];
-      setMicroBatch(firstMicroBatch + w.microBatch);
+      const PipelineStage &st = plan.stages[size_t(w.stage)];
+      context.setMicroBatch(firstMicroBatch + w.microBatch);
       restore(toWeight, w.stage, w.microBatch, st.weightStashIn,
               "weight-gradient part");
-      runProgram(st.backwardWeight);
+      runner.run(st.backwardWeight);
       break;
     }
     case Opcode::PipelineSend: {
       const ops::PipelineSend send = ops::PipelineSend::decode(inst);
-      BufferView x = buffer(inst.inputs[0]);
+      BufferView x = arenas.view(inst.inputs[0]);
       timedMessage(i, [&] {
         pp.send(x.data, size_t(x.size()), x.desc->dtype, int(send.peer), kTag);
       });
@@ -224,8 +222,8 @@ StepResult Executor::trainPipelineStep(
     }
     case Opcode::PipelineRecv: {
       const ops::PipelineRecv recv = ops::PipelineRecv::decode(inst);
-      const PipelineStage &st = thePlan.stages[size_t(recv.stage)];
-      BufferView x = buffer(inst.outputs[0]);
+      const PipelineStage &st = plan.stages[size_t(recv.stage)];
+      BufferView x = arenas.view(inst.outputs[0]);
       // The stage's input and output gradient are distinct buffers
       // (validatePlan checked the message is one of them).
       const bool gradient = int64_t(inst.outputs[0]) == st.outputGrad;
@@ -250,21 +248,5 @@ StepResult Executor::trainPipelineStep(
                   "instruction");
     }
   }
-
-  StepResult result;
-  result.hasLoss = (S - 1) % P == r;
-  result.loss = result.hasLoss ? lossSum / double(M) : 0.0;
-  const auto updateStart = std::chrono::steady_clock::now();
-  const bool apply = unscaleOrSkip(result);
-  if (apply)
-    runProgram(own.optimizer);
-  result.gradNorm = apply ? readScalar(uint32_t(own.gradNorm)) : std::nan("");
-  result.optimizerMs = std::chrono::duration<double, std::milli>(
-                           std::chrono::steady_clock::now() - updateStart)
-                           .count();
-  result.learningRate = readScalar(uint32_t(own.learningRate));
-  result.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
-  if (apply)
-    ++currentStep;
-  return result;
+  return lossSum;
 }

@@ -1,0 +1,47 @@
+//===- StepResult.h - What one training step reports ------------*- C++ -*-===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The numbers Executor::trainStep returns for one step: the log line's loss,
+// norms and rates, the bytes the step's collectives moved, and what dynamic
+// loss scaling did. Its own header so the parts that fill it need no executor.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_STEPRESULT_H
+#define DSC_RUNTIME_STEPRESULT_H
+
+#include <cmath>
+#include <cstdint>
+
+namespace dsc::rt {
+
+struct StepResult {
+  double loss = 0; // mean over the micro-batches
+  /// False on a pipeline stage other than the last, which computes no loss
+  /// (then `loss` is 0).
+  bool hasLoss = true;
+  double gradNorm = 0;     // NaN when the plan computes none
+  double learningRate = 0; // NaN when the plan has no lr buffer
+  /// Bytes this rank sent in the plan's collectives during the step (the
+  /// communicators' counters: measured under threads, the ring model under
+  /// MPI); compare with PlanSummary::collectiveBytesPerStep.
+  uint64_t collectiveBytesSent = 0;
+  /// Dynamic loss scaling (plans computing in f16): the scale this step's
+  /// backward used (NaN without scaling), whether its gradients overflowed
+  /// and the step was skipped (then gradNorm is NaN: no optimizer ran), and
+  /// the steps skipped so far.
+  double lossScale = std::nan("");
+  bool skipped = false;
+  int64_t skippedSteps = 0;
+  /// Wall milliseconds of the step's update: the overflow check, the
+  /// optimizer program and reading its norm (the rest of the step is the
+  /// forward and backward), for DeepSpeed's wall_clock_breakdown.
+  double optimizerMs = 0;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_STEPRESULT_H

@@ -1,0 +1,160 @@
+//===- Arenas.cpp - A rank's memory: one allocation per plan arena --------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Allocation, release and byte access of the plan's arenas; the plan was
+// validated before any of this runs, so offsets and sizes are trusted.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Arenas.h"
+
+#include "dsc/Runtime/FloatConvert.h"
+
+#include <algorithm>
+#include <string>
+
+using namespace dsc::rt;
+
+Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
+    : plan(plan), backend(backend) {
+  memory.assign(plan.arenas.size(), nullptr);
+  try {
+    for (size_t a = 0; a < plan.arenas.size(); ++a) {
+      const Arena &arena = plan.arenas[a];
+      if (arena.tier != Tier::Nvme)
+        continue;
+      if (plan.nvmePath.empty())
+        throw Error("the plan keeps " + std::to_string(arena.bytes) +
+                    " bytes in the nvme tier (arena " + std::to_string(a) +
+                    ") but names no directory for them: compile with "
+                    "nvme-path=DIR or run dsc-run with --nvme-path DIR");
+      // One file per rank and arena: ranks may share the directory.
+      NvmeOptions lane;
+      lane.blockBytes = plan.nvmeBlockBytes;
+      lane.queueDepth = int(plan.nvmeQueueDepth);
+      files[uint32_t(a)] = std::make_unique<NvmeStore>(
+          plan.nvmePath,
+          "dsc-rank" + std::to_string(worldRank) + "-arena" +
+              std::to_string(a) + ".swap",
+          arena.bytes, lane);
+    }
+    for (size_t a = 0; a < plan.arenas.size(); ++a) {
+      const Arena &arena = plan.arenas[a];
+      if (arena.tier == Tier::Nvme)
+        continue; // a file (above)
+      memory[a] = static_cast<uint8_t *>(backend.allocate(
+          arena.bytes, arena.tier,
+          "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
+              std::to_string(arena.bytes) + " bytes)"));
+    }
+    // A reduce-scatter's result is staged outside its input (the
+    // communicators' buffers must not overlap): one staging area for the
+    // largest chunk.
+    for (const Program &prog : plan.programs)
+      for (const Instruction &inst : prog.instructions)
+        if (inst.opcode == Opcode::ReduceScatter ||
+            inst.opcode == Opcode::ReduceScatterAccumulate)
+          for (uint32_t id : inst.inputs)
+            stagingSize = std::max(stagingSize, plan.buffers[id].bytes);
+    stagingArea = static_cast<uint8_t *>(backend.allocate(
+        stagingSize, Tier::Device,
+        "reduce-scatter staging (" + std::to_string(stagingSize) + " bytes)"));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Arenas::~Arenas() { release(); }
+
+void Arenas::release() {
+  // Collectives or device work may be in flight on these buffers.
+  try {
+    backend.waitCollectives();
+    backend.synchronize();
+  } catch (const Error &) {
+    // Destruction goes on; the failure was or will be reported elsewhere.
+  }
+  for (uint8_t *a : memory)
+    backend.release(a);
+  memory.clear();
+  backend.release(stagingArea);
+  stagingArea = nullptr;
+  files.clear();
+}
+
+BufferView Arenas::view(uint32_t id) const {
+  if (id >= plan.buffers.size())
+    throw Error("buffer " + std::to_string(id) + " does not exist (" +
+                std::to_string(plan.buffers.size()) + " buffers)");
+  const Buffer &b = plan.buffers[id];
+  return {&b, memory[b.arena] ? memory[b.arena] + b.offset : nullptr};
+}
+
+uint64_t Arenas::allocatedBytes(uint32_t arena) const {
+  if (arena >= memory.size())
+    throw Error("arena " + std::to_string(arena) + " does not exist (" +
+                std::to_string(memory.size()) + " arenas)");
+  if (NvmeStore *file = nvmeStore(arena))
+    return file->size();
+  return memory[arena] ? plan.arenas[arena].bytes : 0;
+}
+
+NvmeStore *Arenas::nvmeStore(uint32_t arena) const {
+  auto it = files.find(arena);
+  return it == files.end() ? nullptr : it->second.get();
+}
+
+bool Arenas::hostReachable(uint32_t arena) const {
+  return backend.hostAddressable() || plan.arenas[arena].tier == Tier::Host;
+}
+
+void Arenas::readBytes(uint32_t id, void *dst) const {
+  const Buffer &b = plan.buffers[id];
+  if (NvmeStore *file = nvmeStore(b.arena))
+    file->read(b.offset, dst, b.bytes);
+  else if (memory[b.arena])
+    backend.copyOut(dst, memory[b.arena] + b.offset, b.bytes);
+}
+
+void Arenas::writeBytes(uint32_t id, const void *src) {
+  const Buffer &b = plan.buffers[id];
+  if (NvmeStore *file = nvmeStore(b.arena))
+    file->write(b.offset, src, b.bytes);
+  else if (memory[b.arena])
+    backend.copyIn(memory[b.arena] + b.offset, src, b.bytes);
+}
+
+double Arenas::readScalar(uint32_t id) const {
+  const Buffer &b = plan.buffers[id];
+  uint8_t bytes[8] = {};
+  backend.copyOut(bytes, memory[b.arena] + b.offset,
+                  std::min<uint64_t>(b.bytes, sizeof bytes));
+  return loadAsDouble(bytes, b.dtype, 0);
+}
+
+void Arenas::writeScalar(uint32_t id, double value) {
+  const Buffer &b = plan.buffers[id];
+  uint8_t bytes[8] = {};
+  convertFloats(&value, DType::F64, bytes, b.dtype, 1);
+  backend.copyIn(memory[b.arena] + b.offset, bytes,
+                 std::min<uint64_t>(b.bytes, sizeof bytes));
+}
+
+void Arenas::zeroAll() {
+  for (size_t a = 0; a < memory.size(); ++a)
+    if (memory[a])
+      backend.fillZero(memory[a], plan.arenas[a].bytes);
+  // The nvme files start as zeros; a second initialize zeroes them again.
+  if (zeroedOnce)
+    for (auto &[a, file] : files) {
+      std::vector<uint8_t> zeros(std::min<uint64_t>(file->size(), 1 << 20));
+      for (uint64_t at = 0; at < file->size(); at += zeros.size())
+        file->write(at, zeros.data(),
+                    std::min<uint64_t>(zeros.size(), file->size() - at));
+    }
+  zeroedOnce = true;
+}
