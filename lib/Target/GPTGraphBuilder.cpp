@@ -79,7 +79,9 @@ private:
   /// and grouped as the config says, through dsc.attention.
   Value attention(const std::string &prefix, int64_t layer, Value x);
   Value dropout(const Twine &name, Value x, double p);
+  /// Transformer layer `layer`, each of its ops marked `dsc.layer = layer`.
   Value block(int64_t layer, Value x);
+  Value blockOps(int64_t layer, Value x);
 
   const GPTConfig &config;
   MLIRContext *context;
@@ -203,6 +205,21 @@ Value GPTGraphBuilder::dropout(const Twine &name, Value x, double p) {
 }
 
 Value GPTGraphBuilder::block(int64_t layer, Value x) {
+  // The layer is an attribute, not only the ops' `h.<i>` name locations:
+  // printing drops those unless asked to keep debug information, and the
+  // pipeline cut and recompute must find the layers in any printed module.
+  Block *body = builder.getInsertionBlock();
+  Operation *before = body->empty() ? nullptr : &body->back();
+  Value y = blockOps(layer, x);
+  auto mark = builder.getI64IntegerAttr(layer);
+  for (Operation &op : llvm::make_range(
+           before ? std::next(before->getIterator()) : body->begin(),
+           body->end()))
+    op.setAttr(kLayerAttr, mark);
+  return y;
+}
+
+Value GPTGraphBuilder::blockOps(int64_t layer, Value x) {
   std::string prefix = "h." + std::to_string(layer);
   int64_t b = config.microBatchSize, s = config.seqLength;
   int64_t h = config.hiddenSize;

@@ -11,6 +11,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +19,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <cmath>
 
@@ -170,6 +172,14 @@ struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
       if (!any)
         continue;
 
+      // The ops made for `op` (its gradient's, their sums, the
+      // accumulation) sit in its transformer layer, as they sit at its
+      // location.
+      Operation *before = fbReturn->getPrevNode();
+      llvm::scope_exit inLayer([&] {
+        inheritTransformerLayer(op, std::next(before->getIterator()),
+                                fbReturn->getIterator());
+      });
       if (auto read = dyn_cast<GetParameterOp>(op)) {
         if (failed(accumulateIntoState(read, resultGrads[0], symbols, b,
                                        lastDecl)))

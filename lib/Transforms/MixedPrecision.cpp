@@ -30,6 +30,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -123,15 +124,29 @@ struct DscMixedPrecisionPass
       return func.emitError("--dsc-mixed-precision: @")
              << func.getSymName() << " must have a single block";
     Block &block = func.getBody().front();
+    // Refused before anything is rewritten: a half-converted function (its
+    // arguments cast, their uses inside a region replaced) must not reach
+    // the error path.
+    for (Operation &op : block)
+      if (op.getNumRegions())
+        return op.emitOpError("--dsc-mixed-precision: cannot convert an op "
+                              "with regions; the pass runs on a flat "
+                              "forward graph");
     // A pipeline stage's activation crosses to the next stage in bf16, as
     // Megatron-LM sends it; other functions keep their signature.
     bool stage = func->hasAttr(kStageAttr);
     // Values this pass made low precision (their original type was f32).
     llvm::DenseSet<Value> low16;
     OpBuilder b(func.getContext());
-    auto castTo = [&](Value value, Type type, Location loc) -> Value {
+    // A cast made for an op sits at its location and in its transformer
+    // layer.
+    auto castTo = [&](Value value, Type type, Location loc,
+                      Operation *source = nullptr) -> Value {
       ++numCasts;
-      return CastOp::create(b, loc, type, value);
+      auto cast = CastOp::create(b, loc, type, value);
+      if (source)
+        inheritTransformerLayer(source, cast);
+      return cast;
     };
 
     b.setInsertionPointToStart(&block);
@@ -154,10 +169,6 @@ struct DscMixedPrecisionPass
     for (Operation &op : block)
       ops.push_back(&op);
     for (Operation *op : ops) {
-      if (op->getNumRegions())
-        return op->emitOpError("--dsc-mixed-precision: cannot convert an op "
-                               "with regions; the pass runs on a flat "
-                               "forward graph");
       // A master weight is read in f32 and used in bf16. Read through a
       // copy_to_parallel (sequence parallelism's region parameters), the
       // cast follows the copy, so that the copy's backward sums the
@@ -171,7 +182,7 @@ struct DscMixedPrecisionPass
         if (!type || read.use_empty())
           continue;
         b.setInsertionPointAfterValue(read);
-        Value cast = castTo(read, type, op->getLoc());
+        Value cast = castTo(read, type, op->getLoc(), op);
         read.replaceAllUsesExcept(cast, cast.getDefiningOp());
         low16.insert(cast);
         continue;
@@ -209,7 +220,7 @@ struct DscMixedPrecisionPass
             continue;
           Value &cast = wide[value];
           if (!cast)
-            cast = castTo(value, widened(value.getType()), op->getLoc());
+            cast = castTo(value, widened(value.getType()), op->getLoc(), op);
           operand.set(cast);
         }
         continue;
@@ -228,7 +239,7 @@ struct DscMixedPrecisionPass
           continue;
         Value &cast = narrow[value];
         if (!cast) {
-          cast = castTo(value, type, op->getLoc());
+          cast = castTo(value, type, op->getLoc(), op);
           low16.insert(cast);
         }
         operand.set(cast);

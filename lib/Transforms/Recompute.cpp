@@ -117,8 +117,7 @@ struct DscRecomputePass
         layerRank.emplace(layer, layerRank.size());
 
     // Without layers nothing would be recomputed: say so rather than plan
-    // the memory of recompute=none under another name. (Printed IR keeps
-    // the importers' name locations only with --mlir-print-debuginfo.)
+    // the memory of recompute=none under another name.
     bool anyLayer = mode == Mode::None ||
                     llvm::any_of(llvm::ArrayRef(ops).take_front(forwardOps),
                                  [](Operation *op) {
@@ -129,8 +128,8 @@ struct DscRecomputePass
       return fb.emitError("--dsc-recompute: recompute=")
              << recompute.getValue() << " needs the transformer layers, but no "
              << "op of @" << fb.getSymName()
-             << " has an `h.<i>` name location (print an imported module "
-                "with --mlir-print-debuginfo to keep them)";
+             << " is marked with one (`dsc.layer = i`, as the importers "
+                "mark each op of layer i, or an `h.<i>` name location)";
 
     // The forward ops whose values the backward recomputes. In every mode,
     // sequence parallelism's gathers (and the reshapes of what they

@@ -23,11 +23,13 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCTENSORPARALLELPASS
@@ -152,6 +154,7 @@ private:
       OpBuilder b(linear.matmul);
       enter = CopyToParallelOp::create(b, linear.matmul.getLoc(), x.getType(),
                                        x, meshRef, axes);
+      inheritTransformerLayer(linear.matmul, enter);
     } else if (linear.matmul->isBeforeInBlock(enter)) {
       enter->moveBefore(linear.matmul);
     }
@@ -175,6 +178,7 @@ private:
     Value partial = linear.matmul.getResult();
     auto sum = AllReduceOp::create(b, linear.matmul.getLoc(), partial.getType(),
                                    partial, meshRef, axes);
+    inheritTransformerLayer(linear.matmul, sum);
     if (linear.bias)
       linear.bias.getInputMutable().assign(sum);
     else
@@ -383,6 +387,8 @@ private:
           embedding.getTable(), embedding.getIds(), meshRef, axes);
       auto sum = AllReduceOp::create(b, embedding.getLoc(), lookup.getType(),
                                      lookup, meshRef, axes);
+      inheritTransformerLayer(embedding, lookup);
+      inheritTransformerLayer(embedding, sum);
       embedding.getResult().replaceAllUsesWith(sum.getResult());
       embedding.erase();
       splits[table.getName()] = {SmallVector<int64_t>(whole.getShape()), 0};
@@ -404,6 +410,7 @@ private:
       Value x = head.getLhs();
       auto enter = CopyToParallelOp::create(b, head.getLoc(), x.getType(), x,
                                             meshRef, axes);
+      inheritTransformerLayer(head, enter);
       head.getLhsMutable().assign(enter);
       head.getResult().setType(splitLastDim(tensorOf(head.getResult()), tp));
       b.setInsertionPoint(crossEntropy);
@@ -411,6 +418,7 @@ private:
           b, crossEntropy.getLoc(), crossEntropy.getResult().getType(),
           crossEntropy.getLogits(), crossEntropy.getTargets(), meshRef, axes,
           crossEntropy.getClassesAttr());
+      inheritTransformerLayer(crossEntropy, parallel);
       crossEntropy.getResult().replaceAllUsesWith(parallel.getResult());
       crossEntropy.erase();
       splits[weight.getName()] = {SmallVector<int64_t>(whole.getShape()), 0};
@@ -504,6 +512,13 @@ private:
          llvm::make_early_inc_range(body.without_terminator())) {
       OpBuilder b(&op);
       Location loc = op.getLoc();
+      // What is made for `op` before it sits in its transformer layer.
+      Operation *prev = op.getPrevNode();
+      llvm::scope_exit inLayer([&] {
+        inheritTransformerLayer(
+            &op, prev ? std::next(prev->getIterator()) : body.begin(),
+            op.getIterator());
+      });
       // g: the partial sums are reduced and scattered by token rows.
       if (auto reduce = dyn_cast<AllReduceOp>(op)) {
         auto whole = cast<RankedTensorType>(reduce.getType());
@@ -562,6 +577,8 @@ private:
             atRead.setInsertionPointAfterValue(operand);
             summed = CopyToParallelOp::create(atRead, loc, operand.getType(),
                                               operand, meshRef, axes);
+            inheritTransformerLayer(operand.getDefiningOp(),
+                                    summed.getDefiningOp());
           }
           map.map(operand, summed);
         } else {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Transforms/TransformerLayers.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -24,6 +25,8 @@ int64_t mlir::dsc::transformerLayerOfName(StringRef name) {
 }
 
 int64_t mlir::dsc::transformerLayerOf(Operation *op) {
+  if (auto mark = op->getAttrOfType<IntegerAttr>(kLayerAttr))
+    return mark.getInt();
   if (auto read = dyn_cast<GetParameterOp>(op))
     return transformerLayerOfName(read.getName());
   std::function<int64_t(Location)> fromLoc = [&](Location loc) -> int64_t {
@@ -38,6 +41,19 @@ int64_t mlir::dsc::transformerLayerOf(Operation *op) {
     return -1;
   };
   return fromLoc(op->getLoc());
+}
+
+void mlir::dsc::inheritTransformerLayer(Operation *source, Operation *created) {
+  Attribute mark = source->getAttr(kLayerAttr);
+  if (mark && !created->hasAttr(kLayerAttr))
+    created->setAttr(kLayerAttr, mark);
+}
+
+void mlir::dsc::inheritTransformerLayer(Operation *source,
+                                        Block::iterator begin,
+                                        Block::iterator end) {
+  for (Operation &created : llvm::make_range(begin, end))
+    inheritTransformerLayer(source, &created);
 }
 
 bool mlir::dsc::isRematerialized(Operation *op) {

@@ -3,7 +3,7 @@
 // The dialect checks each dsc.* discardable attribute's type and the op it
 // sits on, and refuses any other dsc.* name.
 
-// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.layer, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
 module attributes {dsc.stages = 2 : i64} {
 }
 
@@ -190,4 +190,21 @@ module attributes {dsc.offload = {optimizer = "disk"}} {
 
 // expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host|nvme", params = "host|nvme" (optional), and with nvme block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64; nvme_path = "DIR" (optional)}, got {block_bytes = 512 : i64, optimizer = "nvme", queue_depth = 8 : i64}}}
 module attributes {dsc.offload = {optimizer = "nvme", block_bytes = 512, queue_depth = 8}} {
+}
+
+// -----
+
+// The transformer layer an op belongs to: an i64 >= 0, on an op in a
+// function.
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.layer' must be a transformer layer, an i64 >= 0, got -1 : i64}}
+  %y = dsc.gelu %x {dsc.layer = -1 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'dsc.layer' belongs on an op in a function, not on 'func.func'}}
+func.func @f() attributes {dsc.layer = 0 : i64} {
+  return
 }

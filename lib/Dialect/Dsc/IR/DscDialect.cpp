@@ -35,7 +35,14 @@ void DscDialect::initialize() {
 namespace {
 
 /// Where a known attribute may sit.
-enum class Holder { Function, Module, Declaration, ClipGradNorm, AnyOp };
+enum class Holder {
+  Function,
+  Module,
+  Declaration,
+  ClipGradNorm,
+  AnyOp,
+  OpInFunction
+};
 
 struct KnownAttr {
   StringLiteral name;
@@ -51,6 +58,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kOffsetAttr, Holder::Declaration},
     {kOffsetsAttr, Holder::AnyOp},
     {kPipelineLocalAttr, Holder::ClipGradNorm},
+    {kLayerAttr, Holder::OpInFunction},
     {kMicrobatchesAttr, Holder::Module},
     {kPipelineAttr, Holder::Module},
     {kModelAttr, Holder::Module},
@@ -58,7 +66,6 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kProgramPeaksAttr, Holder::Module},
     {kPlanAttr, Holder::Module},
     {kPlanEstimateAttr, Holder::Module},
-    {kOffloadAttr, Holder::Module},
 };
 
 StringRef holderName(Holder holder) {
@@ -73,6 +80,8 @@ StringRef holderName(Holder holder) {
     return "a dsc.clip_grad_norm";
   case Holder::AnyOp:
     return "an op";
+  case Holder::OpInFunction:
+    return "an op in a function";
   }
   llvm_unreachable("unknown holder");
 }
@@ -89,6 +98,9 @@ bool holds(Holder holder, Operation *op) {
     return isa<ClipGradNormOp>(op);
   case Holder::AnyOp:
     return true;
+  case Holder::OpInFunction:
+    return !isa<FunctionOpInterface>(op) &&
+           op->getParentOfType<FunctionOpInterface>();
   }
   llvm_unreachable("unknown holder");
 }
@@ -137,6 +149,12 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
                        "weight-gradient part takes, an i64 from 0 to its "
                     << (func ? func.getNumResults() : 0) << " results, got "
                     << value;
+    return success();
+  }
+  if (name == kLayerAttr) {
+    IntegerAttr layer = asI64(value);
+    if (!layer || layer.getInt() < 0)
+      return fail() << "a transformer layer, an i64 >= 0, got " << value;
     return success();
   }
   if (name == kSavedActivationBytesAttr) {
@@ -214,31 +232,6 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
         return fail() << "{persistent_bytes, temporary_bytes, arena_bytes} "
                          "as i64 byte counts, but '"
                       << key << "' is " << (dict.get(key) ? "not an i64" : "missing");
-    return success();
-  }
-  if (name == kOffloadAttr) {
-    auto tier = dict.getAs<StringAttr>("optimizer");
-    Attribute params = dict.get("params");
-    auto paramsTier = dyn_cast_or_null<StringAttr>(params);
-    Attribute path = dict.get("nvme_path");
-    IntegerAttr block = asI64(dict.get("block_bytes")),
-                depth = asI64(dict.get("queue_depth"));
-    auto isTier = [](StringAttr t) {
-      return t && (t.getValue() == "host" || t.getValue() == "nvme");
-    };
-    const bool nvme = (tier && tier.getValue() == "nvme") ||
-                      (paramsTier && paramsTier.getValue() == "nvme");
-    if (!isTier(tier) || (params && !isTier(paramsTier)) ||
-        (path && !isa<StringAttr>(path)) ||
-        (nvme && (!block || block.getInt() < 4096 ||
-                  block.getInt() > (int64_t(1) << 30) || !depth ||
-                  depth.getInt() < 1 || depth.getInt() > 4096)) ||
-        dict.size() != (path ? 1u : 0u) + (params ? 1u : 0u) + (nvme ? 3u : 1u))
-      return fail() << "{optimizer = \"host|nvme\", params = \"host|nvme\" "
-                       "(optional), and with nvme block_bytes = 4096..2^30 : "
-                       "i64, queue_depth = 1..4096 : i64; nvme_path = "
-                       "\"DIR\" (optional)}, got "
-                    << value;
     return success();
   }
   if (name == kProgramPeaksAttr) {
