@@ -133,17 +133,26 @@ struct DscPlanSummaryPass
               cast<RankedTensorType>(gather.getType()).getNumElements();
       });
     }
-    // Model FLOPs: the loss function is the forward pass; the training
-    // program is forward and backward (3x the forward's dense FLOPs).
-    int64_t flops = 0, forwardFlops = 0;
-    if (fb)
-      fb.walk([&](CostOpInterface op) { flops += op.getCost().matmulFlops; });
-    if (auto loss = lookupProgram<func::FuncOp>(module, ProgramRole::Forward))
-      loss.walk([&](CostOpInterface op) {
-        forwardFlops += op.getCost().matmulFlops;
-      });
-    // ZeRO-2's reduce-scatters and ZeRO-3's gathers run once per
-    // micro-batch.
+    // Model FLOPs: the forward programs are the forward pass; the training
+    // programs are forward and backward (3x the forward's dense FLOPs). A
+    // pipelined plan's are every stage's (its forward_backward and, split
+    // by --dsc-split-weight-gradient, its backward_weight) together: the
+    // model's FLOPs of one micro-batch, as without stages.
+    auto flopsOf = [&](ArrayRef<ProgramRole> roles) {
+      int64_t sum = 0;
+      for (ProgramRole role : roles)
+        for (Operation *program : getProgramOps(module, role))
+          program->walk(
+              [&](CostOpInterface op) { sum += op.getCost().matmulFlops; });
+      return sum;
+    };
+    const int64_t flops =
+        flopsOf({ProgramRole::ForwardBackward, ProgramRole::BackwardWeight});
+    const int64_t forwardFlops = flopsOf({ProgramRole::Forward});
+    // The module's micro-batch count (dsc.microbatches, which --dsc-autodiff
+    // recorded) wins over the option, which only stands in for a module
+    // that lacks it: ZeRO-2's reduce-scatters and ZeRO-3's gathers, and
+    // every FLOP of the training programs, run once per micro-batch.
     int64_t perStep = microbatches;
     if (auto m = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttr))
       perStep = m.getInt();
@@ -197,10 +206,10 @@ struct DscPlanSummaryPass
       json.attribute("offload_copy_elements", offloadCopies);
       json.attribute("model_state_bytes", modelStateBytes);
       json.attribute("backward_gathered_elements", backwardGathered);
-      json.attribute("microbatches", static_cast<int64_t>(microbatches));
+      json.attribute("microbatches", perStep);
       json.attribute("forward_flops_per_microbatch", forwardFlops);
       json.attribute("flops_per_microbatch", flops);
-      json.attribute("flops_per_step", flops * microbatches);
+      json.attribute("flops_per_step", flops * perStep);
       json.attributeObject("collective_bytes_per_step", [&] {
         json.attribute("all_reduce", collectives.allReduce);
         json.attribute("reduce_scatter", collectives.reduceScatter);

@@ -95,6 +95,50 @@ module attributes {dsc.memory = {alignment = 64 : i64, arena_bytes = 1024 : i64,
 
 // -----
 
+// A pipelined plan: two stages, each with its weight-gradient part split
+// off (zb-h1), and dsc.microbatches = 4, which wins over the option's 3.
+// Its FLOPs are every stage's: the forwards' [4, 8] x [8, 16] (1024) and
+// [4, 16] x [16, 4] (2 * 4 * 4 * 16 = 512), 1536; the training programs'
+// 1024 + [4, 16] x [16, 8] (1024) and 512 + [4, 4] x [4, 16] (512), and
+// the backward_weight programs' [8, 4] x [4, 16] (1024) and [16, 4] x
+// [4, 4] (512): 4608 a micro-batch, 4 * 4608 = 18432 a step.
+
+// CHECK:       "microbatches": 4,
+// CHECK-NEXT:  "forward_flops_per_microbatch": 1536,
+// CHECK-NEXT:  "flops_per_microbatch": 4608,
+// CHECK-NEXT:  "flops_per_step": 18432,
+
+module attributes {dsc.microbatches = 4 : i64, dsc.memory = {alignment = 64 : i64, arena_bytes = 0 : i64, persistent_bytes = 0 : i64, temporary_bytes = 0 : i64}, dsc.program_peaks = {}} {
+  func.func @forward_0(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+    %y = dsc.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    return %y : tensor<4x16xf32>
+  }
+  func.func @forward_1(%x: tensor<4x16xf32>, %w: tensor<16x4xf32>) -> tensor<4x4xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
+    %y = dsc.matmul %x, %w : tensor<4x16xf32>, tensor<16x4xf32> -> tensor<4x4xf32>
+    return %y : tensor<4x4xf32>
+  }
+  func.func @forward_backward_0(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %v: tensor<16x8xf32>) -> tensor<4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    %y = dsc.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %dx = dsc.matmul %y, %v : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    return %dx : tensor<4x8xf32>
+  }
+  func.func @forward_backward_1(%x: tensor<4x16xf32>, %w: tensor<16x4xf32>, %v: tensor<4x16xf32>) -> tensor<4x16xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+    %y = dsc.matmul %x, %w : tensor<4x16xf32>, tensor<16x4xf32> -> tensor<4x4xf32>
+    %dx = dsc.matmul %y, %v : tensor<4x4xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+    return %dx : tensor<4x16xf32>
+  }
+  func.func @backward_weight_0(%a: tensor<8x4xf32>, %b: tensor<4x16xf32>) -> tensor<8x16xf32> attributes {dsc.program = #dsc.program_role<backward_weight>, dsc.stage = 0 : i64} {
+    %dw = dsc.matmul %a, %b : tensor<8x4xf32>, tensor<4x16xf32> -> tensor<8x16xf32>
+    return %dw : tensor<8x16xf32>
+  }
+  func.func @backward_weight_1(%a: tensor<16x4xf32>, %b: tensor<4x4xf32>) -> tensor<16x4xf32> attributes {dsc.program = #dsc.program_role<backward_weight>, dsc.stage = 1 : i64} {
+    %dw = dsc.matmul %a, %b : tensor<16x4xf32>, tensor<4x4xf32> -> tensor<16x4xf32>
+    return %dw : tensor<16x4xf32>
+  }
+}
+
+// -----
+
 // Without the planner's annotations there is nothing to summarize.
 // expected-error @+1 {{--dsc-plan-summary needs a compiled module; run --dsc-compile first}}
 module {
