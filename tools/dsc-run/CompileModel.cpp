@@ -23,6 +23,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Support/ParallelPlan.h"
 #include "dsc/Target/GPTGraphBuilder.h"
 #include "dsc/Transforms/Passes.h"
 
@@ -43,6 +44,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 using namespace mlir;
 using ::dsc::rt::Error;
@@ -91,6 +93,30 @@ int64_t compileDataParallel(const std::map<std::string, std::string> &keys) {
                 "which must be an integer >= 1, got 'dp=" +
                 it->second + "'");
   return dp;
+}
+
+/// The --compile option micro-batch-size= (any of its spellings), or 0
+/// when not given: the sequences of a micro-batch the plan asks for, which
+/// a config is imported with. Only that key is read here; the options'
+/// parser reports what is wrong with any of them (this one included).
+int64_t compileMicroBatchSize(const std::string &compile) {
+  std::vector<std::string> words;
+  std::string error;
+  if (!::dsc::splitPlanWords(compile, words, error))
+    return 0;
+  int64_t size = 0;
+  for (const std::string &word : words) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos || ::dsc::lookupPlanKey(word.substr(0, eq)) !=
+                                       ::dsc::PlanKey::microBatchSize)
+      continue;
+    ::dsc::ParallelPlan plan;
+    if (!::dsc::setPlanValue(plan, ::dsc::PlanKey::microBatchSize,
+                             word.substr(eq + 1), error))
+      return 0;
+    size = plan.microBatchSize;
+  }
+  return size;
 }
 
 /// The model keys of a config only (GPT-NeoX's model, no training keys):
@@ -177,6 +203,10 @@ rt::Plan loadOrCompile(RunOptions &options) {
 
   OwningOpRef<ModuleOp> module;
   mlir::dsc::NeoXTrainingKeys trainingKeys;
+  // A plan's micro-batch size (the search's, say) is the import's: a config
+  // is imported with it; a graph was imported with its own, which must be
+  // the plan's.
+  const int64_t plannedMicroBatch = compileMicroBatchSize(options.compile);
   if (kind == InputKind::Module) {
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   } else {
@@ -184,6 +214,8 @@ rt::Plan loadOrCompile(RunOptions &options) {
     importOptions.vocabSize = options.vocabSize;
     std::optional<mlir::dsc::GPTConfig> config = mlir::dsc::parseNeoXConfig(
         sourceMgr, &context, importOptions, &trainingKeys);
+    if (config && plannedMicroBatch)
+      config->microBatchSize = plannedMicroBatch;
     if (config) {
       module = mlir::dsc::buildGPTGraph(
           *config, FileLineColLoc::get(&context, options.input, 1, 1));
@@ -259,6 +291,16 @@ rt::Plan loadOrCompile(RunOptions &options) {
   auto model = (*module)->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr);
   auto micro =
       model ? model.getAs<IntegerAttr>("micro_batch_size") : IntegerAttr();
+  if (micro && plannedMicroBatch && micro.getInt() != plannedMicroBatch)
+    throw Error("--compile's micro-batch-size=" +
+                std::to_string(plannedMicroBatch) + " is not the graph's: '" +
+                options.input + "' was imported with micro-batches of " +
+                std::to_string(micro.getInt()) +
+                " sequences (its token shape); import it with "
+                "micro-batch-size " +
+                std::to_string(plannedMicroBatch) +
+                ", or give dsc-run the config, which is imported with the "
+                "plan's");
   for (const ConfigLayer &layer : layers)
     if (micro && layer.settings.microBatchPerGpu &&
         micro.getInt() != layer.settings.microBatchPerGpu)
@@ -267,8 +309,11 @@ rt::Plan loadOrCompile(RunOptions &options) {
                   ", but the model '" + options.input +
                   "' was built with micro-batches of " +
                   std::to_string(micro.getInt()) +
-                  " sequences (its own train_micro_batch_size_per_gpu); make "
-                  "them equal");
+                  (plannedMicroBatch
+                       ? " sequences (--compile's micro-batch-size); make "
+                         "them equal"
+                       : " sequences (its own train_micro_batch_size_per_gpu); "
+                         "make them equal"));
   ResolvedConfig resolved = resolveConfig(layers, options);
   const std::string pipeline = resolved.pipeline;
   // Under mpirun rank 0 speaks for all.
