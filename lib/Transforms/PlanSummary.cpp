@@ -24,6 +24,21 @@ using namespace mlir::dsc;
 
 namespace {
 
+/// Whether `program`'s ops begin with those of `forward` (a training
+/// program that computes its own forward).
+bool beginsWith(func::FuncOp program, func::FuncOp forward) {
+  if (!program.getBody().hasOneBlock() || !forward.getBody().hasOneBlock())
+    return false;
+  auto ops = program.getBody().front().without_terminator();
+  auto it = ops.begin();
+  for (Operation &op : forward.getBody().front().without_terminator()) {
+    if (it == ops.end() || it->getName() != op.getName())
+      return false;
+    ++it;
+  }
+  return true;
+}
+
 struct DscPlanSummaryPass
     : mlir::dsc::impl::DscPlanSummaryPassBase<DscPlanSummaryPass> {
   using Base::Base;
@@ -135,20 +150,30 @@ struct DscPlanSummaryPass
     }
     // Model FLOPs: the forward programs are the forward pass; the training
     // programs are forward and backward (3x the forward's dense FLOPs). A
-    // pipelined plan's are every stage's (its forward_backward and, split
-    // by --dsc-split-weight-gradient, its backward_weight) together: the
-    // model's FLOPs of one micro-batch, as without stages.
-    auto flopsOf = [&](ArrayRef<ProgramRole> roles) {
+    // pipelined plan's are every stage's together, the model's FLOPs of one
+    // micro-batch as without stages: its forward_backward, its split-off
+    // backward_weight, and its forward where the training program does not
+    // begin with it (--dsc-stage-backward's backward of a stage but the
+    // last, whose forward runs on its own in the step).
+    auto flopsOf = [](Operation *program) {
       int64_t sum = 0;
-      for (ProgramRole role : roles)
-        for (Operation *program : getProgramOps(module, role))
-          program->walk(
-              [&](CostOpInterface op) { sum += op.getCost().matmulFlops; });
+      program->walk(
+          [&](CostOpInterface op) { sum += op.getCost().matmulFlops; });
       return sum;
     };
-    const int64_t flops =
-        flopsOf({ProgramRole::ForwardBackward, ProgramRole::BackwardWeight});
-    const int64_t forwardFlops = flopsOf({ProgramRole::Forward});
+    int64_t flops = 0, forwardFlops = 0;
+    for (Operation *forward : getProgramOps(module, ProgramRole::Forward))
+      forwardFlops += flopsOf(forward);
+    for (Operation *weight : getProgramOps(module, ProgramRole::BackwardWeight))
+      flops += flopsOf(weight);
+    for (Operation *program :
+         getProgramOps(module, ProgramRole::ForwardBackward)) {
+      flops += flopsOf(program);
+      auto forward = lookupProgram<func::FuncOp>(module, ProgramRole::Forward,
+                                                 getPipelineStage(program));
+      if (forward && !beginsWith(cast<func::FuncOp>(program), forward))
+        flops += flopsOf(forward);
+    }
     // The module's micro-batch count (dsc.microbatches, which --dsc-autodiff
     // recorded) wins over the option, which only stands in for a module
     // that lacks it: ZeRO-2's reduce-scatters and ZeRO-3's gathers, and

@@ -3,6 +3,23 @@
 
 // MB0: error: --dsc-plan-summary: microbatches must be >= 1
 
+// A model's FLOPs a micro-batch do not depend on its pipeline: gpt-tiny
+// without stages, on two (zb-h1) and on four.
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml -o %t.graph.mlir
+// RUN: dsc-opt %t.graph.mlir --dsc-compile="microbatches=4" | dsc-opt --dsc-plan-summary -o /dev/null > %t.flops
+// RUN: dsc-opt %t.graph.mlir --dsc-compile="pp=2 microbatches=4 pipeline-schedule=zb-h1" | dsc-opt --dsc-plan-summary -o /dev/null >> %t.flops
+// RUN: dsc-opt %t.graph.mlir --dsc-compile="pp=4 microbatches=4" | dsc-opt --dsc-plan-summary -o /dev/null >> %t.flops
+// RUN: FileCheck %s --check-prefix=STAGES < %t.flops
+// STAGES: "microbatches": 4,
+// STAGES-NEXT: "forward_flops_per_microbatch": [[FWD:[1-9][0-9]*]],
+// STAGES-NEXT: "flops_per_microbatch": [[ALL:[1-9][0-9]*]],
+// STAGES: "microbatches": 4,
+// STAGES-NEXT: "forward_flops_per_microbatch": [[FWD]],
+// STAGES-NEXT: "flops_per_microbatch": [[ALL]],
+// STAGES: "microbatches": 4,
+// STAGES-NEXT: "forward_flops_per_microbatch": [[FWD]],
+// STAGES-NEXT: "flops_per_microbatch": [[ALL]],
+
 // The summary reads the planned bytes from dsc.memory and dsc.program_peaks
 // (written here by hand, as --dsc-plan-memory would) and counts the rest
 // from the IR. Every tensor<8x16xf32> is 128 elements, 512 bytes:
@@ -97,11 +114,14 @@ module attributes {dsc.memory = {alignment = 64 : i64, arena_bytes = 1024 : i64,
 
 // A pipelined plan: two stages, each with its weight-gradient part split
 // off (zb-h1), and dsc.microbatches = 4, which wins over the option's 3.
-// Its FLOPs are every stage's: the forwards' [4, 8] x [8, 16] (1024) and
-// [4, 16] x [16, 4] (2 * 4 * 4 * 16 = 512), 1536; the training programs'
-// 1024 + [4, 16] x [16, 8] (1024) and 512 + [4, 4] x [4, 16] (512), and
-// the backward_weight programs' [8, 4] x [4, 16] (1024) and [16, 4] x
-// [4, 4] (512): 4608 a micro-batch, 4 * 4608 = 18432 a step.
+// Stage 0's training program is a backward alone (--dsc-stage-backward's:
+// its forward runs on its own in the step), stage 1's begins with its
+// forward. The FLOPs are every stage's: the forwards' [4, 8] x [8, 16]
+// (2 * 4 * 16 * 8 = 1024) and [4, 16] x [16, 4] (512), 1536; a training
+// micro-batch runs stage 0's forward (1024) and backward, [4, 16] x
+// [16, 8] (1024), stage 1's forward_backward, 512 + [4, 4] x [4, 16]
+// (512), and the backward_weight programs' [8, 4] x [4, 16] (1024) and
+// [16, 4] x [4, 4] (512): 4608, 4 * 4608 = 18432 a step.
 
 // CHECK:       "microbatches": 4,
 // CHECK-NEXT:  "forward_flops_per_microbatch": 1536,
@@ -117,9 +137,9 @@ module attributes {dsc.microbatches = 4 : i64, dsc.memory = {alignment = 64 : i6
     %y = dsc.matmul %x, %w : tensor<4x16xf32>, tensor<16x4xf32> -> tensor<4x4xf32>
     return %y : tensor<4x4xf32>
   }
-  func.func @forward_backward_0(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %v: tensor<16x8xf32>) -> tensor<4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
-    %y = dsc.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-    %dx = dsc.matmul %y, %v : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  func.func @forward_backward_0(%dy: tensor<4x16xf32>, %v: tensor<16x8xf32>) -> tensor<4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    %g = dsc.gelu %dy : tensor<4x16xf32>
+    %dx = dsc.matmul %g, %v : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
     return %dx : tensor<4x8xf32>
   }
   func.func @forward_backward_1(%x: tensor<4x16xf32>, %w: tensor<16x4xf32>, %v: tensor<4x16xf32>) -> tensor<4x16xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
