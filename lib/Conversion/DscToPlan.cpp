@@ -386,13 +386,15 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                            static_cast<uint64_t>(bytes.getInt())});
     plan.summary.peakBytesPerArena.push_back(bytes.getInt());
   }
-  if (auto offload = module->getAttrOfType<DictionaryAttr>(kOffloadAttr)) {
-    if (auto path = offload.getAs<StringAttr>("nvme_path"))
-      plan.nvmePath = path.str();
-    if (auto block = offload.getAs<IntegerAttr>("block_bytes"))
-      plan.nvmeBlockBytes = uint64_t(block.getInt());
-    if (auto depth = offload.getAs<IntegerAttr>("queue_depth"))
-      plan.nvmeQueueDepth = depth.getInt();
+  // The NVMe lane as --dsc-offload built it (recorded on the module's plan).
+  if (auto recorded = module->getAttrOfType<ParallelPlanAttr>(kPlanAttr)) {
+    const ::dsc::ParallelPlan &built = recorded.getPlan();
+    plan.nvmePath = built.nvmePath;
+    if (built.offloadOptimizer == ::dsc::OffloadTier::Nvme ||
+        built.offloadParams == ::dsc::OffloadTier::Nvme) {
+      plan.nvmeBlockBytes = uint64_t(built.nvmeBlockBytes);
+      plan.nvmeQueueDepth = built.nvmeQueueDepth;
+    }
   }
 
   // The mesh the collectives run over (one-rank plans have none).

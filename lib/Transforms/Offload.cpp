@@ -119,7 +119,8 @@ struct DscOffloadPass
         return signalPassFailure();
       }
     }
-    // The module's plan says what was built: the tiers a budget chose.
+    // The module's plan says what was built: the tiers a budget chose
+    // (offload() records those it builds, with the NVMe lane's knobs).
     if (std::optional<::dsc::ParallelPlan> recorded = getModulePlan(module)) {
       ::dsc::ParallelPlan built = *recorded;
       built.offloadOptimizer = offloadTierOf(tiers.optimizer);
@@ -309,21 +310,18 @@ struct DscOffloadPass
       return success();
     buildInitialize(module, programs.back(), allUpdates, tier);
 
-    Builder b(module.getContext());
-    SmallVector<NamedAttribute> record = {b.getNamedAttr(
-        "optimizer", b.getStringAttr(stringifyMemoryTier(tier)))};
-    if (tiers.params != MemoryTier::Device)
-      record.push_back(b.getNamedAttr(
-          "params", b.getStringAttr(stringifyMemoryTier(tiers.params))));
-    if (!nvmePath.empty())
-      record.push_back(b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)));
+    // The module's plan says what was built, whatever keys this run was
+    // given: the tiers and the NVMe lane's knobs, which the lowering reads.
+    ::dsc::ParallelPlan built =
+        getModulePlan(module).value_or(::dsc::ParallelPlan());
+    built.offloadOptimizer = offloadTierOf(tier);
+    built.offloadParams = offloadTierOf(tiers.params);
+    built.nvmePath = nvmePath;
     if (tiers.uses(MemoryTier::Nvme)) {
-      record.push_back(b.getNamedAttr(
-          "block_bytes", b.getI64IntegerAttr(int64_t(nvmeBlockBytes))));
-      record.push_back(b.getNamedAttr(
-          "queue_depth", b.getI64IntegerAttr(int64_t(nvmeQueueDepth))));
+      built.nvmeBlockBytes = nvmeBlockBytes;
+      built.nvmeQueueDepth = nvmeQueueDepth;
     }
-    module->setAttr(kOffloadAttr, b.getDictionaryAttr(record));
+    setModulePlan(module, built);
     numOffloaded += allUpdates.size();
     return success();
   }

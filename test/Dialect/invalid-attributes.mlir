@@ -182,14 +182,24 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host|nvme", params = "host|nvme" (optional), and with nvme block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64; nvme_path = "DIR" (optional)}, got {optimizer = "disk"}}}
-module attributes {dsc.offload = {optimizer = "disk"}} {
+// What --dsc-offload built is the module's plan (dsc.offload is gone): its
+// tiers and NVMe lane are checked by the plan's parser.
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.offload'}}
+module attributes {dsc.offload = {optimizer = "host"}} {
 }
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.offload' must be {optimizer = "host|nvme", params = "host|nvme" (optional), and with nvme block_bytes = 4096..2^30 : i64, queue_depth = 1..4096 : i64; nvme_path = "DIR" (optional)}, got {block_bytes = 512 : i64, optimizer = "nvme", queue_depth = 8 : i64}}}
-module attributes {dsc.offload = {optimizer = "nvme", block_bytes = 512, queue_depth = 8}} {
+// expected-error @+2 {{failed to parse Dsc_ParallelPlanAttr parameter 'plan'}}
+// expected-error @+1 {{plan key 'offload-optimizer': 'disk' is not none, host (cpu) or nvme}}
+module attributes {dsc.parallel_plan = #dsc.parallel_plan<"offload-optimizer=disk">} {
+}
+
+// -----
+
+// expected-error @+2 {{failed to parse Dsc_ParallelPlanAttr parameter 'plan'}}
+// expected-error @+1 {{plan key 'nvme-block-bytes': '0' is not an integer >= 1}}
+module attributes {dsc.parallel_plan = #dsc.parallel_plan<"offload-optimizer=nvme nvme-block-bytes=0">} {
 }
 
 // -----

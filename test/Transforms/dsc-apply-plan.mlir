@@ -18,14 +18,14 @@
 // The second module's offload plan (the cost model's ZeRO-Offload)
 // compiles with the optimizer's states and update in host memory
 // (--dsc-offload), each rank its ZeRO-1 chunk.
-// CHECK: dsc.offload = {optimizer = "host"}
+// CHECK: dsc.parallel_plan = #dsc.parallel_plan<"{{.*}} offload-optimizer=host">
 // CHECK: dsc.state @offload.master.wte : tensor<64xf32> master of @wte in host
 // CHECK: dsc.transfer @offload.master.wte to @wte chunk on @mesh axes = ["dp"]
 
 // The third module's plan is ZeRO-Infinity's (ZeRO-3 with the chunks
 // offloaded too): its chunk lives in host memory and the forward gathers a
 // fetched copy of it.
-// CHECK: dsc.offload = {optimizer = "host", params = "host"}
+// CHECK: dsc.parallel_plan = #dsc.parallel_plan<"{{.*}} offload-optimizer=host offload-params=host">
 // CHECK: dsc.parameter @wte : tensor<64xf32> {{.*}} chunk = ["dp"]> in host
 // CHECK: %[[CHUNK:.*]] = dsc.fetch_parameter @wte {{.*}}: tensor<64xf32>
 // CHECK: dsc.gather_parameter @wte from %[[CHUNK]]

@@ -11,7 +11,7 @@
 
 // The chunks move to the tier; @b keeps its master copy, the chunks need
 // none (they are fp32 and updated where they live).
-// HOST: module attributes {dsc.microbatches = 2 : i64, dsc.offload = {optimizer = "host", params = "host"}}
+// HOST: module attributes {dsc.microbatches = 2 : i64, dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=1 offload-optimizer=host offload-params=host">}
 // HOST: dsc.parameter @w1 : tensor<8xf32> {{.*}} chunk = ["dp"]> in host
 // HOST-NEXT: dsc.parameter @w2 : tensor<8xf32> {{.*}} chunk = ["dp"]> in host
 // HOST-NEXT: dsc.parameter @b : tensor<3xf32> init = <zeros>{{$}}
@@ -51,7 +51,7 @@
 
 // NVMe: a chunk is swapped in with its moments around its update (the
 // next parameter's states prefetched before it).
-// NVME: dsc.offload = {block_bytes = 1048576 : i64, optimizer = "nvme", params = "nvme", queue_depth = 8 : i64}
+// NVME: dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=1 offload-optimizer=nvme offload-params=nvme">
 // NVME: dsc.parameter @w1 : tensor<8xf32> {{.*}} in nvme
 // NVME-LABEL: func.func @optimizer
 // NVME: dsc.swap_in [@w1, @adam.m.w1, @adam.v.w1]

@@ -1,5 +1,5 @@
 // RUN: dsc-opt %s --dsc-offload="optimizer=host" | FileCheck %s --check-prefix=HOST
-// RUN: dsc-opt %s --dsc-offload="optimizer=nvme nvme-path=/scratch" | FileCheck %s --check-prefix=NVME
+// RUN: dsc-opt %s --dsc-offload="optimizer=nvme nvme-path=/scratch nvme-block-bytes=65536 nvme-queue-depth=4" | FileCheck %s --check-prefix=NVME
 // RUN: dsc-opt %s --dsc-offload="optimizer=nvme" --dsc-plan-memory | FileCheck %s --check-prefix=MEMORY
 // RUN: dsc-opt %s --dsc-offload="optimizer=none" | FileCheck %s --check-prefix=NONE
 // RUN: not dsc-opt %s --dsc-offload="optimizer=host params=host" 2>&1 | FileCheck %s --check-prefix=NOCHUNK
@@ -53,7 +53,8 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #
 // The master and gradient copies have the moments' type: this rank's chunk
 // of @w, the whole @b. The moments move to the offload tier; the device
 // gradients stay where the backward accumulates them.
-// HOST: module attributes {dsc.offload = {optimizer = "host"}}
+// What was built is the module's plan (the lowering reads it).
+// HOST: module attributes {dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=1 offload-optimizer=host">}
 // HOST: dsc.state @grad.w : tensor<4x4xf32> gradient of @w{{$}}
 // HOST: dsc.state @offload.master.w : tensor<8xf32> master of @w in host
 // HOST-NEXT: dsc.state @offload.grad.w : tensor<8xf32> gradient_copy of @w in host
@@ -89,7 +90,7 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #
 // NVMe: masters and moments on NVMe, the gradient copies in host memory;
 // each update between the swap-in and swap-out of its states, the next
 // parameter's swap-in issued before it (prefetch).
-// NVME: module attributes {dsc.offload = {block_bytes = 1048576 : i64, nvme_path = "/scratch", optimizer = "nvme", queue_depth = 8 : i64}}
+// NVME: module attributes {dsc.parallel_plan = #dsc.parallel_plan<"dp=1 tp=1 pp=1 offload-optimizer=nvme nvme-path=/scratch nvme-block-bytes=65536 nvme-queue-depth=4">}
 // NVME: dsc.state @offload.master.w : tensor<8xf32> master of @w in nvme
 // NVME-NEXT: dsc.state @offload.grad.w : tensor<8xf32> gradient_copy of @w in host
 // NVME-NEXT: dsc.state @adam.m.w : tensor<8xf32> exp_avg of @w in nvme
@@ -121,7 +122,7 @@ func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #
 // MEMORY-NEXT: dsc.swap_in [@offload.master.w] {dsc.offsets = array<i64: 128>}
 
 // optimizer=none changes nothing.
-// NONE-NOT: dsc.offload
+// NONE-NOT: dsc.parallel_plan
 // NONE-NOT: in host
 // NONE-NOT: dsc.transfer
 

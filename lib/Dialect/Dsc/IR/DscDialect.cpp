@@ -66,7 +66,6 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kProgramPeaksAttr, Holder::Module},
     {kPlanAttr, Holder::Module},
     {kPlanEstimateAttr, Holder::Module},
-    {kOffloadAttr, Holder::Module},
 };
 
 StringRef holderName(Holder holder) {
@@ -233,31 +232,6 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
         return fail() << "{persistent_bytes, temporary_bytes, arena_bytes} "
                          "as i64 byte counts, but '"
                       << key << "' is " << (dict.get(key) ? "not an i64" : "missing");
-    return success();
-  }
-  if (name == kOffloadAttr) {
-    auto tier = dict.getAs<StringAttr>("optimizer");
-    Attribute params = dict.get("params");
-    auto paramsTier = dyn_cast_or_null<StringAttr>(params);
-    Attribute path = dict.get("nvme_path");
-    IntegerAttr block = asI64(dict.get("block_bytes")),
-                depth = asI64(dict.get("queue_depth"));
-    auto isTier = [](StringAttr t) {
-      return t && (t.getValue() == "host" || t.getValue() == "nvme");
-    };
-    const bool nvme = (tier && tier.getValue() == "nvme") ||
-                      (paramsTier && paramsTier.getValue() == "nvme");
-    if (!isTier(tier) || (params && !isTier(paramsTier)) ||
-        (path && !isa<StringAttr>(path)) ||
-        (nvme && (!block || block.getInt() < 4096 ||
-                  block.getInt() > (int64_t(1) << 30) || !depth ||
-                  depth.getInt() < 1 || depth.getInt() > 4096)) ||
-        dict.size() != (path ? 1u : 0u) + (params ? 1u : 0u) + (nvme ? 3u : 1u))
-      return fail() << "{optimizer = \"host|nvme\", params = \"host|nvme\" "
-                       "(optional), and with nvme block_bytes = 4096..2^30 : "
-                       "i64, queue_depth = 1..4096 : i64; nvme_path = "
-                       "\"DIR\" (optional)}, got "
-                    << value;
     return success();
   }
   if (name == kProgramPeaksAttr) {

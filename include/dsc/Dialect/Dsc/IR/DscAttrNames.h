@@ -73,15 +73,13 @@ inline constexpr llvm::StringLiteral kModelAttr = "dsc.model";
 /// `{persistent_bytes, temporary_bytes, arena_bytes, alignment}`, each an
 /// integer (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kMemoryAttr = "dsc.memory";
-/// Module: --dsc-offload's choices ({optimizer = "host"}, or {optimizer =
-/// "nvme", block_bytes, queue_depth, nvme_path = "..." (optional)}),
-/// which the lowering records in the plan.
-inline constexpr llvm::StringLiteral kOffloadAttr = "dsc.offload";
 /// A dictionary of integers: each program's peak temporary bytes
 /// (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kProgramPeaksAttr = "dsc.program_peaks";
 /// `#dsc.parallel_plan<"...">`: the plan --dsc-auto-parallel chose, which
-/// --dsc-compile="plan=auto" compiles.
+/// --dsc-compile="plan=auto" compiles; --dsc-compile records the plan it
+/// builds, and --dsc-offload the tiers and NVMe lane it built (read by the
+/// lowering).
 inline constexpr llvm::StringLiteral kPlanAttr = "dsc.parallel_plan";
 /// A dictionary: that plan's cost estimate (--dsc-auto-parallel).
 inline constexpr llvm::StringLiteral kPlanEstimateAttr = "dsc.plan_estimate";
