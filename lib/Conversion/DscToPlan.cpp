@@ -73,7 +73,7 @@ private:
   /// The tokens' [batch, seq] from `tokensUser`'s first argument.
   LogicalResult setDataShape(func::FuncOp tokensUser);
   /// The programs and the boundary buffers of each pipeline stage.
-  LogicalResult buildStages(DictionaryAttr pipeline);
+  LogicalResult buildStages(PipelineAttr pipeline);
   /// Pipeline rank `rank`'s pipeline_step program `func` as the plan
   /// program `programName`, its messages on its stages' boundary buffers.
   LogicalResult lowerStep(func::FuncOp func, const PipelineShape &shape,
@@ -460,7 +460,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     microbatches = std::max<int64_t>(1, m.getInt());
   plan.microBatches = microbatches;
 
-  if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr)) {
+  if (PipelineAttr pipeline = getPipelineAttr(module)) {
     if (failed(buildStages(pipeline)))
       return failure();
   } else {
@@ -518,19 +518,11 @@ LogicalResult PlanBuilder::setDataShape(func::FuncOp tokensUser) {
   return success();
 }
 
-LogicalResult PlanBuilder::buildStages(DictionaryAttr pipeline) {
-  auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
-  std::optional<::dsc::PipelineScheduleKind> schedule =
-      scheduleAttr ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
-                   : std::nullopt;
-  std::optional<PipelineShape> shape = getPipelineShape(module);
-  if (!shape || !schedule)
-    return module.emitError("dsc.pipeline must be {stages = P : i64, "
-                            "schedule = \"1f1b\", \"gpipe\", "
-                            "\"interleaved-1f1b\" or \"zb-h1\"}");
-  plan.schedule = *schedule;
-  if (auto bubble = pipeline.getAs<FloatAttr>("bubble"))
-    plan.summary.pipelineBubble = bubble.getValueAsDouble();
+LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
+  const std::optional<PipelineShape> shape = getPipelineShape(module);
+  plan.schedule = pipeline.getSchedule();
+  if (std::optional<llvm::APFloat> bubble = pipeline.getBubble())
+    plan.summary.pipelineBubble = bubble->convertToDouble();
   const int64_t numStages = shape->stages, ranks = shape->ranks();
   uint64_t flops = 0;
   // Every stage's compute programs first; then each rank's optimizer and

@@ -101,15 +101,10 @@ struct DscPipelinePass
       return signalPassFailure();
     if (failed(cut(loss)))
       return signalPassFailure();
-    Builder b(module.getContext());
-    SmallVector<NamedAttribute> shape = {
-        b.getNamedAttr("stages", b.getI64IntegerAttr(pp * virtualStages)),
-        b.getNamedAttr("schedule",
-                       b.getStringAttr(pipelineSchedule))};
-    if (virtualStages > 1)
-      shape.push_back(
-          b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)));
-    module->setAttr(kPipelineAttr, b.getDictionaryAttr(shape));
+    module->setAttr(kPipelineAttr,
+                    PipelineAttr::get(module.getContext(), pp * virtualStages,
+                                      *kind, virtualStages,
+                                      /*bubble=*/std::nullopt));
   }
 
   LogicalResult checkMesh(ModuleOp module) {

@@ -117,25 +117,15 @@ struct DscPipelineSchedulePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    PipelineAttr pipeline = getPipelineAttr(module);
     if (!pipeline) {
       module.emitError("--dsc-pipeline-schedule: the module has no ")
           << kPipelineAttr << " attribute (run --dsc-pipeline first)";
       return signalPassFailure();
     }
-    auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
-    std::optional<::dsc::PipelineScheduleKind> kind =
-        scheduleAttr
-            ? ::dsc::parsePipelineSchedule(scheduleAttr.getValue().str())
-            : std::nullopt;
-    std::optional<PipelineShape> shape = getPipelineShape(module);
-    if (!shape || !kind) {
-      module.emitError("--dsc-pipeline-schedule: ")
-          << kPipelineAttr << " must be {stages = P >= 1 : i64, schedule = "
-          << "\"1f1b\", \"gpipe\", \"interleaved-1f1b\" or \"zb-h1\"}, got "
-          << pipeline;
-      return signalPassFailure();
-    }
+    const std::optional<::dsc::PipelineScheduleKind> kind =
+        pipeline.getSchedule();
+    const std::optional<PipelineShape> shape = getPipelineShape(module);
     if (!getProgramOps(module, ProgramRole::PipelineStep).empty()) {
       module.emitError("--dsc-pipeline-schedule: the module's stages have "
                        "their step programs already");
@@ -246,14 +236,13 @@ struct DscPipelineSchedulePass
           << error;
       return signalPassFailure();
     }
-    SmallVector<NamedAttribute> entries(pipeline.getValue());
-    llvm::erase_if(entries,
-                   [](NamedAttribute a) { return a.getName() == "bubble"; });
-    entries.push_back(b.getNamedAttr("bubble", b.getF64FloatAttr(sim->bubble)));
-    module->setAttr(kPipelineAttr, b.getDictionaryAttr(entries));
+    module->setAttr(kPipelineAttr,
+                    PipelineAttr::get(module.getContext(), pipeline.getStages(),
+                                      *kind, pipeline.getVirtualStages(),
+                                      llvm::APFloat(sim->bubble)));
     if (printTimeline)
       emitTimeline(module, *sim, ranks, shape->virtualStages, microbatches,
-                   scheduleAttr.getValue());
+                   ::dsc::pipelineScheduleName(*kind));
   }
 
   /// The simulated step per stage as text, 100 columns for the step.

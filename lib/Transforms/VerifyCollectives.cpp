@@ -778,10 +778,9 @@ void DscVerifyCollectivesPass::runOnOperation() {
 
   SymbolTableCollection tables;
   EventCollector collector(tables);
-  if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
-    if (auto stages = pipeline.getAs<IntegerAttr>("stages"))
-      collector.lastStage = stages.getInt() - 1;
   std::optional<PipelineShape> shape = getPipelineShape(module);
+  if (shape)
+    collector.lastStage = shape->stages - 1;
   auto addProgram = [&](func::FuncOp func, int64_t repeat,
                         Schedule &schedule) -> LogicalResult {
     Program program;

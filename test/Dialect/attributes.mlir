@@ -8,11 +8,11 @@
 // CHECK-SAME: dsc.microbatches = 4 : i64
 // CHECK-SAME: dsc.model = {num_layers = 2 : i64}
 // CHECK-SAME: dsc.parallel_plan = #dsc.parallel_plan<"dp=2 tp=1 pp=1 zero=1 pipeline-schedule=zb-h1 offload-optimizer=host nvme-path=\22a b\22">
-// CHECK-SAME: dsc.pipeline = {schedule = "gpipe", stages = 2 : i64}
+// CHECK-SAME: dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "gpipe">
 // CHECK-SAME: dsc.plan_estimate = {mfu = 5.000000e-01 : f64}
 // CHECK-SAME: dsc.program_peaks = {optimizer.stage0 = 64 : i64}
 module attributes {dsc.microbatches = 4 : i64,
-                   dsc.pipeline = {stages = 2 : i64, schedule = "gpipe"},
+                   dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "gpipe">,
                    dsc.model = {num_layers = 2 : i64},
                    dsc.memory = {persistent_bytes = 128 : i64, temporary_bytes = 64 : i64, arena_bytes = 192 : i64},
                    dsc.program_peaks = {optimizer.stage0 = 64 : i64},
@@ -39,4 +39,20 @@ module attributes {dsc.microbatches = 4 : i64,
   func.func @loss() attributes {dsc.program = #dsc.program_role<forward>} {
     return
   }
+}
+
+// -----
+
+// #dsc.pipeline in any order, its defaults elided (virtual_stages = 1, no
+// bubble): an interleaved shape with its bubble prints in one order.
+// CHECK-LABEL: module @interleaved
+// CHECK-SAME: dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2, bubble = 1.250000e-01>
+module @interleaved attributes {dsc.pipeline = #dsc.pipeline<bubble = 0.125, virtual_stages = 2, schedule = "interleaved-1f1b", stages = 4>} {
+}
+
+// -----
+
+// CHECK-LABEL: module @zero_bubble
+// CHECK-SAME: dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "zb-h1", bubble = 0.000000e+00>
+module @zero_bubble attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "zb-h1", virtual_stages = 1, bubble = 0.0>} {
 }

@@ -71,20 +71,52 @@ func.func @f() attributes {dsc.microbatches = 2 : i64} {
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline' must be {stages = P : i64 (>= 1), schedule = "1f1b", "gpipe", "interleaved-1f1b" or "zb-h1"}, got {schedule = "zigzag", stages = 2 : i64}}}
-module attributes {dsc.pipeline = {stages = 2 : i64, schedule = "zigzag"}} {
+// dsc.pipeline is a #dsc.pipeline: its verifier checks the shape.
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline' must be a #dsc.pipeline<stages = P, schedule = "...">, got {schedule = "1f1b", stages = 2 : i64}}}
+module attributes {dsc.pipeline = {stages = 2 : i64, schedule = "1f1b"}} {
 }
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline': virtual_stages must be an i64 >= 1 dividing the 6 stages, got 4 : i64}}
-module attributes {dsc.pipeline = {stages = 6 : i64, schedule = "interleaved-1f1b", virtual_stages = 4 : i64}} {
+// expected-error @+2 {{failed to parse Dsc_PipelineAttr parameter 'schedule'}}
+// expected-error @+1 {{unknown pipeline schedule "zigzag": "1f1b", "gpipe", "interleaved-1f1b" or "zb-h1"}}
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "zigzag">} {
 }
 
 // -----
 
-// expected-error @+1 {{'builtin.module' op attribute 'dsc.pipeline': virtual_stages = 2 needs schedule "interleaved-1f1b", not "1f1b"}}
-module attributes {dsc.pipeline = {stages = 4 : i64, schedule = "1f1b", virtual_stages = 2 : i64}} {
+// expected-error @+1 {{struct is missing required parameter: stages}}
+module attributes {dsc.pipeline = #dsc.pipeline<schedule = "1f1b">} {
+}
+
+// -----
+
+// expected-error @+1 {{a pipeline needs stages >= 1, got 0}}
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 0, schedule = "1f1b">} {
+}
+
+// -----
+
+// expected-error @+1 {{virtual_stages must be >= 1 and divide the 6 stages, got 4}}
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 6, schedule = "interleaved-1f1b", virtual_stages = 4>} {
+}
+
+// -----
+
+// expected-error @+1 {{virtual_stages must be >= 1 and divide the 4 stages, got 0}}
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 0>} {
+}
+
+// -----
+
+// expected-error @+1 {{virtual_stages = 2 needs schedule "interleaved-1f1b", not "1f1b"}}
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "1f1b", virtual_stages = 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{bubble is the idle fraction of the step, in [0, 1], got 1.500000e+00}}
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b", bubble = 1.5>} {
 }
 
 // -----

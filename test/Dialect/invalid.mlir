@@ -885,7 +885,7 @@ func.func @f() attributes {dsc.weight_stash = 1 : i64} {
 
 // Interleaved (4 stages on 2 ranks): rank 1 holds stages 1 and 3, whose
 // neighbours are on rank 0; stage 3 is the last and sends no activation.
-module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2>} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage2(%x: tensor<2x4xf32>) -> tensor<2x4xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 2 : i64} {
     return %x : tensor<2x4xf32>
@@ -899,7 +899,7 @@ module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i
 
 // -----
 
-module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2>} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @step.stage0() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64} {
     // expected-error @+1 {{in an interleaved pipeline must name its chunk 0 <= c < 2}}
@@ -910,7 +910,7 @@ module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i
 
 // -----
 
-module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2>} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @step.stage1() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 1 : i64} {
     // expected-error @+1 {{stage 3 (rank 1 chunk 1) has no next stage to send activations to}}
@@ -921,7 +921,7 @@ module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i
 
 // -----
 
-module attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 6 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 6, schedule = "interleaved-1f1b", virtual_stages = 2>} {
   dsc.mesh @mesh axes = ["pp"] shape = [3]
   func.func @step.stage2() attributes {dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 2 : i64} {
     // expected-error @+1 {{stage 2 (rank 2 chunk 0) sends activations to stage 3 on rank 0, not rank 1}}

@@ -34,7 +34,7 @@
 
 // The fourth module's zero-bubble plan compiles: the stages' backwards split into their
 // activation- and weight-gradient parts, the steps run the latter apart.
-// CHECK: dsc.pipeline = {{{.*}}schedule = "zb-h1"
+// CHECK: dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "zb-h1"
 // COMPILE: func.func @backward_weight.stage0
 // COMPILE: func.func @step.stage1
 // COMPILE: dsc.pipeline_backward_weight @backward_weight.stage1 microbatch = 1

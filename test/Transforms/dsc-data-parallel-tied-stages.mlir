@@ -22,7 +22,7 @@
 // CHECK-NEXT: dsc.learning_rate
 // CHECK-NEXT: dsc.clip_grad_norm [@grad.wte] {{.*}} shards = [true]
 
-module attributes {dsc.pipeline = {schedule = "1f1b", stages = 3 : i64}} {
+module attributes {dsc.pipeline = #dsc.pipeline<stages = 3, schedule = "1f1b">} {
   dsc.mesh @mesh axes = ["dp", "pp"] shape = [2, 3]
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<zeros>
   dsc.parameter @h : tensor<8x8xf32> init = #dsc.init<zeros>

@@ -9,7 +9,7 @@
 // six messages on pp.
 // The bubble of the schedule on these stages is recorded beside it (here
 // 0: the stages compute nothing the cost interface counts).
-// CHECK: dsc.pipeline = {bubble = 0.000000e+00 : f64, schedule = "1f1b", stages = 2 : i64}
+// CHECK: dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b", bubble = 0.000000e+00>
 // CHECK-LABEL: func.func @step.stage0()
 // CHECK-SAME: dsc.program = #dsc.program_role<pipeline_step>, dsc.stage = 0 : i64
 // CHECK-NEXT: dsc.pipeline_forward @loss.stage0 microbatch = 0
@@ -40,7 +40,7 @@
 // CHECK-NEXT: dsc.pipeline_send gradient to 0 microbatch = 2 on @mesh : tensor<2x4x8xf32>
 // CHECK-NEXT: return
 // VERIFIED: remark: verified the training step (3 micro-batches) on 2 ranks of @mesh: {{.*}}; along pp: 6 send/recv pairs
-module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %a = arith.constant dense<0.0> : tensor<2x4x8xf32>
@@ -79,7 +79,7 @@ module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = {schedule = "1f1b"
 // CHECK-NEXT: dsc.pipeline_send gradient to 0 microbatch = 1 on @mesh : tensor<2x4x8xf32>
 // CHECK-NEXT: return
 // VERIFIED: remark: verified the training step (2 micro-batches) on 3 ranks of @mesh: {{.*}}; along pp: 8 send/recv pairs
-module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "gpipe", stages = 3 : i64}} {
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = #dsc.pipeline<stages = 3, schedule = "gpipe">} {
   dsc.mesh @mesh axes = ["pp"] shape = [3]
   func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %a = arith.constant dense<0.0> : tensor<2x4x8xf32>
@@ -144,7 +144,7 @@ module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "gpipe
 // CHECK-NEXT: dsc.pipeline_send gradient of chunk 1 to 0 microbatch = 0
 // VERIFIED: remark: verified the training step (2 micro-batches) on 2 ranks of @mesh: 12 events per rank; along pp: 12 send/recv pairs
 
-module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2>} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %a = arith.constant dense<0.0> : tensor<2x4x8xf32>
@@ -180,7 +180,7 @@ module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "inter
 // Interleaving runs the micro-batches in groups of the ranks: 3 of them
 // over 2 ranks is refused with the numbers.
 // expected-error @+1 {{--dsc-pipeline-schedule: interleaved-1f1b runs the micro-batches in groups of pp: 3 micro-batches is not a multiple of pp=2}}
-module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2>} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %a = arith.constant dense<0.0> : tensor<2x4x8xf32>
@@ -220,7 +220,7 @@ module {
 // -----
 
 // expected-error @+1 {{--dsc-pipeline-schedule: stage 1 has no forward_backward program (run --dsc-autodiff before)}}
-module attributes {dsc.microbatches = 1 : i64, dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+module attributes {dsc.microbatches = 1 : i64, dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %a = arith.constant dense<0.0> : tensor<2x4x8xf32>

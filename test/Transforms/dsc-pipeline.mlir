@@ -14,7 +14,7 @@
 // two layers; four layers make one stage each, rank 0 holding stages 0 and
 // 2, rank 1 stages 1 and 3 (the mesh's pp axis has the 2 ranks).
 // INTERLEAVED: error: --dsc-pipeline: 4 stages need at least 4 transformer layers, but @loss has 2
-// INTERLEAVED-LABEL: module @narrow_vocab attributes {dsc.pipeline = {schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}}
+// INTERLEAVED-LABEL: module @narrow_vocab attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2>}
 // INTERLEAVED-NEXT: dsc.mesh @mesh axes = ["pp"] shape = [2]
 // INTERLEAVED-LABEL: func.func @loss.stage0
 // INTERLEAVED: @h.0.w
@@ -28,7 +28,7 @@
 // INTERLEAVED: dsc.cross_entropy
 // The zero-bubble schedule cuts the same stages (its backwards are split
 // later, by --dsc-split-weight-gradient).
-// ZB: dsc.pipeline = {schedule = "zb-h1", stages = 2 : i64}
+// ZB: dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "zb-h1">
 
 // Two layers, pp=2: one stage function per layer with its `dsc.stage`, the
 // schedule on the module, the mesh declared, @loss erased. Stage 0 takes
@@ -37,7 +37,7 @@
 // the LM head and the loss with the last; the tied table's read is cloned
 // into the last stage. Layers are told by the name locations of the ops
 // (h.1's GELU comes before its first parameter read) and by parameter names.
-// CHECK-LABEL: module @two_layers attributes {dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}}
+// CHECK-LABEL: module @two_layers attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">}
 // CHECK-NEXT: dsc.mesh @mesh axes = ["pp"] shape = [2]
 // CHECK-LABEL: func.func @loss.stage0(%arg0: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64}
 // CHECK-NEXT: %[[WTE:.*]] = dsc.get_parameter @wte : tensor<16x8xf32>
@@ -56,7 +56,7 @@
 // CHECK-NEXT: %[[L:.*]] = dsc.cross_entropy %[[LOGITS]], %arg1
 // CHECK-NEXT: return %[[L]] : tensor<f32>
 // CHECK-NOT: func.func @loss(
-// GPIPE-LABEL: module @two_layers attributes {dsc.pipeline = {schedule = "gpipe", stages = 2 : i64}}
+// GPIPE-LABEL: module @two_layers attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "gpipe">}
 
 module @two_layers {
   dsc.parameter @wte : tensor<16x8xf32> init = #dsc.init<normal, std = 0.02>

@@ -65,7 +65,7 @@
 // TWICE: error: --dsc-split-weight-gradient: stage 0's backward is split already
 // UNSPLIT: error: --dsc-pipeline-schedule: stage 0 has no backward_weight program, which the zb-h1 schedule runs apart from the backward (run --dsc-split-weight-gradient before)
 
-module @two_stages attributes {dsc.pipeline = {schedule = "zb-h1", stages = 2 : i64}} {
+module @two_stages attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "zb-h1">} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   dsc.parameter @wte : tensor<16x8xf32> init = <normal, std = 2.000000e-02>
   dsc.parameter @h.0.w : tensor<8x8xf32> init = <normal, std = 2.000000e-02>

@@ -25,7 +25,7 @@
 // CHECK-NEXT: dsc.gelu %arg0
 // TWICE: error: --dsc-stage-backward: stage 0 is split already, or its programs are not (input) -> output and (input, output gradient) -> input gradient
 
-module @two_stages attributes {dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+module @two_stages attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   dsc.parameter @wte : tensor<16x8xf32> init = <normal, std = 2.000000e-02>
   dsc.parameter @h.0.w : tensor<8x8xf32> init = <normal, std = 2.000000e-02>

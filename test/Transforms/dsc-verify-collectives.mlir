@@ -246,7 +246,7 @@ func.func @stage1(%x: tensor<4xf32>) attributes {dsc.stage = 1 : i64} {
 // wait on a send. The verifier names the two ranks and the first message
 // neither can complete.
 
-module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %a = arith.constant dense<0.0> : tensor<2x4xf32>
@@ -298,7 +298,7 @@ module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {schedule = "1f1b"
 // stage that sends them and names the two ranks and the first message
 // neither can complete.
 
-module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = {bubble = 0.000000e+00 : f64, schedule = "interleaved-1f1b", stages = 4 : i64, virtual_stages = 2 : i64}} {
+module attributes {dsc.microbatches = 2 : i64, dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2, bubble = 0.000000e+00>} {
   dsc.mesh @mesh axes = ["pp"] shape = [2]
   func.func @loss.stage0(%arg0: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
     %cst = arith.constant dense<0.000000e+00> : tensor<2x4x8xf32>

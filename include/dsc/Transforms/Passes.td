@@ -732,14 +732,14 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     Each stage function is a forward program of its stage (`dsc.program =
     #dsc.program_role<forward>`, `dsc.stage = k`). The pipeline schedule
     (`pipeline-schedule`) is recorded on the module as `dsc.pipeline =
-    {stages = P, schedule = "1f1b"}`, from which `--dsc-pipeline-schedule`
-    writes each stage's step.
+    #dsc.pipeline<stages = P, schedule = "1f1b">`, from which
+    `--dsc-pipeline-schedule` writes each stage's step.
 
     With `pipeline-schedule=interleaved-1f1b virtual-stages=v`
     (Megatron-LM's virtual pipeline) the model is cut into pp x v stages
     the same way, and rank r of the mesh's `pp` axis holds stages r, r+pp,
-    r+2pp, ...: `dsc.pipeline = {stages = pp*v, schedule =
-    "interleaved-1f1b", virtual_stages = v}`.
+    r+2pp, ...: `dsc.pipeline = #dsc.pipeline<stages = pp*v, schedule =
+    "interleaved-1f1b", virtual_stages = v>`.
 
     Errors name the numbers: fewer layers than stages, a mesh whose `pp`
     axis has another size, a cut crossed by more than one activation,
@@ -950,8 +950,8 @@ def DscPipelineSchedulePass
     forward_backward program; the order in which a step runs them over the
     micro-batches, and the messages between stages, is the schedule. This
     pass writes it into the IR, one `pipeline_step` program per stage,
-    `@step.stage<k>`, from the module's `dsc.pipeline = {stages = P,
-    schedule = ...}` and `dsc.microbatches = M`:
+    `@step.stage<k>`, from the module's `dsc.pipeline = #dsc.pipeline<stages
+    = P, schedule = ...>` and `dsc.microbatches = M`:
 
     - `gpipe`: every forward, then every backward (in forward order);
     - `1f1b` (PipeDream-flush, Megatron-LM's default): stage k runs
@@ -978,7 +978,7 @@ def DscPipelineSchedulePass
     Before (P = 2, M = 2, 1f1b):
     ```mlir
     module attributes {dsc.microbatches = 2 : i64,
-                       dsc.pipeline = {schedule = "1f1b", stages = 2 : i64}} {
+                       dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">} {
       func.func @loss.stage0(...) -> tensor<2x4xf32> attributes {dsc.stage = 0 ...}
       func.func @forward_backward.stage0(...) attributes {dsc.stage = 0 ...}
       func.func @loss.stage1(...) attributes {dsc.stage = 1 ...}

@@ -102,6 +102,58 @@ double InitAttr::getEffectiveStd() const {
 }
 
 //===----------------------------------------------------------------------===//
+// PipelineAttr
+//===----------------------------------------------------------------------===//
+
+FailureOr<::dsc::PipelineScheduleKind>
+mlir::dsc::parsePipelineScheduleParameter(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseString(&name))
+    return failure();
+  if (std::optional<::dsc::PipelineScheduleKind> kind =
+          ::dsc::parsePipelineSchedule(name))
+    return *kind;
+  return parser.emitError(loc, "unknown pipeline schedule \"")
+         << name << "\": \"1f1b\", \"gpipe\", \"interleaved-1f1b\" or "
+         << "\"zb-h1\"";
+}
+
+FailureOr<std::optional<llvm::APFloat>>
+mlir::dsc::parseOptionalF64Parameter(AsmParser &parser) {
+  FailureOr<llvm::APFloat> value = parseF64Parameter(parser);
+  if (failed(value))
+    return failure();
+  return std::optional<llvm::APFloat>(*value);
+}
+
+LogicalResult
+PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t stages, ::dsc::PipelineScheduleKind schedule,
+                     int64_t virtualStages,
+                     std::optional<llvm::APFloat> bubble) {
+  if (stages < 1)
+    return emitError() << "a pipeline needs stages >= 1, got " << stages;
+  // Interleaved: each pp rank holds virtual_stages of the stages.
+  if (virtualStages < 1 || stages % virtualStages != 0)
+    return emitError() << "virtual_stages must be >= 1 and divide the "
+                       << stages << " stages, got " << virtualStages;
+  if (virtualStages > 1 &&
+      schedule != ::dsc::PipelineScheduleKind::InterleavedOneFOneB)
+    return emitError() << "virtual_stages = " << virtualStages
+                       << " needs schedule \"interleaved-1f1b\", not \""
+                       << ::dsc::pipelineScheduleName(schedule) << "\"";
+  if (bubble) {
+    const double fraction = bubble->convertToDouble();
+    if (!(fraction >= 0.0 && fraction <= 1.0))
+      return emitError() << "bubble is the idle fraction of the step, in "
+                            "[0, 1], got "
+                         << fraction;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // ShardLayoutAttr
 //===----------------------------------------------------------------------===//
 

@@ -200,32 +200,15 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
       return fail() << "a #dsc.parallel_plan, got " << value;
     return success();
   }
+  if (name == kPipelineAttr) {
+    if (!isa<PipelineAttr>(value))
+      return fail() << "a #dsc.pipeline<stages = P, schedule = \"...\">, got "
+                    << value;
+    return success();
+  }
   auto dict = dyn_cast<DictionaryAttr>(value);
   if (!dict)
     return fail() << "a dictionary, got " << value;
-  if (name == kPipelineAttr) {
-    IntegerAttr stages = asI64(dict.get("stages"));
-    auto schedule = dict.getAs<StringAttr>("schedule");
-    if (!stages || stages.getInt() < 1 || !schedule ||
-        !::dsc::parsePipelineSchedule(schedule.getValue().str()))
-      return fail() << "{stages = P : i64 (>= 1), schedule = \"1f1b\", "
-                       "\"gpipe\", \"interleaved-1f1b\" or \"zb-h1\"}, got "
-                    << value;
-    // Interleaved: each pp rank holds virtual_stages of the stages.
-    if (Attribute chunks = dict.get("virtual_stages")) {
-      IntegerAttr v = asI64(chunks);
-      if (!v || v.getInt() < 1 || stages.getInt() % v.getInt() != 0)
-        return op->emitOpError("attribute '")
-               << name << "': virtual_stages must be an i64 >= 1 dividing "
-               << "the " << stages.getInt() << " stages, got " << chunks;
-      if (v.getInt() > 1 && schedule.getValue() != "interleaved-1f1b")
-        return op->emitOpError("attribute '")
-               << name << "': virtual_stages = " << v.getInt()
-               << " needs schedule \"interleaved-1f1b\", not \""
-               << schedule.getValue() << "\"";
-    }
-    return success();
-  }
   if (name == kMemoryAttr) {
     for (StringRef key : {"persistent_bytes", "temporary_bytes", "arena_bytes"})
       if (!asI64(dict.get(key)))

@@ -47,17 +47,13 @@ SmallVector<Operation *> mlir::dsc::getProgramOps(Operation *module,
   return programs;
 }
 
+PipelineAttr mlir::dsc::getPipelineAttr(Operation *module) {
+  return module->getAttrOfType<PipelineAttr>(kPipelineAttr);
+}
+
 std::optional<PipelineShape> mlir::dsc::getPipelineShape(Operation *module) {
-  auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  PipelineAttr pipeline = getPipelineAttr(module);
   if (!pipeline)
     return std::nullopt;
-  PipelineShape shape;
-  if (auto stages = pipeline.getAs<IntegerAttr>("stages"))
-    shape.stages = stages.getInt();
-  if (auto chunks = pipeline.getAs<IntegerAttr>("virtual_stages"))
-    shape.virtualStages = chunks.getInt();
-  if (shape.stages < 1 || shape.virtualStages < 1 ||
-      shape.stages % shape.virtualStages != 0)
-    return std::nullopt;
-  return shape;
+  return PipelineShape{pipeline.getStages(), pipeline.getVirtualStages()};
 }

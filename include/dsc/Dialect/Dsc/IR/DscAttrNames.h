@@ -64,9 +64,9 @@ inline constexpr llvm::StringLiteral kLayerAttr = "dsc.layer";
 /// `i64 >= 1`: micro-batches per step, recorded by --dsc-autodiff, which
 /// seeds the loss gradient with their inverse.
 inline constexpr llvm::StringLiteral kMicrobatchesAttr = "dsc.microbatches";
-/// `{stages = P : i64, schedule = "1f1b" | "gpipe"}` (--dsc-pipeline), and
-/// `bubble = f : f64`, the schedule's idle fraction of the step on these
-/// stages (--dsc-pipeline-schedule).
+/// `#dsc.pipeline<stages = P, schedule = "1f1b", ...>`: the stages
+/// --dsc-pipeline cut, with the schedule's bubble once
+/// --dsc-pipeline-schedule has simulated it.
 inline constexpr llvm::StringLiteral kPipelineAttr = "dsc.pipeline";
 /// A dictionary: the model's shape (dsc-translate --import-neox).
 inline constexpr llvm::StringLiteral kModelAttr = "dsc.model";

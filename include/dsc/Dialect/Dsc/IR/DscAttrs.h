@@ -12,6 +12,7 @@
 #include "mlir/IR/DialectImplementation.h"
 
 #include "dsc/Support/ParallelPlan.h"
+#include "dsc/Support/PipelineScheduleKind.h"
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/Hashing.h"
@@ -26,6 +27,12 @@ FailureOr<llvm::APFloat> parseF64Parameter(AsmParser &parser);
 FailureOr<::dsc::ParallelPlan> parseParallelPlanParameter(AsmParser &parser);
 void printParallelPlanParameter(AsmPrinter &printer,
                                 const ::dsc::ParallelPlan &plan);
+/// A #dsc.pipeline's schedule: a quoted name pipelineScheduleName spells.
+FailureOr<::dsc::PipelineScheduleKind>
+parsePipelineScheduleParameter(AsmParser &parser);
+/// A floating-point parameter that may be absent, written as a number.
+FailureOr<std::optional<llvm::APFloat>>
+parseOptionalF64Parameter(AsmParser &parser);
 } // namespace mlir::dsc
 
 namespace dsc {

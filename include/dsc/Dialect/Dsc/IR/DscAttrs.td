@@ -230,6 +230,56 @@ def Dsc_ShardLayoutAttr : Dsc_Attr<"ShardLayout", "layout"> {
   }];
 }
 
+// A pipeline schedule in its one spelling (dsc/Support/PipelineScheduleKind.h),
+// quoted: "1f1b" and "zb-h1" are not MLIR keywords.
+def Dsc_PipelineScheduleParameter
+    : AttrParameter<"::dsc::PipelineScheduleKind", "a pipeline schedule"> {
+  let parser = [{ ::mlir::dsc::parsePipelineScheduleParameter($_parser) }];
+  let printer = [{
+    $_printer << '"' << ::dsc::pipelineScheduleName($_self) << '"'
+  }];
+}
+
+// A double that may be absent (unknown yet), stored as an APFloat.
+def Dsc_OptionalF64Parameter
+    : AttrParameter<"std::optional<::llvm::APFloat>", "an optional 64-bit float"> {
+  let parser = [{ ::mlir::dsc::parseOptionalF64Parameter($_parser) }];
+  let printer = [{ $_printer.printFloat(*$_self) }];
+  let comparator = [{
+    ($_lhs.has_value() == $_rhs.has_value() &&
+     (!$_lhs.has_value() || $_lhs->bitwiseIsEqual(*$_rhs)))
+  }];
+  let defaultValue = "std::optional<::llvm::APFloat>()";
+}
+
+def Dsc_PipelineAttr : Dsc_Attr<"Pipeline", "pipeline"> {
+  let summary = "A pipelined module's shape: its stages, schedule and bubble";
+  let description = [{
+    Set as `dsc.pipeline` on the module by `--dsc-pipeline` when it cuts
+    the model into `stages` pipeline stages, and read by every later pass
+    and the lowering (through `getPipelineShape`): its presence says the
+    module is cut. The plan (`dsc.parallel_plan`) is what was asked for;
+    this is what the cut built. Each pp rank holds `virtual_stages` of the
+    stages (model chunks: rank r holds stages r, r + P, ... with P =
+    stages / virtual_stages ranks), more than one only under the
+    `interleaved-1f1b` schedule. `--dsc-pipeline-schedule` adds `bubble`,
+    the simulated idle fraction of the step under that schedule on these
+    stages, which the plan summary reports.
+
+    ```mlir
+    module attributes {dsc.pipeline = #dsc.pipeline<stages = 2, schedule = "1f1b">} {}
+    module attributes {dsc.pipeline = #dsc.pipeline<stages = 4, schedule = "interleaved-1f1b", virtual_stages = 2, bubble = 1.250000e-01>} {}
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$stages,
+    Dsc_PipelineScheduleParameter:$schedule,
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
+    Dsc_OptionalF64Parameter:$bubble);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Dsc_ParallelPlanParameter
     : AttrParameter<"::dsc::ParallelPlan", "a parallel plan"> {
   let parser = [{ ::mlir::dsc::parseParallelPlanParameter($_parser) }];

@@ -50,7 +50,10 @@ struct PipelineShape {
   int64_t chunkOf(int64_t stage) const { return stage / ranks(); }
 };
 
-/// The shape `module`'s `dsc.pipeline` records (the dialect verified it),
+/// `module`'s `dsc.pipeline`, or null when it is not cut into stages.
+PipelineAttr getPipelineAttr(Operation *module);
+
+/// The shape `module`'s `dsc.pipeline` records (its verifier checked it),
 /// or none without one.
 std::optional<PipelineShape> getPipelineShape(Operation *module);
 
