@@ -11,6 +11,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 #include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -36,17 +37,22 @@ namespace {
 /// Name of the gradient state of parameter `param`.
 std::string gradientName(StringRef param) { return ("grad." + param).str(); }
 
-struct DscAutodiffPass : mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass> {
-  using Base::Base;
+struct DscAutodiffPass
+    : PlanReadingPass<DscAutodiffPass,
+                      mlir::dsc::impl::DscAutodiffPassBase<DscAutodiffPass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  int64_t microbatches{};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SymbolTable symbols(module);
-    if (microbatches < 1) {
-      module.emitError("--dsc-autodiff: microbatches must be >= 1, got ")
-          << microbatches.getValue();
-      return signalPassFailure();
+    {
+      const ::dsc::ParallelPlan plan = readPlan(module);
+      microbatches = plan.numMicroBatches;
     }
+    SymbolTable symbols(module);
+    // microbatches >= 1: the plan's parser's.
     // A pipelined graph (--dsc-pipeline) has one forward program per stage,
     // with `dsc.stage = k`; each gets its own backward.
     SmallVector<func::FuncOp> stages;

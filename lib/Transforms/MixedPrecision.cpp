@@ -124,6 +124,14 @@ struct DscMixedPrecisionPass
       return func.emitError("--dsc-mixed-precision: @")
              << func.getSymName() << " must have a single block";
     Block &block = func.getBody().front();
+    // Refused before anything is rewritten: a half-converted function (its
+    // arguments cast, their uses inside a region replaced) must not reach
+    // the error path.
+    for (Operation &op : block)
+      if (op.getNumRegions())
+        return op.emitOpError("--dsc-mixed-precision: cannot convert an op "
+                              "with regions; the pass runs on a flat "
+                              "forward graph");
     // A pipeline stage's activation crosses to the next stage in bf16, as
     // Megatron-LM sends it; other functions keep their signature.
     bool stage = func->hasAttr(kStageAttr);
@@ -161,10 +169,6 @@ struct DscMixedPrecisionPass
     for (Operation &op : block)
       ops.push_back(&op);
     for (Operation *op : ops) {
-      if (op->getNumRegions())
-        return op->emitOpError("--dsc-mixed-precision: cannot convert an op "
-                               "with regions; the pass runs on a flat "
-                               "forward graph");
       // A master weight is read in f32 and used in bf16. Read through a
       // copy_to_parallel (sequence parallelism's region parameters), the
       // cast follows the copy, so that the copy's backward sums the

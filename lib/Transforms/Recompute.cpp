@@ -20,6 +20,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 #include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,33 +60,32 @@ int64_t bytesOf(Value value) {
 }
 
 struct DscRecomputePass
-    : mlir::dsc::impl::DscRecomputePassBase<DscRecomputePass> {
-  using Base::Base;
+    : PlanReadingPass<DscRecomputePass,
+                      mlir::dsc::impl::DscRecomputePassBase<DscRecomputePass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  std::string recompute;
+  int64_t recomputeLayers{};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    {
+      const ::dsc::ParallelPlan plan = readPlan(module);
+      recompute = ::dsc::recomputeName(plan.recompute);
+      recomputeLayers = plan.recomputeLayers;
+    }
+    // The plan's parser took the mode and refused recompute-layers < 0.
     std::optional<Mode> mode =
-        llvm::StringSwitch<std::optional<Mode>>(recompute.getValue())
+        llvm::StringSwitch<std::optional<Mode>>(recompute)
             .Case("none", Mode::None)
             .Case("selective", Mode::Selective)
-            .Case("full", Mode::Full)
-            .Default(std::nullopt);
-    if (!mode) {
-      module.emitError("--dsc-recompute: unknown recompute '")
-          << recompute.getValue() << "'; expected none, selective or full";
-      return signalPassFailure();
-    }
-    if (recomputeLayers < 0) {
-      module.emitError("--dsc-recompute: recompute-layers must be >= 0 (0: "
-                       "every layer), got ")
-          << recomputeLayers.getValue();
-      return signalPassFailure();
-    }
+            .Default(Mode::Full);
     if (recomputeLayers > 0 && *mode != Mode::Full) {
       module.emitError("--dsc-recompute: recompute-layers=")
-          << recomputeLayers.getValue()
+          << recomputeLayers
           << " counts the layers of recompute=full, but recompute="
-          << recompute.getValue();
+          << recompute;
       return signalPassFailure();
     }
     for (Operation *op : getProgramOps(module, ProgramRole::ForwardBackward)) {
@@ -126,7 +126,7 @@ struct DscRecomputePass
                                  });
     if (!anyLayer)
       return fb.emitError("--dsc-recompute: recompute=")
-             << recompute.getValue() << " needs the transformer layers, but no "
+             << recompute << " needs the transformer layers, but no "
              << "op of @" << fb.getSymName()
              << " is marked with one (`dsc.layer = i`, as the importers "
                 "mark each op of layer i, or an `h.<i>` name location)";
@@ -149,8 +149,7 @@ struct DscRecomputePass
       int64_t layer = transformerLayerOf(op);
       if (layer < 0 || isRematerialized(op) || op->getNumResults() == 0)
         continue;
-      if (recomputeLayers > 0 &&
-          layerRank[layer] >= size_t(recomputeLayers.getValue()))
+      if (recomputeLayers > 0 && layerRank[layer] >= size_t(recomputeLayers))
         continue;
       // A value read outside its layer in the forward is a layer boundary,
       // kept: recomputing it would need what it was computed from.

@@ -23,6 +23,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PlanOptions.h"
 #include "dsc/Transforms/TransformerLayers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -60,16 +61,23 @@ struct ParamSplit {
 };
 
 struct DscTensorParallelPass
-    : mlir::dsc::impl::DscTensorParallelPassBase<DscTensorParallelPass> {
-  using Base::Base;
+    : PlanReadingPass<
+          DscTensorParallelPass,
+          mlir::dsc::impl::DscTensorParallelPassBase<DscTensorParallelPass>> {
+  using PlanReadingPass::PlanReadingPass;
+
+  /// The plan knobs this pass builds (readPlan, at the start of a run).
+  int64_t tp{};
+  bool sequenceParallel{};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (tp < 1) {
-      module.emitError("--dsc-tensor-parallel: tp must be >= 1, got ")
-          << tp.getValue();
-      return signalPassFailure();
+    {
+      const ::dsc::ParallelPlan plan = readPlan(module);
+      tp = plan.tp;
+      sequenceParallel = plan.sequenceParallel;
     }
+    // tp >= 1: the plan's parser's.
     if (tp == 1 && sequenceParallel) {
       module.emitError("--dsc-tensor-parallel: sequence-parallel=1 splits the "
                        "tensor-parallel group's tokens and needs tp > 1");
@@ -245,8 +253,7 @@ private:
       int64_t heads = attention.getNumHeadsAttr().getInt();
       if (heads % tp != 0)
         return attention.emitOpError("--dsc-tensor-parallel: ")
-               << heads
-               << " attention heads are not divisible by tp=" << tp.getValue();
+               << heads << " attention heads are not divisible by tp=" << tp;
       AttentionInput q = peelAttentionInput(attention.getQuery());
       AttentionInput k = peelAttentionInput(attention.getKey());
       AttentionInput v = peelAttentionInput(attention.getValue());
@@ -302,8 +309,7 @@ private:
               "and v repeated per group");
         if (kvHeads % tp != 0)
           return attention.emitOpError("--dsc-tensor-parallel: ")
-                 << kvHeads
-                 << " key/value heads are not divisible by tp=" << tp.getValue()
+                 << kvHeads << " key/value heads are not divisible by tp=" << tp
                  << " (dsc splits the key/value heads over tp, as GPT-NeoX "
                     "and Megatron-LM do; replicating them is not supported)";
         columnParallel(*qProj, {in, hidden}, {hidden});
@@ -348,7 +354,7 @@ private:
       int64_t ffn = tensorOf(output).getShape().back();
       if (ffn % tp != 0)
         return act->emitOpError("--dsc-tensor-parallel: the MLP width ")
-               << ffn << " is not divisible by tp=" << tp.getValue();
+               << ffn << " is not divisible by tp=" << tp;
       int64_t in = tensorOf(fc->weight.getResult()).getDimSize(0);
       if (isa<SwigluOp>(act))
         columnParallel(*fc, {in, 2, ffn}, {2, ffn});
@@ -429,7 +435,7 @@ private:
   LogicalResult checkVocabulary(Operation *op, int64_t vocab) {
     if (vocab % tp != 0)
       return op->emitOpError("--dsc-tensor-parallel: the vocabulary (")
-             << vocab << " tokens) is not divisible by tp=" << tp.getValue()
+             << vocab << " tokens) is not divisible by tp=" << tp
              << "; pad it (Megatron's make-vocab-size-divisible-by)";
     return success();
   }
@@ -501,8 +507,7 @@ private:
       if (whole.getRank() < 2 || rows % tp != 0)
         return op->emitOpError("--dsc-tensor-parallel: sequence parallelism "
                                "splits the ")
-               << rows << " token rows of " << whole
-               << " over tp=" << tp.getValue()
+               << rows << " token rows of " << whole << " over tp=" << tp
                << ", which does not divide them";
       return success();
     };

@@ -127,3 +127,17 @@ func.func @staged() -> tensor<4xf32> {
   } : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// Refused before anything is rewritten, even when an argument that the
+// pass would cast is read inside the region (this crashed once).
+func.func @argInRegion(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'tensor.generate' op --dsc-mixed-precision: cannot convert an op with regions; the pass runs on a flat forward graph}}
+  %y = tensor.generate {
+  ^bb0(%i: index):
+    %e = tensor.extract %x[%i] : tensor<4xf32>
+    tensor.yield %e : f32
+  } : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
