@@ -53,10 +53,12 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
            "recompute=selective is not priced";
   if (plan.offloadsOptimizer() && plan.zeroStage == 0)
     return "optimizer offload needs ZeRO stage >= 1 (as in DeepSpeed)";
-  if (plan.offloadsParams() && (plan.zeroStage != 3 || !plan.offloadsOptimizer()))
+  if (plan.offloadsParams() &&
+      (plan.zeroStage != 3 || !plan.offloadsOptimizer()))
     return "parameter offload needs ZeRO stage 3 and optimizer offload (as "
            "--dsc-offload builds it)";
-  if (plan.delayedUpdate && (!plan.offloadsOptimizer() || plan.offloadsParams()))
+  if (plan.delayedUpdate &&
+      (!plan.offloadsOptimizer() || plan.offloadsParams()))
     return "the delayed parameter update needs optimizer offload without "
            "parameter offload (as --dsc-offload builds it)";
   return "";
@@ -141,7 +143,8 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
     // --dsc-offload builds: the fp32 gradient copy and an fp32 master of
     // the partition beside the moments (the device keeps its parameter).
     const double shard = psiRank / nd;
-    double offloaded = mem.states.optimizer + (plan.isFp32() ? 4.0 * shard : 0.0);
+    double offloaded =
+        mem.states.optimizer + (plan.isFp32() ? 4.0 * shard : 0.0);
     double gradCopy = (plan.isFp32() ? 4.0 : 2.0) * shard;
     mem.states.optimizer = 0;
     // ZeRO-Infinity: the chunks leave the device. An fp32 chunk is its
@@ -169,7 +172,7 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
       plan.isFp32() ? fp32ActivationBytesPerLayer : activationBytesPerLayer;
   double perLayer = layerBytes(ms, b, t, sp, plan.fullRecompute());
   double working = plan.fullRecompute() ? layerBytes(ms, b, t, sp, false)
-                                  : 0.0; // the layer being recomputed
+                                        : 0.0; // the layer being recomputed
   bool gpipe = plan.schedule == PipelineSchedule::GPipe && p > 1;
   double firstInFlight = gpipe ? m : std::min(p, m);
   double lastInFlight = gpipe ? m : 1;

@@ -327,7 +327,7 @@ std::vector<Block> buildDocument(const SearchResult &r,
              : std::string(scheduleName(p.schedule)),
          yesNo(p.fullRecompute()),
          p.offloadsParams() ? std::string("yes+params")
-                         : yesNo(p.offloadsOptimizer()),
+                            : yesNo(p.offloadsOptimizer()),
          llvm::formatv("{0:F2}", e.time.total),
          llvm::formatv("{0:F0}", e.flopsPerGpu / 1e12), f1(100.0 * e.mfu) + "%",
          f1(toGB(e.memory.device)), f1(toGB(e.memory.host)),

@@ -185,7 +185,8 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
         if (opt.microBatchSize > 0 && b != opt.microBatchSize)
           continue;
         ParallelPlan plan;
-        plan.precision = opt.fp32 ? ::dsc::Precision::Fp32 : ::dsc::Precision::Bf16;
+        plan.precision =
+            opt.fp32 ? ::dsc::Precision::Fp32 : ::dsc::Precision::Bf16;
         plan.dp = d;
         plan.tp = t;
         plan.pp = p;
@@ -204,7 +205,8 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
             for (int rc = 0; rc < 2; ++rc) {
               if (rc && !opt.allowRecompute)
                 continue;
-              plan.recompute = rc ? ::dsc::RecomputeKind::Full : ::dsc::RecomputeKind::None;
+              plan.recompute =
+                  rc ? ::dsc::RecomputeKind::Full : ::dsc::RecomputeKind::None;
               for (int sp = 0; sp < 2; ++sp) {
                 if (sp && (t == 1 || !opt.allowSequenceParallel))
                   continue;
@@ -289,9 +291,10 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
   else
     respects.push_back({"tensor parallelism (tp > 1)",
                         [](const ParallelPlan &p) { return p.tp > 1; }});
-  respects.push_back(
-      {wp.fullRecompute() ? "no recompute" : "full recompute",
-       [&](const ParallelPlan &p) { return p.fullRecompute() != wp.fullRecompute(); }});
+  respects.push_back({wp.fullRecompute() ? "no recompute" : "full recompute",
+                      [&](const ParallelPlan &p) {
+                        return p.fullRecompute() != wp.fullRecompute();
+                      }});
   respects.push_back(
       {wp.offloadsOptimizer() ? "no optimizer offload" : "optimizer offload",
        [&](const ParallelPlan &p) {

@@ -123,12 +123,11 @@ std::optional<bool> parseFlag(std::string_view text) {
 
 std::string quoteIfNeeded(const std::string &text) {
   // An empty value is "key=" (which reads back as empty).
-  const bool plain =
-      std::none_of(text.begin(), text.end(), [](char c) {
-        return std::isspace(static_cast<unsigned char>(c)) || c == '"' ||
-               c == '\\' || c == '{' || c == '}' || c == '\'' ||
-               !std::isprint(static_cast<unsigned char>(c));
-      });
+  const bool plain = std::none_of(text.begin(), text.end(), [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) || c == '"' ||
+           c == '\\' || c == '{' || c == '}' || c == '\'' ||
+           !std::isprint(static_cast<unsigned char>(c));
+  });
   if (plain)
     return text;
   std::string out = "\"";
@@ -229,7 +228,8 @@ bool setValue(RecomputeKind &slot, PlanValueKind, std::string_view text) {
   return false;
 }
 bool setValue(OffloadTier &slot, PlanValueKind, std::string_view text) {
-  for (OffloadTier t : {OffloadTier::None, OffloadTier::Host, OffloadTier::Nvme})
+  for (OffloadTier t :
+       {OffloadTier::None, OffloadTier::Host, OffloadTier::Nvme})
     if (text == offloadTierName(t))
       return slot = t, true;
   // DeepSpeed's offload device "cpu" is the host tier; --dsc-estimate's

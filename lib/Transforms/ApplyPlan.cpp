@@ -5,16 +5,16 @@
 //===----------------------------------------------------------------------===//
 //
 // The search's answer, compiled: reads the plan --dsc-auto-parallel recorded
-// on the module (dsc.parallel_plan) and runs the --dsc-compile pipeline with it, as a
-// dynamic pipeline because the plan is only known once the module is. Every
-// entry of the plan is either applied or refused by name.
+// on the module (dsc.parallel_plan) and runs the --dsc-compile pipeline with
+// it, as a dynamic pipeline because the plan is only known once the module is.
+// Every entry of the plan is either applied or refused by name.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
+#include "dsc/Dialect/Dsc/IR/DscAttrs.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 #include "dsc/Transforms/Passes.h"
-#include "dsc/Dialect/Dsc/IR/DscAttrs.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -48,8 +48,9 @@ struct DscApplyPlanPass
       signalPassFailure();
     };
     if (!compile->plan.getValue().empty() && compile->plan != "auto")
-      return fail("plan must be 'auto' (the module's dsc.parallel_plan), got '" +
-                  compile->plan.getValue() + "'");
+      return fail(
+          "plan must be 'auto' (the module's dsc.parallel_plan), got '" +
+          compile->plan.getValue() + "'");
     auto recorded = module->getAttrOfType<ParallelPlanAttr>(kPlanAttr);
     if (!recorded)
       return fail("the module has no dsc.parallel_plan; run "

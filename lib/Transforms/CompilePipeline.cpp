@@ -161,8 +161,8 @@ LogicalResult mlir::dsc::applyDeepSpeedConfig(CompileOptions &options,
   if (options.dsConfig.getValue().empty())
     return success();
   std::optional<::dsc::config::TrainingSettings> settings =
-      ::dsc::config::tryReadDeepSpeedConfig(options.dsConfig, options.parallel.dp,
-                                            error);
+      ::dsc::config::tryReadDeepSpeedConfig(options.dsConfig,
+                                            options.parallel.dp, error);
   if (!settings)
     return failure();
   // The options given explicitly win: only the others are parsed again. A
@@ -175,9 +175,9 @@ LogicalResult mlir::dsc::applyDeepSpeedConfig(CompileOptions &options,
   std::string assigned;
   for (const auto &[key, value] : settings->compile) {
     std::optional<::dsc::PlanKey> planKey = ::dsc::lookupPlanKey(key);
-    const bool explicitlyGiven =
-        planKey ? options.givenPlanKeys[size_t(*planKey)]
-                : explicitKeys.contains(key);
+    const bool explicitlyGiven = planKey
+                                     ? options.givenPlanKeys[size_t(*planKey)]
+                                     : explicitKeys.contains(key);
     if (!explicitlyGiven)
       assigned += " " + key + "=" + value;
   }

@@ -58,7 +58,9 @@ int64_t bytesOf(RankedTensorType type) {
 }
 
 struct DscDataParallelPass
-    : PlanReadingPass<DscDataParallelPass, mlir::dsc::impl::DscDataParallelPassBase<DscDataParallelPass>> {
+    : PlanReadingPass<
+          DscDataParallelPass,
+          mlir::dsc::impl::DscDataParallelPassBase<DscDataParallelPass>> {
   using PlanReadingPass::PlanReadingPass;
 
   /// The plan knobs this pass builds (readPlan, at the start of a run).
@@ -66,7 +68,6 @@ struct DscDataParallelPass
   int64_t bucketBytes{};
   int64_t zero{};
   int64_t persistenceThreshold{};
-
 
   /// Parameters whose states (and, for ZeRO-3, themselves) an earlier
   /// stage's optimizer sharded in this run: a tied embedding is updated by
@@ -391,8 +392,7 @@ struct DscDataParallelPass
         backwards.push_back(func);
     if (backwards.empty())
       return module.emitError("--dsc-data-parallel: zero=")
-             << zero
-             << " needs @forward_backward; run --dsc-autodiff first";
+             << zero << " needs @forward_backward; run --dsc-autodiff first";
     SymbolTable symbols(module);
     Builder attrs(module.getContext());
     ArrayAttr axes = attrs.getStrArrayAttr({"dp"});

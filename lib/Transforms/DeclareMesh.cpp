@@ -21,9 +21,9 @@ using namespace mlir::dsc;
 namespace {
 
 struct DscDeclareMeshPass
-    : PlanReadingPass<DscDeclareMeshPass,
-                      mlir::dsc::impl::DscDeclareMeshPassBase<
-                          DscDeclareMeshPass>> {
+    : PlanReadingPass<
+          DscDeclareMeshPass,
+          mlir::dsc::impl::DscDeclareMeshPassBase<DscDeclareMeshPass>> {
   using PlanReadingPass::PlanReadingPass;
 
   void runOnOperation() override {

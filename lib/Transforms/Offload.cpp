@@ -48,11 +48,13 @@ struct OffloadedUpdate {
 };
 
 struct DscOffloadPass
-    : PlanReadingPass<DscOffloadPass, mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass>> {
+    : PlanReadingPass<DscOffloadPass,
+                      mlir::dsc::impl::DscOffloadPassBase<DscOffloadPass>> {
   using PlanReadingPass::PlanReadingPass;
 
   static ArrayRef<PlanAlias> planAliases() {
-    static const PlanAlias aliases[] = {{"optimizer", "offload-optimizer"}, {"params", "offload-params"}};
+    static const PlanAlias aliases[] = {{"optimizer", "offload-optimizer"},
+                                        {"params", "offload-params"}};
     return aliases;
   }
 
@@ -65,7 +67,6 @@ struct DscOffloadPass
   int64_t nvmeQueueDepth{};
   int64_t deviceMemory{};
   bool prefetch{};
-
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

@@ -53,14 +53,14 @@ using namespace mlir::dsc;
 namespace {
 
 struct DscPipelinePass
-    : PlanReadingPass<DscPipelinePass, mlir::dsc::impl::DscPipelinePassBase<DscPipelinePass>> {
+    : PlanReadingPass<DscPipelinePass,
+                      mlir::dsc::impl::DscPipelinePassBase<DscPipelinePass>> {
   using PlanReadingPass::PlanReadingPass;
 
   /// The plan knobs this pass builds (readPlan, at the start of a run).
   int64_t pp{};
   std::string pipelineSchedule;
   int64_t virtualStages{};
-
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

@@ -113,12 +113,12 @@ static Type swappedType(func::FuncOp func, Attribute name) {
 }
 
 struct DscPlanMemoryPass
-    : PlanReadingPass<DscPlanMemoryPass, mlir::dsc::impl::DscPlanMemoryPassBase<DscPlanMemoryPass>> {
+    : PlanReadingPass<DscPlanMemoryPass, mlir::dsc::impl::DscPlanMemoryPassBase<
+                                             DscPlanMemoryPass>> {
   using PlanReadingPass::PlanReadingPass;
 
   /// The plan knobs this pass builds (readPlan, at the start of a run).
   bool prefetch{};
-
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

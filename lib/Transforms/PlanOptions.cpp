@@ -1,4 +1,5 @@
-//===- PlanOptions.cpp - Passes that read the typed plan -------------------===//
+//===- PlanOptions.cpp - Passes that read the typed plan
+//-------------------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
@@ -17,10 +18,10 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-LogicalResult PlanOverrides::parse(
-    StringRef pass, StringRef text, std::string &rest,
-    function_ref<LogicalResult(const Twine &)> errorHandler,
-    ArrayRef<PlanAlias> aliases) {
+LogicalResult
+PlanOverrides::parse(StringRef pass, StringRef text, std::string &rest,
+                     function_ref<LogicalResult(const Twine &)> errorHandler,
+                     ArrayRef<PlanAlias> aliases) {
   std::vector<std::string> words;
   std::string error;
   if (!::dsc::splitPlanWords(std::string_view(text.data(), text.size()), words,
@@ -43,7 +44,8 @@ LogicalResult PlanOverrides::parse(
 }
 
 ::dsc::ParallelPlan PlanOverrides::resolve(ModuleOp module) const {
-  ::dsc::ParallelPlan plan = getModulePlan(module).value_or(::dsc::ParallelPlan());
+  ::dsc::ParallelPlan plan =
+      getModulePlan(module).value_or(::dsc::ParallelPlan());
   for (const ::dsc::PlanKeyInfo &info : ::dsc::planKeys())
     if (given[size_t(info.key)])
       ::dsc::copyPlanValue(plan, values, info.key);

@@ -132,8 +132,7 @@ TEST(ParallelPlan, ErrorsNameTheKey) {
   EXPECT_EQ(parseError("offload-optimizer=gpu"),
             "plan key 'offload-optimizer': 'gpu' is not none, host (cpu) or "
             "nvme");
-  EXPECT_EQ(parseError("tp"),
-            "plan key 'tp' needs a value (an integer >= 1)");
+  EXPECT_EQ(parseError("tp"), "plan key 'tp' needs a value (an integer >= 1)");
   EXPECT_EQ(parseError("dp=99999999999999999999"),
             "plan key 'dp': '99999999999999999999' is not an integer >= 1");
   EXPECT_EQ(parseError("nvme-path=\"abc"), "'nvme-path=\"abc': an "
@@ -228,11 +227,31 @@ TEST(ParallelPlan, FuzzedStringsRoundTripOrNameTheKey) {
     }
     default: { // real keys with random values
       int n = 1 + pick(rng) % 5;
-      const std::vector<std::string> values = {
-          "0", "1", "2", "3", "4", "-1", "true", "false", "none", "host",
-          "nvme", "cpu", "full", "selective", "bf16", "fp16", "1f1b",
-          "zb-h1", "gpipe", "interleaved-1f1b", "\"x y\"", "", "1e3",
-          "9223372036854775807", "9223372036854775808"};
+      const std::vector<std::string> values = {"0",
+                                               "1",
+                                               "2",
+                                               "3",
+                                               "4",
+                                               "-1",
+                                               "true",
+                                               "false",
+                                               "none",
+                                               "host",
+                                               "nvme",
+                                               "cpu",
+                                               "full",
+                                               "selective",
+                                               "bf16",
+                                               "fp16",
+                                               "1f1b",
+                                               "zb-h1",
+                                               "gpipe",
+                                               "interleaved-1f1b",
+                                               "\"x y\"",
+                                               "",
+                                               "1e3",
+                                               "9223372036854775807",
+                                               "9223372036854775808"};
       for (int j = 0; j < n; ++j)
         text += names[size_t(pick(rng)) % names.size()] + "=" +
                 values[size_t(pick(rng)) % values.size()] + " ";

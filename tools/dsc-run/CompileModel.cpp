@@ -243,8 +243,8 @@ rt::Plan loadOrCompile(RunOptions &options) {
     // The module may have been edited since it was compiled: prove its
     // ranks agree before any of them starts.
     if (failed(mlir::dsc::verifyCompiledModule(*module)))
-      throw Error("the compiled module '" + options.input +
-                  "' cannot run:\n" + diagnostics);
+      throw Error("the compiled module '" + options.input + "' cannot run:\n" +
+                  diagnostics);
     FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(*module);
     if (failed(plan))
       throw Error("lowering the compiled module '" + options.input +

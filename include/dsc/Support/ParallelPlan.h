@@ -74,7 +74,9 @@ using PlanKeySet = std::bitset<kNumPlanKeys>;
 
 namespace detail {
 template <PlanValueKind K> struct PlanValueType;
-template <> struct PlanValueType<PlanValueKind::Count> { using type = int64_t; };
+template <> struct PlanValueType<PlanValueKind::Count> {
+  using type = int64_t;
+};
 template <> struct PlanValueType<PlanValueKind::Size> { using type = int64_t; };
 template <> struct PlanValueType<PlanValueKind::Stage> { using type = int; };
 template <> struct PlanValueType<PlanValueKind::Flag> { using type = bool; };

@@ -1,4 +1,5 @@
-//===- PlanOptions.h - Passes that read the typed plan -----------*- C++ -*-===//
+//===- PlanOptions.h - Passes that read the typed plan -----------*- C++
+//-*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
@@ -75,8 +76,7 @@ void setModulePlan(ModuleOp module, const ::dsc::ParallelPlan &plan);
 /// The base of a pass that reads the module's plan: `Base` is the pass's
 /// generated base; `Derived` may define `static ArrayRef<PlanAlias>
 /// planAliases()` for its own older spellings.
-template <typename Derived, typename Base>
-class PlanReadingPass : public Base {
+template <typename Derived, typename Base> class PlanReadingPass : public Base {
 public:
   using Base::Base;
 

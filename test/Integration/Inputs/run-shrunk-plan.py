@@ -14,18 +14,23 @@ import subprocess
 import sys
 
 text = open(sys.argv[1]).read()
-found = re.search(r"dsc\.plan = \{([^}]*)\}", text)
+# The typed plan in its textual form (docs/architecture.md): keys at their
+# defaults are left out.
+found = re.search(r'dsc\.parallel_plan = #dsc\.parallel_plan<"([^"]*)">', text)
 if not found:
-    sys.exit(f"{sys.argv[1]}: no dsc.plan")
-plan = dict(re.findall(r'(\w+) = ("[^"]*"|\w+)', found.group(1)))
+    sys.exit(f"{sys.argv[1]}: no dsc.parallel_plan")
+plan = {"dp": "1", "tp": "1", "pp": "1", "zero": "0",
+        "pipeline-schedule": "1f1b", "virtual-stages": "1",
+        "sequence-parallel": "false", "recompute": "none"}
+plan.update(word.split("=", 1) for word in found.group(1).split())
 shrunk = lambda key: 2 if int(plan[key]) > 1 else 1
 knobs = [
     f"dp={shrunk('dp')}", f"tp={shrunk('tp')}", f"pp={shrunk('pp')}",
     f"zero={plan['zero']}", "microbatches=2",
-    f"pipeline-schedule={plan['schedule'].strip(chr(34))}",
-    f"virtual-stages={shrunk('virtual_stages')}",
-    f"sequence-parallel={1 if plan['sequence_parallel'] == 'true' else 0}",
-    f"recompute={'full' if plan['recompute'] == 'true' else 'none'}",
+    f"pipeline-schedule={plan['pipeline-schedule']}",
+    f"virtual-stages={shrunk('virtual-stages')}",
+    f"sequence-parallel={1 if plan['sequence-parallel'] == 'true' else 0}",
+    f"recompute={plan['recompute']}",
 ]
 compile_options = " ".join(knobs)
 print(f"knobs: {compile_options}", flush=True)

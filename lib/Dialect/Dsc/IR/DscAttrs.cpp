@@ -127,11 +127,11 @@ mlir::dsc::parseOptionalF64Parameter(AsmParser &parser) {
   return std::optional<llvm::APFloat>(*value);
 }
 
-LogicalResult
-PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     int64_t stages, ::dsc::PipelineScheduleKind schedule,
-                     int64_t virtualStages,
-                     std::optional<llvm::APFloat> bubble) {
+LogicalResult PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t stages,
+                                   ::dsc::PipelineScheduleKind schedule,
+                                   int64_t virtualStages,
+                                   std::optional<llvm::APFloat> bubble) {
   if (stages < 1)
     return emitError() << "a pipeline needs stages >= 1, got " << stages;
   // Interleaved: each pp rank holds virtual_stages of the stages.
