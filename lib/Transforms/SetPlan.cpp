@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
@@ -35,7 +36,21 @@ struct DscSetPlanPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Run alone, its keys are the module's plan from now on.
-    setModulePlan(module, whole ? *whole : readPlan(module));
+    const ::dsc::ParallelPlan plan = whole ? *whole : readPlan(module);
+    // The graph's token shape fixes the micro-batch size: a plan that asks
+    // for another is refused, not compiled at the graph's.
+    if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr))
+      if (auto graph = model.getAs<IntegerAttr>("micro_batch_size");
+          graph && plan.microBatchSize != 0 &&
+          graph.getInt() != plan.microBatchSize) {
+        module.emitError("--dsc-set-plan: the plan's micro-batch-size=")
+            << plan.microBatchSize << " is not the graph's "
+            << graph.getInt()
+            << " (its token shape); import the model with that micro-batch "
+               "size (dsc-run does, given the config)";
+        return signalPassFailure();
+      }
+    setModulePlan(module, plan);
   }
 
   std::optional<::dsc::ParallelPlan> whole;

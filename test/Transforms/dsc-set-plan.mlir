@@ -29,3 +29,11 @@ module attributes {dsc.parallel_plan = #dsc.parallel_plan<"microbatches=4 precis
 // READ: dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
 // READ: dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 4]
 // OVER: dsc.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+
+// -----
+
+// The graph's token shape fixes the micro-batch size: another is refused.
+// RUN: not dsc-opt %s -split-input-file --dsc-set-plan="micro-batch-size=4" 2>&1 | FileCheck %s --check-prefix=MBS
+// MBS: error: --dsc-set-plan: the plan's micro-batch-size=4 is not the graph's 2 (its token shape); import the model with that micro-batch size (dsc-run does, given the config)
+module attributes {dsc.model = {micro_batch_size = 2 : i64}} {
+}
