@@ -104,9 +104,7 @@ struct DscApplyPlanPass
         return fail(Twine("the option ") + info.name + "=" + mine +
                     " disagrees with dsc.parallel_plan's " + info.name + "=" +
                     theirs + "; drop the option or plan=auto");
-      std::string error;
-      if (!::dsc::setPlanValue(plan, info.key, mine, error))
-        return fail(error);
+      ::dsc::copyPlanValue(plan, compile->parallel, info.key);
     }
 
     CompileOptions options;

@@ -233,8 +233,7 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
   LogicalResult initializeOptions(
       StringRef options,
       function_ref<LogicalResult(const Twine &)> errorHandler) override {
-    givenPlan = ::dsc::ParallelPlan();
-    givenPlan.precision = ::dsc::Precision::Bf16;
+    givenPlan = estimateDefaults();
     std::string rest;
     if (failed(parsePlanOptions("--dsc-estimate", options, givenPlan, rest,
                                 errorHandler)))
@@ -242,11 +241,15 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     return Pass::initializeOptions(rest, errorHandler);
   }
 
-  ::dsc::ParallelPlan givenPlan = [] {
+  /// The plan keys' defaults, but bf16: the estimate prices the papers'
+  /// 16-bit forms unless told precision=fp32.
+  static ::dsc::ParallelPlan estimateDefaults() {
     ::dsc::ParallelPlan plan;
     plan.precision = ::dsc::Precision::Bf16;
     return plan;
-  }();
+  }
+
+  ::dsc::ParallelPlan givenPlan = estimateDefaults();
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

@@ -83,9 +83,9 @@ struct DscOffloadPass
     }
     // The plan's tiers (its parser refuses any other): none keeps the
     // states on the device.
-    std::optional<MemoryTier> tier = memoryTierOf(plan.offloadOptimizer);
-    std::optional<MemoryTier> paramsTier = memoryTierOf(plan.offloadParams);
-    if (*paramsTier != MemoryTier::Device && *tier == MemoryTier::Device) {
+    const MemoryTier tier = memoryTierOf(plan.offloadOptimizer);
+    const MemoryTier paramsTier = memoryTierOf(plan.offloadParams);
+    if (paramsTier != MemoryTier::Device && tier == MemoryTier::Device) {
       module.emitError("--dsc-offload: params=")
           << params
           << " needs optimizer=host or nvme: an offloaded chunk is updated "
@@ -95,15 +95,15 @@ struct DscOffloadPass
     // NVMe masters would be read twice a step; an offloaded chunk, updated
     // in place, has no copy a step behind.
     if (dpu &&
-        (*tier != MemoryTier::Host || *paramsTier != MemoryTier::Device)) {
+        (tier != MemoryTier::Host || paramsTier != MemoryTier::Device)) {
       module.emitError("--dsc-offload: dpu=1 (the delayed parameter update) "
                        "needs optimizer=host and params=none, got optimizer=")
           << optimizer << " params=" << params;
       return signalPassFailure();
     }
-    Tiers tiers{*tier, *paramsTier};
+    Tiers tiers{tier, paramsTier};
     // A budget without a tier named: the least offload that fits it.
-    if (deviceMemory > 0 && *tier == MemoryTier::Device) {
+    if (deviceMemory > 0 && tier == MemoryTier::Device) {
       FailureOr<Tiers> fitting = leastOffloadThatFits(module);
       if (failed(fitting))
         return signalPassFailure();

@@ -59,7 +59,7 @@ struct DscPipelinePass
 
   /// The plan knobs this pass builds (readPlan, at the start of a run).
   int64_t pp{};
-  std::string pipelineSchedule;
+  ::dsc::PipelineScheduleKind schedule{};
   int64_t virtualStages{};
 
   void runOnOperation() override {
@@ -67,20 +67,17 @@ struct DscPipelinePass
     {
       const ::dsc::ParallelPlan plan = readPlan(module);
       pp = plan.pp;
-      pipelineSchedule = ::dsc::pipelineScheduleName(plan.schedule);
+      schedule = plan.schedule;
       virtualStages = plan.virtualStages;
     }
     if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
                                            removedSchedule)))
       return signalPassFailure();
-    // The plan's schedule, spelled as the attributes spell it.
-    std::optional<::dsc::PipelineScheduleKind> kind =
-        ::dsc::parsePipelineSchedule(pipelineSchedule);
     // The micro-batch count is --dsc-autodiff's; its rule is checked by
     // --dsc-pipeline-schedule.
     if (pp > 1 || virtualStages != 1)
       if (std::optional<std::string> why = ::dsc::pipelineShapeError(
-              *kind, pp, virtualStages, /*microBatches=*/pp)) {
+              schedule, pp, virtualStages, /*microBatches=*/pp)) {
         module.emitError("--dsc-pipeline: ") << *why;
         return signalPassFailure();
       }
@@ -103,7 +100,7 @@ struct DscPipelinePass
       return signalPassFailure();
     module->setAttr(kPipelineAttr,
                     PipelineAttr::get(module.getContext(), pp * virtualStages,
-                                      *kind, virtualStages,
+                                      schedule, virtualStages,
                                       /*bubble=*/std::nullopt));
   }
 

@@ -28,7 +28,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/StringSwitch.h"
 
 #include <functional>
 #include <map>
@@ -43,7 +42,8 @@ using namespace mlir::dsc;
 
 namespace {
 
-enum class Mode { None, Selective, Full };
+/// The plan's recompute mode.
+using Mode = ::dsc::RecomputeKind;
 
 /// A value of shape b x a x s x s: attention scores, probabilities and
 /// their dropout, the part of a layer Korthikanti et al.'s selective
@@ -65,27 +65,22 @@ struct DscRecomputePass
   using PlanReadingPass::PlanReadingPass;
 
   /// The plan knobs this pass builds (readPlan, at the start of a run).
-  std::string recompute;
+  Mode mode = Mode::None;
   int64_t recomputeLayers{};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     {
       const ::dsc::ParallelPlan plan = readPlan(module);
-      recompute = ::dsc::recomputeName(plan.recompute);
+      mode = plan.recompute;
       recomputeLayers = plan.recomputeLayers;
     }
-    // The plan's parser took the mode and refused recompute-layers < 0.
-    std::optional<Mode> mode =
-        llvm::StringSwitch<std::optional<Mode>>(recompute)
-            .Case("none", Mode::None)
-            .Case("selective", Mode::Selective)
-            .Default(Mode::Full);
-    if (recomputeLayers > 0 && *mode != Mode::Full) {
+    // The plan's parser refused recompute-layers < 0.
+    if (recomputeLayers > 0 && mode != Mode::Full) {
       module.emitError("--dsc-recompute: recompute-layers=")
           << recomputeLayers
           << " counts the layers of recompute=full, but recompute="
-          << recompute;
+          << ::dsc::recomputeName(mode);
       return signalPassFailure();
     }
     for (Operation *op : getProgramOps(module, ProgramRole::ForwardBackward)) {
@@ -96,7 +91,7 @@ struct DscRecomputePass
           countForwardOps(module, fb, "--dsc-recompute");
       if (failed(forwardOps))
         return signalPassFailure();
-      if (failed(rewrite(fb, *forwardOps, *mode)))
+      if (failed(rewrite(fb, *forwardOps)))
         return signalPassFailure();
       fb->setAttr(kSavedActivationBytesAttr,
                   IntegerAttr::get(IntegerType::get(&getContext(), 64),
@@ -104,7 +99,7 @@ struct DscRecomputePass
     }
   }
 
-  LogicalResult rewrite(func::FuncOp fb, size_t forwardOps, Mode mode) {
+  LogicalResult rewrite(func::FuncOp fb, size_t forwardOps) {
     SmallVector<Operation *> ops;
     for (Operation &op : fb.getBody().front().without_terminator())
       ops.push_back(&op);
@@ -126,7 +121,7 @@ struct DscRecomputePass
                                  });
     if (!anyLayer)
       return fb.emitError("--dsc-recompute: recompute=")
-             << recompute << " needs the transformer layers, but no "
+             << ::dsc::recomputeName(mode) << " needs the transformer layers, but no "
              << "op of @" << fb.getSymName()
              << " is marked with one (`dsc.layer = i`, as the importers "
                 "mark each op of layer i, or an `h.<i>` name location)";

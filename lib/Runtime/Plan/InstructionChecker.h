@@ -15,6 +15,7 @@
 #define DSC_RUNTIME_CORE_INSTRUCTIONCHECKER_H
 
 #include "dsc/Runtime/Instructions.h"
+#include "dsc/Runtime/ShardLayout.h"
 #include "dsc/Runtime/PlanIO.h"
 
 #include <cstdint>
@@ -61,11 +62,7 @@ public:
 private:
   /// Ranks in the group of mesh axes `mask` (already checked in range).
   int64_t meshGroupSize(int64_t mask) const {
-    int64_t size = 1;
-    for (size_t a = 0; a < plan.mesh.size(); ++a)
-      if (mask >> a & 1)
-        size *= plan.mesh[a].size;
-    return size;
+    return groupSize(plan.mesh, mask);
   }
   /// Checks that the plan has a mesh (`what` needs one) and that the int
   /// attribute `attr` is a non-zero mask over its axes; returns the group's

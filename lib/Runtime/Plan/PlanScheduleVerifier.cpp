@@ -29,6 +29,7 @@
 #include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/ReduceOp.h"
 #include "dsc/Runtime/ShapeMath.h"
+#include "dsc/Runtime/ShardLayout.h"
 
 #include <algorithm>
 #include <map>
@@ -140,13 +141,10 @@ public:
     return members;
   }
 
-  /// The size of the group of `mask` in the plan's mesh.
+  /// The size of the group of `mask` in the plan's (not the simulated)
+  /// mesh: element counts are the plan's.
   int64_t groupSize(int64_t mask) const {
-    int64_t size = 1;
-    for (size_t axis = 0; axis < plan.mesh.size(); ++axis)
-      if (mask >> axis & 1)
-        size *= plan.mesh[axis].size;
-    return size;
+    return dsc::rt::groupSize(plan.mesh, mask);
   }
 
   /// `rank 3 (dp=1, pp=1)`, its rank in the plan's mesh.

@@ -9,7 +9,6 @@
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
-#include "dsc/Support/PipelineScheduleKind.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
