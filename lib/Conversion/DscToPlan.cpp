@@ -11,6 +11,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Instructions.h"
+#include "dsc/Support/PipelineSlots.h"
 #include "dsc/Support/PipelineScheduleKind.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -53,6 +54,20 @@ std::string nameOf(Location loc) {
   return {};
 }
 
+/// The slots a step instruction names (PipelineSlots.h's order).
+void setSlots(rt::ops::PipelineForward &op, const std::array<int64_t, 3> &s) {
+  op.slot = s[::dsc::kActivationSlots];
+}
+void setSlots(rt::ops::PipelineBackward &op, const std::array<int64_t, 3> &s) {
+  op.slot = s[::dsc::kActivationSlots];
+  op.gradientSlot = s[::dsc::kGradientSlots];
+  op.weightSlot = s[::dsc::kWeightSlots];
+}
+void setSlots(rt::ops::PipelineBackwardWeight &op,
+              const std::array<int64_t, 3> &s) {
+  op.slot = s[::dsc::kWeightSlots];
+}
+
 class PlanBuilder {
 public:
   explicit PlanBuilder(ModuleOp module) : module(module) {}
@@ -60,11 +75,17 @@ public:
   FailureOr<rt::Plan> build();
 
 private:
-  /// A buffer for `type` at `offset`; persistent ones are shared by offset.
+  /// A buffer for `type` at `offset` of the `tier` arena of memory domain
+  /// `domain` (a pipeline rank's, -1: the shared one; by default the
+  /// program being lowered's); persistent ones are shared by offset.
   FailureOr<uint32_t> addBuffer(Location loc, Type type, int64_t offset,
                                 rt::BufferRole role, const std::string &name,
                                 rt::BufferInit init = {},
-                                MemoryTier tier = MemoryTier::Device);
+                                MemoryTier tier = MemoryTier::Device,
+                                std::optional<int64_t> domain = std::nullopt);
+  /// The arenas --dsc-plan-memory planned: one per tier used, and
+  /// pipelined, one per tier each pipeline rank and the shared domain use.
+  LogicalResult buildArenas(DictionaryAttr memory);
   /// dsc.swap_in / dsc.swap_out: a Transfer per state between its NVMe
   /// buffer and its host staging, which the state's symbol names between
   /// the two.
@@ -276,8 +297,11 @@ private:
   /// Each swapped-in state's NVMe buffer while its symbol names the host
   /// staging.
   llvm::DenseMap<Attribute, uint32_t> swappedOut;
-  /// The plan arena of each tier the module uses.
-  std::map<MemoryTier, uint32_t> arenaOfTier;
+  /// The plan arena of each (tier, memory domain) the module uses.
+  std::map<std::pair<MemoryTier, int64_t>, uint32_t> arenaOf;
+  /// The memory domain of the program being lowered: its pipeline rank, or
+  /// -1 (shared).
+  int64_t currentDomain = -1;
   std::map<std::pair<uint32_t, int64_t>, uint32_t> persistentByOffset;
   func::FuncOp currentFunc;
   MeshOp meshOp;
@@ -291,12 +315,17 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
                                            int64_t offset, rt::BufferRole role,
                                            const std::string &name,
                                            rt::BufferInit init,
-                                           MemoryTier tier) {
+                                           MemoryTier tier,
+                                           std::optional<int64_t> domain) {
   bool persistent = role != rt::BufferRole::Temporary;
-  auto arena = arenaOfTier.find(tier);
-  if (arena == arenaOfTier.end())
+  const int64_t d = domain.value_or(currentDomain);
+  auto arena = arenaOf.find({tier, d});
+  if (arena == arenaOf.end())
     return emitError(loc, "the memory plan has no ")
-           << stringifyMemoryTier(tier) << " arena for '" << name << "'";
+           << stringifyMemoryTier(tier) << " arena "
+           << (d < 0 ? std::string("shared by the pipeline ranks")
+                     : "of pipeline rank " + std::to_string(d))
+           << " for '" << name << "'";
   if (persistent)
     if (auto it = persistentByOffset.find({arena->second, offset});
         it != persistentByOffset.end())
@@ -371,21 +400,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   if (!memory)
     return module.emitError("lowering to a plan needs a memory-planned module;"
                             " run --dsc-plan-memory (or --dsc-compile) first");
-  // One arena per tier the memory plan used: the device's, then the
-  // offload tiers'.
-  for (auto [tier, key] : {std::make_tuple(MemoryTier::Device, "arena_bytes"),
-                           std::make_tuple(MemoryTier::Host, "host_bytes"),
-                           std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
-    auto bytes = memory.getAs<IntegerAttr>(key);
-    if (!bytes)
-      continue;
-    arenaOfTier[tier] = plan.arenas.size();
-    plan.arenas.push_back({tier == MemoryTier::Device ? rt::Tier::Device
-                           : tier == MemoryTier::Host ? rt::Tier::Host
-                                                      : rt::Tier::Nvme,
-                           static_cast<uint64_t>(bytes.getInt())});
-    plan.summary.peakBytesPerArena.push_back(bytes.getInt());
-  }
+  if (failed(buildArenas(memory)))
+    return failure();
   // The NVMe lane as --dsc-offload built it (recorded on the module's plan).
   if (auto recorded = module->getAttrOfType<ParallelPlanAttr>(kPlanAttr)) {
     const ::dsc::ParallelPlan &built = recorded.getPlan();
@@ -407,7 +423,11 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     meshOp = mesh;
   }
 
-  // Declarations.
+  // Declarations, in the arenas of the pipeline rank that holds them.
+  auto domainOf = [](Operation *decl) -> int64_t {
+    auto rank = decl->getAttrOfType<IntegerAttr>(kPipelineRankAttr);
+    return rank ? rank.getInt() : -1;
+  };
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParameterOp>(op)) {
       rt::BufferInit init;
@@ -429,7 +449,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
           addBuffer(param.getLoc(), param.getType(),
                     cast<IntegerAttr>(param->getAttr(kOffsetAttr)).getInt(),
                     rt::BufferRole::Parameter, param.getSymName().str(), init,
-                    param.getTier());
+                    param.getTier(), domainOf(param));
       if (failed(id))
         return failure();
       plan.buffers[*id].layout = layoutOf(param, param.getNumElements());
@@ -446,7 +466,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       FailureOr<uint32_t> id =
           addBuffer(state.getLoc(), state.getType(),
                     cast<IntegerAttr>(state->getAttr(kOffsetAttr)).getInt(),
-                    role, state.getSymName().str(), init, state.getTier());
+                    role, state.getSymName().str(), init, state.getTier(),
+                    domainOf(state));
       if (failed(id))
         return failure();
       if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
@@ -509,6 +530,49 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   return std::move(plan);
 }
 
+LogicalResult PlanBuilder::buildArenas(DictionaryAttr memory) {
+  // One arena per tier the memory plan used: the device's, then the
+  // offload tiers'; pipelined, the shared domain's (when it holds
+  // anything), then each pipeline rank's.
+  auto add = [&](DictionaryAttr domain, int64_t rank, bool always) {
+    for (auto [tier, key] :
+         {std::make_tuple(MemoryTier::Device, "arena_bytes"),
+          std::make_tuple(MemoryTier::Host, "host_bytes"),
+          std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
+      auto bytes = domain.getAs<IntegerAttr>(key);
+      if (!bytes || (!always && bytes.getInt() == 0))
+        continue;
+      arenaOf[{tier, rank}] = plan.arenas.size();
+      rt::Arena arena;
+      arena.tier = tier == MemoryTier::Device ? rt::Tier::Device
+                   : tier == MemoryTier::Host ? rt::Tier::Host
+                                              : rt::Tier::Nvme;
+      arena.bytes = static_cast<uint64_t>(bytes.getInt());
+      arena.pipelineRank = rank;
+      plan.arenas.push_back(arena);
+      plan.summary.peakBytesPerArena.push_back(bytes.getInt());
+    }
+  };
+  auto ranks = memory.getAs<ArrayAttr>("pipeline_ranks");
+  if (!ranks) {
+    add(memory, -1, true);
+    return success();
+  }
+  auto shared = memory.getAs<DictionaryAttr>("shared");
+  if (!shared)
+    return module.emitError("dsc.memory lists the pipeline ranks' memory but "
+                            "not what they share");
+  add(shared, -1, false);
+  for (auto [rank, domain] : llvm::enumerate(ranks)) {
+    auto dict = dyn_cast<DictionaryAttr>(domain);
+    if (!dict)
+      return module.emitError("dsc.memory's pipeline rank ")
+             << rank << " is not a dictionary";
+    add(dict, int64_t(rank), true);
+  }
+  return success();
+}
+
 LogicalResult PlanBuilder::setDataShape(func::FuncOp tokensUser) {
   auto tokensType = cast<RankedTensorType>(tokensUser.getArgument(0).getType());
   if (tokensType.getRank() != 2 || !tokensType.getElementType().isInteger(32))
@@ -552,12 +616,27 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
     if (weight)
       stage.backwardWeight = prefix + "backward_weight";
     currentStage = &stage;
+    currentDomain = shape->rankOf(k);
     for (auto [func, name] : {std::make_pair(fwd, stage.forward),
                               std::make_pair(fb, stage.forwardBackward),
                               std::make_pair(weight, stage.backwardWeight)})
       if (func && failed(lowerProgram(func, name)))
         return failure();
     currentStage = nullptr;
+    currentDomain = -1;
+    // A value kept from one program for another is one buffer: the memory
+    // plan put both ends at one offset.
+    auto keptBuffer = [&](Value out, Value in, const char *what,
+                          unsigned i) -> FailureOr<int64_t> {
+      const uint32_t a = valueBuffers.lookup(out), b = valueBuffers.lookup(in);
+      if (a != b)
+        return fb.emitError("stage ")
+               << k << "'s " << what << " " << i
+               << " is two buffers (the memory plan puts what one program "
+                  "keeps for another where the other reads it); run "
+                  "--dsc-plan-memory";
+      return int64_t(a);
+    };
     // What B keeps for W: its last results, W's arguments, in order.
     if (weight) {
       Operation *ret = fb.getBody().front().getTerminator();
@@ -570,10 +649,12 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
                << weight.getNumArguments();
       const unsigned first = ret->getNumOperands() - unsigned(kept.getInt());
       for (unsigned i = 0; i < weight.getNumArguments(); ++i) {
-        stage.weightStashOut.push_back(
-            valueBuffers.lookup(ret->getOperand(first + i)));
-        stage.weightStashIn.push_back(
-            valueBuffers.lookup(weight.getArgument(i)));
+        FailureOr<int64_t> id = keptBuffer(ret->getOperand(first + i),
+                                           weight.getArgument(i),
+                                           "weight stash value", i);
+        if (failed(id))
+          return failure();
+        stage.weightStash.push_back(*id);
       }
     }
     bool last = k + 1 == numStages;
@@ -591,10 +672,32 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
                << " residuals but its backward takes "
                << fb.getNumArguments() - 2;
       for (unsigned i = 1; i < ret->getNumOperands(); ++i) {
-        stage.residualsOut.push_back(valueBuffers.lookup(ret->getOperand(i)));
-        stage.residualsIn.push_back(valueBuffers.lookup(fb.getArgument(i + 1)));
+        FailureOr<int64_t> id = keptBuffer(
+            ret->getOperand(i), fb.getArgument(i + 1), "residual", i - 1);
+        if (failed(id))
+          return failure();
+        stage.residuals.push_back(*id);
       }
     }
+    if (valueBuffers.lookup(fwd.getArgument(0)) !=
+        valueBuffers.lookup(fb.getArgument(0)))
+      return fb.emitError("stage ")
+             << k << "'s forward and backward read their input from two "
+             << "buffers; run --dsc-plan-memory";
+    // The banks of slots the memory plan laid out for what it keeps.
+    auto banks = fwd->getAttrOfType<DictionaryAttr>(kSlotBanksAttr);
+    if (!banks)
+      return fwd.emitError("stage ")
+             << k << "'s forward has no dsc.slot_banks; run --dsc-plan-memory";
+    for (auto [name, bank] :
+         {std::make_pair("activation", &stage.activationSlots),
+          std::make_pair("gradient", &stage.gradientSlots),
+          std::make_pair("weight", &stage.weightSlots)})
+      if (auto fields = banks.getAs<DenseI64ArrayAttr>(name)) {
+        bank->offset = uint64_t(fields[0]);
+        bank->stride = uint64_t(fields[1]);
+        bank->slots = fields[2];
+      }
     plan.stages.push_back(std::move(stage));
     // Model FLOPs: the stages' backwards together are the model's once.
     for (func::FuncOp func : {fb, weight})
@@ -619,9 +722,11 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
     stage.optimizer = prefix + "optimizer";
     stage.step = prefix + "step";
     currentStage = &stage;
+    currentDomain = r;
     if (failed(lowerProgram(opt, stage.optimizer)))
       return failure();
     currentStage = nullptr;
+    currentDomain = -1;
     if (failed(lowerStep(step, *shape, r, stage.step)))
       return failure();
   }
@@ -651,12 +756,29 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
   auto stageOf = [&](std::optional<int64_t> chunk) {
     return chunk.value_or(0) * shape.ranks() + rank;
   };
+  // The slot each micro-batch's kept values use, by the memory plan's rule
+  // (it sized the banks with it). A step the rule cannot follow (edited by
+  // hand) is lowered as written, with the slots as far as the rule got (-1
+  // past that): the op checks below and validatePlan name what is wrong.
+  std::optional<std::vector<::dsc::PipelineStepOp>> ops =
+      readPipelineStep(func, shape);
+  const ::dsc::PipelineSlots slots =
+      ops ? ::dsc::assignPipelineSlots(
+                *ops, rank, shape.ranks(), shape.stages - 1,
+                plan.schedule == ::dsc::PipelineScheduleKind::ZeroBubbleH1)
+          : ::dsc::PipelineSlots();
+  auto slotsAt = [&](size_t i) {
+    return i < slots.slotOf.size() ? slots.slotOf[i]
+                                   : std::array<int64_t, 3>{-1, -1, -1};
+  };
+  size_t index = 0;
   // A forward, backward or weight-gradient part: the callee's stage and
   // the micro-batch.
   auto stageCall = [&](auto callOp, auto encoded, rt::Instruction &inst) {
     auto callee = module.lookupSymbol<func::FuncOp>(callOp.getCallee());
     encoded.stage = callee ? getPipelineStage(callee).value_or(-1) : -1;
     encoded.microBatch = int64_t(callOp.getMicrobatch());
+    setSlots(encoded, slotsAt(index));
     encoded.encode(inst);
     inst.name = callOp.getCallee().str();
     return encoded.stage;
@@ -697,6 +819,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       m.stage = stage;
       m.peer = int64_t(recv.getPeer());
       m.microBatch = int64_t(recv.getMicrobatch());
+      m.slot = slotsAt(index)[activation ? ::dsc::kActivationSlots
+                                         : ::dsc::kGradientSlots];
       m.encode(inst);
       const rt::PipelineStage &st = plan.stages[size_t(stage)];
       buffer = activation ? st.input : st.outputGrad;
@@ -716,6 +840,7 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       return op.emitOpError("moves a boundary buffer that stage ")
              << stage << " does not have";
     program.instructions.push_back(std::move(inst));
+    ++index;
   }
   plan.programs.push_back(std::move(program));
   return success();

@@ -142,12 +142,14 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   if (plan.pp > 1 && plan.schedule == ::dsc::PipelineScheduleKind::ZeroBubbleH1)
     pm.addPass(createDscSplitWeightGradientPass());
 
-  pm.addPass(createDscPlanMemoryPass());
-
   // Each stage's step, in the schedule's order: the sends and receives the
   // verifier below checks and the runtime runs as written.
   if (plan.pp > 1)
     pm.addPass(createDscPipelineSchedulePass());
+
+  // After the schedule: a pipeline rank keeps as many slots of each
+  // stage's kept values as its step has micro-batches in flight.
+  pm.addPass(createDscPlanMemoryPass());
 
   // Last, so that it sees every collective the passes above placed: a plan
   // whose ranks could hang or disagree never leaves the compiler.

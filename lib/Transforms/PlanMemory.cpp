@@ -11,6 +11,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
+#include "dsc/Support/PipelineSlots.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,6 +20,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <array>
+#include <tuple>
 #include <map>
 #include <optional>
 
@@ -29,6 +31,9 @@ namespace mlir::dsc {
 
 using namespace mlir;
 using namespace mlir::dsc;
+using ::dsc::kActivationSlots;
+using ::dsc::kGradientSlots;
+using ::dsc::kWeightSlots;
 
 namespace {
 
@@ -120,6 +125,26 @@ struct DscPlanMemoryPass
   /// The plan knobs this pass builds (readPlan, at the start of a run).
   bool prefetch{};
 
+  /// A region of memory planned apart: the shared one (every rank's; the
+  /// only one without pipeline stages) and, pipelined, each pipeline
+  /// rank's, which only that rank allocates.
+  struct Domain {
+    /// Each tier's persistent bytes from its own offset 0 (its own arena).
+    std::array<int64_t, 3> persistent = {0, 0, 0};
+    int64_t temporaries = 0, staging = 0;
+  };
+  /// A stage's banks of per-micro-batch slots (PipelineStage::SlotBank):
+  /// the values of each, in order, and the slots it needs.
+  struct StageBanks {
+    std::array<SmallVector<Type>, 3> types;
+    std::array<int64_t, 3> slots = {1, 1, 1};
+    std::array<int64_t, 3> offset = {0, 0, 0}, stride = {0, 0, 0};
+  };
+
+  int64_t alignUp(int64_t bytes) const {
+    return (bytes + alignment - 1) / alignment * alignment;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     {
@@ -131,34 +156,23 @@ struct DscPlanMemoryPass
       return signalPassFailure();
     }
     Builder b(module.getContext());
-    // Each tier's persistent bytes from its own offset 0 (its own arena).
-    std::array<int64_t, 3> tierPersistent = {0, 0, 0};
-    int64_t &persistent = tierPersistent[0];
-    auto placeIn = [&](MemoryTier tier, int64_t bytes) {
-      int64_t &top = tierPersistent[static_cast<unsigned>(tier)];
+    const std::optional<PipelineShape> shape = getPipelineShape(module);
+    std::map<int64_t, Domain> domains;
+    domains[-1];
+    if (shape)
+      for (int64_t r = 0; r < shape->ranks(); ++r)
+        domains[r];
+    auto placeIn = [&](int64_t domain, MemoryTier tier, int64_t bytes) {
+      int64_t &top = domains[domain].persistent[static_cast<unsigned>(tier)];
       int64_t offset = top;
-      top += (bytes + alignment - 1) / alignment * alignment;
+      top += alignUp(bytes);
       ++numBuffers;
       return offset;
     };
-    auto place = [&](int64_t bytes) {
-      return placeIn(MemoryTier::Device, bytes);
-    };
 
-    // Persistent: declarations, then each program's inputs, results and
-    // constants. Program inputs of the same position and type share one
-    // buffer (the loss function and @forward_backward read one batch).
-    for (Operation &op : module.getBody()->getOperations()) {
-      if (auto param = dyn_cast<ParameterOp>(op))
-        op.setAttr(kOffsetAttr,
-                   b.getI64IntegerAttr(
-                       placeIn(param.getTier(), bytesOfType(param.getType()))));
-      else if (auto state = dyn_cast<StateOp>(op))
-        op.setAttr(kOffsetAttr,
-                   b.getI64IntegerAttr(
-                       placeIn(state.getTier(), bytesOfType(state.getType()))));
-    }
-    llvm::DenseMap<std::pair<unsigned, Type>, int64_t> inputOffsets;
+    // Which domain each program and declaration is in: a stage's programs
+    // in their rank's, a declaration in the one rank's whose stages alone
+    // name it (the others' when several do, or none).
     SmallVector<func::FuncOp> programs;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
@@ -168,15 +182,78 @@ struct DscPlanMemoryPass
         return signalPassFailure();
       }
       programs.push_back(func);
-      SmallVector<int64_t> offsets;
-      for (BlockArgument arg : func.getArguments()) {
-        auto key = std::make_pair(arg.getArgNumber(), arg.getType());
-        auto [it, inserted] = inputOffsets.try_emplace(key, 0);
-        if (inserted)
-          it->second = place(bytesOfType(arg.getType()));
-        offsets.push_back(it->second);
+    }
+    auto domainOf = [&](func::FuncOp func) -> int64_t {
+      std::optional<int64_t> stage = getPipelineStage(func);
+      return shape && stage ? shape->rankOf(*stage) : -1;
+    };
+    llvm::DenseMap<Operation *, int64_t> declDomain;
+    if (shape)
+      for (func::FuncOp func : programs) {
+        const int64_t d = domainOf(func);
+        if (d < 0)
+          continue;
+        std::optional<SymbolTable::UseRange> uses =
+            SymbolTable::getSymbolUses(&func.getBody());
+        if (!uses)
+          continue;
+        for (const SymbolTable::SymbolUse &use : *uses) {
+          Operation *decl =
+              SymbolTable::lookupNearestSymbolFrom(func, use.getSymbolRef());
+          if (!isa_and_nonnull<ParameterOp, StateOp>(decl))
+            continue;
+          auto [it, inserted] = declDomain.try_emplace(decl, d);
+          if (!inserted && it->second != d)
+            it->second = -1;
+        }
       }
-      func->setAttr(kInputOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+
+    // Persistent: declarations, then each program's inputs, results and
+    // constants. Program inputs of the same position and type share one
+    // buffer (the loss function and @forward_backward read one batch; a
+    // stage's forward and backward, its input).
+    for (Operation &op : module.getBody()->getOperations()) {
+      if (!isa<ParameterOp, StateOp>(op))
+        continue;
+      const int64_t d = declDomain.lookup_or(&op, -1);
+      MemoryTier tier = isa<ParameterOp>(op) ? cast<ParameterOp>(op).getTier()
+                                             : cast<StateOp>(op).getTier();
+      Type type = isa<ParameterOp>(op) ? Type(cast<ParameterOp>(op).getType())
+                                       : Type(cast<StateOp>(op).getType());
+      op.setAttr(kOffsetAttr,
+                 b.getI64IntegerAttr(placeIn(d, tier, bytesOfType(type))));
+      if (d >= 0)
+        op.setAttr(kPipelineRankAttr, b.getI64IntegerAttr(d));
+    }
+
+    // A stage's kept values live in its banks' slots (placed below): the
+    // forward's input and residuals are where its backward reads them,
+    // the gradient received where the backward reads it, B's stash where
+    // W reads it.
+    std::map<int64_t, StageBanks> banks;
+    // (stage, bank, index in the bank) of each value or argument kept.
+    llvm::DenseMap<Value, std::tuple<int64_t, unsigned, unsigned>> inBank;
+    if (shape && failed(collectBanks(module, *shape, banks, inBank)))
+      return signalPassFailure();
+
+    std::map<std::tuple<int64_t, unsigned, const void *>, int64_t> inputOffsets;
+    llvm::DenseMap<Operation *, SmallVector<int64_t>> argOffsets;
+    for (func::FuncOp func : programs) {
+      std::optional<int64_t> stage = getPipelineStage(func);
+      const int64_t key = shape && stage ? *stage : -1;
+      SmallVector<int64_t> &offsets = argOffsets[func];
+      for (BlockArgument arg : func.getArguments()) {
+        offsets.push_back(-1);
+        if (inBank.count(arg))
+          continue;
+        auto k = std::make_tuple(key, arg.getArgNumber(),
+                                 arg.getType().getAsOpaquePointer());
+        auto [it, inserted] = inputOffsets.try_emplace(k, 0);
+        if (inserted)
+          it->second = placeIn(domainOf(func), MemoryTier::Device,
+                               bytesOfType(arg.getType()));
+        offsets.back() = it->second;
+      }
     }
 
     llvm::DenseMap<Value, int64_t> persistentValues;
@@ -188,48 +265,238 @@ struct DscPlanMemoryPass
                          "values computed by its ops");
           return signalPassFailure();
         }
-        persistentValues[result] = place(bytesOfType(result.getType()));
+        persistentValues[result] =
+            inBank.count(result)
+                ? -1
+                : placeIn(domainOf(func), MemoryTier::Device,
+                          bytesOfType(result.getType()));
       }
       for (Operation &op : block.without_terminator())
         if (isa<arith::ConstantOp>(op))
-          persistentValues[op.getResult(0)] =
-              place(bytesOfType(op.getResult(0).getType()));
+          persistentValues[op.getResult(0)] = placeIn(
+              domainOf(func), MemoryTier::Device,
+              bytesOfType(op.getResult(0).getType()));
     }
 
-    // Temporaries, program by program, above the persistent region; NVMe
-    // states' host staging above the host tier's.
-    int64_t temporaries = 0, staging = 0;
-    const int64_t hostPersistent =
-        tierPersistent[static_cast<unsigned>(MemoryTier::Host)];
+    // The banks: slots * stride bytes each, the kept values at their
+    // offsets in slot 0.
+    for (auto &[stage, bank] : banks)
+      for (unsigned kind = 0; kind < 3; ++kind) {
+        int64_t stride = 0;
+        for (Type type : bank.types[kind])
+          stride += alignUp(bytesOfType(type));
+        bank.stride[kind] = stride;
+        if (stride == 0 || bank.slots[kind] == 0)
+          continue;
+        bank.offset[kind] = placeIn(shape->rankOf(stage), MemoryTier::Device,
+                                    bank.slots[kind] * stride);
+      }
+    auto bankOffset = [&](const std::tuple<int64_t, unsigned, unsigned> &at) {
+      auto [stage, kind, index] = at;
+      const StageBanks &bank = banks[stage];
+      int64_t offset = bank.offset[kind];
+      for (unsigned i = 0; i < index; ++i)
+        offset += alignUp(bytesOfType(bank.types[kind][i]));
+      return offset;
+    };
+    for (auto &[value, at] : inBank) {
+      if (auto arg = dyn_cast<BlockArgument>(value))
+        argOffsets[arg.getOwner()->getParentOp()][arg.getArgNumber()] =
+            bankOffset(at);
+      else
+        persistentValues[value] = bankOffset(at);
+    }
+    for (func::FuncOp func : programs)
+      func->setAttr(kInputOffsetsAttr,
+                    b.getDenseI64ArrayAttr(argOffsets[func]));
+    for (auto &[stage, bank] : banks) {
+      auto fwd = lookupProgram<func::FuncOp>(module, ProgramRole::Forward,
+                                             stage);
+      SmallVector<NamedAttribute> entries;
+      for (auto [kind, name] : {std::make_pair(0u, "activation"),
+                                std::make_pair(1u, "gradient"),
+                                std::make_pair(2u, "weight")})
+        if (bank.stride[kind] > 0)
+          entries.push_back(b.getNamedAttr(
+              name, b.getDenseI64ArrayAttr({bank.offset[kind],
+                                            bank.stride[kind],
+                                            bank.slots[kind]})));
+      fwd->setAttr(kSlotBanksAttr, b.getDictionaryAttr(entries));
+    }
+
+    // Temporaries, program by program, above its domain's persistent
+    // region; NVMe states' host staging above the host tier's.
     SmallVector<NamedAttribute> peaks;
     for (func::FuncOp func : programs) {
+      Domain &domain = domains[domainOf(func)];
       int64_t stagingPeak = 0;
-      int64_t peak = planProgram(func, persistent, persistentValues,
-                                 hostPersistent, stagingPeak);
+      int64_t peak = planProgram(
+          func, domain.persistent[0], persistentValues,
+          domain.persistent[static_cast<unsigned>(MemoryTier::Host)],
+          stagingPeak);
       peaks.push_back(
           b.getNamedAttr(func.getSymName(), b.getI64IntegerAttr(peak)));
-      temporaries = std::max(temporaries, peak);
-      staging = std::max(staging, stagingPeak);
+      domain.temporaries = std::max(domain.temporaries, peak);
+      domain.staging = std::max(domain.staging, stagingPeak);
     }
-    SmallVector<NamedAttribute> memory = {
-        b.getNamedAttr("persistent_bytes", b.getI64IntegerAttr(persistent)),
-        b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
-        b.getNamedAttr("arena_bytes",
-                       b.getI64IntegerAttr(persistent + temporaries)),
-        b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment))};
-    // The offload tiers' arenas, when --dsc-offload placed state there.
-    const int64_t nvme =
-        tierPersistent[static_cast<unsigned>(MemoryTier::Nvme)];
-    if (hostPersistent + staging > 0) {
+
+    // Each domain's arenas, and what a rank allocates: the shared domain's
+    // and its own (the largest of them is the plan's per-rank peak).
+    auto describe = [&](const Domain &d, const Domain *with) {
+      auto sum = [&](auto field) {
+        return field(d) + (with ? field(*with) : int64_t(0));
+      };
+      const int64_t persistent =
+          sum([](const Domain &x) { return x.persistent[0]; });
+      const int64_t temporaries =
+          sum([](const Domain &x) { return x.temporaries; });
+      const int64_t staging = sum([](const Domain &x) { return x.staging; });
+      const int64_t host = sum([](const Domain &x) {
+        return x.persistent[static_cast<unsigned>(MemoryTier::Host)];
+      });
+      const int64_t nvme = sum([](const Domain &x) {
+        return x.persistent[static_cast<unsigned>(MemoryTier::Nvme)];
+      });
+      SmallVector<NamedAttribute> memory = {
+          b.getNamedAttr("persistent_bytes", b.getI64IntegerAttr(persistent)),
+          b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
+          b.getNamedAttr("arena_bytes",
+                         b.getI64IntegerAttr(persistent + temporaries))};
+      // The offload tiers' arenas, when --dsc-offload placed state there.
+      if (host + staging > 0) {
+        memory.push_back(
+            b.getNamedAttr("host_bytes", b.getI64IntegerAttr(host + staging)));
+        memory.push_back(b.getNamedAttr("host_staging_bytes",
+                                        b.getI64IntegerAttr(staging)));
+      }
+      if (nvme > 0)
+        memory.push_back(
+            b.getNamedAttr("nvme_bytes", b.getI64IntegerAttr(nvme)));
+      return memory;
+    };
+    const Domain &shared = domains[-1];
+    SmallVector<NamedAttribute> memory;
+    if (!shape) {
+      memory = describe(shared, nullptr);
+    } else {
+      // The module's figures are the largest rank's; each rank's own
+      // arenas and the shared ones are listed apart.
+      SmallVector<Attribute> ranks;
+      int64_t worst = 0, worstPeak = -1;
+      for (int64_t r = 0; r < shape->ranks(); ++r) {
+        const Domain &own = domains[r];
+        ranks.push_back(b.getDictionaryAttr(describe(own, nullptr)));
+        const int64_t peak = own.persistent[0] + own.temporaries;
+        if (peak > worstPeak) {
+          worstPeak = peak;
+          worst = r;
+        }
+      }
+      memory = describe(domains[worst], &shared);
+      memory.push_back(b.getNamedAttr("pipeline_ranks", b.getArrayAttr(ranks)));
       memory.push_back(b.getNamedAttr(
-          "host_bytes", b.getI64IntegerAttr(hostPersistent + staging)));
-      memory.push_back(
-          b.getNamedAttr("host_staging_bytes", b.getI64IntegerAttr(staging)));
+          "shared", b.getDictionaryAttr(describe(shared, nullptr))));
     }
-    if (nvme > 0)
-      memory.push_back(b.getNamedAttr("nvme_bytes", b.getI64IntegerAttr(nvme)));
+    memory.push_back(
+        b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment)));
     module->setAttr(kMemoryAttr, b.getDictionaryAttr(memory));
     module->setAttr(kProgramPeaksAttr, b.getDictionaryAttr(peaks));
+  }
+
+  /// Each stage's banks: what its forward keeps for its backward (the
+  /// input, the residuals), the output's gradient, and zero-bubble what B
+  /// keeps for W; the slots each needs, from the rank's step.
+  LogicalResult collectBanks(
+      ModuleOp module, const PipelineShape &shape,
+      std::map<int64_t, StageBanks> &banks,
+      llvm::DenseMap<Value, std::tuple<int64_t, unsigned, unsigned>> &inBank) {
+    bool zeroBubble = false;
+    for (int64_t k = 0; k < shape.stages; ++k) {
+      auto fwd = lookupProgram<func::FuncOp>(module, ProgramRole::Forward, k);
+      auto fb =
+          lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward, k);
+      auto weight =
+          lookupProgram<func::FuncOp>(module, ProgramRole::BackwardWeight, k);
+      if (!fwd || !fb)
+        continue; // not a trained stage (yet): nothing kept
+      StageBanks &bank = banks[k];
+      auto keep = [&](unsigned kind, ArrayRef<Value> values) -> LogicalResult {
+        const unsigned index = bank.types[kind].size();
+        bank.types[kind].push_back(values.front().getType());
+        for (Value v : values) {
+          if (v.getType() != values.front().getType())
+            return fb.emitError("--dsc-plan-memory: stage ")
+                   << k << " keeps a value of type " << values.front().getType()
+                   << " that a later program reads as " << v.getType();
+          inBank[v] = {k, kind, index};
+        }
+        return success();
+      };
+      if (fwd.getNumArguments() < 1 || fb.getNumArguments() < 1 ||
+          failed(keep(kActivationSlots,
+                      {fwd.getArgument(0), fb.getArgument(0)})))
+        return fwd.emitError("--dsc-plan-memory: stage ")
+               << k << "'s forward and backward must take its input first";
+      Operation *ret = fwd.getBody().front().getTerminator();
+      if (k + 1 < shape.stages) {
+        if (fb.getNumArguments() < 2 ||
+            ret->getNumOperands() + 1 != fb.getNumArguments())
+          return fb.emitError("--dsc-plan-memory: stage ")
+                 << k << "'s forward returns " << ret->getNumOperands()
+                 << " values (its output and residuals) but its backward "
+                    "takes "
+                 << fb.getNumArguments()
+                 << " (its input, the output's gradient and the residuals)";
+        if (failed(keep(kGradientSlots, {fb.getArgument(1)})))
+          return failure();
+        for (unsigned i = 1; i < ret->getNumOperands(); ++i)
+          if (failed(keep(kActivationSlots,
+                          {ret->getOperand(i), fb.getArgument(i + 1)})))
+            return failure();
+      }
+      if (weight) {
+        zeroBubble = true;
+        Operation *bret = fb.getBody().front().getTerminator();
+        auto kept = fb->getAttrOfType<IntegerAttr>(kWeightStashAttr);
+        if (!kept || kept.getInt() != int64_t(weight.getNumArguments()) ||
+            kept.getInt() > int64_t(bret->getNumOperands()))
+          return fb.emitError("--dsc-plan-memory: stage ")
+                 << k << "'s backward keeps " << (kept ? kept.getInt() : 0)
+                 << " values (dsc.weight_stash) but its weight-gradient part "
+                    "takes "
+                 << weight.getNumArguments();
+        const unsigned first = bret->getNumOperands() - unsigned(kept.getInt());
+        for (unsigned i = 0; i < weight.getNumArguments(); ++i)
+          if (failed(keep(kWeightSlots, {bret->getOperand(first + i),
+                                         weight.getArgument(i)})))
+            return failure();
+      }
+    }
+    // The slots: as many as the rank's step keeps in flight at once.
+    for (int64_t r = 0; r < shape.ranks(); ++r) {
+      auto step =
+          lookupProgram<func::FuncOp>(module, ProgramRole::PipelineStep, r);
+      if (!step)
+        continue; // not scheduled: one slot each
+      std::optional<std::vector<::dsc::PipelineStepOp>> ops =
+          readPipelineStep(step, shape);
+      if (!ops)
+        return step.emitError("--dsc-plan-memory: pipeline rank ")
+               << r << "'s step holds an op that is no step instruction";
+      ::dsc::PipelineSlots slots = ::dsc::assignPipelineSlots(
+          *ops, r, shape.ranks(), shape.stages - 1, zeroBubble);
+      if (!slots.error.empty())
+        return step.emitError("--dsc-plan-memory: pipeline rank ")
+               << r << "'s step is not well formed: " << slots.error;
+      for (auto &[stage, counts] : slots.counts) {
+        auto it = banks.find(stage);
+        if (it == banks.end())
+          continue;
+        for (unsigned kind = 0; kind < 3; ++kind)
+          it->second.slots[kind] = std::max<int64_t>(counts[kind], 1);
+      }
+    }
+    return success();
   }
 
   /// Plans the temporaries of `func` at `base` and returns their peak bytes;

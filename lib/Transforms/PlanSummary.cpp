@@ -207,6 +207,32 @@ struct DscPlanSummaryPass
         json.attribute("host_staging", get(memory, "host_staging_bytes"));
         json.attribute("nvme", get(memory, "nvme_bytes"));
       });
+      // A pipelined plan's ranks each allocate their own stages' arenas
+      // and the shared ones ("bytes" above is the largest rank's sum).
+      if (auto ranks = memory.getAs<ArrayAttr>("pipeline_ranks")) {
+        auto shared = memory.getAs<DictionaryAttr>("shared");
+        auto tiers = [&](DictionaryAttr dict) {
+          json.attribute("device_persistent",
+                         get(dict, "persistent_bytes"));
+          json.attribute("device_temporary", get(dict, "temporary_bytes"));
+          json.attribute("device_peak", get(dict, "arena_bytes"));
+          json.attribute("host", get(dict, "host_bytes"));
+          json.attribute("nvme", get(dict, "nvme_bytes"));
+        };
+        json.attributeArray("bytes_per_pipeline_rank", [&] {
+          for (Attribute rank : ranks)
+            json.object([&] {
+              auto own = cast<DictionaryAttr>(rank);
+              tiers(own);
+              json.attribute("device_peak_with_shared",
+                             get(own, "arena_bytes") +
+                                 (shared ? get(shared, "arena_bytes") : 0));
+            });
+        });
+        if (shared)
+          json.attributeObject("bytes_shared_by_pipeline_ranks",
+                               [&] { tiers(shared); });
+      }
       json.attributeObject("model_state_bytes_by_tier", [&] {
         json.attribute("device", tierBytes[0]);
         json.attribute("host", tierBytes[1]);

@@ -3,7 +3,7 @@
 // The dialect checks each dsc.* discardable attribute's type and the op it
 // sits on, and refuses any other dsc.* name.
 
-// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.offsets, dsc.pipeline_local, dsc.layer, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.pipeline_rank, dsc.slot_banks, dsc.offsets, dsc.pipeline_local, dsc.layer, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
 module attributes {dsc.stages = 2 : i64} {
 }
 

@@ -77,10 +77,20 @@ TEST(PipelinedPlan, InterleavedStagesAndResiduals) {
     // One optimizer and one step per rank, on its first stage.
     EXPECT_EQ(st.optimizer.empty(), k >= 2) << "stage " << k;
     EXPECT_EQ(st.step.empty(), k >= 2) << "stage " << k;
-    // Every stage but the last keeps what its backward reads.
-    EXPECT_EQ(st.residualsOut.empty(), k == 3) << "stage " << k;
-    EXPECT_EQ(st.residualsOut.size(), st.residualsIn.size());
+    // Every stage but the last keeps what its backward reads, in its
+    // rank's own arena, in as many slots as micro-batches it has in
+    // flight (interleaved, 2 micro-batches: both, on every stage).
+    EXPECT_EQ(st.residuals.empty(), k == 3) << "stage " << k;
+    for (int64_t id : st.activationBuffers())
+      EXPECT_EQ(plan.arenas[plan.buffers[size_t(id)].arena].pipelineRank,
+                int64_t(k % 2))
+          << "stage " << k << " buffer " << plan.buffers[size_t(id)].name;
+    EXPECT_EQ(st.activationSlots.slots, 2) << "stage " << k;
   }
+  // Each pipeline rank's arenas hold its own stages' parameters only.
+  for (const Buffer &b : plan.buffers)
+    if (b.role == BufferRole::Parameter && b.name.rfind("h.", 0) == 0)
+      EXPECT_GE(plan.arenas[b.arena].pipelineRank, 0) << b.name;
   // A rank's step runs only its own stages: rank 1 holds 1 and 3.
   const Program *step = plan.findProgram(plan.stages[1].step);
   ASSERT_NE(step, nullptr);
@@ -101,8 +111,8 @@ TEST(PipelinedPlan, ZeroBubbleStagesRunTheirWeightGradientsApart) {
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &st = plan.stages[k];
     EXPECT_NE(plan.findProgram(st.backwardWeight), nullptr) << "stage " << k;
-    EXPECT_FALSE(st.weightStashOut.empty()) << "stage " << k;
-    EXPECT_EQ(st.weightStashOut.size(), st.weightStashIn.size());
+    EXPECT_FALSE(st.weightStash.empty()) << "stage " << k;
+    EXPECT_GE(st.weightSlots.slots, 1) << "stage " << k;
     // Each stage's step runs M weight-gradient parts, each after the
     // backward of its micro-batch, in micro-batch order.
     const Program *step = plan.findProgram(st.step);
@@ -181,6 +191,69 @@ TEST(PipelinedPlan, ZeroBubbleOrderIsChecked) {
         }
       },
       Error);
+}
+
+// Two micro-batches in flight in one slot would overwrite each other's
+// kept values: refused, naming both.
+TEST(PipelinedPlan, SharedSlotsAreRefused) {
+  std::vector<uint8_t> bytes = planBytes();
+  ASSERT_FALSE(bytes.empty());
+  Plan plan = readPlan(bytes.data(), bytes.size());
+  Program *step = nullptr;
+  for (Program &p : plan.programs)
+    if (p.name == plan.stages[0].step)
+      step = &p;
+  ASSERT_NE(step, nullptr);
+  // Stage 0's second forward into the first one's slot.
+  int forwards = 0;
+  for (Instruction &inst : step->instructions)
+    if (inst.opcode == Opcode::PipelineForward &&
+        ops::PipelineForward::decode(inst).stage == 0 && forwards++ == 1) {
+      ops::PipelineForward f = ops::PipelineForward::decode(inst);
+      f.slot = 1 - f.slot;
+      inst.ints.clear();
+      inst.floats.clear();
+      f.encode(inst);
+    }
+  ASSERT_EQ(forwards, 2);
+  try {
+    validatePlan(plan);
+    FAIL() << "a slot shared by two micro-batches in flight was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("which micro-batch 0 still uses"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A stage program reading another pipeline rank's buffer would read memory
+// this rank never allocated: refused, naming the buffer and both ranks.
+TEST(PipelinedPlan, AnotherRanksBufferIsRefused) {
+  std::vector<uint8_t> bytes = planBytes();
+  ASSERT_FALSE(bytes.empty());
+  Plan plan = readPlan(bytes.data(), bytes.size());
+  validatePlan(plan);
+  // Move a layer parameter of rank 0 into rank 1's device arena (same
+  // offset: still inside it, overlapping nothing persistent of rank 1
+  // would be luck, so look for the message about the rank first).
+  int64_t rank1Arena = -1;
+  for (size_t a = 0; a < plan.arenas.size(); ++a)
+    if (plan.arenas[a].pipelineRank == 1 && plan.arenas[a].tier == Tier::Device)
+      rank1Arena = int64_t(a);
+  ASSERT_GE(rank1Arena, 0);
+  const int64_t id = plan.findBuffer("h.0.ln_1.bias");
+  ASSERT_GE(id, 0);
+  Buffer &b = plan.buffers[size_t(id)];
+  ASSERT_EQ(plan.arenas[b.arena].pipelineRank, 0);
+  b.arena = uint32_t(rank1Arena);
+  b.offset = plan.arenas[size_t(rank1Arena)].bytes - b.bytes;
+  try {
+    validatePlan(plan);
+    FAIL() << "a stage program using another rank's buffer was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("h.0.ln_1.bias"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {

@@ -139,7 +139,10 @@ TEST_P(EditedPlan, TwoSendsSwapped) {
   const std::vector<size_t> sends = indicesOf(step, Opcode::PipelineSend);
   ASSERT_GE(sends.size(), 2u);
   std::swap(step.instructions[sends[0]], step.instructions[sends[1]]);
-  expectRefused("a send meets a receive of another message",
+  // Rank 0 alone already sends micro-batch 1's output before its forward
+  // wrote it; all ranks together disagree on the micro-batch.
+  expectRefused("sends the output of micro-batch 1 of stage 0 where the "
+                "stage's latest forward wrote micro-batch 0's",
                 "they disagree on the micro-batch (1 sent, 0 expected)");
 }
 
@@ -165,7 +168,8 @@ TEST_P(EditedPlan, MicroBatchChanged) {
   ops::PipelineSend send = ops::PipelineSend::decode(inst);
   send.microBatch += 1;
   send.encode(inst);
-  expectRefused("they disagree on the micro-batch (1 sent, 0 expected)",
+  expectRefused("sends the output of micro-batch 1 of stage 0 where the "
+                "stage's latest forward wrote micro-batch 0's",
                 "they disagree on the micro-batch (1 sent, 0 expected)");
 }
 

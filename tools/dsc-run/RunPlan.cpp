@@ -289,6 +289,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";
   for (uint32_t a = 0; a < p.arenas.size(); ++a) {
     log << "dsc-run: arena " << a << " (" << tierName(p.arenas[a].tier)
+        << (p.arenas[a].pipelineRank >= 0
+                ? ", pipeline rank " + std::to_string(p.arenas[a].pipelineRank)
+                : std::string())
         << "): allocated " << ex.allocatedBytes(a) << " bytes ("
         << humanBytes(ex.allocatedBytes(a)) << ")";
     if (a < p.summary.peakBytesPerArena.size())

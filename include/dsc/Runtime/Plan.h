@@ -34,7 +34,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 10;
+constexpr uint32_t kPlanFormatVersion = 11;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 
@@ -114,9 +114,15 @@ struct Buffer {
   ShardLayout layout;
 };
 
+/// A pipelined plan plans each pipeline rank's memory apart: an arena
+/// belongs to the ranks whose coordinate on the mesh axis "pp" is
+/// `pipelineRank` (their stages' parameters, states, boundaries and
+/// temporaries), and only those allocate it; -1 (every plan without
+/// stages, and what several pipeline ranks share) is every rank's.
 struct Arena {
   Tier tier = Tier::Device;
   uint64_t bytes = 0;
+  int64_t pipelineRank = -1;
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,
@@ -226,19 +232,43 @@ struct PipelineStage {
   /// gradient norm and learning rate.
   int64_t loss = -1, gradNorm = -1, learningRate = -1;
   /// A stage whose backward does not compute the forward again
-  /// (--dsc-stage-backward): the forward's results after `output` and the
-  /// backward's arguments after `outputGrad` that receive them, pairwise;
-  /// the executor keeps each micro-batch's from its forward to its
-  /// backward. Empty on the last stage and without the split.
-  std::vector<int64_t> residualsOut, residualsIn;
+  /// (--dsc-stage-backward): the forward's results after `output`, which
+  /// are the backward's arguments after `outputGrad` (one buffer each:
+  /// the forward writes them where the backward reads them). Empty on the
+  /// last stage and without the split.
+  std::vector<int64_t> residuals;
   /// Under a zero-bubble schedule (--dsc-split-weight-gradient): the
   /// weight-gradient part W of the backward, run by PipelineBackwardWeight
   /// apart from forwardBackward (then the activation-gradient part B), and
-  /// the values B keeps for it: B's results after its own and W's
-  /// arguments, pairwise, kept per micro-batch from B to W. "" and empty
-  /// otherwise.
+  /// the values B keeps for it: B's results after its own, which are W's
+  /// arguments. "" and empty otherwise.
   std::string backwardWeight;
-  std::vector<int64_t> weightStashOut, weightStashIn;
+  std::vector<int64_t> weightStash;
+
+  /// What a micro-batch keeps from one part of its work to a later one
+  /// lives in planned slots, one per micro-batch in flight, instead of
+  /// being copied aside: slot s of a buffer of a bank lies at the buffer's
+  /// offset + s * stride of its arena. Slot 0 is the buffer itself; the
+  /// bank's bytes [offset, offset + slots * stride) hold no other buffer.
+  /// The step program's instructions name the slot each micro-batch uses
+  /// (the compiler's choice, checked on load: no two micro-batches in
+  /// flight share one).
+  struct SlotBank {
+    int64_t slots = 1;
+    uint64_t offset = 0, stride = 0;
+  };
+  /// The input and the residuals: from the input's receive (stage 0: the
+  /// forward, which loads the tokens) to the backward.
+  SlotBank activationSlots;
+  /// The output's gradient: from its receive to the backward (not on the
+  /// last stage).
+  SlotBank gradientSlots;
+  /// The weight stash: from the backward to the weight-gradient part.
+  SlotBank weightSlots;
+  /// The buffers of each bank, in the order above.
+  std::vector<int64_t> activationBuffers() const;
+  std::vector<int64_t> gradientBuffers() const;
+  const std::vector<int64_t> &weightBuffers() const { return weightStash; }
 };
 
 /// The order of a pipelined step's forwards and backwards, which the

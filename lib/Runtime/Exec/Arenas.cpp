@@ -18,13 +18,26 @@
 
 using namespace dsc::rt;
 
+/// Whether world rank `worldRank` holds `arena`: every rank the shared
+/// ones, a pipeline rank its own.
+static bool rankHolds(const Plan &plan, const Arena &arena, int worldRank) {
+  if (arena.pipelineRank < 0)
+    return true;
+  const int64_t axis = findMeshAxis(plan.mesh, "pp");
+  if (axis < 0)
+    return false;
+  return meshCoordinates(plan.mesh, worldRank)[size_t(axis)] ==
+         arena.pipelineRank;
+}
+
 Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
     : plan(plan), backend(backend) {
   memory.assign(plan.arenas.size(), nullptr);
+  displacement.assign(plan.buffers.size(), 0);
   try {
     for (size_t a = 0; a < plan.arenas.size(); ++a) {
       const Arena &arena = plan.arenas[a];
-      if (arena.tier != Tier::Nvme)
+      if (arena.tier != Tier::Nvme || !rankHolds(plan, arena, worldRank))
         continue;
       if (plan.nvmePath.empty())
         throw Error("the plan keeps " + std::to_string(arena.bytes) +
@@ -43,8 +56,8 @@ Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
     }
     for (size_t a = 0; a < plan.arenas.size(); ++a) {
       const Arena &arena = plan.arenas[a];
-      if (arena.tier == Tier::Nvme)
-        continue; // a file (above)
+      if (arena.tier == Tier::Nvme || !rankHolds(plan, arena, worldRank))
+        continue; // a file (above), or another pipeline rank's
       memory[a] = static_cast<uint8_t *>(backend.allocate(
           arena.bytes, arena.tier,
           "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
@@ -91,7 +104,21 @@ BufferView Arenas::view(uint32_t id) const {
     throw Error("buffer " + std::to_string(id) + " does not exist (" +
                 std::to_string(plan.buffers.size()) + " buffers)");
   const Buffer &b = plan.buffers[id];
-  return {&b, memory[b.arena] ? memory[b.arena] + b.offset : nullptr};
+  return {&b, memory[b.arena]
+                  ? memory[b.arena] + b.offset + displacement[id]
+                  : nullptr};
+}
+
+bool Arenas::holds(uint32_t id) const {
+  const uint32_t arena = plan.buffers[id].arena;
+  return memory[arena] || files.count(arena);
+}
+
+void Arenas::setSlot(const std::vector<int64_t> &ids, int64_t slot,
+                     uint64_t stride) {
+  // validatePlan checked slot < the bank's slots and the bank's bytes.
+  for (int64_t id : ids)
+    displacement[size_t(id)] = uint64_t(slot) * stride;
 }
 
 uint64_t Arenas::allocatedBytes(uint32_t arena) const {
@@ -116,32 +143,45 @@ void Arenas::readBytes(uint32_t id, void *dst) const {
   const Buffer &b = plan.buffers[id];
   if (NvmeStore *file = nvmeStore(b.arena))
     file->read(b.offset, dst, b.bytes);
-  else if (memory[b.arena])
-    backend.copyOut(dst, memory[b.arena] + b.offset, b.bytes);
+  else if (void *data = view(id).data)
+    backend.copyOut(dst, data, b.bytes);
 }
 
 void Arenas::writeBytes(uint32_t id, const void *src) {
   const Buffer &b = plan.buffers[id];
   if (NvmeStore *file = nvmeStore(b.arena))
     file->write(b.offset, src, b.bytes);
-  else if (memory[b.arena])
-    backend.copyIn(memory[b.arena] + b.offset, src, b.bytes);
+  else if (void *data = view(id).data)
+    backend.copyIn(data, src, b.bytes);
+}
+
+/// Error: buffer `id` has no memory on this rank.
+static Error notHeld(const Plan &plan, uint32_t id) {
+  const Buffer &b = plan.buffers[id];
+  return Error("buffer '" + b.name + "' is in arena " +
+               std::to_string(b.arena) + " of pipeline rank " +
+               std::to_string(plan.arenas[b.arena].pipelineRank) +
+               ", which this rank does not hold");
 }
 
 double Arenas::readScalar(uint32_t id) const {
   const Buffer &b = plan.buffers[id];
+  void *data = view(id).data;
+  if (!data)
+    throw notHeld(plan, id);
   uint8_t bytes[8] = {};
-  backend.copyOut(bytes, memory[b.arena] + b.offset,
-                  std::min<uint64_t>(b.bytes, sizeof bytes));
+  backend.copyOut(bytes, data, std::min<uint64_t>(b.bytes, sizeof bytes));
   return loadAsDouble(bytes, b.dtype, 0);
 }
 
 void Arenas::writeScalar(uint32_t id, double value) {
   const Buffer &b = plan.buffers[id];
+  void *data = view(id).data;
+  if (!data)
+    throw notHeld(plan, id);
   uint8_t bytes[8] = {};
   convertFloats(&value, DType::F64, bytes, b.dtype, 1);
-  backend.copyIn(memory[b.arena] + b.offset, bytes,
-                 std::min<uint64_t>(b.bytes, sizeof bytes));
+  backend.copyIn(data, bytes, std::min<uint64_t>(b.bytes, sizeof bytes));
 }
 
 void Arenas::zeroAll() {

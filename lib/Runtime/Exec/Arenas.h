@@ -6,8 +6,11 @@
 //
 // The tiers a plan plans statically: each device or host arena is one
 // allocation of the backend's, each nvme arena a file of its own (NvmeStore),
-// and one staging area receives a reduce-scatter's chunk. Buffers are
-// addressed through here, so nothing else knows where a tier's bytes live.
+// and one staging area receives a reduce-scatter's chunk. A pipeline rank
+// allocates only its own arenas and the shared ones (Arena::pipelineRank):
+// another rank's buffers have no memory here. Buffers are addressed through
+// here, so nothing else knows where a tier's bytes live, nor which slot of
+// its bank (PipelineStage::SlotBank) a kept buffer is in now.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,19 +30,25 @@ namespace dsc::rt {
 
 class Arenas {
 public:
-  /// Allocates every memory arena of `plan` on `backend`, opens its nvme
-  /// arenas' files (one per rank: `worldRank` names them) and sizes the
-  /// staging area for the largest reduce-scatter input. Throws Error, with
-  /// nothing left allocated.
+  /// Allocates the memory arenas of `plan` that world rank `worldRank`
+  /// holds on `backend` (all but other pipeline ranks' own), opens its
+  /// nvme arenas' files (one per rank: `worldRank` names them) and sizes
+  /// the staging area for the largest reduce-scatter input. Throws Error,
+  /// with nothing left allocated.
   Arenas(const Plan &plan, Backend &backend, int worldRank);
   /// Releases the memory once the backend's work on it has finished.
   ~Arenas();
   Arenas(const Arenas &) = delete;
   Arenas &operator=(const Arenas &) = delete;
 
-  /// Buffer `id` (Error when the plan has none) and its memory: null in an
-  /// nvme arena.
+  /// Buffer `id` (Error when the plan has none) and its memory, in its
+  /// current slot: null in an nvme arena or another pipeline rank's.
   BufferView view(uint32_t id) const;
+  /// Whether this rank holds buffer `id`'s arena.
+  bool holds(uint32_t id) const;
+  /// Kept buffers `ids` are in slot `slot` of a bank of `stride` bytes
+  /// until set again (PipelineStage::SlotBank).
+  void setSlot(const std::vector<int64_t> &ids, int64_t slot, uint64_t stride);
   /// Arena `arena`'s memory; null for an nvme arena.
   uint8_t *base(uint32_t arena) const { return memory[arena]; }
   /// The bytes held for `arena` (an nvme arena's: its file's size).
@@ -70,6 +79,8 @@ private:
   const Plan &plan;
   Backend &backend;
   std::vector<uint8_t *> memory;
+  /// Each buffer's bytes past its offset: its slot times its bank's stride.
+  std::vector<uint64_t> displacement;
   std::map<uint32_t, std::unique_ptr<NvmeStore>> files;
   uint8_t *stagingArea = nullptr;
   uint64_t stagingSize = 0;

@@ -124,21 +124,20 @@ void Collectives::runAllReduce(const Program &prog, size_t index) {
   const std::vector<uint32_t> &ids = inst.inputs;
   for (size_t i = 0; i < ids.size();) {
     const Buffer &first = plan.buffers[ids[i]];
-    uint64_t end = first.offset + first.bytes;
+    uint8_t *start = address(ids[i]);
+    uint64_t bytes = first.bytes;
     size_t j = i + 1;
     for (; j < ids.size(); ++j) {
       const Buffer &next = plan.buffers[ids[j]];
-      if (next.arena != first.arena || next.offset != end ||
+      if (next.arena != first.arena || address(ids[j]) != start + bytes ||
           next.dtype != first.dtype)
         break;
-      end += next.bytes;
+      bytes += next.bytes;
     }
-    const uint64_t bytes = end - first.offset;
     if (bytes) {
       try {
-        comm->allReduce(arenas.base(first.arena) + first.offset,
-                        size_t(bytes / dtypeSize(first.dtype)), first.dtype,
-                        op);
+        comm->allReduce(start, size_t(bytes / dtypeSize(first.dtype)),
+                        first.dtype, op);
       } catch (const Error &e) {
         fail(e.what());
       }
@@ -159,10 +158,8 @@ void Collectives::runAllGather(const Program &prog, size_t index) {
     // itself stays, since the optimizer updates it in place. Sequence
     // parallelism: the rank's tokens into the whole sequence.
     const Buffer &chunk = plan.buffers[inst.inputs[0]];
-    const Buffer &whole = plan.buffers[inst.outputs[0]];
     try {
-      comm->allGather(arenas.base(chunk.arena) + chunk.offset,
-                      arenas.base(whole.arena) + whole.offset,
+      comm->allGather(address(inst.inputs[0]), address(inst.outputs[0]),
                       size_t(numElements(chunk.shape)), chunk.dtype);
     } catch (const Error &e) {
       fail(e.what());
@@ -174,7 +171,7 @@ void Collectives::runAllGather(const Program &prog, size_t index) {
   for (uint32_t id : inst.inputs) {
     const Buffer &b = plan.buffers[id];
     const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
-    uint8_t *base = arenas.base(b.arena) + b.offset;
+    uint8_t *base = address(id);
     try {
       comm->allGather(base + chunk * dtypeSize(b.dtype) * comm->rank(), base,
                       chunk, b.dtype);
@@ -199,8 +196,7 @@ void Collectives::runReduceScatter(const Program &prog, size_t index) {
     const Buffer &x = plan.buffers[inst.inputs[0]];
     const Buffer &y = plan.buffers[inst.outputs[0]];
     try {
-      comm->reduceScatter(arenas.base(x.arena) + x.offset,
-                          arenas.base(y.arena) + y.offset,
+      comm->reduceScatter(address(inst.inputs[0]), address(inst.outputs[0]),
                           size_t(numElements(y.shape)), x.dtype, op);
     } catch (const Error &e) {
       fail(e.what());
@@ -214,20 +210,20 @@ void Collectives::runReduceScatter(const Program &prog, size_t index) {
     const Buffer &shard = plan.buffers[inst.outputs[0]];
     const size_t chunk = size_t(numElements(shard.shape));
     try {
-      comm->reduceScatter(arenas.base(x.arena) + x.offset, arenas.staging(),
-                          chunk, x.dtype, op);
+      comm->reduceScatter(address(inst.inputs[0]), arenas.staging(), chunk,
+                          x.dtype, op);
     } catch (const Error &e) {
       fail(e.what());
     }
-    backend.accumulate(x.dtype, arenas.base(shard.arena) + shard.offset,
-                       arenas.staging(), int64_t(chunk));
+    backend.accumulate(x.dtype, address(inst.outputs[0]), arenas.staging(),
+                       int64_t(chunk));
     return;
   }
   for (uint32_t id : inst.inputs) {
     const Buffer &b = plan.buffers[id];
     const size_t chunk = size_t(numElements(b.shape)) / size_t(comm->size());
     const size_t chunkBytes = chunk * dtypeSize(b.dtype);
-    uint8_t *base = arenas.base(b.arena) + b.offset;
+    uint8_t *base = address(id);
     try {
       comm->reduceScatter(base, arenas.staging(), chunk, b.dtype, op);
     } catch (const Error &e) {

@@ -61,6 +61,11 @@ public:
   void runReduceScatter(const Program &prog, size_t index);
 
 private:
+  /// Buffer `id`'s memory where it is now (its slot, when kept).
+  uint8_t *address(uint32_t id) const {
+    return static_cast<uint8_t *>(arenas.view(id).data);
+  }
+
   std::vector<ByteRange> rangesOf(const Instruction &inst) const;
 
   const Plan &plan;

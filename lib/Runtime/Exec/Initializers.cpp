@@ -48,7 +48,8 @@ void dsc::rt::writeInitialValues(const Plan &plan,
   std::vector<uint8_t> host;
   for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
     const Buffer &b = plan.buffers[id];
-    if (b.init.kind == InitKind::None || b.init.kind == InitKind::Zeros)
+    if (b.init.kind == InitKind::None || b.init.kind == InitKind::Zeros ||
+        !arenas.holds(id)) // another pipeline rank's
       continue;
     const int64_t n = numElements(b.shape);
     const bool normal = b.init.kind == InitKind::Normal;

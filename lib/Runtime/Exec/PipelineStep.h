@@ -6,11 +6,12 @@
 //
 // The pipeline's messages and what waits for them: the rank's step program
 // as the compiler scheduled it (--dsc-pipeline-schedule) and proved free of
-// deadlock, run in order over the rank's stages. It keeps each micro-batch's
-// stage input (and residuals) until its backward, zero-bubble what the
-// backward keeps for its weight-gradient part, and each message received
-// until the forward or backward that reads it, in slots of backend memory
-// it owns across steps. It decides nothing.
+// deadlock, run in order over the rank's stages. What a micro-batch keeps
+// (its stage input and residuals until its backward, the gradient received
+// until then, zero-bubble the weight stash) lives in the slots of the
+// arena the step names; each message is received in place, in its slot,
+// and sent from where it was written. It decides nothing and copies
+// nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,8 +37,6 @@ public:
                ProgramRunner &runner, TokenFeed &feed)
       : plan(plan), backend(backend), arenas(arenas), mesh(mesh),
         context(context), runner(runner), feed(feed) {}
-  /// Releases the slots.
-  ~PipelineStep();
   PipelineStep(const PipelineStep &) = delete;
   PipelineStep &operator=(const PipelineStep &) = delete;
 
@@ -59,9 +58,6 @@ private:
   RunContext &context;
   ProgramRunner &runner;
   TokenFeed &feed;
-  /// Backend memory slots (bytes, slot), kept across steps: the buffers,
-  /// hence their sizes, are the same every step.
-  std::vector<std::pair<size_t, uint8_t *>> slots;
 };
 
 } // namespace dsc::rt

@@ -234,7 +234,10 @@ void ProgramRunner::runInstruction(const Program &prog, size_t index) {
                            "a pipeline stage's step runs in trainStep, "
                            "not as a program");
   case Opcode::Transfer:
-    tiers.run(prog, index);
+    // The initialize program fills every pipeline rank's copies; each rank
+    // its own (validatePlan: both ends are one rank's).
+    if (arenas.holds(inst.inputs[0]) && arenas.holds(inst.outputs[0]))
+      tiers.run(prog, index);
     return;
   case Opcode::OverlapNextStep:
     // Run in order (a traced run times each instruction): nothing to do.

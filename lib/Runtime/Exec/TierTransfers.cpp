@@ -67,7 +67,8 @@ TierTransfers::TierTransfers(const Plan &plan, Arenas &arenas, Backend &backend,
 
 bool TierTransfers::onLane(const Program &prog, size_t index) const {
   const Instruction &inst = prog.instructions[index];
-  if (!lane || inst.opcode != Opcode::Transfer)
+  if (!lane || inst.opcode != Opcode::Transfer ||
+      !arenas.holds(inst.inputs[0]) || !arenas.holds(inst.outputs[0]))
     return false;
   // The memory side must be host memory the lane's thread may touch.
   const Buffer &x = plan.buffers[inst.inputs[0]];

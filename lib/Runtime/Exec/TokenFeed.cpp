@@ -61,7 +61,8 @@ void TokenFeed::set(uint32_t id, const int32_t *data, size_t count,
                       std::to_string(data[i]) + " at position " +
                       std::to_string(i) + " is outside the vocabulary [0, " +
                       std::to_string(vocab) + ")");
-  backend.copyIn(v.data, data, count * sizeof(int32_t));
+  if (v.data) // else another pipeline rank's
+    backend.copyIn(v.data, data, count * sizeof(int32_t));
   // A device backend's host mirror (fill) follows the buffer.
   if (!backend.hostAddressable()) {
     std::vector<int32_t> &mirror = id == plan.tokens ? hostTokens : hostTargets;
@@ -79,9 +80,17 @@ int32_t *TokenFeed::hostView(uint32_t id) {
 }
 
 void TokenFeed::fill(const Fill &fill, int64_t microBatchInStep) {
-  // Host memory: `fill` writes the buffers themselves.
+  // Host memory: `fill` writes the buffers themselves (or, for a buffer
+  // another pipeline rank holds, a scratch copy nothing reads).
   if (backend.hostAddressable()) {
-    fill(microBatchInStep, hostView(plan.tokens), hostView(plan.targets));
+    auto ids = [&](uint32_t id, std::vector<int32_t> &unheld) {
+      if (arenas.holds(id))
+        return hostView(id);
+      unheld.resize(size_t(numElements(plan.buffers[id].shape)));
+      return unheld.data();
+    };
+    fill(microBatchInStep, ids(plan.tokens, unheldTokens),
+         ids(plan.targets, unheldTargets));
     return;
   }
   // Device memory: `fill` writes host mirrors of the buffers (set keeps
@@ -91,8 +100,10 @@ void TokenFeed::fill(const Fill &fill, int64_t microBatchInStep) {
   if (hostTokens.empty() || hostTargets.empty()) {
     hostTokens.resize(size_t(tok.size()));
     hostTargets.resize(size_t(tgt.size()));
-    backend.copyOut(hostTokens.data(), tok.data, tok.desc->bytes);
-    backend.copyOut(hostTargets.data(), tgt.data, tgt.desc->bytes);
+    if (tok.data)
+      backend.copyOut(hostTokens.data(), tok.data, tok.desc->bytes);
+    if (tgt.data)
+      backend.copyOut(hostTargets.data(), tgt.data, tgt.desc->bytes);
   }
   fill(microBatchInStep, hostTokens.data(), hostTargets.data());
   set(plan.tokens, hostTokens.data(), hostTokens.size(), "Tokens");

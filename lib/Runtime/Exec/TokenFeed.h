@@ -48,6 +48,9 @@ private:
   Arenas &arenas;
   /// A device backend's host copies of the tokens and targets buffers.
   std::vector<int32_t> hostTokens, hostTargets;
+  /// Where `fill` writes the ids of a buffer another pipeline rank holds
+  /// (the loader draws every micro-batch's tokens and targets alike).
+  std::vector<int32_t> unheldTokens, unheldTargets;
 };
 
 } // namespace dsc::rt

@@ -202,6 +202,17 @@ int64_t Plan::pipelineRanks() const {
   return stages.empty() || axis < 0 ? 0 : mesh[size_t(axis)].size;
 }
 
+std::vector<int64_t> PipelineStage::activationBuffers() const {
+  std::vector<int64_t> ids = {input};
+  ids.insert(ids.end(), residuals.begin(), residuals.end());
+  return ids;
+}
+
+std::vector<int64_t> PipelineStage::gradientBuffers() const {
+  return outputGrad >= 0 ? std::vector<int64_t>{outputGrad}
+                         : std::vector<int64_t>{};
+}
+
 int64_t Plan::findBuffer(const std::string &name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == name)

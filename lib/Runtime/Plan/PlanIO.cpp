@@ -153,8 +153,8 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       names.intern(inst.name);
   }
   for (const PipelineStage &st : plan.stages)
-    for (const std::string *n :
-         {&st.forward, &st.forwardBackward, &st.optimizer, &st.step})
+    for (const std::string *n : {&st.forward, &st.forwardBackward,
+                                 &st.optimizer, &st.step, &st.backwardWeight})
       names.intern(*n);
 
   Writer body;
@@ -185,6 +185,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   for (const Arena &a : plan.arenas) {
     body.u32(uint32_t(a.tier));
     body.u64(a.bytes);
+    body.i64(a.pipelineRank);
   }
   body.u32(uint32_t(plan.nvmePath.size()));
   body.bytes(plan.nvmePath.data(), plan.nvmePath.size());
@@ -248,16 +249,18 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     for (int64_t id : {st.input, st.output, st.outputGrad, st.inputGrad,
                        st.loss, st.gradNorm, st.learningRate})
       body.i64(id);
-    body.u32(uint32_t(st.residualsOut.size()));
-    for (size_t i = 0; i < st.residualsOut.size(); ++i) {
-      body.i64(st.residualsOut[i]);
-      body.i64(i < st.residualsIn.size() ? st.residualsIn[i] : -1);
-    }
+    body.u32(uint32_t(st.residuals.size()));
+    for (int64_t id : st.residuals)
+      body.i64(id);
     body.u32(names.intern(st.backwardWeight));
-    body.u32(uint32_t(st.weightStashOut.size()));
-    for (size_t i = 0; i < st.weightStashOut.size(); ++i) {
-      body.i64(st.weightStashOut[i]);
-      body.i64(i < st.weightStashIn.size() ? st.weightStashIn[i] : -1);
+    body.u32(uint32_t(st.weightStash.size()));
+    for (int64_t id : st.weightStash)
+      body.i64(id);
+    for (const PipelineStage::SlotBank *bank :
+         {&st.activationSlots, &st.gradientSlots, &st.weightSlots}) {
+      body.i64(bank->slots);
+      body.u64(bank->offset);
+      body.u64(bank->stride);
     }
   }
 
@@ -362,12 +365,13 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     plan.mesh[i].size = r.i64(f + " '" + plan.mesh[i].name + "' size");
   }
 
-  plan.arenas.resize(r.count("arenas", 12));
+  plan.arenas.resize(r.count("arenas", 20));
   for (size_t i = 0; i < plan.arenas.size(); ++i) {
     std::string f = "arenas[" + std::to_string(i) + "]";
     plan.arenas[i].tier =
         checkedEnum<Tier>(r, f + ".tier", uint32_t(Tier::Nvme));
     plan.arenas[i].bytes = r.u64(f + ".bytes");
+    plan.arenas[i].pipelineRank = r.i64(f + ".pipelineRank");
   }
   plan.nvmePath = r.str("nvmePath");
   plan.nvmeBlockBytes = r.u64("nvmeBlockBytes");
@@ -442,11 +446,11 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   }
 
   // schedule, then per stage: four program names, seven buffer ids, the
-  // residual pairs (out, in), the weight-gradient program and its stash
-  // pairs.
+  // residuals, the weight-gradient program and its stash, three slot banks.
   plan.schedule = checkedEnum<PipelineSchedule>(
       r, "pipeline schedule", uint32_t(PipelineSchedule::ZeroBubbleH1));
-  plan.stages.resize(r.count("pipeline stages", 4 * 4 + 7 * 8 + 4 + 4 + 4));
+  plan.stages.resize(
+      r.count("pipeline stages", 4 * 4 + 7 * 8 + 4 + 4 + 4 + 3 * 24));
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     PipelineStage &st = plan.stages[k];
     std::string f = "stages[" + std::to_string(k) + "]";
@@ -457,16 +461,18 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     for (int64_t *id : {&st.input, &st.output, &st.outputGrad, &st.inputGrad,
                         &st.loss, &st.gradNorm, &st.learningRate})
       *id = r.i64(f + " buffer id");
-    const size_t residuals = r.count(f + " residuals", 2 * 8);
-    for (size_t i = 0; i < residuals; ++i) {
-      st.residualsOut.push_back(r.i64(f + " residual buffer id"));
-      st.residualsIn.push_back(r.i64(f + " residual buffer id"));
-    }
+    st.residuals.resize(r.count(f + " residuals", 8));
+    for (int64_t &id : st.residuals)
+      id = r.i64(f + " residual buffer id");
     st.backwardWeight = name(f + ".backwardWeight");
-    const size_t stash = r.count(f + " weight stash", 2 * 8);
-    for (size_t i = 0; i < stash; ++i) {
-      st.weightStashOut.push_back(r.i64(f + " weight stash buffer id"));
-      st.weightStashIn.push_back(r.i64(f + " weight stash buffer id"));
+    st.weightStash.resize(r.count(f + " weight stash", 8));
+    for (int64_t &id : st.weightStash)
+      id = r.i64(f + " weight stash buffer id");
+    for (PipelineStage::SlotBank *bank :
+         {&st.activationSlots, &st.gradientSlots, &st.weightSlots}) {
+      bank->slots = r.i64(f + " slot bank slots");
+      bank->offset = r.u64(f + " slot bank offset");
+      bank->stride = r.u64(f + " slot bank stride");
     }
   }
 

@@ -46,11 +46,18 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
       os << ", input grad %" << st.inputGrad;
     if (st.loss >= 0)
       os << ", loss %" << st.loss;
-    if (!st.residualsOut.empty())
-      os << ", " << st.residualsOut.size() << " residuals";
+    if (!st.residuals.empty())
+      os << ", " << st.residuals.size() << " residuals";
     if (!st.backwardWeight.empty())
       os << ", weight gradients '" << st.backwardWeight << "' ("
-         << st.weightStashOut.size() << " kept from the backward)";
+         << st.weightStash.size() << " kept from the backward)";
+    for (auto [name, bank] :
+         {std::make_pair("activation", &st.activationSlots),
+          std::make_pair("gradient", &st.gradientSlots),
+          std::make_pair("weight", &st.weightSlots)})
+      if (bank->stride > 0)
+        os << "; " << name << " slots " << bank->slots << " x "
+           << bank->stride << " bytes at " << bank->offset;
     os << "\n";
   }
   os << "well-known: tokens %" << plan.tokens << ", targets %" << plan.targets
@@ -65,6 +72,8 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   for (size_t a = 0; a < plan.arenas.size(); ++a) {
     os << "arena " << a << ": " << tierName(plan.arenas[a].tier) << ", "
        << plan.arenas[a].bytes << " bytes";
+    if (plan.arenas[a].pipelineRank >= 0)
+      os << ", pipeline rank " << plan.arenas[a].pipelineRank;
     if (a < plan.summary.peakBytesPerArena.size())
       os << " (planned peak " << plan.summary.peakBytesPerArena[a] << ")";
     os << "\n";

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <tuple>
 #include <unordered_set>
@@ -230,6 +231,15 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
   const bool zeroBubble = plan.schedule == PipelineSchedule::ZeroBubbleH1;
   // Messages received and not yet read: (stage, gradient, micro-batch).
   std::set<std::tuple<int64_t, bool, int64_t>> received;
+  // The slots in use: (stage, bank, slot) -> micro-batch; and each
+  // (stage, bank, micro-batch)'s slot.
+  std::map<std::tuple<int64_t, int, int64_t>, int64_t> slotUser;
+  std::map<std::tuple<int64_t, int, int64_t>, int64_t> slotOf;
+  // The micro-batch whose output (inputGrad) the stage's latest forward
+  // (backward) wrote, -1 before any: a send moves it before it is
+  // overwritten.
+  std::vector<int64_t> lastForward(size_t(stages), -1),
+      lastBackward(size_t(stages), -1);
   for (size_t i = 0; i < step.instructions.size(); ++i) {
     const Instruction &inst = step.instructions[i];
     auto fail = [&](const std::string &why) {
@@ -275,6 +285,39 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
            std::to_string(plan.microBatches));
     const PipelineStage &st = plan.stages[size_t(stage)];
     const std::string where = " of stage " + std::to_string(stage);
+    const char *bankNames[] = {"activation", "gradient", "weight"};
+    const PipelineStage::SlotBank *banks[] = {
+        &st.activationSlots, &st.gradientSlots, &st.weightSlots};
+    // Micro-batch mb starts using `slot` of bank `bank`: a slot of the
+    // bank that no micro-batch in flight uses.
+    auto takeSlot = [&](int bank, int64_t slot) {
+      if (slot < 0 || slot >= banks[bank]->slots)
+        fail(std::string("names ") + bankNames[bank] + " slot " +
+             std::to_string(slot) + where + ", which has " +
+             std::to_string(banks[bank]->slots));
+      auto [it, inserted] = slotUser.try_emplace({stage, bank, slot}, mb);
+      if (!inserted)
+        fail("puts micro-batch " + std::to_string(mb) + " in " +
+             bankNames[bank] + " slot " + std::to_string(slot) + where +
+             ", which micro-batch " + std::to_string(it->second) +
+             " still uses");
+      slotOf[{stage, bank, mb}] = slot;
+    };
+    // A later instruction of micro-batch mb reads its slot: the one it
+    // took; `release` when this is its last reader.
+    auto useSlot = [&](int bank, int64_t slot, bool release) {
+      auto it = slotOf.find({stage, bank, mb});
+      if (it == slotOf.end() || it->second != slot)
+        fail(std::string("reads ") + bankNames[bank] + " slot " +
+             std::to_string(slot) + where + " for micro-batch " +
+             std::to_string(mb) + ", which " +
+             (it == slotOf.end() ? std::string("holds nothing of it")
+                                 : "is in slot " + std::to_string(it->second)));
+      if (release) {
+        slotUser.erase({stage, bank, slot});
+        slotOf.erase(it);
+      }
+    };
     auto inOrder = [&](int64_t &count) {
       if (mb != count)
         fail("runs micro-batch " + std::to_string(mb) + where +
@@ -288,19 +331,40 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
              std::to_string(mb) + where + ", which no earlier receive brings");
     };
     switch (inst.opcode) {
-    case Opcode::PipelineForward:
+    case Opcode::PipelineForward: {
+      const int64_t slot = ops::PipelineForward::decode(inst).slot;
       inOrder(forwards[size_t(stage)]);
-      if (stage > 0)
+      if (stage > 0) {
         take(false, "activation");
+        useSlot(0, slot, false);
+      } else {
+        takeSlot(0, slot);
+      }
+      lastForward[size_t(stage)] = mb;
       break;
-    case Opcode::PipelineBackward:
+    }
+    case Opcode::PipelineBackward: {
+      const ops::PipelineBackward b = ops::PipelineBackward::decode(inst);
       inOrder(backwards[size_t(stage)]);
       if (backwards[size_t(stage)] > forwards[size_t(stage)])
         fail("the backward of micro-batch " + std::to_string(mb) + where +
              " comes before its forward");
-      if (stage + 1 < stages)
+      useSlot(0, b.slot, true);
+      if (stage + 1 < stages) {
         take(true, "output's gradient");
+        useSlot(1, b.gradientSlot, true);
+      } else if (b.gradientSlot != -1) {
+        fail("names gradient slot " + std::to_string(b.gradientSlot) +
+             " on the last stage, which receives no gradient");
+      }
+      if (zeroBubble)
+        takeSlot(2, b.weightSlot);
+      else if (b.weightSlot != -1)
+        fail("names weight slot " + std::to_string(b.weightSlot) +
+             " without a zero-bubble schedule");
+      lastBackward[size_t(stage)] = mb;
       break;
+    }
     case Opcode::PipelineBackwardWeight:
       if (!zeroBubble)
         fail("runs a weight-gradient part, which only the zb-h1 schedule "
@@ -309,6 +373,7 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
       if (weights[size_t(stage)] > backwards[size_t(stage)])
         fail("the weight gradients of micro-batch " + std::to_string(mb) +
              where + " come before its backward");
+      useSlot(2, ops::PipelineBackwardWeight::decode(inst).slot, true);
       break;
     case Opcode::PipelineSend:
     case Opcode::PipelineRecv: {
@@ -339,6 +404,20 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
         fail("receives the " +
              std::string(gradient ? "output's gradient" : "activation") +
              " of micro-batch " + std::to_string(mb) + where + " twice");
+      if (!send)
+        takeSlot(gradient ? 1 : 0, ops::PipelineRecv::decode(inst).slot);
+      // A send moves what the stage's latest forward (backward) wrote,
+      // from where it wrote it: that of this micro-batch.
+      if (send &&
+          (gradient ? lastBackward : lastForward)[size_t(stage)] != mb)
+        fail("sends the " +
+             std::string(gradient ? "input's gradient" : "output") +
+             " of micro-batch " + std::to_string(mb) + where +
+             " where the stage's latest " +
+             (gradient ? "backward" : "forward") + " wrote micro-batch " +
+             std::to_string(
+                 (gradient ? lastBackward : lastForward)[size_t(stage)]) +
+             "'s");
       break;
     }
     default:
@@ -364,6 +443,114 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
                 step.name + "' receives a message of stage " +
                 std::to_string(std::get<0>(*received.begin())) +
                 " that no forward or backward reads");
+}
+
+/// Stage k's banks of slots (PipelineStage::SlotBank): a bank with more
+/// than one slot lies in one arena of the stage's rank, its buffers in its
+/// first slot, and no other buffer shares the bytes of its slots.
+void checkSlotBanks(const Plan &plan, int64_t k) {
+  const PipelineStage &st = plan.stages[size_t(k)];
+  const std::string where = "pipeline stage " + std::to_string(k);
+  const std::vector<int64_t> activation = st.activationBuffers(),
+                             gradient = st.gradientBuffers();
+  for (auto [name, bank, ids] :
+       {std::make_tuple("activation", &st.activationSlots, &activation),
+        std::make_tuple("gradient", &st.gradientSlots, &gradient),
+        std::make_tuple("weight", &st.weightSlots, &st.weightStash)}) {
+    const std::string what = where + "'s " + name + " slots";
+    if (bank->slots < 1 || bank->slots > (int64_t(1) << 20))
+      throw Error(what + ": " + std::to_string(bank->slots) +
+                  " slots; a bank has 1 to 2^20");
+    if (bank->slots == 1 || ids->empty())
+      continue; // slot 0 is the buffers themselves
+    const uint32_t arena = plan.buffers[size_t((*ids)[0])].arena;
+    const uint64_t arenaBytes = plan.arenas[arena].bytes;
+    if (bank->stride == 0 || bank->offset > arenaBytes ||
+        bank->stride > (arenaBytes - bank->offset) / uint64_t(bank->slots))
+      throw Error(what + ": " + std::to_string(bank->slots) + " slots of " +
+                  std::to_string(bank->stride) + " bytes at " +
+                  std::to_string(bank->offset) + " do not fit arena " +
+                  std::to_string(arena) + " (" + std::to_string(arenaBytes) +
+                  " bytes)");
+    const uint64_t end = bank->offset + bank->stride * uint64_t(bank->slots);
+    std::set<uint32_t> members;
+    for (int64_t id : *ids) {
+      const Buffer &b = plan.buffers[size_t(id)];
+      if (b.arena != arena || b.offset < bank->offset ||
+          b.offset + b.bytes > bank->offset + bank->stride)
+        throw Error(what + ": " + describeBuffer(plan, uint32_t(id)) +
+                    " is not in the bank's first slot (arena " +
+                    std::to_string(arena) + " bytes [" +
+                    std::to_string(bank->offset) + ", " +
+                    std::to_string(bank->offset + bank->stride) + "))");
+      members.insert(uint32_t(id));
+    }
+    for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
+      const Buffer &b = plan.buffers[id];
+      if (b.arena == arena && b.bytes && !members.count(id) &&
+          b.offset < end && b.offset + b.bytes > bank->offset)
+        throw Error(what + ": " + describeBuffer(plan, id) +
+                    " shares bytes with the bank's slots [" +
+                    std::to_string(bank->offset) + ", " + std::to_string(end) +
+                    ") of arena " + std::to_string(arena));
+    }
+  }
+}
+
+/// A pipelined plan's arenas belong to pipeline ranks (or all of them):
+/// each stage's programs use only buffers of its rank's arenas and the
+/// shared ones, and any other program's instruction only those of one
+/// rank (it runs where they are).
+void checkPipelineArenas(const Plan &plan) {
+  const int64_t ranks = plan.pipelineRanks();
+  for (size_t a = 0; a < plan.arenas.size(); ++a) {
+    const int64_t r = plan.arenas[a].pipelineRank;
+    if (r < -1 || r >= std::max<int64_t>(ranks, 0))
+      throw Error("arena " + std::to_string(a) + " belongs to pipeline rank " +
+                  std::to_string(r) + ", but the plan has " +
+                  (ranks > 0 ? std::to_string(ranks) + " pipeline ranks"
+                             : std::string("no pipeline stages")) +
+                  " (-1: every rank's)");
+  }
+  if (ranks <= 0)
+    return;
+  std::map<std::string, int64_t> rankOfProgram;
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const PipelineStage &st = plan.stages[k];
+    for (const std::string *name : {&st.forward, &st.forwardBackward,
+                                    &st.backwardWeight, &st.optimizer,
+                                    &st.step})
+      if (!name->empty())
+        rankOfProgram[*name] = int64_t(k) % ranks;
+  }
+  for (const Program &prog : plan.programs) {
+    auto it = rankOfProgram.find(prog.name);
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      const Instruction &inst = prog.instructions[i];
+      int64_t rank = it == rankOfProgram.end() ? -1 : it->second;
+      for (const std::vector<uint32_t> *ids : {&inst.inputs, &inst.outputs})
+        for (uint32_t id : *ids) {
+          const int64_t held = plan.arenas[plan.buffers[id].arena].pipelineRank;
+          if (held < 0 || held == rank)
+            continue;
+          if (rank < 0 && it == rankOfProgram.end()) {
+            rank = held; // another program's: the rank of its buffers
+            continue;
+          }
+          throw Error(
+              "program '" + prog.name + "' instruction " + std::to_string(i) +
+              " (" + opcodeName(inst.opcode) + ") uses " +
+              describeBuffer(plan, id) + " of pipeline rank " +
+              std::to_string(held) + "'s arena " +
+              std::to_string(plan.buffers[id].arena) + ", which " +
+              (it == rankOfProgram.end()
+                   ? "is not the rank of its other buffers (" +
+                         std::to_string(rank) + ")"
+                   : "pipeline rank " + std::to_string(rank) +
+                         ", which runs it, does not hold"));
+        }
+    }
+  }
 }
 
 /// Pipeline stages: P or P*v of them over the mesh axis "pp" of size P,
@@ -399,9 +586,7 @@ void checkStages(const Plan &plan) {
       throw Error(where + ": no weight-gradient program '" + st.backwardWeight +
                   "', which the " + pipelineScheduleName(plan.schedule) +
                   " schedule runs");
-    if (!zeroBubble &&
-        (!st.backwardWeight.empty() || !st.weightStashOut.empty() ||
-         !st.weightStashIn.empty()))
+    if (!zeroBubble && (!st.backwardWeight.empty() || !st.weightStash.empty()))
       throw Error(where +
                   ": has a weight-gradient program, which only the "
                   "zb-h1 schedule runs, not " +
@@ -439,39 +624,16 @@ void checkStages(const Plan &plan) {
     check(st.loss, "loss", BufferRole::Loss, k == last);
     check(st.gradNorm, "gradNorm", BufferRole::Scalar, true);
     check(st.learningRate, "learningRate", BufferRole::Scalar, true);
-    // The residuals a split backward reads: pairs of the forward's
-    // boundary results and the backward's boundary arguments of one dtype
-    // and shape (none on the last stage, which runs both together).
-    if (st.residualsOut.size() != st.residualsIn.size() ||
-        (k == last && !st.residualsOut.empty()))
-      throw Error(where + ": " + std::to_string(st.residualsOut.size()) +
-                  " residuals out and " +
-                  std::to_string(st.residualsIn.size()) +
-                  " in; they come in pairs, and not on the last stage");
-    // A value kept from one program to another: boundary buffers of one
-    // dtype and shape at both ends.
-    auto checkKept = [&](const std::vector<int64_t> &out,
-                         const std::vector<int64_t> &in, const char *what) {
-      for (size_t i = 0; i < out.size(); ++i) {
-        check(out[i], what, BufferRole::Boundary, true);
-        check(in[i], what, BufferRole::Boundary, true);
-        const Buffer &x = plan.buffers[size_t(out[i])];
-        const Buffer &y = plan.buffers[size_t(in[i])];
-        if (x.dtype != y.dtype || x.shape != y.shape)
-          throw Error(where + ": " + what + " " + std::to_string(i) + " " +
-                      describeBuffer(plan, uint32_t(out[i])) + " and " +
-                      describeBuffer(plan, uint32_t(in[i])) +
-                      " differ in dtype or shape");
-      }
-    };
-    checkKept(st.residualsOut, st.residualsIn, "residual");
-    // What B keeps for W: B's results and W's arguments, pairwise alike.
-    if (st.weightStashOut.size() != st.weightStashIn.size())
-      throw Error(where + ": " + std::to_string(st.weightStashOut.size()) +
-                  " values kept for the weight gradients out and " +
-                  std::to_string(st.weightStashIn.size()) +
-                  " in; they come in pairs");
-    checkKept(st.weightStashOut, st.weightStashIn, "weight stash");
+    // The residuals a split backward reads (none on the last stage, which
+    // runs both together) and what B keeps for W: boundary buffers.
+    if (k == last && !st.residuals.empty())
+      throw Error(where + ": has " + std::to_string(st.residuals.size()) +
+                  " residuals; the last stage keeps none");
+    for (int64_t id : st.residuals)
+      check(id, "residual", BufferRole::Boundary, true);
+    for (int64_t id : st.weightStash)
+      check(id, "weight stash", BufferRole::Boundary, true);
+    checkSlotBanks(plan, int64_t(k));
     if (ownsRank)
       checkStep(plan, int64_t(k), *plan.findProgram(st.step));
     if (k == last)
@@ -589,6 +751,7 @@ void dsc::rt::validatePlan(const Plan &plan) {
     }
   }
   checkStages(plan);
+  checkPipelineArenas(plan);
   // Each rank's step is well formed; now all ranks' together.
   verifyPlanSchedule(plan);
 }

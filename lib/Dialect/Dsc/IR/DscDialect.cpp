@@ -55,6 +55,8 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kSavedActivationBytesAttr, Holder::Function},
     {kWeightStashAttr, Holder::Function},
     {kOffsetAttr, Holder::Declaration},
+    {kPipelineRankAttr, Holder::Declaration},
+    {kSlotBanksAttr, Holder::Function},
     {kOffsetsAttr, Holder::AnyOp},
     {kPipelineLocalAttr, Holder::ClipGradNorm},
     {kLayerAttr, Holder::OpInFunction},
@@ -166,6 +168,28 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     IntegerAttr offset = asI64(value);
     if (!offset || offset.getInt() < 0)
       return fail() << "a byte offset, an i64 >= 0, got " << value;
+    return success();
+  }
+  if (name == kPipelineRankAttr) {
+    IntegerAttr rank = asI64(value);
+    if (!rank || rank.getInt() < 0)
+      return fail() << "a pipeline rank, an i64 >= 0, got " << value;
+    return success();
+  }
+  if (name == kSlotBanksAttr) {
+    auto banks = dyn_cast<DictionaryAttr>(value);
+    if (!banks)
+      return fail() << "a dictionary of slot banks, got " << value;
+    for (NamedAttribute bank : banks) {
+      auto fields = dyn_cast<DenseI64ArrayAttr>(bank.getValue());
+      StringRef key = bank.getName().getValue();
+      if ((key != "activation" && key != "gradient" && key != "weight") ||
+          !fields || fields.size() != 3 || fields[0] < 0 || fields[1] < 1 ||
+          fields[2] < 1)
+        return fail() << "{activation, gradient, weight} of array<i64: "
+                         "offset >= 0, stride >= 1, slots >= 1>, but '"
+                      << key << "' is " << bank.getValue();
+    }
     return success();
   }
   if (name == kInputOffsetsAttr || name == kOffsetsAttr) {

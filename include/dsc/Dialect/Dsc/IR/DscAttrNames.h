@@ -57,6 +57,14 @@ inline constexpr llvm::StringLiteral kPipelineLocalAttr = "dsc.pipeline_local";
 /// (dsc/Transforms/TransformerLayers.h).
 inline constexpr llvm::StringLiteral kLayerAttr = "dsc.layer";
 
+/// `i64`, on a declaration of a pipelined module: the pipeline rank
+/// whose arenas hold it (--dsc-plan-memory); absent, every rank's.
+inline constexpr llvm::StringLiteral kPipelineRankAttr = "dsc.pipeline_rank";
+/// A dictionary on a pipeline stage's forward (--dsc-plan-memory): its
+/// banks of per-micro-batch slots, `activation`, `gradient` and `weight`,
+/// each `array<i64: offset, stride, slots>` (PipelineStage::SlotBank).
+inline constexpr llvm::StringLiteral kSlotBanksAttr = "dsc.slot_banks";
+
 //===----------------------------------------------------------------------===//
 // On the module
 //===----------------------------------------------------------------------===//

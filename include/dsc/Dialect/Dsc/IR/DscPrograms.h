@@ -11,6 +11,8 @@
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
 
+#include "dsc/Support/PipelineStep.h"
+
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -56,6 +58,13 @@ PipelineAttr getPipelineAttr(Operation *module);
 /// The shape `module`'s `dsc.pipeline` records (its verifier checked it),
 /// or none without one.
 std::optional<PipelineShape> getPipelineShape(Operation *module);
+
+/// Pipeline rank `rank`'s step program `step` (role pipeline_step) as the
+/// schedule's instructions (PipelineStep.h), in order: chunks from the
+/// callees' stages and the messages' `chunk`; std::nullopt when an op is
+/// none of the step's or calls no stage.
+std::optional<std::vector<::dsc::PipelineStepOp>>
+readPipelineStep(Operation *step, const PipelineShape &shape);
 
 } // namespace mlir::dsc
 
