@@ -222,6 +222,21 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   mem.reserved = c.calibration.reservedBytes;
   mem.device =
       mem.states.total() + mem.activations + mem.temporaries + mem.reserved;
+  // Each pipeline rank plans its own stages' memory (--dsc-plan-memory):
+  // the same states, the micro-batches its stage keeps in flight, the
+  // logits on the last.
+  if (p > 1) {
+    const double scale = firstInFlight / (gpipe ? m : std::min(p, m));
+    for (int64_t r = 0; r < p; ++r) {
+      double inFlight = gpipe ? double(m) : double(std::min(p - r, m)) * scale;
+      if (plan.schedule == PipelineSchedule::ZeroBubbleH1)
+        inFlight = firstInFlight;
+      double act = perLayer * layersPerStage * inFlight + working;
+      double temporaries = zero3Gather + (r == p - 1 ? logits : 0.0);
+      mem.devicePerPipelineRank.push_back(mem.states.total() + act +
+                                          temporaries + mem.reserved);
+    }
+  }
   return mem;
 }
 

@@ -329,6 +329,13 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
                     given.memory.activations, given.memory.temporaries)
                     .str();
     remark << searched;
+    // Each pipeline rank plans its own stages' memory: what each needs.
+    if (!given.memory.devicePerPipelineRank.empty()) {
+      SmallVector<std::string> perRank;
+      for (double bytes : given.memory.devicePerPipelineRank)
+        perRank.push_back(llvm::formatv("{0:F1}", bytes / 1e9).str());
+      remark << "; GB per pipeline rank: " << llvm::join(perRank, ", ");
+    }
     remark.report();
     if (timeline && plan.pp > 1)
       emitTimeline(module, model, plan);

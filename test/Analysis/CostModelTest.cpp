@@ -15,6 +15,8 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
+
 using namespace mlir::dsc::analysis;
 
 namespace {
@@ -130,6 +132,35 @@ TEST(Memory, InFlightMicroBatches1F1BVersusGPipe) {
   few.sequenceParallel = true;
   EXPECT_DOUBLE_EQ(cm.memory(few).activations,
                    activationBytesPerLayer(m, 24, 8, true, false) * 6 * 8);
+}
+
+TEST(Memory, EachPipelineRankHoldsItsOwnMicroBatchesInFlight) {
+  // 1F1B: rank r keeps min(p - r, m) micro-batches of its 6 layers; the
+  // last also the logits; all the same states. GPipe: every rank m.
+  ModelShape m = ModelShape::gpt3_175B();
+  CostModel cm(m, a100());
+  ParallelPlan p = plan(8, 8, 16, 1, 1, 192);
+  p.sequenceParallel = true;
+  double perLayer = activationBytesPerLayer(m, 1, 8, true, false);
+  MemoryBreakdown mem = cm.memory(p);
+  ASSERT_EQ(mem.devicePerPipelineRank.size(), 16u);
+  const double fixed = mem.states.total() + mem.reserved;
+  for (int r = 0; r < 15; ++r)
+    EXPECT_DOUBLE_EQ(mem.devicePerPipelineRank[size_t(r)],
+                     fixed + perLayer * 6 * (16 - r))
+        << "rank " << r;
+  EXPECT_GT(mem.devicePerPipelineRank[15], fixed + perLayer * 6);
+  EXPECT_DOUBLE_EQ(mem.device, *std::max_element(
+                                   mem.devicePerPipelineRank.begin(),
+                                   mem.devicePerPipelineRank.end()));
+  p.schedule = PipelineSchedule::GPipe;
+  mem = cm.memory(p);
+  for (int r = 0; r < 15; ++r)
+    EXPECT_DOUBLE_EQ(mem.devicePerPipelineRank[size_t(r)],
+                     fixed + perLayer * 6 * 192);
+  // Without stages there is one rank: nothing per pipeline rank.
+  EXPECT_TRUE(cm.memory(plan(8, 8, 1, 1, 1, 192))
+                  .devicePerPipelineRank.empty());
 }
 
 TEST(Memory, InterleavingHoldsMoreOnTheFirstRank) {

@@ -30,6 +30,9 @@
 // bubble (15/192) and memory, then the search's plan on the same GPUs and
 // batch, and the knobs that differ.
 // CHECK: remark: --dsc-estimate: `dp=8 tp=8 pp=16 micro-batch-size=1 microbatches=192 recompute=full precision=bf16`: {{[0-9.]+}} s per step, {{[0-9]+}} TFLOP/s per GPU, MFU {{[0-9.]+}}%, pipeline bubble 7.8%, {{[0-9.]+}} GB per GPU; the search's best on 1024 GPUs with global batch 1536: `{{.*}}`, {{[0-9.]+}} s per step ({{[0-9.]+}}% faster); it changes: {{.*}}pp 16 -> {{[0-9]+}}
+// Each of the 16 pipeline ranks plans its own stages' memory; the first
+// keeps the most micro-batches in flight.
+// CHECK-SAME: ; GB per pipeline rank: {{([0-9.]+, ){15}[0-9.]+$}}
 // REPORT: ## Your plan
 // REPORT: `dp=8 tp=8 pp=16 micro-batch-size=1 microbatches=192 recompute=full precision=bf16`
 // REPORT: it changes:

@@ -48,6 +48,10 @@ struct MemoryBreakdown {
   double temporaries = 0; // logits, ZeRO-3 gathered layers
   double reserved = 0;    // calibration.reservedBytes
   double device = 0;      // sum of the above: what must fit
+  /// Pipelined: `device` of each pipeline rank (rank r keeps its stage's
+  /// micro-batches in flight: 1F1B's min(p - r, m), GPipe's m; the last
+  /// the logits); `device` is the largest. Empty without pipeline stages.
+  std::vector<double> devicePerPipelineRank;
   double host = 0;        // offloaded states per GPU
   double nvme = 0;        // offloaded states per GPU when the host is full
 };
