@@ -4,8 +4,15 @@
 # Compiles GPT-2 small (12 layers, h=768, 12 heads, V=50304) at one sequence
 # length with --dsc-compile, trains a few steps with dsc-run, and reports
 # ms/step and the achieved model FLOP/s as a fraction of the OpenBLAS sgemm
-# ceiling measured in the same run. A report, not a test.
+# ceiling measured in the same run. The same run also measures a STREAM-like
+# triad (triad.cpp, built here with g++) at 1 thread and at the step's thread
+# count, records a Chrome trace of every step, and prints per kernel class
+# (kernel-classes.py) the ms/step, share of the step, and the achieved GB/s as
+# a fraction of the triad, or GFLOP/s as a fraction of the sgemm ceiling for
+# the matmul and attention classes; and dsc-run's peak resident memory
+# (/usr/bin/time -v, when it is there). A report, not a test.
 # Usage: bench-train-step.sh [SEQ=1024] [STEPS=3] [BATCH=4]
+# The step's threads: OMP_NUM_THREADS, else nproc.
 #
 #===-----------------------------------------------------------------------===#
 set -euo pipefail
@@ -27,14 +34,31 @@ sed -e "s/^seq-length: .*/seq-length: $SEQ/" \
 "$BIN/dsc-opt" "$WORK/plan.mlir" --dsc-plan-summary -o /dev/null > "$WORK/summary.json"
 "$BIN/dsc-translate" --dsc-to-plan "$WORK/plan.mlir" -o "$WORK/model.plan"
 
+THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+# The triad: built on the spot so that nothing outside bench/ has to know it.
+${CXX:-g++} -O3 -march=native -fopenmp "$ROOT/bench/train-step/triad.cpp" \
+  -o "$WORK/triad"
+triad() {
+  # One line per thread count: "triad threads=T GB/s=X ...".
+  OMP_NUM_THREADS="$THREADS" "$WORK/triad" 1 "$THREADS"
+}
+"$BIN/dsc-opt" "$WORK/plan.mlir" --mlir-print-op-generic -o "$WORK/plan-generic.mlir"
+
 ceiling() {
   "$BIN/dsc-bench-kernels" --filter __none__ --min-time 0.5 2>&1 |
     awk '/ceiling, start\)/ && /%$/ {print $(NF-1)}' | head -1
 }
+TIMEV=()
+if [ -x /usr/bin/time ]; then TIMEV=(/usr/bin/time -v -o "$WORK/time.txt"); fi
+triad > "$WORK/triad-start.txt"
 CEIL_START="$(ceiling)"
-"$BIN/dsc-run" "$WORK/model.plan" --steps "$STEPS" --log-interval 1 \
-  --log-json "$WORK/metrics.jsonl" > "$WORK/run.log" 2>&1
+"${TIMEV[@]}" "$BIN/dsc-run" "$WORK/model.plan" --steps "$STEPS" --log-interval 1 \
+  --log-json "$WORK/metrics.jsonl" --trace "$WORK/trace.json" > "$WORK/run.log" 2>&1
 CEIL_END="$(ceiling)"
+triad > "$WORK/triad-end.txt"
+# Best of the two measurements, per thread count.
+TRIAD1="$(cat "$WORK"/triad-*.txt | awk '$2 == "threads=1" {split($3, a, "="); if (a[2] > m) m = a[2]} END {print m}')"
+TRIADT="$(cat "$WORK"/triad-*.txt | awk -v t="threads=$THREADS" '$2 == t {split($3, a, "="); if (a[2] > m) m = a[2]} END {print m}')"
 
 python3 - "$WORK/summary.json" "$WORK/metrics.jsonl" "$CEIL_START" "$CEIL_END" \
   "$SEQ" "$BATCH" <<'PY'
@@ -57,3 +81,12 @@ print(f"achieved: {achieved:.1f} GFLOP/s   sgemm ceiling (same run): {ceiling:.1
 print(f"fraction of ceiling: {100 * achieved / ceiling:.1f}%")
 print(f"loss: {steps[0]['lm_loss']:.4f} -> {steps[-1]['lm_loss']:.4f}")
 PY
+echo "triad (same run, best of before and after): ${TRIAD1} GB/s at 1 thread, ${TRIADT} GB/s at $THREADS threads"
+echo "  before: $(awk '{printf "%s %s  ", $2, $3}' "$WORK/triad-start.txt")after: $(awk '{printf "%s %s  ", $2, $3}' "$WORK/triad-end.txt")"
+if [ -f "$WORK/time.txt" ]; then
+  awk -F': ' '/Maximum resident set size/ {printf "dsc-run max RSS: %.0f MiB (%s KiB, /usr/bin/time -v)\n", $2 / 1024, $2}' "$WORK/time.txt"
+fi
+echo
+python3 "$ROOT/bench/train-step/kernel-classes.py" "$WORK/plan-generic.mlir" \
+  "$WORK/trace.json" "$WORK/metrics.jsonl" "$TRIADT" \
+  "$(awk -v a="$CEIL_START" -v b="$CEIL_END" 'BEGIN {print (a > b ? a : b)}')" "$THREADS"
