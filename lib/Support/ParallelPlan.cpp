@@ -473,3 +473,31 @@ bool ParallelPlan::operator==(const ParallelPlan &other) const {
       return false;
   return true;
 }
+
+bool dsc::parseRecomputeModules(const std::string &text,
+                                RecomputeModules &modules,
+                                std::string &error) {
+  modules = RecomputeModules();
+  size_t at = 0;
+  do {
+    const size_t comma = text.find(',', at);
+    const std::string name = text.substr(
+        at, comma == std::string::npos ? std::string::npos : comma - at);
+    bool *flag = name == "core_attn"  ? &modules.coreAttention
+                 : name == "layernorm" ? &modules.layerNorm
+                 : name == "mlp_act"   ? &modules.mlpActivation
+                                       : nullptr;
+    if (!flag) {
+      error = "plan key 'recompute-modules': '" + name +
+              "' is not core_attn, layernorm or mlp_act";
+      return false;
+    }
+    if (*flag) {
+      error = "plan key 'recompute-modules': '" + name + "' is given twice";
+      return false;
+    }
+    *flag = true;
+    at = comma == std::string::npos ? std::string::npos : comma + 1;
+  } while (at != std::string::npos);
+  return true;
+}

@@ -67,6 +67,7 @@ struct DscRecomputePass
   /// The plan knobs this pass builds (readPlan, at the start of a run).
   Mode mode = Mode::None;
   int64_t recomputeLayers{};
+  ::dsc::RecomputeModules modules;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -74,6 +75,19 @@ struct DscRecomputePass
       const ::dsc::ParallelPlan plan = readPlan(module);
       mode = plan.recompute;
       recomputeLayers = plan.recomputeLayers;
+      std::string error;
+      if (!::dsc::parseRecomputeModules(plan.recomputeModules, modules,
+                                        error)) {
+        module.emitError("--dsc-recompute: ") << error;
+        return signalPassFailure();
+      }
+      if (mode != Mode::Selective && plan.recomputeModules != "core_attn") {
+        module.emitError("--dsc-recompute: recompute-modules=")
+            << plan.recomputeModules
+            << " chooses what recompute=selective recomputes, but recompute="
+            << ::dsc::recomputeName(mode);
+        return signalPassFailure();
+      }
     }
     // The plan's parser refused recompute-layers < 0.
     if (recomputeLayers > 0 && mode != Mode::Full) {
@@ -154,8 +168,7 @@ struct DscRecomputePass
       });
       if (boundary)
         continue;
-      if (mode == Mode::Selective &&
-          !llvm::all_of(op->getResults(), isAttentionCore))
+      if (mode == Mode::Selective && !isSelected(op))
         continue;
       chosen.insert(op);
     }
@@ -184,6 +197,19 @@ struct DscRecomputePass
       }
     }
     return success();
+  }
+
+  /// Whether recompute=selective recomputes `op` (recompute-modules): the
+  /// attention core's s x s values; a norm's output (its input is kept for
+  /// its own backward, and its statistics are recomputed with it); the
+  /// MLP activation's output (its input is kept for its own backward).
+  bool isSelected(Operation *op) const {
+    if (modules.coreAttention && op->getNumResults() &&
+        llvm::all_of(op->getResults(), isAttentionCore))
+      return true;
+    if (modules.layerNorm && isa<LayerNormOp, RmsNormOp>(op))
+      return true;
+    return modules.mlpActivation && isa<GeluOp, SwigluOp>(op);
   }
 
   /// Bytes of the forward values a backward op reads.

@@ -2,6 +2,7 @@
 // RUN: dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=full" -split-input-file | FileCheck %s --check-prefix=FULL
 // RUN: dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=selective" -split-input-file | FileCheck %s --check-prefix=SEL
 // RUN: dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=full recompute-layers=1" -split-input-file | FileCheck %s --check-prefix=FIRST
+// RUN: dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=selective recompute-modules=core_attn,mlp_act" -split-input-file | FileCheck %s --check-prefix=ACT
 
 // Two layers, each a matmul, a gelu and an attention core written out:
 // the gelu's output reshaped to b x a x s x s scores, a softmax, a product,
@@ -60,6 +61,20 @@
 // SEL-NOT: dsc.gelu %
 // SEL: return
 
+// recompute-modules=core_attn,mlp_act: the MLP activation's output (the
+// gelu's) is recomputed too, from the matmul's output, which its own
+// gradient keeps anyway: per layer 128 bytes (the matmul's output), with
+// the layers' outputs 512. Each layer's gelu runs again in the backward,
+// before the attention core it feeds.
+// ACT-LABEL: func.func @forward_backward
+// ACT-SAME: dsc.saved_activation_bytes = 512 : i64
+// ACT: %[[H1:.*]] = dsc.matmul %{{.*}}, %{{.*}} : tensor<2x4x4xf32>, tensor<4x4xf32> -> tensor<2x4x4xf32>
+// ACT: dsc.cross_entropy_grad
+// ACT: %[[G1:.*]] = dsc.gelu %[[H1]]
+// ACT-NEXT: dsc.reshape %[[G1]]
+// ACT: dsc.gelu_grad %[[H1]]
+// ACT: return
+
 // recompute-layers=1: only layer 0, the first of the program, recomputes;
 // layer 1 keeps its 384 bytes.
 // FIRST-LABEL: func.func @forward_backward
@@ -91,6 +106,10 @@ func.func @loss(%x: tensor<2x4x4xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 }
 
 // The modes and counts it does not take are named.
+// RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=selective recompute-modules=core_attn,act" 2>&1 | FileCheck %s --check-prefix=MODULE
+// MODULE: error: --dsc-recompute: plan key 'recompute-modules': 'act' is not core_attn, layernorm or mlp_act
+// RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=full recompute-modules=layernorm" 2>&1 | FileCheck %s --check-prefix=MODULEMODE
+// MODULEMODE: error: --dsc-recompute: recompute-modules=layernorm chooses what recompute=selective recomputes, but recompute=full
 // RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=some" 2>&1 | FileCheck %s --check-prefix=MODE
 // MODE: error: --dsc-recompute: plan key 'recompute': 'some' is not none, selective or full
 // RUN: not dsc-opt %s --dsc-autodiff --dsc-recompute="recompute=selective recompute-layers=2" 2>&1 | FileCheck %s --check-prefix=LAYERS

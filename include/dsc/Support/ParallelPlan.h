@@ -42,6 +42,15 @@ enum class OffloadTier : uint8_t { None = 0, Host = 1, Nvme = 2 };
 enum class Precision : uint8_t { Fp32 = 0, Bf16 = 1, Fp16 = 2 };
 
 const char *recomputeName(RecomputeKind kind);
+
+/// What recompute=selective recomputes (the plan's recompute-modules).
+struct RecomputeModules {
+  bool coreAttention = false, layerNorm = false, mlpActivation = false;
+};
+/// Parses a recompute-modules value ("core_attn,layernorm,mlp_act"): false
+/// with `error` naming an unknown or repeated module and the ones there are.
+bool parseRecomputeModules(const std::string &text, RecomputeModules &modules,
+                           std::string &error);
 const char *offloadTierName(OffloadTier tier);
 const char *precisionName(Precision precision);
 
