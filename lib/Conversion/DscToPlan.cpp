@@ -1348,6 +1348,33 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         grad.encode(inst);
         return success();
       })
+      .Case<MatmulAccumulateOp>([&](MatmulAccumulateOp mm) {
+        // The product written into its state as the GEMM computes it.
+        ArrayRef<int64_t> lhs = shapeOf(mm.getLhs()),
+                          rhs = shapeOf(mm.getRhs());
+        FailureOr<SmallVector<int64_t>> out =
+            matmulShape(mm, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
+                        mm.getTransposeRhs());
+        if (failed(out))
+          return failure();
+        int64_t batch = 1;
+        for (int64_t d : ArrayRef<int64_t>(*out).drop_back(2))
+          batch *= d;
+        ops::Matmul matmul;
+        matmul.batch = batch;
+        matmul.m = (*out)[out->size() - 2];
+        matmul.n = out->back();
+        matmul.k = lhs[lhs.size() - (mm.getTransposeLhs() ? 2 : 1)];
+        matmul.transA = mm.getTransposeLhs();
+        matmul.transB = mm.getTransposeRhs();
+        matmul.broadcastB = rhs.size() == 2 && lhs.size() > 2;
+        matmul.accumulate = 1;
+        matmul.encode(inst);
+        inst.inputs = {valueBuffers.lookup(mm.getLhs()),
+                       valueBuffers.lookup(mm.getRhs())};
+        inst.outputs = {declBuffer(mm.getStateAttr())};
+        return success();
+      })
       .Case<AccumulateOp>([&](AccumulateOp acc) {
         ops::Accumulate().encode(inst);
         inst.inputs = {valueBuffers.lookup(acc.getValue())};

@@ -142,6 +142,11 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   if (plan.pp > 1 && plan.schedule == ::dsc::PipelineScheduleKind::ZeroBubbleH1)
     pm.addPass(createDscSplitWeightGradientPass());
 
+  // Fusion after every pass that reads the unfused ops (autodiff, the
+  // collectives' placement, the backward's split), before memory planning.
+  if (plan.fuse)
+    pm.addPass(createDscFusePass());
+
   // Each stage's step, in the schedule's order: the sends and receives the
   // verifier below checks and the runtime runs as written.
   if (plan.pp > 1)

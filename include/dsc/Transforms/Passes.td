@@ -819,6 +819,46 @@ def DscStageBackwardPass : Pass<"dsc-stage-backward", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscFusePass : Pass<"dsc-fuse", "::mlir::ModuleOp"> {
+  let summary = "Fuses chains of ops into instructions that make one pass "
+                "over memory";
+  let description = [{
+    Rewrites the training programs' chains the runtime runs faster as one
+    instruction, after `--dsc-autodiff` (which differentiates the unfused
+    ops) and every pass that places collectives or splits programs, before
+    `--dsc-plan-memory`. `--dsc-compile` runs it unless the plan says
+    `fuse=0` (`fuse=0` compiles what the ops compile to alone, bit for
+    bit).
+
+    Rules:
+
+    - A gradient written in place: a `dsc.matmul` whose only use is a
+      `dsc.accumulate` into a state (a weight's gradient, summed over the
+      micro-batches) becomes `dsc.matmul_accumulate`, which adds the product
+      into the state as the GEMM computes it (the GEMM's C += A B): no
+      temporary for the product, no second pass over it. Not fused: a
+      product read by anything else (it must exist), one whose element type
+      is not the state's (bf16 products into f32 gradients: the accumulate
+      casts), and a state outside the device tier (--dsc-offload's host or
+      NVMe gradients: the GEMM writes device memory only). The product is
+      the same; the sum is rounded once instead of twice, so results agree
+      with the unfused program to float rounding, not bit for bit.
+
+    ```mlir
+    // Before:
+    %gw = dsc.matmul %x, %dy {transpose_lhs}
+        : tensor<8x4xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+    dsc.accumulate %gw into @grad.w : tensor<4x4xf32>
+    // After:
+    dsc.matmul_accumulate %x, %dy {transpose_lhs} into @grad.w
+        : tensor<8x4xf32>, tensor<8x4xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "Chains fused into one instruction">,
+  ];
+}
+
 def DscSplitWeightGradientPass
     : Pass<"dsc-split-weight-gradient", "::mlir::ModuleOp"> {
   let summary = "Splits each pipeline stage's backward into its activation- "

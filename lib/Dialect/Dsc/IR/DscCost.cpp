@@ -71,6 +71,26 @@ OpCost MatmulOp::getCost() {
   return cost;
 }
 
+OpCost MatmulAccumulateOp::getCost() {
+  // The product's FLOPs; it reads its operands and the state and writes the
+  // state, once.
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  FailureOr<SmallVector<int64_t>> shape = matmulShape(
+      *this, getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
+  OpCost cost = streamingCost(*this, 0);
+  if (failed(shape))
+    return cost;
+  int64_t elements = 1;
+  for (int64_t d : *shape)
+    elements *= d;
+  const int64_t bytes = elements * ((lhs.getElementTypeBitWidth() + 7) / 8);
+  cost.bytesRead += bytes;
+  cost.bytesWritten += bytes;
+  cost.matmulFlops =
+      2 * elements * lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
+  return cost;
+}
+
 OpCost AddOp::getCost() { return streamingCost(*this, 1); }
 OpCost MulOp::getCost() { return streamingCost(*this, 1); }
 OpCost BiasAddOp::getCost() { return streamingCost(*this, 1); }

@@ -56,6 +56,29 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
          << param.getType() << " and is not a rank-1 shard of it";
 }
 
+LogicalResult MatmulAccumulateOp::verify() {
+  return failure(failed(matmulShape(*this, getLhs(), getRhs(),
+                                    getTransposeLhs(), getTransposeRhs())));
+}
+
+LogicalResult
+MatmulAccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, getStateAttr());
+  if (!state)
+    return emitOpError("'") << getState() << "' does not name a dsc.state";
+  FailureOr<SmallVector<int64_t>> shape = matmulShape(
+      *this, getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
+  if (failed(shape))
+    return failure();
+  auto product = RankedTensorType::get(
+      *shape, cast<RankedTensorType>(getLhs().getType()).getElementType());
+  if (state.getType() != product)
+    return emitOpError("product type ")
+           << product << " differs from state '@" << getState()
+           << "' of type " << state.getType();
+  return success();
+}
+
 LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, getStateAttr());
   if (!state)

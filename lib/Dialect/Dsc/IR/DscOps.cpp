@@ -177,34 +177,50 @@ LogicalResult PositionEmbeddingOp::verify() {
       table.getElementType(), "[batch, seq, hidden of table]");
 }
 
-LogicalResult MatmulOp::verify() {
-  RankedTensorType lhs = tensorOf(getLhs()), rhs = tensorOf(getRhs());
+/// The product's shape (batch + [M, N]) of `op`'s operands and flags, or
+/// an error on `op` naming what does not fit (dsc.matmul and
+/// dsc.matmul_accumulate alike).
+FailureOr<SmallVector<int64_t>> mlir::dsc::matmulShape(Operation *op,
+                                                      Value lhsValue,
+                                                      Value rhsValue,
+                                                      bool transposeLhs,
+                                                      bool transposeRhs) {
+  RankedTensorType lhs = tensorOf(lhsValue), rhs = tensorOf(rhsValue);
   int64_t lhsRank = lhs.getRank(), rhsRank = rhs.getRank();
   if (lhsRank < 2)
-    return emitOpError("lhs must have rank >= 2, got [")
+    return op->emitOpError("lhs must have rank >= 2, got [")
            << formatShape(lhs.getShape()) << "]";
   if (rhsRank != 2 && rhsRank != lhsRank)
-    return emitOpError("rhs must be a matrix or have the lhs's rank ")
+    return op->emitOpError("rhs must be a matrix or have the lhs's rank ")
            << lhsRank << ", got [" << formatShape(rhs.getShape()) << "]";
   ArrayRef<int64_t> batch = lhs.getShape().drop_back(2);
   if (rhsRank == lhsRank && rhs.getShape().drop_back(2) != batch)
-    return emitOpError("batch dimensions differ: lhs [")
+    return op->emitOpError("batch dimensions differ: lhs [")
            << formatShape(batch) << "], rhs ["
            << formatShape(rhs.getShape().drop_back(2)) << "]";
   if (lhs.getElementType() != rhs.getElementType())
-    return emitOpError("operand element types differ: ")
+    return op->emitOpError("operand element types differ: ")
            << lhs.getElementType() << " vs " << rhs.getElementType();
-  int64_t m = lhs.getDimSize(lhsRank - (getTransposeLhs() ? 1 : 2));
-  int64_t kLhs = lhs.getDimSize(lhsRank - (getTransposeLhs() ? 2 : 1));
-  int64_t kRhs = rhs.getDimSize(rhsRank - (getTransposeRhs() ? 1 : 2));
-  int64_t n = rhs.getDimSize(rhsRank - (getTransposeRhs() ? 2 : 1));
+  int64_t m = lhs.getDimSize(lhsRank - (transposeLhs ? 1 : 2));
+  int64_t kLhs = lhs.getDimSize(lhsRank - (transposeLhs ? 2 : 1));
+  int64_t kRhs = rhs.getDimSize(rhsRank - (transposeRhs ? 1 : 2));
+  int64_t n = rhs.getDimSize(rhsRank - (transposeRhs ? 2 : 1));
   if (kLhs != kRhs)
-    return emitOpError("contracting dimensions differ: lhs has K = ")
+    return op->emitOpError("contracting dimensions differ: lhs has K = ")
            << kLhs << ", rhs has K = " << kRhs;
   SmallVector<int64_t> expected(batch);
   expected.append({m, n});
-  return verifyResult(*this, tensorOf(getResult()), expected,
-                      lhs.getElementType(), "batch + [M, N]");
+  return expected;
+}
+
+LogicalResult MatmulOp::verify() {
+  FailureOr<SmallVector<int64_t>> expected =
+      matmulShape(*this, getLhs(), getRhs(), getTransposeLhs(),
+                  getTransposeRhs());
+  if (failed(expected))
+    return failure();
+  return verifyResult(*this, tensorOf(getResult()), *expected,
+                      tensorOf(getLhs()).getElementType(), "batch + [M, N]");
 }
 
 LogicalResult BiasAddOp::verify() {

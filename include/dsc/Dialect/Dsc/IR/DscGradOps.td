@@ -62,6 +62,32 @@ def Dsc_AccumulateOp : Dsc_Op<"accumulate",
   let assemblyFormat = "$value `into` $state attr-dict `:` type($value)";
 }
 
+def Dsc_MatmulAccumulateOp : Dsc_Op<"matmul_accumulate",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CostOpInterface>]> {
+  let summary = "Adds a matrix product into persistent state (fused)";
+  let description = [{
+    `state += op(lhs) op(rhs)`, `dsc.matmul`'s product (same operands, flags
+    and result shape) added into `state` as it is computed, with no
+    temporary for the product and no second pass over it. `--dsc-fuse`
+    makes it from a `dsc.matmul` whose only use is a `dsc.accumulate` (a
+    weight's gradient accumulated into its `gradient` state); the product's
+    element type is the state's.
+
+    ```mlir
+    dsc.matmul_accumulate %x, %dy {transpose_lhs} into @grad.h.0.mlp.fc.weight
+        : tensor<4096x768xf32>, tensor<4096x3072xf32> -> tensor<768x3072xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       FlatSymbolRefAttr:$state);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `into` $state `:` type($lhs) `,` type($rhs)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_ReduceScatterAccumulateOp : Dsc_Op<"reduce_scatter_accumulate",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {

@@ -29,6 +29,13 @@ FailureOr<int64_t> getMeshGroupSize(Operation *op,
                                     SymbolTableCollection &tables,
                                     FlatSymbolRefAttr mesh, ArrayAttr axes);
 
+/// A matrix product's shape (batch + [M, N]) of `lhs` and `rhs` under the
+/// transpose flags, or an error on `op` naming what does not fit
+/// (dsc.matmul and dsc.matmul_accumulate).
+FailureOr<SmallVector<int64_t>> matmulShape(Operation *op, Value lhs,
+                                           Value rhs, bool transposeLhs,
+                                           bool transposeRhs);
+
 /// A cross-entropy's `classes` (0: every column) against the `columns` of
 /// its vocabulary (`whose`: "the logits", "the whole vocabulary"): an error
 /// on `op` unless 0 <= classes <= columns.
