@@ -643,6 +643,12 @@ void checkStages(const Plan &plan) {
     for (auto [a, b] : {std::make_pair(st.output, next.input),
                         std::make_pair(st.outputGrad, next.inputGrad),
                         std::make_pair(st.output, st.outputGrad)}) {
+      // The next stage's ends are checked in its own turn, after this one.
+      for (int64_t id : {a, b})
+        if (id < 0 || uint64_t(id) >= plan.buffers.size())
+          throw Error(where + ": the message to stage " +
+                      std::to_string(k + 1) + " names buffer " +
+                      std::to_string(id) + ", which is out of range");
       const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
       if (x.dtype != y.dtype || x.shape != y.shape)
         throw Error(where + ": " + describeBuffer(plan, uint32_t(a)) +
