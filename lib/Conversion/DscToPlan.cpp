@@ -68,6 +68,24 @@ void setSlots(rt::ops::PipelineBackwardWeight &op,
   op.slot = s[::dsc::kWeightSlots];
 }
 
+/// A Matmul instruction's attributes for operands of shapes `lhs` and `rhs`
+/// and a product of shape `out` (dsc.matmul and dsc.matmul_accumulate).
+rt::ops::Matmul matmulOf(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
+                         ArrayRef<int64_t> out, bool transposeLhs,
+                         bool transposeRhs) {
+  rt::ops::Matmul matmul;
+  matmul.batch = 1;
+  for (int64_t d : out.drop_back(2))
+    matmul.batch *= d;
+  matmul.m = out[out.size() - 2];
+  matmul.n = out.back();
+  matmul.k = lhs[lhs.size() - (transposeLhs ? 2 : 1)];
+  matmul.transA = transposeLhs;
+  matmul.transB = transposeRhs;
+  matmul.broadcastB = rhs.size() == 2 && lhs.size() > 2;
+  return matmul;
+}
+
 class PlanBuilder {
 public:
   explicit PlanBuilder(ModuleOp module) : module(module) {}
@@ -1051,22 +1069,10 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         return success();
       })
       .Case<MatmulOp>([&](MatmulOp mm) {
-        ArrayRef<int64_t> lhs = shapeOf(mm.getLhs()),
-                          rhs = shapeOf(mm.getRhs());
-        ArrayRef<int64_t> out = shapeOf(mm.getResult());
-        int64_t batch = 1;
-        for (int64_t d : out.drop_back(2))
-          batch *= d;
-        int64_t k = lhs[lhs.size() - (mm.getTransposeLhs() ? 2 : 1)];
-        ops::Matmul matmul;
-        matmul.batch = batch;
-        matmul.m = out[out.size() - 2];
-        matmul.n = out.back();
-        matmul.k = k;
-        matmul.transA = mm.getTransposeLhs();
-        matmul.transB = mm.getTransposeRhs();
-        matmul.broadcastB = rhs.size() == 2 && lhs.size() > 2;
-        matmul.encode(inst);
+        matmulOf(shapeOf(mm.getLhs()), shapeOf(mm.getRhs()),
+                 shapeOf(mm.getResult()), mm.getTransposeLhs(),
+                 mm.getTransposeRhs())
+            .encode(inst);
         return success();
       })
       .Case<AddOp>([&](auto) {
@@ -1350,24 +1356,14 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
       })
       .Case<MatmulAccumulateOp>([&](MatmulAccumulateOp mm) {
         // The product written into its state as the GEMM computes it.
-        ArrayRef<int64_t> lhs = shapeOf(mm.getLhs()),
-                          rhs = shapeOf(mm.getRhs());
         FailureOr<SmallVector<int64_t>> out =
             matmulShape(mm, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
                         mm.getTransposeRhs());
         if (failed(out))
           return failure();
-        int64_t batch = 1;
-        for (int64_t d : ArrayRef<int64_t>(*out).drop_back(2))
-          batch *= d;
-        ops::Matmul matmul;
-        matmul.batch = batch;
-        matmul.m = (*out)[out->size() - 2];
-        matmul.n = out->back();
-        matmul.k = lhs[lhs.size() - (mm.getTransposeLhs() ? 2 : 1)];
-        matmul.transA = mm.getTransposeLhs();
-        matmul.transB = mm.getTransposeRhs();
-        matmul.broadcastB = rhs.size() == 2 && lhs.size() > 2;
+        ops::Matmul matmul =
+            matmulOf(shapeOf(mm.getLhs()), shapeOf(mm.getRhs()), *out,
+                     mm.getTransposeLhs(), mm.getTransposeRhs());
         matmul.accumulate = 1;
         matmul.encode(inst);
         inst.inputs = {valueBuffers.lookup(mm.getLhs()),
