@@ -248,9 +248,16 @@ void CpuBackend::prepare(const Plan &plan) {
 
   // Linux overcommits: an arena larger than the machine would "allocate"
   // and then die in initialize()'s memset. Refuse it by name instead.
+  // A pipeline rank allocates the shared arenas and its own: the largest
+  // rank's must fit.
   uint64_t total = scratchSize;
+  std::map<int64_t, uint64_t> perRank;
   for (const Arena &a : plan.arenas)
-    total += a.bytes;
+    (a.pipelineRank < 0 ? total : perRank[a.pipelineRank]) += a.bytes;
+  uint64_t largestRank = 0;
+  for (const auto &[rank, bytes] : perRank)
+    largestRank = std::max(largestRank, bytes);
+  total += largestRank;
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   if (pages > 0 && pageSize > 0 &&
       total / uint64_t(pageSize) > uint64_t(pages)) {
