@@ -2,7 +2,10 @@
 //
 // Static memory planning: persistent buffers end to end, then each program's
 // temporaries by a linear scan over live ranges with best-fit reuse. The
-// result is written into the IR as offsets, which is the plan form.
+// result is written into the IR as offsets, which is the plan form. A
+// pipelined module is planned per pipeline rank (a domain each, plus the
+// shared one), with each stage's kept values in banks of per-micro-batch
+// slots sized by the rank's step (PipelineSlots.h).
 //
 //===----------------------------------------------------------------------===//
 
