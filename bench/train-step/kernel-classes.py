@@ -61,7 +61,8 @@ def tensors(text):
 
 
 # Ops whose runtime opcode is not the CamelCase of their name.
-OPCODE = {"adamw": "AdamW", "clip_grad_norm": "GlobalNormClip"}
+OPCODE = {"adamw": "AdamW", "clip_grad_norm": "GlobalNormClip",
+          "matmul_accumulate": "Matmul"}
 
 
 def camel(op):
@@ -121,6 +122,12 @@ def cost(op, line, symbols, grad_norm):
     if name == "matmul" and len(ins) >= 2 and outs:
         flops = 2 * math.sqrt(ins[0][0] * ins[1][0] * outs[0][0])
         return sum(b for _, b in ins + outs), flops
+    if name == "matmul_accumulate" and len(ins) >= 2:
+        # --dsc-fuse's product added into its state: C read and written.
+        state = sum(symbols.get(p, 0) for p in symrefs(line, "state"))
+        elem = ins[0][1] / ins[0][0] if ins[0][0] else 4
+        flops = 2 * math.sqrt(ins[0][0] * ins[1][0] * (state / elem))
+        return sum(b for _, b in ins) + 2 * state, flops
     if name in ("attention", "attention_grad") and ins:
         # q: [b, s, h]; the FLOPs need s, which the type spells.
         dims = re.findall(r"tensor<((?:\d+x)+)", line[line.rfind(" : ("):])
