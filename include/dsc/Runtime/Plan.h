@@ -265,10 +265,10 @@ struct PipelineStage {
   SlotBank gradientSlots;
   /// The weight stash: from the backward to the weight-gradient part.
   SlotBank weightSlots;
-  /// The buffers of each bank, in the order above.
+  /// The buffers of the activation and gradient banks (the weight bank's
+  /// are `weightStash`).
   std::vector<int64_t> activationBuffers() const;
   std::vector<int64_t> gradientBuffers() const;
-  const std::vector<int64_t> &weightBuffers() const { return weightStash; }
 };
 
 /// The order of a pipelined step's forwards and backwards, which the

@@ -79,30 +79,30 @@ mlir::dsc::readPipelineStep(Operation *step, const PipelineShape &shape) {
       continue;
     ::dsc::PipelineStepOp s;
     std::optional<int64_t> chunk;
+    // A forward, backward or weight-gradient part: its callee's chunk. A
+    // send or receive: the message's.
+    auto call = [&](auto callOp, Kind kind) {
+      s.kind = kind;
+      s.microBatch = int64_t(callOp.getMicrobatch());
+      chunk = chunkOfCallee(callOp.getCalleeAttr());
+    };
+    auto message = [&](auto messageOp, Kind kind) {
+      s.kind = kind;
+      s.microBatch = int64_t(messageOp.getMicrobatch());
+      s.peer = int64_t(messageOp.getPeer());
+      s.gradient = messageOp.getMessage() == PipelineMessage::Gradient;
+      chunk = messageOp.getChunk().value_or(0);
+    };
     if (auto f = dyn_cast<PipelineForwardOp>(op)) {
-      s.kind = Kind::Forward;
-      s.microBatch = int64_t(f.getMicrobatch());
-      chunk = chunkOfCallee(f.getCalleeAttr());
+      call(f, Kind::Forward);
     } else if (auto b = dyn_cast<PipelineBackwardOp>(op)) {
-      s.kind = Kind::Backward;
-      s.microBatch = int64_t(b.getMicrobatch());
-      chunk = chunkOfCallee(b.getCalleeAttr());
+      call(b, Kind::Backward);
     } else if (auto w = dyn_cast<PipelineBackwardWeightOp>(op)) {
-      s.kind = Kind::BackwardWeight;
-      s.microBatch = int64_t(w.getMicrobatch());
-      chunk = chunkOfCallee(w.getCalleeAttr());
+      call(w, Kind::BackwardWeight);
     } else if (auto send = dyn_cast<PipelineSendOp>(op)) {
-      s.kind = Kind::Send;
-      s.microBatch = int64_t(send.getMicrobatch());
-      s.peer = int64_t(send.getPeer());
-      s.gradient = send.getMessage() == PipelineMessage::Gradient;
-      chunk = send.getChunk().value_or(0);
+      message(send, Kind::Send);
     } else if (auto recv = dyn_cast<PipelineRecvOp>(op)) {
-      s.kind = Kind::Recv;
-      s.microBatch = int64_t(recv.getMicrobatch());
-      s.peer = int64_t(recv.getPeer());
-      s.gradient = recv.getMessage() == PipelineMessage::Gradient;
-      chunk = recv.getChunk().value_or(0);
+      message(recv, Kind::Recv);
     } else {
       return std::nullopt;
     }
