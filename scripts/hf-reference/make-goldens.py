@@ -4,18 +4,20 @@
 A developer runs this by hand (never CI): it needs torch and transformers from
 PyPI, see scripts/hf-reference/README.md for the virtualenv.  It builds tiny
 random models of each family (gpt2, gpt-neox, gpt-neox-sequential, llama,
-mistral), runs one fp32 forward/backward on fixed tokens, and writes under
-test/Integration/Inputs/hf/<family>/:
+mistral, mixtral), runs one fp32 forward/backward on fixed tokens, and writes
+under test/Integration/Inputs/hf/<family>/:
 
   config.json, model.safetensors   as model.save_pretrained() writes them
   golden.safetensors               tokens, targets, logits, losses, grads
+                                   (mixtral also: router logits, top-k choice
+                                   and weights per layer, the router aux loss)
 
 It also checks its own understanding of each family's conventions (fused QKV
 row order, rotate_half rotary, partial rotary, sliding window, GQA/MQA head
-mapping) with an independent float64 implementation written here from those
-conventions, which reads the SAVED config.json and model.safetensors; any
-disagreement aborts the run.  The numbers it prints are the ones quoted in the
-README.
+mapping, Mixtral's top-2 routing and per-expert w1/w2/w3) with an independent
+float64 implementation written here from those conventions, which reads the
+SAVED config.json and model.safetensors; any disagreement aborts the run.  The
+numbers it prints are the ones quoted in the README.
 """
 
 import argparse
@@ -23,6 +25,7 @@ import copy
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -88,10 +91,26 @@ def make_config(family):
             max_position_embeddings=16, hidden_act="silu", sliding_window=4,
             attention_dropout=0.0, **common)
         return transformers.MistralForCausalLM, cfg
+    if family == "mixtral":
+        # Llama's tiny shapes with a top-2 of 4 SwiGLU experts in place of the
+        # MLP.  experts_implementation="eager" (the default would be
+        # "grouped_mm"), like attn_implementation; it is not written to
+        # config.json.  output_router_logits=False is HF's default: the loss of
+        # the main forward has no aux term (run_family records it separately).
+        cfg = transformers.MixtralConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=48, num_local_experts=4,
+            num_experts_per_tok=2, rms_norm_eps=1e-6, rope_theta=10000.0,
+            tie_word_embeddings=False, vocab_size=100,
+            max_position_embeddings=16, hidden_act="silu", sliding_window=None,
+            attention_dropout=0.0, output_router_logits=False,
+            router_aux_loss_coef=0.02, router_jitter_noise=0.0,
+            experts_implementation="eager", **common)
+        return transformers.MixtralForCausalLM, cfg
     raise ValueError(family)
 
 
-FAMILIES = ["gpt2", "gpt-neox", "gpt-neox-sequential", "llama", "mistral"]
+FAMILIES = ["gpt2", "gpt-neox", "gpt-neox-sequential", "llama", "mistral", "mixtral"]
 
 
 def build_model(family):
@@ -101,6 +120,8 @@ def build_model(family):
     model = cls(cfg).to(torch.float32)
     model.eval()
     assert model.config._attn_implementation == "eager", model.config._attn_implementation
+    if family == "mixtral":
+        assert model.config._experts_implementation == "eager", model.config._experts_implementation
     # Perturb every LayerNorm/RMSNorm weight and every bias, so that a missing
     # bias or a norm taken as identity shows in the logits.
     norm_params = set()
@@ -255,7 +276,51 @@ def ref_neox(cfg, W, tokens, variant):
     return x @ W["embed_out.weight"].T   # saved name of HF's lm_head
 
 
-def ref_llama(cfg, W, tokens, variant):
+def moe(h, W, p, cfg, variant, trace):
+    """Mixtral's sparse MoE block on h [B, T, E], from the saved per-expert
+    layout: router p+"block_sparse_moe.gate.weight" [n_exp, E]; expert e has
+    w1 (gate) [F, E], w3 (up) [F, E], w2 (down) [E, F].  Router: softmax over
+    all experts, the top-k probabilities renormalised to sum 1; expert e's
+    output down(silu(w1 x) * w3 x) is weighted by its renormalised probability.
+    Every expert runs on every token and the unchosen ones get weight 0, which
+    is the same function and gradient as HF's gather."""
+    n_exp, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    B, T, E = h.shape
+    x = h.reshape(B * T, E)
+    q = p + "block_sparse_moe."
+    logits = x @ W[q + "gate.weight"].T                      # [N, n_exp]
+    probs = torch.softmax(logits, dim=-1)
+    top_p, top_i = probs.topk(k, dim=-1)
+    if variant != "no-topk-renorm":
+        top_p = top_p / top_p.sum(-1, keepdim=True)
+    if trace is not None:
+        trace.append((logits, top_i))
+    out = torch.zeros_like(x)
+    for e in range(n_exp):
+        w1, w2, w3 = (W[f"{q}experts.{e}.{n}.weight"] for n in ("w1", "w2", "w3"))
+        if variant == "w1-w3-swapped":      # gate and up exchanged
+            w1, w3 = w3, w1
+        y = (F.silu(x @ w1.T) * (x @ w3.T)) @ w2.T
+        out = out + (top_p * (top_i == e)).sum(-1, keepdim=True) * y
+    return out.view(B, T, E)
+
+
+def aux_loss_ref(trace, n_exp, k, variant=None):
+    """HF's load_balancing_loss_func: the layers' rows are pooled (as if the
+    [N, n_exp] router logits of all L layers were concatenated):
+    n_exp * sum_e f_e * P_e, f_e = (top-k slots on e) / (L*N) (sums to k),
+    P_e = mean softmax probability of e over the L*N rows.  The variant
+    'per-layer-mean' averages the per-layer losses instead."""
+    if variant == "per-layer-mean":
+        return sum(aux_loss_ref([t], n_exp, k) for t in trace) / len(trace)
+    logits = torch.cat([t[0] for t in trace])
+    top_i = torch.cat([t[1] for t in trace])
+    f = F.one_hot(top_i, n_exp).to(logits.dtype).sum(1).mean(0)
+    P = torch.softmax(logits, dim=-1).mean(0)
+    return n_exp * (f * P).sum()
+
+
+def ref_llama(cfg, W, tokens, variant, trace=None):
     E, nH, nKV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or E // nH
     eps = cfg["rms_norm_eps"]
@@ -271,6 +336,9 @@ def ref_llama(cfg, W, tokens, variant):
         v = heads(mm(h, p + "self_attn.v_proj"), nKV, hd)
         x = x + mm(merge(attention(q, k, v, window, variant)), p + "self_attn.o_proj")
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if "num_local_experts" in cfg:   # Mixtral
+            x = x + moe(h, W, p, cfg, variant, trace)
+            continue
         g = mm(h, p + "mlp.gate_proj")
         x = x + mm(F.silu(g) * mm(h, p + "mlp.up_proj"), p + "mlp.down_proj")
     x = rms_norm(x, W["model.norm.weight"], eps)
@@ -278,12 +346,13 @@ def ref_llama(cfg, W, tokens, variant):
 
 
 REFERENCE = {"gpt2": ref_gpt2, "gpt-neox": ref_neox, "gpt-neox-sequential": ref_neox,
-             "llama": ref_llama, "mistral": ref_llama}
+             "llama": ref_llama, "mistral": ref_llama, "mixtral": ref_llama}
 VARIANTS = {"gpt2": ["conv1d-as-linear", "gelu-erf"],
             "gpt-neox": ["qkv-blocked", "rope-full-head", "wrong-residual"],
             "gpt-neox-sequential": ["qkv-blocked", "interleaved-rope", "wrong-residual"],
             "llama": ["interleaved-rope", "kv-head-modulo"],
-            "mistral": ["interleaved-rope", "no-window"]}
+            "mistral": ["interleaved-rope", "no-window"],
+            "mixtral": ["interleaved-rope", "kv-head-modulo", "no-topk-renorm", "w1-w3-swapped"]}
 
 
 # --------------------------------------------------------------------------
@@ -351,6 +420,104 @@ def check_sliding_window(model, tokens, logits):
     assert err < 1e-5
 
 
+def expert_slices(name, cfg):
+    """Mixtral: transformers 5 holds each layer's experts fused, as
+    mlp.experts.gate_up_proj [n_exp, 2F, E] (rows :F gate = w1, F: up = w3)
+    and mlp.experts.down_proj [n_exp, E, F], but save_pretrained writes them
+    per expert in the Hub layout, block_sparse_moe.experts.<e>.w1/w3 [F, E]
+    and w2 [E, F].  Returns {saved name: function of the fused tensor}, or
+    None for any other parameter."""
+    m = re.fullmatch(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)", name)
+    if not m:
+        return None
+    layer, kind = m.groups()
+    Fi = cfg.intermediate_size
+    out = {}
+    for e in range(cfg.num_local_experts):
+        q = f"model.layers.{layer}.block_sparse_moe.experts.{e}."
+        if kind == "gate_up_proj":
+            out[q + "w1.weight"] = lambda t, e=e: t[e, :Fi]
+            out[q + "w3.weight"] = lambda t, e=e: t[e, Fi:]
+        else:
+            out[q + "w2.weight"] = lambda t, e=e: t[e]
+    return out
+
+
+def check_routing(model, tokens, logits, loss_hf, saved_cfg, W64, report_r):
+    """Mixtral: records the routing in fp32 and checks that it is not
+    degenerate, that the float64 reference makes the same choices, and that
+    the aux loss is HF's.  Returns the golden tensors to add."""
+    cfg = model.config
+    n_exp, k, L = cfg.num_local_experts, cfg.num_experts_per_tok, cfg.num_hidden_layers
+    with torch.no_grad():
+        out = model(input_ids=tokens, labels=tokens, output_router_logits=True)
+    assert torch.equal(out.logits, logits.detach()), "output_router_logits changed the logits"
+    assert len(out.router_logits) == L
+    coef = cfg.router_aux_loss_coef
+    assert abs(out.loss.item() - (loss_hf.item() + coef * out.aux_loss.item())) < 1e-6
+    trace = []
+    with torch.no_grad():
+        ref_llama(saved_cfg, W64, tokens, None, trace)
+    golden, min_gap, min_gap12, counts = {}, float("inf"), float("inf"), []
+    min_lgap, max_err = float("inf"), 0.0
+    for l, rl in enumerate(out.router_logits):
+        rl = rl.detach().float()
+        assert rl.shape == (tokens.numel(), n_exp), rl.shape
+        probs = torch.softmax(rl, dim=-1)
+        srt = probs.sort(dim=-1, descending=True).values
+        min_gap = min(min_gap, (srt[:, k - 1] - srt[:, k]).min().item())
+        min_gap12 = min(min_gap12, (srt[:, 0] - srt[:, 1]).min().item())
+        lsrt = rl.sort(dim=-1, descending=True).values          # same order as probs
+        min_lgap = min(min_lgap, (lsrt[:, k - 1] - lsrt[:, k]).min().item())
+        top_p, top_i = torch.topk(probs, k, dim=-1)
+        top_w = top_p / top_p.sum(-1, keepdim=True)
+        c = torch.bincount(top_i.reshape(-1), minlength=n_exp)
+        counts.append(c.tolist())
+        assert c.min() > 0, f"layer {l}: an expert gets no tokens {c.tolist()}"
+        ref_logits, ref_i = trace[l]
+        assert rel(rl, ref_logits) < 1e-5, (l, rel(rl, ref_logits))
+        max_err = max(max_err, (rl.double() - ref_logits).abs().max().item())
+        assert torch.equal(ref_i, top_i), f"layer {l}: float64 reference routes differently"
+        golden[f"router_logits.{l}"] = rl.contiguous()
+        golden[f"router_topk_experts.{l}"] = top_i.to(torch.int32).contiguous()
+        golden[f"router_topk_weights.{l}"] = top_w.contiguous()
+        print(f"    layer {l}: top-{k} slots per expert {c.tolist()}")
+    # The choice is unambiguous when the k-th and (k+1)-th router logits of
+    # every row are much further apart than fp32 rounding moves them (measured
+    # here against the float64 reference).
+    assert min_lgap > 100 * max_err, f"near-tie in the top-{k} choice: logit gap {min_lgap}, fp32 error {max_err}"
+    aux = out.aux_loss.detach()
+    ref_aux = aux_loss_ref(trace, n_exp, k).item()
+    per_layer = aux_loss_ref(trace, n_exp, k, "per-layer-mean").item()
+    assert abs(aux.item() - ref_aux) / ref_aux < 1e-5, (aux.item(), ref_aux)
+    golden["aux_loss"] = aux.double().reshape(1)
+    golden["loss_hf_shifted_with_aux"] = out.loss.detach().double().reshape(1)
+    print(f"    router: min gap between the top-{k} boundary probabilities (#{k} vs #{k+1}) {min_gap:.3e} "
+          f"(logits {min_lgap:.3e}, {min_lgap / max_err:.0f}x the fp32 vs float64 router logit "
+          f"error {max_err:.2e}); min gap 1st vs 2nd probability {min_gap12:.3e}")
+    print(f"    aux_loss {aux.item():.9f} (float64 reference {ref_aux:.9f}; "
+          f"mean of per-layer losses instead {per_layer:.9f}); "
+          f"loss_hf_shifted + {coef} * aux_loss = {out.loss.item():.9f}")
+    report_r.update({"router_min_gap_k_vs_next": min_gap, "router_min_gap_1st_vs_2nd": min_gap12,
+                     "router_min_logit_gap_k_vs_next": min_lgap, "router_logits_fp32_vs_ref64_abs": max_err,
+                     "router_slots_per_expert": counts, "aux_loss": aux.item(),
+                     "aux_loss_ref64": ref_aux, "aux_loss_per_layer_mean": per_layer,
+                     "loss_hf_shifted_with_aux": out.loss.item()})
+    return golden
+
+
+def check_reload(model, d, tokens, logits):
+    """Mixtral: from_pretrained must turn the per-expert file back into the
+    fused parameters, giving the same logits."""
+    m2 = type(model).from_pretrained(d, attn_implementation="eager",
+                                     experts_implementation="eager").to(torch.float32).eval()
+    for (n, p), (n2, p2) in zip(model.named_parameters(), m2.named_parameters()):
+        assert n == n2 and torch.equal(p, p2), n
+    with torch.no_grad():
+        assert torch.equal(m2(input_ids=tokens).logits, logits.detach())
+    print("    from_pretrained of the saved folder: same parameters, same logits")
+
+
 def run_family(family, outdir, report):
     print(f"== {family}")
     model = build_model(family)
@@ -381,20 +548,29 @@ def run_family(family, outdir, report):
     saved = load_file(os.path.join(d, "model.safetensors"))
     # save_pretrained may write a legacy name (GPT-NeoX: lm_head -> embed_out).
     # Key the gradients by the name in model.safetensors, matched by value.
+    # Mixtral's fused experts are saved split per expert (expert_slices).
     params = {n: p.detach() for n, p in model.named_parameters()}
-    to_saved = {n: n for n in params if n in saved}
-    extra = [k for k in saved if k not in to_saved.values()]
+    ident = lambda t: t
+    to_saved = {n: {n: ident} for n in params if n in saved}
+    for n in params:
+        if n not in to_saved and expert_slices(n, cfg) is not None:
+            to_saved[n] = expert_slices(n, cfg)
+            print(f"    note: parameter {n} {tuple(params[n].shape)} is saved as "
+                  f"{len(to_saved[n])} tensors {', '.join(list(to_saved[n])[:3])}, ...")
+    taken = {s for m in to_saved.values() for s in m}
+    extra = [k for k in saved if k not in taken]
     for n in params:
         if n not in to_saved:
             hits = [k for k in extra if saved[k].shape == params[n].shape and torch.equal(saved[k], params[n])]
             assert len(hits) == 1, (n, hits)
-            to_saved[n] = hits[0]
+            to_saved[n] = {hits[0]: ident}
             print(f"    note: parameter {n} is saved as {hits[0]}")
-    assert sorted(to_saved.values()) == sorted(saved), (to_saved, list(saved))
+    assert sorted(s for m in to_saved.values() for s in m) == sorted(saved), (to_saved, list(saved))
     for n, t in params.items():
-        assert torch.equal(saved[to_saved[n]], t), n
-    grads = {to_saved[n]: g for n, g in grads.items()}
-    grads64 = {to_saved[n]: g for n, g in grads64.items()}
+        for s, f in to_saved[n].items():
+            assert torch.equal(saved[s], f(t)), (n, s)
+    grads = {s: f(g) for n, g in grads.items() for s, f in to_saved[n].items()}
+    grads64 = {s: f(g) for n, g in grads64.items() for s, f in to_saved[n].items()}
 
     golden = {
         "tokens": tokens.to(torch.int32),
@@ -410,14 +586,26 @@ def run_family(family, outdir, report):
             "seeds": f"init={SEED} noise={NOISE_SEED} tokens={TOKEN_SEED}",
             "loss_all_positions": "mean CE over all B*T positions, targets[b,t]=ids[b,t+1] (13 ids per row)",
             "loss_hf_shifted": "HF labels=tokens loss, mean over the first T-1 positions"}
+    if family == "mixtral":
+        meta.update({
+            "router_logits.<l>": "layer l's router logits [B*T, n_experts] fp32, row b*T+t",
+            "router_topk_experts.<l>": "torch.topk(softmax(router_logits), k) indices, by descending probability",
+            "router_topk_weights.<l>": "their probabilities renormalised to sum 1 (the experts' output weights)",
+            "aux_loss": "HF load_balancing_loss_func over all layers (output_router_logits=True), not in loss_all_positions nor in the grads",
+            "loss_hf_shifted_with_aux": "loss_hf_shifted + router_aux_loss_coef * aux_loss, HF's loss with output_router_logits=True"})
+    with open(os.path.join(d, "config.json")) as f:
+        saved_cfg = json.load(f)
+    extra_report = {}
+    if family == "mixtral":
+        W_nograd = {n: t.double() for n, t in saved.items()}
+        golden.update(check_routing(model, tokens, logits, loss_hf, saved_cfg, W_nograd, extra_report))
+        check_reload(model, d, tokens, logits)
     # One metadata key: safetensors writes several keys in hash order, which
     # would make reruns differ byte-wise.
     save_file(golden, os.path.join(d, "golden.safetensors"),
               metadata={"dsc_golden": json.dumps(meta, sort_keys=True)})
 
     # Independent float64 reference from the saved files.
-    with open(os.path.join(d, "config.json")) as f:
-        saved_cfg = json.load(f)
     W64 = {n: t.double().requires_grad_(True) for n, t in saved.items()}
     ref = REFERENCE[family]
     ref_logits = ref(saved_cfg, W64, tokens, None)
@@ -440,6 +628,7 @@ def run_family(family, outdir, report):
         "n_params": sum(p.numel() for p in model.parameters()),
         "variants": {},
     }
+    r.update(extra_report)
     worst_grad = max(grads, key=lambda n: rel(grads[n], ref_grads[n]))
     r["hf32_vs_ref64_grad_worst"] = worst_grad
     assert r["hf32_vs_ref64_logits"] < 1e-5, r
@@ -454,7 +643,7 @@ def run_family(family, outdir, report):
         check_sliding_window(model, tokens, logits)
 
     for k, v in r.items():
-        if k != "variants":
+        if k != "variants" and k not in extra_report:
             print(f"    {k}: {v:.3e}" if isinstance(v, float) else f"    {k}: {v}")
     for k, v in r["variants"].items():
         print(f"    deliberate mistake '{k}': logits move by {v:.3e} (relative to max |logit|)")
