@@ -86,6 +86,22 @@ rt::ops::Matmul matmulOf(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
   return matmul;
 }
 
+/// The routing attributes dsc.moe_route and dsc.moe_route_grad share, as
+/// the MoeRoute and MoeRouteGrad instructions hold them.
+template <typename RouteOp, typename Instruction>
+void moeRoutingOf(RouteOp op, Instruction &r) {
+  r.topK = op.getTopK();
+  r.capacity = op.getCapacity();
+  r.dropTokens = op.getDropTokens();
+  r.normalize = int64_t(op.getNormalize());
+  r.drop = int64_t(op.getDropPolicy());
+  r.order = int64_t(op.getSlotOrder());
+  r.auxCounts = int64_t(op.getAuxCounts());
+  r.seed = op.getSeed();
+  r.auxCoeff = op.getAuxCoeff().convertToDouble();
+  r.zCoeff = op.getZCoeff().convertToDouble();
+}
+
 class PlanBuilder {
 public:
   explicit PlanBuilder(ModuleOp module) : module(module) {}
@@ -1096,6 +1112,43 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
       })
       .Case<SwigluOp>([&](auto) {
         ops::Swiglu().encode(inst);
+        return success();
+      })
+      .Case<MoeRouteOp>([&](MoeRouteOp route) {
+        ops::MoeRoute r;
+        moeRoutingOf(route, r);
+        r.encode(inst);
+        return success();
+      })
+      .Case<MoeRouteGradOp>([&](MoeRouteGradOp grad) {
+        ops::MoeRouteGrad r;
+        moeRoutingOf(grad, r);
+        r.encode(inst);
+        return success();
+      })
+      .Case<MoeDispatchOp>([&](MoeDispatchOp dispatch) {
+        if (dispatch.getGates())
+          ops::MoeDispatchScaled().encode(inst);
+        else
+          ops::MoeDispatch().encode(inst);
+        return success();
+      })
+      .Case<MoeCombineOp>([&](MoeCombineOp combine) {
+        if (combine.getGates())
+          ops::MoeCombine().encode(inst);
+        else
+          ops::MoeCombineSum().encode(inst);
+        return success();
+      })
+      .Case<MoeGatesGradOp>([&](auto) {
+        ops::MoeGatesGrad().encode(inst);
+        return success();
+      })
+      .Case<AuxiliaryLossOp>([&](AuxiliaryLossOp aux) {
+        // The reported loss is the language model's; the auxiliary losses
+        // only join its gradient (their operands are not read here).
+        inst.inputs = {valueBuffers.lookup(aux.getLoss())};
+        ops::Copy().encode(inst);
         return success();
       })
       .Case<SwigluGradOp>([&](auto) {

@@ -54,7 +54,9 @@ private:
     if (method == "wang_init")
       return normalWith(2.0 / double(config.numLayers) / std::sqrt(h));
     if (method == "xavier_normal") // Glorot & Bengio 2010, from the fans
-      return normalWith(std::sqrt(2.0 / double(shape.front() + shape.back())));
+      // (an expert's [E, in, out] weight: each expert's matrix's).
+      return normalWith(
+          std::sqrt(2.0 / double(shape[shape.size() - 2] + shape.back())));
     return normalWith(config.initMethodStd);
   }
   /// Weights that are not residual outputs (NeoX's init_method).
@@ -82,6 +84,9 @@ private:
   /// Transformer layer `layer`, each of its ops marked `dsc.layer = layer`.
   Value block(int64_t layer, Value x);
   Value blockOps(int64_t layer, Value x);
+  /// The MLP sub-block's core on its normed input: dense, or experts.
+  Value mlp(const std::string &prefix, Value x);
+  Value moeMlp(const std::string &prefix, int64_t layer, Value x);
 
   const GPTConfig &config;
   MLIRContext *context;
@@ -89,6 +94,8 @@ private:
   OpBuilder builder;
   OpBuilder moduleBuilder{context};
   int64_t dropoutSeed = 0;
+  /// The MoE layers' auxiliary losses, which join the loss's gradient.
+  SmallVector<Value> auxiliaryLosses;
 };
 
 Value GPTGraphBuilder::param(StringRef name, ArrayRef<int64_t> shape,
@@ -237,25 +244,116 @@ Value GPTGraphBuilder::blockOps(int64_t layer, Value x) {
     x = mlpInput =
         AddOp::create(builder, named(prefix + ".attn.residual"), x, proj);
 
-  // MLP sub-block: proj(gelu(fc(ln_2(.)))), or with SwiGLU
-  // proj(swiglu(fc(ln_2(.)))) where fc is [up | gate].
   Value ln2 = config.parallelResidualTied ? ln1
                                           : norm(prefix + ".ln_2", mlpInput);
+  Value down = config.isMoeLayer(layer) ? moeMlp(prefix, layer, ln2)
+                                        : mlp(prefix, ln2);
+  down = dropout(prefix + ".mlp.dropout", down, config.hiddenDropout);
+  if (config.parallelResidual)
+    down = AddOp::create(builder, named(prefix + ".parallel"), proj, down);
+  return AddOp::create(builder, named(prefix + ".mlp.residual"), x, down);
+}
+
+Value GPTGraphBuilder::mlp(const std::string &prefix, Value x) {
+  // proj(gelu(fc(x))), or with SwiGLU proj(swiglu(fc(x))) where fc is
+  // [up | gate].
+  const int64_t b = config.microBatchSize, s = config.seqLength;
+  const int64_t h = config.hiddenSize;
   const int64_t f = config.ffnWidth(), fc = config.swiglu ? 2 * f : f;
   Value hidden =
-      linear(prefix + ".mlp.fc", ln2, h, fc, normal({h, fc}), config.mlpBias);
+      linear(prefix + ".mlp.fc", x, h, fc, normal({h, fc}), config.mlpBias);
   if (config.swiglu)
     hidden = SwigluOp::create(builder, named(prefix + ".mlp.swiglu"),
                               floatTensor({b, s, f}), hidden);
   else
     hidden = GeluOp::create(builder, named(prefix + ".mlp.gelu"), hidden,
                             config.exactGelu);
-  Value down = linear(prefix + ".mlp.proj", hidden, f, h, scaledNormal({f, h}),
-                      config.mlpBias);
-  down = dropout(prefix + ".mlp.dropout", down, config.hiddenDropout);
-  if (config.parallelResidual)
-    down = AddOp::create(builder, named(prefix + ".parallel"), proj, down);
-  return AddOp::create(builder, named(prefix + ".mlp.residual"), x, down);
+  return linear(prefix + ".mlp.proj", hidden, f, h, scaledNormal({f, h}),
+                config.mlpBias);
+}
+
+Value GPTGraphBuilder::moeMlp(const std::string &prefix, int64_t layer,
+                              Value x) {
+  // The router's logits x · Wg (no bias), its choice of slots, the tokens
+  // gathered into [E, C, h], each expert's MLP as one batched product per
+  // projection ([E, h, fc] and [E, f, h] weights, no biases), and the
+  // slots' rows summed back into their tokens with the gates.
+  const int64_t b = config.microBatchSize, s = config.seqLength;
+  const int64_t h = config.hiddenSize, e = config.moeNumExperts;
+  const int64_t k = config.moeTopK, c = config.moeCapacity();
+  const int64_t f = config.ffnWidth(), fc = config.swiglu ? 2 * f : f;
+  const std::string name = prefix + ".mlp";
+  Value router = param(name + ".router.weight", {h, e}, normal({h, e}));
+  Value logits = MatmulOp::create(builder, named(name + ".router"),
+                                  floatTensor({b, s, e}), x, router,
+                                  /*transpose_lhs=*/false,
+                                  /*transpose_rhs=*/false);
+  // DeepSpeed's gates: top-1 (weights not renormalized, first choices in
+  // l_aux, random token selection), top-2 (renormalized after dropping,
+  // first choices take the first slots) and top-k (all choices count, in
+  // token order, the most probable kept, l_aux / k); Mixtral's
+  // (renormalized over the chosen, all choices count); GPT-NeoX's dropless
+  // top-k (the scores as they are).
+  MoeNormalize normalize = MoeNormalize::None;
+  MoeSlotOrder order = MoeSlotOrder::TokenMajor;
+  MoeAuxCounts counts = MoeAuxCounts::AllChoices;
+  MoeDropPolicy drop = MoeDropPolicy::Position;
+  double auxScale = 1.0;
+  switch (config.moeGating) {
+  case GPTConfig::MoeGating::DeepSpeed:
+    if (k == 1) {
+      counts = MoeAuxCounts::FirstChoice;
+      if (config.moeRandomTokenSelection)
+        drop = MoeDropPolicy::Random;
+    } else if (k == 2) {
+      normalize = MoeNormalize::AfterDrop;
+      order = MoeSlotOrder::ChoiceMajor;
+      counts = MoeAuxCounts::FirstChoice;
+    } else {
+      normalize = MoeNormalize::AfterDrop;
+      drop = MoeDropPolicy::Probability;
+      auxScale = 1.0 / double(k);
+    }
+    break;
+  case GPTConfig::MoeGating::Mixtral:
+    normalize = MoeNormalize::BeforeDrop;
+    break;
+  case GPTConfig::MoeGating::NeoXDropless:
+    break;
+  }
+  double layers = config.moeAuxLossMean ? double(config.numMoeLayers()) : 1.0;
+  auto route = MoeRouteOp::create(
+      builder, named(name + ".route"),
+      RankedTensorType::get({e, c}, builder.getI32Type()),
+      floatTensor({e, c}), floatTensor({}), logits,
+      builder.getI64IntegerAttr(k), builder.getI64IntegerAttr(c),
+      config.moeDropTokens ? builder.getUnitAttr() : UnitAttr(), normalize,
+      drop, order, counts,
+      builder.getF64FloatAttr(config.moeLossCoeff * auxScale / layers),
+      /*z_coeff=*/builder.getF64FloatAttr(0.0),
+      builder.getI64IntegerAttr(config.seed + 2000 + layer));
+  auxiliaryLosses.push_back(route.getAux());
+  Value xe = MoeDispatchOp::create(builder, named(name + ".dispatch"),
+                                   floatTensor({e, c, h}), x,
+                                   route.getSlots(), Value());
+  auto expertLinear = [&](const char *what, Value in, int64_t from, int64_t to,
+                          InitAttr init) -> Value {
+    Value w = param(name + ".experts." + what + ".weight", {e, from, to}, init);
+    return MatmulOp::create(builder, named(name + ".experts." + what),
+                            floatTensor({e, c, to}), in, w,
+                            /*transpose_lhs=*/false, /*transpose_rhs=*/false);
+  };
+  Value hidden = expertLinear("fc", xe, h, fc, normal({e, h, fc}));
+  if (config.swiglu)
+    hidden = SwigluOp::create(builder, named(name + ".experts.swiglu"),
+                              floatTensor({e, c, f}), hidden);
+  else
+    hidden = GeluOp::create(builder, named(name + ".experts.gelu"), hidden,
+                            config.exactGelu);
+  Value ye = expertLinear("proj", hidden, f, h, scaledNormal({e, f, h}));
+  return MoeCombineOp::create(builder, named(name + ".combine"),
+                              floatTensor({b, s, h}), ye, route.getSlots(),
+                              route.getGates());
 }
 
 OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
@@ -313,6 +411,11 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   Value loss =
       CrossEntropyOp::create(builder, named("loss"), lossType, logits, targets,
                              builder.getI64IntegerAttr(classes));
+  // The MoE layers' auxiliary losses train the routers; the reported loss
+  // stays the language model's.
+  if (!auxiliaryLosses.empty())
+    loss = AuxiliaryLossOp::create(builder, named("loss"), lossType, loss,
+                                   auxiliaryLosses);
   func::ReturnOp::create(builder, fileLoc, loss);
   module->getBody()->push_back(func);
 
@@ -340,6 +443,12 @@ OwningOpRef<ModuleOp> GPTGraphBuilder::build() {
   if (config.swiglu)
     shape.push_back(
         builder.getNamedAttr("gated_mlp", builder.getBoolAttr(true)));
+  if (config.isMoe()) {
+    add("num_experts", config.moeNumExperts);
+    add("moe_top_k", config.moeTopK);
+    add("moe_expert_interval", config.moeExpertInterval);
+    add("moe_capacity", config.moeCapacity());
+  }
   shape.push_back(builder.getNamedAttr(
       "tied_embeddings", builder.getBoolAttr(config.tieWordEmbeddings)));
   (*module)->setAttr(kModelAttr, builder.getDictionaryAttr(shape));

@@ -18,6 +18,8 @@
 #include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 using namespace mlir;
@@ -36,7 +38,23 @@ int64_t GPTConfig::expectedParameters() const {
   const int64_t embeddings =
       (vocabSize + (learnedPositions ? maxPositionEmbeddings : 0)) * h;
   const int64_t head = tieWordEmbeddings ? 0 : vocabSize * h;
-  return l * perLayer + embeddings + norm + head;
+  // An MoE layer's MLP is E bias-free experts and a router [h, E].
+  const int64_t moeMlp = moeNumExperts * (h * fc + f * h) + h * moeNumExperts;
+  return l * perLayer + numMoeLayers() * (moeMlp - mlp) + embeddings + norm +
+         head;
+}
+
+int64_t GPTConfig::moeCapacity() const {
+  const int64_t tokens = microBatchSize * seqLength;
+  if (!moeDropTokens)
+    return tokens;
+  // DeepSpeed's _capacity: ceil(T / E * cf) with cf doubled for top-2
+  // and times k for top-k, at least min_capacity; the factor is a float32
+  // tensor there, so the product is rounded to float as DeepSpeed's is.
+  const float factor = float(moeCapacityFactor * double(moeTopK));
+  const float perExpert = float(double(tokens) / double(moeNumExperts));
+  const int64_t capacity = int64_t(std::ceil(perExpert * factor));
+  return std::max(capacity, moeMinCapacity);
 }
 
 namespace {
@@ -163,6 +181,16 @@ struct DeferredKeys {
   double expansionFactor = 0.0;
   int64_t mlpMultipleOf = 1;
   bool normBias = true;
+  /// Mixture of Experts: GPT-NeoX's two implementations and their keys,
+  /// checked together once read (validateMoe).
+  std::string moeType = "megablocks";
+  std::string moeRouterType = "sinkhorn";
+  std::optional<double> moeEvalCapacityFactor;
+  bool moeUseResidual = true;
+  int64_t moeExpertParallelSize = 1;
+  std::string moeJitterEps;
+  bool moeExpertTensorParallelism = false;
+  bool moeGlu = false;
 };
 
 /// The model keys dsc reads, with how to store each. String keys take one
@@ -301,6 +329,58 @@ llvm::StringMap<KeySpec> buildModelKeys(DeferredKeys &deferred) {
                   [](GPTConfig &c, int64_t, double, bool, StringRef v) {
                     c.rmsNorm = v.lower() == "rmsnorm";
                   }};
+  // Mixture of Experts (docs/moe.md has what each implementation means).
+  intKey("moe_num_experts", false, &GPTConfig::moeNumExperts);
+  intKey("moe_top_k", false, &GPTConfig::moeTopK);
+  intKey("moe_expert_interval", false, &GPTConfig::moeExpertInterval);
+  intKey("moe_min_capacity", false, &GPTConfig::moeMinCapacity);
+  floatKey("moe_loss_coeff", &GPTConfig::moeLossCoeff);
+  floatKey("moe_train_capacity_factor", &GPTConfig::moeCapacityFactor);
+  keys["moe_token_dropping"] = {K::Bool, false,
+                                [](GPTConfig &c, int64_t, double, bool b,
+                                   StringRef) { c.moeDropTokens = b; }};
+  keys["moe_type"] = {K::String, false,
+                      [&deferred](GPTConfig &, int64_t, double, bool,
+                                  StringRef v) { deferred.moeType = v.lower(); }};
+  keys["moe_router_type"] = {
+      K::String, false, [&deferred](GPTConfig &, int64_t, double, bool,
+                                    StringRef v) {
+        deferred.moeRouterType = v.lower();
+      }};
+  keys["moe_eval_capacity_factor"] = {
+      K::Float, false, [&deferred](GPTConfig &, int64_t, double d, bool,
+                                   StringRef) {
+        deferred.moeEvalCapacityFactor = d;
+      }};
+  keys["moe_use_residual"] = {K::Bool, false,
+                              [&deferred](GPTConfig &, int64_t, double, bool b,
+                                          StringRef) {
+                                deferred.moeUseResidual = b;
+                              }};
+  keys["moe_expert_parallel_size"] = {
+      K::Int, false, [&deferred](GPTConfig &, int64_t i, double, bool,
+                                 StringRef) {
+        deferred.moeExpertParallelSize = i;
+      }};
+  keys["moe_jitter_eps"] = {K::Text, false,
+                            [&deferred](GPTConfig &, int64_t, double, bool,
+                                        StringRef v) {
+                              deferred.moeJitterEps = v.str();
+                            }};
+  keys["enable_expert_tensor_parallelism"] = {
+      K::Bool, false, [&deferred](GPTConfig &, int64_t, double, bool b,
+                                  StringRef) {
+        deferred.moeExpertTensorParallelism = b;
+      }};
+  keys["moe_glu"] = {K::Bool, false,
+                     [&deferred](GPTConfig &, int64_t, double, bool b,
+                                 StringRef) { deferred.moeGlu = b; }};
+  // The same mathematics whatever their value: dsc's routers and their
+  // losses are always fp32 (moe_lbl_in_fp32), Tutel is a kernel library,
+  // and an MoE parameter group holds the same optimizer settings.
+  keys["moe_lbl_in_fp32"] = {K::Bool, false, nullptr};
+  keys["use_tutel"] = {K::Bool, false, nullptr};
+  keys["create_moe_param_group"] = {K::Bool, false, nullptr};
   return keys;
 }
 
@@ -312,6 +392,10 @@ std::vector<StringRef> supportedValues(StringRef key) {
     return {"gelu", "swiglu"};
   if (key == "output_layer_parallelism")
     return {"column"};
+  if (key == "moe_type")
+    return {"megablocks", "deepspeed"};
+  if (key == "moe_router_type")
+    return {"topk", "sinkhorn"};
   // Orthogonal and uniform draws are GPT-NeoX methods dsc has no
   // initializer for yet: refused, not replaced by another.
   if (key == "init_method" || key == "output_layer_init_method")
@@ -419,6 +503,7 @@ private:
   LogicalResult validate();
   LogicalResult resolveVocabulary();
   LogicalResult resolveMlpWidth();
+  LogicalResult validateMoe();
   std::string suggestKey(StringRef key);
 
   llvm::SourceMgr &sourceMgr;
@@ -615,7 +700,8 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
       return success();
     break;
   }
-  spec->second.store(config, asInt, asFloat, asBool, text);
+  if (spec->second.store)
+    spec->second.store(config, asInt, asFloat, asBool, text);
   return success();
 }
 
@@ -770,7 +856,7 @@ LogicalResult NeoXConfigReader::validate() {
         << "'rms_norm_epsilon' must be > 0, got " << config.rmsNormEpsilon;
     return failure();
   }
-  if (failed(resolveMlpWidth()))
+  if (failed(resolveMlpWidth()) || failed(validateMoe()))
     return failure();
   if (config.numKvHeads &&
       (config.numKvHeads < 1 ||
@@ -829,6 +915,120 @@ LogicalResult NeoXConfigReader::validate() {
       return failure();
     }
   }
+  return success();
+}
+
+/// GPT-NeoX's MoE keys: `moe_type: megablocks` (its default; today's
+/// GPT-NeoX has only this) is ParallelDroplessMoE: nothing dropped, the
+/// router's top-k softmax scores as the weights (`moe_router_type: topk`;
+/// sinkhorn routing is not built); `moe_type: deepspeed` is DeepSpeed's
+/// MoE layer (top-1/top-2/top-k gates with capacity, token dropping and
+/// l_aux). What dsc does not build is refused by name.
+LogicalResult NeoXConfigReader::validateMoe() {
+  const bool moeKeys =
+      llvm::any_of(keyLocations, [](const auto &entry) {
+        StringRef key = entry.getKey();
+        return key.starts_with("moe_") || key == "use_tutel" ||
+               key == "create_moe_param_group" ||
+               key == "enable_expert_tensor_parallelism";
+      });
+  if (!moeKeys)
+    return success();
+  auto refuse = [&](StringRef key, const Twine &message) {
+    emitError(locOfKey(key)) << message;
+    return failure();
+  };
+  auto g = [](double value) {
+    std::string text;
+    llvm::raw_string_ostream(text) << llvm::format("%g", value);
+    return text;
+  };
+  if (config.moeNumExperts < 1)
+    return refuse("moe_num_experts", "'moe_num_experts' must be >= 1, got " +
+                                         Twine(config.moeNumExperts));
+  if (!config.isMoe())
+    return success();
+  if (config.moeTopK < 1 || config.moeTopK > config.moeNumExperts)
+    return refuse("moe_top_k", "'moe_top_k' (" + Twine(config.moeTopK) +
+                                   ") must be in [1, moe_num_experts = " +
+                                   Twine(config.moeNumExperts) + "]");
+  if (config.moeExpertInterval < 1)
+    return refuse("moe_expert_interval",
+                  "'moe_expert_interval' must be >= 1, got " +
+                      Twine(config.moeExpertInterval));
+  if (!(config.moeCapacityFactor > 0.0) ||
+      !std::isfinite(config.moeCapacityFactor))
+    return refuse("moe_train_capacity_factor",
+                  "'moe_train_capacity_factor' must be > 0, got " +
+                      g(config.moeCapacityFactor));
+  if (deferred.moeEvalCapacityFactor &&
+      *deferred.moeEvalCapacityFactor != config.moeCapacityFactor &&
+      deferred.moeType == "deepspeed" && config.moeDropTokens)
+    return refuse("moe_eval_capacity_factor",
+                  "'moe_eval_capacity_factor' (" +
+                      g(*deferred.moeEvalCapacityFactor) +
+                      ") differs from 'moe_train_capacity_factor' (" +
+                      g(config.moeCapacityFactor) +
+                      "); dsc evaluates with the training graph's capacity");
+  if (config.moeMinCapacity < 0)
+    return refuse("moe_min_capacity", "'moe_min_capacity' must be >= 0, got " +
+                                          Twine(config.moeMinCapacity));
+  if (!(config.moeLossCoeff >= 0.0) || !std::isfinite(config.moeLossCoeff))
+    return refuse("moe_loss_coeff", "'moe_loss_coeff' must be >= 0, got " +
+                                        g(config.moeLossCoeff));
+  if (deferred.moeExpertParallelSize != 1)
+    return refuse("moe_expert_parallel_size",
+                  "'moe_expert_parallel_size' = " +
+                      Twine(deferred.moeExpertParallelSize) +
+                      " is not supported yet: dsc's MoE layers run with "
+                      "every expert on every data-parallel rank (ep = 1)");
+  if (deferred.moeExpertTensorParallelism)
+    return refuse("enable_expert_tensor_parallelism",
+                  "'enable_expert_tensor_parallelism' = true is not "
+                  "supported: dsc does not slice experts over tp");
+  StringRef jitter = StringRef(deferred.moeJitterEps).trim();
+  double jitterValue = 0.0;
+  if (!jitter.empty() && !llvm::is_contained({"null", "None", "~"}, jitter) &&
+      (!llvm::to_float(jitter, jitterValue) || jitterValue != 0.0))
+    return refuse("moe_jitter_eps",
+                  "'moe_jitter_eps' = " + jitter +
+                      " is not supported: dsc's routers have no input "
+                      "jitter (leave it null)");
+  if (deferred.moeGlu)
+    return refuse("moe_glu", "'moe_glu' = true is not supported: dsc's "
+                             "experts use the config's 'activation' (gelu, "
+                             "or swiglu for a gated MLP)");
+  if (deferred.moeType == "deepspeed") {
+    // deepspeed.moe.layer.MoE, as GPT-NeoX 2.x builds it.
+    if (deferred.moeUseResidual)
+      return refuse("moe_use_residual",
+                    "'moe_use_residual' is true (GPT-NeoX's default with "
+                    "'moe_type' = 'deepspeed'): residual MoE (PR-MoE) is not "
+                    "built yet; set 'moe_use_residual: false'");
+    if (config.mlpBias)
+      return refuse("use_bias_in_mlp",
+                    "with 'moe_type' = 'deepspeed', GPT-NeoX's experts keep "
+                    "their first projection's bias, which dsc's experts do "
+                    "not have; set 'use_bias_in_mlp: false'");
+    config.moeGating = GPTConfig::MoeGating::DeepSpeed;
+    return success();
+  }
+  // ParallelDroplessMoE: no capacity, no auxiliary loss.
+  if (deferred.moeRouterType == "sinkhorn")
+    return refuse("moe_router_type",
+                  "'moe_router_type' = 'sinkhorn' (GPT-NeoX's default) is not "
+                  "built yet; 'topk' is");
+  for (StringRef key : {"moe_token_dropping", "moe_train_capacity_factor",
+                        "moe_eval_capacity_factor", "moe_min_capacity",
+                        "moe_loss_coeff", "moe_use_residual"})
+    if (keyLocations.count(key))
+      return refuse(key, "'" + key +
+                             "' is a key of 'moe_type' = 'deepspeed'; "
+                             "GPT-NeoX's dropless MoE ('megablocks') has no "
+                             "capacity and no auxiliary loss");
+  config.moeGating = GPTConfig::MoeGating::NeoXDropless;
+  config.moeDropTokens = false;
+  config.moeLossCoeff = 0.0;
   return success();
 }
 

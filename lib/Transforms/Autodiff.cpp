@@ -34,6 +34,19 @@ using namespace mlir::dsc;
 
 namespace {
 
+/// A loss the backward can seed: a cross-entropy's, one that joins
+/// auxiliary losses to it (dsc.auxiliary_loss), or a scalar sum of one and
+/// other scalars (what dsc-gradcheck differentiates).
+bool isLossValue(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (auto aux = dyn_cast_or_null<AuxiliaryLossOp>(def))
+    return isLossValue(aux.getLoss());
+  if (auto add = dyn_cast_or_null<AddOp>(def))
+    return cast<RankedTensorType>(add.getType()).getRank() == 0 &&
+           (isLossValue(add.getLhs()) || isLossValue(add.getRhs()));
+  return isa_and_nonnull<CrossEntropyOp, VocabParallelCrossEntropyOp>(def);
+}
+
 /// Name of the gradient state of parameter `param`.
 std::string gradientName(StringRef param) { return ("grad." + param).str(); }
 
@@ -108,14 +121,13 @@ struct DscAutodiffPass
              << loss.getSymName() << " must have a single block";
     auto ret = cast<func::ReturnOp>(loss.getBody().front().getTerminator());
     auto stageAttr = loss->getAttrOfType<IntegerAttr>(kStageAttr);
-    bool returnsLoss =
-        ret.getNumOperands() == 1 &&
-        isa_and_nonnull<CrossEntropyOp, VocabParallelCrossEntropyOp>(
-            ret.getOperand(0).getDefiningOp());
+    bool returnsLoss = ret.getNumOperands() == 1 &&
+                       isLossValue(ret.getOperand(0));
     if (!returnsLoss && !(stageAttr && ret.getNumOperands() == 1))
       return loss.emitError("--dsc-autodiff: @")
              << loss.getSymName() << " must return one value, the result of a "
-             << "dsc.cross_entropy or dsc.vocab_parallel_cross_entropy"
+             << "dsc.cross_entropy or dsc.vocab_parallel_cross_entropy, "
+             << "or of a dsc.auxiliary_loss of one"
              << " (or, as a pipeline stage, its output activation)";
     // A stage after the first receives its input activation as argument 0.
     bool hasActivationInput = stageAttr && stageAttr.getInt() > 0;
@@ -198,8 +210,9 @@ struct DscAutodiffPass
                                "differentiation rule");
       // A result that does not reach the loss contributes a zero gradient;
       // only ops with one result (or all results reached) are supported.
+      // Integer results (an MoE router's slots) have no gradient.
       for (auto [result, grad] : llvm::zip(op->getResults(), resultGrads))
-        if (!grad)
+        if (!grad && !isa<IntegerType>(getElementTypeOrSelf(result.getType())))
           return op->emitOpError("result #")
                  << cast<OpResult>(result).getResultNumber()
                  << " does not reach the loss while another result does; "

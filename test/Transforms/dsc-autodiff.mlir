@@ -134,7 +134,7 @@ func.func @forward_backward() attributes {dsc.program = #dsc.program_role<forwar
 
 // -----
 
-// expected-error @+1 {{--dsc-autodiff: @loss must return one value, the result of a dsc.cross_entropy or dsc.vocab_parallel_cross_entropy (or, as a pipeline stage, its output activation)}}
+// expected-error @+1 {{--dsc-autodiff: @loss must return one value, the result of a dsc.cross_entropy or dsc.vocab_parallel_cross_entropy, or of a dsc.auxiliary_loss of one (or, as a pipeline stage, its output activation)}}
 func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %y = dsc.gelu %x : tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
@@ -160,4 +160,43 @@ func.func @loss(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
   %logits = dsc.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
   %l = dsc.cross_entropy %logits, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
   return %l : tensor<f32>
+}
+
+// -----
+
+// An MoE layer: the auxiliary loss gets the loss's own seed (the reported
+// loss stays the cross-entropy); the combine's gradient dispatches the
+// output's gradient with the gates and takes the gates' gradient; the
+// router's gradient reads both; the dispatch's gradient sums the slots
+// back into their tokens; the slots (i32) get none.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[SLOTS:.*]], %[[GATES:.*]], %[[AUX:.*]] = dsc.moe_route %[[LOGITS:[^ ]*]]
+// CHECK: %[[XE:.*]] = dsc.moe_dispatch %[[X:[^,]*]], %[[SLOTS]] :
+// CHECK: %[[Y:.*]] = dsc.moe_combine %[[YE:[^,]*]], %[[SLOTS]] gates %[[GATES]]
+// CHECK: %[[L:.*]] = dsc.cross_entropy %[[Y]]
+// CHECK-NEXT: %[[TOTAL:.*]] = dsc.auxiliary_loss %[[L]], %[[AUX]]
+// CHECK-NEXT: %[[SEED:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[DY:.*]] = dsc.cross_entropy_grad %[[Y]], %{{.*}}, %[[SEED]]
+// CHECK-NEXT: %[[DYE:.*]] = dsc.moe_dispatch %[[DY]], %[[SLOTS]] gates %[[GATES]]
+// CHECK-NEXT: %[[DG:.*]] = dsc.moe_gates_grad %[[YE]], %[[SLOTS]], %[[DY]]
+// CHECK: dsc.moe_combine %{{.*}}, %[[SLOTS]] : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<2x4x16xf32>
+// CHECK: dsc.moe_route_grad %[[LOGITS]], %[[SLOTS]], %[[DG]], %[[SEED]] slot_order = choice_major {capacity = 8 : i64, top_k = 2 : i64}
+// CHECK: return %[[TOTAL]] : tensor<f32>
+dsc.parameter @wg : tensor<16x4xf32> init = #dsc.init<normal, std = 0.02>
+dsc.parameter @w : tensor<4x16x16xf32> init = #dsc.init<normal, std = 0.02>
+func.func @loss(%x: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  %wg = dsc.get_parameter @wg : tensor<16x4xf32>
+  %logits = dsc.matmul %x, %wg : tensor<2x4x16xf32>, tensor<16x4xf32> -> tensor<2x4x4xf32>
+  %slots, %gates, %aux = dsc.moe_route %logits slot_order = choice_major
+      {top_k = 2 : i64, capacity = 8 : i64}
+      : tensor<2x4x4xf32> -> tensor<4x8xi32>, tensor<4x8xf32>, tensor<f32>
+  %xe = dsc.moe_dispatch %x, %slots
+      : tensor<2x4x16xf32>, tensor<4x8xi32> -> tensor<4x8x16xf32>
+  %w = dsc.get_parameter @w : tensor<4x16x16xf32>
+  %ye = dsc.matmul %xe, %w : tensor<4x8x16xf32>, tensor<4x16x16xf32> -> tensor<4x8x16xf32>
+  %y = dsc.moe_combine %ye, %slots gates %gates
+      : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32> -> tensor<2x4x16xf32>
+  %l = dsc.cross_entropy %y, %t : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  %total = dsc.auxiliary_loss %l, %aux : tensor<f32>, tensor<f32>
+  return %total : tensor<f32>
 }

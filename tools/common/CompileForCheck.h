@@ -18,6 +18,7 @@
 
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -33,10 +34,28 @@
 
 namespace dsc::tools {
 
+/// Makes each dsc.auxiliary_loss an explicit sum, so that the value the
+/// programs return is what the backward differentiates (the loss plus the
+/// MoE layers' auxiliary losses), which finite differences of the forward
+/// program can then check.
+inline void sumAuxiliaryLosses(mlir::ModuleOp module) {
+  module.walk([](mlir::dsc::AuxiliaryLossOp aux) {
+    mlir::OpBuilder b(aux);
+    mlir::Value total = aux.getLoss();
+    for (mlir::Value term : aux.getAux())
+      total = mlir::dsc::AddOp::create(b, aux.getLoc(), total, term);
+    aux.getResult().replaceAllUsesWith(total);
+    aux.erase();
+  });
+}
+
 /// The plan of the loss graph in `path`, or nullopt after printing why.
+/// With `withAuxiliaryLosses` the returned loss includes the auxiliary
+/// losses (sumAuxiliaryLosses).
 inline std::optional<::dsc::rt::Plan>
 compileForCheck(const std::string &path,
-                const std::string &compileOptions = "") {
+                const std::string &compileOptions = "",
+                bool withAuxiliaryLosses = false) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::dsc::DscDialect, mlir::arith::ArithDialect,
                   mlir::func::FuncDialect>();
@@ -63,6 +82,8 @@ compileForCheck(const std::string &path,
     return std::nullopt;
   }
   options->optimizer = "sgd";
+  if (withAuxiliaryLosses)
+    sumAuxiliaryLosses(*module);
   mlir::PassManager pm(&context);
   mlir::dsc::buildCompilePipeline(pm, *options);
   if (mlir::failed(pm.run(*module)))

@@ -3,7 +3,9 @@
 // Compiles a loss graph with the real pipeline (--dsc-compile), runs the
 // backward program on the CPU runtime, and compares every parameter's
 // gradient with central finite differences of the forward program: an
-// oracle independent of the VJP rules it checks.
+// oracle independent of the VJP rules it checks. An MoE model's auxiliary
+// losses are summed into the loss the programs return, so that the
+// differences see what the gradient trains.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,8 +50,10 @@ double norm(const std::vector<double> &v) {
 }
 
 int run() {
-  std::optional<::dsc::rt::Plan> lowered =
-      ::dsc::tools::compileForCheck(inputFile);
+  // The loss the backward differentiates: an MoE model's auxiliary
+  // losses included.
+  std::optional<::dsc::rt::Plan> lowered = ::dsc::tools::compileForCheck(
+      inputFile, /*compileOptions=*/"", /*withAuxiliaryLosses=*/true);
   if (!lowered)
     return 1;
 

@@ -15,6 +15,7 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/Instructions.h"
+#include "dsc/Runtime/MoeKernels.h"
 
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,10 @@ AdamWConfig adamConfigOf(const Instruction &inst, double lr);
 bool adamDecayOf(const Instruction &inst);
 /// Sgd's floats (momentum wd) and ints (nesterov) at learning rate `lr`.
 SgdConfig sgdConfigOf(const Instruction &inst, double lr);
+/// MoeRoute's and MoeRouteGrad's routing rules, for the tokens and
+/// experts of `logits` ([..., E]) and the capacity of `slots` ([E, C]).
+MoeRouting moeRoutingOf(const Instruction &inst, const Buffer &logits,
+                        const Buffer &slots);
 /// Transpose's permutation as the kernels take it (int per dim).
 struct Permutation {
   int perm[kMaxRank];

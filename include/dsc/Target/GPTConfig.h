@@ -90,10 +90,49 @@ struct GPTConfig {
   bool exactGelu = true;
   /// GPT-NeoX's `onnx_safe` (read to refuse it with bias_gelu_fusion).
   bool onnxSafe = false;
+  /// Mixture of Experts (docs/moe.md): with moeNumExperts > 1, the MLP of
+  /// every layer whose index is a multiple of moeExpertInterval is
+  /// moeNumExperts experts of the same shape (no biases), each token
+  /// routed to moeTopK of them by a router x · Wg (dsc.moe_route).
+  int64_t moeNumExperts = 1;
+  int64_t moeTopK = 1;
+  int64_t moeExpertInterval = 1;
+  /// The routing rules: DeepSpeed's gates (top-1, top-2 or top-k by
+  /// moeTopK, each as deepspeed/moe/sharded_moe.py has it), Mixtral's
+  /// (softmax, top-k, renormalized over the chosen; nothing dropped) or
+  /// GPT-NeoX's dropless MoE's top-k router (the chosen softmax scores as
+  /// they are; nothing dropped).
+  enum class MoeGating { DeepSpeed, Mixtral, NeoXDropless };
+  MoeGating moeGating = MoeGating::DeepSpeed;
+  /// DeepSpeed's capacity: max(ceil(T / E * cf * k'), min) per expert of a
+  /// micro-batch's T tokens (k' = 1, 2 for top-2, k for top-k); without
+  /// token dropping every expert has room for all T tokens.
+  double moeCapacityFactor = 1.0;
+  int64_t moeMinCapacity = 4;
+  bool moeDropTokens = false;
+  /// DeepSpeed's random token selection for top-1 (use_rts, its
+  /// default): which tokens an over-full expert keeps.
+  bool moeRandomTokenSelection = true;
+  /// The loss the gradient sees: lm + moeLossCoeff * (the sum over MoE
+  /// layers of l_aux, or their mean with moeAuxLossMean, MegaBlocks's
+  /// choice); the reported loss is lm alone.
+  double moeLossCoeff = 0.0;
+  bool moeAuxLossMean = false;
   int64_t seed = 1234;
   /// Build the graph in f64 instead of f32 (finite-difference checks).
   bool useF64 = false;
 
+  bool isMoe() const { return moeNumExperts > 1; }
+  bool isMoeLayer(int64_t layer) const {
+    return isMoe() && layer % moeExpertInterval == 0;
+  }
+  int64_t numMoeLayers() const {
+    return isMoe() ? (numLayers + moeExpertInterval - 1) / moeExpertInterval
+                   : 0;
+  }
+  /// Slots per expert for a micro-batch of microBatchSize * seqLength
+  /// tokens (see moeCapacityFactor).
+  int64_t moeCapacity() const;
   int64_t ffnWidth() const {
     return ffnHiddenSize ? ffnHiddenSize : 4 * hiddenSize;
   }

@@ -120,3 +120,30 @@ uint64_t dsc::rt::attentionSeedOf(const Instruction &inst) {
              ? uint64_t(ops::AttentionGrad::decode(inst).seed)
              : uint64_t(ops::Attention::decode(inst).seed);
 }
+
+namespace {
+template <typename Op>
+MoeRouting moeRoutingFrom(const Op &op, const Buffer &logits,
+                          const Buffer &slots) {
+  MoeRouting r;
+  r.experts = lastDim(logits);
+  r.tokens = rowsOf(logits);
+  r.topK = op.topK;
+  r.capacity = slots.shape.empty() ? 0 : slots.shape.back();
+  r.dropTokens = op.dropTokens;
+  r.normalize = MoeNormalize(op.normalize);
+  r.drop = MoeDrop(op.drop);
+  r.order = MoeSlotOrder(op.order);
+  r.auxCounts = MoeAuxCounts(op.auxCounts);
+  r.auxCoeff = op.auxCoeff;
+  r.zCoeff = op.zCoeff;
+  return r;
+}
+} // namespace
+
+MoeRouting dsc::rt::moeRoutingOf(const Instruction &inst, const Buffer &logits,
+                                 const Buffer &slots) {
+  return inst.opcode == Opcode::MoeRouteGrad
+             ? moeRoutingFrom(ops::MoeRouteGrad::decode(inst), logits, slots)
+             : moeRoutingFrom(ops::MoeRoute::decode(inst), logits, slots);
+}

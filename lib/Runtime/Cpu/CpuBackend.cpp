@@ -17,6 +17,7 @@
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/ShardLayout.h"
+#include "dsc/Runtime/SplitMix64.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -203,10 +204,16 @@ void CpuBackend::run(InstructionContext &ex, const Program &prog, size_t index) 
     stage(id);
   for (uint32_t id : inst.outputs)
     stage(id);
-  const DType t =
-      plan.buffers[inst.outputs.empty() ? inst.inputs[0] : inst.outputs[0]]
-          .dtype;
-  if (t == DType::F64)
+  // The instruction's float type: its first float output's, or input's
+  // (an MoE router's first output is its i32 slots).
+  auto floatType = [&]() {
+    for (const std::vector<uint32_t> *ids : {&inst.outputs, &inst.inputs})
+      for (uint32_t id : *ids)
+        if (plan.buffers[id].dtype != DType::I32)
+          return plan.buffers[id].dtype;
+    return DType::F32;
+  };
+  if (floatType() == DType::F64)
     execute<double>(ex, prog, index);
   else
     execute<float>(ex, prog, index);
@@ -357,6 +364,60 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     break;
   case Opcode::GeluExact:
     geluExactForward(in(0), out(0), numElements(inB(0).shape));
+    break;
+  case Opcode::MoeRoute: {
+    const ops::MoeRoute op = ops::MoeRoute::decode(inst);
+    const MoeRouting r = moeRoutingOf(inst, inB(0), outB(0));
+    // The random drop policy's draws, a pure function of the seed, the
+    // step and the (token, expert) pair, as dropout's mask is.
+    std::vector<float> draws;
+    if (r.drop == MoeDrop::Random) {
+      draws.resize(size_t(r.tokens * r.experts));
+      const uint64_t key = dropoutKey(ex.dropoutSeed(op.seed));
+      for (size_t i = 0; i < draws.size(); ++i)
+        draws[i] = float(splitmix64(key ^ splitmix64(i)) >> 40) * 0x1p-24f;
+    }
+    const int64_t dropped =
+        moeRoute(r, in(0), draws.empty() ? nullptr : draws.data(),
+                 buffer(inst.outputs[0]).template as<int32_t>(), out(1),
+                 out(2));
+    if (!r.dropTokens && dropped)
+      fail(std::to_string(dropped) + " (token, expert) pairs did not fit "
+           "although the router drops none");
+    break;
+  }
+  case Opcode::MoeRouteGrad: {
+    moeRouteBackward(moeRoutingOf(inst, inB(0), inB(1)), in(0), ids(1), in(2),
+                     in(3)[0], out(0), /*accumulate=*/false);
+    break;
+  }
+  case Opcode::MoeDispatch:
+  case Opcode::MoeDispatchScaled: {
+    const bool scaled = inst.opcode == Opcode::MoeDispatchScaled;
+    const int64_t slotCount = numElements(inB(1).shape);
+    if (moeDispatch(in(0), ids(1), scaled ? in(2) : nullptr, out(0), slotCount,
+                    lastDim(inB(0)), rowsOf(inB(0))))
+      fail("a slot names a token outside [0, " +
+           std::to_string(rowsOf(inB(0))) + ")");
+    break;
+  }
+  case Opcode::MoeCombine:
+  case Opcode::MoeCombineSum: {
+    const bool weighted = inst.opcode == Opcode::MoeCombine;
+    const bool accumulate =
+        (weighted ? ops::MoeCombine::decode(inst).accumulate
+                  : ops::MoeCombineSum::decode(inst).accumulate) != 0;
+    const int64_t slotCount = numElements(inB(1).shape);
+    if (moeCombine(in(0), ids(1), weighted ? in(2) : nullptr, out(0),
+                   slotCount, lastDim(outB(0)), rowsOf(outB(0)), accumulate))
+      fail("a slot names a token outside [0, " +
+           std::to_string(rowsOf(outB(0))) + ")");
+    break;
+  }
+  case Opcode::MoeGatesGrad:
+    moeGatesGrad(in(0), ids(1), in(2), out(0), numElements(inB(1).shape),
+                 lastDim(inB(2)), rowsOf(inB(2)),
+                 ops::MoeGatesGrad::decode(inst).accumulate != 0);
     break;
   case Opcode::Swiglu:
     swigluForward(in(0), out(0), rowsOf(inB(0)), lastDim(outB(0)));

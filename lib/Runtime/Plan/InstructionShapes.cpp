@@ -476,6 +476,77 @@ void InstructionChecker::shapes() {
     adamFloats();
     break;
   }
+  case Opcode::MoeRoute:
+  case Opcode::MoeRouteGrad: {
+    // logits [..., E]; slots and gates (or their gradient) [E, C]; the aux
+    // loss (or its gradient) a scalar; the logits' gradient their shape.
+    const bool fwd = inst.opcode == Opcode::MoeRoute;
+    const Buffer &logits = in(0);
+    const Buffer &slots = fwd ? out(0) : in(1);
+    const std::string slotsName = fwd ? outName(0) : inName(1);
+    minRank(logits, inName(0), 1);
+    const int64_t experts = last(logits), tokens = n(logits) / std::max<int64_t>(experts, 1);
+    if (slots.shape.size() != 2 || slots.shape[0] != experts)
+      fail(slotsName + " must be [experts, capacity] with experts " +
+           std::to_string(experts) + " (the logits' last dimension)");
+    const int64_t capacity =
+        intAt("capacity", 1, std::numeric_limits<int32_t>::max());
+    if (slots.shape[1] != capacity)
+      fail(slotsName + " must have capacity " + std::to_string(capacity) +
+           " columns");
+    intAt("topK", 1, std::max<int64_t>(experts, 1));
+    if (!intNamed("dropTokens") && capacity < tokens)
+      fail("a router that drops nothing needs capacity >= its " +
+           std::to_string(tokens) + " tokens, got " + std::to_string(capacity));
+    if (tokens > std::numeric_limits<int32_t>::max())
+      fail("more tokens than i32 slots can name");
+    floatAt("auxCoeff", 0.0, std::numeric_limits<double>::max());
+    floatAt("zCoeff", 0.0, std::numeric_limits<double>::max());
+    if (fwd) {
+      sameShape(slots, slotsName, out(1), outName(1));
+      scalar(out(2), outName(2));
+    } else {
+      sameShape(slots, slotsName, in(2), inName(2));
+      scalar(in(3), inName(3));
+      sameShape(logits, inName(0), out(0), outName(0));
+    }
+    break;
+  }
+  case Opcode::MoeDispatch:
+  case Opcode::MoeDispatchScaled:
+  case Opcode::MoeCombine:
+  case Opcode::MoeCombineSum:
+  case Opcode::MoeGatesGrad: {
+    // Token rows [..., H] against slot rows [E, C, H] and slots [E, C].
+    const bool dispatch = inst.opcode == Opcode::MoeDispatch ||
+                          inst.opcode == Opcode::MoeDispatchScaled;
+    const Buffer &slots = in(1);
+    if (slots.shape.size() != 2)
+      fail(inName(1) + " must be [experts, capacity]");
+    const Buffer &slotRows = dispatch ? out(0) : in(0);
+    const std::string slotRowsName = dispatch ? outName(0) : inName(0);
+    const bool gatesGrad = inst.opcode == Opcode::MoeGatesGrad;
+    const Buffer &tokenRows = dispatch ? in(0) : gatesGrad ? in(2) : out(0);
+    const std::string tokenRowsName =
+        dispatch ? inName(0) : gatesGrad ? inName(2) : outName(0);
+    minRank(tokenRows, tokenRowsName, 1);
+    const int64_t hidden = last(tokenRows);
+    if (slotRows.shape !=
+        std::vector<int64_t>{slots.shape[0], slots.shape[1], hidden})
+      fail(slotRowsName + " must be [experts, capacity, hidden] = [" +
+           std::to_string(slots.shape[0]) + ", " +
+           std::to_string(slots.shape[1]) + ", " + std::to_string(hidden) +
+           "]");
+    if (n(tokenRows) / std::max<int64_t>(hidden, 1) >
+        std::numeric_limits<int32_t>::max())
+      fail("more tokens than i32 slots can name");
+    if (inst.opcode == Opcode::MoeDispatchScaled ||
+        inst.opcode == Opcode::MoeCombine)
+      sameShape(slots, inName(1), in(2), inName(2));
+    if (gatesGrad)
+      sameShape(slots, inName(1), out(0), outName(0));
+    break;
+  }
   case Opcode::AdamW:
   case Opcode::Sgd: {
     scalar(in(1), inName(1));

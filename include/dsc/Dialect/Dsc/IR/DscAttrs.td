@@ -55,6 +55,46 @@ def Dsc_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction", [
   let cppNamespace = "::mlir::dsc";
 }
 
+// Mixture-of-Experts routing rules (dsc.moe_route; the runtime's
+// MoeKernels.h has the same enums with the same values).
+def Dsc_MoeNormalize : I32EnumAttr<"MoeNormalize",
+    "how an MoE router's chosen gates become combine weights", [
+  I32EnumAttrCase<"None", 0, "none">,
+  I32EnumAttrCase<"AfterDrop", 1, "after_drop">,
+  I32EnumAttrCase<"BeforeDrop", 2, "before_drop">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_MoeDropPolicy : I32EnumAttr<"MoeDropPolicy",
+    "which (token, choice) pairs an over-full expert keeps", [
+  I32EnumAttrCase<"Position", 0, "position">,
+  I32EnumAttrCase<"Probability", 1, "probs">,
+  I32EnumAttrCase<"Random", 2, "random">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_MoeSlotOrder : I32EnumAttr<"MoeSlotOrder",
+    "the order an expert's capacity slots are handed out in", [
+  I32EnumAttrCase<"TokenMajor", 0, "token_major">,
+  I32EnumAttrCase<"ChoiceMajor", 1, "choice_major">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_MoeAuxCounts : I32EnumAttr<"MoeAuxCounts",
+    "which choices count in the load-balancing loss's token fractions", [
+  I32EnumAttrCase<"FirstChoice", 0, "first_choice">,
+  I32EnumAttrCase<"AllChoices", 1, "all_choices">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::dsc";
+}
+
 def Dsc_StateKind : I32EnumAttr<"StateKind", "kind of persistent state", [
   I32EnumAttrCase<"Gradient", 0, "gradient">,
   I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,

@@ -868,5 +868,6 @@ include "dsc/Dialect/Dsc/IR/DscGradOps.td"
 include "dsc/Dialect/Dsc/IR/DscScheduleOps.td"
 include "dsc/Dialect/Dsc/IR/DscOptimizerOps.td"
 include "dsc/Dialect/Dsc/IR/DscParallelOps.td"
+include "dsc/Dialect/Dsc/IR/DscMoeOps.td"
 
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_TD
