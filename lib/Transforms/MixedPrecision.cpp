@@ -225,6 +225,17 @@ struct DscMixedPrecisionPass
         }
         continue;
       }
+      // An MoE router decides in f32 (Mixtral's and Megatron-LM's
+      // routers do): its logits are widened, and its gates (cast to the
+      // rows' type where they are combined) and auxiliary loss stay f32.
+      if (isa<MoeRouteOp>(op)) {
+        b.setInsertionPoint(op);
+        Value logits = op->getOperand(0);
+        if (low16.contains(logits))
+          op->setOperand(0, castTo(logits, widened(logits.getType()),
+                                   op->getLoc(), op));
+        continue;
+      }
       // A graph op on f32 values only (arithmetic on the f32 loss) stays
       // f32; one with a bf16 operand computes in bf16, so an f32 operand
       // from outside the graph is cast first.

@@ -94,6 +94,18 @@ struct DscPipelinePass
           << funcName.getValue() << " computing the loss";
       return signalPassFailure();
     }
+    // An MoE layer's auxiliary loss joins the loss on the last stage; a
+    // stage's one message (the residual stream) cannot carry it yet.
+    Operation *ret = loss.getBody().front().getTerminator();
+    if (auto aux = ret->getNumOperands() == 1
+                       ? ret->getOperand(0).getDefiningOp<AuxiliaryLossOp>()
+                       : AuxiliaryLossOp()) {
+      aux.emitOpError("--dsc-pipeline: pipelines with MoE layers are not "
+                      "supported yet: their auxiliary losses would have to "
+                      "cross the stages (pp=")
+          << pp << ")";
+      return signalPassFailure();
+    }
     if (failed(checkMesh(module)))
       return signalPassFailure();
     if (failed(cut(loss)))

@@ -96,6 +96,18 @@ struct DscTensorParallelPass
           << funcName.getValue() << " computing the loss";
       return signalPassFailure();
     }
+    if (sequenceParallel) {
+      // A rank's token rows would be routed alone, with a capacity sized
+      // for the whole micro-batch.
+      WalkResult moe = loss.walk([](MoeRouteOp route) {
+        route.emitOpError("--dsc-tensor-parallel: sequence parallelism with "
+                          "MoE layers is not supported yet (each rank would "
+                          "route its own token rows)");
+        return WalkResult::interrupt();
+      });
+      if (moe.wasInterrupted())
+        return signalPassFailure();
+    }
     FailureOr<MeshOp> mesh =
         getOrCreateMeshWithAxis(module, "tp", tp, "dsc-tensor-parallel");
     if (failed(mesh))
@@ -336,11 +348,21 @@ private:
 
   /// fc column-parallel, the activation on the rank's columns, proj
   /// row-parallel. SwiGLU's fc is [up | gate]: split in its [h, 2, f] view
-  /// so each rank keeps both halves of its columns.
+  /// so each rank keeps both halves of its columns. An MoE layer's experts
+  /// (the activation of a dsc.moe_dispatch's rows) stay whole: every tp
+  /// rank routes the same tokens and runs every expert, so their
+  /// gradients agree without a reduction (docs/moe.md).
+  /// An activation inside an MoE layer's experts: its input is a batched
+  /// product of the dispatched rows ([E, C, h]) and an [E, h, f] weight.
+  static bool isExpertActivation(Operation *act) {
+    auto fc = act->getOperand(0).getDefiningOp<MatmulOp>();
+    return fc && fc.getLhs().getDefiningOp<MoeDispatchOp>();
+  }
+
   LogicalResult sliceMlp(func::FuncOp func) {
     SmallVector<Operation *> activations;
     func.walk([&](Operation *op) {
-      if (isa<GeluOp, SwigluOp>(op))
+      if (isa<GeluOp, SwigluOp>(op) && !isExpertActivation(op))
         activations.push_back(op);
     });
     for (Operation *act : activations) {

@@ -14,6 +14,10 @@ usage:
       from its pieces with no element missing or written twice. With the
       `safetensors` package installed, also opens each file with it.
       Prints "OK F files, T tensors, E elements".
+  checkpoint-tools.py close STEP_A STEP_B [--rtol R] [--norm]
+      The parameters of two step directories (saved by any plans) agree
+      within R relative (default 0), per tensor, or with --norm as one
+      vector. Prints "OK N parameters, max relative difference X".
 """
 
 import json
@@ -71,16 +75,17 @@ def read_header(path):
     return header, start, raw
 
 
-def read(argv):
+def tensors(step):
+    """The step directory's whole tensors, by name, each assembled from its
+    pieces (checksums, boxes and coverage checked)."""
     import numpy as np  # only here: `resumed` runs without it
     dtypes = {"F32": np.float32, "F64": np.float64, "I32": np.int32,
               "F16": np.float16, "BF16": np.uint16}
-    step = argv[0]
     with open(os.path.join(step, "manifest.json")) as f:
         m = json.load(f)
     assert m["format"] == "dsc-checkpoint" and m["version"] == 2
     files = {name: read_header(os.path.join(step, name)) for name in m["files"]}
-    elements = 0
+    result = {}
     for t in m["tensors"]:
         dtype = dtypes[t["dtype"]]
         whole = np.zeros(int(np.prod(t["shape"])), dtype=dtype)
@@ -106,7 +111,14 @@ def read(argv):
             whole[box] = values
             seen[box] += 1
         assert (seen == 1).all(), f"{t['name']}: coverage"
-        elements += whole.size
+        result[t["name"]] = whole.reshape(t["shape"])
+    return m, result
+
+
+def read(argv):
+    step = argv[0]
+    m, whole = tensors(step)
+    elements = sum(t.size for t in whole.values())
     try:
         from safetensors import safe_open
         for name in m["files"]:
@@ -115,9 +127,56 @@ def read(argv):
                     f.get_tensor(key)
     except ImportError:
         pass
-    print(f"OK {len(files)} files, {len(m['tensors'])} tensors, "
+    print(f"OK {len(m['files'])} files, {len(m['tensors'])} tensors, "
           f"{elements} elements")
 
 
+def close(argv):
+    """close STEP_A STEP_B [--rtol R] [--norm]: the two steps' parameters
+    (the tensors of both whose names are not optimizer or gradient state)
+    have the same names and shapes, and each differs from the other by at
+    most R relative to the larger of their largest magnitudes; with
+    --norm, ||A - B|| / ||A|| over all of them is at most R. Prints "OK N
+    parameters, max relative difference X"."""
+    import numpy as np
+    rtol = 0.0
+    if "--rtol" in argv:
+        i = argv.index("--rtol")
+        rtol = float(argv[i + 1])
+        del argv[i:i + 2]
+    whole = "--norm" in argv
+    if whole:
+        argv.remove("--norm")
+    _, a = tensors(argv[0])
+    _, b = tensors(argv[1])
+    def params(d):
+        return {k: v for k, v in d.items()
+                if not k.startswith(("grad.", "adam.", "sgd.", "lamb."))}
+    a, b = params(a), params(b)
+    if sorted(a) != sorted(b):
+        sys.exit(f"parameters differ: {sorted(set(a) ^ set(b))}")
+    worst, where = 0.0, ""
+    diff2 = norm2 = 0.0
+    for name in sorted(a):
+        x, y = a[name].astype(np.float64), b[name].astype(np.float64)
+        if x.shape != y.shape:
+            sys.exit(f"{name}: shapes {x.shape} and {y.shape}")
+        diff2 += float(((x - y) ** 2).sum())
+        norm2 += float((x ** 2).sum())
+        scale = max(np.abs(x).max(), np.abs(y).max(), 1e-30)
+        d = float(np.abs(x - y).max() / scale)
+        if d > worst:
+            worst, where = d, name
+    if whole:
+        # ||A - B|| / ||A|| over all parameters together: Adam divides
+        # each gradient by the root of its second moment, so an element
+        # whose gradient is rounding noise moves by a whole step either
+        # way; a per-tensor bound would measure that noise, not the run.
+        worst, where = (diff2 / max(norm2, 1e-300)) ** 0.5, "the parameters"
+    if worst > rtol:
+        sys.exit(f"{where}: relative difference {worst:.3g} > {rtol:g}")
+    print(f"OK {len(a)} parameters, max relative difference {worst:.3g}")
+
+
 if __name__ == "__main__":
-    {"resumed": resumed, "read": read}[sys.argv[1]](sys.argv[2:])
+    {"resumed": resumed, "read": read, "close": close}[sys.argv[1]](sys.argv[2:])
