@@ -6,8 +6,9 @@
 //
 // A config.json is user input: every key is honored with transformers'
 // meaning, listed as having no effect on the causal LM's graph, or refused
-// by name. GPT-2, GPT-NeoX, Llama and Mistral are the families whose graphs
-// dsc builds; a known family it does not is refused naming what it needs.
+// by name. GPT-2, GPT-NeoX, Llama, Mistral and Mixtral are the families
+// whose graphs dsc builds; a known family it does not is refused naming
+// what it needs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -296,6 +297,36 @@ std::optional<HFModel> parseGPTNeoX(ConfigReader &r, HFModel model,
   return finishConfig(r, std::move(model), options, "max_position_embeddings");
 }
 
+/// transformers' MixtralConfig's experts: every layer's MLP is
+/// num_local_experts SwiGLU experts, each token routed to
+/// num_experts_per_tok of them by a softmax router whose chosen weights are
+/// renormalized, nothing dropped (MixtralSparseMoeBlock).
+void readMixtralExperts(ConfigReader &r, GPTConfig &c) {
+  if (std::optional<int64_t> e = r.integer("num_local_experts"))
+    c.moeNumExperts = *e;
+  if (std::optional<int64_t> k = r.integer("num_experts_per_tok"))
+    c.moeTopK = *k;
+  if (c.moeTopK > c.moeNumExperts)
+    r.error() << "num_experts_per_tok (" << c.moeTopK
+              << ") exceeds num_local_experts (" << c.moeNumExperts << ")";
+  c.moeGating = GPTConfig::MoeGating::Mixtral;
+  c.moeExpertInterval = 1;
+  c.moeDropTokens = false;
+  c.moeRandomTokenSelection = false;
+  // transformers adds router_aux_loss_coef times the load-balancing loss
+  // only with output_router_logits, and pools the router logits of all
+  // layers into one loss; dsc's is per layer (DeepSpeed's and
+  // Megatron-LM's), so that loss is refused rather than changed.
+  if (r.boolean("output_router_logits", false))
+    r.error() << "output_router_logits = true is not supported: transformers "
+                 "computes Mixtral's load-balancing loss over all layers' "
+                 "router logits at once, dsc per layer";
+  r.number("router_aux_loss_coef", 0.001); // read only with the above
+  if (r.number("router_jitter_noise", 0.0) != 0.0)
+    r.error() << "router_jitter_noise other than 0 is not supported (dsc's "
+                 "routers have no input jitter)";
+}
+
 /// transformers' LlamaConfig and MistralConfig: RMSNorm (epsilon inside the
 /// square root), rotary on whole heads, SwiGLU, grouped-query attention,
 /// no biases, untied output; Mistral adds a sliding window.
@@ -337,6 +368,8 @@ std::optional<HFModel> parseLlama(ConfigReader &r, HFModel model,
   c.attentionDropout = r.number("attention_dropout", 0.0);
   c.hiddenDropout = 0.0;
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
+  if (model.architecture == "MixtralForCausalLM")
+    readMixtralExperts(r, c);
   // Mistral's sliding window (query t sees keys t - W + 1 .. t); one at
   // least as long as the sequence changes nothing.
   const int64_t seq =
@@ -382,12 +415,14 @@ std::optional<HFModel> mlir::dsc::parseHFConfig(llvm::StringRef text,
   if (model.architecture == "GPTNeoXForCausalLM")
     return parseGPTNeoX(r, std::move(model), options);
   if (model.architecture == "LlamaForCausalLM" ||
-      model.architecture == "MistralForCausalLM")
+      model.architecture == "MistralForCausalLM" ||
+      model.architecture == "MixtralForCausalLM")
     return parseLlama(r, std::move(model), options);
   if (model.architecture != "GPT2LMHeadModel") {
     r.error() << "unknown architecture '" << model.architecture
               << "' (dsc imports GPT2LMHeadModel, GPTNeoXForCausalLM, "
-                 "LlamaForCausalLM and MistralForCausalLM)";
+                 "LlamaForCausalLM, MistralForCausalLM and "
+                 "MixtralForCausalLM)";
     return std::nullopt;
   }
   return parseGPT2(r, std::move(model), options);

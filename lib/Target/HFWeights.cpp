@@ -53,6 +53,9 @@ struct FamilyRules {
   const char *layers;
   llvm::ArrayRef<TensorRule> layer;
   llvm::ArrayRef<TensorRule> attention = {};
+  /// An MoE layer's experts: expert N's tensors are "<experts>N.<hf>".
+  const char *experts = nullptr;
+  llvm::ArrayRef<TensorRule> expert = {};
 };
 
 // GPT-2's Conv1D stores [in, out], as dsc's linear layers: names change, no
@@ -150,6 +153,25 @@ const TensorRule kLlamaAttentionGQA[] = {
     {"self_attn.v_proj.bias", "attn.kv.bias", HFLayout::Same, 1, 2},
 };
 
+// Mixtral: Mistral's attention and norms; each layer's MLP is a router
+// (nn.Linear [E, h], transposed to dsc's [h, E]) and experts whose w1
+// (gate), w3 (up) and w2 (down) stack into dsc's [E, h, 2f] [up | gate]
+// and [E, f, h] expert weights.
+const TensorRule kMixtralLayer[] = {
+    {"input_layernorm.weight", "ln_1.weight"},
+    {"post_attention_layernorm.weight", "ln_2.weight"},
+    {"self_attn.o_proj.weight", "attn.proj.weight", HFLayout::Transposed},
+    {"self_attn.o_proj.bias", "attn.proj.bias"},
+    {"block_sparse_moe.gate.weight", "mlp.router.weight",
+     HFLayout::Transposed},
+    {"self_attn.rotary_emb.inv_freq", ""},
+};
+const TensorRule kMixtralExpert[] = {
+    {"w3.weight", "mlp.experts.fc.weight", HFLayout::Transposed, 0, 2},
+    {"w1.weight", "mlp.experts.fc.weight", HFLayout::Transposed, 1, 2},
+    {"w2.weight", "mlp.experts.proj.weight", HFLayout::Transposed},
+};
+
 /// The rules of `model`'s family, or none for an architecture dsc does not
 /// read.
 std::optional<FamilyRules> rulesOf(const HFModel &model) {
@@ -157,14 +179,22 @@ std::optional<FamilyRules> rulesOf(const HFModel &model) {
     return FamilyRules{kGPT2Top, "transformer.h.", kGPT2Layer};
   if (model.architecture == "GPTNeoXForCausalLM")
     return FamilyRules{kGPTNeoXTop, "gpt_neox.layers.", kGPTNeoXLayer};
+  const bool mixtral = model.architecture == "MixtralForCausalLM";
   if (model.architecture == "LlamaForCausalLM" ||
-      model.architecture == "MistralForCausalLM") {
+      model.architecture == "MistralForCausalLM" || mixtral) {
     const GPTConfig &c = model.config;
     const bool grouped = c.kvHeads() != c.numAttentionHeads;
-    return FamilyRules{kLlamaTop, "model.layers.", kLlamaLayer,
-                       grouped
-                           ? llvm::ArrayRef<TensorRule>(kLlamaAttentionGQA)
-                           : llvm::ArrayRef<TensorRule>(kLlamaAttentionMHA)};
+    FamilyRules rules{kLlamaTop, "model.layers.",
+                      mixtral ? llvm::ArrayRef<TensorRule>(kMixtralLayer)
+                              : llvm::ArrayRef<TensorRule>(kLlamaLayer),
+                      grouped
+                          ? llvm::ArrayRef<TensorRule>(kLlamaAttentionGQA)
+                          : llvm::ArrayRef<TensorRule>(kLlamaAttentionMHA)};
+    if (mixtral) {
+      rules.experts = "block_sparse_moe.experts.";
+      rules.expert = kMixtralExpert;
+    }
+    return rules;
   }
   return std::nullopt;
 }
@@ -297,10 +327,22 @@ std::optional<HFTensorMapping> mlir::dsc::mapHFTensor(const HFModel &model,
   StringRef rest;
   if (!splitLayer(full, rules->layers, layer, rest))
     return std::nullopt;
+  const std::string prefix = "h." + std::to_string(layer) + ".";
   for (llvm::ArrayRef<TensorRule> table : {rules->layer, rules->attention})
     for (const TensorRule &rule : table)
       if (rest == rule.hf)
-        return mappingOf(rule, "h." + std::to_string(layer) + ".");
+        return mappingOf(rule, prefix);
+  int64_t expert = 0;
+  if (rules->experts && rest.consume_front(rules->experts) &&
+      !rest.consumeInteger(10, expert) && rest.consume_front(".") &&
+      expert >= 0 && expert < model.config.moeNumExperts)
+    for (const TensorRule &rule : rules->expert)
+      if (rest == rule.hf) {
+        HFTensorMapping m = mappingOf(rule, prefix);
+        m.expert = expert;
+        m.experts = model.config.moeNumExperts;
+        return m;
+      }
   return std::nullopt;
 }
 
@@ -312,11 +354,18 @@ std::vector<std::string> mlir::dsc::hfTensorNames(const HFModel &model) {
   for (const TensorRule &rule : rules->top)
     if (*rule.dsc)
       names.push_back(rule.hf);
-  for (int64_t l = 0; l < model.config.numLayers; ++l)
+  for (int64_t l = 0; l < model.config.numLayers; ++l) {
+    const std::string layer = rules->layers + std::to_string(l) + ".";
     for (llvm::ArrayRef<TensorRule> table : {rules->layer, rules->attention})
       for (const TensorRule &rule : table)
         if (*rule.dsc)
-          names.push_back(rules->layers + std::to_string(l) + "." + rule.hf);
+          names.push_back(layer + rule.hf);
+    if (rules->experts && model.config.isMoeLayer(l))
+      for (int64_t e = 0; e < model.config.moeNumExperts; ++e)
+        for (const TensorRule &rule : rules->expert)
+          names.push_back(layer + rules->experts + std::to_string(e) + "." +
+                          rule.hf);
+  }
   return names;
 }
 
@@ -327,6 +376,9 @@ bool HFTensorConverter::add(::dsc::rt::WholeTensor t,
   if (!m) {
     error = "tensor '" + t.name + "' is not a " + model.architecture +
             " weight dsc knows";
+    if (model.config.isMoe() && StringRef(t.name).contains(".experts."))
+      error += " (the config has " +
+               std::to_string(model.config.moeNumExperts) + " experts)";
     return false;
   }
   const std::string hfName = t.name;
@@ -334,43 +386,74 @@ bool HFTensorConverter::add(::dsc::rt::WholeTensor t,
     return false;
   if (t.name.empty())
     return true;
-  if (m->parts == 1) {
+  if (m->parts == 1 && m->experts == 0) {
     out.push_back(std::move(t));
     return true;
   }
+  // Held until every part of every expert is there: slot expert * parts +
+  // part.
+  const size_t experts = size_t(std::max<int64_t>(m->experts, 1));
+  const size_t slot = size_t(m->expert) * size_t(m->parts) + size_t(m->part);
   Pending &p = pending[t.name];
-  p.parts.resize(size_t(m->parts));
-  p.hfNames.resize(size_t(m->parts));
-  if (p.parts[size_t(m->part)]) {
+  p.parts.resize(experts * size_t(m->parts));
+  p.hfNames.resize(p.parts.size());
+  p.perExpert = size_t(m->parts);
+  p.expertTensor = m->experts > 0;
+  if (p.parts[slot]) {
     error = "tensor '" + hfName + "' appears twice";
     return false;
   }
-  p.parts[size_t(m->part)] = std::move(t);
-  p.hfNames[size_t(m->part)] = hfName;
+  p.parts[slot] = std::move(t);
+  p.hfNames[slot] = hfName;
   return true;
 }
 
 bool HFTensorConverter::finish(std::vector<::dsc::rt::WholeTensor> &out,
                                std::string &error) {
   for (auto &[name, p] : pending) {
-    std::vector<::dsc::rt::WholeTensor> parts;
-    std::string names;
-    for (size_t i = 0; i < p.parts.size(); ++i) {
-      if (!p.parts[i]) {
-        error = "parameter '" + name + "' is fused from " +
-                std::to_string(p.parts.size()) + " tensors and part " +
-                std::to_string(i) + " is missing";
+    // Each expert's parts side by side, then the experts stacked.
+    const size_t experts = p.parts.size() / p.perExpert;
+    std::vector<::dsc::rt::WholeTensor> stacked;
+    for (size_t e = 0; e < experts; ++e) {
+      std::vector<::dsc::rt::WholeTensor> parts;
+      std::string names;
+      for (size_t i = e * p.perExpert; i < (e + 1) * p.perExpert; ++i) {
+        if (!p.parts[i]) {
+          error = "parameter '" + name + "' is fused from " +
+                  std::to_string(p.parts.size()) + " tensors and " +
+                  (p.expertTensor ? "expert " + std::to_string(e) + " of " +
+                                        std::to_string(experts) + "'s "
+                                  : std::string()) +
+                  "part " + std::to_string(i % p.perExpert) + " of " +
+                  std::to_string(p.perExpert) + " is missing";
+          return false;
+        }
+        names += (names.empty() ? "'" : ", '") + p.hfNames[i] + "'";
+        parts.push_back(std::move(*p.parts[i]));
+      }
+      ::dsc::rt::WholeTensor fused;
+      if (!concatLastDim(parts, fused, error)) {
+        error = "parameter '" + name + "' (fused from " + names + "): " + error;
         return false;
       }
-      names += (i ? ", '" : "'") + p.hfNames[i] + "'";
-      parts.push_back(std::move(*p.parts[i]));
+      stacked.push_back(std::move(fused));
     }
-    ::dsc::rt::WholeTensor fused;
-    if (!concatLastDim(parts, fused, error)) {
-      error = "parameter '" + name + "' (fused from " + names + "): " + error;
-      return false;
+    if (!p.expertTensor) {
+      out.push_back(std::move(stacked.front()));
+      continue;
     }
-    out.push_back(std::move(fused));
+    ::dsc::rt::WholeTensor whole = stacked.front();
+    for (size_t e = 1; e < stacked.size(); ++e) {
+      if (stacked[e].dtype != whole.dtype || stacked[e].shape != whole.shape) {
+        error = "parameter '" + name + "': expert " + std::to_string(e) +
+                "'s tensors disagree with expert 0's in dtype or shape";
+        return false;
+      }
+      whole.bytes.insert(whole.bytes.end(), stacked[e].bytes.begin(),
+                         stacked[e].bytes.end());
+    }
+    whole.shape.insert(whole.shape.begin(), int64_t(stacked.size()));
+    out.push_back(std::move(whole));
   }
   pending.clear();
   return true;
@@ -390,6 +473,19 @@ bool mlir::dsc::exportHFTensor(const HFModel &model,
     error = "parameter '" + param.name + "' is a scalar";
     return false;
   }
+  // An expert's slice of a stacked expert weight.
+  if (mapping.experts > 0) {
+    if (out.shape.size() < 2 || out.shape[0] != mapping.experts) {
+      error = "parameter '" + param.name + "' must stack " +
+              std::to_string(mapping.experts) + " experts in its first dim";
+      return false;
+    }
+    const size_t slice = param.bytes.size() / size_t(mapping.experts);
+    const auto first =
+        param.bytes.begin() + std::ptrdiff_t(slice * size_t(mapping.expert));
+    out.bytes.assign(first, first + std::ptrdiff_t(slice));
+    out.shape.erase(out.shape.begin());
+  }
   // This tensor's columns of a fused parameter.
   if (mapping.parts > 1) {
     const int64_t width = out.shape.back();
@@ -405,7 +501,7 @@ bool mlir::dsc::exportHFTensor(const HFModel &model,
     std::vector<uint8_t> bytes(rows * size_t(part) * e);
     for (size_t r = 0; r < rows; ++r)
       std::memcpy(bytes.data() + r * size_t(part) * e,
-                  param.bytes.data() +
+                  out.bytes.data() +
                       (r * size_t(width) + size_t(mapping.part * part)) * e,
                   size_t(part) * e);
     out.bytes = std::move(bytes);

@@ -7,7 +7,8 @@
 // A Hugging Face model directory (config.json + model.safetensors, or
 // shards with their index) as a dsc loss graph and a step-0 checkpoint of
 // its weights (docs/hf-import.md). Families are added as the graph gains
-// their features: GPT2LMHeadModel and GPTNeoXForCausalLM.
+// their features: GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM,
+// MistralForCausalLM and MixtralForCausalLM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +68,11 @@ struct HFTensorMapping {
   /// projections into [Q | K | V], its up and gate into [up | gate]): the
   /// parts, each in dsc's layout, concatenate along the last dim.
   int part = 0, parts = 1;
+  /// Expert `expert` of `experts` of an MoE layer's stacked expert weight
+  /// (Mixtral's experts.N.w1 of [E, h, 2f]): each expert's tensor (its
+  /// parts concatenated) is the parameter's slice N of its first dim.
+  /// experts = 0: not an expert tensor.
+  int64_t expert = 0, experts = 0;
 };
 
 /// The mapping of the tensor `name` of `model`'s safetensors
@@ -98,9 +104,13 @@ public:
 
 private:
   const HFModel &model;
+  /// A fused or stacked parameter's tensors: expert e's part i at
+  /// e * perExpert + i.
   struct Pending {
     std::vector<std::optional<::dsc::rt::WholeTensor>> parts;
     std::vector<std::string> hfNames;
+    size_t perExpert = 1;
+    bool expertTensor = false;
   };
   std::map<std::string, Pending> pending;
 };
