@@ -51,6 +51,9 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
     line += " loss scale: " + format("%.1f", m.lossScale) + " |";
   if (!std::isnan(m.gradNorm))
     line += " grad norm: " + format("%.3f", m.gradNorm) + " |";
+  if (!std::isnan(m.expertLoadImbalance))
+    line += " expert load max/mean: " + format("%.3f", m.expertLoadImbalance) +
+            " |";
   if (!std::isnan(m.forwardBackwardMs))
     line += " forward-backward (ms): " + format("%.1f", m.forwardBackwardMs) +
             " | optimizer (ms): " + format("%.1f", m.optimizerMs) + " |";
@@ -90,6 +93,10 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
          ", \"learning_rate\": " + jsonNumber(m.learningRate) +
          ", \"lm_loss\": " + jsonNumber(m.loss) +
          ", \"grad_norm\": " + jsonNumber(m.gradNorm) +
+         (std::isnan(m.expertLoadImbalance)
+              ? std::string()
+              : ", \"expert_load_imbalance\": " +
+                    jsonNumber(m.expertLoadImbalance)) +
          (m.collectiveBytes >= 0
               ? ", \"collective_bytes\": " + std::to_string(m.collectiveBytes)
               : std::string()) +

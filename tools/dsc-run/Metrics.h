@@ -27,6 +27,9 @@ struct StepMetrics {
   double learningRate = 0;
   double loss = 0;
   double gradNorm = 0; // NaN when the plan computes none
+  /// MoE models: the step's largest expert load over its router's mean
+  /// (StepResult::expertLoadImbalance); NaN without MoE layers.
+  double expertLoadImbalance = std::nan("");
   /// Bytes this rank sent in the plan's collectives; -1 (left out of the
   /// JSON) for a plan without a mesh.
   int64_t collectiveBytes = -1;

@@ -435,6 +435,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       m.learningRate = r.learningRate;
       m.loss = r.loss;
       m.gradNorm = r.gradNorm;
+      m.expertLoadImbalance = r.expertLoadImbalance;
       if (ex.scalesLoss()) {
         m.lossScale = r.lossScale;
         m.skippedIterations = r.skippedSteps;

@@ -63,6 +63,11 @@ public:
   /// The run's dropout seed of an instruction's `instructionSeed` in the
   /// current step and micro-batch.
   virtual uint64_t dropoutSeed(int64_t instructionSeed) const = 0;
+  /// An MoE router's expert loads (MoeRoute, instruction `index` of `prog`):
+  /// `experts` counts of (token, choice) pairs before dropping, which the
+  /// step's report sums over its micro-batches. Ignored by default.
+  virtual void noteExpertLoads(const Program &prog, size_t index,
+                               const int64_t *loads, int64_t experts);
 };
 
 class Backend {

@@ -124,6 +124,12 @@ void moeRouteBackward(const MoeRouting &r, const T *logits,
                       const int32_t *slots, const T *dGates, T dAux,
                       T *dLogits, bool accumulate);
 
+/// loads [E]: per expert, the (token, choice) pairs that chose it before
+/// any dropping, all k choices counted: the load a router asks of its
+/// experts (the balance the load-balancing loss trains towards).
+template <typename T>
+void moeExpertLoads(const MoeRouting &r, const T *logits, int64_t *loads);
+
 /// xe [slotCount, H]: row s = (gates ? gates[s] : 1) * x[slots[s], :], or
 /// zeros where slots[s] is -1. x is [tokens, H]. Returns the number of
 /// slots naming a token outside [0, tokens) (their rows are zeroed).

@@ -40,6 +40,10 @@ struct StepResult {
   /// optimizer program and reading its norm (the rest of the step is the
   /// forward and backward), for DeepSpeed's wall_clock_breakdown.
   double optimizerMs = 0;
+  /// MoE models: over this rank's routers and micro-batches of the step,
+  /// the largest expert load over its router's mean load before dropping
+  /// (1 is perfect balance); NaN without MoE layers.
+  double expertLoadImbalance = std::nan("");
 };
 
 } // namespace dsc::rt

@@ -18,6 +18,9 @@ using namespace dsc::rt;
 Backend::~Backend() = default;
 InstructionContext::~InstructionContext() = default;
 
+void InstructionContext::noteExpertLoads(const Program &, size_t,
+                                         const int64_t *, int64_t) {}
+
 std::unique_ptr<Communicator> Backend::makeWorld(Communicator &) {
   return nullptr;
 }

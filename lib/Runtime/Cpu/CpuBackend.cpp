@@ -384,6 +384,9 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     if (!r.dropTokens && dropped)
       fail(std::to_string(dropped) + " (token, expert) pairs did not fit "
            "although the router drops none");
+    std::vector<int64_t> loads(size_t(r.experts));
+    moeExpertLoads(r, in(0), loads.data());
+    ex.noteExpertLoads(prog, index, loads.data(), r.experts);
     break;
   }
   case Opcode::MoeRouteGrad: {

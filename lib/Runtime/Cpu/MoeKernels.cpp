@@ -120,6 +120,24 @@ void countChoices(const MoeRouting &r, int64_t k, const int32_t *choice,
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// moeExpertLoads
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void dsc::rt::moeExpertLoads(const MoeRouting &r, const T *logits,
+                             int64_t *loads) {
+  const int64_t nE = std::max<int64_t>(r.experts, 0);
+  const int64_t k = effectiveTopK(r);
+  std::fill(loads, loads + nE, int64_t(0));
+  std::vector<int32_t> choice(static_cast<size_t>(k));
+  for (int64_t t = 0; t < std::max<int64_t>(r.tokens, 0); ++t) {
+    chooseExperts(logits + t * nE, nE, k, choice.data());
+    for (int32_t e : choice)
+      ++loads[e];
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // moeRoute
 //===----------------------------------------------------------------------===//
 
@@ -492,6 +510,8 @@ void dsc::rt::moeGatesGrad(const T *ye, const int32_t *slots, const T *dy,
 }
 
 #define INSTANTIATE(T)                                                         \
+  template void dsc::rt::moeExpertLoads<T>(const MoeRouting &, const T *,   \
+                                            int64_t *);                       \
   template int64_t dsc::rt::moeRoute<T>(const MoeRouting &, const T *,         \
                                         const float *, int32_t *, T *, T *);   \
   template void dsc::rt::moeRouteBackward<T>(const MoeRouting &, const T *,    \

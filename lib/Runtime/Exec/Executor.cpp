@@ -157,6 +157,7 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   }
   double lossSum = 0;
   setGradientSeed(seed);
+  context->clearExpertLoads();
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
     feed->fill(fill, m);
@@ -186,6 +187,7 @@ void Executor::finishStep(StepResult &r, const std::string &optimizer,
                       .count();
   r.learningRate = scalar(lrId);
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
+  r.expertLoadImbalance = context->expertLoadImbalance();
   // A skipped step is no optimizer step: the schedule and Adam's bias
   // corrections do not advance (DeepSpeed's behaviour).
   if (apply)

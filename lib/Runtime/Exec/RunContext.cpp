@@ -12,6 +12,9 @@
 
 #include "dsc/Runtime/SplitMix64.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace dsc::rt;
 
 namespace {
@@ -28,4 +31,28 @@ int64_t RunContext::step() const {
 
 uint64_t RunContext::dropoutSeed(int64_t instructionSeed) const {
   return dropoutStreamSeed(runSeed, currentStep, microBatch, instructionSeed);
+}
+
+void RunContext::noteExpertLoads(const Program &prog, size_t index,
+                                 const int64_t *loads, int64_t experts) {
+  std::vector<int64_t> &sum = expertLoads[{&prog, index}];
+  sum.resize(size_t(experts), 0);
+  for (int64_t e = 0; e < experts; ++e)
+    sum[size_t(e)] += loads[e];
+}
+
+double RunContext::expertLoadImbalance() const {
+  double worst = std::nan("");
+  for (const auto &[router, loads] : expertLoads) {
+    int64_t total = 0, most = 0;
+    for (int64_t load : loads) {
+      total += load;
+      most = std::max(most, load);
+    }
+    if (total == 0)
+      continue;
+    const double ratio = double(most) * double(loads.size()) / double(total);
+    worst = std::isnan(worst) ? ratio : std::max(worst, ratio);
+  }
+  return worst;
 }

@@ -20,6 +20,9 @@
 #include "dsc/Runtime/Backend.h"
 
 #include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -42,6 +45,17 @@ public:
   int64_t step() const override;
   uint64_t dropoutSeed(int64_t instructionSeed) const override;
 
+  /// Sums the loads per router (by its program and index) over the
+  /// step's micro-batches.
+  void noteExpertLoads(const Program &prog, size_t index,
+                       const int64_t *loads, int64_t experts) override;
+  /// Forgets the loads noted so far (at the start of a step).
+  void clearExpertLoads() { expertLoads.clear(); }
+  /// The largest, over the routers noted since, of an expert's load over
+  /// the mean load of its router's experts (1: perfectly balanced); NaN
+  /// when none was.
+  double expertLoadImbalance() const;
+
   void setStep(int64_t step) { currentStep = step; }
   void setMicroBatch(int64_t index) { microBatch = index; }
   uint64_t seed() const { return runSeed; }
@@ -61,6 +75,8 @@ private:
   int64_t currentStep = 1;
   int64_t microBatch = 0;
   uint64_t runSeed = 0;
+  std::map<std::pair<const Program *, size_t>, std::vector<int64_t>>
+      expertLoads;
 };
 
 } // namespace dsc::rt
