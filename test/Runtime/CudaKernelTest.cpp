@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Every CUDA kernel against its CPU twin (CpuKernels.h) on random inputs:
-// fp32 within ~1e-5, TF32 within ~1e-3, bf16 within ~1e-2 relative L2 norm.
+// Every CUDA kernel against its CPU twin (CpuKernels.h, MoeKernels.h) on
+// random inputs: fp32 within ~1e-5, TF32 within ~1e-3, bf16 within ~1e-2
+// relative L2 norm; MoE routing decisions (slots, drops) exactly.
 // Without a device the program exits 77 (CudaTestMain.h), which ctest
 // reports as skipped (SKIP_RETURN_CODE).
 //
@@ -13,6 +14,8 @@
 
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/CudaKernels.h"
+#include "dsc/Runtime/MoeKernels.h"
+#include "dsc/Runtime/SplitMix64.h"
 
 #include "CudaTestMain.h"
 
@@ -851,6 +854,263 @@ TEST_F(CudaKernel, CrossEntropyPaddedFp32) {
 TEST_F(CudaKernel, CrossEntropyFp32) { checkCrossEntropy<float>(stream); }
 TEST_F(CudaKernel, CrossEntropyBf16) {
   checkCrossEntropy<__nv_bfloat16>(stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of Experts
+//===----------------------------------------------------------------------===//
+
+/// An i32 device copy.
+class DevIds {
+public:
+  explicit DevIds(const std::vector<int32_t> &h) : n(h.size()) {
+    if (cudaMalloc((void **)&p, std::max<size_t>(n, 1) * sizeof(int32_t)) !=
+        cudaSuccess)
+      p = nullptr;
+    else
+      cudaMemcpy(p, h.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice);
+  }
+  ~DevIds() { cudaFree(p); }
+  DevIds(const DevIds &) = delete;
+  DevIds &operator=(const DevIds &) = delete;
+  std::vector<int32_t> download() const {
+    cudaDeviceSynchronize();
+    std::vector<int32_t> h(n);
+    cudaMemcpy(h.data(), p, n * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  int32_t *get() const { return p; }
+
+private:
+  int32_t *p = nullptr;
+  size_t n;
+};
+
+/// A device int64 counter read back after the stream's work.
+int64_t readCount(const int64_t *count, cudaStream_t stream) {
+  int64_t h = -1;
+  cudaStreamSynchronize(stream);
+  cudaMemcpy(&h, count, sizeof h, cudaMemcpyDeviceToHost);
+  return h;
+}
+
+/// Router logits with the cases that decide ties: repeated rows (equal
+/// probabilities across tokens: ties to the lower token), a row of equal
+/// logits (ties to the lower expert), a coarse grid (many equal logits).
+std::vector<float> moeLogits(int64_t tokens, int64_t experts, uint32_t seed) {
+  std::vector<float> v = randn(size_t(tokens * experts), seed, 1.5f);
+  for (int64_t t = 0; t < tokens; ++t)
+    if (t % 7 == 3)
+      for (int64_t e = 0; e < experts; ++e)
+        v[t * experts + e] = std::round(v[t * experts + e] * 4.0f) / 4.0f;
+  for (int64_t e = 0; e < experts; ++e) {
+    v[5 * experts + e] = v[2 * experts + e];
+    v[9 * experts + e] = v[2 * experts + e];
+    v[11 * experts + e] = 0.5f;
+  }
+  return v;
+}
+
+/// The CPU backend's draws for MoeDrop::Random (CpuBackend.cpp, MoeRoute).
+std::vector<float> moeDraws(int64_t tokens, int64_t experts, uint64_t seed) {
+  std::vector<float> d(size_t(tokens * experts));
+  const uint64_t key = dropoutKey(seed);
+  for (size_t i = 0; i < d.size(); ++i)
+    d[i] = float(splitmix64(key ^ splitmix64(i)) >> 40) * 0x1p-24f;
+  return d;
+}
+
+/// Every routing rule the instruction encodes, over-full experts included.
+std::vector<MoeRouting> moeRoutings(int64_t tokens, int64_t experts) {
+  std::vector<MoeRouting> all;
+  for (int64_t k : {1, 2, 3})
+    for (int normalize = 0; normalize < 3; ++normalize)
+      for (int drop = 0; drop < 3; ++drop)
+        for (int order = 0; order < 2; ++order) {
+          MoeRouting r;
+          r.tokens = tokens;
+          r.experts = experts;
+          r.topK = k;
+          r.capacity = std::max<int64_t>(1, tokens * k / experts * 3 / 4);
+          r.normalize = MoeNormalize(normalize);
+          r.drop = MoeDrop(drop);
+          r.order = MoeSlotOrder(order);
+          r.auxCounts = MoeAuxCounts((normalize + drop + order) % 2);
+          r.auxCoeff = 0.01;
+          r.zCoeff = 0.001 * double(order);
+          all.push_back(r);
+        }
+  // Dropless: capacity T, nothing drops.
+  MoeRouting dropless = all[4];
+  dropless.dropTokens = false;
+  dropless.capacity = tokens;
+  all.push_back(dropless);
+  return all;
+}
+
+template <typename T> void checkMoeRoute(cudaStream_t stream) {
+  const int64_t tokens = 301, experts = 8;
+  const uint64_t seed = 1234;
+  const std::vector<float> logits = rounded<T>(moeLogits(tokens, experts, 7));
+  const std::vector<float> draws = moeDraws(tokens, experts, seed);
+  Dev<T> dLogits(logits);
+  const bool fp32 = std::is_same_v<T, float>;
+  const double valueTol = fp32 ? 1e-6 : 1e-2, gradTol = fp32 ? 1e-5 : 2e-2;
+  int64_t *dDropped = nullptr;
+  CUDA_OK(cudaMalloc((void **)&dDropped, sizeof(int64_t)));
+  for (const MoeRouting &r : moeRoutings(tokens, experts)) {
+    const std::string what = "k=" + std::to_string(r.topK) +
+                             " normalize=" + std::to_string(int(r.normalize)) +
+                             " drop=" + std::to_string(int(r.drop)) +
+                             " order=" + std::to_string(int(r.order)) +
+                             " dropTokens=" + std::to_string(r.dropTokens);
+    const int64_t slotCount = r.experts * r.capacity;
+    std::vector<int32_t> slots(slotCount);
+    std::vector<float> gates(slotCount);
+    float aux = 0;
+    const int64_t dropped = moeRoute(r, logits.data(), draws.data(),
+                                     slots.data(), gates.data(), &aux);
+    if (r.dropTokens) {
+      EXPECT_GT(dropped, 0) << what << ": the case should drop";
+    }
+
+    DevIds gotSlots(std::vector<int32_t>(slotCount, 7));
+    Dev<T> gotGates(slotCount), gotAux(1);
+    CUDA_OK(cu::moeRoute(r, dLogits.get(), seed, gotSlots.get(), gotGates.get(),
+                         gotAux.get(), dDropped, stream));
+    EXPECT_EQ(readCount(dDropped, stream), dropped) << what;
+    // The same decisions, bit for bit; the weights to rounding.
+    EXPECT_EQ(gotSlots.download(), slots) << what;
+    EXPECT_LT(relNorm(gotGates.download(), gates), valueTol) << what;
+    EXPECT_NEAR(gotAux.download()[0], aux, valueTol * std::abs(aux)) << what;
+
+    // The VJP, overwriting and accumulating, for the CPU's slots.
+    const std::vector<float> dGates = rounded<T>(randn(slotCount, 11));
+    const float dAuxValue = 0.75f;
+    DevIds dSlots(slots);
+    Dev<T> ddGates(dGates), ddAux(std::vector<float>{dAuxValue});
+    for (bool acc : {false, true}) {
+      std::vector<float> want = rounded<T>(randn(tokens * experts, 13));
+      Dev<T> got(want);
+      moeRouteBackward(r, logits.data(), slots.data(), dGates.data(),
+                       toFloat(fromFloat<T>(dAuxValue)), want.data(), acc);
+      CUDA_OK(cu::moeRouteBackward(r, dLogits.get(), dSlots.get(),
+                                   ddGates.get(), ddAux.get(), got.get(), acc,
+                                   stream));
+      EXPECT_LT(relNorm(got.download(), want), gradTol)
+          << what << " acc=" << acc;
+    }
+  }
+  cudaFree(dDropped);
+}
+TEST_F(CudaKernel, MoeRouteFp32) { checkMoeRoute<float>(stream); }
+TEST_F(CudaKernel, MoeRouteBf16) { checkMoeRoute<__nv_bfloat16>(stream); }
+
+/// Dispatch, combine and the gates' gradient on slots that name tokens
+/// several times, leave some empty, and (once) name a token out of range.
+template <typename T> void checkMoeDispatchCombine(cudaStream_t stream) {
+  const int64_t tokens = 97, slotCount = 6 * 40, hidden = 130;
+  std::mt19937 g(3);
+  std::vector<int32_t> slots(slotCount);
+  for (int32_t &s : slots)
+    s = g() % 5 == 0 ? -1 : int32_t(g() % tokens);
+  const std::vector<float> x = rounded<T>(randn(tokens * hidden, 1));
+  const std::vector<float> ye = rounded<T>(randn(slotCount * hidden, 2));
+  const std::vector<float> gates = rounded<T>(randn(slotCount, 3));
+  const std::vector<float> dy = rounded<T>(randn(tokens * hidden, 4));
+  Dev<T> dx(x), dye(ye), dgates(gates), ddy(dy);
+  DevIds dslots(slots);
+  int64_t *bad = nullptr;
+  CUDA_OK(cudaMalloc((void **)&bad, sizeof(int64_t)));
+  const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-2;
+
+  for (bool scaled : {false, true}) {
+    std::vector<float> want(slotCount * hidden);
+    EXPECT_EQ(0, moeDispatch(x.data(), slots.data(),
+                             scaled ? gates.data() : nullptr, want.data(),
+                             slotCount, hidden, tokens));
+    Dev<T> got(slotCount * hidden);
+    CUDA_OK(cu::moeDispatch(dx.get(), dslots.get(),
+                            scaled ? dgates.get() : nullptr, got.get(),
+                            slotCount, hidden, tokens, bad, stream));
+    EXPECT_EQ(readCount(bad, stream), 0);
+    EXPECT_LT(relNorm(got.download(), want), tolerance) << scaled;
+  }
+  for (bool weighted : {false, true})
+    for (bool acc : {false, true}) {
+      std::vector<float> want = rounded<T>(randn(tokens * hidden, 5));
+      Dev<T> got(want);
+      EXPECT_EQ(0, moeCombine(ye.data(), slots.data(),
+                              weighted ? gates.data() : nullptr, want.data(),
+                              slotCount, hidden, tokens, acc));
+      CUDA_OK(cu::moeCombine(dye.get(), dslots.get(),
+                             weighted ? dgates.get() : nullptr, got.get(),
+                             slotCount, hidden, tokens, acc, bad, stream));
+      EXPECT_EQ(readCount(bad, stream), 0);
+      EXPECT_LT(relNorm(got.download(), want), tolerance)
+          << "weighted=" << weighted << " acc=" << acc;
+    }
+  for (bool acc : {false, true}) {
+    std::vector<float> want = rounded<T>(randn(slotCount, 6));
+    Dev<T> got(want);
+    moeGatesGrad(ye.data(), slots.data(), dy.data(), want.data(), slotCount,
+                 hidden, tokens, acc);
+    CUDA_OK(cu::moeGatesGrad(dye.get(), dslots.get(), ddy.get(), got.get(),
+                             slotCount, hidden, tokens, acc, stream));
+    EXPECT_LT(relNorm(got.download(), want), tolerance) << "acc=" << acc;
+  }
+
+  // Bad slots are counted (and zeroed or skipped), as on the CPU.
+  std::vector<int32_t> badSlots = slots;
+  badSlots[3] = int32_t(tokens);
+  badSlots[17] = -5;
+  DevIds dbad(badSlots);
+  std::vector<float> wantXe(slotCount * hidden), wantY(tokens * hidden);
+  const int64_t wantBad = moeDispatch(x.data(), badSlots.data(), gates.data(),
+                                      wantXe.data(), slotCount, hidden, tokens);
+  EXPECT_EQ(wantBad, 2);
+  Dev<T> gotXe(slotCount * hidden), gotY(tokens * hidden);
+  CUDA_OK(cu::moeDispatch(dx.get(), dbad.get(), dgates.get(), gotXe.get(),
+                          slotCount, hidden, tokens, bad, stream));
+  EXPECT_EQ(readCount(bad, stream), wantBad);
+  EXPECT_LT(relNorm(gotXe.download(), wantXe), tolerance);
+  EXPECT_EQ(wantBad,
+            moeCombine(ye.data(), badSlots.data(), gates.data(), wantY.data(),
+                       slotCount, hidden, tokens, false));
+  CUDA_OK(cu::moeCombine(dye.get(), dbad.get(), dgates.get(), gotY.get(),
+                         slotCount, hidden, tokens, false, bad, stream));
+  EXPECT_EQ(readCount(bad, stream), wantBad);
+  EXPECT_LT(relNorm(gotY.download(), wantY), tolerance);
+  cudaFree(bad);
+}
+TEST_F(CudaKernel, MoeDispatchCombineFp32) {
+  checkMoeDispatchCombine<float>(stream);
+}
+TEST_F(CudaKernel, MoeDispatchCombineBf16) {
+  checkMoeDispatchCombine<__nv_bfloat16>(stream);
+}
+
+/// Combine sums each token's slots in ascending slot order, as the CPU
+/// does: fp32 results are the CPU's bits, and repeated runs agree.
+TEST_F(CudaKernel, MoeCombineIsDeterministic) {
+  const int64_t tokens = 64, slotCount = 2048, hidden = 96;
+  std::vector<int32_t> slots(slotCount);
+  for (int64_t s = 0; s < slotCount; ++s)
+    slots[s] = int32_t((s * 37) % tokens); // 32 slots per token
+  const std::vector<float> ye = randn(slotCount * hidden, 8);
+  const std::vector<float> gates = randn(slotCount, 9);
+  Dev<float> dye(ye), dgates(gates), y1(tokens * hidden), y2(tokens * hidden);
+  DevIds dslots(slots);
+  CUDA_OK(cu::moeCombine(dye.get(), dslots.get(), dgates.get(), y1.get(),
+                         slotCount, hidden, tokens, false, nullptr, stream));
+  CUDA_OK(cu::moeCombine(dye.get(), dslots.get(), dgates.get(), y2.get(),
+                         slotCount, hidden, tokens, false, nullptr, stream));
+  const std::vector<float> a = y1.download(), b = y2.download();
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  std::vector<float> want(tokens * hidden);
+  moeCombine(ye.data(), slots.data(), gates.data(), want.data(), slotCount,
+             hidden, tokens, false);
+  EXPECT_LT(relNorm(a, want), 1e-6);
 }
 
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,7 @@
 #define DSC_RUNTIME_CUDAKERNELS_H
 
 #include "dsc/Runtime/CpuKernels.h"
+#include "dsc/Runtime/MoeKernels.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -348,6 +349,46 @@ template <typename T>
 cudaError_t dropoutBackward(const T *dY, T *dX, int64_t n, float p,
                             uint64_t seed, bool accumulate, uint64_t offset,
                             cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Mixture of Experts (MoeKernels.h: the same routing decisions, bit for bit)
+//===----------------------------------------------------------------------===//
+
+/// moeRoute on the device: choices, slots and drops as the CPU kernel's for
+/// the same logits (softmax and ranks in double). MoeDrop::Random's draw of
+/// (token t, expert e) is the CPU backend's: with i = t * E + e and key =
+/// dropoutKey(seed), float(splitmix64(key ^ splitmix64(i)) >> 40) * 2^-24.
+/// `aux` may be null; the number of dropped pairs goes to `dropped` (device,
+/// may be null). Every step is parallel except the aux loss's final sums
+/// (one thread, the CPU's order); a Probability/Random drop ranks each pair
+/// of an over-full expert against that expert's pairs, O(n_e^2) per expert.
+template <typename T>
+cudaError_t moeRoute(const MoeRouting &r, const T *logits, uint64_t seed,
+                     int32_t *slots, T *gates, T *aux, int64_t *dropped,
+                     cudaStream_t stream);
+/// moeRouteBackward; dAux is a device scalar (null: 0).
+template <typename T>
+cudaError_t moeRouteBackward(const MoeRouting &r, const T *logits,
+                             const int32_t *slots, const T *dGates,
+                             const T *dAux, T *dLogits, bool accumulate,
+                             cudaStream_t stream);
+/// moeDispatch; the count of slots naming a token outside [0, tokens) goes
+/// to `badCount` (device, may be null).
+template <typename T>
+cudaError_t moeDispatch(const T *x, const int32_t *slots, const T *gates, T *xe,
+                        int64_t slotCount, int64_t hidden, int64_t tokens,
+                        int64_t *badCount, cudaStream_t stream);
+/// moeCombine: each token's slots in ascending order (a stable sort builds
+/// the inverse map), summed in fp32 by one block per token; no atomics.
+template <typename T>
+cudaError_t moeCombine(const T *ye, const int32_t *slots, const T *gates, T *y,
+                       int64_t slotCount, int64_t hidden, int64_t tokens,
+                       bool accumulate, int64_t *badCount, cudaStream_t stream);
+/// moeGatesGrad: one warp per slot, the dot product in double.
+template <typename T>
+cudaError_t moeGatesGrad(const T *ye, const int32_t *slots, const T *dy,
+                         T *dGates, int64_t slotCount, int64_t hidden,
+                         int64_t tokens, bool accumulate, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Optimizer, grad norm, clipping

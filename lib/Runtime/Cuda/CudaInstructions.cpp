@@ -53,6 +53,22 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     return ex.buffer(inst.inputs[i]).as<int32_t>();
   };
   auto count = [&](const Buffer &b) { return numElements(b.shape); };
+  // Runs `launch(count)` with a device int64 counter and returns the count
+  // on the host: a wait on the stream, paid only where a bad plan must fail
+  // at its instruction as on the CPU (MoE slots naming no token, a dropless
+  // router that dropped).
+  auto countOnHost = [&](auto &&launch) -> int64_t {
+    int64_t *device = nullptr;
+    check(cudaMallocAsync((void **)&device, sizeof(int64_t), stream),
+          "cudaMallocAsync (a kernel's count)");
+    const cudaError_t e = launch(device);
+    int64_t host = 0;
+    if (e == cudaSuccess)
+      copyOut(&host, device, sizeof host);
+    check(cudaFreeAsync(device, stream), "cudaFreeAsync (a kernel's count)");
+    launched(e);
+    return host;
+  };
 
   switch (inst.opcode) {
   case Opcode::Embedding: {
@@ -107,6 +123,66 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     break;
   case Opcode::GeluExact:
     launched(cuda::geluExactForward(in(0), out(0), count(inB(0)), stream));
+    break;
+  case Opcode::MoeRoute: {
+    const ops::MoeRoute op = ops::MoeRoute::decode(inst);
+    const MoeRouting r = moeRoutingOf(inst, inB(0), outB(0));
+    int32_t *slots = ex.buffer(inst.outputs[0]).as<int32_t>();
+    const uint64_t seed = ex.dropoutSeed(op.seed);
+    if (r.dropTokens) {
+      launched(cuda::moeRoute(r, in(0), seed, slots, out(1), out(2),
+                              /*dropped=*/nullptr, stream));
+      break;
+    }
+    // Only a dropless router reads its drop count back, to fail here as
+    // the CPU backend does.
+    if (const int64_t dropped = countOnHost([&](int64_t *count) {
+          return cuda::moeRoute(r, in(0), seed, slots, out(1), out(2), count,
+                                stream);
+        }))
+      fail(std::to_string(dropped) +
+           " (token, expert) pairs did not fit although the router drops "
+           "none");
+    break;
+  }
+  case Opcode::MoeRouteGrad:
+    // dAux stays on the device: the kernel reads it there.
+    launched(cuda::moeRouteBackward(moeRoutingOf(inst, inB(0), inB(1)), in(0),
+                                    ids(1), in(2), in(3), out(0),
+                                    /*accumulate=*/false, stream));
+    break;
+  case Opcode::MoeDispatch:
+  case Opcode::MoeDispatchScaled: {
+    const bool scaled = inst.opcode == Opcode::MoeDispatchScaled;
+    if (countOnHost([&](int64_t *bad) {
+          return cuda::moeDispatch(in(0), ids(1), scaled ? in(2) : nullptr,
+                                   out(0), count(inB(1)), lastDim(inB(0)),
+                                   rowsOf(inB(0)), bad, stream);
+        }))
+      fail("a slot names a token outside [0, " +
+           std::to_string(rowsOf(inB(0))) + ")");
+    break;
+  }
+  case Opcode::MoeCombine:
+  case Opcode::MoeCombineSum: {
+    const bool weighted = inst.opcode == Opcode::MoeCombine;
+    const bool accumulate =
+        (weighted ? ops::MoeCombine::decode(inst).accumulate
+                  : ops::MoeCombineSum::decode(inst).accumulate) != 0;
+    if (countOnHost([&](int64_t *bad) {
+          return cuda::moeCombine(in(0), ids(1), weighted ? in(2) : nullptr,
+                                  out(0), count(inB(1)), lastDim(outB(0)),
+                                  rowsOf(outB(0)), accumulate, bad, stream);
+        }))
+      fail("a slot names a token outside [0, " +
+           std::to_string(rowsOf(outB(0))) + ")");
+    break;
+  }
+  case Opcode::MoeGatesGrad:
+    launched(cuda::moeGatesGrad(in(0), ids(1), in(2), out(0), count(inB(1)),
+                                lastDim(inB(2)), rowsOf(inB(2)),
+                                ops::MoeGatesGrad::decode(inst).accumulate != 0,
+                                stream));
     break;
   case Opcode::Swiglu:
     launched(cuda::swigluForward(in(0), out(0), rowsOf(inB(0)),
