@@ -1,7 +1,8 @@
 //===- PrintModelStats.cpp - --dsc-print-model-stats ------------*- C++ -*-===//
 //
-// Reports a model graph's parameter count and forward FLOPs, per layer and in
-// total, from the dsc.parameter declarations and the cost interface.
+// Reports a model graph's parameter count (and, with MoE layers, the
+// parameters a token uses) and forward FLOPs, per layer and in total, from
+// the dsc.parameter declarations and the cost interface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,6 +77,42 @@ std::string withCommas(int64_t value) {
   return std::string(out.rbegin(), out.rend());
 }
 
+/// The MoE router whose dispatched rows `rows` are (through the experts'
+/// batched products and activations), or null.
+MoeRouteOp routeOfExpertRows(Value rows) {
+  while (Operation *def = rows.getDefiningOp()) {
+    if (auto dispatch = dyn_cast<MoeDispatchOp>(def))
+      return dispatch.getSlots().getDefiningOp<MoeRouteOp>();
+    if (!isa<MatmulOp, GeluOp, SwigluOp, CastOp, DropoutOp>(def))
+      return nullptr;
+    rows = def->getOperand(0);
+  }
+  return nullptr;
+}
+
+/// Parameters a token does not use: of each expert weight ([E, ...], read
+/// by a batched product of an MoE layer's dispatched rows), the E - k
+/// experts a token is not routed to.
+int64_t inactiveParameters(ModuleOp module) {
+  llvm::DenseMap<StringAttr, double> idleShare;
+  module.walk([&](MatmulOp product) {
+    auto weight = product.getRhs().getDefiningOp<GetParameterOp>();
+    MoeRouteOp route = routeOfExpertRows(product.getLhs());
+    if (!weight || !route ||
+        cast<RankedTensorType>(weight.getType()).getRank() != 3)
+      return;
+    const double experts =
+        double(cast<RankedTensorType>(route.getGates().getType()).getDimSize(0));
+    idleShare[weight.getNameAttr().getAttr()] =
+        1.0 - double(route.getTopK()) / experts;
+  });
+  double idle = 0;
+  for (auto param : module.getOps<ParameterOp>())
+    if (auto it = idleShare.find(param.getSymNameAttr()); it != idleShare.end())
+      idle += it->second * double(param.getNumElements());
+  return int64_t(idle + 0.5);
+}
+
 struct DscPrintModelStatsPass
     : mlir::dsc::impl::DscPrintModelStatsPassBase<DscPrintModelStatsPass> {
   using Base::Base;
@@ -130,19 +167,21 @@ struct DscPrintModelStatsPass
       (layers.begin() + index)->second.forward += cost;
     });
 
+    const int64_t active = parameters - inactiveParameters(module);
     if (format == "json")
-      printJson(parameters, total, layers, opCounts);
+      printJson(parameters, active, total, layers, opCounts);
     else
-      printText(parameters, total, layers, opCounts);
+      printText(parameters, active, total, layers, opCounts);
     markAllAnalysesPreserved();
   }
 
-  void printJson(int64_t parameters, const OpCost &total,
+  void printJson(int64_t parameters, int64_t active, const OpCost &total,
                  const LayerMap &layers,
                  const llvm::MapVector<StringRef, int64_t> &opCounts) {
     llvm::json::OStream json(llvm::outs(), /*IndentSize=*/2);
     json.object([&] {
       json.attribute("parameters", parameters);
+      json.attribute("active_parameters", active);
       json.attribute("forward_flops", total.matmulFlops);
       json.attribute("forward_vector_flops", total.vectorFlops);
       json.attribute("forward_bytes", total.bytesRead + total.bytesWritten);
@@ -163,13 +202,17 @@ struct DscPrintModelStatsPass
     llvm::outs() << "\n";
   }
 
-  void printText(int64_t parameters, const OpCost &total,
+  void printText(int64_t parameters, int64_t active, const OpCost &total,
                  const LayerMap &layers,
                  const llvm::MapVector<StringRef, int64_t> &opCounts) {
     llvm::raw_ostream &os = llvm::outs();
     os << "=== dsc model stats ===\n";
     os << llvm::formatv("parameters:                  {0} ({1:F3} B)\n",
                         withCommas(parameters), parameters / 1e9);
+    if (active != parameters)
+      os << llvm::formatv("active parameters / token:   {0} ({1:F3} B; the "
+                          "MoE layers' top-k of their experts)\n",
+                          withCommas(active), active / 1e9);
     os << llvm::formatv("forward FLOPs / micro-batch: {0} ({1:F3} TFLOP)\n",
                         withCommas(total.matmulFlops),
                         total.matmulFlops / 1e12);

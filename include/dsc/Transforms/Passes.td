@@ -18,7 +18,11 @@ def DscPrintModelStatsPass
     on stdout. Forward FLOPs are the dense (matmul-class) FLOPs of one
     micro-batch, Megatron-LM's model-FLOPs accounting: for a GPT they equal
     24·b·s·l·h²·(1 + s/(6h)) + 2·b·s·h·V. Elementwise work is reported
-    separately as `forward_vector_flops`.
+    separately as `forward_vector_flops`. With MoE layers, the parameters a
+    token uses are reported too (`active_parameters`): of each expert
+    weight read by the batched products of a layer's dispatched rows, the
+    `top_k` of its `E` experts a token is routed to; the FLOPs are those of
+    the capacity the experts compute.
 
     Layers are found from the ops' name locations (`loc("h.3.mlp.fc")`) and
     the parameters' dotted names: everything under `h.<i>.` is layer `h.<i>`,
