@@ -26,10 +26,21 @@ double ModelShape::forwardFlops(int64_t b) const {
   double f = ffnHiddenSize ? double(ffnHiddenSize) : 4.0 * h;
   double kv = (numKvHeads ? double(numKvHeads) : double(numHeads)) * h /
               double(numHeads);
+  // Per token row of the MLP: the first projection and the second.
+  const double mlpPerRow = 2.0 * h * (gatedMlp ? 2.0 * f : f) + 2.0 * f * h;
   double perLayer = 2.0 * bd * s * h * (h + 2.0 * kv) + 2.0 * bd * s * h * h +
-                    2.0 * bd * s * h * (gatedMlp ? 2.0 * f : f) +
-                    2.0 * bd * s * f * h + 4.0 * bd * s * s * h;
-  return l * perLayer + 2.0 * bd * s * h * v;
+                    bd * s * mlpPerRow + 4.0 * bd * s * s * h;
+  double moe = 0;
+  if (numExperts > 0) {
+    const double moeLayers =
+        double((numLayers + moeExpertInterval - 1) / moeExpertInterval);
+    // The experts' rows scale with the micro-batch from the importer's.
+    const double rows = double(numExperts) * double(moeCapacity) * bd /
+                        double(microBatchSize);
+    moe = moeLayers * (rows * mlpPerRow - bd * s * mlpPerRow +
+                       2.0 * bd * s * h * double(numExperts));
+  }
+  return l * perLayer + moe + 2.0 * bd * s * h * v;
 }
 
 double ModelShape::trainingFlops(int64_t b, bool recompute) const {
@@ -57,6 +68,13 @@ std::string ModelShape::validate() const {
            std::to_string(numHeads);
   if (!(parameters > 0))
     return "parameters must be positive";
+  if (numExperts < 0 || (numExperts > 0 && (moeExpertInterval < 1 ||
+                                            moeCapacity < 1)))
+    return "an MoE model needs num_experts >= 1, moe_expert_interval >= 1 "
+           "and moe_capacity >= 1, got " +
+           std::to_string(numExperts) + ", " +
+           std::to_string(moeExpertInterval) + " and " +
+           std::to_string(moeCapacity);
   return "";
 }
 

@@ -94,6 +94,13 @@ readModelShape(ModuleOp module, StringRef pass = "--dsc-auto-parallel") {
     shape.numKvHeads = kv.getInt();
   if (auto gated = dyn_cast_or_null<BoolAttr>(dict.get("gated_mlp")))
     shape.gatedMlp = gated.getValue();
+  std::pair<StringRef, int64_t *> moe[] = {
+      {"num_experts", &shape.numExperts},
+      {"moe_expert_interval", &shape.moeExpertInterval},
+      {"moe_capacity", &shape.moeCapacity}};
+  for (auto [key, out] : moe)
+    if (auto value = dyn_cast_or_null<IntegerAttr>(dict.get(key)))
+      *out = value.getInt();
   Attribute params = dict.get("parameters");
   if (auto i = dyn_cast_or_null<IntegerAttr>(params))
     shape.parameters = static_cast<double>(i.getInt());

@@ -65,6 +65,32 @@ TEST(Flops, MegatronAccounting) {
   EXPECT_NEAR(m.parameters / 1e9, 174.6, 0.1);
 }
 
+TEST(Flops, MoeLayersComputeTheirCapacityAndRouter) {
+  // test/Integration/Inputs/moe-neox-8experts.yml: 2 layers, h 64, s 32,
+  // V 256, b 4, 8 experts of top-1 at capacity 16 (= the 128 tokens / 8),
+  // so the experts compute as many rows as a dense MLP, plus the routers'
+  // 2 b s h E. --dsc-print-model-stats sums the graph's own ops to the
+  // same 31,719,424 FLOPs.
+  ModelShape m = ModelShape::gpt("moe", 2, 64, 4, 32, 256);
+  m.microBatchSize = 4;
+  m.numExperts = 8;
+  m.moeCapacity = 16;
+  EXPECT_DOUBLE_EQ(m.forwardFlops(4), 31719424.0);
+  // Twice the micro-batch: twice the capacity and twice the FLOPs.
+  EXPECT_DOUBLE_EQ(m.forwardFlops(8), 2 * 31719424.0);
+  // Capacity factor 2: the experts' MLP FLOPs (2 layers x 128 rows x
+  // 65,536) once more.
+  m.moeCapacity = 32;
+  EXPECT_DOUBLE_EQ(m.forwardFlops(4), 31719424.0 + 2 * 128 * 65536.0);
+  // Every other layer MoE: one router and one dense MLP fewer.
+  m.moeCapacity = 16;
+  m.moeExpertInterval = 2;
+  EXPECT_DOUBLE_EQ(m.forwardFlops(4), 31719424.0 - 2 * 128 * 64 * 8.0);
+  EXPECT_EQ(m.validate(), "");
+  m.moeCapacity = 0;
+  EXPECT_NE(m.validate().find("moe_capacity >= 1"), std::string::npos);
+}
+
 TEST(Efficiency, FallsForSmallDimensions) {
   CostModel cm(ModelShape::gpt3_175B(), a100());
   double max = cm.cluster().calibration.gemmMaxEfficiency;

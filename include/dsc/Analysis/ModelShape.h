@@ -38,6 +38,13 @@ struct ModelShape {
   int64_t ffnHiddenSize = 0;
   int64_t numKvHeads = 0;
   bool gatedMlp = false;
+  /// Mixture of Experts (0 experts: dense): every moeExpertInterval-th
+  /// layer's MLP is numExperts experts, each computing moeCapacity rows
+  /// per micro-batch of microBatchSize sequences (the capacity scales with
+  /// the micro-batch), plus a router of 2 b s h E FLOPs.
+  int64_t numExperts = 0;
+  int64_t moeExpertInterval = 1;
+  int64_t moeCapacity = 0;
 
   /// Narayanan et al. (SC'21) eq. (2): P = 12 l h^2 (1 + 13/(12h) +
   /// (V + s)/(12 l h)).
@@ -47,7 +54,9 @@ struct ModelShape {
   /// accounting (matmuls only): 24 b s l h^2 (1 + s/(6h)) + 2 b s h V for
   /// GPT-2's block; in general per layer 2bsh (h + 2 kv d) for q, k, v,
   /// 2bsh^2 for the output projection, 2bsh (2f or f) + 2bsfh for the MLP
-  /// and 4bs^2h for attention (docs/model-families.md).
+  /// and 4bs^2h for attention (docs/model-families.md). An MoE layer's MLP
+  /// computes its experts' capacity rows instead of the bs tokens, and
+  /// adds its router's (docs/moe.md).
   double forwardFlops(int64_t b) const;
 
   /// Training FLOPs of one micro-batch: 3x forward (forward + backward with
