@@ -956,8 +956,9 @@ template <typename T> void checkMoeRoute(cudaStream_t stream) {
   Dev<T> dLogits(logits);
   const bool fp32 = std::is_same_v<T, float>;
   const double valueTol = fp32 ? 1e-6 : 1e-2, gradTol = fp32 ? 1e-5 : 2e-2;
-  int64_t *dDropped = nullptr;
+  int64_t *dDropped = nullptr, *dLoads = nullptr;
   CUDA_OK(cudaMalloc((void **)&dDropped, sizeof(int64_t)));
+  CUDA_OK(cudaMalloc((void **)&dLoads, experts * sizeof(int64_t)));
   for (const MoeRouting &r : moeRoutings(tokens, experts)) {
     const std::string what = "k=" + std::to_string(r.topK) +
                              " normalize=" + std::to_string(int(r.normalize)) +
@@ -974,11 +975,18 @@ template <typename T> void checkMoeRoute(cudaStream_t stream) {
       EXPECT_GT(dropped, 0) << what << ": the case should drop";
     }
 
+    std::vector<int64_t> loads(static_cast<size_t>(experts));
+    moeExpertLoads(r, logits.data(), loads.data());
+
     DevIds gotSlots(std::vector<int32_t>(slotCount, 7));
     Dev<T> gotGates(slotCount), gotAux(1);
     CUDA_OK(cu::moeRoute(r, dLogits.get(), seed, gotSlots.get(), gotGates.get(),
-                         gotAux.get(), dDropped, stream));
+                         gotAux.get(), dDropped, dLoads, stream));
     EXPECT_EQ(readCount(dDropped, stream), dropped) << what;
+    std::vector<int64_t> gotLoads(size_t(experts), -1);
+    CUDA_OK(cudaMemcpy(gotLoads.data(), dLoads, experts * sizeof(int64_t),
+                       cudaMemcpyDeviceToHost));
+    EXPECT_EQ(gotLoads, loads) << what;
     // The same decisions, bit for bit; the weights to rounding.
     EXPECT_EQ(gotSlots.download(), slots) << what;
     EXPECT_LT(relNorm(gotGates.download(), gates), valueTol) << what;
@@ -1002,6 +1010,7 @@ template <typename T> void checkMoeRoute(cudaStream_t stream) {
     }
   }
   cudaFree(dDropped);
+  cudaFree(dLoads);
 }
 TEST_F(CudaKernel, MoeRouteFp32) { checkMoeRoute<float>(stream); }
 TEST_F(CudaKernel, MoeRouteBf16) { checkMoeRoute<__nv_bfloat16>(stream); }

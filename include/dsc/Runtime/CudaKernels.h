@@ -358,14 +358,15 @@ cudaError_t dropoutBackward(const T *dY, T *dX, int64_t n, float p,
 /// the same logits (softmax and ranks in double). MoeDrop::Random's draw of
 /// (token t, expert e) is the CPU backend's: with i = t * E + e and key =
 /// dropoutKey(seed), float(splitmix64(key ^ splitmix64(i)) >> 40) * 2^-24.
-/// `aux` may be null; the number of dropped pairs goes to `dropped` (device,
-/// may be null). Every step is parallel except the aux loss's final sums
-/// (one thread, the CPU's order); a Probability/Random drop ranks each pair
-/// of an over-full expert against that expert's pairs, O(n_e^2) per expert.
+/// `aux` may be null; the number of dropped pairs goes to `dropped` and
+/// moeExpertLoads' counts to `loads` [E] (device, either may be null).
+/// Every step is parallel except the aux loss's final sums (one thread, the
+/// CPU's order); a Probability/Random drop ranks each pair of an over-full
+/// expert against that expert's pairs, O(n_e^2) per expert.
 template <typename T>
 cudaError_t moeRoute(const MoeRouting &r, const T *logits, uint64_t seed,
                      int32_t *slots, T *gates, T *aux, int64_t *dropped,
-                     cudaStream_t stream);
+                     int64_t *loads, cudaStream_t stream);
 /// moeRouteBackward; dAux is a device scalar (null: 0).
 template <typename T>
 cudaError_t moeRouteBackward(const MoeRouting &r, const T *logits,

@@ -53,19 +53,20 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     return ex.buffer(inst.inputs[i]).as<int32_t>();
   };
   auto count = [&](const Buffer &b) { return numElements(b.shape); };
-  // Runs `launch(count)` with a device int64 counter and returns the count
-  // on the host: a wait on the stream, paid only where a bad plan must fail
-  // at its instruction as on the CPU (MoE slots naming no token, a dropless
-  // router that dropped).
-  auto countOnHost = [&](auto &&launch) -> int64_t {
+  // Runs `launch(counts)` with `n` device int64 counters and returns them
+  // on the host: a wait on the stream, paid where a bad plan must fail at
+  // its instruction as on the CPU (MoE slots naming no token, a dropless
+  // router that dropped) and for the MoE routers' expert loads.
+  auto countsOnHost = [&](int64_t n, auto &&launch) {
+    std::vector<int64_t> host(size_t(n), 0);
     int64_t *device = nullptr;
-    check(cudaMallocAsync((void **)&device, sizeof(int64_t), stream),
-          "cudaMallocAsync (a kernel's count)");
+    check(cudaMallocAsync((void **)&device, sizeof(int64_t) * host.size(),
+                          stream),
+          "cudaMallocAsync (a kernel's counts)");
     const cudaError_t e = launch(device);
-    int64_t host = 0;
     if (e == cudaSuccess)
-      copyOut(&host, device, sizeof host);
-    check(cudaFreeAsync(device, stream), "cudaFreeAsync (a kernel's count)");
+      copyOut(host.data(), device, sizeof(int64_t) * host.size());
+    check(cudaFreeAsync(device, stream), "cudaFreeAsync (a kernel's counts)");
     launched(e);
     return host;
   };
@@ -128,21 +129,17 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     const ops::MoeRoute op = ops::MoeRoute::decode(inst);
     const MoeRouting r = moeRoutingOf(inst, inB(0), outB(0));
     int32_t *slots = ex.buffer(inst.outputs[0]).as<int32_t>();
-    const uint64_t seed = ex.dropoutSeed(op.seed);
-    if (r.dropTokens) {
-      launched(cuda::moeRoute(r, in(0), seed, slots, out(1), out(2),
-                              /*dropped=*/nullptr, stream));
-      break;
-    }
-    // Only a dropless router reads its drop count back, to fail here as
-    // the CPU backend does.
-    if (const int64_t dropped = countOnHost([&](int64_t *count) {
-          return cuda::moeRoute(r, in(0), seed, slots, out(1), out(2), count,
-                                stream);
-        }))
-      fail(std::to_string(dropped) +
+    // The drop count, then the experts' loads (one copy back).
+    const std::vector<int64_t> counts =
+        countsOnHost(1 + r.experts, [&](int64_t *device) {
+          return cuda::moeRoute(r, in(0), ex.dropoutSeed(op.seed), slots,
+                                out(1), out(2), device, device + 1, stream);
+        });
+    if (!r.dropTokens && counts[0])
+      fail(std::to_string(counts[0]) +
            " (token, expert) pairs did not fit although the router drops "
            "none");
+    ex.noteExpertLoads(prog, index, counts.data() + 1, r.experts);
     break;
   }
   case Opcode::MoeRouteGrad:
@@ -154,11 +151,11 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::MoeDispatch:
   case Opcode::MoeDispatchScaled: {
     const bool scaled = inst.opcode == Opcode::MoeDispatchScaled;
-    if (countOnHost([&](int64_t *bad) {
+    if (countsOnHost(1, [&](int64_t *bad) {
           return cuda::moeDispatch(in(0), ids(1), scaled ? in(2) : nullptr,
                                    out(0), count(inB(1)), lastDim(inB(0)),
                                    rowsOf(inB(0)), bad, stream);
-        }))
+        })[0])
       fail("a slot names a token outside [0, " +
            std::to_string(rowsOf(inB(0))) + ")");
     break;
@@ -169,11 +166,11 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     const bool accumulate =
         (weighted ? ops::MoeCombine::decode(inst).accumulate
                   : ops::MoeCombineSum::decode(inst).accumulate) != 0;
-    if (countOnHost([&](int64_t *bad) {
+    if (countsOnHost(1, [&](int64_t *bad) {
           return cuda::moeCombine(in(0), ids(1), weighted ? in(2) : nullptr,
                                   out(0), count(inB(1)), lastDim(outB(0)),
                                   rowsOf(outB(0)), accumulate, bad, stream);
-        }))
+        })[0])
       fail("a slot names a token outside [0, " +
            std::to_string(rowsOf(outB(0))) + ")");
     break;

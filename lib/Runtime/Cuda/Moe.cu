@@ -274,6 +274,12 @@ __global__ void segmentsKernel(const uint32_t *keys, int64_t n, int32_t *begin,
   }
 }
 
+/// moeExpertLoads: every expert's pairs (all k choices) before dropping.
+__global__ void loadsKernel(const int32_t *begin, const int32_t *end,
+                            int64_t nE, int64_t *loads) {
+  GRID_STRIDE(e, nE) { loads[e] = int64_t(end[e]) - int64_t(begin[e]); }
+}
+
 /// Drop by position: a pair's position at its expert is its index in the
 /// expert's segment; it is kept iff it is below capacity.
 __global__ void positionSlotsKernel(const uint32_t *keys, const int32_t *pairs,
@@ -630,7 +636,7 @@ unsigned rowBlocks(int64_t rows) {
 template <typename T>
 cudaError_t dsc::rt::cuda::moeRoute(const MoeRouting &r, const T *logits,
                                     uint64_t seed, int32_t *slots, T *gates,
-                                    T *aux, int64_t *dropped,
+                                    T *aux, int64_t *dropped, int64_t *loads,
                                     cudaStream_t stream) {
   const int64_t nT = std::max<int64_t>(r.tokens, 0);
   const int64_t nE = std::max<int64_t>(r.experts, 0);
@@ -642,6 +648,11 @@ cudaError_t dsc::rt::cuda::moeRoute(const MoeRouting &r, const T *logits,
   auto *droppedCount = reinterpret_cast<unsigned long long *>(dropped);
   if (dropped)
     if (cudaError_t e = cudaMemsetAsync(dropped, 0, sizeof(int64_t), stream))
+      return e;
+  // Loads stay zero without pairs; else the expert segments' sizes.
+  if (loads)
+    if (cudaError_t e =
+            cudaMemsetAsync(loads, 0, sizeof(int64_t) * size_t(nE), stream))
       return e;
   if (nE * cap > 0) {
     fillSlotsKernel<<<gridFor(nE * cap), kThreads, 0, stream>>>(slots, gates,
@@ -748,6 +759,11 @@ cudaError_t dsc::rt::cuda::moeRoute(const MoeRouting &r, const T *logits,
       segmentsKernel<<<gridFor(nPairs), kThreads, 0, stream>>>(
           s.keysOut, nPairs, s.begin, s.end);
       DSC_MOE_LAUNCHED();
+      if (loads) {
+        loadsKernel<<<gridFor(nE), kThreads, 0, stream>>>(s.begin, s.end, nE,
+                                                          loads);
+        DSC_MOE_LAUNCHED();
+      }
       if (byPosition) {
         positionSlotsKernel<<<gridFor(nPairs), kThreads, 0, stream>>>(
             s.keysOut, s.pairsOut, s.begin, nPairs, cap, s.slotOf);
@@ -935,7 +951,7 @@ cudaError_t dsc::rt::cuda::moeGatesGrad(const T *ye, const int32_t *slots,
 #define INSTANTIATE(T)                                                         \
   template cudaError_t dsc::rt::cuda::moeRoute<T>(                             \
       const MoeRouting &, const T *, uint64_t, int32_t *, T *, T *, int64_t *, \
-      cudaStream_t);                                                           \
+      int64_t *, cudaStream_t);                                                \
   template cudaError_t dsc::rt::cuda::moeRouteBackward<T>(                     \
       const MoeRouting &, const T *, const int32_t *, const T *, const T *,    \
       T *, bool, cudaStream_t);                                                \
