@@ -40,6 +40,11 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
   if (m.numLayers % plan.pp != 0)
     return llvm::formatv("pp={0} does not divide the {1} layers", plan.pp,
                          m.numLayers);
+  // What --dsc-compile refuses for MoE layers (docs/moe.md).
+  if (m.numExperts > 0 && plan.pp > 1)
+    return "pipelines with MoE layers are not supported yet";
+  if (m.numExperts > 0 && plan.sequenceParallel)
+    return "sequence parallelism with MoE layers is not supported yet";
   if (plan.pp > 1 || plan.virtualStages != 1)
     if (std::optional<std::string> why = ::dsc::pipelineShapeError(
             plan.schedule, plan.pp, plan.virtualStages, plan.numMicroBatches))
