@@ -916,7 +916,7 @@ std::vector<float> moeDraws(int64_t tokens, int64_t experts, uint64_t seed) {
   std::vector<float> d(size_t(tokens * experts));
   const uint64_t key = dropoutKey(seed);
   for (size_t i = 0; i < d.size(); ++i)
-    d[i] = float(splitmix64(key ^ splitmix64(i)) >> 40) * 0x1p-24f;
+    d[i] = uniformDraw(key, i);
   return d;
 }
 

@@ -69,6 +69,13 @@ constexpr DSC_HOST_DEVICE bool dropoutKeepBit(uint64_t key, uint64_t index,
   return (splitmix64(key + index) >> 40) >= threshold;
 }
 
+/// A uniform draw in [0, 1) (24 bits) for element `index` under `key` =
+/// dropoutKey(seed): an MoE router's random token selection (MoeRoute's
+/// drop policy `random`, element t * E + e), the same on every backend.
+constexpr DSC_HOST_DEVICE float uniformDraw(uint64_t key, uint64_t index) {
+  return float(splitmix64(key ^ splitmix64(index)) >> 40) * 0x1p-24f;
+}
+
 } // namespace dsc::rt
 
 #endif // DSC_RUNTIME_SPLITMIX64_H

@@ -375,7 +375,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
       draws.resize(size_t(r.tokens * r.experts));
       const uint64_t key = dropoutKey(ex.dropoutSeed(op.seed));
       for (size_t i = 0; i < draws.size(); ++i)
-        draws[i] = float(splitmix64(key ^ splitmix64(i)) >> 40) * 0x1p-24f;
+        draws[i] = uniformDraw(key, i);
     }
     const int64_t dropped =
         moeRoute(r, in(0), draws.empty() ? nullptr : draws.data(),

@@ -45,7 +45,7 @@ using dsc::rt::MoeDrop;
 using dsc::rt::MoeNormalize;
 using dsc::rt::MoeRouting;
 using dsc::rt::MoeSlotOrder;
-using dsc::rt::splitmix64;
+using dsc::rt::uniformDraw;
 using namespace dsc::rt::cuda;
 using namespace dsc::rt::cuda::detail;
 
@@ -112,9 +112,9 @@ __device__ RowStats rowStats(const T *row, int64_t experts) {
 }
 
 /// The random drop policy's draw for index t * E + e: the CPU backend's
-/// (CpuBackend.cpp, MoeRoute), so both backends drop the same pairs.
+/// (SplitMix64.h's uniformDraw), so both backends drop the same pairs.
 __device__ __forceinline__ float moeDraw(uint64_t key, uint64_t i) {
-  return float(splitmix64(key ^ splitmix64(i)) >> 40) * 0x1p-24f;
+  return uniformDraw(key, i);
 }
 
 /// Bits a radix sort needs for keys in [0, maxKey].
