@@ -12,12 +12,10 @@
 # and the optimizer's time on the MLP parameters apart (the MoE has E/k times
 # the dense MLP's parameters).
 #
-# The plan parsing and the op-to-opcode check come from
-# bench/train-step/kernel-classes.py. Its FLOP formula 2*sqrt(|A||B||C|) does
-# not hold for the experts' batched [E, C, h] x [E, h, f] products (it counts
-# sqrt(E) times too many), so the GEMM FLOPs here come from the plan's
-# dsc.model shape: each MLP GEMM does 2*rows*h*f forward and twice that
-# backward (rows = b*s tokens for the dense MLP, E*C slots for the experts).
+# The plan parsing, the event-to-instruction match and the GEMM FLOPs
+# (2*batch*m*n*k of each Matmul the plan holds: the experts' batched
+# [E, C, h] x [E, h, f] products and their fused weight gradients alike) come
+# from bench/train-step/kernel-classes.py.
 #
 # Usage: moe-layer-report.py --warmup W --sgemm GFLOPS --threads T
 #            MOE_PLAN_GENERIC.mlir DENSE_PLAN_GENERIC.mlir
@@ -54,9 +52,6 @@ CLASSES = [
     ("adds (residual, router dx)", lambda op, n: op == "Add"),
 ]
 FWD_BWD = "forward_backward"
-# Opcodes that run an op of another name (a variant chosen by attributes).
-VARIANT = {"MoeDispatchScaled": "MoeDispatch", "MoeCombineSum": "MoeCombine",
-           "GeluExact": "Gelu", "GeluExactGrad": "GeluGrad"}
 
 
 def classify(op, name):
@@ -83,41 +78,32 @@ def model_shape(plan_generic):
 
 
 def read_steps(trace, plan_generic, warmup):
-    """[(step ms, {class: ms}, mlp optimizer ms)] of the steps after warmup;
-    and the number of .mlp. events whose opcode does not match the plan."""
-    _, programs = kc.parse_plan(plan_generic)
-    events = [e for e in json.load(open(trace))["traceEvents"]
-              if e.get("ph") == "X"]
-    iters = sorted((e for e in events if e.get("cat") == "step"),
-                   key=lambda e: e["ts"])
-    insts = [e for e in events if "program" in e.get("args", {})]
+    """[(step ms, {class: ms}, mlp optimizer ms, {class: GFLOP})] of the
+    steps after warmup; and the number of .mlp. events whose opcode does not
+    match the plan."""
+    symbols, programs = kc.parse_plan(plan_generic)
+    with open(trace) as f:
+        iters, insts = kc.read_trace(json.load(f))
     out, mismatches = [], 0
     for it in iters[warmup:]:
         lo, hi = it["ts"], it["ts"] + it["dur"]
-        acc, opt = {}, 0.0
+        acc, gflop, opt = {}, {}, 0.0
         for e in insts:
             if not lo <= e["ts"] < hi or ".mlp." not in e["name"]:
                 continue
-            prog, idx = e["args"]["program"], e["args"]["index"]
-            ops = programs.get(prog, [])
-            if idx >= len(ops) or kc.camel(ops[idx][0][len("dsc."):]) != \
-                    VARIANT.get(e["cat"], e["cat"]):
+            op = kc.plan_op(e, programs)
+            if op is None:
                 mismatches += 1
-            if prog != FWD_BWD:
+            if e["args"]["program"] != FWD_BWD:
                 opt += e["dur"] / 1e3
                 continue
-            c = classify(e["cat"], e["name"])
+            c = classify(kc.kernel_class(e), e["name"])
             acc[c] = acc.get(c, 0.0) + e["dur"] / 1e3
-        out.append((it["dur"] / 1e3, acc, opt))
+            if op is not None:
+                gflop[c] = gflop.get(c, 0.0) + \
+                    kc.cost(op[0], op[1], symbols, None)[1] / 1e9
+        out.append((it["dur"] / 1e3, acc, opt, gflop))
     return out, mismatches
-
-
-def mlp_gemm_gflop(shape, moe):
-    """Forward + backward GFLOP of one step's MLP GEMMs (not the router)."""
-    h, f, l = shape["hidden_size"], shape["ffn_hidden_size"], shape["num_layers"]
-    rows = (shape["num_experts"] * shape["moe_capacity"] if moe else
-            shape["micro_batch_size"] * shape["seq_length"])
-    return 3 * l * 2 * (2 * rows * h * f) / 1e9
 
 
 def summarize(traces, plan, warmup):
@@ -202,8 +188,11 @@ def main():
     print()
 
     labels = [c for c, _ in CLASSES] + ["other"]
-    gflop = {"expert GEMMs": mlp_gemm_gflop(ms, True),
-             "dense GEMMs": mlp_gemm_gflop(ds, False)}
+    # Forward and backward GEMM FLOPs of one step, from the plan's Matmuls.
+    gflop = {"expert GEMMs": med([s[3].get("expert GEMMs", 0.0)
+                                  for s in moe_all]),
+             "dense GEMMs": med([s[3].get("dense GEMMs", 0.0)
+                                 for s in dense_all])}
     hdr = f"{'MLP class':<30}{'MoE ms':>9}{'share':>8}{'dense ms':>10}   GEMM rate"
     print(hdr)
     print("-" * (len(hdr) + 28))
