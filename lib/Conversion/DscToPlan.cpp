@@ -1110,6 +1110,12 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           ops::Gelu().encode(inst);
         return success();
       })
+      .Case<BiasGeluOp>([&](BiasGeluOp fused) {
+        ops::BiasGelu op;
+        op.exact = fused.getExact();
+        op.encode(inst);
+        return success();
+      })
       .Case<SwigluOp>([&](auto) {
         ops::Swiglu().encode(inst);
         return success();
@@ -1360,6 +1366,12 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           ops::GeluExactGrad().encode(inst);
         else
           ops::GeluGrad().encode(inst);
+        return success();
+      })
+      .Case<BiasGeluGradOp>([&](BiasGeluGradOp fused) {
+        ops::BiasGeluGrad op;
+        op.exact = fused.getExact();
+        op.encode(inst);
         return success();
       })
       .Case<LayerNormGradOp>([&](LayerNormGradOp lg) {

@@ -8,6 +8,42 @@
 // that the plan (and its tests) show what runs. Each rule says what may fuse
 // and what must not (Passes.td's description); autodiff saw the unfused ops.
 //
+// Rules:
+//
+// - A weight's gradient product accumulated into its device state:
+//
+//     %gw = dsc.matmul %x, %dy {transpose_lhs}     dsc.matmul_accumulate
+//     dsc.accumulate %gw into @grad.w        =>      %x, %dy {transpose_lhs}
+//                                                    into @grad.w
+//
+// - Megatron-LM's bias_gelu: a bias add read only by a GELU and by that
+//   GELU's gradient (a dense MLP's fc after --dsc-autodiff) becomes a fused
+//   forward and a backward that recomputes the sum from the product and the
+//   bias, so the sum is neither written nor kept from the forward to the
+//   backward (the product is kept instead, as Megatron keeps it):
+//
+//     %ba = dsc.bias_add %mm, %b                  %g = dsc.bias_gelu %mm, %b
+//     %g = dsc.gelu %ba                     =>    ...
+//     ...                                         %dx = dsc.bias_gelu_grad
+//     %dx = dsc.gelu_grad %ba, %dy                       %mm, %b, %dy
+//
+//   Both users in the bias add's block (one program: the forward_backward
+//   of a step or of a pipeline's last stage), both `exact` or both not. A
+//   bias add read by the GELU alone fuses into bias_gelu too (a forward
+//   program's, a forward_backward's whose backward reads a recomputed
+//   clone): a training program then still begins with its forward
+//   program's ops, which --dsc-plan-summary's FLOP count relies on.
+//   The pass runs after the passes that move values between programs, so
+//   it sees where each sum is read: --dsc-stage-backward's forward returns
+//   the sum to its backward, which receives it as an argument (the return
+//   is another user: not fused); --dsc-recompute's backward reads a clone
+//   of the sum (the clone's users are the recomputed GELU and the gradient
+//   under full recompute: fused as a pair). Not fused: a sum read by
+//   anything else (it must exist), a gradient without its GELU (nothing
+//   to save), GELUs of different forms. The sum is rounded to the element
+//   type in both fused kernels as bias_add rounds it, so the CPU results
+//   are those of the unfused ops bit for bit.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
@@ -37,6 +73,67 @@ struct DscFusePass : mlir::dsc::impl::DscFusePassBase<DscFusePass> {
     module.walk([&](AccumulateOp acc) { accumulates.push_back(acc); });
     for (AccumulateOp acc : accumulates)
       fuseGradientProduct(acc, symbols);
+    SmallVector<BiasAddOp> biasAdds;
+    module.walk([&](BiasAddOp add) { biasAdds.push_back(add); });
+    for (BiasAddOp add : biasAdds)
+      fuseBiasGelu(add);
+  }
+
+  /// Megatron's bias_gelu: the sum's only users are one gelu and its
+  /// gelu_grad (as input, not as the incoming gradient), in the sum's
+  /// block, of one form; or the gelu alone. The fused forward takes the
+  /// gelu's place, the fused backward the gelu_grad's (the product and the
+  /// bias dominate both: they come before the sum).
+  void fuseBiasGelu(BiasAddOp add) {
+    Value sum = add.getResult();
+    GeluOp gelu;
+    GeluGradOp grad;
+    for (OpOperand &use : sum.getUses()) {
+      Operation *user = use.getOwner();
+      if (user->getBlock() != add->getBlock())
+        return;
+      if (auto g = dyn_cast<GeluOp>(user); g && !gelu) {
+        gelu = g;
+        continue;
+      }
+      if (auto gg = dyn_cast<GeluGradOp>(user);
+          gg && !grad && use.getOperandNumber() == 0 && gg.getGrad() != sum) {
+        grad = gg;
+        continue;
+      }
+      return;
+    }
+    if (!gelu || (grad && gelu.getExact() != grad.getExact()))
+      return;
+    OpBuilder b(gelu);
+    auto forward =
+        BiasGeluOp::create(b, gelu.getLoc(), gelu.getType(), add.getInput(),
+                           add.getBias(), gelu.getExactAttr());
+    copyDiscardableAttrs(add, gelu, forward);
+    gelu.replaceAllUsesWith(forward.getResult());
+    gelu.erase();
+    ++numFused;
+    if (!grad) {
+      add.erase();
+      return;
+    }
+    b.setInsertionPoint(grad);
+    auto backward = BiasGeluGradOp::create(b, grad.getLoc(), grad.getType(),
+                                           add.getInput(), add.getBias(),
+                                           grad.getGrad(), grad.getExactAttr());
+    copyDiscardableAttrs(add, grad, backward);
+    grad.replaceAllUsesWith(backward.getResult());
+    grad.erase();
+    add.erase();
+  }
+
+  /// The layer (traces, recompute) and any other discardable attribute of
+  /// the ops fused into `fused`, the later op's winning.
+  static void copyDiscardableAttrs(Operation *first, Operation *second,
+                                   Operation *fused) {
+    for (Operation *op : {first, second})
+      for (NamedAttribute attr : op->getDiscardableAttrs())
+        fused->setAttr(attr.getName(), attr.getValue());
   }
 
   /// A gradient written in place: matmul -> accumulate into a device state

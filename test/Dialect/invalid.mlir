@@ -1109,3 +1109,19 @@ func.func @optimizer() attributes {dsc.program = #dsc.program_role<optimizer>} {
   dsc.zero [@g]
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %b: tensor<16x1xf32>) {
+  // expected-error @+1 {{bias must be a vector of the input's last dimension's size [16], got 'tensor<16x1xf32>'}}
+  %0 = dsc.bias_gelu %x, %b {exact} : tensor<8x16xf32>, tensor<16x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>, %b: tensor<1xf32>, %dy: tensor<f32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = dsc.bias_gelu_grad %x, %b, %dy : tensor<f32>, tensor<1xf32>
+  return
+}

@@ -522,6 +522,38 @@ template <typename T> void checkGeluExact(cudaStream_t stream) {
 TEST_F(CudaKernel, GeluExactFp32) { checkGeluExact<float>(stream); }
 TEST_F(CudaKernel, GeluExactBf16) { checkGeluExact<__nv_bfloat16>(stream); }
 
+/// --dsc-fuse's bias_gelu and bias_gelu_grad against the CPU's unfused
+/// chain: bias_add (its sum rounded to T, as the GPU's bias add stores it),
+/// then gelu and gelu_grad, both forms.
+template <typename T> void checkBiasGelu(cudaStream_t stream) {
+  const int64_t rows = 97, cols = 103, n = rows * cols;
+  auto x = rounded<T>(randn(n, 1, 2.0f)), b = rounded<T>(randn(cols, 2)),
+       g = rounded<T>(randn(n, 3));
+  std::vector<float> sum(n);
+  biasAddForward(x.data(), b.data(), sum.data(), rows, cols);
+  sum = rounded<T>(sum);
+  for (bool exact : {false, true}) {
+    std::vector<float> y(n), dx(n);
+    if (exact) {
+      geluExactForward(sum.data(), y.data(), n);
+      geluExactBackward(sum.data(), g.data(), dx.data(), n, false);
+    } else {
+      geluForward(sum.data(), y.data(), n);
+      geluBackward(sum.data(), g.data(), dx.data(), n, false);
+    }
+    Dev<T> dxv(x), db(b), dyv(n), dg(g), ddx(n);
+    ASSERT_EQ(cudaSuccess, cu::biasGeluForward(dxv.get(), db.get(), dyv.get(),
+                                               rows, cols, exact, stream));
+    ASSERT_EQ(cudaSuccess,
+              cu::biasGeluBackward(dxv.get(), db.get(), dg.get(), ddx.get(),
+                                   rows, cols, exact, false, stream));
+    EXPECT_LT(relNorm(dyv.download(), y), tol<T>()) << "exact=" << exact;
+    EXPECT_LT(relNorm(ddx.download(), dx), tol<T>()) << "exact=" << exact;
+  }
+}
+TEST_F(CudaKernel, BiasGeluFp32) { checkBiasGelu<float>(stream); }
+TEST_F(CudaKernel, BiasGeluBf16) { checkBiasGelu<__nv_bfloat16>(stream); }
+
 template <typename T> void checkSoftmax(cudaStream_t stream) {
   for (int64_t cols : {int64_t(7), int64_t(1000), int64_t(5000)}) {
     const int64_t rows = 33, n = rows * cols;

@@ -128,6 +128,24 @@ void addElementwise(std::vector<KernelCase> &cases) {
       [=](const auto &in, const auto &d, auto &dIn, bool acc) {
         geluBackward(in[0].data(), d.data(), dIn[0].data(), n, acc);
       }));
+  // --dsc-fuse's bias_gelu: the fused backward's dx, and the bias's gradient
+  // as the plan takes it (bias_grad of that dx).
+  for (bool exact : {false, true})
+    cases.push_back(makeCase(
+        exact ? "bias_gelu_exact" : "bias_gelu",
+        {size_t(rows * cols), size_t(cols)}, size_t(rows * cols),
+        [=](const auto &in, auto &out) {
+          biasGeluForward(in[0].data(), in[1].data(), out.data(), rows, cols,
+                          exact);
+        },
+        [=](const auto &in, const auto &d, auto &dIn, bool acc) {
+          using T = ELEM_T(d);
+          std::vector<T> dx(rows * cols);
+          biasGeluBackward(in[0].data(), in[1].data(), d.data(), dx.data(),
+                           rows, cols, exact, false);
+          biasAddBackward(dx.data(), dIn[0].data(), dIn[1].data(), rows, cols,
+                          acc);
+        }));
 }
 
 void addNormalizations(std::vector<KernelCase> &cases) {

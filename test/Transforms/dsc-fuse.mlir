@@ -55,3 +55,89 @@ func.func @badk(%x: tensor<8x4xf32>, %dy: tensor<7x4xf32>) {
   dsc.matmul_accumulate %x, %dy {transpose_lhs} into @grad.w : tensor<8x4xf32>, tensor<7x4xf32>
   return
 }
+
+// -----
+
+// Megatron's bias_gelu: a bias add read only by a gelu and its gelu_grad
+// becomes bias_gelu at the gelu's place and bias_gelu_grad (the sum
+// recomputed from %mm and %b) at the gradient's, tanh and exact alike; the
+// bias's gradient stays bias_grad of the fused gradient, and the fused ops
+// keep the gelu's (and its gradient's) layer.
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: (%[[MM:.*]]: tensor<8x16xf32>, %[[B:.*]]: tensor<16xf32>, %[[DY:.*]]: tensor<8x16xf32>)
+// CHECK-NOT: dsc.bias_add
+// CHECK-NOT: dsc.gelu
+// CHECK: %[[G:.*]] = dsc.bias_gelu %[[MM]], %[[B]] {dsc.layer = 0 : i64} : tensor<8x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[E:.*]] = dsc.bias_gelu %[[MM]], %[[B]] {exact} : tensor<8x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[S:.*]] = dsc.add %[[G]], %[[E]]
+// CHECK-NEXT: %[[DX:.*]] = dsc.bias_gelu_grad %[[MM]], %[[B]], %[[DY]] {dsc.layer = 0 : i64} : tensor<8x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[DE:.*]] = dsc.bias_gelu_grad %[[MM]], %[[B]], %[[DY]] {exact} : tensor<8x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[DB:.*]] = dsc.bias_grad %[[DX]]
+// CHECK-NEXT: return %[[S]], %[[DX]], %[[DE]], %[[DB]]
+func.func @mlp(%mm: tensor<8x16xf32>, %b: tensor<16xf32>, %dy: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
+  %ba = dsc.bias_add %mm, %b {dsc.layer = 0 : i64} : tensor<8x16xf32>, tensor<16xf32>
+  %g = dsc.gelu %ba {dsc.layer = 0 : i64} : tensor<8x16xf32>
+  %ea = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+  %e = dsc.gelu %ea {exact} : tensor<8x16xf32>
+  %s = dsc.add %g, %e : tensor<8x16xf32>
+  %dx = dsc.gelu_grad %ba, %dy {dsc.layer = 0 : i64} : tensor<8x16xf32>
+  %de = dsc.gelu_grad %ea, %dy {exact} : tensor<8x16xf32>
+  %db = dsc.bias_grad %dx : tensor<8x16xf32> -> tensor<16xf32>
+  return %s, %dx, %de, %db : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Not fused: a sum with a third user (it must exist: here a pipeline stage's
+// forward returning it to its backward program), a gelu and gelu_grad of
+// different forms, a sum that is gelu_grad's incoming gradient, a sum read
+// by gelu_grad alone (--dsc-recompute's clone without its gelu). A sum read
+// by the gelu alone (a forward program's, or the forward's when the
+// backward reads a recomputed clone) becomes bias_gelu.
+// CHECK-LABEL: func.func @kept
+// CHECK-NEXT: dsc.bias_add
+// CHECK-NEXT: dsc.gelu
+// CHECK-NEXT: dsc.gelu_grad
+// CHECK-NEXT: dsc.bias_add
+// CHECK-NEXT: dsc.gelu
+// CHECK-NEXT: dsc.gelu_grad {{.*}} {exact}
+// CHECK-NEXT: %[[FG:.*]] = dsc.bias_gelu %arg0, %arg1 : tensor<8x16xf32>, tensor<16xf32>
+// CHECK-NEXT: dsc.bias_add
+// CHECK-NEXT: dsc.gelu
+// CHECK-NEXT: dsc.gelu_grad
+// CHECK-NEXT: dsc.bias_add
+// CHECK-NEXT: dsc.gelu_grad
+// CHECK-NEXT: return
+func.func @kept(%mm: tensor<8x16xf32>, %b: tensor<16xf32>, %dy: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
+  %ba = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+  %g = dsc.gelu %ba : tensor<8x16xf32>
+  %dx = dsc.gelu_grad %ba, %dy : tensor<8x16xf32>
+  %ma = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+  %mg = dsc.gelu %ma : tensor<8x16xf32>
+  %mdx = dsc.gelu_grad %ma, %dy {exact} : tensor<8x16xf32>
+  %fa = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+  %fg = dsc.gelu %fa : tensor<8x16xf32>
+  %ga = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+  %gg = dsc.gelu %ga : tensor<8x16xf32>
+  %gdx = dsc.gelu_grad %dy, %ga : tensor<8x16xf32>
+  %ra = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+  %rdx = dsc.gelu_grad %ra, %dy : tensor<8x16xf32>
+  return %ba, %dx, %mdx, %fg, %gg, %gdx, %rdx : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// The fused ops' verifiers: the bias is a vector of the input's last dim.
+func.func @bad_bias(%x: tensor<8x16xf32>, %b: tensor<8xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{bias must be a vector of the input's last dimension's size [16], got 'tensor<8xf32>'}}
+  %y = dsc.bias_gelu %x, %b : tensor<8x16xf32>, tensor<8xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @bad_grad_bias(%x: tensor<8x16xf32>, %b: tensor<16xbf16>, %dy: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{bias element type 'bf16' must match the input element type 'f32'}}
+  %dx = dsc.bias_gelu_grad %x, %b, %dy : tensor<8x16xf32>, tensor<16xbf16>
+  return %dx : tensor<8x16xf32>
+}

@@ -156,6 +156,16 @@ template <typename T>
 void geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
                        bool accumulate);
 
+/// y[r, :] = gelu(x[r, :] + bias[:]) for x [rows, cols] (exact: erf, else
+/// tanh), the sum rounded to T and not stored: bias add + GELU bit for bit.
+template <typename T>
+void biasGeluForward(const T *x, const T *bias, T *y, int64_t rows,
+                     int64_t cols, bool exact);
+/// dX[r, :] = dY[r, :] * gelu'(x[r, :] + bias[:]), the sum recomputed.
+template <typename T>
+void biasGeluBackward(const T *x, const T *bias, const T *dY, T *dX,
+                      int64_t rows, int64_t cols, bool exact, bool accumulate);
+
 //===----------------------------------------------------------------------===//
 // SwiGLU and grouped-query attention's head repeat
 //===----------------------------------------------------------------------===//

@@ -177,6 +177,16 @@ cudaError_t geluExactForward(const T *x, T *y, int64_t n, cudaStream_t stream);
 template <typename T>
 cudaError_t geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
                               bool accumulate, cudaStream_t stream);
+/// gelu(x + bias) over x [rows, cols], bias [cols] (exact: erf, else tanh),
+/// and its gradient dY * gelu'(x + bias), the sum recomputed: --dsc-fuse's
+/// bias_gelu and bias_gelu_grad.
+template <typename T>
+cudaError_t biasGeluForward(const T *x, const T *bias, T *y, int64_t rows,
+                            int64_t cols, bool exact, cudaStream_t stream);
+template <typename T>
+cudaError_t biasGeluBackward(const T *x, const T *bias, const T *dY, T *dX,
+                             int64_t rows, int64_t cols, bool exact,
+                             bool accumulate, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // SwiGLU and grouped-query attention's head repeat (the CPU kernels')

@@ -870,6 +870,36 @@ def DscFusePass : Pass<"dsc-fuse", "::mlir::ModuleOp"> {
     dsc.matmul_accumulate %x, %dy {transpose_lhs} into @grad.w
         : tensor<8x4xf32>, tensor<8x4xf32>
     ```
+
+    - Megatron-LM's bias_gelu: a `dsc.bias_add` whose users are exactly one
+      `dsc.gelu` and that GELU's `dsc.gelu_grad` (the sum as its input), in
+      the bias add's block, both `exact` or both not, becomes
+      `dsc.bias_gelu` at the GELU's place and `dsc.bias_gelu_grad` at the
+      gradient's, which recomputes the sum from the product and the bias
+      (`bias_gelu_back`): the sum is neither written nor kept from the
+      forward to the backward (the product is kept instead). A bias add
+      read by the GELU alone (a forward program's; a training program's
+      whose backward reads a `--dsc-recompute` clone) becomes
+      `dsc.bias_gelu`, so that a training program still begins with its
+      forward program's ops. The bias's gradient stays `dsc.bias_grad` of
+      the fused gradient. Not fused: a sum with any other user (a pipeline
+      stage's forward returning it to its backward program after
+      `--dsc-stage-backward`, a second GELU), users in another block, a
+      gradient without its GELU, and GELUs of different forms. Both kernels
+      round the sum to the element type as `dsc.bias_add` does: on the CPU
+      the results are the unfused ops' bit for bit.
+
+    ```mlir
+    // Before:
+    %ba = dsc.bias_add %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+    %g = dsc.gelu %ba : tensor<8x16xf32>
+    ...
+    %dx = dsc.gelu_grad %ba, %dy : tensor<8x16xf32>
+    // After:
+    %g = dsc.bias_gelu %mm, %b : tensor<8x16xf32>, tensor<16xf32>
+    ...
+    %dx = dsc.bias_gelu_grad %mm, %b, %dy : tensor<8x16xf32>, tensor<16xf32>
+    ```
   }];
   let statistics = [
     Statistic<"numFused", "fused", "Chains fused into one instruction">,

@@ -365,6 +365,10 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::GeluExact:
     geluExactForward(in(0), out(0), numElements(inB(0).shape));
     break;
+  case Opcode::BiasGelu:
+    biasGeluForward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+                    ops::BiasGelu::decode(inst).exact != 0);
+    break;
   case Opcode::MoeRoute: {
     const ops::MoeRoute op = ops::MoeRoute::decode(inst);
     const MoeRouting r = moeRoutingOf(inst, inB(0), outB(0));
@@ -557,6 +561,11 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     break;
   case Opcode::GeluExactGrad:
     geluExactBackward(in(0), in(1), out(0), numElements(inB(0).shape), false);
+    break;
+  case Opcode::BiasGeluGrad:
+    biasGeluBackward(in(0), in(1), in(2), out(0), rowsOf(inB(0)),
+                     lastDim(inB(0)),
+                     ops::BiasGeluGrad::decode(inst).exact != 0, false);
     break;
   case Opcode::SoftmaxGrad:
     softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),

@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // GPT-2's tanh-form GELU and the exact (erf) one GPT-NeoX and torch's
-// F.gelu compute. The backwards recompute from x instead of saving the
+// F.gelu compute, alone and fused with the bias add before them (--dsc-fuse's
+// bias_gelu). The backwards recompute from x instead of saving the
 // transcendental, trading it for a tensor of memory.
 //
 //===----------------------------------------------------------------------===//
@@ -25,30 +26,47 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kCubic = 0.044715;
 constexpr double kInvSqrt2 = 0.7071067811865476;
 constexpr double kInvSqrt2Pi = 0.3989422804014327;
+
+// One formula per function, inlined into the plain and the bias-fused
+// kernels alike, so that the compiler makes the same choices (FMA
+// contraction included) in both and bias_gelu is bias_add + gelu bit for
+// bit: the sum x + bias has no product to contract into.
+template <typename T> inline T geluTanh(T xi) {
+  const T s = T(kSqrt2OverPi), c = T(kCubic);
+  return T(0.5) * xi * (T(1) + detail::fastTanh(s * (xi + c * xi * xi * xi)));
+}
+
+template <typename T> inline T geluTanhSlope(T xi) {
+  const T s = T(kSqrt2OverPi), c = T(kCubic);
+  T t = detail::fastTanh(s * (xi + c * xi * xi * xi));
+  T du = s * (T(1) + T(3) * c * xi * xi);
+  return T(0.5) * (T(1) + t) + T(0.5) * xi * (T(1) - t * t) * du;
+}
+
+template <typename T> inline T geluErf(T xi) {
+  return T(0.5) * xi * (T(1) + std::erf(xi * T(kInvSqrt2)));
+}
+
+template <typename T> inline T geluErfSlope(T xi) {
+  const T cdf = T(0.5) * (T(1) + std::erf(xi * T(kInvSqrt2)));
+  const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * xi * xi);
+  return cdf + xi * pdf;
+}
 } // namespace
 
 template <typename T> void dsc::rt::geluForward(const T *x, T *y, int64_t n) {
-  const T s = T(kSqrt2OverPi), c = T(kCubic);
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    T xi = x[i];
-    y[i] = T(0.5) * xi * (T(1) + detail::fastTanh(s * (xi + c * xi * xi * xi)));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = geluTanh(x[i]);
 }
 
 template <typename T>
 void dsc::rt::geluBackward(const T *x, const T *dY, T *dX, int64_t n,
                            bool accumulate) {
-  const T s = T(kSqrt2OverPi), c = T(kCubic);
   dispatchAccumulate(accumulate, [&](auto acc) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      T xi = x[i];
-      T t = detail::fastTanh(s * (xi + c * xi * xi * xi));
-      T du = s * (T(1) + T(3) * c * xi * xi);
-      T g = T(0.5) * (T(1) + t) + T(0.5) * xi * (T(1) - t * t) * du;
-      put<decltype(acc)::value>(dX + i, dY[i] * g);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      put<decltype(acc)::value>(dX + i, dY[i] * geluTanhSlope(x[i]));
   });
 }
 
@@ -56,7 +74,7 @@ template <typename T>
 void dsc::rt::geluExactForward(const T *x, T *y, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * T(kInvSqrt2)));
+    y[i] = geluErf(x[i]);
 }
 
 template <typename T>
@@ -64,11 +82,50 @@ void dsc::rt::geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
                                 bool accumulate) {
   dispatchAccumulate(accumulate, [&](auto acc) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T xi = x[i];
-      const T cdf = T(0.5) * (T(1) + std::erf(xi * T(kInvSqrt2)));
-      const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * xi * xi);
-      put<decltype(acc)::value>(dX + i, dY[i] * (cdf + xi * pdf));
+    for (int64_t i = 0; i < n; ++i)
+      put<decltype(acc)::value>(dX + i, dY[i] * geluErfSlope(x[i]));
+  });
+}
+
+// Megatron's bias_gelu and bias_gelu_back: the sum x + bias is formed in a
+// register, rounded to T as biasAddForward rounds it, and never stored.
+
+template <typename T>
+void dsc::rt::biasGeluForward(const T *x, const T *bias, T *y, int64_t rows,
+                              int64_t cols, bool exact) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    if (exact) {
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = geluErf(T(xr[c] + bias[c]));
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = geluTanh(T(xr[c] + bias[c]));
+    }
+  }
+}
+
+template <typename T>
+void dsc::rt::biasGeluBackward(const T *x, const T *bias, const T *dY, T *dX,
+                               int64_t rows, int64_t cols, bool exact,
+                               bool accumulate) {
+  dispatchAccumulate(accumulate, [&](auto acc) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t o = r * cols;
+      if (exact) {
+        for (int64_t c = 0; c < cols; ++c)
+          put<decltype(acc)::value>(
+              dX + o + c, dY[o + c] * geluErfSlope(T(x[o + c] + bias[c])));
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c)
+          put<decltype(acc)::value>(
+              dX + o + c, dY[o + c] * geluTanhSlope(T(x[o + c] + bias[c])));
+      }
     }
   });
 }
@@ -79,5 +136,9 @@ void dsc::rt::geluExactBackward(const T *x, const T *dY, T *dX, int64_t n,
                                          bool);                                \
   template void dsc::rt::geluExactForward<T>(const T *, T *, int64_t);         \
   template void dsc::rt::geluExactBackward<T>(const T *, const T *, T *,       \
-                                              int64_t, bool);
+                                              int64_t, bool);                  \
+  template void dsc::rt::biasGeluForward<T>(const T *, const T *, T *,         \
+                                            int64_t, int64_t, bool);           \
+  template void dsc::rt::biasGeluBackward<T>(                                  \
+      const T *, const T *, const T *, T *, int64_t, int64_t, bool, bool);
 DSC_RT_INSTANTIATE_FLOAT_DOUBLE(INSTANTIATE)

@@ -125,6 +125,11 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::GeluExact:
     launched(cuda::geluExactForward(in(0), out(0), count(inB(0)), stream));
     break;
+  case Opcode::BiasGelu:
+    launched(cuda::biasGeluForward(
+        in(0), in(1), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+        ops::BiasGelu::decode(inst).exact != 0, stream));
+    break;
   case Opcode::MoeRoute: {
     const ops::MoeRoute op = ops::MoeRoute::decode(inst);
     const MoeRouting r = moeRoutingOf(inst, inB(0), outB(0));
@@ -330,6 +335,11 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
   case Opcode::GeluExactGrad:
     launched(cuda::geluExactBackward(in(0), in(1), out(0), count(inB(0)), false,
                                      stream));
+    break;
+  case Opcode::BiasGeluGrad:
+    launched(cuda::biasGeluBackward(
+        in(0), in(1), in(2), out(0), rowsOf(inB(0)), lastDim(inB(0)),
+        ops::BiasGeluGrad::decode(inst).exact != 0, false, stream));
     break;
   case Opcode::SoftmaxGrad:
     launched(cuda::softmaxBackward(in(0), in(1), out(0), rowsOf(inB(0)),

@@ -120,6 +120,42 @@ __global__ void geluExactBackwardKernel(const T *x, const T *dY, T *dX,
   }
 }
 
+/// Megatron's bias_gelu: gelu(x + bias[col]), the sum rounded to T as
+/// biasAddKernel rounds it (bf16 sums as the unfused ops see them).
+template <typename T>
+__global__ void biasGeluForwardKernel(const T *x, const T *bias, T *y,
+                                      int64_t n, int64_t cols, bool exact) {
+  GRID_STRIDE(i, n) {
+    float xi = toF(fromF<T>(toF(x[i]) + toF(bias[i % cols])));
+    float g =
+        exact ? 0.5f * xi * (1.0f + erff(xi * kInvSqrt2))
+              : 0.5f * xi *
+                    (1.0f + tanhf(kSqrt2OverPi * (xi + kCubic * xi * xi * xi)));
+    y[i] = fromF<T>(g);
+  }
+}
+
+/// bias_gelu_back: dy * gelu'(x + bias[col]), the sum recomputed.
+template <typename T>
+__global__ void biasGeluBackwardKernel(const T *x, const T *bias, const T *dY,
+                                       T *dX, int64_t n, int64_t cols,
+                                       bool exact, bool acc) {
+  GRID_STRIDE(i, n) {
+    float xi = toF(fromF<T>(toF(x[i]) + toF(bias[i % cols])));
+    float g;
+    if (exact) {
+      float cdf = 0.5f * (1.0f + erff(xi * kInvSqrt2));
+      float pdf = kInvSqrt2Pi * expf(-0.5f * xi * xi);
+      g = cdf + xi * pdf;
+    } else {
+      float t = tanhf(kSqrt2OverPi * (xi + kCubic * xi * xi * xi));
+      float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * xi * xi);
+      g = 0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * du;
+    }
+    put(dX + i, toF(dY[i]) * g, acc);
+  }
+}
+
 template <typename T>
 __global__ void dropoutKernel(const T *x, T *y, int64_t n, uint64_t key,
                               uint64_t thr, float inv, bool acc) {
@@ -233,6 +269,25 @@ cudaError_t dsc::rt::cuda::geluBackward(const T *x, const T *dY, T *dX,
 }
 
 template <typename T>
+cudaError_t dsc::rt::cuda::biasGeluForward(const T *x, const T *bias, T *y,
+                                           int64_t rows, int64_t cols,
+                                           bool exact, cudaStream_t stream) {
+  biasGeluForwardKernel<<<gridFor(rows * cols), 256, 0, stream>>>(
+      x, bias, y, rows * cols, cols, exact);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t
+dsc::rt::cuda::biasGeluBackward(const T *x, const T *bias, const T *dY, T *dX,
+                                int64_t rows, int64_t cols, bool exact,
+                                bool accumulate, cudaStream_t stream) {
+  biasGeluBackwardKernel<<<gridFor(rows * cols), 256, 0, stream>>>(
+      x, bias, dY, dX, rows * cols, cols, exact, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t dsc::rt::cuda::geluExactForward(const T *x, T *y, int64_t n,
                                             cudaStream_t stream) {
   geluExactForwardKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n);
@@ -297,6 +352,11 @@ cudaError_t dsc::rt::cuda::dropoutBackward(const T *dY, T *dX, int64_t n,
       const T *, T *, int64_t, cudaStream_t);                                  \
   template cudaError_t dsc::rt::cuda::geluExactBackward<T>(                    \
       const T *, const T *, T *, int64_t, bool, cudaStream_t);                 \
+  template cudaError_t dsc::rt::cuda::biasGeluForward<T>(                      \
+      const T *, const T *, T *, int64_t, int64_t, bool, cudaStream_t);        \
+  template cudaError_t dsc::rt::cuda::biasGeluBackward<T>(                     \
+      const T *, const T *, const T *, T *, int64_t, int64_t, bool, bool,      \
+      cudaStream_t);                                                           \
   template cudaError_t dsc::rt::cuda::dropoutForward<T>(                       \
       const T *, T *, int64_t, float, uint64_t, uint64_t, cudaStream_t);       \
   template cudaError_t dsc::rt::cuda::dropoutBackward<T>(                      \

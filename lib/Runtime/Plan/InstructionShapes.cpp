@@ -123,6 +123,17 @@ void InstructionChecker::shapes() {
     vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
     sameShape(in(0), inName(0), out(0), outName(0));
     break;
+  case Opcode::BiasGelu:
+    minRank(in(0), inName(0), 1);
+    vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
+    sameShape(in(0), inName(0), out(0), outName(0));
+    break;
+  case Opcode::BiasGeluGrad:
+    minRank(in(0), inName(0), 1);
+    vectorOf(in(1), inName(1), last(in(0)), "the last dim of x");
+    sameShape(in(0), inName(0), in(2), inName(2));
+    sameShape(in(0), inName(0), out(0), outName(0));
+    break;
   case Opcode::Gelu:
   case Opcode::GeluExact:
   case Opcode::Dropout:

@@ -95,6 +95,11 @@ OpCost AddOp::getCost() { return streamingCost(*this, 1); }
 OpCost MulOp::getCost() { return streamingCost(*this, 1); }
 OpCost BiasAddOp::getCost() { return streamingCost(*this, 1); }
 OpCost GeluOp::getCost() { return streamingCost(*this, kGeluFlopsPerElement); }
+// bias_add's and gelu's FLOPs, without bias_add's write and gelu's read of
+// the sum.
+OpCost BiasGeluOp::getCost() {
+  return streamingCost(*this, 1 + kGeluFlopsPerElement);
+}
 OpCost SwigluOp::getCost() {
   return streamingCost(*this, kSwigluFlopsPerElement);
 }

@@ -148,6 +148,32 @@ LogicalResult BiasGradOp::verify() {
   return success();
 }
 
+/// bias_gelu and bias_gelu_grad: a bias [C] added along the input's last
+/// dimension [..., C], of the input's element type.
+static LogicalResult verifyBiasOfLastDim(Operation *op, Value inputValue,
+                                         Value biasValue) {
+  RankedTensorType input = tensorOf(inputValue), bias = tensorOf(biasValue);
+  if (input.getRank() < 1)
+    return op->emitOpError("input must have rank >= 1");
+  const int64_t features = input.getShape().back();
+  if (bias.getRank() != 1 || bias.getDimSize(0) != features)
+    return op->emitOpError("bias must be a vector of the input's last ")
+           << "dimension's size [" << features << "], got " << bias;
+  if (bias.getElementType() != input.getElementType())
+    return op->emitOpError("bias element type ")
+           << bias.getElementType() << " must match the input element type "
+           << input.getElementType();
+  return success();
+}
+
+LogicalResult BiasGeluOp::verify() {
+  return verifyBiasOfLastDim(*this, getInput(), getBias());
+}
+
+LogicalResult BiasGeluGradOp::verify() {
+  return verifyBiasOfLastDim(*this, getInput(), getBias());
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   RankedTensorType logits = tensorOf(getLogits());
   if (logits.getRank() < 2 ||
@@ -184,6 +210,8 @@ OpCost EmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost PositionEmbeddingGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost BiasGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost GeluGradOp::getCost() { return streamingCost(*this, 12); }
+// The bias add's FLOP is recomputed: gelu_grad's 12 and one per element.
+OpCost BiasGeluGradOp::getCost() { return streamingCost(*this, 13); }
 OpCost SwigluGradOp::getCost() { return streamingCost(*this, 6); }
 OpCost RepeatHeadsGradOp::getCost() { return streamingCost(*this, 1); }
 OpCost LayerNormGradOp::getCost() { return streamingCost(*this, 16); }

@@ -181,6 +181,57 @@ def Dsc_GeluGradOp : Dsc_ComputeOp<"gelu_grad",
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
+def Dsc_BiasGeluOp : Dsc_ComputeOp<"bias_gelu",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "GELU of a bias add, in one pass (fused)";
+  let description = [{
+    `result[..., n] = gelu(input[..., n] + bias[n])`, `dsc.gelu` (tanh form,
+    or erf with `exact`) of `dsc.bias_add`'s sum, computed per element
+    without storing the sum: Megatron-LM's `bias_gelu`. `--dsc-fuse` makes it
+    from a `dsc.bias_add` whose only users are one `dsc.gelu` and the
+    matching `dsc.gelu_grad`, which becomes `dsc.bias_gelu_grad`. The sum is
+    rounded to the element type as `dsc.bias_add` rounds it, so the result is
+    `dsc.gelu`'s of that sum.
+
+    ```mlir
+    %y = dsc.bias_gelu %x, %b : tensor<4x64x3072xf32>, tensor<3072xf32>
+    %z = dsc.bias_gelu %x, %b {exact} : tensor<4x64x3072xf32>, tensor<3072xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
+                       UnitAttr:$exact);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_BiasGeluGradOp : Dsc_ComputeOp<"bias_gelu_grad",
+    [AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "Gradient of the GELU of a bias add, recomputing the sum "
+                "(fused)";
+  let description = [{
+    `result = gelu'(input + bias) * grad` with the bias broadcast along the
+    last dimension: `dsc.gelu_grad` of `dsc.bias_add`'s sum, which it
+    recomputes instead of reading (Megatron-LM's `bias_gelu_back`), so the
+    sum need not live from the forward to the backward. It is the gradient
+    with respect to `input`; the bias's is `dsc.bias_grad` of it.
+
+    ```mlir
+    %dx = dsc.bias_gelu_grad %x, %b, %dy
+        : tensor<4x64x3072xf32>, tensor<3072xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
+                       Dsc_FloatTensor:$grad, UnitAttr:$exact);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias `,` $grad attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_LayerNormGradOp : Dsc_ComputeOp<"layer_norm_grad",
     [AllTypesMatch<["input", "grad", "input_grad"]>,
      AllTypesMatch<["gamma", "gamma_grad", "beta_grad"]>]> {
