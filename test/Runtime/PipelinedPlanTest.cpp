@@ -258,10 +258,12 @@ TEST(PipelinedPlan, AnotherRanksBufferIsRefused) {
 
 TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {
   // (And the offload plans: the delayed parameter update's OverlapNextStep
-  // and the host-tier rules behind it; chunks, fetches and swaps on NVMe.)
+  // and the host-tier rules behind it; chunks, fetches and swaps on NVMe;
+  // and an MoE model's routers, i32 slots, dispatches and combines.)
   for (const char *name :
        {"gpt-tiny-pp2-interleaved.plan", "gpt-tiny-pp2-zb-h1.plan",
-        "gpt-tiny-dpu.plan", "gpt-tiny-dp2-zero3-params-nvme.plan"}) {
+        "gpt-tiny-dpu.plan", "gpt-tiny-dp2-zero3-params-nvme.plan",
+        "gpt-tiny-moe-dp2-zero3.plan"}) {
     SCOPED_TRACE(name);
     expectFlipsNeverCrash(planBytes(name));
   }
