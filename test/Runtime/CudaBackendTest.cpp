@@ -139,6 +139,24 @@ TEST_F(CudaBackendTest, OffloadedDelayedUpdateTrainsLikeTheCpuBackend) {
     }
 }
 
+TEST_F(CudaBackendTest, AnMoeModelTrainsLikeTheCpuBackend) {
+  // gpt-tiny-moe.plan: 4 experts, DeepSpeed's top-2 with token dropping.
+  // The routers decide alike on both backends (routing in double), so
+  // the losses and weights follow the CPU's as the dense model's do.
+  const Plan moe = readPlanFile(inputPlan("gpt-tiny-moe.plan"));
+  auto moeSource = openTokenSource("", moe.vocabSize);
+  BatchSampler moeSampler(*moeSource, moe.microBatchSize, moe.seqLength, 1234,
+                          moe.vocabSize);
+  Executor cpu(moe, 1234);
+  Executor gpu(moe, 1234, nullptr, cudaOn(0));
+  std::vector<double> got = expectLossesAlike(cpu, gpu, moeSampler);
+  EXPECT_LT(got.back(), got.front());
+  for (const Buffer &b : moe.buffers)
+    if (b.role == BufferRole::Parameter) {
+      EXPECT_LT(relativeL2(gpu.read(b.name), cpu.read(b.name)), 1e-3) << b.name;
+    }
+}
+
 TEST_F(CudaBackendTest, CheckpointsRoundTripThroughTheDevice) {
   const std::string path = ::testing::TempDir() + "/cuda-backend.ckpt";
   Executor gpu(plan, 1234, nullptr, cudaOn(0));
