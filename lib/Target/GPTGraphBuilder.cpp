@@ -228,7 +228,6 @@ Value GPTGraphBuilder::block(int64_t layer, Value x) {
 
 Value GPTGraphBuilder::blockOps(int64_t layer, Value x) {
   std::string prefix = "h." + std::to_string(layer);
-  int64_t b = config.microBatchSize, s = config.seqLength;
   int64_t h = config.hiddenSize;
 
   // Attention sub-block: proj(attn(ln_1(x))).
@@ -321,7 +320,6 @@ Value GPTGraphBuilder::moeMlp(const std::string &prefix, int64_t layer,
   case GPTConfig::MoeGating::NeoXDropless:
     break;
   }
-  double layers = config.moeAuxLossMean ? double(config.numMoeLayers()) : 1.0;
   auto route = MoeRouteOp::create(
       builder, named(name + ".route"),
       RankedTensorType::get({e, c}, builder.getI32Type()),
@@ -329,7 +327,7 @@ Value GPTGraphBuilder::moeMlp(const std::string &prefix, int64_t layer,
       builder.getI64IntegerAttr(k), builder.getI64IntegerAttr(c),
       config.moeDropTokens ? builder.getUnitAttr() : UnitAttr(), normalize,
       drop, order, counts,
-      builder.getF64FloatAttr(config.moeLossCoeff * auxScale / layers),
+      builder.getF64FloatAttr(config.moeLossCoeff * auxScale),
       /*z_coeff=*/builder.getF64FloatAttr(0.0),
       builder.getI64IntegerAttr(config.seed + 2000 + layer));
   auxiliaryLosses.push_back(route.getAux());

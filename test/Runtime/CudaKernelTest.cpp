@@ -1001,14 +1001,13 @@ template <typename T> void checkMoeRoute(cudaStream_t stream) {
     std::vector<int32_t> slots(slotCount);
     std::vector<float> gates(slotCount);
     float aux = 0;
-    const int64_t dropped = moeRoute(r, logits.data(), draws.data(),
-                                     slots.data(), gates.data(), &aux);
+    std::vector<int64_t> loads(static_cast<size_t>(experts));
+    const int64_t dropped =
+        moeRoute(r, logits.data(), draws.data(), slots.data(), gates.data(),
+                 &aux, loads.data());
     if (r.dropTokens) {
       EXPECT_GT(dropped, 0) << what << ": the case should drop";
     }
-
-    std::vector<int64_t> loads(static_cast<size_t>(experts));
-    moeExpertLoads(r, logits.data(), loads.data());
 
     DevIds gotSlots(std::vector<int32_t>(slotCount, 7));
     Dev<T> gotGates(slotCount), gotAux(1);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,23 @@ KernelCase makeCase(std::string name, std::vector<size_t> inSizes,
 /// Every differentiable kernel, at small shapes, including each matmul
 /// transpose/broadcast combination.
 std::vector<KernelCase> allKernelCases();
+
+/// n draws of a standard normal (the finite-difference tests' inputs and
+/// probe directions).
+inline std::vector<double> randomVector(size_t n, std::mt19937_64 &rng) {
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = dist(rng);
+  return v;
+}
+
+inline double dot(const std::vector<double> &a, const std::vector<double> &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
 
 } // namespace dsc::rt::test
 

@@ -31,21 +31,6 @@ namespace {
 /// missing term or a transposed operand exceeds by orders of magnitude.
 constexpr double kGradTolerance = 1e-6;
 
-std::vector<double> randomVector(size_t n, std::mt19937_64 &rng) {
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = dist(rng);
-  return v;
-}
-
-double dot(const std::vector<double> &a, const std::vector<double> &b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    s += a[i] * b[i];
-  return s;
-}
-
 template <typename T>
 double relativeError(const std::vector<T> &got, const std::vector<T> &want) {
   double num = 0, den = 0;

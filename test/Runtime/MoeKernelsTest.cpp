@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelCases.h"
 #include "dsc/Runtime/MoeKernels.h"
 
 #include "llvm/Support/JSON.h"
@@ -51,8 +52,22 @@ struct GoldenCase {
   double lAux = 0, lAuxCoeff = 0;
   std::vector<float> logits, dLogits; // [T, E]
   std::vector<float> rawExperts;      // [T, k], DeepSpeed's choices
+  std::vector<float> expCounts;       // [E], pairs per expert before dropping
   std::vector<GoldenRoute> routes;    // [T, k]
 };
+
+/// Appends an array of numbers to out; false if it is not one.
+bool readNumbers(const llvm::json::Array *a, std::vector<float> &out) {
+  if (!a)
+    return false;
+  for (const llvm::json::Value &v : *a) {
+    std::optional<double> d = v.getAsNumber();
+    if (!d)
+      return false;
+    out.push_back(float(*d));
+  }
+  return true;
+}
 
 /// Appends a [rows][cols] array of numbers to out; false if it is not one.
 bool readMatrix(const llvm::json::Array *rows, int64_t cols,
@@ -117,6 +132,8 @@ std::vector<GoldenCase> readGoldens(const std::string &file) {
     bool ok = readMatrix(o->getArray("logits"), c.experts, c.logits) &&
               readMatrix(o->getArray("d_logits"), c.experts, c.dLogits) &&
               readMatrix(o->getArray("raw_experts"), c.k, c.rawExperts) &&
+              readNumbers(o->getArray("exp_counts"), c.expCounts) &&
+              int64_t(c.expCounts.size()) == c.experts &&
               int64_t(c.rawExperts.size()) == c.tokens * c.k &&
               int64_t(c.logits.size()) == c.tokens * c.experts &&
               int64_t(c.dLogits.size()) == c.tokens * c.experts;
@@ -271,13 +288,17 @@ bool checkGolden(const GoldenCase &c, GoldenTally &tally) {
   std::vector<int32_t> slots(nE * nC, 7);
   std::vector<float> gates(nE * nC, 7.0f);
   float aux = 0;
+  std::vector<int64_t> loads(nE, -1);
   int64_t dropped = moeRoute<float>(r, logits.data(), nullptr, slots.data(),
-                                    gates.data(), &aux);
+                                    gates.data(), &aux, loads.data());
 
-  // Capacity-independent: l_aux (f_e are pre-drop) and the kept count.
+  // Capacity-independent: l_aux (f_e are pre-drop), the kept count, and
+  // the loads, which are DeepSpeed's exp_counts (every choice, pre-drop).
   double auxScale = deepSpeedAuxScale(c);
   EXPECT_PRED4(closeRel, double(aux) * auxScale, c.lAux, 2e-6, 0.0);
   EXPECT_EQ(dropped, nT * k - c.numKept);
+  for (int64_t e = 0; e < nE; ++e)
+    EXPECT_EQ(loads[e], int64_t(c.expCounts[e])) << "expert " << e;
 
   // The layout's invariant: expert e's filled slots are 0 .. n_e - 1.
   for (int64_t e = 0; e < nE; ++e) {
@@ -620,20 +641,8 @@ TEST(MoeRouteGrad, AfterDropEpsilonDenominator) {
 // Dispatch, combine, gates gradient
 //===----------------------------------------------------------------------===//
 
-std::vector<double> randomVector(size_t n, std::mt19937_64 &rng) {
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = normal(rng);
-  return v;
-}
-
-double dot(const std::vector<double> &a, const std::vector<double> &b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    s += a[i] * b[i];
-  return s;
-}
+using dsc::rt::test::dot;
+using dsc::rt::test::randomVector;
 
 TEST(MoeCombine, AdjointIdentities) {
   std::mt19937_64 rng(3);

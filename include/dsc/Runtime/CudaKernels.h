@@ -366,10 +366,10 @@ cudaError_t dropoutBackward(const T *dY, T *dX, int64_t n, float p,
 
 /// moeRoute on the device: choices, slots and drops as the CPU kernel's for
 /// the same logits (softmax and ranks in double). MoeDrop::Random's draw of
-/// (token t, expert e) is the CPU backend's: with i = t * E + e and key =
-/// dropoutKey(seed), float(splitmix64(key ^ splitmix64(i)) >> 40) * 2^-24.
-/// `aux` may be null; the number of dropped pairs goes to `dropped` and
-/// moeExpertLoads' counts to `loads` [E] (device, either may be null).
+/// (token t, expert e) is the CPU backend's: uniformDraw(dropoutKey(seed),
+/// t * E + e) (SplitMix64.h). `aux` may be null; the number of dropped
+/// pairs goes to `dropped` and the CPU moeRoute's loads to `loads` [E]
+/// (device, either may be null).
 /// Every step is parallel except the aux loss's final sums (one thread, the
 /// CPU's order); a Probability/Random drop ranks each pair of an over-full
 /// expert against that expert's pairs, O(n_e^2) per expert.

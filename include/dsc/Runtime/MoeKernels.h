@@ -18,7 +18,10 @@
 // (deepspeed/moe/sharded_moe.py, checked against goldens made by DeepSpeed
 // itself: test/Runtime/Inputs/moe-gating) and Mixtral's router
 // (transformers' MixtralSparseMoeBlock) through the options below; see
-// that folder's README for the reference formulas.
+// that folder's README for the reference formulas. Two departures: exact
+// logit ties go to the lower expert (torch.topk, in DeepSpeed's top-k,
+// picks the higher), and top-1 without RTS keeps the first tokens (DeepSpeed
+// keeps a torch.topk tie-order set).
 //
 // The conventions of CpuKernels.h hold: raw contiguous row-major pointers,
 // float and double instantiations, no throwing, deterministic results
@@ -107,12 +110,14 @@ struct MoeRouting {
 /// the lower expert index, as argmax); slots handed out in `order`; pairs
 /// beyond capacity dropped by `drop` (`draws` [T, E] uniform in [0, 1),
 /// only read by MoeDrop::Random); kept pairs' weights by `normalize`.
-/// Writes slots [E, C] (-1 where empty), gates [E, C] (0 where empty) and
-/// *aux (see MoeRouting). Returns the number of dropped (token, choice)
-/// pairs.
+/// Writes slots [E, C] (-1 where empty), gates [E, C] (0 where empty),
+/// *aux (see MoeRouting) and, when `loads` is given, loads [E]: per expert
+/// the (token, choice) pairs that chose it before any dropping, all k
+/// choices counted (the balance the load-balancing loss trains towards).
+/// Returns the number of dropped (token, choice) pairs.
 template <typename T>
 int64_t moeRoute(const MoeRouting &r, const T *logits, const float *draws,
-                 int32_t *slots, T *gates, T *aux);
+                 int32_t *slots, T *gates, T *aux, int64_t *loads = nullptr);
 
 /// The vector-Jacobian product of moeRoute with respect to logits, for the
 /// slots it returned: dGates [E, C] the gradient of the gates, dAux that
@@ -123,12 +128,6 @@ template <typename T>
 void moeRouteBackward(const MoeRouting &r, const T *logits,
                       const int32_t *slots, const T *dGates, T dAux,
                       T *dLogits, bool accumulate);
-
-/// loads [E]: per expert, the (token, choice) pairs that chose it before
-/// any dropping, all k choices counted: the load a router asks of its
-/// experts (the balance the load-balancing loss trains towards).
-template <typename T>
-void moeExpertLoads(const MoeRouting &r, const T *logits, int64_t *loads);
 
 /// xe [slotCount, H]: row s = (gates ? gates[s] : 1) * x[slots[s], :], or
 /// zeros where slots[s] is -1. x is [tokens, H]. Returns the number of

@@ -114,10 +114,9 @@ struct GPTConfig {
   /// default): which tokens an over-full expert keeps.
   bool moeRandomTokenSelection = true;
   /// The loss the gradient sees: lm + moeLossCoeff * (the sum over MoE
-  /// layers of l_aux, or their mean with moeAuxLossMean, MegaBlocks's
-  /// choice); the reported loss is lm alone.
+  /// layers of l_aux, as DeepSpeed and GPT-NeoX sum it); the reported loss
+  /// is lm alone.
   double moeLossCoeff = 0.0;
-  bool moeAuxLossMean = false;
   int64_t seed = 1234;
   /// Build the graph in f64 instead of f32 (finite-difference checks).
   bool useF64 = false;

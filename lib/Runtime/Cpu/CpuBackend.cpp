@@ -381,15 +381,14 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
       for (size_t i = 0; i < draws.size(); ++i)
         draws[i] = uniformDraw(key, i);
     }
+    std::vector<int64_t> loads(size_t(r.experts));
     const int64_t dropped =
         moeRoute(r, in(0), draws.empty() ? nullptr : draws.data(),
                  buffer(inst.outputs[0]).template as<int32_t>(), out(1),
-                 out(2));
+                 out(2), loads.data());
     if (!r.dropTokens && dropped)
       fail(std::to_string(dropped) + " (token, expert) pairs did not fit "
            "although the router drops none");
-    std::vector<int64_t> loads(size_t(r.experts));
-    moeExpertLoads(r, in(0), loads.data());
     ex.noteExpertLoads(prog, index, loads.data(), r.experts);
     break;
   }

@@ -120,31 +120,13 @@ void countChoices(const MoeRouting &r, int64_t k, const int32_t *choice,
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// moeExpertLoads
-//===----------------------------------------------------------------------===//
-
-template <typename T>
-void dsc::rt::moeExpertLoads(const MoeRouting &r, const T *logits,
-                             int64_t *loads) {
-  const int64_t nE = std::max<int64_t>(r.experts, 0);
-  const int64_t k = effectiveTopK(r);
-  std::fill(loads, loads + nE, int64_t(0));
-  std::vector<int32_t> choice(static_cast<size_t>(k));
-  for (int64_t t = 0; t < std::max<int64_t>(r.tokens, 0); ++t) {
-    chooseExperts(logits + t * nE, nE, k, choice.data());
-    for (int32_t e : choice)
-      ++loads[e];
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // moeRoute
 //===----------------------------------------------------------------------===//
 
 template <typename T>
 int64_t dsc::rt::moeRoute(const MoeRouting &r, const T *logits,
                           const float *draws, int32_t *slots, T *gates,
-                          T *aux) {
+                          T *aux, int64_t *loads) {
   const int64_t nT = std::max<int64_t>(r.tokens, 0);
   const int64_t nE = std::max<int64_t>(r.experts, 0);
   const int64_t cap = std::max<int64_t>(r.capacity, 0);
@@ -153,6 +135,8 @@ int64_t dsc::rt::moeRoute(const MoeRouting &r, const T *logits,
     slots[s] = -1;
     gates[s] = T(0);
   }
+  if (loads)
+    std::fill(loads, loads + nE, int64_t(0));
   if (nT == 0 || nE == 0) {
     if (aux)
       *aux = T(0);
@@ -182,6 +166,11 @@ int64_t dsc::rt::moeRoute(const MoeRouting &r, const T *logits,
         choiceP[t * k + j] = st.prob(double(row[choice[t * k + j]]));
     }
   }
+
+  // The loads a router asks of its experts, all choices before dropping.
+  if (loads)
+    for (int32_t e : choice)
+      ++loads[e];
 
   // The losses, from pre-drop counts.
   if (aux) {
@@ -510,10 +499,9 @@ void dsc::rt::moeGatesGrad(const T *ye, const int32_t *slots, const T *dy,
 }
 
 #define INSTANTIATE(T)                                                         \
-  template void dsc::rt::moeExpertLoads<T>(const MoeRouting &, const T *,   \
-                                            int64_t *);                       \
   template int64_t dsc::rt::moeRoute<T>(const MoeRouting &, const T *,         \
-                                        const float *, int32_t *, T *, T *);   \
+                                        const float *, int32_t *, T *, T *,    \
+                                        int64_t *);                            \
   template void dsc::rt::moeRouteBackward<T>(const MoeRouting &, const T *,    \
                                              const int32_t *, const T *, T,    \
                                              T *, bool);                       \

@@ -274,7 +274,8 @@ __global__ void segmentsKernel(const uint32_t *keys, int64_t n, int32_t *begin,
   }
 }
 
-/// moeExpertLoads: every expert's pairs (all k choices) before dropping.
+/// The CPU moeRoute's loads: every expert's pairs (all k choices) before
+/// dropping.
 __global__ void loadsKernel(const int32_t *begin, const int32_t *end,
                             int64_t nE, int64_t *loads) {
   GRID_STRIDE(e, nE) { loads[e] = int64_t(end[e]) - int64_t(begin[e]); }

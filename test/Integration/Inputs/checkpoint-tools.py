@@ -151,7 +151,7 @@ def close(argv):
     _, b = tensors(argv[1])
     def params(d):
         return {k: v for k, v in d.items()
-                if not k.startswith(("grad.", "adam.", "sgd.", "lamb."))}
+                if not k.startswith(("grad.", "adam.", "sgd."))}
     a, b = params(a), params(b)
     if sorted(a) != sorted(b):
         sys.exit(f"parameters differ: {sorted(set(a) ^ set(b))}")

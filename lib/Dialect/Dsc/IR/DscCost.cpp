@@ -152,3 +152,42 @@ OpCost CastOp::getCost() { return streamingCost(*this, 0); }
 OpCost DropoutOp::getCost() {
   return streamingCost(*this, kDropoutFlopsPerElement);
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of Experts
+//===----------------------------------------------------------------------===//
+
+/// streamingCost's bytes with `vectorFlops` in all (the MoE ops' FLOPs are
+/// not per result element).
+static OpCost streamingCostWithFlops(Operation *op, int64_t vectorFlops) {
+  OpCost cost = streamingCost(op, 0);
+  cost.vectorFlops = vectorFlops;
+  return cost;
+}
+
+// The softmax (5 FLOPs an element), the top-k scan (k compares) and, per
+// slot, one normalization divide; the backward the softmax's Jacobian
+// product (4 an element) on top of recomputing it.
+OpCost MoeRouteOp::getCost() {
+  return streamingCostWithFlops(*this, numElements(getLogits()) *
+                                               (5 + getTopK()) +
+                                           numElements(getGates()));
+}
+OpCost MoeRouteGradOp::getCost() {
+  return streamingCostWithFlops(*this,
+                                numElements(getLogits()) * (9 + getTopK()));
+}
+// Dispatch and combine move rows (a multiply per element when weighted,
+// an add too when combining).
+OpCost MoeDispatchOp::getCost() {
+  return streamingCostWithFlops(
+      *this, getGates() ? numElements(getResult()) : 0);
+}
+OpCost MoeCombineOp::getCost() {
+  return streamingCostWithFlops(*this, (getGates() ? 2 : 1) *
+                                           numElements(getInput()));
+}
+OpCost MoeGatesGradOp::getCost() {
+  return streamingCostWithFlops(*this, 2 * numElements(getInput()));
+}
+OpCost AuxiliaryLossOp::getCost() { return streamingCost(*this, 0); }

@@ -1,8 +1,9 @@
 //===- DscMoeOps.cpp - Mixture-of-Experts ops -------------------*- C++ -*-===//
 //
-// Verifiers, vector-Jacobian products and costs of dsc.moe_route,
+// Verifiers and vector-Jacobian products of dsc.moe_route,
 // dsc.moe_dispatch, dsc.moe_combine, their gradient ops and
-// dsc.auxiliary_loss (DscMoeOps.td).
+// dsc.auxiliary_loss (DscMoeOps.td); their costs are with every op's in
+// DscCost.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,11 +18,9 @@ static RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
+/// `[4x16]`, as the messages print a tensor's shape.
 static std::string shapeOf(RankedTensorType type) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(type.getShape()))
-    s += (i ? "x" : "") + std::to_string(d);
-  return s + "]";
+  return "[" + formatShape(type.getShape()) + "]";
 }
 
 /// Tokens of a `[..., H]` tensor: the product of its leading dimensions.
@@ -211,51 +210,3 @@ LogicalResult AuxiliaryLossOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
     operandGrads.push_back(resultGrads[0]);
   return success();
 }
-
-//===----------------------------------------------------------------------===//
-// Costs
-//===----------------------------------------------------------------------===//
-
-static int64_t bytesOf(Value v) {
-  RankedTensorType type = tensorOf(v);
-  return type.getNumElements() *
-         ((int64_t(type.getElementTypeBitWidth()) + 7) / 8);
-}
-
-/// Reads every operand and writes every result once.
-static OpCost streaming(Operation *op, int64_t vectorFlops) {
-  OpCost cost;
-  for (Value v : op->getOperands())
-    cost.bytesRead += bytesOf(v);
-  for (Value v : op->getResults())
-    cost.bytesWritten += bytesOf(v);
-  cost.vectorFlops = vectorFlops;
-  return cost;
-}
-
-// The softmax (5 FLOPs an element), the top-k scan (k compares) and, per
-// slot, one normalization divide; the backward the softmax's Jacobian
-// product (4 an element) on top of recomputing it.
-OpCost MoeRouteOp::getCost() {
-  RankedTensorType logits = tensorOf(getLogits());
-  return streaming(*this, logits.getNumElements() * (5 + getTopK()) +
-                              tensorOf(getGates()).getNumElements());
-}
-OpCost MoeRouteGradOp::getCost() {
-  RankedTensorType logits = tensorOf(getLogits());
-  return streaming(*this, logits.getNumElements() * (9 + getTopK()));
-}
-// Dispatch and combine move rows (a multiply per element when weighted,
-// an add too when combining).
-OpCost MoeDispatchOp::getCost() {
-  return streaming(*this, getGates() ? tensorOf(getResult()).getNumElements()
-                                     : 0);
-}
-OpCost MoeCombineOp::getCost() {
-  return streaming(*this, (getGates() ? 2 : 1) *
-                              tensorOf(getInput()).getNumElements());
-}
-OpCost MoeGatesGradOp::getCost() {
-  return streaming(*this, 2 * tensorOf(getInput()).getNumElements());
-}
-OpCost AuxiliaryLossOp::getCost() { return streaming(*this, 0); }

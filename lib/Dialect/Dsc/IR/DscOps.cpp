@@ -17,8 +17,7 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-/// Formats a shape as `4x64x768` (`scalar` for rank 0).
-static std::string formatShape(ArrayRef<int64_t> shape) {
+std::string mlir::dsc::formatShape(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";
   std::string text;

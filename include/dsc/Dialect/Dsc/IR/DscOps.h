@@ -23,6 +23,10 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h.inc"
 
 namespace mlir::dsc {
+/// Formats a shape as `4x64x768` (`scalar` for rank 0), as the verifiers'
+/// messages print shapes.
+std::string formatShape(ArrayRef<int64_t> shape);
+
 /// Ranks in one group of `axes` of the mesh `mesh` names, or an error on
 /// `op` naming what is wrong (no such mesh, unknown or repeated axis).
 FailureOr<int64_t> getMeshGroupSize(Operation *op,
