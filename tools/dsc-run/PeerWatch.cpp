@@ -15,6 +15,7 @@
 
 #include "PeerWatch.h"
 
+#include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Fnv1a.h"
 
@@ -39,6 +40,18 @@ void RunProgress::setCheckpoint(const std::string &step,
 
 std::string RunProgress::resumeAdvice() const {
   std::lock_guard<std::mutex> lock(mu);
+  // The save directory's `latest` is the truth: a rank that reports a dead
+  // peer may not yet have noted a save that every rank has committed (the
+  // peer got past the save's last collective; this rank was descheduled).
+  if (!saveDir.empty()) {
+    try {
+      const std::string step = resolveCheckpointStep(saveDir);
+      return "the last complete checkpoint is '" + step + "' (add --load " +
+             saveDir + " to resume from it, on this or another rank count)";
+    } catch (const Error &) {
+      // No step committed there yet: what this run loaded, if anything.
+    }
+  }
   if (!checkpoint.empty())
     return "the last complete checkpoint is '" + checkpoint + "' (add --load " +
            loadArg + " to resume from it, on this or another rank count)";
@@ -154,7 +167,7 @@ void PeerWatch::report(int dead, bool byTerm) const {
   if (dead >= 0 && byTerm)
     what += "; the launcher is ending the job";
   const std::string text = "dsc-run: error: rank " + std::to_string(me) + ": " +
-                           what + " during iteration " +
+                           what + " while this rank was in iteration " +
                            std::to_string(progress.currentIteration()) + "; " +
                            progress.resumeAdvice() + "\n";
   [[maybe_unused]] ssize_t n = ::write(2, text.data(), text.size());
