@@ -220,13 +220,15 @@ private:
           cast<FlatSymbolRefAttr>(name).getValue());
       bool sharded =
           clip.getShardedAttr() && clip.getShardedAttr().asArrayRef()[index];
-      int64_t chunkAxes = sharded ? zeroMask : 0;
+      int64_t splitAxes = splitMaskOf(param);
+      // A ZeRO chunk spans the data-parallel axes that replicate the
+      // parameter: an expert's is over edp, not ep, which splits it.
+      int64_t chunkAxes = sharded ? zeroMask & ~splitAxes : 0;
       // The buffer is the chunk when it is a dp-th of the parameter
       // (ZeRO-2) or the parameter is a chunk itself (ZeRO-3).
       bool inBuffer =
           grad.getTensorType().getNumElements() != param.getNumElements() ||
           layoutOf(param, param.getNumElements()).chunkAxes != 0;
-      int64_t splitAxes = splitMaskOf(param);
       if (local && local.asArrayRef()[index])
         splitAxes |= ppMask;
       rt::appendNormPart(norm, {chunkAxes, inBuffer, splitAxes});
@@ -311,10 +313,11 @@ private:
       layout.chunkAxes = maskOf(attr.getChunkAxisNames());
       wholeShape = attr.getShape().empty() ? attr.getView() : attr.getShape();
     }
-    // A ZeRO-1/2 state is a dp-th of its parameter (a ZeRO-3 parameter's
-    // states are chunks already, as it is).
-    if (elements != paramElements && meshOp && meshOp.getAxisIndex("dp"))
-      layout.chunkAxes |= maskOf({"dp"});
+    // A ZeRO-1/2 state is a chunk of its parameter over the data-parallel
+    // axes that replicate it (a ZeRO-3 parameter's states are chunks
+    // already, as it is).
+    if (elements != paramElements && meshOp)
+      layout.chunkAxes |= maskOf(replicatingDataAxes(meshOp, param));
     if (!layout.isWhole())
       layout.shape.assign(wholeShape.begin(), wholeShape.end());
     return layout;
@@ -1256,6 +1259,25 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
       .Case<AllGatherOp>([&](AllGatherOp op) {
         return lowerChunked<ops::GatherChunks>(op, op.getInput(),
                                                op.getGatherDimAttr(), inst);
+      })
+      .Case<AllToAllOp>([&](AllToAllOp op) {
+        // The dims before the split (concat) dim are the outer runs of the
+        // send (receive) blocks.
+        auto outer = [](Value v, int64_t dim) {
+          ArrayRef<int64_t> shape =
+              cast<RankedTensorType>(v.getType()).getShape();
+          int64_t n = 1;
+          for (int64_t d = 0; d < dim; ++d)
+            n *= shape[d];
+          return n;
+        };
+        ops::AllToAll exchange;
+        exchange.sendOuter = outer(op.getInput(), op.getSplitDim());
+        exchange.recvOuter = outer(op.getResult(), op.getConcatDim());
+        exchange.scale =
+            op.getScaleAttr() ? op.getScaleAttr().getValueAsDouble() : 1.0;
+        return lowerOverGroup(op, op.getMeshAttr(), op.getMeshAxes(), inst,
+                              exchange);
       })
       .Case<ReduceScatterOp>([&](ReduceScatterOp op) {
         ops::ReduceScatterChunks scatter;

@@ -59,13 +59,18 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // passes run.
   pm.addPass(createDscSetPlanPass(plan));
   // The mesh first, so that every sharding pass finds its axis on it.
-  if (plan.dp != 1 || plan.tp != 1 || plan.pp != 1)
+  if (plan.dp != 1 || plan.tp != 1 || plan.pp != 1 || plan.ep != 1)
     pm.addPass(createDscDeclareMeshPass());
   // Tensor slicing rewrites the forward graph; autodiff then derives the
   // backward's collectives from the conjugate f/g ops.
   // (sequence-parallel=1 with tp=1 reaches the pass, which refuses it.)
   if (plan.tp > 1 || plan.sequenceParallel)
     pm.addPass(createDscTensorParallelPass());
+
+  // Experts split over ep (inside dp) after tensor slicing, which keeps
+  // them whole on every tp rank; autodiff derives the all-to-alls' reverse.
+  if (plan.ep > 1)
+    pm.addPass(createDscExpertParallelPass());
 
   // Pipeline stages are cut from the (tensor-sliced) forward graph; autodiff
   // then differentiates each stage.

@@ -41,6 +41,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::dsc {
@@ -76,6 +78,23 @@ struct DscDataParallelPass
   /// Parameters any stage's optimizer shards (ZeRO), whose gradients are
   /// shards on every stage that holds them.
   llvm::StringSet<> shardedAnywhere;
+  MeshOp meshOp;
+
+  /// The data-parallel axes over which `param` is replicated: all of them,
+  /// less ep for an expert weight (expert parallelism split it), whose
+  /// gradient is averaged over edp only.
+  ArrayAttr axesOf(ParameterOp param) {
+    return Builder(param.getContext())
+        .getStrArrayAttr(replicatingDataAxes(meshOp, param));
+  }
+  /// The size of the group of axesOf(param).
+  int64_t groupOf(ParameterOp param) {
+    return meshAxesSize(meshOp, replicatingDataAxes(meshOp, param));
+  }
+  ParameterOp paramOf(StateOp state) {
+    return SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+        state, state.getOfAttr());
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -87,10 +106,24 @@ struct DscDataParallelPass
       persistenceThreshold = plan.persistenceThreshold;
     }
     // dp >= 1, zero in 0-3 and bucket-bytes >= 1: the plan's parser's.
-    FailureOr<MeshOp> mesh =
-        getOrCreateMeshWithAxis(module, "dp", dp, "dsc-data-parallel");
+    // With expert parallelism the data-parallel group is two axes (edp x
+    // ep, --dsc-declare-mesh); otherwise the one axis dp.
+    FailureOr<MeshOp> mesh = failure();
+    auto meshes = module.getOps<MeshOp>();
+    if (!meshes.empty() && (*meshes.begin()).getAxisIndex("ep")) {
+      mesh = *meshes.begin();
+      if (meshAxesSize(*mesh, dataParallelAxes(*mesh)) != dp) {
+        mesh->emitError("--dsc-data-parallel: the mesh's data-parallel axes "
+                        "edp x ep are not dp=")
+            << dp;
+        return signalPassFailure();
+      }
+    } else {
+      mesh = getOrCreateMeshWithAxis(module, "dp", dp, "dsc-data-parallel");
+    }
     if (failed(mesh))
       return signalPassFailure();
+    meshOp = *mesh;
     // One optimizer, or one per pipeline stage (--dsc-pipeline), each over
     // the gradients its stage holds.
     SmallVector<func::FuncOp> optimizers;
@@ -125,9 +158,11 @@ struct DscDataParallelPass
   /// keeps a replicated update) and, under ZeRO-3, it is larger than the
   /// persistence threshold (DeepSpeed keeps small parameters whole:
   /// gathering them costs more than it saves).
+  /// A group of one rank (experts with ep = dp) has nothing to shard.
   bool isShardable(ParameterOp param) {
-    const int64_t n = param.getNumElements();
-    return n % dp == 0 && !(zero == 3 && n <= persistenceThreshold);
+    const int64_t n = param.getNumElements(), group = groupOf(param);
+    return group > 1 && n % group == 0 &&
+           !(zero == 3 && n <= persistenceThreshold);
   }
 
   LogicalResult replicate(ModuleOp module, MeshOp mesh,
@@ -164,14 +199,26 @@ struct DscDataParallelPass
       }
     }
 
-    // Buckets of consecutive gradients of one kind, each at most
-    // bucketBytes (a single larger gradient is a bucket of its own).
-    SmallVector<SmallVector<Attribute>> reduceBuckets, scatterBuckets;
-    int64_t reduceFilled = 0, scatterFilled = 0;
+    // Buckets of consecutive gradients of one kind and one group, each at
+    // most bucketBytes (a single larger gradient is a bucket of its own).
+    struct Buckets {
+      SmallVector<SmallVector<Attribute>> reduce, scatter;
+      int64_t reduceFilled = 0, scatterFilled = 0;
+    };
+    llvm::MapVector<Attribute, Buckets> byGroup;
+    bool anyReduced = false;
     for (auto state : module.getOps<StateOp>()) {
       if (state.getKind() != StateKind::Gradient ||
           !ownGradients.contains(state.getSymName()))
         continue;
+      // An expert's gradient when edp is one rank: nothing to average.
+      if (groupOf(paramOf(state)) == 1)
+        continue;
+      Buckets &group = byGroup[axesOf(paramOf(state))];
+      auto &reduceBuckets = group.reduce;
+      auto &scatterBuckets = group.scatter;
+      int64_t &reduceFilled = group.reduceFilled;
+      int64_t &scatterFilled = group.scatterFilled;
       bool sharded = shardedParams.contains(state.getOf());
       // ZeRO-2/3 reduce-scatter these in the backward of every micro-batch
       // (a stage that only shares the gradient of a tied parameter another
@@ -187,9 +234,9 @@ struct DscDataParallelPass
       }
       buckets.back().push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
       filled += bytes;
+      anyReduced = true;
     }
-    if (reduceBuckets.empty() && scatterBuckets.empty() &&
-        shardedParams.empty()) {
+    if (!anyReduced && shardedParams.empty()) {
       return optimizer.emitError(
           "--dsc-data-parallel: no gradient states to reduce");
     }
@@ -205,18 +252,24 @@ struct DscDataParallelPass
                              "pp"))
         b.setInsertionPointAfter(reduce);
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-    ArrayAttr axes = b.getStrArrayAttr({"dp"});
-    for (ArrayRef<Attribute> bucket : scatterBuckets) {
-      auto scatter = ReduceScatterStatesOp::create(
-          b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef, axes);
-      scatter.setReduction(ReductionKind::Average);
-      ++numBuckets;
+    ArrayAttr axes = b.getStrArrayAttr(dataParallelAxes(mesh));
+    for (auto &[groupAxes, group] : byGroup) {
+      for (ArrayRef<Attribute> bucket : group.scatter) {
+        auto scatter = ReduceScatterStatesOp::create(
+            b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef,
+            cast<ArrayAttr>(groupAxes));
+        scatter.setReduction(ReductionKind::Average);
+        ++numBuckets;
+      }
     }
-    for (ArrayRef<Attribute> bucket : reduceBuckets) {
-      auto reduce = AllReduceStatesOp::create(
-          b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef, axes);
-      reduce.setReduction(ReductionKind::Average);
-      ++numBuckets;
+    for (auto &[groupAxes, group] : byGroup) {
+      for (ArrayRef<Attribute> bucket : group.reduce) {
+        auto reduce = AllReduceStatesOp::create(
+            b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef,
+            cast<ArrayAttr>(groupAxes));
+        reduce.setReduction(ReductionKind::Average);
+        ++numBuckets;
+      }
     }
     if (zero >= 2 && failed(shardGradients(module, meshRef, shardedParams)))
       return failure();
@@ -277,12 +330,11 @@ struct DscDataParallelPass
             SmallVector<Attribute>(type.getRank(), attrs.getArrayAttr({})));
       }
       auto chunked =
-          ShardLayoutAttr::get(ctx, view, split, attrs.getStrArrayAttr({"dp"}),
-                               shape);
+          ShardLayoutAttr::get(ctx, view, split, axesOf(param), shape);
       OpBuilder b(param);
       auto chunk = ParameterOp::create(
           b, param.getLoc(), param.getSymName(),
-          RankedTensorType::get({type.getNumElements() / dp},
+          RankedTensorType::get({type.getNumElements() / groupOf(param)},
                                 type.getElementType()),
           param.getInit(), chunked);
       symbols.erase(param);
@@ -298,8 +350,7 @@ struct DscDataParallelPass
   /// reuses its bytes, as DeepSpeed's stage 3 fetches and releases.
   void gatherParameterReads(ModuleOp module, FlatSymbolRefAttr meshRef,
                             const llvm::StringSet<> &shardedParams) {
-    Builder attrs(module.getContext());
-    ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
+    SymbolTable symbols(module);
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
@@ -355,10 +406,10 @@ struct DscDataParallelPass
           if (!first[phase])
             continue;
           OpBuilder b(first[phase]);
-          auto gather =
-              GatherParameterOp::create(b, read.getLoc(), read.getType(),
-                                        read.getNameAttr(), meshRef, axes,
-                                        /*chunk=*/Value());
+          auto gather = GatherParameterOp::create(
+              b, read.getLoc(), read.getType(), read.getNameAttr(), meshRef,
+              axesOf(symbols.lookup<ParameterOp>(read.getName())),
+              /*chunk=*/Value());
           llvm::DenseMap<Operation *, Value> recast;
           for (Use use : uses[phase]) {
             Value value = gather.getResult();
@@ -394,22 +445,21 @@ struct DscDataParallelPass
       return module.emitError("--dsc-data-parallel: zero=")
              << zero << " needs @forward_backward; run --dsc-autodiff first";
     SymbolTable symbols(module);
-    Builder attrs(module.getContext());
-    ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
-    llvm::StringSet<> shardedStates;
+    llvm::StringMap<ArrayAttr> shardedStates;
     for (auto state : llvm::make_early_inc_range(module.getOps<StateOp>())) {
       if (state.getKind() != StateKind::Gradient ||
           !shardedParams.contains(state.getOf()) ||
           processed.contains(state.getOf()))
         continue;
       RankedTensorType type = state.getTensorType();
+      ParameterOp param = paramOf(state);
       OpBuilder b(state);
-      auto shard =
-          StateOp::create(b, state.getLoc(), state.getSymName(),
-                          RankedTensorType::get({type.getNumElements() / dp},
-                                                type.getElementType()),
-                          state.getKind(), state.getOf());
-      shardedStates.insert(state.getSymName());
+      auto shard = StateOp::create(
+          b, state.getLoc(), state.getSymName(),
+          RankedTensorType::get({type.getNumElements() / groupOf(param)},
+                                type.getElementType()),
+          state.getKind(), state.getOf());
+      shardedStates[state.getSymName()] = axesOf(param);
       symbols.erase(state);
       symbols.insert(shard);
     }
@@ -422,7 +472,8 @@ struct DscDataParallelPass
     for (AccumulateOp acc : accumulates) {
       OpBuilder b(acc);
       auto scatter = ReduceScatterAccumulateOp::create(
-          b, acc.getLoc(), acc.getValue(), acc.getStateAttr(), meshRef, axes);
+          b, acc.getLoc(), acc.getValue(), acc.getStateAttr(), meshRef,
+          shardedStates.lookup(acc.getState()));
       scatter.setReduction(ReductionKind::Average);
       acc.erase();
     }
@@ -437,8 +488,6 @@ struct DscDataParallelPass
                                      FlatSymbolRefAttr meshRef,
                                      const llvm::StringSet<> &shardedParams) {
     SymbolTable symbols(module);
-    Builder attrs(module.getContext());
-    ArrayAttr axes = attrs.getStrArrayAttr({"dp"});
     SmallVector<ParameterOp> sharded;
     Operation *lastUpdate = nullptr;
     for (Operation &op : optimizer.getBody().front()) {
@@ -451,7 +500,7 @@ struct DscDataParallelPass
       if (!shardedParams.contains(adam.getParam()))
         continue; // Odd-sized: keep a replicated update.
       auto shardType = RankedTensorType::get(
-          {n / dp}, param.getTensorType().getElementType());
+          {n / groupOf(param)}, param.getTensorType().getElementType());
       for (StringRef name : {adam.getExpAvg(), adam.getExpAvgSq()}) {
         if (processed.contains(adam.getParam()))
           break; // Shared with another stage's update: shrunk already.
@@ -466,33 +515,40 @@ struct DscDataParallelPass
       if (zero == 3)
         continue;
       adam.setMeshAttr(meshRef);
-      adam.setShardAxesAttr(axes);
+      adam.setShardAxesAttr(axesOf(param));
       sharded.push_back(param);
     }
     if (!lastUpdate || sharded.empty())
       return success(); // No optimizer state to shard.
 
-    // Gather in buckets of at most bucketBytes, in update order.
+    // Gather in buckets of at most bucketBytes of one group, in update
+    // order.
     OpBuilder b(lastUpdate->getContext());
     b.setInsertionPointAfter(lastUpdate);
-    SmallVector<Attribute> bucket;
-    int64_t filled = 0;
-    auto flush = [&] {
-      if (bucket.empty())
+    struct Bucket {
+      SmallVector<Attribute> params;
+      int64_t filled = 0;
+    };
+    llvm::MapVector<Attribute, Bucket> open;
+    auto flush = [&](Attribute axes, Bucket &bucket) {
+      if (bucket.params.empty())
         return;
-      AllGatherStatesOp::create(b, optimizer.getLoc(), b.getArrayAttr(bucket),
-                                meshRef, axes);
-      bucket.clear();
-      filled = 0;
+      AllGatherStatesOp::create(b, optimizer.getLoc(),
+                                b.getArrayAttr(bucket.params), meshRef,
+                                cast<ArrayAttr>(axes));
+      bucket = Bucket();
     };
     for (ParameterOp param : sharded) {
+      ArrayAttr axes = axesOf(param);
+      Bucket &bucket = open[axes];
       int64_t bytes = bytesOf(param.getTensorType());
-      if (!bucket.empty() && filled + bytes > bucketBytes)
-        flush();
-      bucket.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-      filled += bytes;
+      if (!bucket.params.empty() && bucket.filled + bytes > bucketBytes)
+        flush(axes, bucket);
+      bucket.params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+      bucket.filled += bytes;
     }
-    flush();
+    for (auto &[axes, bucket] : open)
+      flush(axes, bucket);
     return success();
   }
 };

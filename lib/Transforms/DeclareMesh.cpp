@@ -29,15 +29,29 @@ struct DscDeclareMeshPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     const ::dsc::ParallelPlan plan = readPlan(module);
-    const int64_t dp = plan.dp, pp = plan.pp, tp = plan.tp;
+    const int64_t dp = plan.dp, pp = plan.pp, tp = plan.tp, ep = plan.ep;
+    if (dp % ep != 0) {
+      module.emitError("--dsc-declare-mesh: ep=")
+          << ep << " does not divide dp=" << dp
+          << " (expert parallelism splits the data-parallel group)";
+      return signalPassFailure();
+    }
     Builder b(module.getContext());
     SmallVector<StringRef> names;
     SmallVector<int64_t> sizes;
-    for (auto [name, size] : {std::pair<StringRef, int64_t>{"dp", dp},
-                              {"pp", pp},
-                              {"tp", tp}}) {
+    // With expert parallelism dp is two axes, ep innermost: DeepSpeed's E+D
+    // grouping, where ep consecutive data-parallel ranks exchange their
+    // tokens and the ranks at one ep index (axis edp) share their experts.
+    // ep > 1 keeps the axis even when edp is 1, so that the data-parallel
+    // axes are ["edp", "ep"] whenever experts are split.
+    const bool experts = ep > 1;
+    for (auto [name, size] :
+         {std::pair<StringRef, int64_t>{experts ? "edp" : "dp", dp / ep},
+          {"ep", experts ? ep : 1},
+          {"pp", pp},
+          {"tp", tp}}) {
       // Each is >= 1 (the plan's parser refuses less).
-      if (size > 1) {
+      if (size > 1 || (experts && name == "edp")) {
         names.push_back(name);
         sizes.push_back(size);
       }
@@ -49,7 +63,8 @@ struct DscDeclareMeshPass
           mesh.getShape() != ArrayRef<int64_t>(sizes)) {
         mesh.emitError("--dsc-declare-mesh: the module's mesh differs from "
                        "dp=")
-            << dp << " pp=" << pp << " tp=" << tp;
+            << dp << (ep > 1 ? " ep=" + std::to_string(ep) : "")
+            << " pp=" << pp << " tp=" << tp;
         return signalPassFailure();
       }
       return;

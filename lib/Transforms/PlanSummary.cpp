@@ -265,6 +265,7 @@ struct DscPlanSummaryPass
         json.attribute("all_reduce", collectives.allReduce);
         json.attribute("reduce_scatter", collectives.reduceScatter);
         json.attribute("all_gather", collectives.allGather);
+        json.attribute("all_to_all", collectives.allToAll);
       });
     });
     llvm::outs() << "\n";

@@ -4,6 +4,18 @@
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>')" | dsc-opt --dsc-declare-mesh | FileCheck %s --check-prefix=ONE
 // RUN: %python -c "print('dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros>')" | not dsc-opt --dsc-declare-mesh="dp=2 pp=0" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: %python -c "print('module {}')" | dsc-opt --dsc-declare-mesh="dp=2" | FileCheck %s --check-prefix=EMPTY
+// RUN: %python -c "print('module {}')" | dsc-opt --dsc-declare-mesh="dp=4 ep=2 tp=2" | FileCheck %s --check-prefix=EP
+// RUN: %python -c "print('module {}')" | dsc-opt --dsc-declare-mesh="dp=2 ep=2" | FileCheck %s --check-prefix=EP-ALL
+// RUN: %python -c "print('module {}')" | not dsc-opt --dsc-declare-mesh="dp=4 ep=3" 2>&1 | FileCheck %s --check-prefix=EP-BAD
+// RUN: %python -c "print('module {}')" | not dsc-opt --dsc-declare-mesh="ep=2" 2>&1 | FileCheck %s --check-prefix=EP-NO-DP
+
+// Expert parallelism splits dp into edp x ep, ep innermost (DeepSpeed's
+// E+D grouping: an expert group is consecutive data-parallel ranks); edp
+// stays on the mesh at size 1, so the data-parallel axes are always both.
+// EP: dsc.mesh @mesh axes = ["edp", "ep", "tp"] shape = [2, 2, 2]
+// EP-ALL: dsc.mesh @mesh axes = ["edp", "ep"] shape = [1, 2]
+// EP-BAD: error: --dsc-declare-mesh: ep=3 does not divide dp=4 (expert parallelism splits the data-parallel group)
+// EP-NO-DP: error: --dsc-declare-mesh: ep=2 does not divide dp=1
 
 // A module with no dsc op yet still gets its mesh (the pass loads the
 // dialect of the op it creates).

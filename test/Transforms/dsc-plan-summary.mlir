@@ -77,7 +77,8 @@
 // CHECK-NEXT:  "collective_bytes_per_step": {
 // CHECK-NEXT:    "all_reduce": 768,
 // CHECK-NEXT:    "reduce_scatter": 0,
-// CHECK-NEXT:    "all_gather": 2304
+// CHECK-NEXT:    "all_gather": 2304,
+// CHECK-NEXT:    "all_to_all": 0
 // CHECK-NEXT:  }
 // CHECK-NEXT: }
 

@@ -141,7 +141,6 @@ int checkParallel(const ::dsc::rt::Plan &plan,
   for (const ::dsc::rt::Plan::MeshAxis &axis : plan.mesh)
     ranks *= axis.size;
   const int64_t tpAxis = ::dsc::rt::findMeshAxis(plan.mesh, "tp");
-  const int64_t dpAxis = ::dsc::rt::findMeshAxis(plan.mesh, "dp");
   llvm::outs() << "plan: " << ranks << " thread ranks, mesh";
   for (const ::dsc::rt::Plan::MeshAxis &axis : plan.mesh)
     llvm::outs() << " " << axis.name << "=" << axis.size;
@@ -164,7 +163,8 @@ int checkParallel(const ::dsc::rt::Plan &plan,
     RankResult mine;
     const std::vector<int64_t> &coords = executor.meshCoordinates();
     mine.tp = tpAxis >= 0 ? coords[size_t(tpAxis)] : 0;
-    const bool capture = dpAxis < 0 || coords[size_t(dpAxis)] == 0;
+    const bool capture =
+        ::dsc::rt::dataParallelPlace(plan.mesh, coords).index == 0;
     executor.setInstructionHook([&](const ::dsc::rt::InstructionEvent &e) {
       // The hook runs after the instruction: the cross-entropy has read
       // the logits and nothing has reused their memory yet.

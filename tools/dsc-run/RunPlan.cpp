@@ -251,9 +251,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
 
   // The data-parallel coordinate: rank d of D takes micro-batches
   // [d*M, (d+1)*M) of each step's D*M (Plan::mesh).
-  const int64_t dpAxis = findMeshAxis(p.mesh, "dp");
-  const int64_t dpSize = dpAxis >= 0 ? p.mesh[dpAxis].size : 1;
-  const int64_t dpRank = dpAxis >= 0 ? ex.meshCoordinates()[dpAxis] : 0;
+  // With expert parallelism the data-parallel group is the axes edp x ep.
+  const DataParallelPlace dataPlace =
+      dataParallelPlace(p.mesh, ex.meshCoordinates());
+  const int64_t dpSize = dataPlace.size;
+  const int64_t dpRank = dataPlace.index;
 
   log << "dsc-run: plan '" << options.input << "': vocab " << p.vocabSize
       << ", sequence " << p.seqLength << ", micro-batch " << p.microBatchSize

@@ -363,6 +363,16 @@ std::vector<int64_t> meshCoordinates(const std::vector<Plan::MeshAxis> &mesh,
 /// The index of the axis called `name`, or -1.
 int64_t findMeshAxis(const std::vector<Plan::MeshAxis> &mesh,
                      const std::string &name);
+/// The data-parallel group of a mesh: its size and the coordinate of the
+/// rank at `coords` in it. The axis "dp", or with expert parallelism the
+/// axes "edp" and "ep" (ep innermost: DeepSpeed's E+D grouping, where the
+/// ep ranks of an expert group are consecutive data-parallel ranks); size
+/// 1 and index 0 without them.
+struct DataParallelPlace {
+  int64_t index = 0, size = 1;
+};
+DataParallelPlace dataParallelPlace(const std::vector<Plan::MeshAxis> &mesh,
+                                    const std::vector<int64_t> &coords);
 
 /// Replaces every LearningRate instruction's base rate with `lr` (dsc-run
 /// --lr), its warmup start and decay end scaling with it, and a

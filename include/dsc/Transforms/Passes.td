@@ -563,6 +563,41 @@ def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscExpertParallelPass : Pass<"dsc-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Expert parallelism: MoE experts split over the mesh axis ep";
+  let description = [{
+    Rewrites the forward graph (before `--dsc-autodiff`) so that each rank
+    of an `ep` group (DeepSpeed's E+D grouping: ep consecutive ranks of the
+    data-parallel group; `--dsc-declare-mesh` splits dp into the axes `edp`
+    and `ep`) holds `E/ep` experts of every MoE layer. The dispatched slots
+    `[E, C, h]` go to the ranks holding their experts (`dsc.all_to_all`
+    split 0, concat 1: `[E/ep, ep·C, h]`), the experts run on them, and the
+    results come back (split 1, concat 0) before `dsc.moe_combine`. Expert
+    weights (`[E, in, out]`, read by the region's products) keep their names
+    and get `#dsc.layout<split = [["ep"], [], []]>`. The combine's exchange
+    carries `grad_scale = 1/ep` and the dispatch's `ep`, so an expert's
+    weight gradient, which sums the ep ranks' contributions, averaged over
+    `edp` is the mean over dp.
+
+    ```mlir
+    %xe = dsc.moe_dispatch %x, %slots : ... -> tensor<4x8x16xf32>
+    %r = dsc.all_to_all %xe on @mesh axes = ["ep"] split_dim = 0
+        concat_dim = 1 grad_scale = 2.0 : tensor<4x8x16xf32> -> tensor<2x16x16xf32>
+    %h = dsc.matmul %r, %w : tensor<2x16x16xf32>, tensor<2x16x32xf32> -> tensor<2x16x32xf32>
+    ```
+    Errors: experts not divisible by ep, a model without MoE layers, an op
+    in the expert region other than batched products, GELU and SwiGLU.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
+           "The forward function computing the loss">,
+  ];
+  let statistics = [
+    Statistic<"numSplitExperts", "split-experts",
+              "Expert weights split over ep">,
+  ];
+}
+
 def DscTensorParallelPass : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Megatron-LM tensor slicing of a GPT forward graph over tp";
   let description = [{

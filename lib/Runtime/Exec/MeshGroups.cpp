@@ -114,6 +114,5 @@ CommStats MeshGroups::stats() const {
 }
 
 int64_t MeshGroups::dataParallelIndex() const {
-  const int64_t dpAxis = findMeshAxis(plan.mesh, "dp");
-  return dpAxis >= 0 ? coords[size_t(dpAxis)] : 0;
+  return dataParallelPlace(plan.mesh, coords).index;
 }

@@ -58,7 +58,8 @@ public:
   /// and the pp group.
   int64_t stage() const { return stageIndex; }
   Communicator &pipelineGroup() const { return *group(ppMask); }
-  /// This rank's coordinate on "dp", 0 without that axis.
+  /// This rank's index in the data-parallel group (dataParallelPlace), 0
+  /// without one.
   int64_t dataParallelIndex() const;
 
 private:

@@ -190,6 +190,21 @@ int64_t dsc::rt::findMeshAxis(const std::vector<Plan::MeshAxis> &mesh,
   return -1;
 }
 
+DataParallelPlace
+dsc::rt::dataParallelPlace(const std::vector<Plan::MeshAxis> &mesh,
+                           const std::vector<int64_t> &coords) {
+  DataParallelPlace place;
+  for (const char *name : {"dp", "edp", "ep"}) {
+    const int64_t axis = findMeshAxis(mesh, name);
+    if (axis < 0)
+      continue;
+    place.index = place.index * mesh[size_t(axis)].size +
+                  (size_t(axis) < coords.size() ? coords[size_t(axis)] : 0);
+    place.size *= mesh[size_t(axis)].size;
+  }
+  return place;
+}
+
 const Program *Plan::findProgram(const std::string &name) const {
   for (const Program &p : programs)
     if (p.name == name)

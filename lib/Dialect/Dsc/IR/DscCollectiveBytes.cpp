@@ -159,6 +159,15 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
       allGather(times, n,
                 bytesOfType(cast<RankedTensorType>(gather.getType())));
+    } else if (auto exchange = dyn_cast<AllToAllOp>(op)) {
+      // Expert parallelism: each rank keeps its own part of its input.
+      int64_t n =
+          groupSize(op, exchange.getMeshAttr(), exchange.getMeshAxes());
+      total.allToAll +=
+          times * sent(::dsc::CollectiveKind::AllToAll, n,
+                       bytesOfType(cast<RankedTensorType>(
+                           exchange.getInput().getType())),
+                       1);
     } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
       // ZeRO-3: each rank sends its chunk to the n-1 others.
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());

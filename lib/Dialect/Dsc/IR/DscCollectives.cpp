@@ -9,6 +9,8 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <cmath>
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -122,6 +124,36 @@ FailureOr<MeshOp> mlir::dsc::getOrCreateMeshWithAxis(ModuleOp module,
   b.setInsertionPointToStart(module.getBody());
   return MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr({axis}),
                         b.getDenseI64ArrayAttr({size}));
+}
+
+SmallVector<StringRef> mlir::dsc::dataParallelAxes(MeshOp mesh) {
+  if (mesh && mesh.getAxisIndex("ep"))
+    return {"edp", "ep"};
+  if (mesh && mesh.getAxisIndex("dp"))
+    return {"dp"};
+  return {};
+}
+
+SmallVector<StringRef> mlir::dsc::replicatingDataAxes(MeshOp mesh,
+                                                      ParameterOp param) {
+  llvm::StringSet<> splitting;
+  if (ShardLayoutAttr layout = param.getLayoutAttr())
+    for (Attribute dim : layout.getSplit())
+      for (StringRef axis : cast<ArrayAttr>(dim).getAsValueRange<StringAttr>())
+        splitting.insert(axis);
+  SmallVector<StringRef> axes;
+  for (StringRef axis : dataParallelAxes(mesh))
+    if (!splitting.contains(axis))
+      axes.push_back(axis);
+  return axes;
+}
+
+int64_t mlir::dsc::meshAxesSize(MeshOp mesh, ArrayRef<StringRef> axes) {
+  int64_t size = 1;
+  for (StringRef axis : axes)
+    if (std::optional<unsigned> index = mesh.getAxisIndex(axis))
+      size *= mesh.getShape()[*index];
+  return size;
 }
 
 FailureOr<int64_t> mlir::dsc::getMeshGroupSize(Operation *op,
@@ -277,6 +309,39 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (failed(verifyDivisibleDim(*this, "gather dimension", input, dim, 1)))
     return failure();
   return verifyScaledShape(*this, input, tensorOf(getResult()), dim, *group, 1);
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getGroupSizeOf(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  RankedTensorType input = tensorOf(getInput());
+  const int64_t split = getSplitDimAttr().getInt();
+  const int64_t concat = getConcatDimAttr().getInt();
+  if (failed(verifyDivisibleDim(*this, "split dimension", input, split,
+                                *group)) ||
+      failed(verifyDivisibleDim(*this, "concat dimension", input, concat, 1)))
+    return failure();
+  SmallVector<int64_t> expected(input.getShape());
+  expected[split] /= *group;
+  expected[concat] *= *group;
+  RankedTensorType result = tensorOf(getResult());
+  if (result.getShape() != ArrayRef<int64_t>(expected) ||
+      result.getElementType() != input.getElementType())
+    return emitOpError("result type ")
+           << result << " must be "
+           << RankedTensorType::get(expected, input.getElementType())
+           << " (split dimension " << split << " divided and concat dimension "
+           << concat << " multiplied by the group size " << *group << ")";
+  for (auto [name, scale] : {std::pair<StringRef, FloatAttr>{"scale",
+                                                             getScaleAttr()},
+                             {"grad_scale", getGradScaleAttr()}})
+    if (scale && !(std::isfinite(scale.getValueAsDouble()) &&
+                   scale.getValueAsDouble() > 0))
+      return emitOpError() << name << " must be finite and positive, got "
+                           << scale.getValueAsDouble();
+  return success();
 }
 
 /// Checks a point-to-point peer coordinate along `axis`.

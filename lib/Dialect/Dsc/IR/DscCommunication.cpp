@@ -108,6 +108,17 @@ void AllGatherOp::getCommunicationEvents(
   events.push_back(std::move(event));
 }
 
+void AllToAllOp::getCommunicationEvents(
+    SymbolTableCollection &, SmallVectorImpl<CommunicationEvent> &events) {
+  CommunicationEvent event =
+      collective("all_to_all", getMeshAttr(), getMeshAxes());
+  event.payload.push_back(getInput().getType());
+  event.parameters =
+      parametersOf(getContext(), {{"split_dim", getSplitDimAttr()},
+                                  {"concat_dim", getConcatDimAttr()}});
+  events.push_back(std::move(event));
+}
+
 //===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//

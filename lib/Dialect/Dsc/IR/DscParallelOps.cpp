@@ -197,6 +197,19 @@ LogicalResult AllGatherOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult AllToAllOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  // Each part came from one rank: its gradient goes back the way it came.
+  auto valueOf = [](FloatAttr a) { return a ? a.getValueAsDouble() : 1.0; };
+  const double scale = valueOf(getScaleAttr()) * valueOf(getGradScaleAttr());
+  operandGrads.push_back(AllToAllOp::create(
+      b, getLoc(), getInput().getType(), resultGrads[0], getMeshAttr(),
+      getMeshAxes(), getConcatDimAttr(), getSplitDimAttr(),
+      scale == 1.0 ? FloatAttr() : b.getF64FloatAttr(scale),
+      /*grad_scale=*/FloatAttr()));
+  return success();
+}
+
 LogicalResult
 ScatterToParallelOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {

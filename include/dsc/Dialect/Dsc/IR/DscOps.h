@@ -52,16 +52,28 @@ LogicalResult verifyClassCount(Operation *op, int64_t classes, int64_t columns,
 FailureOr<MeshOp> getOrCreateMeshWithAxis(ModuleOp module, StringRef axis,
                                           int64_t size, StringRef pass);
 
+/// The mesh axes of the data-parallel group: ["edp", "ep"] on a mesh with
+/// expert parallelism (DeepSpeed's E+D grouping: ep consecutive ranks of the
+/// data-parallel group share their experts' tokens), ["dp"] on one with a
+/// dp axis, none otherwise.
+SmallVector<StringRef> dataParallelAxes(MeshOp mesh);
+/// The data-parallel axes that replicate `param`: dataParallelAxes less the
+/// axes its layout splits it over (an expert's ep). ZeRO shards it and its
+/// gradient is averaged over these.
+SmallVector<StringRef> replicatingDataAxes(MeshOp mesh, ParameterOp param);
+/// The product of the sizes of `axes` on `mesh` (1 for none).
+int64_t meshAxesSize(MeshOp mesh, ArrayRef<StringRef> axes);
+
 /// Bytes one rank sends per training step in a module's collectives, by
 /// kind, under ring algorithms: those of @forward_backward count once per
 /// micro-batch, those of @optimizer once, those of other functions (the
 /// evaluation loss) not at all.
 struct CollectiveBytes {
-  int64_t allReduce = 0, reduceScatter = 0, allGather = 0;
+  int64_t allReduce = 0, reduceScatter = 0, allGather = 0, allToAll = 0;
   /// A pipeline stage's activations sent to the next stage.
   int64_t pointToPoint = 0;
   int64_t total() const {
-    return allReduce + reduceScatter + allGather + pointToPoint;
+    return allReduce + reduceScatter + allGather + allToAll + pointToPoint;
   }
 };
 CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches);

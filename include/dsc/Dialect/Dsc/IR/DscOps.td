@@ -661,6 +661,44 @@ def Dsc_AllGatherOp : Dsc_CollectiveOp<"all_gather",
   }];
 }
 
+def Dsc_AllToAllOp : Dsc_CollectiveOp<"all_to_all",
+    [DeclareOpInterfaceMethods<Dsc_DifferentiableOpInterface>]> {
+  let summary = "All-to-all over mesh axes";
+  let description = [{
+    Splits the input along `split_dim` into D equal parts (D the group
+    size), sends part j to group rank j, and concatenates the parts it
+    receives along `concat_dim`, in group-rank order: the result is the
+    input with `split_dim` divided by D and `concat_dim` multiplied by D,
+    times `scale` (default 1). Expert parallelism's dispatch (the slots of [E, C, h] go to the ranks
+    holding their experts: split 0, concat 1, giving [E/D, D·C, h]) and
+    combine (the inverse: split 1, concat 0).
+
+    Its gradient is the transposed all-to-all (split and concat swapped) of
+    the result's gradient, with scale `scale`·`grad_scale`: `grad_scale`
+    (default 1) is a factor the gradient carries on purpose. Expert
+    parallelism sets it: an expert's weight gradient sums the contributions
+    of the D ranks whose tokens it saw, so the combine's gradient carries
+    1/D into the experts and the dispatch's D back out of them, which
+    leaves every token's gradient as it was (see docs/moe.md).
+
+    ```mlir
+    %r = dsc.all_to_all %x on @mesh axes = ["ep"] split_dim = 0 concat_dim = 1
+        : tensor<4x8x64xf32> -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<F64Attr>:$grad_scale);
+  let results = (outs Dsc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `split_dim` `=` $split_dim
+    `concat_dim` `=` $concat_dim (`scale` `=` $scale^)?
+    (`grad_scale` `=` $grad_scale^)? attr-dict
+    `:` type($input) `->` type($result)
+  }];
+}
+
 def Dsc_GatherParameterOp : Dsc_CollectiveOp<"gather_parameter"> {
   let summary = "All-gathers a ZeRO-3 parameter chunk into a temporary";
   let description = [{
