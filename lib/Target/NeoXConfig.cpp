@@ -460,6 +460,7 @@ llvm::json::Value yamlToJson(llvm::yaml::Node *node) {
 /// The model keys a training reader also needs.
 bool trainingAlsoReads(StringRef key) {
   return key == "seed" || key == "model_parallel_size" ||
+         key == "moe_expert_parallel_size" ||
          key == "train_micro_batch_size_per_gpu";
 }
 
@@ -976,12 +977,17 @@ LogicalResult NeoXConfigReader::validateMoe() {
   if (!(config.moeLossCoeff >= 0.0) || !std::isfinite(config.moeLossCoeff))
     return refuse("moe_loss_coeff", "'moe_loss_coeff' must be >= 0, got " +
                                         g(config.moeLossCoeff));
-  if (deferred.moeExpertParallelSize != 1)
+  // The plan's ep (dsc-run's training reader sets it); the model is the
+  // same at any ep.
+  if (deferred.moeExpertParallelSize < 1)
     return refuse("moe_expert_parallel_size",
-                  "'moe_expert_parallel_size' = " +
-                      Twine(deferred.moeExpertParallelSize) +
-                      " is not supported yet: dsc's MoE layers run with "
-                      "every expert on every data-parallel rank (ep = 1)");
+                  "'moe_expert_parallel_size' must be >= 1, got " +
+                      Twine(deferred.moeExpertParallelSize));
+  if (config.moeNumExperts % deferred.moeExpertParallelSize != 0)
+    return refuse("moe_expert_parallel_size",
+                  "'moe_num_experts' = " + Twine(config.moeNumExperts) +
+                      " is not divisible by 'moe_expert_parallel_size' = " +
+                      Twine(deferred.moeExpertParallelSize));
   if (deferred.moeExpertTensorParallelism)
     return refuse("enable_expert_tensor_parallelism",
                   "'enable_expert_tensor_parallelism' = true is not "

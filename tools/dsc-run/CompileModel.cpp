@@ -124,7 +124,10 @@ int64_t compileMicroBatchSize(const std::string &compile) {
 bool hasTrainingKeys(const mlir::dsc::NeoXTrainingKeys &keys) {
   for (const auto &entry : keys.values)
     if (llvm::is_contained(mlir::dsc::neoxTrainingKeyNames(),
-                           entry.first.str()))
+                           entry.first.str()) ||
+        // A model key that is also the plan's ep: honored even in a
+        // model-only config.
+        entry.first == "moe_expert_parallel_size")
       return true;
   return false;
 }

@@ -125,6 +125,7 @@ const std::set<std::string> kRefusedWhenSet = {
 const std::set<std::string> kNeoXKeys = {
     "pipe_parallel_size",
     "model_parallel_size",
+    "moe_expert_parallel_size",
     "seed",
     "train_iters",
     "lr_decay_iters",
@@ -370,6 +371,16 @@ void NeoXReader::readParallel() {
     fail("pipe_parallel_size", "'pipe_parallel_size' must be >= 0");
   setCompile("tp", std::to_string(tp),
              "model_parallel_size = " + std::to_string(tp));
+  // DeepSpeed's ep_size: experts split over consecutive data-parallel ranks
+  // (the compiler checks it divides dp and the experts).
+  if (has("moe_expert_parallel_size")) {
+    const int64_t ep = integer("moe_expert_parallel_size", 1);
+    if (ep < 1)
+      fail("moe_expert_parallel_size",
+           "'moe_expert_parallel_size' must be >= 1");
+    setCompile("ep", std::to_string(ep),
+               "moe_expert_parallel_size = " + std::to_string(ep));
+  }
   // GPT-NeoX: 0 is no pipeline module, 1 a pipeline of one stage.
   setCompile("pp", std::to_string(std::max<int64_t>(pp, 1)),
              "pipe_parallel_size = " + std::to_string(pp));
