@@ -15,6 +15,9 @@
 # Threads: OMP_NUM_THREADS, else 1 (the ceiling runs at the same count).
 # MOE_CAPACITY_FACTOR (default 1.0): above 1 the experts multiply that many
 # times the dense MLP's rows (the capacity padding's cost).
+# EP (default 1): above 1 both models train on EP thread ranks (dp=EP) and
+# the MoE one splits its experts over them (ep=EP): the report adds the
+# all-to-all's share of the step (rank 0's trace).
 #
 #===-----------------------------------------------------------------------===#
 set -euo pipefail
@@ -54,7 +57,12 @@ for m in moe dense; do
   "$BIN/dsc-translate" --import-neox "$WORK/$m.json" --mlir-print-debuginfo \
     -o "$WORK/$m-graph.mlir"
   # The locations carry each op's layer-prefix name into the plan and trace.
-  "$BIN/dsc-opt" "$WORK/$m-graph.mlir" --dsc-compile="steps=$STEPS warmup=1" \
+  plan="steps=$STEPS warmup=1"
+  if [ "${EP:-1}" -gt 1 ]; then
+    plan="$plan dp=$EP"
+    [ "$m" = moe ] && plan="$plan ep=$EP"
+  fi
+  "$BIN/dsc-opt" "$WORK/$m-graph.mlir" --dsc-compile="$plan" \
     --mlir-print-debuginfo -o "$WORK/$m-plan.mlir"
   "$BIN/dsc-opt" "$WORK/$m-plan.mlir" --mlir-print-op-generic \
     -o "$WORK/$m-generic.mlir"
@@ -71,7 +79,7 @@ LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 CEIL_START="$(ceiling)"
 for r in $(seq "$REPEATS"); do
   for m in moe dense; do
-    "$BIN/dsc-run" "$WORK/$m-plan.mlir" --steps "$STEPS" --log-interval "$STEPS" \
+    "$BIN/dsc-run" "$WORK/$m-plan.mlir" --np "${EP:-1}" --steps "$STEPS" --log-interval "$STEPS" \
       --log-json "$WORK/$m-$r.jsonl" --trace "$WORK/$m-$r.json" \
       > "$WORK/$m-$r.log" 2>&1 ||
       { echo "bench-moe-layer.sh: dsc-run $m failed:" >&2; tail -5 "$WORK/$m-$r.log" >&2; exit 1; }
@@ -86,7 +94,7 @@ for r in $(seq "$REPEATS"); do
 done
 echo "load average: $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 python3 "$ROOT/bench/moe/moe-layer-report.py" --warmup "$WARMUP" \
-  --sgemm "$CEIL" --threads "$OMP_NUM_THREADS" \
+  --sgemm "$CEIL" --threads "$OMP_NUM_THREADS" --ep "${EP:-1}" \
   "$WORK/moe-generic.mlir" "$WORK/dense-generic.mlir" \
   --moe "${MOE_TRACES[@]}" --dense "${DENSE_TRACES[@]}"
 echo "sgemm ceiling before/after: $CEIL_START / $CEIL_END GFLOP/s"

@@ -47,6 +47,7 @@ CLASSES = [
      lambda op, n: op in ("MoeDispatch", "MoeCombine", "MoeDispatchScaled",
                           "MoeCombineSum", "MoeGatesGrad")),
     ("expert GEMMs", lambda op, n: op == "Matmul" and n.startswith("experts.")),
+    ("all-to-all (ep > 1)", lambda op, n: op == "AllToAll"),
     ("dense GEMMs", lambda op, n: op == "Matmul" and n in ("fc", "proj")),
     ("GELU + grad", lambda op, n: op.startswith("Gelu")),
     ("adds (residual, router dx)", lambda op, n: op == "Add"),
@@ -120,6 +121,23 @@ def med(xs):
     return statistics.median(xs) if xs else 0.0
 
 
+def all_to_all_ms(traces, warmup):
+    """Per step after warmup: (ms in AllToAll collectives, step ms) of the
+    trace's rank (expert parallelism's dispatch and combine exchanges)."""
+    out = []
+    for t in traces:
+        with open(t) as f:
+            d = json.load(f)
+        events = d["traceEvents"] if isinstance(d, dict) else d
+        steps = [e for e in events if e.get("cat") == "step"]
+        a2a = [e for e in events if e.get("cat") == "AllToAll"]
+        for it in steps[warmup:]:
+            lo, hi = it["ts"], it["ts"] + it["dur"]
+            ms = sum(e["dur"] for e in a2a if lo <= e["ts"] < hi) / 1e3
+            out.append((ms, it["dur"] / 1e3))
+    return out
+
+
 def load_imbalance(traces, warmup):
     vals = []
     for t in traces:
@@ -136,6 +154,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--sgemm", type=float, default=0.0)
     ap.add_argument("--threads", default="?")
+    ap.add_argument("--ep", type=int, default=1)
     ap.add_argument("moe_plan")
     ap.add_argument("dense_plan")
     ap.add_argument("--moe", nargs="+", required=True, metavar="TRACE")
@@ -232,10 +251,17 @@ def main():
               f"(capacity factor {ms['num_experts'] * ms['moe_capacity'] / (ms['moe_top_k'] * ms['micro_batch_size'] * ms['seq_length']):.2f}: "
               f"the busiest expert drops what exceeds C; its empty slots are "
               f"zero rows the GEMMs still multiply)")
-    # Expert parallelism (all-to-all between the dispatch and the experts)
-    # does not exist yet: when it does, this is the share of the step spent in
-    # the all-to-all collectives (trace lane "communication").
-    print("all-to-all share of the step: n/a (no expert parallelism yet)")
+    # Expert parallelism: the dispatch's and the combine's all-to-alls (and
+    # their gradients') on the communication lane, against the step.
+    a2a = all_to_all_ms(moe_traces, a.warmup)
+    if any(ms > 0 for ms, _ in a2a):
+        share = med([ms / step for ms, step in a2a])
+        print(f"all-to-all (ep={a.ep}): {med([ms for ms, _ in a2a]):.1f} "
+              f"ms/step, {100 * share:.1f}% of the step (medians, rank 0's "
+              f"trace)")
+    else:
+        print("all-to-all share of the step: 0 (ep=1: every expert on every "
+              "rank; EP=2 bench-moe-layer.sh splits them)")
     if bad_m or bad_d:
         print(f"warning: {bad_m + bad_d} .mlp. trace events did not match a "
               f"plan op")
