@@ -72,6 +72,35 @@ TEST(ExecutorParts, ArenasHoldThePlannedBytesAndReadBackWhatWasWritten) {
             std::string::npos);
 }
 
+// The staging area holds what the neediest collective stages: an
+// all-to-all with strided blocks (sendOuter or recvOuter > 1) all of its
+// input, one with contiguous blocks nothing (it goes straight from x to y).
+TEST(ExecutorParts, ArenasStageAStridedAllToAllWhole) {
+  Plan plan = makeTinyPlan(DType::F32);
+  plan.mesh = {{"ep", 2}};
+  uint32_t x = addBuffer(plan, "x", DType::F32, {4, 3}, BufferRole::Temporary);
+  uint32_t y = addBuffer(plan, "y", DType::F32, {4, 3}, BufferRole::Temporary);
+  auto a2a = [&](int64_t sendOuter, int64_t recvOuter) {
+    return makeInst(Opcode::AllToAll, {x}, {y}, "a2a",
+                    {1, sendOuter, recvOuter}, {1.0});
+  };
+  plan.programs.push_back({"a2a", {a2a(1, 1)}});
+  EXPECT_EQ(stagingBytesOf(plan, plan.programs.back().instructions[0]), 0u);
+  {
+    Fixture f(plan);
+    EXPECT_EQ(Arenas(f.plan, *f.backend, 0).stagingBytes(), 0u);
+  }
+  for (auto [sendOuter, recvOuter] :
+       {std::pair<int64_t, int64_t>{2, 1}, {1, 3}, {2, 2}}) {
+    plan.programs.back().instructions = {a2a(sendOuter, recvOuter)};
+    EXPECT_EQ(stagingBytesOf(plan, plan.programs.back().instructions[0]),
+              uint64_t(12 * 4))
+        << sendOuter << " " << recvOuter;
+    Fixture f(plan);
+    EXPECT_EQ(Arenas(f.plan, *f.backend, 0).stagingBytes(), uint64_t(12 * 4));
+  }
+}
+
 TEST(ExecutorParts, MeshGroupsRefuseAWorldThatDoesNotFitTheMesh) {
   Plan plan = makeTinyPlan(DType::F64);
   EXPECT_EQ(errorOf([&] { MeshGroups::checkWorld(plan, nullptr); }), "");

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -827,6 +828,78 @@ TEST(PlanValidate, SequenceParallelChunks) {
   instructionNamed(plan, "dropout").ints = {7, 1};
   instructionNamed(plan, "dropout").floats = {1.5};
   EXPECT_ERROR_HAS(validatePlan(plan), "'dropout' (DropoutChunk)");
+}
+
+// Expert parallelism's all-to-all over dp x tp (4 ranks): x and y hold the
+// same elements, sendOuter and recvOuter are >= 1 and, times the group's 4,
+// divide them; x and y share a dtype and no byte; scaling is f32's. Each
+// refusal names the numbers.
+TEST(PlanValidate, AllToAll) {
+  Plan plan = makeMeshPlan();
+  uint32_t x =
+      addBuffer(plan, "x", DType::F32, {8, 3, 2}, BufferRole::Temporary);
+  uint32_t y =
+      addBuffer(plan, "y", DType::F32, {2, 12, 2}, BufferRole::Temporary);
+  uint32_t small =
+      addBuffer(plan, "small", DType::F32, {4, 3, 2}, BufferRole::Temporary);
+  uint32_t half =
+      addBuffer(plan, "half", DType::BF16, {2, 12, 2}, BufferRole::Temporary);
+  // A buffer on x's very bytes, as a wrong memory plan would have it.
+  Buffer alias = plan.buffers[x];
+  alias.name = "x.alias";
+  plan.buffers.push_back(alias);
+  uint32_t xAlias = uint32_t(plan.buffers.size() - 1);
+  plan.programs[1].instructions.push_back(
+      makeInst(Opcode::AllToAll, {x}, {y}, "a2a", {3, 1, 2}, {1.0}));
+  plan.summary.peakBytesPerArena = {plan.arenas[0].bytes};
+  EXPECT_NO_THROW(validatePlan(plan));
+  Plan back = roundTrip(plan);
+  expectEqual(plan, back);
+  Instruction &a2a = instructionNamed(plan, "a2a");
+  // Every rank's block: 48 = 2 x 4 x 6, and sendOuter may be E/D too.
+  a2a.ints = {3, 2, 1};
+  a2a.floats = {0.25};
+  EXPECT_NO_THROW(validatePlan(plan));
+
+  a2a.outputs = {small};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'a2a' (AllToAll)", "output 0 buffer",
+                   "'small' (f32 [4, 3, 2]) has 24 elements but input 0",
+                   "has 48; an all-to-all moves every element once");
+  a2a.outputs = {y};
+  a2a.ints = {3, 0, 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'a2a' (AllToAll)",
+                   "int sendOuter = 0 is outside [1, ");
+  a2a.ints = {3, 1, -2};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int recvOuter = -2 is outside [1, ");
+  a2a.ints = {3, 5, 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'a2a' (AllToAll)",
+                   "sendOuter 5 x group size 4 = 20 runs do not divide the "
+                   "48 elements of input 0");
+  // The group is the mask's: 8 x 2 (dp) divides 48, 8 x 4 (dp x tp) not.
+  a2a.ints = {1, 1, 8};
+  EXPECT_NO_THROW(validatePlan(plan));
+  a2a.ints = {3, 1, 8};
+  EXPECT_ERROR_HAS(validatePlan(plan),
+                   "recvOuter 8 x group size 4 = 32 runs do not divide the "
+                   "48 elements of input 0");
+  a2a.ints = {3, std::numeric_limits<int64_t>::max(), 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "sendOuter 9223372036854775807 x "
+                                       "group size 4 overflows");
+  a2a.ints = {0, 1, 2};
+  EXPECT_ERROR_HAS(validatePlan(plan), "int axes = 0 must be a non-zero");
+  a2a.ints = {3, 1, 2};
+
+  a2a.outputs = {half};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'half' (bf16 [2, 12, 2]) has dtype "
+                                       "bf16 but input 0");
+  a2a.inputs = {y};
+  a2a.outputs = {x};
+  EXPECT_NO_THROW(validatePlan(plan)); // the combine's way back
+  a2a.outputs = {xAlias};
+  a2a.inputs = {x};
+  a2a.ints = {3, 1, 1};
+  EXPECT_ERROR_HAS(validatePlan(plan), "'x.alias'", "overlaps input 0",
+                   "this op cannot run in place");
 }
 
 // ZeRO-3's gather: a parameter chunk (its layout chunked over the gather's

@@ -53,7 +53,7 @@ public:
   const Plan &plan() const { return thePlan; }
   Backend &backend() const { return *backendImpl; }
   uint64_t allocatedBytes(uint32_t arena) const; // an nvme arena: its file's
-  /// Scratch outside the arenas (the backend's, reduce-scatter staging).
+  /// Scratch outside the arenas (the backend's, the collectives' staging).
   uint64_t scratchBytes() const;
   /// Zeroes the arenas, draws the initializers (Initializers.h), step 1.
   void initialize(uint64_t seed);

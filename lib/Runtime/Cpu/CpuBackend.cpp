@@ -601,6 +601,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::GatherParameter:
   case Opcode::GatherChunks:
   case Opcode::ReduceScatterChunks:
+  case Opcode::AllToAll:
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
   case Opcode::PipelineBackwardWeight:

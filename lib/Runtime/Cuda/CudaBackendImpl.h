@@ -106,8 +106,10 @@ public:
   }
   void scale(float *x, int64_t count, double factor) override {
     setDevice();
-    check(cuda::scaleForward(x, x, count, float(factor), stream),
-          "scaleForward (loss scaling)");
+    // current(): an all-to-all scales its output on the communication
+    // stream, after the receive.
+    check(cuda::scaleForward(x, x, count, float(factor), current()),
+          "scaleForward (loss scaling, all-to-all)");
   }
 
   std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld) override {

@@ -12,6 +12,7 @@
 #include "Arenas.h"
 
 #include "dsc/Runtime/FloatConvert.h"
+#include "dsc/Runtime/Instructions.h"
 
 #include <algorithm>
 #include <string>
@@ -28,6 +29,32 @@ static bool rankHolds(const Plan &plan, const Arena &arena, int worldRank) {
     return false;
   return meshCoordinates(plan.mesh, worldRank)[size_t(axis)] ==
          arena.pipelineRank;
+}
+
+uint64_t dsc::rt::stagingBytesOf(const Plan &plan, const Instruction &inst) {
+  // The communicators' send and receive buffers must not overlap.
+  switch (inst.opcode) {
+  case Opcode::ReduceScatter:
+  case Opcode::ReduceScatterAccumulate: {
+    // A reduce-scatter's chunk is staged outside its input; the largest
+    // input bounds it.
+    uint64_t bytes = 0;
+    for (uint32_t id : inst.inputs)
+      bytes = std::max(bytes, plan.buffers[id].bytes);
+    return bytes;
+  }
+  case Opcode::AllToAll: {
+    // Strided blocks are packed, or received, contiguously there
+    // (Collectives::runAllToAll); contiguous ones go straight between x
+    // and y.
+    const ops::AllToAll op = ops::AllToAll::decode(inst);
+    return op.sendOuter != 1 || op.recvOuter != 1
+               ? plan.buffers[inst.inputs[0]].bytes
+               : 0;
+  }
+  default:
+    return 0;
+  }
 }
 
 Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
@@ -63,18 +90,13 @@ Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
           "arena " + std::to_string(a) + " (" + tierName(arena.tier) + ", " +
               std::to_string(arena.bytes) + " bytes)"));
     }
-    // A reduce-scatter's result is staged outside its input (the
-    // communicators' buffers must not overlap): one staging area for the
-    // largest chunk.
+    // One staging area for the collective that needs the most.
     for (const Program &prog : plan.programs)
       for (const Instruction &inst : prog.instructions)
-        if (inst.opcode == Opcode::ReduceScatter ||
-            inst.opcode == Opcode::ReduceScatterAccumulate)
-          for (uint32_t id : inst.inputs)
-            stagingSize = std::max(stagingSize, plan.buffers[id].bytes);
+        stagingSize = std::max(stagingSize, stagingBytesOf(plan, inst));
     stagingArea = static_cast<uint8_t *>(backend.allocate(
         stagingSize, Tier::Device,
-        "reduce-scatter staging (" + std::to_string(stagingSize) + " bytes)"));
+        "collective staging (" + std::to_string(stagingSize) + " bytes)"));
   } catch (...) {
     release();
     throw;

@@ -6,7 +6,8 @@
 //
 // The tiers a plan plans statically: each device or host arena is one
 // allocation of the backend's, each nvme arena a file of its own (NvmeStore),
-// and one staging area receives a reduce-scatter's chunk. A pipeline rank
+// and one staging area receives a reduce-scatter's chunk or a strided
+// all-to-all's blocks (stagingBytesOf). A pipeline rank
 // allocates only its own arenas and the shared ones (Arena::pipelineRank):
 // another rank's buffers have no memory here. Buffers are addressed through
 // here, so nothing else knows where a tier's bytes live, nor which slot of
@@ -28,12 +29,18 @@
 
 namespace dsc::rt {
 
+/// The staging bytes collective `inst` uses (0: none): a reduce-scatter
+/// receives its chunk there, an all-to-all whose blocks are strided
+/// (sendOuter or recvOuter > 1) packs or receives numel(x) elements there.
+uint64_t stagingBytesOf(const Plan &plan, const Instruction &inst);
+
 class Arenas {
 public:
   /// Allocates the memory arenas of `plan` that world rank `worldRank`
   /// holds on `backend` (all but other pipeline ranks' own), opens its
   /// nvme arenas' files (one per rank: `worldRank` names them) and sizes
-  /// the staging area for the largest reduce-scatter input. Throws Error,
+  /// the staging area for the collective that needs the most
+  /// (stagingBytesOf). Throws Error,
   /// with nothing left allocated.
   Arenas(const Plan &plan, Backend &backend, int worldRank);
   /// Releases the memory once the backend's work on it has finished.
@@ -69,7 +76,8 @@ public:
   /// Zeroes every arena, and the nvme files when they may hold data.
   void zeroAll();
 
-  /// A reduce-scatter's chunk lands here (backend memory).
+  /// A reduce-scatter's chunk, a strided all-to-all's blocks (backend
+  /// memory).
   uint8_t *staging() const { return stagingArea; }
   uint64_t stagingBytes() const { return stagingSize; }
 

@@ -46,9 +46,9 @@ std::vector<ByteRange> Collectives::rangesOf(const Instruction &inst) const {
     add(id);
   for (uint32_t id : inst.outputs)
     add(id);
-  // A reduce-scatter also writes the staging area (arena -1).
-  if (inst.opcode == Opcode::ReduceScatter ||
-      inst.opcode == Opcode::ReduceScatterAccumulate)
+  // A reduce-scatter, a strided all-to-all also write the staging area
+  // (arena -1).
+  if (stagingBytesOf(plan, inst))
     ranges.push_back({-1, 0, arenas.stagingBytes()});
   return ranges;
 }
@@ -232,4 +232,61 @@ void Collectives::runReduceScatter(const Program &prog, size_t index) {
     backend.copy(base + chunkBytes * comm->rank(), arenas.staging(),
                  chunkBytes);
   }
+}
+
+void Collectives::runAllToAll(const Program &prog, size_t index) {
+  const Instruction &inst = prog.instructions[index];
+  const ops::AllToAll op = ops::AllToAll::decode(inst);
+  Communicator *comm = &mesh.require(prog, index, op.axes);
+  auto fail = [&](const std::string &msg) {
+    throw instructionError(prog, index, msg);
+  };
+  const Buffer &xb = plan.buffers[inst.inputs[0]];
+  const DType dtype = xb.dtype;
+  // backend.scale is f32's (validatePlan refuses other dtypes too); refuse
+  // before any rank communicates.
+  if (op.scale != 1.0 && dtype != DType::F32)
+    fail(std::string("a scaled all-to-all (scale ") + std::to_string(op.scale) +
+         ") needs f32 buffers, not " + dtypeName(dtype));
+  const uint64_t esize = dtypeSize(dtype);
+  const uint64_t n = uint64_t(numElements(xb.shape));
+  const uint64_t d = uint64_t(comm->size());
+  const uint64_t sendOuter = uint64_t(op.sendOuter);
+  const uint64_t recvOuter = uint64_t(op.recvOuter);
+  // Block j is rank j's (n/d elements): x[:, j, :] of [sendOuter, d, .],
+  // y[:, j, :] of [recvOuter, d, .], a run of n/(outer*d) elements per
+  // outer index.
+  const uint64_t blockBytes = n / d * esize;
+  const uint64_t sendRun = n / (sendOuter * d) * esize;
+  const uint64_t recvRun = n / (recvOuter * d) * esize;
+  uint8_t *x = address(inst.inputs[0]);
+  uint8_t *y = address(inst.outputs[0]);
+  uint8_t *staging = arenas.staging();
+  // Strided sends are packed block after block: into the staging area when
+  // the receive lands straight in y, else into y itself (the output, which
+  // x does not overlap), received into the staging area and unpacked back
+  // into y once every rank has its block.
+  const bool pack = sendOuter != 1, unpack = recvOuter != 1;
+  const uint8_t *send = x;
+  if (pack) {
+    uint8_t *packed = unpack ? y : staging;
+    for (uint64_t j = 0; j < d; ++j)
+      for (uint64_t o = 0; o < sendOuter; ++o)
+        backend.copy(packed + j * blockBytes + o * sendRun,
+                     x + (o * d + j) * sendRun, sendRun);
+    send = packed;
+  }
+  uint8_t *recv = unpack ? staging : y;
+  try {
+    comm->allToAll(send, recv, size_t(n / d), dtype);
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  if (unpack)
+    for (uint64_t j = 0; j < d; ++j)
+      for (uint64_t o = 0; o < recvOuter; ++o)
+        backend.copy(y + (o * d + j) * recvRun,
+                     staging + j * blockBytes + o * recvRun, recvRun);
+  if (op.scale != 1.0)
+    backend.scale(reinterpret_cast<float *>(y), int64_t(n), op.scale);
 }

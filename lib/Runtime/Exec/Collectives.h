@@ -8,7 +8,7 @@
 // a program may be launched beside compute (as early as the bytes it touches
 // allow, in program order on every rank), and each collective run over its
 // group (AllReduce in buckets of contiguous buffers, the gathers, the
-// reduce-scatters through the staging area).
+// reduce-scatters and the strided all-to-alls through the staging area).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +24,7 @@
 
 namespace dsc::rt {
 
-/// Bytes [begin, end) of an arena (-1: the reduce-scatter staging).
+/// Bytes [begin, end) of an arena (-1: the collectives' staging area).
 struct ByteRange {
   int64_t arena;
   uint64_t begin, end;
@@ -55,10 +55,12 @@ public:
   /// `prog`'s schedule (computed once per program and overlap setting).
   const CollectiveSchedule &scheduleOf(const Program &prog);
   /// Collective instruction `index` of `prog` over its group: AllReduce;
-  /// AllGather, GatherParameter, GatherChunks; the ReduceScatter family.
+  /// AllGather, GatherParameter, GatherChunks; the ReduceScatter family;
+  /// AllToAll.
   void runAllReduce(const Program &prog, size_t index);
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);
+  void runAllToAll(const Program &prog, size_t index);
 
 private:
   /// Buffer `id`'s memory where it is now (its slot, when kept).

@@ -225,6 +225,9 @@ void ProgramRunner::runInstruction(const Program &prog, size_t index) {
   case Opcode::ReduceScatterChunks:
     collectives.runReduceScatter(prog, index);
     return;
+  case Opcode::AllToAll:
+    collectives.runAllToAll(prog, index);
+    return;
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
   case Opcode::PipelineBackwardWeight:

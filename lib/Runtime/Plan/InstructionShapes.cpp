@@ -464,6 +464,35 @@ void InstructionChecker::shapes() {
            std::to_string(numElements(chunk.shape) * groupSize));
     break;
   }
+  case Opcode::AllToAll: {
+    // x and y hold the same elements, each viewed as [outer, D, run]: D
+    // blocks of `outer` runs, block j to (from) group rank j.
+    const int64_t groupSize = meshGroupAt("axes", "collective");
+    const int64_t count = n(in(0));
+    if (n(out(0)) != count)
+      fail(outName(0) + " has " + std::to_string(n(out(0))) + " elements but " +
+           inName(0) + " has " + std::to_string(count) +
+           "; an all-to-all moves every element once, so they must be equal");
+    for (const char *outer : {"sendOuter", "recvOuter"}) {
+      const int64_t o = intAt(outer, 1, INT64_MAX);
+      const int64_t runs = mulChecked(o, groupSize);
+      const std::string product = std::string(outer) + " " + std::to_string(o) +
+                                  " x group size " + std::to_string(groupSize);
+      if (runs < 0)
+        fail(product + " overflows");
+      if (count % runs != 0)
+        fail(product + " = " + std::to_string(runs) +
+             " runs do not divide the " + std::to_string(count) +
+             " elements of " + inName(0));
+    }
+    const double scale = floatAt("scale", -std::numeric_limits<double>::max(),
+                                 std::numeric_limits<double>::max());
+    if (scale != 1.0 && in(0).dtype != DType::F32)
+      fail("a scaled all-to-all (scale " + std::to_string(scale) +
+           ") needs f32 buffers, not " + dtypeName(in(0).dtype) +
+           "; scale by 1 or run it in f32");
+    break;
+  }
   case Opcode::AdamWShard: {
     scalar(in(1), inName(1));
     int64_t groupSize = meshGroupAt("axes", "sharded update");

@@ -302,6 +302,11 @@ void Sequence::addProgram(const Program &prog, const Program *step,
       add("reduce_scatter", numel(inst.outputs[0]), buf(inst.inputs[0]).dtype,
           int(ops::ReduceScatterChunks::decode(inst).reduce));
       break;
+    case Opcode::AllToAll:
+      // One call, whatever the packing: n/D elements per rank.
+      add("all_to_all", numel(inst.inputs[0]) / world.groupSize(axes),
+          buf(inst.inputs[0]).dtype, -1);
+      break;
     case Opcode::GlobalNormClipParts:
       // The sums of squares of the rank's parts.
       add("all_reduce", 1, DType::F64, int(ReduceOp::Sum));
