@@ -28,6 +28,19 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
   if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.microBatchSize < 1 ||
       plan.numMicroBatches < 1)
     return "dp, tp, pp, micro-batch size and micro-batch count must be >= 1";
+  // Expert parallelism splits the data-parallel group (docs/moe.md).
+  if (plan.ep < 1)
+    return llvm::formatv("ep must be >= 1, got {0}", plan.ep);
+  if (plan.ep > 1 && m.numExperts <= 0)
+    return llvm::formatv("ep={0} needs MoE layers; the model has none",
+                         plan.ep);
+  if (plan.dp % plan.ep != 0)
+    return llvm::formatv("ep={0} does not divide dp={1} (expert parallelism "
+                         "splits the data-parallel group)",
+                         plan.ep, plan.dp);
+  if (m.numExperts % plan.ep != 0)
+    return llvm::formatv("{0} experts are not divisible by ep={1}",
+                         m.numExperts, plan.ep);
   if (plan.zeroStage < 0 || plan.zeroStage > 3)
     return llvm::formatv("ZeRO stage must be 0-3, got {0}", plan.zeroStage);
   if (m.numHeads % plan.tp != 0)
@@ -106,6 +119,69 @@ double CostModel::layerForwardTime(int64_t b, int64_t t,
   return gemms + memoryBoundTime(clusterSpec, traffic);
 }
 
+double CostModel::moeLayerForwardTime(int64_t b, int64_t t, int64_t ep) const {
+  const ModelShape &ms = modelShape;
+  if (ms.numExperts <= 0)
+    return layerForwardTime(b, t, /*sequenceParallel=*/false);
+  double s = ms.seqLength, h = ms.hiddenSize, a = ms.numHeads;
+  double tokens = static_cast<double>(b) * s, td = static_cast<double>(t);
+  double heads = static_cast<double>(b) * a / td, dHead = h / a;
+  // The attention's four GEMMs, as layerForwardTime's.
+  double attention = gemmTime(tokens, 3.0 * h / td, h) +
+                     gemmTime(s, s, dHead, heads) +
+                     gemmTime(s, dHead, s, heads) + gemmTime(tokens, h, h / td);
+  // The router on every token, then the rank's E/ep experts on the rows of
+  // its whole expert group: ep C each, E C in all, as at ep = 1. Experts
+  // are not sliced by tp: every tp rank computes them whole.
+  const double e = static_cast<double>(ms.numExperts);
+  const double local = e / static_cast<double>(ep);
+  const double capacity = static_cast<double>(ms.moeCapacity) *
+                          static_cast<double>(b) /
+                          static_cast<double>(ms.microBatchSize);
+  const double rows = static_cast<double>(ep) * capacity;
+  const double f = ms.ffnWidth();
+  double experts = gemmTime(rows, ms.gatedMlp ? 2.0 * f : f, h, local) +
+                   gemmTime(rows, h, f, local);
+  double router = gemmTime(tokens, e, h);
+  double traffic = 2.0 * moeActivationBytesPerLayer(ms, b, t,
+                                                    /*recompute=*/false,
+                                                    /*fp32=*/false);
+  return attention + router + experts + memoryBoundTime(clusterSpec, traffic);
+}
+
+double CostModel::layersForwardTime(double layers, double moeLayers, int64_t b,
+                                    int64_t t, bool sequenceParallel,
+                                    int64_t ep) const {
+  double dense = layerForwardTime(b, t, sequenceParallel);
+  if (moeLayers <= 0)
+    return layers * dense;
+  return (layers - moeLayers) * dense +
+         moeLayers * moeLayerForwardTime(b, t, ep);
+}
+
+double CostModel::allToAllBytes(const ParallelPlan &plan) const {
+  const ModelShape &ms = modelShape;
+  const double element = plan.isFp32() ? 4.0 : 2.0;
+  return element * static_cast<double>(ms.numExperts) *
+         static_cast<double>(ms.moeCapacity) *
+         static_cast<double>(plan.microBatchSize) /
+         static_cast<double>(ms.microBatchSize) *
+         static_cast<double>(ms.hiddenSize);
+}
+
+double CostModel::allToAllTime(const ParallelPlan &plan) const {
+  if (plan.ep <= 1 || modelShape.numExperts <= 0)
+    return 0.0;
+  // The compiler's mesh is edp x ep x pp x tp, tp innermost
+  // (--dsc-declare-mesh): an expert group is ep ranks at stride pp tp, so
+  // it stays in a node when pp tp ep ranks fit in one (pipelines are
+  // refused with MoE layers, so the stride is tp).
+  Link link = linkFor(clusterSpec, placeGroup(plan.tp * plan.pp, plan.ep,
+                                              clusterSpec.gpusPerNode));
+  return collectiveTime(CollectiveKind::AllToAll, plan.ep, allToAllBytes(plan),
+                        link);
+}
+
 double CostModel::logitsForwardTime(int64_t b, int64_t t) const {
   double s = modelShape.seqLength, h = modelShape.hiddenSize,
          v = modelShape.vocabSize;
@@ -125,8 +201,15 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   double nd = static_cast<double>(plan.dp);
 
   // Model states: tp and pp divide Psi evenly (embedding imbalance ignored),
-  // ZeRO divides the rank's share over dp.
-  double psiRank = ms.parameters / static_cast<double>(t * p);
+  // ZeRO divides the rank's share over dp. Expert weights are whole on
+  // every tp rank, split over ep, and ZeRO divides them over the dp/ep
+  // ranks that hold the same experts (edp).
+  const double expertPsi = std::min(ms.expertParameters(), ms.parameters);
+  const double densePsi = ms.parameters - expertPsi;
+  const int64_t ep = std::max<int64_t>(1, plan.ep);
+  const int64_t edp = std::max<int64_t>(1, plan.dp / ep);
+  const double expertRank = expertPsi / static_cast<double>(ep * p);
+  double psiRank = densePsi / static_cast<double>(t * p);
   // An fp32 plan is held against the memory planner, so it also counts
   // what tensor slicing replicates on every tp rank: each layer's two norms
   // and the biases of its row-parallel products (6h of a GPT-2 block's
@@ -136,18 +219,26 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
     const double replicated =
         (ms.gatedMlp ? 2.0 : 6.0) * h * static_cast<double>(ms.numLayers) +
         (ms.gatedMlp ? 1.0 : 2.0) * h;
-    psiRank = (ms.parameters - replicated) / static_cast<double>(t * p) +
+    psiRank = (densePsi - replicated) / static_cast<double>(t * p) +
               replicated / static_cast<double>(p);
   }
-  mem.states = plan.isFp32()
-                   ? fp32ModelStateBytes(psiRank, plan.zeroStage, plan.dp)
-                   : zeroModelStateBytes(psiRank, plan.zeroStage, plan.dp);
+  auto stateBytes = [&](double psi, int64_t nd) {
+    return plan.isFp32() ? fp32ModelStateBytes(psi, plan.zeroStage, nd)
+                         : zeroModelStateBytes(psi, plan.zeroStage, nd);
+  };
+  mem.states = stateBytes(psiRank, plan.dp);
+  if (expertRank > 0) {
+    ModelStateBytes experts = stateBytes(expertRank, edp);
+    mem.states.params += experts.params;
+    mem.states.grads += experts.grads;
+    mem.states.optimizer += experts.optimizer;
+  }
   if (plan.offloadsOptimizer()) {
     // ZeRO-Offload: optimizer states and a copy of the gradient partition
     // live on the host. DeepSpeed's fp16 copy; in an fp32 plan, what
     // --dsc-offload builds: the fp32 gradient copy and an fp32 master of
     // the partition beside the moments (the device keeps its parameter).
-    const double shard = psiRank / nd;
+    const double shard = psiRank / nd + expertRank / static_cast<double>(edp);
     double offloaded =
         mem.states.optimizer + (plan.isFp32() ? 4.0 * shard : 0.0);
     double gradCopy = (plan.isFp32() ? 4.0 : 2.0) * shard;
@@ -178,6 +269,18 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   double perLayer = layerBytes(ms, b, t, sp, plan.fullRecompute());
   double working = plan.fullRecompute() ? layerBytes(ms, b, t, sp, false)
                                         : 0.0; // the layer being recomputed
+  // A stage's layers, MoE layers with their experts' rows.
+  double stageBytes = perLayer * layersPerStage;
+  const double moeLayers =
+      static_cast<double>(ms.numMoeLayers()) / static_cast<double>(p);
+  if (moeLayers > 0) {
+    const double moeLayer = moeActivationBytesPerLayer(
+        ms, b, t, plan.fullRecompute(), plan.isFp32());
+    stageBytes = perLayer * (layersPerStage - moeLayers) + moeLayer * moeLayers;
+    if (plan.fullRecompute())
+      working = std::max(
+          working, moeActivationBytesPerLayer(ms, b, t, false, plan.isFp32()));
+  }
   bool gpipe = plan.schedule == PipelineSchedule::GPipe && p > 1;
   double firstInFlight = gpipe ? m : std::min(p, m);
   double lastInFlight = gpipe ? m : 1;
@@ -190,8 +293,8 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // hold min(p, m) micro-batches, 1F1B's first-stage count.
   if (plan.schedule == PipelineSchedule::ZeroBubbleH1 && p > 1)
     lastInFlight = firstInFlight;
-  double firstAct = perLayer * layersPerStage * firstInFlight + working;
-  double lastAct = perLayer * layersPerStage * lastInFlight + working;
+  double firstAct = stageBytes * firstInFlight + working;
+  double lastAct = stageBytes * lastInFlight + working;
   // Korthikanti et al.: the cross-entropy keeps 4 s b V / t bytes of fp32
   // logits on the last stage.
   const double sb = static_cast<double>(ms.seqLength) * b;
@@ -202,18 +305,30 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   // backward, which then holds the logits' gradient beside them.
   if (plan.isFp32())
     logits = 2.0 * 4.0 * sb * static_cast<double>(ms.hiddenSize) + 2.0 * logits;
+  // ZeRO-3 gathers a layer whole: an MoE layer's attention (4h^2 / t), its
+  // router and the rank's E/ep experts, when edp > 1 shards them.
+  double gatheredLayer = 12.0 * static_cast<double>(ms.hiddenSize) *
+                         static_cast<double>(ms.hiddenSize) /
+                         static_cast<double>(t);
+  if (ms.numMoeLayers() > 0 && edp > 1) {
+    const double h = static_cast<double>(ms.hiddenSize);
+    gatheredLayer =
+        std::max(gatheredLayer, 4.0 * h * h / static_cast<double>(t) +
+                                    h * static_cast<double>(ms.numExperts) +
+                                    expertRank * static_cast<double>(p) /
+                                        static_cast<double>(ms.numMoeLayers()));
+  }
   double zero3Gather = 0;
   if (plan.zeroStage == 3 && plan.dp > 1)
-    zero3Gather =
-        plan.isFp32()
-            // dsc gathers each parameter just before it is read and frees
-            // it after: at the peak, where the backward starts, only the
-            // output layer's weight is gathered.
-            ? 4.0 * static_cast<double>(ms.vocabSize) *
-                  static_cast<double>(ms.hiddenSize) / static_cast<double>(t)
-            // Two gathered fp16 layers (current + prefetched).
-            : 2.0 * 2.0 * 12.0 * static_cast<double>(ms.hiddenSize) *
-                  static_cast<double>(ms.hiddenSize) / static_cast<double>(t);
+    zero3Gather = plan.isFp32()
+                      // dsc gathers each parameter just before it is read and
+                      // frees it after: at the peak, where the backward starts,
+                      // only the output layer's weight is gathered.
+                      ? 4.0 * static_cast<double>(ms.vocabSize) *
+                            static_cast<double>(ms.hiddenSize) /
+                            static_cast<double>(t)
+                      // Two gathered fp16 layers (current + prefetched).
+                      : 2.0 * 2.0 * gatheredLayer;
   double first = firstAct, last = lastAct + logits;
   if (p == 1)
     first = last = std::max(firstAct, lastAct) + logits;
@@ -236,7 +351,7 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
       double inFlight = gpipe ? double(m) : double(std::min(p - r, m)) * scale;
       if (plan.schedule == PipelineSchedule::ZeroBubbleH1)
         inFlight = firstInFlight;
-      double act = perLayer * layersPerStage * inFlight + working;
+      double act = stageBytes * inFlight + working;
       double temporaries = zero3Gather + (r == p - 1 ? logits : 0.0);
       mem.devicePerPipelineRank.push_back(mem.states.total() + act +
                                           temporaries + mem.reserved);
@@ -281,11 +396,14 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   int64_t gpn = c.gpusPerNode;
   double layers = static_cast<double>(ms.numLayers / p);
   double md = static_cast<double>(m);
+  // MoE layers per stage (pipelines are refused with them: all of them).
+  const double moeLayers =
+      static_cast<double>(ms.numMoeLayers()) / static_cast<double>(p);
+  const int64_t ep = std::max<int64_t>(1, plan.ep);
 
   // Compute of one micro-batch: backward = 2x forward (two GEMMs per
   // forward GEMM, twice the elementwise traffic); recompute re-runs forward.
-  double layerFwd = layerForwardTime(b, t, sp);
-  double fwdStage = layers * layerFwd;
+  double fwdStage = layersForwardTime(layers, moeLayers, b, t, sp, ep);
   double recomputeStage = plan.fullRecompute() ? fwdStage : 0.0;
   double bwdStage = 2.0 * fwdStage + recomputeStage;
   double logitsFwd = logitsForwardTime(b, t);
@@ -301,7 +419,10 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
                     static_cast<double>(ms.seqLength) *
                     static_cast<double>(ms.hiddenSize);
   Link tpLink = linkFor(c, placeGroup(1, t, gpn));
-  double tpCollectives = (plan.fullRecompute() ? 6.0 : 4.0) * layers;
+  // An MoE layer's experts are whole on every tp rank: only its attention
+  // all-reduces (half a dense layer's count).
+  double tpCollectives = (plan.fullRecompute() ? 6.0 : 4.0) *
+                         (moeLayers > 0 ? layers - 0.5 * moeLayers : layers);
   double tpOne =
       sp ? collectiveTime(CollectiveKind::AllGather, t, actBytes, tpLink) +
                collectiveTime(CollectiveKind::ReduceScatter, t, actBytes,
@@ -322,6 +443,17 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     tpBytesPerMb +=
         regathers * collectiveBusBytes(CollectiveKind::AllGather, t, actBytes);
   }
+
+  // Expert parallelism: each MoE layer's dispatched [E, C, h] goes to the
+  // experts' ranks and back in the forward, the same two in the backward,
+  // two more in a recomputed forward; none overlapped (the experts wait on
+  // them).
+  double epCollectives = (plan.fullRecompute() ? 6.0 : 4.0) * moeLayers;
+  double epPerMb = epCollectives * allToAllTime(plan);
+  double epBytesPerMb =
+      ep > 1 ? epCollectives * collectiveBusBytes(CollectiveKind::AllToAll, ep,
+                                                  allToAllBytes(plan))
+             : 0.0;
 
   // Pipeline: one activation forward and one gradient backward per
   // micro-batch and model chunk (v of them interleaved) on the critical
@@ -345,17 +477,34 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   }
 
   // Data parallel / ZeRO. Gradients are fp16: 2 bytes per parameter.
-  double psiRank = ms.parameters / static_cast<double>(t * p);
-  double gradBytes = 2.0 * psiRank;
+  // Expert parameters (whole on every tp rank, split over ep) are reduced,
+  // sharded and gathered over their dp/ep replicas (edp, ranks at stride
+  // ep tp) only; at ep = 1 they travel with the dense ones.
+  const double expertPsi = std::min(ms.expertParameters(), ms.parameters);
+  const int64_t edp = d / ep;
+  double psiRank = (ms.parameters - expertPsi) / static_cast<double>(t * p);
+  double expertRank = expertPsi / static_cast<double>(ep * p);
+  if (ep == 1) {
+    psiRank += expertRank;
+    expertRank = 0;
+  }
+  double gradBytes = 2.0 * psiRank, expertGradBytes = 2.0 * expertRank;
   Link dpLink = linkFor(c, placeGroup(t, d, gpn));
-  double tAR = collectiveTime(CollectiveKind::AllReduce, d, gradBytes, dpLink);
-  double tRS =
-      collectiveTime(CollectiveKind::ReduceScatter, d, gradBytes, dpLink);
-  double tAG = collectiveTime(CollectiveKind::AllGather, d, gradBytes, dpLink);
-  double busAR = collectiveBusBytes(CollectiveKind::AllReduce, d, gradBytes);
-  double busRS =
-      collectiveBusBytes(CollectiveKind::ReduceScatter, d, gradBytes);
-  double busAG = collectiveBusBytes(CollectiveKind::AllGather, d, gradBytes);
+  Link edpLink = linkFor(c, placeGroup(t * p * ep, edp, gpn));
+  auto dpTime = [&](CollectiveKind kind) {
+    return collectiveTime(kind, d, gradBytes, dpLink) +
+           collectiveTime(kind, edp, expertGradBytes, edpLink);
+  };
+  auto dpBus = [&](CollectiveKind kind) {
+    return collectiveBusBytes(kind, d, gradBytes) +
+           collectiveBusBytes(kind, edp, expertGradBytes);
+  };
+  double tAR = dpTime(CollectiveKind::AllReduce);
+  double tRS = dpTime(CollectiveKind::ReduceScatter);
+  double tAG = dpTime(CollectiveKind::AllGather);
+  double busAR = dpBus(CollectiveKind::AllReduce);
+  double busRS = dpBus(CollectiveKind::ReduceScatter);
+  double busAG = dpBus(CollectiveKind::AllGather);
   // Communication overlaps only the backward of the last micro-batch: the
   // gradients are final only then (bucketed all-reduce as in PyTorch DDP).
   double bwdWindow = std::max(bwdStage, lastBwd);
@@ -405,8 +554,9 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
 
   // Optimizer: Adam reads fp32 params, m, v and the fp16 gradient and
   // writes params, m, v and the fp16 copy: 28 bytes per parameter.
-  double shard =
-      plan.zeroStage >= 1 ? psiRank / static_cast<double>(d) : psiRank;
+  double shard = plan.zeroStage >= 1 ? psiRank / static_cast<double>(d) +
+                                           expertRank / static_cast<double>(edp)
+                                     : psiRank + expertRank;
   double optimizer = 0, offload = 0, hostUpdate = 0;
   if (!plan.offloadsOptimizer()) {
     optimizer = memoryBoundTime(c, 28.0 * shard);
@@ -432,8 +582,9 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   }
 
   // The slowest stage sets the pace of the pipeline.
-  double firstMb = fwdStage + bwdStage + tpPerMb + ppPerMb + zeroPerMb;
-  double lastMb = lastFwd + lastBwd + tpPerMb + ppPerMb + zeroPerMb;
+  double firstMb =
+      fwdStage + bwdStage + tpPerMb + epPerMb + ppPerMb + zeroPerMb;
+  double lastMb = lastFwd + lastBwd + tpPerMb + epPerMb + ppPerMb + zeroPerMb;
   double slot = std::max(firstMb, lastMb);
   double computeMb =
       (lastMb >= firstMb) ? lastFwd + lastBwd : fwdStage + bwdStage;
@@ -442,6 +593,7 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   st.compute = md * computeMb;
   st.recompute = md * recomputeStage;
   st.tpComm = md * tpPerMb;
+  st.epComm = md * epPerMb;
   st.ppComm = md * ppPerMb;
   st.zeroComm = md * zeroPerMb;
   // The fill and drain of the pipeline: p-1 slots (Megatron-LM), 1/v of
@@ -465,11 +617,12 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   st.offload =
       offload + (plan.delayedUpdate ? std::max(0.0, hostUpdate - st.compute)
                                     : hostUpdate);
-  st.total = st.compute + st.tpComm + st.ppComm + st.zeroComm + st.bubble +
-             st.dpComm + st.optimizer + st.offload;
+  st.total = st.compute + st.tpComm + st.epComm + st.ppComm + st.zeroComm +
+             st.bubble + st.dpComm + st.optimizer + st.offload;
 
   e.comm.tp = md * tpBytesPerMb;
   e.comm.pp = md * ppBytesPerMb;
+  e.comm.ep = md * epBytesPerMb;
   e.comm.dp = dpBytes;
 
   double gpus = static_cast<double>(plan.numGpus());
@@ -488,7 +641,11 @@ CostModel::pipelineStageTimes(const ParallelPlan &plan) const {
   const int64_t chunks = plan.pp * plan.virtualStages;
   bool sp = plan.sequenceParallel && plan.tp > 1;
   double layers = static_cast<double>(modelShape.numLayers / chunks);
-  double forward = layers * layerForwardTime(plan.microBatchSize, plan.tp, sp);
+  double forward = layersForwardTime(
+      layers,
+      static_cast<double>(modelShape.numMoeLayers()) /
+          static_cast<double>(chunks),
+      plan.microBatchSize, plan.tp, sp, std::max<int64_t>(1, plan.ep));
   double recompute = plan.fullRecompute() ? forward : 0.0;
   double logits = logitsForwardTime(plan.microBatchSize, plan.tp);
   std::vector<::dsc::PipelineStageTimes> times;

@@ -64,3 +64,25 @@ double mlir::dsc::analysis::activationBytesPerLayer(const ModelShape &model,
     return sbh / td * (34.0 + 5.0 * a * s / h);
   return sbh * (10.0 + 24.0 / td + 5.0 * a * s / (h * td));
 }
+
+double mlir::dsc::analysis::moeActivationBytesPerLayer(const ModelShape &model,
+                                                       int64_t b, int64_t t,
+                                                       bool recompute,
+                                                       bool fp32) {
+  // Sequence parallelism is refused with MoE layers (CostModel::checkPlan).
+  const double dense =
+      fp32 ? fp32ActivationBytesPerLayer(model, b, t, false, recompute)
+           : activationBytesPerLayer(model, b, t, false, recompute);
+  if (recompute || model.numExperts <= 0)
+    return dense;
+  const double element = fp32 ? 4.0 : 2.0;
+  const double td = t < 1 ? 1 : t;
+  const double s = model.seqLength, h = model.hiddenSize, bd = b;
+  const double f = model.ffnWidth();
+  const double rows = double(model.numExperts) * double(model.moeCapacity) *
+                      bd / double(model.microBatchSize);
+  const double denseMlp = element * 8.0 * s * bd * h / td;
+  const double experts =
+      element * rows * (h + (model.gatedMlp ? 2.0 * f : f) + f);
+  return dense - denseMlp + experts;
+}

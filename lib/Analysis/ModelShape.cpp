@@ -21,6 +21,22 @@ double ModelShape::approxParameters() const {
          (1.0 + 13.0 / (12.0 * h) + (v + s) / (12.0 * l * h));
 }
 
+double ModelShape::ffnWidth() const {
+  return ffnHiddenSize ? double(ffnHiddenSize) : 4.0 * double(hiddenSize);
+}
+
+int64_t ModelShape::numMoeLayers() const {
+  if (numExperts <= 0 || moeExpertInterval < 1)
+    return 0;
+  return (numLayers + moeExpertInterval - 1) / moeExpertInterval;
+}
+
+double ModelShape::expertParameters() const {
+  const double h = double(hiddenSize), f = ffnWidth();
+  return double(numMoeLayers()) * double(numExperts) *
+         (h * (gatedMlp ? 2.0 * f : f) + f * h);
+}
+
 double ModelShape::forwardFlops(int64_t b) const {
   double bd = b, s = seqLength, l = numLayers, h = hiddenSize, v = vocabSize;
   double f = ffnHiddenSize ? double(ffnHiddenSize) : 4.0 * h;
@@ -35,8 +51,8 @@ double ModelShape::forwardFlops(int64_t b) const {
     const double moeLayers =
         double((numLayers + moeExpertInterval - 1) / moeExpertInterval);
     // The experts' rows scale with the micro-batch from the importer's.
-    const double rows = double(numExperts) * double(moeCapacity) * bd /
-                        double(microBatchSize);
+    const double rows =
+        double(numExperts) * double(moeCapacity) * bd / double(microBatchSize);
     moe = moeLayers * (rows * mlpPerRow - bd * s * mlpPerRow +
                        2.0 * bd * s * h * double(numExperts));
   }
@@ -68,8 +84,8 @@ std::string ModelShape::validate() const {
            std::to_string(numHeads);
   if (!(parameters > 0))
     return "parameters must be positive";
-  if (numExperts < 0 || (numExperts > 0 && (moeExpertInterval < 1 ||
-                                            moeCapacity < 1)))
+  if (numExperts < 0 ||
+      (numExperts > 0 && (moeExpertInterval < 1 || moeCapacity < 1)))
     return "an MoE model needs num_experts >= 1, moe_expert_interval >= 1 "
            "and moe_capacity >= 1, got " +
            std::to_string(numExperts) + ", " +

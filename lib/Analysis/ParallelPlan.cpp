@@ -31,6 +31,7 @@ mlir::dsc::analysis::planChanges(const ParallelPlan &from,
   number("dp", from.dp, to.dp);
   number("tp", from.tp, to.tp);
   number("pp", from.pp, to.pp);
+  number("ep", from.ep, to.ep);
   number("zero", from.zeroStage, to.zeroStage);
   number("micro-batch size", from.microBatchSize, to.microBatchSize);
   number("micro-batches", from.numMicroBatches, to.numMicroBatches);

@@ -43,6 +43,7 @@ json::Value mlir::dsc::analysis::estimateToJSON(const PlanEstimate &e) {
       {"plan", json::Object{{"dp", p.dp},
                             {"tp", p.tp},
                             {"pp", p.pp},
+                            {"ep", p.ep},
                             {"zero", p.zeroStage},
                             {"micro_batch_size", p.microBatchSize},
                             {"microbatches", p.numMicroBatches},
@@ -62,6 +63,7 @@ json::Value mlir::dsc::analysis::estimateToJSON(const PlanEstimate &e) {
       {"time_seconds", json::Object{{"compute", t.compute},
                                     {"recompute", t.recompute},
                                     {"tp_comm", t.tpComm},
+                                    {"ep_comm", t.epComm},
                                     {"pp_comm", t.ppComm},
                                     {"zero_comm_exposed", t.zeroComm},
                                     {"bubble", t.bubble},
@@ -82,6 +84,7 @@ json::Value mlir::dsc::analysis::estimateToJSON(const PlanEstimate &e) {
       {"comm_bytes_per_gpu", json::Object{{"tp", e.comm.tp},
                                           {"dp", e.comm.dp},
                                           {"pp", e.comm.pp},
+                                          {"ep", e.comm.ep},
                                           {"total", e.comm.total()}}},
   };
 }
@@ -274,6 +277,7 @@ std::vector<Block> buildDocument(const SearchResult &r,
       {"compute (GEMMs + memory-bound kernels)", t.compute - t.recompute},
       {"recompute", t.recompute},
       {"tensor-parallel collectives", t.tpComm},
+      {"expert-parallel all-to-alls", t.epComm},
       {"pipeline send/recv", t.ppComm},
       {"ZeRO per-micro-batch traffic (exposed)", t.zeroComm},
       {"pipeline bubble", t.bubble},
@@ -307,10 +311,10 @@ std::vector<Block> buildDocument(const SearchResult &r,
   doc.push_back({Block::Heading, "Top plans", {}, "", {}});
   Block top{Block::Table,
             "",
-            {"#", "dp", "tp", "pp", "ZeRO", "SP", "b x m", "schedule",
+            {"#", "dp", "tp", "pp", "ep", "ZeRO", "SP", "b x m", "schedule",
              "recompute", "offload", "step (s)", "TFLOP/s/GPU", "MFU",
              "device GB", "host GB", "NVMe GB", "comm GB/GPU/step", "bubble"},
-            "rrrrrlrllllrrrrrrrr",
+            "rrrrrrlrllllrrrrrrrr",
             {}};
   for (size_t i = 0; i < r.top.size(); ++i) {
     const PlanEstimate &e = r.top[i];
@@ -318,8 +322,8 @@ std::vector<Block> buildDocument(const SearchResult &r,
     auto f1 = [](double v) { return llvm::formatv("{0:F1}", v).str(); };
     top.rows.push_back(
         {std::to_string(i + 1), std::to_string(p.dp), std::to_string(p.tp),
-         std::to_string(p.pp), std::to_string(p.zeroStage),
-         yesNo(p.sequenceParallel && p.tp > 1),
+         std::to_string(p.pp), std::to_string(p.ep),
+         std::to_string(p.zeroStage), yesNo(p.sequenceParallel && p.tp > 1),
          llvm::formatv("{0} x {1}", p.microBatchSize, p.numMicroBatches),
          p.pp == 1 ? std::string("-")
          : p.virtualStages > 1

@@ -84,6 +84,7 @@ std::string biggestDifference(const PlanEstimate &win,
       {"compute", (a.compute - a.recompute) - (w.compute - w.recompute)},
       {"recompute", a.recompute - w.recompute},
       {"tensor-parallel communication", a.tpComm - w.tpComm},
+      {"expert-parallel all-to-all", a.epComm - w.epComm},
       {"pipeline send/recv", a.ppComm - w.ppComm},
       {"exposed ZeRO communication", a.zeroComm - w.zeroComm},
       {"pipeline bubble", a.bubble - w.bubble},
@@ -172,11 +173,25 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
   ParallelPlan leastMemoryPlan;
   double leastMemory = -1;
 
+  // An MoE model: no pipelines and no sequence parallelism (what
+  // --dsc-compile refuses), and expert parallelism over every ep that
+  // divides both dp and the experts. A dense model keeps ep = 1.
+  const bool moe = ms.numExperts > 0;
+  auto expertDegrees = [&](int64_t d) {
+    std::vector<int64_t> out;
+    for (int64_t e : divisors(d))
+      if (e == 1 || (moe && opt.allowExpertParallel && ms.numExperts % e == 0))
+        out.push_back(e);
+    return out;
+  };
+
   for (int64_t t : divisors(c.gpusPerNode)) {
     if (ms.numHeads % t != 0 || opt.numGpus % t != 0)
       continue;
     for (int64_t p : divisors(ms.numLayers)) {
       if (opt.numGpus % (t * p) != 0)
+        continue;
+      if (moe && p > 1)
         continue;
       int64_t d = opt.numGpus / (t * p);
       if (opt.globalBatch % d != 0)
@@ -184,64 +199,67 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
       for (int64_t b : divisors(opt.globalBatch / d)) {
         if (opt.microBatchSize > 0 && b != opt.microBatchSize)
           continue;
-        ParallelPlan plan;
-        plan.precision =
-            opt.fp32 ? ::dsc::Precision::Fp32 : ::dsc::Precision::Bf16;
-        plan.dp = d;
-        plan.tp = t;
-        plan.pp = p;
-        plan.microBatchSize = b;
-        plan.numMicroBatches = opt.globalBatch / (d * b);
-        for (int zero = 0; zero <= 3; ++zero) {
-          // Without data parallelism ZeRO partitions nothing; stage 1 still
-          // matters as the carrier of optimizer offload (ZeRO-Offload).
-          if (d == 1 && zero > 1)
-            continue;
-          plan.zeroStage = zero;
-          for (auto [schedule, chunks] :
-               pipelineSchedules(opt, ms, p, plan.numMicroBatches)) {
-            plan.schedule = schedule;
-            plan.virtualStages = chunks;
-            for (int rc = 0; rc < 2; ++rc) {
-              if (rc && !opt.allowRecompute)
-                continue;
-              plan.recompute =
-                  rc ? ::dsc::RecomputeKind::Full : ::dsc::RecomputeKind::None;
-              for (int sp = 0; sp < 2; ++sp) {
-                if (sp && (t == 1 || !opt.allowSequenceParallel))
+        for (int64_t ep : expertDegrees(d)) {
+          ParallelPlan plan;
+          plan.precision =
+              opt.fp32 ? ::dsc::Precision::Fp32 : ::dsc::Precision::Bf16;
+          plan.dp = d;
+          plan.tp = t;
+          plan.pp = p;
+          plan.ep = ep;
+          plan.microBatchSize = b;
+          plan.numMicroBatches = opt.globalBatch / (d * b);
+          for (int zero = 0; zero <= 3; ++zero) {
+            // Without data parallelism ZeRO partitions nothing; stage 1 still
+            // matters as the carrier of optimizer offload (ZeRO-Offload).
+            if (d == 1 && zero > 1)
+              continue;
+            plan.zeroStage = zero;
+            for (auto [schedule, chunks] :
+                 pipelineSchedules(opt, ms, p, plan.numMicroBatches)) {
+              plan.schedule = schedule;
+              plan.virtualStages = chunks;
+              for (int rc = 0; rc < 2; ++rc) {
+                if (rc && !opt.allowRecompute)
                   continue;
-                plan.sequenceParallel = sp != 0;
-                for (int off = 0; off < 2; ++off) {
-                  if (off && (zero == 0 || !opt.allowOffload ||
-                              (p > 1 && !opt.allowOffloadWithPipeline)))
+                plan.recompute = rc ? ::dsc::RecomputeKind::Full
+                                    : ::dsc::RecomputeKind::None;
+                for (int sp = 0; sp < 2; ++sp) {
+                  if (sp && (t == 1 || !opt.allowSequenceParallel || moe))
                     continue;
-                  if (!off && d == 1 && zero == 1)
-                    continue;
-                  plan.offloadOptimizer =
-                      off ? ::dsc::OffloadTier::Host : ::dsc::OffloadTier::None;
-                  // ZeRO-Infinity's parameter offload: ZeRO-3's chunks
-                  // beside the offloaded optimizer.
-                  for (int params = 0; params < 2; ++params) {
-                    if (params &&
-                        (!off || zero != 3 ||
-                         (p > 1 && !opt.allowParamsOffloadWithPipeline)))
+                  plan.sequenceParallel = sp != 0;
+                  for (int off = 0; off < 2; ++off) {
+                    if (off && (zero == 0 || !opt.allowOffload ||
+                                (p > 1 && !opt.allowOffloadWithPipeline)))
                       continue;
-                    plan.offloadParams = params ? ::dsc::OffloadTier::Host
+                    if (!off && d == 1 && zero == 1)
+                      continue;
+                    plan.offloadOptimizer = off ? ::dsc::OffloadTier::Host
                                                 : ::dsc::OffloadTier::None;
-                    ++result.numEnumerated;
-                    MemoryBreakdown mem = cm.memory(plan);
-                    if (leastMemory < 0 || mem.device < leastMemory) {
-                      leastMemory = mem.device;
-                      leastMemoryPlan = plan;
+                    // ZeRO-Infinity's parameter offload: ZeRO-3's chunks
+                    // beside the offloaded optimizer.
+                    for (int params = 0; params < 2; ++params) {
+                      if (params &&
+                          (!off || zero != 3 ||
+                           (p > 1 && !opt.allowParamsOffloadWithPipeline)))
+                        continue;
+                      plan.offloadParams = params ? ::dsc::OffloadTier::Host
+                                                  : ::dsc::OffloadTier::None;
+                      ++result.numEnumerated;
+                      MemoryBreakdown mem = cm.memory(plan);
+                      if (leastMemory < 0 || mem.device < leastMemory) {
+                        leastMemory = mem.device;
+                        leastMemoryPlan = plan;
+                      }
+                      if (mem.device > c.gpu.memoryBytes)
+                        continue;
+                      PlanEstimate e = cm.estimate(plan);
+                      if (!e.fits)
+                        continue;
+                      result.feasible.push_back(
+                          {e.memory.device, e.modelFlopsPerGpu});
+                      feasible.push_back(std::move(e));
                     }
-                    if (mem.device > c.gpu.memoryBytes)
-                      continue;
-                    PlanEstimate e = cm.estimate(plan);
-                    if (!e.fits)
-                      continue;
-                    result.feasible.push_back(
-                        {e.memory.device, e.modelFlopsPerGpu});
-                    feasible.push_back(std::move(e));
                   }
                 }
               }
@@ -291,6 +309,11 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
   else
     respects.push_back({"tensor parallelism (tp > 1)",
                         [](const ParallelPlan &p) { return p.tp > 1; }});
+  if (moe)
+    respects.push_back(
+        {wp.ep > 1 ? "no expert parallelism (ep = 1)"
+                   : "expert parallelism (ep > 1)",
+         [&](const ParallelPlan &p) { return (p.ep > 1) != (wp.ep > 1); }});
   respects.push_back({wp.fullRecompute() ? "no recompute" : "full recompute",
                       [&](const ParallelPlan &p) {
                         return p.fullRecompute() != wp.fullRecompute();

@@ -25,13 +25,14 @@
 namespace mlir::dsc::analysis {
 
 /// Seconds of one step, by where they go. The parts add up to `total`:
-/// compute + tpComm + ppComm + zeroComm + bubble are the pipeline's
-/// (m + p - 1) slots of the slowest stage; dpComm, optimizer and offload
-/// follow the last micro-batch.
+/// compute + tpComm + epComm + ppComm + zeroComm + bubble are the
+/// pipeline's (m + p - 1) slots of the slowest stage; dpComm, optimizer and
+/// offload follow the last micro-batch.
 struct StepTimeBreakdown {
   double compute = 0;   // GEMMs + memory-bound kernels, all micro-batches
   double recompute = 0; // the part of `compute` that re-runs forwards
   double tpComm = 0;    // tensor-parallel collectives (not overlapped)
+  double epComm = 0;    // expert-parallel all-to-alls (not overlapped)
   double ppComm = 0;    // pipeline send/recv
   double zeroComm = 0;  // per-micro-batch ZeRO-2/3 traffic left exposed
   double bubble = 0;    // (p - 1) idle slots of the slowest stage
@@ -52,14 +53,15 @@ struct MemoryBreakdown {
   /// micro-batches in flight: 1F1B's min(p - r, m), GPipe's m; the last
   /// the logits); `device` is the largest. Empty without pipeline stages.
   std::vector<double> devicePerPipelineRank;
-  double host = 0;        // offloaded states per GPU
-  double nvme = 0;        // offloaded states per GPU when the host is full
+  double host = 0; // offloaded states per GPU
+  double nvme = 0; // offloaded states per GPU when the host is full
 };
 
-/// Bytes each GPU sends per step (nccl-tests bus bytes), by axis.
+/// Bytes each GPU sends per step (nccl-tests bus bytes), by axis; `ep` is
+/// the MoE layers' all-to-alls.
 struct CommVolume {
-  double tp = 0, dp = 0, pp = 0;
-  double total() const { return tp + dp + pp; }
+  double tp = 0, dp = 0, pp = 0, ep = 0;
+  double total() const { return tp + dp + pp + ep; }
 };
 
 struct PlanEstimate {
@@ -117,10 +119,32 @@ public:
   /// tp rank: the six GEMMs of attention + MLP and the memory-bound kernels.
   double layerForwardTime(int64_t b, int64_t t, bool sequenceParallel) const;
 
+  /// Forward seconds of one MoE layer for one micro-batch on one rank of
+  /// an expert group of `ep`: the attention as in layerForwardTime, the
+  /// router (b s x h x E), and the rank's E/ep experts as batched GEMMs on
+  /// ep C rows each (E C rows in all, C scaled from the model's micro-batch
+  /// to b), whole on every tp rank; the memory-bound traffic of
+  /// moeActivationBytesPerLayer. Equal to layerForwardTime for a dense
+  /// model.
+  double moeLayerForwardTime(int64_t b, int64_t t, int64_t ep) const;
+
+  /// Seconds of one of an MoE layer's all-to-alls for one micro-batch: the
+  /// dispatched [E, C, h] (4 bytes an element in fp32 plans, else 2) over
+  /// the plan's ep ranks; 0 at ep = 1 or for a dense model.
+  double allToAllTime(const ParallelPlan &plan) const;
+
   /// Forward seconds of the output projection and cross-entropy.
   double logitsForwardTime(int64_t b, int64_t t) const;
 
 private:
+  /// Forward seconds of `layers` consecutive layers of which `moeLayers`
+  /// are MoE layers.
+  double layersForwardTime(double layers, double moeLayers, int64_t b,
+                           int64_t t, bool sequenceParallel, int64_t ep) const;
+  /// The MoE layers' all-to-all bytes: E C h elements of the plan's
+  /// precision, C scaled to the plan's micro-batch.
+  double allToAllBytes(const ParallelPlan &plan) const;
+
   ModelShape modelShape;
   ClusterSpec clusterSpec;
 };

@@ -65,6 +65,20 @@ double fp32ActivationBytesPerLayer(const ModelShape &model, int64_t b,
 double activationBytesPerLayer(const ModelShape &model, int64_t b, int64_t t,
                                bool sequenceParallel, bool recompute);
 
+/// Activation bytes one MoE layer keeps for the backward of one micro-batch
+/// on one rank (docs/cost-model.md, "Mixture of Experts"): the dense
+/// layer's form above (fp32's when `fp32`) with the dense MLP's sliced part
+/// (its 4h hidden before and after the activation, 8 s b h / t elements)
+/// replaced by the experts': the dispatched rows [E, C, h], their hidden
+/// [E, C, 2f gated or f] and its activation [E, C, f], where C is the
+/// capacity scaled from the model's micro-batch to b. Under expert
+/// parallelism a rank holds [E/ep, ep C, .] of each, the same count, and
+/// with tp every tp rank holds them whole. Full recompute keeps the layer's
+/// input only, as a dense layer does. The router's logits and the layer's
+/// dropout mask are the dense form's.
+double moeActivationBytesPerLayer(const ModelShape &model, int64_t b, int64_t t,
+                                  bool recompute, bool fp32);
+
 } // namespace mlir::dsc::analysis
 
 #endif // DSC_ANALYSIS_MEMORYMODEL_H

@@ -50,6 +50,16 @@ struct ModelShape {
   /// (V + s)/(12 l h)).
   double approxParameters() const;
 
+  /// The MLP's width f (4h unless the family sets it).
+  double ffnWidth() const;
+  /// MoE layers: the layers whose index is a multiple of moeExpertInterval
+  /// (0, I, 2I, ...), ceil(l / I) of them; 0 for a dense model.
+  int64_t numMoeLayers() const;
+  /// The experts' parameters, part of `parameters`: per MoE layer E bias-free
+  /// experts of h x (2f gated, else f) and f x h. Expert parallelism splits
+  /// these over ep (the routers stay with the dense parameters).
+  double expertParameters() const;
+
   /// Forward FLOPs of one micro-batch of `b` sequences, Megatron's
   /// accounting (matmuls only): 24 b s l h^2 (1 + s/(6h)) + 2 b s h V for
   /// GPT-2's block; in general per layer 2bsh (h + 2 kv d) for q, k, v,

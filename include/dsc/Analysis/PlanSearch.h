@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Enumerates dp x tp x pp x ZeRO x micro-batch x schedule x recompute x
-// sequence parallel x offload for a model on N GPUs, prunes by memory and
-// ranks the rest with the cost model.
+// Enumerates dp x tp x pp x ep x ZeRO x micro-batch x schedule x recompute
+// x sequence parallel x offload for a model on N GPUs (ep > 1 for MoE
+// models only), prunes by memory and ranks the rest with the cost model.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +50,9 @@ struct SearchOptions {
   bool allowInterleaved = true;
   /// ZB-H1 (Qi et al. 2024).
   bool allowZeroBubble = true;
+  /// Expert parallelism (ep > 1) for an MoE model: every ep dividing dp and
+  /// the experts. A dense model is always searched at ep = 1.
+  bool allowExpertParallel = true;
   /// Price every plan with fp32 element sizes (ParallelPlan::fp32).
   bool fp32 = false;
 };
