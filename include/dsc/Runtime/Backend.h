@@ -102,10 +102,13 @@ public:
   /// acc[i] += x[i] for `count` elements of float type `dtype`.
   virtual void accumulate(DType dtype, void *acc, const void *x,
                           int64_t count) = 0;
-  /// Loss scaling's two passes over an f32 gradient: the sum of its
-  /// squares (non-finite when an element is), and x *= factor.
+  /// Loss scaling's first pass over an f32 gradient: the sum of its
+  /// squares (non-finite when an element is).
   virtual double sumOfSquares(const float *x, int64_t count) = 0;
-  virtual void scale(float *x, int64_t count, double factor) = 0;
+  /// x *= factor for `count` elements of float type `dtype` (loss scaling's
+  /// f32 gradients; an all-to-all's scaled output, bf16 and f16 under mixed
+  /// precision). Throws Error for a dtype the backend does not scale.
+  virtual void scale(DType dtype, void *x, int64_t count, double factor) = 0;
 
   /// The world whose collectives take this backend's memory, made over the
   /// host world (a collective call every rank makes); null when the host

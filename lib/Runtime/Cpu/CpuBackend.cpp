@@ -102,8 +102,31 @@ public:
   double sumOfSquares(const float *x, int64_t count) override {
     return dsc::rt::sumOfSquares(&x, &count, 1);
   }
-  void scale(float *x, int64_t count, double factor) override {
-    scaleForward(x, x, count, float(factor));
+  void scale(DType dtype, void *x, int64_t count, double factor) override {
+    switch (dtype) {
+    case DType::F32:
+      scaleForward(static_cast<float *>(x), static_cast<float *>(x), count,
+                   float(factor));
+      return;
+    case DType::F64:
+      scaleForward(static_cast<double *>(x), static_cast<double *>(x), count,
+                   factor);
+      return;
+    case DType::BF16:
+    case DType::F16: {
+      // Through f32, as the bf16 and f16 kernels compute.
+      auto *h = static_cast<uint16_t *>(x);
+      const bool bf = dtype == DType::BF16;
+      const float f = float(factor);
+      for (int64_t i = 0; i < count; ++i)
+        h[i] = bf ? floatToBf16(bf16ToFloat(h[i]) * f)
+                  : floatToF16(f16ToFloat(h[i]) * f);
+      return;
+    }
+    default:
+      throw Error(std::string("the CPU backend does not scale ") +
+                  dtypeName(dtype));
+    }
   }
 
   // Overlap: a worker thread per rank (CommLane.h) runs the collectives.

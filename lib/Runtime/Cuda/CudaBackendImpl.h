@@ -104,12 +104,33 @@ public:
     setDevice();
     return sumsOfSquares(&x, &count, 1)[0];
   }
-  void scale(float *x, int64_t count, double factor) override {
+  void scale(DType dtype, void *x, int64_t count, double factor) override {
     setDevice();
     // current(): an all-to-all scales its output on the communication
     // stream, after the receive.
-    check(cuda::scaleForward(x, x, count, float(factor), current()),
-          "scaleForward (loss scaling, all-to-all)");
+    const float f = float(factor);
+    cudaError_t err = cudaSuccess;
+    switch (dtype) {
+    case DType::F32: {
+      auto *p = static_cast<float *>(x);
+      err = cuda::scaleForward(p, p, count, f, current());
+      break;
+    }
+    case DType::BF16: {
+      auto *p = static_cast<__nv_bfloat16 *>(x);
+      err = cuda::scaleForward(p, p, count, f, current());
+      break;
+    }
+    case DType::F16: {
+      auto *p = static_cast<__half *>(x);
+      err = cuda::scaleForward(p, p, count, f, current());
+      break;
+    }
+    default:
+      throw Error(std::string("the CUDA backend does not scale ") +
+                  dtypeName(dtype));
+    }
+    check(err, "scaleForward (loss scaling, all-to-all)");
   }
 
   std::unique_ptr<Communicator> makeWorld(Communicator &hostWorld) override {

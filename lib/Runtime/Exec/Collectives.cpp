@@ -243,11 +243,6 @@ void Collectives::runAllToAll(const Program &prog, size_t index) {
   };
   const Buffer &xb = plan.buffers[inst.inputs[0]];
   const DType dtype = xb.dtype;
-  // backend.scale is f32's (validatePlan refuses other dtypes too); refuse
-  // before any rank communicates.
-  if (op.scale != 1.0 && dtype != DType::F32)
-    fail(std::string("a scaled all-to-all (scale ") + std::to_string(op.scale) +
-         ") needs f32 buffers, not " + dtypeName(dtype));
   const uint64_t esize = dtypeSize(dtype);
   const uint64_t n = uint64_t(numElements(xb.shape));
   const uint64_t d = uint64_t(comm->size());
@@ -288,5 +283,5 @@ void Collectives::runAllToAll(const Program &prog, size_t index) {
         backend.copy(y + (o * d + j) * recvRun,
                      staging + j * blockBytes + o * recvRun, recvRun);
   if (op.scale != 1.0)
-    backend.scale(reinterpret_cast<float *>(y), int64_t(n), op.scale);
+    backend.scale(dtype, y, int64_t(n), op.scale);
 }

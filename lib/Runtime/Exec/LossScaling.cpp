@@ -73,7 +73,7 @@ bool LossScaling::unscaleOrSkip(const Plan &plan, const Arenas &arenas,
     return false;
   }
   for (auto [data, count] : grads)
-    backend.scale(data, count, 1.0 / used);
+    backend.scale(DType::F32, data, count, 1.0 / used);
   return true;
 }
 
