@@ -172,14 +172,31 @@ double CostModel::allToAllBytes(const ParallelPlan &plan) const {
 double CostModel::allToAllTime(const ParallelPlan &plan) const {
   if (plan.ep <= 1 || modelShape.numExperts <= 0)
     return 0.0;
+  const ClusterSpec &c = clusterSpec;
   // The compiler's mesh is edp x ep x pp x tp, tp innermost
   // (--dsc-declare-mesh): an expert group is ep ranks at stride pp tp, so
   // it stays in a node when pp tp ep ranks fit in one (pipelines are
   // refused with MoE layers, so the stride is tp).
-  Link link = linkFor(clusterSpec, placeGroup(plan.tp * plan.pp, plan.ep,
-                                              clusterSpec.gpusPerNode));
-  return collectiveTime(CollectiveKind::AllToAll, plan.ep, allToAllBytes(plan),
-                        link);
+  const int64_t n = plan.ep;
+  GroupPlacement group = placeGroup(plan.tp * plan.pp, n, c.gpusPerNode);
+  const double bytes = allToAllBytes(plan);
+  if (!group.crossesNodes)
+    return collectiveTime(CollectiveKind::AllToAll, n, bytes,
+                          linkFor(c, group));
+  // Across nodes a ring crosses each node boundary once, so g members of a
+  // node share g NICs (linkFor); an all-to-all instead sends each rank's
+  // blocks for the other nodes through its own NIC share, beside its blocks
+  // for the g - 1 peers in its node over NVLink.
+  const double nd = static_cast<double>(n);
+  const double g = static_cast<double>(group.membersPerNode);
+  const double nvlink =
+      c.intraNodeBandwidth * c.calibration.intraNodeCollectiveEfficiency;
+  const double nic = c.interNodeBandwidthPerGpu() *
+                     c.calibration.interNodeCollectiveEfficiency;
+  return static_cast<double>(ringSteps(CollectiveKind::AllToAll, n)) *
+             c.interNodeLatency +
+         std::max((g - 1.0) / nd * bytes / nvlink,
+                  (nd - g) / nd * bytes / std::min(nvlink, nic));
 }
 
 double CostModel::logitsForwardTime(int64_t b, int64_t t) const {

@@ -300,7 +300,7 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
   if (wp.pp > 1)
     respects.push_back({"no pipeline parallelism (pp = 1)",
                         [](const ParallelPlan &p) { return p.pp == 1; }});
-  else
+  else if (!moe) // MoE models are not offered pipelines at all.
     respects.push_back({"pipeline parallelism (pp > 1)",
                         [](const ParallelPlan &p) { return p.pp > 1; }});
   if (wp.tp > 1)

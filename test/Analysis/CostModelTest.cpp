@@ -95,6 +95,192 @@ TEST(Flops, MoeLayersComputeTheirCapacityAndRouter) {
   EXPECT_NE(m.validate().find("moe_capacity >= 1"), std::string::npos);
 }
 
+/// A GPT of 2048-wide layers whose every MLP is `experts` top-1 experts of
+/// capacity factor 1 (C = b s / E at the model's micro-batch b): the
+/// experts compute as many rows as a dense MLP's tokens, so the active
+/// FLOPs are the dense model's (plus the routers'). `parameters` counts
+/// every expert, as the importers do.
+ModelShape moeShape(int64_t experts, int64_t b = 8, int64_t layers = 24) {
+  ModelShape m = ModelShape::gpt("moe", layers, 2048, 16, 2048, 51200);
+  m.microBatchSize = b;
+  m.numExperts = experts;
+  m.moeCapacity = b * 2048 / experts;
+  m.parameters +=
+      m.expertParameters() - double(m.numMoeLayers()) * 8.0 * 2048.0 * 2048.0;
+  return m;
+}
+
+ParallelPlan withEp(ParallelPlan p, int64_t ep) {
+  p.ep = ep;
+  return p;
+}
+
+TEST(Moe, ExpertParametersAreTheStackedWeights) {
+  ModelShape m = moeShape(8);
+  // 24 MoE layers x 8 experts x (h 4h + 4h h).
+  EXPECT_DOUBLE_EQ(m.expertParameters(), 24.0 * 8 * 8 * 2048.0 * 2048.0);
+  m.moeExpertInterval = 5; // layers 0, 5, 10, 15, 20
+  EXPECT_EQ(m.numMoeLayers(), 5);
+  m.gatedMlp = true; // [E, h, 2f] and [E, f, h]
+  EXPECT_DOUBLE_EQ(m.expertParameters(), 5.0 * 8 * 12 * 2048.0 * 2048.0);
+  EXPECT_EQ(ModelShape::gpt3_175B().expertParameters(), 0.0);
+}
+
+// With ideal GEMMs and infinite HBM bandwidth an MoE layer's forward takes
+// exactly its share of ModelShape::forwardFlops over peak: the attention,
+// the router and the experts' rows, at any ep (ep moves rows between
+// experts' ranks, not work).
+TEST(Moe, LayerGemmsAddUpToTheFlops) {
+  ClusterSpec c = a100();
+  c.calibration.gemmMaxEfficiency = 1.0;
+  c.calibration.gemmHalfDim = 1e-30;
+  c.gpu.memoryBandwidth = 1e300;
+  ModelShape m = moeShape(8, 4);
+  CostModel cm(m, c);
+  const double s = 2048, h = 2048, v = 51200;
+  for (int64_t b : {2, 4})
+    for (int64_t ep : {1, 2, 8}) {
+      double layer = (m.forwardFlops(b) - 2.0 * b * s * h * v) / 24.0;
+      EXPECT_NEAR(cm.moeLayerForwardTime(b, 1, ep) * c.gpu.peak16BitFlops /
+                      layer,
+                  1.0, 1e-12);
+    }
+  // A dense model's "MoE layer" is its layer.
+  CostModel dense(ModelShape::gpt3_175B(), a100());
+  EXPECT_EQ(dense.moeLayerForwardTime(1, 8, 1),
+            dense.layerForwardTime(1, 8, false));
+}
+
+// (a) At ep = 1 an MoE model of E top-1 experts at capacity factor 1 does
+// the dense model's work in E batched GEMMs of b s / E rows (plus the
+// routers): a little slower, never faster.
+TEST(Moe, StepTimeAtEp1IsCloseToTheDenseModelOfEqualActiveFlops) {
+  ModelShape dense = ModelShape::gpt("dense", 24, 2048, 16, 2048, 51200);
+  ModelShape moe = moeShape(8);
+  EXPECT_NEAR(moe.forwardFlops(8) / dense.forwardFlops(8), 1.0, 0.01);
+  CostModel cd(dense, a100()), cmoe(moe, a100());
+  ParallelPlan p = plan(1, 1, 1, 0, 8, 16);
+  PlanEstimate ed = cd.estimate(p), em = cmoe.estimate(p);
+  EXPECT_GT(em.time.compute, ed.time.compute);
+  EXPECT_LT(em.time.compute, 1.05 * ed.time.compute);
+  EXPECT_GT(em.time.total, ed.time.total);
+  EXPECT_LT(em.time.total, 1.10 * ed.time.total)
+      << em.time.total << " vs " << ed.time.total;
+  EXPECT_EQ(em.time.epComm, 0.0);
+  EXPECT_EQ(em.comm.ep, 0.0);
+  EXPECT_NEAR(em.mfu / ed.mfu, 1.0, 0.1);
+}
+
+// (b) 4 all-to-alls of E C h per MoE layer and micro-batch (6 with full
+// recompute), none at ep = 1; inside a node while tp ep ranks fit in one,
+// slower once they do not.
+TEST(Moe, AllToAllsOverTheExpertGroup) {
+  ModelShape m = moeShape(8);
+  CostModel cm(m, a100());
+  const double bytes = 2.0 * 8 * (8 * 2048 / 8) * 2048; // E C h bf16
+  ParallelPlan p = plan(8, 1, 1, 1, 8, 4);
+  EXPECT_EQ(cm.allToAllTime(p), 0.0);
+  EXPECT_EQ(cm.estimate(p).time.epComm, 0.0);
+  ParallelPlan ep2 = withEp(p, 2);
+  Link nvlink = linkFor(cm.cluster(), placeGroup(1, 2, 8));
+  ASSERT_FALSE(nvlink.interNode);
+  EXPECT_DOUBLE_EQ(cm.allToAllTime(ep2),
+                   collectiveTime(CollectiveKind::AllToAll, 2, bytes, nvlink));
+  PlanEstimate e = cm.estimate(ep2);
+  EXPECT_GT(e.time.epComm, 0.0);
+  EXPECT_DOUBLE_EQ(e.time.epComm, 4.0 * 24 * 4 * cm.allToAllTime(ep2));
+  EXPECT_DOUBLE_EQ(e.comm.ep, 4.0 * 24 * 4 * bytes / 2);
+  EXPECT_DOUBLE_EQ(e.time.total,
+                   e.time.compute + e.time.tpComm + e.time.epComm +
+                       e.time.ppComm + e.time.zeroComm + e.time.bubble +
+                       e.time.dpComm + e.time.optimizer + e.time.offload);
+  ParallelPlan rc = ep2;
+  rc.recompute = ::dsc::RecomputeKind::Full;
+  EXPECT_DOUBLE_EQ(cm.estimate(rc).time.epComm, 1.5 * e.time.epComm);
+  // An fp32 plan sends 4-byte elements.
+  ParallelPlan fp32 = ep2;
+  fp32.precision = ::dsc::Precision::Fp32;
+  EXPECT_DOUBLE_EQ(cm.estimate(fp32).comm.ep, 2.0 * e.comm.ep);
+  // tp 4 x ep 2 fills a node; tp 8 x ep 2 spans two: the same bytes (the
+  // experts are whole on every tp rank) over InfiniBand.
+  ParallelPlan intra = withEp(plan(4, 4, 1, 1, 8, 4), 2);
+  ParallelPlan inter = withEp(plan(2, 8, 1, 1, 8, 4), 2);
+  EXPECT_DOUBLE_EQ(cm.allToAllTime(intra), cm.allToAllTime(ep2));
+  EXPECT_GT(cm.allToAllTime(inter), 2.0 * cm.allToAllTime(intra));
+  EXPECT_GT(cm.estimate(inter).time.epComm, cm.estimate(intra).time.epComm);
+}
+
+// (c) Expert states are split over ep, and ZeRO shards them over the dp/ep
+// ranks that hold the same experts: without ZeRO a rank's expert states
+// fall by ep; at stage 3 (16 Psi_e / dp either way) they do not change.
+TEST(Moe, ExpertStatesFallByEp) {
+  ModelShape m = moeShape(8);
+  CostModel cm(m, a100());
+  const double pe = m.expertParameters();
+  const double dense = m.parameters - pe;
+  for (int64_t ep : {1, 2, 4, 8}) {
+    MemoryBreakdown mem = cm.memory(withEp(plan(8, 1, 1, 0, 1, 8), ep));
+    EXPECT_NEAR(mem.states.total(), 16.0 * dense + 16.0 * pe / ep, 1e3);
+    // ZeRO-1: the optimizer states over dp (dense) and dp/ep (experts).
+    MemoryBreakdown z1 = cm.memory(withEp(plan(8, 1, 1, 1, 1, 8), ep));
+    EXPECT_NEAR(z1.states.params, 2.0 * dense + 2.0 * pe / ep, 1e3);
+    EXPECT_NEAR(z1.states.optimizer,
+                12.0 * dense / 8 + 12.0 * pe / ep / double(8 / ep), 1e3);
+    MemoryBreakdown z3 = cm.memory(withEp(plan(8, 1, 1, 3, 1, 8), ep));
+    EXPECT_NEAR(z3.states.total(), 16.0 * m.parameters / 8, 1e3);
+  }
+  // With tp the experts are whole on every tp rank: only the dense
+  // parameters are divided by tp.
+  MemoryBreakdown tp2 = cm.memory(withEp(plan(4, 2, 1, 0, 1, 8), 2));
+  EXPECT_NEAR(tp2.states.total(), 16.0 * dense / 2 + 16.0 * pe / 2, 1e3);
+  // The experts' rows replace the dense MLP's activations: at capacity
+  // factor 1 the experts keep E C = b s rows of h + f + f, the dense MLP
+  // 8 h per token.
+  ModelShape d = ModelShape::gpt("dense", 24, 2048, 16, 2048, 51200);
+  const double sbh = 2048.0 * 1 * 2048;
+  EXPECT_DOUBLE_EQ(moeActivationBytesPerLayer(m, 1, 1, false, false),
+                   activationBytesPerLayer(d, 1, 1, false, false) -
+                       2 * 8 * sbh + 2 * 9 * sbh);
+  EXPECT_DOUBLE_EQ(moeActivationBytesPerLayer(m, 1, 1, true, false),
+                   activationBytesPerLayer(d, 1, 1, false, true));
+  EXPECT_GT(cm.memory(plan(8, 1, 1, 0, 1, 8)).activations,
+            CostModel(d, a100()).memory(plan(8, 1, 1, 0, 1, 8)).activations);
+}
+
+// (d) What does not divide, with the numbers.
+TEST(Moe, CheckPlanNamesTheNumbers) {
+  CostModel cm(moeShape(8), a100());
+  EXPECT_EQ(cm.checkPlan(withEp(plan(4, 1, 1, 0, 1, 1), 3)),
+            "ep=3 does not divide dp=4 (expert parallelism splits the "
+            "data-parallel group)");
+  EXPECT_EQ(cm.checkPlan(withEp(plan(6, 1, 1, 0, 1, 1), 3)),
+            "8 experts are not divisible by ep=3");
+  EXPECT_EQ(cm.checkPlan(withEp(plan(4, 1, 1, 0, 1, 1), 0)),
+            "ep must be >= 1, got 0");
+  EXPECT_EQ(cm.checkPlan(withEp(plan(8, 2, 1, 0, 1, 1), 8)), "");
+  CostModel dense(ModelShape::gpt3_175B(), a100());
+  EXPECT_EQ(dense.checkPlan(withEp(plan(8, 8, 16, 1, 1, 192), 2)),
+            "ep=2 needs MoE layers; the model has none");
+}
+
+// Expert gradients are reduced over dp/ep ranks, the dense ones over dp.
+TEST(Moe, ExpertGradientsReduceOverEdp) {
+  ModelShape m = moeShape(8);
+  CostModel cm(m, a100());
+  const double pe = m.expertParameters(), dense = m.parameters - pe;
+  for (int64_t ep : {1, 2, 8}) {
+    PlanEstimate e = cm.estimate(withEp(plan(8, 1, 1, 0, 1, 8), ep));
+    const int64_t edp = 8 / ep;
+    double want = ep == 1 ? collectiveBusBytes(CollectiveKind::AllReduce, 8,
+                                               2.0 * m.parameters)
+                          : collectiveBusBytes(CollectiveKind::AllReduce, 8,
+                                               2.0 * dense) +
+                                collectiveBusBytes(CollectiveKind::AllReduce,
+                                                   edp, 2.0 * pe / ep);
+    EXPECT_NEAR(e.comm.dp, want, 1e3) << "ep=" << ep;
+  }
+}
+
 TEST(Efficiency, FallsForSmallDimensions) {
   CostModel cm(ModelShape::gpt3_175B(), a100());
   double max = cm.cluster().calibration.gemmMaxEfficiency;
@@ -180,17 +366,17 @@ TEST(Memory, EachPipelineRankHoldsItsOwnMicroBatchesInFlight) {
                      fixed + perLayer * 6 * (16 - r))
         << "rank " << r;
   EXPECT_GT(mem.devicePerPipelineRank[15], fixed + perLayer * 6);
-  EXPECT_DOUBLE_EQ(mem.device, *std::max_element(
-                                   mem.devicePerPipelineRank.begin(),
-                                   mem.devicePerPipelineRank.end()));
+  EXPECT_DOUBLE_EQ(mem.device,
+                   *std::max_element(mem.devicePerPipelineRank.begin(),
+                                     mem.devicePerPipelineRank.end()));
   p.schedule = PipelineSchedule::GPipe;
   mem = cm.memory(p);
   for (int r = 0; r < 15; ++r)
     EXPECT_DOUBLE_EQ(mem.devicePerPipelineRank[size_t(r)],
                      fixed + perLayer * 6 * 192);
   // Without stages there is one rank: nothing per pipeline rank.
-  EXPECT_TRUE(cm.memory(plan(8, 8, 1, 1, 1, 192))
-                  .devicePerPipelineRank.empty());
+  EXPECT_TRUE(
+      cm.memory(plan(8, 8, 1, 1, 1, 192)).devicePerPipelineRank.empty());
 }
 
 TEST(Memory, InterleavingHoldsMoreOnTheFirstRank) {

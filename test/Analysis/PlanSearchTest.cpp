@@ -239,6 +239,97 @@ TEST(Search, BadInputsAreErrors) {
             std::string::npos);
 }
 
+/// An MoE GPT whose every layer's MLP is `experts` top-2 experts of width
+/// 4h at capacity factor 1 (C = 2 b s / E), with every expert counted in
+/// `parameters` as the importers count it.
+ModelShape moeModel(int64_t layers, int64_t h, int64_t heads, int64_t experts) {
+  ModelShape m = ModelShape::gpt("moe", layers, h, heads, 2048, 51200);
+  m.microBatchSize = 1;
+  m.numExperts = experts;
+  m.moeCapacity = 2 * 2048 / experts;
+  m.parameters += m.expertParameters() -
+                  double(m.numMoeLayers()) * 8.0 * double(h) * double(h);
+  return m;
+}
+
+// A dense model is searched at ep = 1 only: no plan of any rank has ep > 1.
+TEST(Search, DenseModelsNeverSplitExperts) {
+  ModelShape m = ModelShape::gpt("gpt2-xl", 48, 1600, 25, 1024, 50257);
+  CostModel cm(m, load("dgx-a100-80gb.json"));
+  SearchOptions o = options(16, 512);
+  o.topK = 1000000; // every feasible plan
+  llvm::Expected<SearchResult> r = searchPlans(cm, o);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->top.size(), r->numFeasible);
+  for (const PlanEstimate &e : r->top) {
+    EXPECT_EQ(e.plan.ep, 1) << e.plan.str();
+    EXPECT_EQ(e.time.epComm, 0.0);
+  }
+}
+
+// (e) Experts too big for ep = 1: 128 experts of 4096 x 16384 in each of
+// 8 layers (137 G parameters) on 128 A100s. At ep = 1 only ZeRO-3 can hold
+// the states, and then it gathers a layer's 128 experts (two layers, 69
+// GB); split over ep ranks each gathers 128/ep. The search finds plans only
+// with ep > 1, prices their all-to-alls, and never offers pipelines or
+// sequence parallelism to an MoE model.
+TEST(Search, ExpertParallelismFitsWhatEp1DoesNot) {
+  ModelShape m = moeModel(8, 4096, 32, 128);
+  CostModel cm(m, load("dgx-a100-80gb.json"));
+  SearchOptions o = options(128, 256);
+  o.allowOffload = false;
+  o.allowExpertParallel = false;
+  llvm::Expected<SearchResult> none = searchPlans(cm, o);
+  ASSERT_FALSE(static_cast<bool>(none));
+  std::string err = llvm::toString(none.takeError());
+  EXPECT_NE(err.find("no plan fits"), std::string::npos) << err;
+
+  o.allowExpertParallel = true;
+  o.topK = 1000000;
+  llvm::Expected<SearchResult> r = searchPlans(cm, o);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  const PlanEstimate &w = r->top.front();
+  EXPECT_GT(w.plan.ep, 1) << w.plan.str();
+  EXPECT_GT(w.time.epComm, 0.0);
+  EXPECT_GT(w.comm.ep, 0.0);
+  EXPECT_NE(w.plan.str().find("ep="), std::string::npos);
+  for (const PlanEstimate &e : r->top) {
+    EXPECT_GT(e.plan.ep, 1) << e.plan.str();
+    EXPECT_EQ(e.plan.pp, 1) << e.plan.str();
+    EXPECT_FALSE(e.plan.sequenceParallel) << e.plan.str();
+    EXPECT_EQ(cm.checkPlan(e.plan), "") << e.plan.str();
+  }
+  // The explanation's alternatives say that nothing fits without it.
+  bool named = false;
+  for (const Alternative &a : r->alternatives)
+    if (a.what == "no expert parallelism (ep = 1)") {
+      named = true;
+      EXPECT_FALSE(a.best.fits);
+    }
+  EXPECT_TRUE(named);
+}
+
+// (e) Faster: 8 experts on one 8-GPU node. Each rank computes its one
+// expert on 8 C rows (one GEMM of 8x the rows, nearer peak) and reduces
+// its expert's gradients with no peer, for the price of all-to-alls over
+// NVLink: the best plan splits the experts, and the best at ep = 1, which
+// fits, is slower.
+TEST(Search, ExpertParallelismWinsWhereItIsFaster) {
+  ModelShape m = moeModel(24, 2048, 16, 8);
+  CostModel cm(m, load("dgx-a100-80gb.json"));
+  llvm::Expected<SearchResult> r = searchPlans(cm, options(8, 64));
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  const PlanEstimate &w = r->top.front();
+  EXPECT_GT(w.plan.ep, 1) << w.plan.str();
+  for (const Alternative &a : r->alternatives)
+    if (a.what == "no expert parallelism (ep = 1)") {
+      ASSERT_TRUE(a.best.fits);
+      EXPECT_EQ(a.best.plan.ep, 1);
+      EXPECT_GT(a.best.time.total, w.time.total);
+      EXPECT_LT(a.best.time.compute, 1.2 * w.time.compute);
+    }
+}
+
 // Not a timed test (see bench/auto-parallel): a 1T model on 3072 GPUs must
 // search the whole space and find a plan.
 TEST(Search, TrillionParametersOn3072Gpus) {
