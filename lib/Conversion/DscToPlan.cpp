@@ -104,7 +104,13 @@ void moeRoutingOf(RouteOp op, Instruction &r) {
 
 class PlanBuilder {
 public:
-  explicit PlanBuilder(ModuleOp module) : module(module) {}
+  explicit PlanBuilder(ModuleOp module) : module(module) {
+    // A pipeline stage seeds its MoE auxiliary losses with a constant 1/m
+    // (--dsc-autodiff): the loss's seed must stay what was compiled too, so
+    // the plan gets no runtime-written gradient seed (and refuses another
+    // micro-batch count).
+    module.walk([&](StageAuxiliaryLossOp) { bakedSeeds = true; });
+  }
 
   FailureOr<rt::Plan> build();
 
@@ -328,6 +334,8 @@ private:
   SmallVector<rt::Instruction> prelude;
 
   ModuleOp module;
+  /// Whether some backward's seed is a baked constant (above).
+  bool bakedSeeds = false;
   rt::Plan plan;
   llvm::DenseMap<Value, uint32_t> valueBuffers;
   llvm::DenseMap<Attribute, uint32_t> declBuffers;
@@ -1071,7 +1079,7 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
   };
   auto f64 = [](FloatAttr attr) { return attr.getValueAsDouble(); };
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case<GetParameterOp, arith::ConstantOp>([&](auto) {
+      .Case<GetParameterOp, arith::ConstantOp, StageAuxiliaryLossOp>([&](auto) {
         skip = true;
         return success();
       })
@@ -1308,7 +1316,8 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
           })
       .Case<VocabParallelCrossEntropyGradOp>(
           [&](VocabParallelCrossEntropyGradOp op) -> LogicalResult {
-            if (auto constant = op.getGrad().getDefiningOp<arith::ConstantOp>())
+            if (auto constant = op.getGrad().getDefiningOp<arith::ConstantOp>();
+                constant && !bakedSeeds)
               plan.gradientSeed = valueBuffers.lookup(constant.getResult());
             ops::VocabParallelCrossEntropyGrad grad;
             grad.classes = op.getClasses();
@@ -1431,7 +1440,8 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         ops::CrossEntropyGrad grad;
         grad.classes = cg.getClasses();
         grad.encode(inst);
-        if (auto constant = cg.getGrad().getDefiningOp<arith::ConstantOp>())
+        if (auto constant = cg.getGrad().getDefiningOp<arith::ConstantOp>();
+            constant && !bakedSeeds)
           plan.gradientSeed = valueBuffers.lookup(constant.getResult());
         return success();
       })

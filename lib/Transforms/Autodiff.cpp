@@ -166,6 +166,26 @@ struct DscAutodiffPass
         ++numGradientOps;
       }
     };
+    // A pipeline stage's MoE auxiliary losses (dsc.stage_auxiliary_loss)
+    // get the loss's seed here: the last stage's own, another stage a 1/m
+    // of its own (the plan then has no runtime-written seed).
+    for (auto sink : llvm::make_early_inc_range(
+             body.getOps<StageAuxiliaryLossOp>())) {
+      for (Value aux : sink.getAux()) {
+        Value seed;
+        if (returnsLoss && aux.getType() == lossValue.getType()) {
+          seed = grads.lookup(lossValue);
+        } else {
+          auto type = cast<RankedTensorType>(aux.getType());
+          seed = arith::ConstantOp::create(
+              b, aux.getLoc(),
+              DenseElementsAttr::get(
+                  type, b.getFloatAttr(type.getElementType(),
+                                       1.0 / double(microbatches))));
+        }
+        addGrad(aux, seed);
+      }
+    }
 
     // Where new dsc.state declarations go: after the last module-level
     // parameter or state, so that the module keeps reading top to bottom.

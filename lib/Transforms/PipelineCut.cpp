@@ -61,6 +61,9 @@ struct DscPipelinePass
   int64_t pp{};
   ::dsc::PipelineScheduleKind schedule{};
   int64_t virtualStages{};
+  ::dsc::Precision precision{};
+  /// Whether the loss had MoE auxiliary losses, now seeded per stage.
+  bool seedAuxiliaryLosses = false;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -69,7 +72,9 @@ struct DscPipelinePass
       pp = plan.pp;
       schedule = plan.schedule;
       virtualStages = plan.virtualStages;
+      precision = plan.precision;
     }
+    seedAuxiliaryLosses = false;
     if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
                                            removedSchedule)))
       return signalPassFailure();
@@ -94,22 +99,37 @@ struct DscPipelinePass
           << funcName.getValue() << " computing the loss";
       return signalPassFailure();
     }
-    // An MoE layer's auxiliary loss joins the loss on the last stage; a
-    // stage's one message (the residual stream) cannot carry it yet.
+    // An MoE layer's auxiliary loss is seeded in its own stage (the stage's
+    // one message, the residual stream, does not carry it): the loss
+    // function's dsc.auxiliary_loss goes, and each stage with MoE layers
+    // gets a dsc.stage_auxiliary_loss of its routers' losses.
     Operation *ret = loss.getBody().front().getTerminator();
     if (auto aux = ret->getNumOperands() == 1
                        ? ret->getOperand(0).getDefiningOp<AuxiliaryLossOp>()
                        : AuxiliaryLossOp()) {
-      aux.emitOpError("--dsc-pipeline: pipelines with MoE layers are not "
-                      "supported yet: their auxiliary losses would have to "
-                      "cross the stages (pp=")
-          << pp << ")";
-      return signalPassFailure();
+      if (precision == ::dsc::Precision::Fp16) {
+        aux.emitOpError("--dsc-pipeline: pipelines with MoE layers seed each "
+                        "stage's auxiliary losses with a fixed 1/m; fp16's "
+                        "dynamic loss scaling is not supported with them "
+                        "(use precision=bf16)");
+        return signalPassFailure();
+      }
+      for (Value a : aux.getAux())
+        if (!a.getDefiningOp<MoeRouteOp>()) {
+          aux.emitOpError("--dsc-pipeline: an auxiliary loss that is not a "
+                          "dsc.moe_route's cannot be seeded in its stage");
+          return signalPassFailure();
+        }
+      aux.getResult().replaceAllUsesWith(aux.getLoss());
+      aux.erase();
+      seedAuxiliaryLosses = true;
     }
     if (failed(checkMesh(module)))
       return signalPassFailure();
     if (failed(cut(loss)))
       return signalPassFailure();
+    if (seedAuxiliaryLosses)
+      addStageAuxiliaryLosses(module);
     module->setAttr(kPipelineAttr,
                     PipelineAttr::get(module.getContext(), pp * virtualStages,
                                       schedule, virtualStages,
@@ -269,6 +289,20 @@ struct DscPipelinePass
     }
     loss.erase();
     return success();
+  }
+
+  /// The routers' auxiliary losses of each stage, seeded there.
+  void addStageAuxiliaryLosses(ModuleOp module) {
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (!func->hasAttr(kStageAttr) || func.isExternal())
+        continue;
+      SmallVector<Value> aux;
+      func.walk([&](MoeRouteOp route) { aux.push_back(route.getAux()); });
+      if (aux.empty())
+        continue;
+      OpBuilder b(func.getBody().front().getTerminator());
+      StageAuxiliaryLossOp::create(b, func.getLoc(), aux);
+    }
   }
 
   /// The function of stage `k` running `ops`: arguments are the crossing

@@ -34,6 +34,16 @@ func.func @layer(%x: tensor<2x8x32xf32>, %logits: tensor<2x8x4xf32>,
 
 // -----
 
+// A pipeline stage's routing losses (--dsc-pipeline), seeded in the stage.
+// CHECK-LABEL: func.func @stage_losses
+// CHECK: dsc.stage_auxiliary_loss %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32>
+func.func @stage_losses(%a: tensor<f32>, %b: tensor<f32>) {
+  dsc.stage_auxiliary_loss %a, %b : tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
 func.func @top_k_above_experts(%logits: tensor<2x8x4xf32>) {
   // expected-error @+1 {{top_k must be in [1, 4] (the experts), got 5}}
   %slots, %gates, %aux = dsc.moe_route %logits {top_k = 5 : i64, capacity = 16 : i64, drop_tokens}

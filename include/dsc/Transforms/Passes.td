@@ -764,6 +764,12 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     embedding is read by the first and the last stage). The original
     function is erased.
 
+    MoE layers: the loss's `dsc.auxiliary_loss` goes, and every stage with
+    MoE layers ends with a `dsc.stage_auxiliary_loss` of its routers'
+    losses, which `--dsc-autodiff` seeds in that stage with 1/m (the one
+    message between stages is the residual stream). Under fp16 (dynamic
+    loss scaling, whose seed is written at run time) this is refused.
+
     Before:
     ```mlir
     func.func @loss(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>) -> tensor<f32> {

@@ -216,4 +216,28 @@ def Dsc_AuxiliaryLossOp : Dsc_GraphOp<"auxiliary_loss",
   let hasVerifier = 1;
 }
 
+def Dsc_StageAuxiliaryLossOp : Dsc_Op<"stage_auxiliary_loss"> {
+  let summary = "A pipeline stage's auxiliary losses, seeded in the stage";
+  let description = [{
+    The auxiliary losses (MoE load-balancing and z-losses) of the MoE layers
+    a pipeline stage holds. `--dsc-pipeline` replaces the loss function's
+    `dsc.auxiliary_loss` by one of these in every stage with MoE layers:
+    the stage's one message (the residual stream) does not carry them, so
+    `--dsc-autodiff` seeds each in its own stage with the loss's seed, the
+    micro-batch average `1/m` (baked into the plan: such a plan has no
+    runtime-written gradient seed, so it runs with the micro-batch count it
+    was compiled for, and fp16's dynamic loss scaling is refused). The
+    gradient is that of `loss + Σ aux`, as with `dsc.auxiliary_loss`; the op
+    itself computes nothing and has no runtime instruction.
+
+    ```mlir
+    dsc.stage_auxiliary_loss %aux0, %aux1 : tensor<f32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<0DTensorOf<[F32, F64]>>:$aux);
+  let assemblyFormat = [{
+    $aux attr-dict `:` type($aux)
+  }];
+}
+
 #endif // DSC_DIALECT_DSC_IR_DSCMOEOPS_TD
