@@ -314,7 +314,7 @@ std::vector<Block> buildDocument(const SearchResult &r,
             {"#", "dp", "tp", "pp", "ep", "ZeRO", "SP", "b x m", "schedule",
              "recompute", "offload", "step (s)", "TFLOP/s/GPU", "MFU",
              "device GB", "host GB", "NVMe GB", "comm GB/GPU/step", "bubble"},
-            "rrrrrrlrllllrrrrrrrr",
+            "rrrrrrlrlllrrrrrrrr",
             {}};
   for (size_t i = 0; i < r.top.size(); ++i) {
     const PlanEstimate &e = r.top[i];

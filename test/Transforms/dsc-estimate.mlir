@@ -14,6 +14,7 @@
 // PARAMSZ1: error: --dsc-estimate: the plan `dp=8 tp=8 pp=16 zero=1 micro-batch-size=1 offload-params=host precision=bf16` does not fit the model: parameter offload needs ZeRO stage 3 and optimizer offload (as --dsc-offload builds it)
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json tp=5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not dsc-opt %s --dsc-estimate="dp=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLUSTER
+// RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 ep=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DENSEEP
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json pp=2 pipeline-schedule=zb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json precision=fp16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRECISION
 // RUN: dsc-opt %s --dsc-estimate="cluster=%dsc_src_root/examples/clusters/dgx-a100-80gb.json dp=8 tp=8 pp=16 micro-batch=1 microbatches=192 precision=fp32" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FP32
@@ -42,6 +43,8 @@
 // Numbers that do not divide are errors naming them.
 // HEADS: error: --dsc-estimate: the plan `dp=1 tp=5 pp=1 micro-batch-size=1 precision=bf16` does not fit the model: tp=5 does not divide the 96 attention heads
 // CLUSTER: error: --dsc-estimate: needs cluster=FILE (see examples/clusters/)
+// Expert parallelism needs experts (test/Transforms/dsc-estimate-moe.mlir).
+// DENSEEP: error: --dsc-estimate: the plan `dp=8 tp=1 pp=1 ep=2 micro-batch-size=1 precision=bf16` does not fit the model: ep=2 needs MoE layers; the model has none
 // PRECISION: error: --dsc-estimate: precision must be 'bf16' or 'fp32', got 'fp16'
 // An fp32 plan (as --dsc-compile builds it) adds its bytes per GPU; the
 // comparison search prices fp32 plans too.
