@@ -284,9 +284,13 @@ std::vector<Block> buildDocument(const SearchResult &r,
       {"data-parallel traffic (exposed)", t.dpComm},
       {"optimizer step", t.optimizer},
       {"offload (PCIe + CPU Adam)", t.offload}};
-  for (auto [name, sec] : parts)
+  for (auto [name, sec] : parts) {
+    // Only an MoE model's plans send all-to-alls.
+    if (m.numExperts == 0 && llvm::StringRef(name).starts_with("expert-"))
+      continue;
     time.rows.push_back({name, llvm::formatv("{0:F3}", sec),
                          llvm::formatv("{0:F1}%", 100.0 * sec / t.total)});
+  }
   time.rows.push_back(
       {"**total**", llvm::formatv("**{0:F3}**", t.total), "100%"});
   doc.push_back(std::move(time));
@@ -309,36 +313,51 @@ std::vector<Block> buildDocument(const SearchResult &r,
   doc.push_back(std::move(mem));
 
   doc.push_back({Block::Heading, "Top plans", {}, "", {}});
+  // The ep column only for an MoE model (a dense model's plans keep ep 1).
+  const bool moe = ctx.model->model().numExperts > 0;
   Block top{Block::Table,
             "",
-            {"#", "dp", "tp", "pp", "ep", "ZeRO", "SP", "b x m", "schedule",
+            {"#", "dp", "tp", "pp", "ZeRO", "SP", "b x m", "schedule",
              "recompute", "offload", "step (s)", "TFLOP/s/GPU", "MFU",
              "device GB", "host GB", "NVMe GB", "comm GB/GPU/step", "bubble"},
-            "rrrrrrlrlllrrrrrrrr",
+            "rrrrrlrlllrrrrrrrr",
             {}};
+  if (moe) {
+    top.items.insert(top.items.begin() + 4, "ep");
+    top.align.insert(top.align.begin() + 4, 'r');
+  }
   for (size_t i = 0; i < r.top.size(); ++i) {
     const PlanEstimate &e = r.top[i];
     const ParallelPlan &p = e.plan;
     auto f1 = [](double v) { return llvm::formatv("{0:F1}", v).str(); };
-    top.rows.push_back(
-        {std::to_string(i + 1), std::to_string(p.dp), std::to_string(p.tp),
-         std::to_string(p.pp), std::to_string(p.ep),
-         std::to_string(p.zeroStage), yesNo(p.sequenceParallel && p.tp > 1),
-         llvm::formatv("{0} x {1}", p.microBatchSize, p.numMicroBatches),
-         p.pp == 1 ? std::string("-")
-         : p.virtualStages > 1
-             ? llvm::formatv("{0} v={1}", scheduleName(p.schedule),
-                             p.virtualStages)
-                   .str()
-             : std::string(scheduleName(p.schedule)),
-         yesNo(p.fullRecompute()),
-         p.offloadsParams() ? std::string("yes+params")
-                            : yesNo(p.offloadsOptimizer()),
-         llvm::formatv("{0:F2}", e.time.total),
-         llvm::formatv("{0:F0}", e.flopsPerGpu / 1e12), f1(100.0 * e.mfu) + "%",
-         f1(toGB(e.memory.device)), f1(toGB(e.memory.host)),
-         f1(toGB(e.memory.nvme)), f1(toGB(e.comm.total())),
-         f1(100.0 * e.bubbleFraction) + "%"});
+    std::vector<std::string> row = {
+        std::to_string(i + 1),
+        std::to_string(p.dp),
+        std::to_string(p.tp),
+        std::to_string(p.pp),
+        std::to_string(p.zeroStage),
+        yesNo(p.sequenceParallel && p.tp > 1),
+        llvm::formatv("{0} x {1}", p.microBatchSize, p.numMicroBatches),
+        p.pp == 1 ? std::string("-")
+        : p.virtualStages > 1
+            ? llvm::formatv("{0} v={1}", scheduleName(p.schedule),
+                            p.virtualStages)
+                  .str()
+            : std::string(scheduleName(p.schedule)),
+        yesNo(p.fullRecompute()),
+        p.offloadsParams() ? std::string("yes+params")
+                           : yesNo(p.offloadsOptimizer()),
+        llvm::formatv("{0:F2}", e.time.total),
+        llvm::formatv("{0:F0}", e.flopsPerGpu / 1e12),
+        f1(100.0 * e.mfu) + "%",
+        f1(toGB(e.memory.device)),
+        f1(toGB(e.memory.host)),
+        f1(toGB(e.memory.nvme)),
+        f1(toGB(e.comm.total())),
+        f1(100.0 * e.bubbleFraction) + "%"};
+    if (moe)
+      row.insert(row.begin() + 4, std::to_string(p.ep));
+    top.rows.push_back(std::move(row));
   }
   doc.push_back(std::move(top));
 

@@ -109,4 +109,50 @@ TEST(Report, UnwritablePathIsAnError) {
             std::string::npos);
 }
 
+// An MoE model's report has an ep column and the all-to-alls' seconds; its
+// JSON gives each plan's ep, all-to-all seconds and bytes. A dense model's
+// table keeps its columns (every plan is ep 1) but its JSON says ep 1.
+TEST(Report, ExpertParallelismIsShownForMoeModels) {
+  llvm::Expected<ClusterSpec> c =
+      loadClusterSpec(DSC_CLUSTERS_DIR "/dgx-a100-80gb.json");
+  ASSERT_TRUE(static_cast<bool>(c));
+  ModelShape m = ModelShape::gpt("moe", 24, 2048, 16, 2048, 51200);
+  m.microBatchSize = 1;
+  m.numExperts = 8;
+  m.moeCapacity = 2 * 2048 / 8;
+  m.parameters += m.expertParameters() - 24 * 8.0 * 2048 * 2048;
+  for (bool moe : {true, false}) {
+    CostModel cm(moe ? m : ModelShape::gpt("dense", 24, 2048, 16, 2048, 51200),
+                 *c);
+    SearchOptions o;
+    o.numGpus = 8;
+    o.globalBatch = 64;
+    llvm::Expected<SearchResult> r = searchPlans(cm, o);
+    ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+    ReportContext ctx;
+    ctx.model = &cm;
+    ctx.options = o;
+    std::string md = renderMarkdown(*r, ctx);
+    EXPECT_EQ(md.find("| # | dp | tp | pp | ep | ZeRO |") != std::string::npos,
+              moe);
+    EXPECT_EQ(md.find("| expert-parallel all-to-alls |") != std::string::npos,
+              moe);
+    const PlanEstimate &w = r->top.front();
+    llvm::json::Value js = estimateToJSON(w);
+    const llvm::json::Object *o2 = js.getAsObject();
+    EXPECT_EQ(o2->getObject("plan")->getInteger("ep"), w.plan.ep);
+    EXPECT_EQ(o2->getObject("time_seconds")->getNumber("ep_comm"),
+              w.time.epComm);
+    EXPECT_EQ(o2->getObject("comm_bytes_per_gpu")->getNumber("ep"), w.comm.ep);
+    if (moe) {
+      EXPECT_GT(w.plan.ep, 1);
+      EXPECT_NE(
+          md.find("| 1 | 8 | 1 | 1 | " + std::to_string(w.plan.ep) + " |"),
+          std::string::npos);
+    } else {
+      EXPECT_EQ(w.plan.ep, 1);
+    }
+  }
+}
+
 } // namespace
