@@ -220,6 +220,11 @@ std::vector<Block> buildDocument(const SearchResult &r,
                        "GPU.",
                        g.time.total, g.flopsPerGpu / 1e12, 100.0 * g.mfu,
                        100.0 * g.bubbleFraction, toGB(g.memory.device)));
+    if (g.plan.ep > 1)
+      para(llvm::formatv("Its expert-parallel all-to-alls take {0:F3} s per "
+                         "step ({1:F1}%) and send {2:F2} GB per GPU.",
+                         g.time.epComm, 100.0 * g.time.epComm / g.time.total,
+                         toGB(g.comm.ep)));
     if (!r.top.empty()) {
       const PlanEstimate &w = r.top.front();
       std::vector<std::string> changes = planChanges(g.plan, w.plan);

@@ -16,6 +16,7 @@
 // The report shows each plan's ep and the step's all-to-all seconds.
 // REPORT: ## Your plan
 // REPORT: `dp=8 tp=1 pp=1 ep=2 zero=1 micro-batch-size=2 microbatches=16 precision=bf16`
+// REPORT: Its expert-parallel all-to-alls take {{[0-9.]+}} s per step ({{[0-9.]+}}%) and send {{[0-9.]+}} GB per GPU.
 // REPORT: | expert-parallel all-to-alls | {{[0-9.]+}} |
 // REPORT: ## Top plans
 // REPORT: | # | dp | tp | pp | ep | ZeRO |
