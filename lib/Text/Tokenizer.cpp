@@ -475,7 +475,7 @@ std::optional<uint32_t> Tokenizer::tokenToId(StringRef token) const {
 std::optional<std::string> Tokenizer::idToToken(uint32_t id) const {
   auto it = impl->addedById.find(id);
   if (it != impl->addedById.end())
-    return impl->addedTokens[it->second].content;
+    return impl->addedTokens[it->second].shown;
   if (id < impl->model.tokens.size() && impl->model.tokens[id])
     return *impl->model.tokens[id];
   return std::nullopt;

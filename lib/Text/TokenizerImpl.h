@@ -30,6 +30,9 @@ namespace dsc::text {
 
 struct AddedToken {
   std::string content;
+  /// What decode shows: HF maps a normalized token's id to its normalized
+  /// content.
+  std::string shown;
   uint32_t id = 0;
   bool singleWord = false;
   bool lstrip = false;

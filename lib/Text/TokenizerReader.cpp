@@ -778,7 +778,7 @@ static Expected<std::unique_ptr<TokenizerImpl>> readTokenizer(StringRef text,
       return std::move(e);
 
   for (size_t i = 0; i < impl->addedTokens.size(); ++i) {
-    const AddedToken &t = impl->addedTokens[i];
+    AddedToken &t = impl->addedTokens[i];
     // A token the model also has under another id would decode ambiguously.
     auto it = impl->model.vocab.find(t.content);
     if (it != impl->model.vocab.end() && it->second != t.id)
@@ -786,9 +786,12 @@ static Expected<std::unique_ptr<TokenizerImpl>> readTokenizer(StringRef text,
                     "\"" + t.content + "\" has id " + llvm::Twine(t.id) +
                         " but the model's vocabulary says " +
                         llvm::Twine(it->second));
+    t.shown = t.content;
     if (t.normalized) {
-      // HF matches a normalized token by its normalized content.
+      // HF matches a normalized token by its normalized content, and
+      // decodes its id to that too.
       std::string pattern = impl->normalize(t.content);
+      t.shown = pattern;
       if (!pattern.empty())
         addPattern(impl->normalizedMatcher, std::move(pattern), i);
     } else {

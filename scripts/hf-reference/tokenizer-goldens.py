@@ -169,6 +169,57 @@ def llama_tokenizers(base):
     return {k: Tokenizer.from_str(json.dumps(v)) for k, v in out.items()}
 
 
+def options_tokenizer(neox):
+    """The byte-level model with the options the two families do not use
+    but tokenizer.json files do: NFKC, add_prefix_space, ignore_merges,
+    added tokens with lstrip / rstrip / single_word / normalized, and a
+    Sequence post-processor whose template wraps the text in
+    <|endoftext|>."""
+    d = json.loads(neox.to_str())
+    d["normalizer"] = {"type": "Sequence",
+                       "normalizers": [{"type": "NFKC"}]}
+    d["pre_tokenizer"]["add_prefix_space"] = True
+    d["model"]["ignore_merges"] = True
+    d["added_tokens"] = d["added_tokens"][:2]
+    d["post_processor"] = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+         "use_regex": True},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
+         "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                  {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {"<|endoftext|>": {
+             "id": "<|endoftext|>", "ids": [0], "tokens": ["<|endoftext|>"]}}}]}
+    tok = Tokenizer.from_str(json.dumps(d))
+    tok.add_special_tokens([AddedToken("[MASK]", lstrip=True)])
+    tok.add_special_tokens([AddedToken("<sep>", rstrip=True)])
+    tok.add_tokens([AddedToken("hello", single_word=True, normalized=True)])
+    tok.add_tokens([AddedToken("Ｗorld", normalized=True)])  # NFKC: World
+    tok.add_tokens([AddedToken("[raw]", normalized=False,
+                               lstrip=True, rstrip=True)])
+    return tok
+
+
+OPTION_PIECES = ["[MASK]", " [MASK]", "  [MASK] ", "\t[MASK]", "<sep>",
+                 "<sep>  x", "<sep>\n", "hello", "hellohello", " hello,",
+                 "xhello", "hello_", "héllo", "hello\u0301", "World",
+                 "\uff37orld", "Worlds", "[raw]", "  [raw]  ", "ﬁne", "²",
+                 "[MASK][MASK]", "<sep><sep>"]
+
+
+def option_strings(count, seed):
+    rng = random.Random(seed)
+    out = []
+    for s in make_strings(count, seed):
+        for _ in range(rng.randint(0, 3)):
+            at = rng.randint(0, len(s))
+            s = s[:at] + rng.choice(OPTION_PIECES) + s[at:]
+        out.append(s)
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Strings.
 
@@ -299,14 +350,18 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     toks = {"neox": byte_level_tokenizer()}
     toks.update(llama_tokenizers(llama_model_json()))
+    toks["options"] = options_tokenizer(toks["neox"])
     counts = {"neox": 10000, "llama": 10000, "llama-metaspace": 2000,
-              "llama-unk": 2000}
+              "llama-unk": 2000, "options": 3000}
     for name, tok in toks.items():
+        # The goldens come from the file as saved: what dsc reads.
+        tok = Tokenizer.from_str(tok.to_str())
         with open(os.path.join(OUT, name + ".tokenizer.json"), "w",
                   encoding="utf-8") as f:
             f.write(tok.to_str(pretty=False))
             f.write("\n")
-        text = goldens(tok, make_strings(counts[name], seed=20261203))
+        make = option_strings if name == "options" else make_strings
+        text = goldens(tok, make(counts[name], seed=20261203))
         path = os.path.join(OUT, name + ".goldens.jsonl.gz")
         # mtime=0: the same input gives the same bytes.
         with open(path, "wb") as f:

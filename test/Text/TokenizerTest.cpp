@@ -181,6 +181,10 @@ TEST(TokenizerGoldens, LlamaUnkNoByteFallback) {
   checkGoldens("llama-unk", 2000);
 }
 
+// NFKC, add_prefix_space, ignore_merges, lstrip / rstrip / single_word /
+// normalized added tokens, a Sequence post-processor with a suffix.
+TEST(TokenizerGoldens, ByteLevelOptions) { checkGoldens("options", 3000); }
+
 TEST(Tokenizer, Basics) {
   std::unique_ptr<Tokenizer> neox = load("neox");
   std::unique_ptr<Tokenizer> llama = load("llama");
