@@ -724,9 +724,36 @@ void indexPatterns(AddedTokenMatcher &matcher) {
 
 } // namespace
 
+/// LLVM's JSON parser recurses once a nesting level; a hostile file of a
+/// million '[' would overflow the stack. tokenizer.json nests about six.
+static bool nestsTooDeep(StringRef text) {
+  constexpr int kMaxDepth = 64;
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth)
+        return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 static Expected<std::unique_ptr<TokenizerImpl>> readTokenizer(StringRef text,
                                                               StringRef name) {
   Reader r(name);
+  if (nestsTooDeep(text))
+    return r.fail("JSON", "nested more than 64 deep");
   Expected<json::Value> root = json::parse(text);
   if (!root)
     return r.fail("JSON", llvm::toString(root.takeError()));

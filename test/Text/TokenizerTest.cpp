@@ -375,6 +375,121 @@ TEST(TokenizerFuzz, TruncatedAndFlipped) {
   }
 }
 
+TEST(TokenizerFuzz, DeepNesting) {
+  std::string deep(1000000, '[');
+  auto tok = Tokenizer::fromJSON(deep);
+  ASSERT_FALSE(bool(tok));
+  EXPECT_NE(llvm::toString(tok.takeError()).find("nested"), std::string::npos);
+}
+
+/// Edits that keep the file well-formed JSON but make odd tokenizers:
+/// moved ids, dropped or swapped merges, toggled flags, odd templates.
+TEST(TokenizerFuzz, StructuralEdits) {
+  std::mt19937 rng(7);
+  size_t accepted = 0, refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    const char *base = i % 2 ? "llama" : "options";
+    auto value = json::parse(
+        readFile(inputPath((llvm::Twine(base) + ".tokenizer.json").str())));
+    ASSERT_TRUE(bool(value));
+    json::Object &o = *value->getAsObject();
+    json::Object &m = *o.getObject("model");
+    json::Array &merges = *m.getArray("merges");
+    json::Object &vocab = *m.getObject("vocab");
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 4); k < n; ++k) {
+      switch (rng() % 7) {
+      case 0: { // move a token to another id
+        auto it = vocab.begin();
+        std::advance(it, rng() % vocab.size());
+        it->second = static_cast<int64_t>(rng() % 2100);
+        break;
+      }
+      case 1: // drop a merge
+        merges.erase(merges.begin() + rng() % merges.size());
+        break;
+      case 2: // swap two merges' ranks
+        std::swap(merges[rng() % merges.size()],
+                  merges[rng() % merges.size()]);
+        break;
+      case 3:
+        for (const char *flag : {"fuse_unk", "byte_fallback", "ignore_merges"})
+          if (rng() % 2)
+            m[flag] = !*m.getBoolean(flag);
+        break;
+      case 4: { // an added token with another id or flags
+        json::Array &added = *o.getArray("added_tokens");
+        json::Object &t = *added[rng() % added.size()].getAsObject();
+        if (rng() % 2)
+          t["id"] = static_cast<int64_t>(rng() % 2100);
+        for (const char *flag : {"lstrip", "rstrip", "single_word",
+                                 "normalized", "special"})
+          if (rng() % 3 == 0)
+            t[flag] = !*t.getBoolean(flag);
+        break;
+      }
+      case 5: // a template naming ids nobody has
+        if (json::Object *pp = o.getObject("post_processor"))
+          if (json::Object *sp = pp->getObject("special_tokens"))
+            for (auto &kv : *sp)
+              (*kv.second.getAsObject())["ids"] =
+                  json::Array{static_cast<int64_t>(rng() % 100000)};
+        break;
+      case 6: // a one-character decoder/pre-tokenizer replacement
+        if (json::Object *pt = o.getObject("pre_tokenizer"))
+          if (pt->get("replacement"))
+            (*pt)["replacement"] = rng() % 2 ? "x" : " ";
+        break;
+      }
+    }
+    auto tok =
+        Tokenizer::fromJSON(llvm::formatv("{0}", *value).str(), "edited.json");
+    if (!tok) {
+      ++refused;
+      llvm::consumeError(tok.takeError());
+      continue;
+    }
+    ++accepted;
+    exercise(**tok);
+  }
+  std::printf("structural edits: %zu accepted and exercised, %zu refused\n",
+              accepted, refused);
+  EXPECT_GT(accepted, 0u);
+}
+
+/// Random code points outside the special-token and "▁" alphabet: Llama's
+/// decode(encode(x)) is x (byte fallback loses nothing); encode never fails.
+TEST(TokenizerFuzz, LlamaRoundTrip) {
+  std::unique_ptr<Tokenizer> tok = load("llama");
+  ASSERT_TRUE(tok);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    for (int k = 0, n = static_cast<int>(rng() % 20); k < n; ++k) {
+      uint32_t cp = rng() % 4 ? 0x20 + rng() % 0x5f : rng() % 0x110000;
+      if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0x2581 || cp == '<')
+        continue;
+      if (cp < 0x80) {
+        text += static_cast<char>(cp);
+      } else if (cp < 0x800) {
+        text += static_cast<char>(0xC0 | (cp >> 6));
+        text += static_cast<char>(0x80 | (cp & 0x3F));
+      } else if (cp < 0x10000) {
+        text += static_cast<char>(0xE0 | (cp >> 12));
+        text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        text += static_cast<char>(0x80 | (cp & 0x3F));
+      } else {
+        text += static_cast<char>(0xF0 | (cp >> 18));
+        text += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        text += static_cast<char>(0x80 | (cp & 0x3F));
+      }
+    }
+    auto ids = tok->encode(text, true);
+    ASSERT_TRUE(bool(ids));
+    ASSERT_EQ(tok->decode(*ids, true), text);
+  }
+}
+
 TEST(TokenizerSpeed, TenThousandStrings) {
   std::vector<Golden> goldens = readGoldens("neox");
   for (const char *name : {"neox", "llama"}) {
