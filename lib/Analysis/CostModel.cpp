@@ -54,8 +54,10 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
     return llvm::formatv("pp={0} does not divide the {1} layers", plan.pp,
                          m.numLayers);
   // What --dsc-compile refuses for MoE layers (docs/moe.md).
-  if (m.numExperts > 0 && plan.pp > 1)
-    return "pipelines with MoE layers are not supported yet";
+  if (m.numExperts > 0 && plan.pp > 1 &&
+      plan.precision == ::dsc::Precision::Fp16)
+    return "fp16 pipelines with MoE layers are not supported yet (each "
+           "stage's auxiliary losses have a fixed seed; use precision=bf16)";
   if (m.numExperts > 0 && plan.sequenceParallel)
     return "sequence parallelism with MoE layers is not supported yet";
   if (plan.pp > 1 || plan.virtualStages != 1)
@@ -159,6 +161,26 @@ double CostModel::layersForwardTime(double layers, double moeLayers, int64_t b,
          moeLayers * moeLayerForwardTime(b, t, ep);
 }
 
+int64_t CostModel::busiestRankMoeLayers(const ParallelPlan &plan) const {
+  const ModelShape &ms = modelShape;
+  if (ms.numExperts <= 0)
+    return 0;
+  const int64_t p = std::max<int64_t>(1, plan.pp),
+                v = std::max<int64_t>(1, plan.virtualStages);
+  if (p * v == 1)
+    return ms.numMoeLayers();
+  // Rank r holds chunks c p + r, each of l / (p v) consecutive layers.
+  const int64_t chunk = ms.numLayers / (p * v);
+  int64_t most = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    int64_t layers = 0;
+    for (int64_t c = 0; c < v; ++c)
+      layers += ms.numMoeLayersIn((c * p + r) * chunk, chunk);
+    most = std::max(most, layers);
+  }
+  return most;
+}
+
 double CostModel::allToAllBytes(const ParallelPlan &plan) const {
   const ModelShape &ms = modelShape;
   const double element = plan.isFp32() ? 4.0 : 2.0;
@@ -175,8 +197,7 @@ double CostModel::allToAllTime(const ParallelPlan &plan) const {
   const ClusterSpec &c = clusterSpec;
   // The compiler's mesh is edp x ep x pp x tp, tp innermost
   // (--dsc-declare-mesh): an expert group is ep ranks at stride pp tp, so
-  // it stays in a node when pp tp ep ranks fit in one (pipelines are
-  // refused with MoE layers, so the stride is tp).
+  // it stays in a node when pp tp ep ranks fit in one.
   const int64_t n = plan.ep;
   GroupPlacement group = placeGroup(plan.tp * plan.pp, n, c.gpusPerNode);
   const double bytes = allToAllBytes(plan);
@@ -225,7 +246,14 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
   const double densePsi = ms.parameters - expertPsi;
   const int64_t ep = std::max<int64_t>(1, plan.ep);
   const int64_t edp = std::max<int64_t>(1, plan.dp / ep);
-  const double expertRank = expertPsi / static_cast<double>(ep * p);
+  // One MoE layer's experts on one rank, and the busiest pipeline rank's
+  // MoE layers (MoE layers need not fall evenly on the stages).
+  const double rankMoeLayers = static_cast<double>(busiestRankMoeLayers(plan));
+  const double layerExperts =
+      expertPsi > 0 ? expertPsi / static_cast<double>(ms.numMoeLayers()) /
+                          static_cast<double>(ep)
+                    : 0.0;
+  const double expertRank = layerExperts * rankMoeLayers;
   double psiRank = densePsi / static_cast<double>(t * p);
   // An fp32 plan is held against the memory planner, so it also counts
   // what tensor slicing replicates on every tp rank: each layer's two norms
@@ -288,8 +316,7 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
                                         : 0.0; // the layer being recomputed
   // A stage's layers, MoE layers with their experts' rows.
   double stageBytes = perLayer * layersPerStage;
-  const double moeLayers =
-      static_cast<double>(ms.numMoeLayers()) / static_cast<double>(p);
+  const double moeLayers = rankMoeLayers;
   if (moeLayers > 0) {
     const double moeLayer = moeActivationBytesPerLayer(
         ms, b, t, plan.fullRecompute(), plan.isFp32());
@@ -332,8 +359,7 @@ MemoryBreakdown CostModel::memory(const ParallelPlan &plan) const {
     gatheredLayer =
         std::max(gatheredLayer, 4.0 * h * h / static_cast<double>(t) +
                                     h * static_cast<double>(ms.numExperts) +
-                                    expertRank * static_cast<double>(p) /
-                                        static_cast<double>(ms.numMoeLayers()));
+                                    layerExperts);
   }
   double zero3Gather = 0;
   if (plan.zeroStage == 3 && plan.dp > 1)
@@ -413,9 +439,8 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   int64_t gpn = c.gpusPerNode;
   double layers = static_cast<double>(ms.numLayers / p);
   double md = static_cast<double>(m);
-  // MoE layers per stage (pipelines are refused with them: all of them).
-  const double moeLayers =
-      static_cast<double>(ms.numMoeLayers()) / static_cast<double>(p);
+  // The busiest pipeline rank's MoE layers (all of them without one).
+  const double moeLayers = static_cast<double>(busiestRankMoeLayers(plan));
   const int64_t ep = std::max<int64_t>(1, plan.ep);
 
   // Compute of one micro-batch: backward = 2x forward (two GEMMs per
@@ -500,7 +525,10 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   const double expertPsi = std::min(ms.expertParameters(), ms.parameters);
   const int64_t edp = d / ep;
   double psiRank = (ms.parameters - expertPsi) / static_cast<double>(t * p);
-  double expertRank = expertPsi / static_cast<double>(ep * p);
+  double expertRank = expertPsi > 0
+                          ? expertPsi / static_cast<double>(ms.numMoeLayers()) /
+                                static_cast<double>(ep) * moeLayers
+                          : 0.0;
   if (ep == 1) {
     psiRank += expertRank;
     expertRank = 0;
@@ -657,17 +685,19 @@ std::vector<::dsc::PipelineStageTimes>
 CostModel::pipelineStageTimes(const ParallelPlan &plan) const {
   const int64_t chunks = plan.pp * plan.virtualStages;
   bool sp = plan.sequenceParallel && plan.tp > 1;
-  double layers = static_cast<double>(modelShape.numLayers / chunks);
-  double forward = layersForwardTime(
-      layers,
-      static_cast<double>(modelShape.numMoeLayers()) /
-          static_cast<double>(chunks),
-      plan.microBatchSize, plan.tp, sp, std::max<int64_t>(1, plan.ep));
-  double recompute = plan.fullRecompute() ? forward : 0.0;
+  const int64_t chunkLayers = modelShape.numLayers / chunks;
+  double layers = static_cast<double>(chunkLayers);
   double logits = logitsForwardTime(plan.microBatchSize, plan.tp);
   std::vector<::dsc::PipelineStageTimes> times;
   for (int64_t k = 0; k < chunks; ++k) {
     const bool last = k == chunks - 1;
+    // Stage k's own MoE layers.
+    double forward = layersForwardTime(
+        layers,
+        static_cast<double>(
+            modelShape.numMoeLayersIn(k * chunkLayers, chunkLayers)),
+        plan.microBatchSize, plan.tp, sp, std::max<int64_t>(1, plan.ep));
+    double recompute = plan.fullRecompute() ? forward : 0.0;
     ::dsc::PipelineStageTimes t;
     t.forward = forward + (last ? logits : 0.0);
     t.backward = 2.0 * t.forward + recompute;

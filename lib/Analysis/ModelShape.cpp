@@ -31,6 +31,16 @@ int64_t ModelShape::numMoeLayers() const {
   return (numLayers + moeExpertInterval - 1) / moeExpertInterval;
 }
 
+int64_t ModelShape::numMoeLayersIn(int64_t first, int64_t count) const {
+  if (numExperts <= 0 || moeExpertInterval < 1 || count <= 0)
+    return 0;
+  // Multiples of the interval in [first, first + count).
+  auto upTo = [&](int64_t end) {
+    return (end + moeExpertInterval - 1) / moeExpertInterval;
+  };
+  return upTo(first + count) - upTo(first);
+}
+
 double ModelShape::expertParameters() const {
   const double h = double(hiddenSize), f = ffnWidth();
   return double(numMoeLayers()) * double(numExperts) *

@@ -173,9 +173,9 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
   ParallelPlan leastMemoryPlan;
   double leastMemory = -1;
 
-  // An MoE model: no pipelines and no sequence parallelism (what
-  // --dsc-compile refuses), and expert parallelism over every ep that
-  // divides both dp and the experts. A dense model keeps ep = 1.
+  // An MoE model: no sequence parallelism (what --dsc-compile refuses),
+  // and expert parallelism over every ep that divides both dp and the
+  // experts. A dense model keeps ep = 1.
   const bool moe = ms.numExperts > 0;
   auto expertDegrees = [&](int64_t d) {
     std::vector<int64_t> out;
@@ -190,8 +190,6 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
       continue;
     for (int64_t p : divisors(ms.numLayers)) {
       if (opt.numGpus % (t * p) != 0)
-        continue;
-      if (moe && p > 1)
         continue;
       int64_t d = opt.numGpus / (t * p);
       if (opt.globalBatch % d != 0)
@@ -300,7 +298,7 @@ mlir::dsc::analysis::searchPlans(const CostModel &cm,
   if (wp.pp > 1)
     respects.push_back({"no pipeline parallelism (pp = 1)",
                         [](const ParallelPlan &p) { return p.pp == 1; }});
-  else if (!moe) // MoE models are not offered pipelines at all.
+  else
     respects.push_back({"pipeline parallelism (pp > 1)",
                         [](const ParallelPlan &p) { return p.pp > 1; }});
   if (wp.tp > 1)

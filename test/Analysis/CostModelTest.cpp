@@ -89,8 +89,16 @@ TEST(Flops, MoeLayersComputeTheirCapacityAndRouter) {
   EXPECT_EQ(m.validate(), "");
   // What --dsc-compile refuses for MoE layers, the search does not offer.
   CostModel cm(m, a100());
-  EXPECT_EQ(cm.checkPlan(plan(1, 1, 2, 0, 1, 2)),
-            "pipelines with MoE layers are not supported yet");
+  EXPECT_EQ(cm.checkPlan(plan(1, 1, 2, 0, 1, 2)), "");
+  ParallelPlan fp16 = plan(1, 1, 2, 0, 1, 2);
+  fp16.precision = ::dsc::Precision::Fp16;
+  EXPECT_EQ(cm.checkPlan(fp16),
+            "fp16 pipelines with MoE layers are not supported yet (each "
+            "stage's auxiliary losses have a fixed seed; use precision=bf16)");
+  ParallelPlan sp = plan(1, 2, 1, 0, 1, 2);
+  sp.sequenceParallel = true;
+  EXPECT_EQ(cm.checkPlan(sp),
+            "sequence parallelism with MoE layers is not supported yet");
   m.moeCapacity = 0;
   EXPECT_NE(m.validate().find("moe_capacity >= 1"), std::string::npos);
 }
@@ -245,6 +253,44 @@ TEST(Moe, ExpertStatesFallByEp) {
                    activationBytesPerLayer(d, 1, 1, false, true));
   EXPECT_GT(cm.memory(plan(8, 1, 1, 0, 1, 8)).activations,
             CostModel(d, a100()).memory(plan(8, 1, 1, 0, 1, 8)).activations);
+}
+
+// Pipelines with MoE layers (each stage seeds its own aux losses): MoE
+// layers need not fall evenly on the stages, so the busiest rank's MoE
+// layers are priced, and each stage of the schedule simulation has its own.
+TEST(Moe, PipelinesPriceTheBusiestStage) {
+  ModelShape m = moeShape(8);
+  m.moeExpertInterval = 5; // layers 0, 5 | 10 | 15 | 20 on 4 stages of 6
+  m.parameters = ModelShape::gpt("moe", 24, 2048, 16, 2048, 51200).parameters +
+                 m.expertParameters() - 5 * 8.0 * 2048 * 2048;
+  EXPECT_EQ(m.numMoeLayersIn(0, 6), 2);
+  EXPECT_EQ(m.numMoeLayersIn(6, 6), 1);
+  EXPECT_EQ(m.numMoeLayersIn(1, 4), 0);
+  CostModel cm(m, a100());
+  ParallelPlan p = withEp(plan(2, 1, 4, 0, 8, 8), 2);
+  ASSERT_EQ(cm.checkPlan(p), "");
+  std::vector<::dsc::PipelineStageTimes> stages = cm.pipelineStageTimes(p);
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_GT(stages[0].forward, stages[1].forward);
+  EXPECT_DOUBLE_EQ(stages[1].forward, stages[2].forward);
+  // The busiest rank holds two MoE layers' experts, split over ep.
+  const double layerExperts = 8 * 8.0 * 2048 * 2048;
+  const double dense = (m.parameters - m.expertParameters()) / 4;
+  EXPECT_NEAR(cm.memory(p).states.total(),
+              16.0 * dense + 16.0 * 2 * layerExperts / 2, 1e3);
+  // Its all-to-alls: an ep group at stride pp = 4 (the mesh is edp x ep x
+  // pp x tp) of 2 ranks stays in the node.
+  PlanEstimate e = cm.estimate(p);
+  EXPECT_DOUBLE_EQ(e.time.epComm, 4.0 * 2 * 8 * cm.allToAllTime(p));
+  EXPECT_DOUBLE_EQ(cm.allToAllTime(p),
+                   collectiveTime(CollectiveKind::AllToAll, 2,
+                                  2.0 * 8 * 2048 * 2048,
+                                  linkFor(cm.cluster(), placeGroup(4, 2, 8))));
+  // pp 4 x ep 4 spans two nodes.
+  ParallelPlan wide = withEp(plan(4, 1, 4, 0, 8, 8), 4);
+  EXPECT_GT(cm.allToAllTime(wide),
+            collectiveTime(CollectiveKind::AllToAll, 4, 2.0 * 8 * 2048 * 2048,
+                           linkFor(cm.cluster(), placeGroup(1, 4, 8))));
 }
 
 // (d) What does not divide, with the numbers.

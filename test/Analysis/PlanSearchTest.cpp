@@ -267,16 +267,18 @@ TEST(Search, DenseModelsNeverSplitExperts) {
   }
 }
 
-// (e) Experts too big for ep = 1: 128 experts of 4096 x 16384 in each of
-// 8 layers (137 G parameters) on 128 A100s. At ep = 1 only ZeRO-3 can hold
-// the states, and then it gathers a layer's 128 experts (two layers, 69
-// GB); split over ep ranks each gathers 128/ep. The search finds plans only
-// with ep > 1, prices their all-to-alls, and never offers pipelines or
+// (e) Experts too big for ep = 1: 128 experts of 8192 x 32768 in each of
+// 4 layers (69 G parameters a layer) on 256 A100s. Neither tp (experts are
+// whole on every tp rank) nor pp (a stage holds at least one layer) splits
+// a layer's experts: at ep = 1 a rank keeps a layer's 137 GB of 16-bit
+// expert weights under ZeRO 0-2, and ZeRO-3 gathers them (two layers, 275
+// GB). Split over ep ranks each holds or gathers 128/ep experts. The search
+// finds plans only with ep > 1, prices their all-to-alls, and never offers
 // sequence parallelism to an MoE model.
 TEST(Search, ExpertParallelismFitsWhatEp1DoesNot) {
-  ModelShape m = moeModel(8, 4096, 32, 128);
+  ModelShape m = moeModel(4, 8192, 64, 128);
   CostModel cm(m, load("dgx-a100-80gb.json"));
-  SearchOptions o = options(128, 256);
+  SearchOptions o = options(256, 256);
   o.allowOffload = false;
   o.allowExpertParallel = false;
   llvm::Expected<SearchResult> none = searchPlans(cm, o);
@@ -295,7 +297,6 @@ TEST(Search, ExpertParallelismFitsWhatEp1DoesNot) {
   EXPECT_NE(w.plan.str().find("ep="), std::string::npos);
   for (const PlanEstimate &e : r->top) {
     EXPECT_GT(e.plan.ep, 1) << e.plan.str();
-    EXPECT_EQ(e.plan.pp, 1) << e.plan.str();
     EXPECT_FALSE(e.plan.sequenceParallel) << e.plan.str();
     EXPECT_EQ(cm.checkPlan(e.plan), "") << e.plan.str();
   }

@@ -144,6 +144,10 @@ private:
   /// The MoE layers' all-to-all bytes: E C h elements of the plan's
   /// precision, C scaled to the plan's micro-batch.
   double allToAllBytes(const ParallelPlan &plan) const;
+  /// MoE layers of the pipeline rank that holds the most (over its
+  /// virtual-stage chunks; all of them without a pipeline): that rank's
+  /// experts, compute and activations are the ones priced.
+  int64_t busiestRankMoeLayers(const ParallelPlan &plan) const;
 
   ModelShape modelShape;
   ClusterSpec clusterSpec;

@@ -55,6 +55,8 @@ struct ModelShape {
   /// MoE layers: the layers whose index is a multiple of moeExpertInterval
   /// (0, I, 2I, ...), ceil(l / I) of them; 0 for a dense model.
   int64_t numMoeLayers() const;
+  /// MoE layers among the `count` layers from layer `first`.
+  int64_t numMoeLayersIn(int64_t first, int64_t count) const;
   /// The experts' parameters, part of `parameters`: per MoE layer E bias-free
   /// experts of h x (2f gated, else f) and f x h. Expert parallelism splits
   /// these over ep (the routers stay with the dense parameters).
