@@ -70,8 +70,7 @@ std::vector<uint32_t> BytePairModel::mergeWord(llvm::StringRef word) const {
     }
     // HF falls back only when every byte has a token, and pushes them
     // without flushing a pending <unk> first.
-    if (byteFallback &&
-        llvm::all_of(ch, [&](char b) {
+    if (byteFallback && llvm::all_of(ch, [&](char b) {
           return byteIds[static_cast<unsigned char>(b)].has_value();
         })) {
       for (char b : ch)
@@ -120,8 +119,8 @@ std::vector<uint32_t> BytePairModel::mergeWord(llvm::StringRef word) const {
     if (cur.prev >= 0) {
       auto m = merges.find(pairKey(symbols[cur.prev].id, cur.id));
       if (m != merges.end())
-        queue.push({m->second.rank, static_cast<size_t>(cur.prev),
-                    m->second.newId});
+        queue.push(
+            {m->second.rank, static_cast<size_t>(cur.prev), m->second.newId});
     }
     if (cur.next >= 0) {
       auto m = merges.find(pairKey(cur.id, symbols[cur.next].id));

@@ -81,8 +81,8 @@ void splitAddedTokens(const TokenizerImpl &impl,
   size_t startOffset = 0;
   auto emitText = [&](size_t from, size_t to) {
     if (from < to)
-      out.push_back({s.slice(from, to).str(), std::nullopt,
-                     in.atStart && from == 0});
+      out.push_back(
+          {s.slice(from, to).str(), std::nullopt, in.atStart && from == 0});
   };
   for (size_t pos = 0; pos < s.size();) {
     const AddedTokenMatcher::Pattern *match = nullptr;
@@ -99,9 +99,9 @@ void splitAddedTokens(const TokenizerImpl &impl,
     pos = stop;
     const AddedToken &token = impl.addedTokens[match->token];
     if (token.singleWord) {
-      bool startSpace = start == 0 || !isWordChar(lastChar(s.take_front(start)));
-      bool stopSpace =
-          stop == s.size() || !isWordChar(decodeUtf8At(s, stop));
+      bool startSpace =
+          start == 0 || !isWordChar(lastChar(s.take_front(start)));
+      bool stopSpace = stop == s.size() || !isWordChar(decodeUtf8At(s, stop));
       if (!startSpace || !stopSpace)
         continue;
     }
@@ -228,8 +228,8 @@ void preTokenize(const PreTokenizerStep &step, const Piece &in,
   size_t from = 0;
   for (size_t pos = StringRef(text).find(rep, 1); pos != StringRef::npos;
        pos = StringRef(text).find(rep, pos + rep.size())) {
-    out.push_back({text.substr(from, pos - from), std::nullopt,
-                   in.atStart && from == 0});
+    out.push_back(
+        {text.substr(from, pos - from), std::nullopt, in.atStart && from == 0});
     from = pos;
   }
   out.push_back({text.substr(from), std::nullopt, in.atStart && from == 0});
@@ -291,8 +291,8 @@ std::vector<std::string> decodeStep(const DecoderStep &step,
     for (std::string &t : tokens) {
       // Rust's u8::from_str_radix(&t[3..5], 16), which takes a '+' sign.
       unsigned value = 0;
-      bool isByte = t.size() == 6 && StringRef(t).starts_with("<0x") &&
-                    t[5] == '>';
+      bool isByte =
+          t.size() == 6 && StringRef(t).starts_with("<0x") && t[5] == '>';
       if (isByte) {
         StringRef digits = StringRef(t).substr(3, 2);
         if (digits[0] == '+')
@@ -483,6 +483,5 @@ std::optional<std::string> Tokenizer::idToToken(uint32_t id) const {
 
 bool Tokenizer::isSpecial(uint32_t id) const {
   auto it = impl->addedById.find(id);
-  return it != impl->addedById.end() &&
-         impl->addedTokens[it->second].special;
+  return it != impl->addedById.end() && impl->addedTokens[it->second].special;
 }

@@ -68,10 +68,6 @@ public:
     return Error::success();
   }
 
-  const json::Value *get(const json::Object &o, StringRef key) const {
-    return o.get(key);
-  }
-
   Expected<StringRef> string(const json::Object &o, StringRef key,
                              const llvm::Twine &path) const {
     const json::Value *v = o.get(key);
@@ -109,8 +105,8 @@ public:
     Expected<StringRef> s = string(o, key, path);
     if (!s)
       return s.takeError();
-    if (s->empty() || utf8Length(static_cast<unsigned char>((*s)[0])) !=
-                          s->size())
+    if (s->empty() ||
+        utf8Length(static_cast<unsigned char>((*s)[0])) != s->size())
       return fail(path + "." + key,
                   "expected one character, got \"" + *s + "\"");
     return decodeUtf8At(*s, 0);
@@ -195,21 +191,19 @@ Error Reader::normalizer(const json::Value &v, const llvm::Twine &path,
   if (*type == "Sequence") {
     if (Error e = keys(**o, path, {"type", "normalizers"}))
       return e;
-    const json::Array *list =
-        (*o)->get("normalizers") ? (*o)->get("normalizers")->getAsArray()
-                                 : nullptr;
+    const json::Array *list = (*o)->get("normalizers")
+                                  ? (*o)->get("normalizers")->getAsArray()
+                                  : nullptr;
     if (!list)
       return fail(path + ".normalizers", "expected an array");
     for (size_t i = 0; i < list->size(); ++i)
-      if (Error e = normalizer((*list)[i],
-                               path + ".normalizers[" + llvm::Twine(i) + "]",
-                               out))
+      if (Error e = normalizer(
+              (*list)[i], path + ".normalizers[" + llvm::Twine(i) + "]", out))
         return e;
     return Error::success();
   }
   NormalizerStep step{NormalizerStep::Unicode};
-  if (*type == "NFC" || *type == "NFD" || *type == "NFKC" ||
-      *type == "NFKD") {
+  if (*type == "NFC" || *type == "NFD" || *type == "NFKC" || *type == "NFKD") {
     if (Error e = keys(**o, path, {"type"}))
       return e;
     step.form = *type == "NFC"    ? NormalForm::NFC
@@ -256,23 +250,22 @@ Error Reader::preTokenizer(const json::Value &v, const llvm::Twine &path,
   if (*type == "Sequence") {
     if (Error e = keys(**o, path, {"type", "pretokenizers"}))
       return e;
-    const json::Array *list =
-        (*o)->get("pretokenizers") ? (*o)->get("pretokenizers")->getAsArray()
-                                   : nullptr;
+    const json::Array *list = (*o)->get("pretokenizers")
+                                  ? (*o)->get("pretokenizers")->getAsArray()
+                                  : nullptr;
     if (!list)
       return fail(path + ".pretokenizers", "expected an array");
     for (size_t i = 0; i < list->size(); ++i)
       if (Error e = preTokenizer(
-              (*list)[i], path + ".pretokenizers[" + llvm::Twine(i) + "]",
-              out))
+              (*list)[i], path + ".pretokenizers[" + llvm::Twine(i) + "]", out))
         return e;
     return Error::success();
   }
   PreTokenizerStep step{PreTokenizerStep::ByteLevel};
   if (*type == "ByteLevel") {
-    if (Error e = keys(**o, path,
-                       {"type", "add_prefix_space", "trim_offsets",
-                        "use_regex"}))
+    if (Error e =
+            keys(**o, path,
+                 {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
       return e;
     Expected<bool> prefix = boolean(**o, "add_prefix_space", path, true);
     if (!prefix)
@@ -323,9 +316,8 @@ Error Reader::decoder(const json::Value &v, const llvm::Twine &path,
   if (*type == "Sequence") {
     if (Error e = keys(**o, path, {"type", "decoders"}))
       return e;
-    const json::Array *list = (*o)->get("decoders")
-                                  ? (*o)->get("decoders")->getAsArray()
-                                  : nullptr;
+    const json::Array *list =
+        (*o)->get("decoders") ? (*o)->get("decoders")->getAsArray() : nullptr;
     if (!list)
       return fail(path + ".decoders", "expected an array");
     for (size_t i = 0; i < list->size(); ++i)
@@ -336,9 +328,9 @@ Error Reader::decoder(const json::Value &v, const llvm::Twine &path,
   }
   DecoderStep step{DecoderStep::ByteLevel};
   if (*type == "ByteLevel") {
-    if (Error e = keys(**o, path,
-                       {"type", "add_prefix_space", "trim_offsets",
-                        "use_regex"}))
+    if (Error e =
+            keys(**o, path,
+                 {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
       return e;
     for (StringRef key : {"add_prefix_space", "trim_offsets", "use_regex"})
       if (Expected<bool> b = boolean(**o, key, path, true); !b)
@@ -358,8 +350,7 @@ Error Reader::decoder(const json::Value &v, const llvm::Twine &path,
   } else if (*type == "ByteFallback" || *type == "Fuse") {
     if (Error e = keys(**o, path, {"type"}))
       return e;
-    step.kind =
-        *type == "Fuse" ? DecoderStep::Fuse : DecoderStep::ByteFallback;
+    step.kind = *type == "Fuse" ? DecoderStep::Fuse : DecoderStep::ByteFallback;
   } else if (*type == "Strip") {
     if (Error e = keys(**o, path, {"type", "content", "start", "stop"}))
       return e;
@@ -372,8 +363,8 @@ Error Reader::decoder(const json::Value &v, const llvm::Twine &path,
       const json::Value *n = (*o)->get(key);
       int64_t count = n ? n->getAsInteger().value_or(-1) : -1;
       if (count < 0)
-        return fail(path + "." + key, "expected a count, got " +
-                                          (n ? show(*n) : "nothing"));
+        return fail(path + "." + key,
+                    "expected a count, got " + (n ? show(*n) : "nothing"));
       (key == "start" ? step.start : step.stop) = static_cast<size_t>(count);
     }
   } else if (*type == "Metaspace") {
@@ -409,13 +400,12 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
   if (!type)
     return type.takeError();
   if (*type != "BPE")
-    return unsupported("model.type", *(*o)->get("type"),
-                       "dsc implements BPE");
-  if (Error e = keys(**o, "model",
-                     {"type", "dropout", "unk_token",
-                      "continuing_subword_prefix", "end_of_word_suffix",
-                      "fuse_unk", "byte_fallback", "ignore_merges", "vocab",
-                      "merges"}))
+    return unsupported("model.type", *(*o)->get("type"), "dsc implements BPE");
+  if (Error e =
+          keys(**o, "model",
+               {"type", "dropout", "unk_token", "continuing_subword_prefix",
+                "end_of_word_suffix", "fuse_unk", "byte_fallback",
+                "ignore_merges", "vocab", "merges"}))
     return e;
   // Dropout 0 is no dropout in HF too; anything else is random.
   if (const json::Value *d = (*o)->get("dropout")) {
@@ -445,8 +435,8 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
   if (!vocab)
     return fail("model.vocab", "expected an object of token to id");
   for (const auto &kv : *vocab) {
-    Expected<uint32_t> i = id(kv.second, "model.vocab[\"" +
-                                             StringRef(kv.first) + "\"]");
+    Expected<uint32_t> i =
+        id(kv.second, "model.vocab[\"" + StringRef(kv.first) + "\"]");
     if (!i)
       return i.takeError();
     if (*i >= out.tokens.size()) {
@@ -479,8 +469,7 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
       return fail("model.unk_token", "expected a string, got " + show(*unk));
     auto it = out.vocab.find(*s);
     if (it == out.vocab.end())
-      return fail("model.unk_token",
-                  "\"" + *s + "\" is not in the vocabulary");
+      return fail("model.unk_token", "\"" + *s + "\" is not in the vocabulary");
     out.unkId = it->second;
   }
 
@@ -488,8 +477,8 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
   const json::Array *merges = mergesValue ? mergesValue->getAsArray() : nullptr;
   if (!merges)
     return fail("model.merges", "expected an array");
-  auto lookup = [&](StringRef token, const llvm::Twine &path)
-      -> Expected<uint32_t> {
+  auto lookup = [&](StringRef token,
+                    const llvm::Twine &path) -> Expected<uint32_t> {
     auto it = out.vocab.find(token);
     if (it == out.vocab.end())
       return fail(path, "\"" + token + "\" is not in the vocabulary");
@@ -525,8 +514,8 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
     if (!merged)
       return merged.takeError();
     // A repeated pair takes the later rank, as HF's map insertion does.
-    out.merges[BytePairModel::pairKey(*a, *b)] = {
-        static_cast<uint32_t>(rank), *merged};
+    out.merges[BytePairModel::pairKey(*a, *b)] = {static_cast<uint32_t>(rank),
+                                                  *merged};
   }
   return Error::success();
 }
@@ -548,17 +537,17 @@ Error Reader::postProcessor(const json::Value &v, const llvm::Twine &path,
     if (!list)
       return fail(path + ".processors", "expected an array");
     for (size_t i = 0; i < list->size(); ++i)
-      if (Error e = postProcessor(
-              (*list)[i], path + ".processors[" + llvm::Twine(i) + "]", impl,
-              haveTemplate))
+      if (Error e = postProcessor((*list)[i],
+                                  path + ".processors[" + llvm::Twine(i) + "]",
+                                  impl, haveTemplate))
         return e;
     return Error::success();
   }
   if (*type == "ByteLevel") {
     // Offsets only; the ids pass through.
-    if (Error e = keys(**o, path,
-                       {"type", "add_prefix_space", "trim_offsets",
-                        "use_regex"}))
+    if (Error e =
+            keys(**o, path,
+                 {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
       return e;
     for (StringRef key : {"add_prefix_space", "trim_offsets", "use_regex"})
       if (Expected<bool> b = boolean(**o, key, path, true); !b)
@@ -635,12 +624,11 @@ Error Reader::postProcessor(const json::Value &v, const llvm::Twine &path,
         continue;
       }
       if (StringRef(kv.first) != "SpecialToken")
-        return fail(pp, "unknown template piece \"" + StringRef(kv.first) +
-                            "\"");
+        return fail(pp,
+                    "unknown template piece \"" + StringRef(kv.first) + "\"");
       auto it = specials.find(*name);
       if (it == specials.end())
-        return fail(pp + ".id", "\"" + *name +
-                                    "\" is not in special_tokens");
+        return fail(pp + ".id", "\"" + *name + "\" is not in special_tokens");
       if (key == "single") {
         std::vector<uint32_t> &dst =
             seenA ? impl.templateSuffix : impl.templatePrefix;
@@ -689,15 +677,15 @@ Error Reader::addedTokens(const json::Value &v, TokenizerImpl &impl) const {
     StringRef names[] = {"single_word", "lstrip", "rstrip", "normalized"};
     for (int f = 0; f < 4; ++f) {
       // HF's default: normalized unless special.
-      Expected<bool> b = boolean(**o, names[f], path,
-                                 f == 3 ? !token.special : false);
+      Expected<bool> b =
+          boolean(**o, names[f], path, f == 3 ? !token.special : false);
       if (!b)
         return b.takeError();
       *flags[f] = *b;
     }
     if (impl.addedById.count(token.id))
-      return fail(path + ".id", "id " + llvm::Twine(token.id) +
-                                    " is already an added token");
+      return fail(path + ".id",
+                  "id " + llvm::Twine(token.id) + " is already an added token");
     impl.addedById[token.id] = impl.addedTokens.size();
     if (token.special)
       impl.specialContents.insert(token.content);
@@ -712,13 +700,11 @@ void addPattern(AddedTokenMatcher &matcher, std::string text, size_t token) {
 
 void indexPatterns(AddedTokenMatcher &matcher) {
   for (size_t i = 0; i < matcher.patterns.size(); ++i)
-    matcher.byFirstByte[static_cast<unsigned char>(
-                            matcher.patterns[i].text[0])]
+    matcher.byFirstByte[static_cast<unsigned char>(matcher.patterns[i].text[0])]
         .push_back(i);
   for (auto &bucket : matcher.byFirstByte)
     llvm::stable_sort(bucket, [&](size_t a, size_t b) {
-      return matcher.patterns[a].text.size() >
-             matcher.patterns[b].text.size();
+      return matcher.patterns[a].text.size() > matcher.patterns[b].text.size();
     });
 }
 

@@ -101,8 +101,7 @@ std::vector<Golden> readGoldens(llvm::StringRef name) {
     }
     const json::Array &a = *value->getAsArray();
     auto field = [&](size_t i) -> const json::Value * {
-      return i < a.size() && a[i].kind() != json::Value::Null ? &a[i]
-                                                              : nullptr;
+      return i < a.size() && a[i].kind() != json::Value::Null ? &a[i] : nullptr;
     };
     Golden g;
     g.text = a[0].getAsString()->str();
@@ -161,13 +160,12 @@ void checkGoldens(llvm::StringRef name, size_t expectedCount) {
       ++checks;
       std::string got = tok->decode(d.ids, d.skip);
       if (got != d.want)
-        report(g, "decode(" + show(d.ids) + ", skip=" +
-                      std::to_string(d.skip) + ") \"" + got + "\" != HF \"" +
-                      d.want + "\"");
+        report(g, "decode(" + show(d.ids) + ", skip=" + std::to_string(d.skip) +
+                      ") \"" + got + "\" != HF \"" + d.want + "\"");
     }
   }
-  EXPECT_EQ(failures, 0u) << name.str() << ": " << failures << " of "
-                          << checks << " checks differ from HF";
+  EXPECT_EQ(failures, 0u) << name.str() << ": " << failures << " of " << checks
+                          << " checks differ from HF";
   std::printf("%s: %zu strings, %zu encodes and decodes equal HF's\n",
               name.str().c_str(), goldens.size(), checks - failures);
 }
@@ -213,7 +211,8 @@ TEST(Tokenizer, Basics) {
 
 std::string refuse(llvm::StringRef base,
                    llvm::function_ref<void(json::Object &)> edit) {
-  auto value = json::parse(readFile(inputPath((base + ".tokenizer.json").str())));
+  auto value =
+      json::parse(readFile(inputPath((base + ".tokenizer.json").str())));
   EXPECT_TRUE(bool(value));
   if (!value)
     return "";
@@ -240,12 +239,15 @@ void expectRefused(llvm::StringRef base,
 json::Object &model(json::Object &o) { return *o.getObject("model"); }
 
 TEST(TokenizerRefusals, ModelAndFields) {
-  expectRefused("neox", [](json::Object &o) { model(o)["type"] = "WordPiece"; },
-                 "model.type", "WordPiece");
-  expectRefused("neox", [](json::Object &o) { model(o)["type"] = "Unigram"; },
-                 "model.type", "Unigram");
-  expectRefused("neox", [](json::Object &o) { model(o)["dropout"] = 0.1; },
-                 "model.dropout", "0.1");
+  expectRefused(
+      "neox", [](json::Object &o) { model(o)["type"] = "WordPiece"; },
+      "model.type", "WordPiece");
+  expectRefused(
+      "neox", [](json::Object &o) { model(o)["type"] = "Unigram"; },
+      "model.type", "Unigram");
+  expectRefused(
+      "neox", [](json::Object &o) { model(o)["dropout"] = 0.1; },
+      "model.dropout", "0.1");
   expectRefused(
       "neox",
       [](json::Object &o) { model(o)["continuing_subword_prefix"] = "##"; },
@@ -253,38 +255,42 @@ TEST(TokenizerRefusals, ModelAndFields) {
   expectRefused(
       "neox", [](json::Object &o) { model(o)["end_of_word_suffix"] = "</w>"; },
       "model.end_of_word_suffix", "</w>");
-  expectRefused("neox", [](json::Object &o) { model(o)["novel"] = true; },
-                 "model.novel", "unknown field");
-  expectRefused("neox", [](json::Object &o) { o["extra"] = 1; }, "extra",
-                 "unknown field");
+  expectRefused(
+      "neox", [](json::Object &o) { model(o)["novel"] = true; }, "model.novel",
+      "unknown field");
+  expectRefused(
+      "neox", [](json::Object &o) { o["extra"] = 1; }, "extra",
+      "unknown field");
   expectRefused(
       "neox",
-      [](json::Object &o) { o["truncation"] = json::Object{{"max_length", 8}}; },
+      [](json::Object &o) {
+        o["truncation"] = json::Object{{"max_length", 8}};
+      },
       "truncation", "max_length");
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   model(o)["unk_token"] = "<nope>";
-                 },
-                 "model.unk_token", "<nope>");
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   (*model(o).getArray("merges"))[5] =
-                       json::Array{"zzzq", "x"};
-                 },
-                 "model.merges[5]", "zzzq");
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   (*(*o.getArray("added_tokens"))[0].getAsObject())["id"] = 7;
-                 },
-                 "added_tokens[0]", "<|endoftext|>");
+  expectRefused(
+      "neox", [](json::Object &o) { model(o)["unk_token"] = "<nope>"; },
+      "model.unk_token", "<nope>");
+  expectRefused(
+      "neox",
+      [](json::Object &o) {
+        (*model(o).getArray("merges"))[5] = json::Array{"zzzq", "x"};
+      },
+      "model.merges[5]", "zzzq");
+  expectRefused(
+      "neox",
+      [](json::Object &o) {
+        (*(*o.getArray("added_tokens"))[0].getAsObject())["id"] = 7;
+      },
+      "added_tokens[0]", "<|endoftext|>");
 }
 
 TEST(TokenizerRefusals, Components) {
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   o["normalizer"] = json::Object{{"type", "Lowercase"}};
-                 },
-                 "normalizer.type", "Lowercase");
+  expectRefused(
+      "neox",
+      [](json::Object &o) {
+        o["normalizer"] = json::Object{{"type", "Lowercase"}};
+      },
+      "normalizer.type", "Lowercase");
   expectRefused(
       "llama",
       [](json::Object &o) {
@@ -292,34 +298,37 @@ TEST(TokenizerRefusals, Components) {
         (*seq[1].getAsObject())["pattern"] = json::Object{{"Regex", "\\s"}};
       },
       "normalizer.normalizers[1].pattern", "Regex");
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   o["pre_tokenizer"] = json::Object{{"type", "Whitespace"}};
-                 },
-                 "pre_tokenizer.type", "Whitespace");
-  expectRefused("llama-metaspace",
-                 [](json::Object &o) {
-                   (*o.getObject("pre_tokenizer"))["prepend_scheme"] = "later";
-                 },
-                 "pre_tokenizer.prepend_scheme", "later");
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   o["decoder"] = json::Object{{"type", "WordPiece"}};
-                 },
-                 "decoder.type", "WordPiece");
-  expectRefused("neox",
-                 [](json::Object &o) {
-                   o["post_processor"] =
-                       json::Object{{"type", "RobertaProcessing"}};
-                 },
-                 "post_processor.type", "RobertaProcessing");
-  expectRefused("llama",
-                 [](json::Object &o) {
-                   auto &single =
-                       *o.getObject("post_processor")->getArray("single");
-                   single.erase(single.begin() + 1);
-                 },
-                 "post_processor.single", "sequence A");
+  expectRefused(
+      "neox",
+      [](json::Object &o) {
+        o["pre_tokenizer"] = json::Object{{"type", "Whitespace"}};
+      },
+      "pre_tokenizer.type", "Whitespace");
+  expectRefused(
+      "llama-metaspace",
+      [](json::Object &o) {
+        (*o.getObject("pre_tokenizer"))["prepend_scheme"] = "later";
+      },
+      "pre_tokenizer.prepend_scheme", "later");
+  expectRefused(
+      "neox",
+      [](json::Object &o) {
+        o["decoder"] = json::Object{{"type", "WordPiece"}};
+      },
+      "decoder.type", "WordPiece");
+  expectRefused(
+      "neox",
+      [](json::Object &o) {
+        o["post_processor"] = json::Object{{"type", "RobertaProcessing"}};
+      },
+      "post_processor.type", "RobertaProcessing");
+  expectRefused(
+      "llama",
+      [](json::Object &o) {
+        auto &single = *o.getObject("post_processor")->getArray("single");
+        single.erase(single.begin() + 1);
+      },
+      "post_processor.single", "sequence A");
 }
 
 //===----------------------------------------------------------------------===//
@@ -408,8 +417,7 @@ TEST(TokenizerFuzz, StructuralEdits) {
         merges.erase(merges.begin() + rng() % merges.size());
         break;
       case 2: // swap two merges' ranks
-        std::swap(merges[rng() % merges.size()],
-                  merges[rng() % merges.size()]);
+        std::swap(merges[rng() % merges.size()], merges[rng() % merges.size()]);
         break;
       case 3:
         for (const char *flag : {"fuse_unk", "byte_fallback", "ignore_merges"})
@@ -421,8 +429,8 @@ TEST(TokenizerFuzz, StructuralEdits) {
         json::Object &t = *added[rng() % added.size()].getAsObject();
         if (rng() % 2)
           t["id"] = static_cast<int64_t>(rng() % 2100);
-        for (const char *flag : {"lstrip", "rstrip", "single_word",
-                                 "normalized", "special"})
+        for (const char *flag :
+             {"lstrip", "rstrip", "single_word", "normalized", "special"})
           if (rng() % 3 == 0)
             t[flag] = !*t.getBoolean(flag);
         break;
@@ -499,9 +507,9 @@ TEST(TokenizerSpeed, TenThousandStrings) {
     size_t ids = 0;
     for (const Golden &g : goldens)
       ids += tok->encode(g.text, true)->size();
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     std::printf("%s: %zu strings, %zu ids in %.3f s\n", name, goldens.size(),
                 ids, seconds);
     EXPECT_LT(seconds, 1.0);
