@@ -413,10 +413,12 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
     if (d->kind() != json::Value::Null && !(p && *p == 0.0))
       return unsupported("model.dropout", *d, "dsc implements null");
   }
+  // GPT-2's own file spells "no prefix" as "", which HF treats as null.
   for (StringRef key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (const json::Value *p = (*o)->get(key);
-        p && p->kind() != json::Value::Null)
-      return unsupported("model." + key, *p, "dsc implements null");
+        p && p->kind() != json::Value::Null &&
+        p->getAsString() != std::optional<StringRef>(""))
+      return unsupported("model." + key, *p, "dsc implements null or \"\"");
   Expected<bool> fuse = boolean(**o, "fuse_unk", "model", false);
   if (!fuse)
     return fuse.takeError();

@@ -284,6 +284,20 @@ TEST(TokenizerRefusals, ModelAndFields) {
       "added_tokens[0]", "<|endoftext|>");
 }
 
+// GPT-2's own tokenizer.json says "" for no prefix or suffix; HF reads it
+// as null (checked with tokenizers 0.23), so dsc accepts it.
+TEST(TokenizerRefusals, EmptyPrefixIsNull) {
+  auto value = json::parse(readFile(inputPath("neox.tokenizer.json")));
+  ASSERT_TRUE(bool(value));
+  json::Object &m = *value->getAsObject()->getObject("model");
+  m["continuing_subword_prefix"] = "";
+  m["end_of_word_suffix"] = "";
+  auto edited = Tokenizer::fromJSON(llvm::formatv("{0}", *value).str());
+  ASSERT_TRUE(bool(edited)) << llvm::toString(edited.takeError());
+  for (const Golden &g : readGoldens("neox"))
+    ASSERT_EQ(*(*edited)->encode(g.text, false), g.ids) << g.text;
+}
+
 TEST(TokenizerRefusals, Components) {
   expectRefused(
       "neox",
