@@ -158,10 +158,15 @@ struct DscDataParallelPass
   /// keeps a replicated update) and, under ZeRO-3, it is larger than the
   /// persistence threshold (DeepSpeed keeps small parameters whole:
   /// gathering them costs more than it saves).
-  /// A group of one rank (experts with ep = dp) has nothing to shard.
+  /// Whether expert parallelism leaves `param` alone in its group (experts
+  /// with ep = dp): nothing to average or shard. (dp=1 ZeRO still shards
+  /// over its group of one, as DeepSpeed's engine does on one rank.)
+  bool aloneInGroup(ParameterOp param) {
+    return dp > 1 && groupOf(param) == 1;
+  }
   bool isShardable(ParameterOp param) {
     const int64_t n = param.getNumElements(), group = groupOf(param);
-    return group > 1 && n % group == 0 &&
+    return !aloneInGroup(param) && n % group == 0 &&
            !(zero == 3 && n <= persistenceThreshold);
   }
 
@@ -212,7 +217,7 @@ struct DscDataParallelPass
           !ownGradients.contains(state.getSymName()))
         continue;
       // An expert's gradient when edp is one rank: nothing to average.
-      if (groupOf(paramOf(state)) == 1)
+      if (aloneInGroup(paramOf(state)))
         continue;
       Buckets &group = byGroup[axesOf(paramOf(state))];
       auto &reduceBuckets = group.reduce;

@@ -64,8 +64,10 @@ SafetensorsHeader parseSafetensorsHeader(const uint8_t *prefix,
 /// Reads and checks the header of the file at `path` (not its data).
 SafetensorsHeader readSafetensorsHeader(const std::string &path);
 
-/// Builds a file in memory order: add tensors, then write. The data is
-/// copied at add time, so the caller's buffers may change afterwards.
+/// Builds a file: add tensors, then write. The file holds them as the
+/// safetensors package writes them (by dtype, then by name, its header's
+/// text byte for byte), whatever the add order. The data is copied at add
+/// time, so the caller's buffers may change afterwards.
 class SafetensorsWriter {
 public:
   /// `bytes` must be numElements(shape) * dtypeSize(dtype) long; a name
@@ -103,6 +105,9 @@ public:
 private:
   /// The header text, padded, with its 8-byte length in front.
   std::string headerBytes(SafetensorsHeader *layout) const;
+  /// The add indices in the order the file holds them (the safetensors
+  /// package's: by dtype, then name).
+  std::vector<size_t> fileOrder() const;
   std::vector<SafetensorsTensor> tensors; // begin/end relative to data
   /// Each tensor's bytes, in add order (contiguous in the file).
   std::vector<std::vector<uint8_t>> data, spare;

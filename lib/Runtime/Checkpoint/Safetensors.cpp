@@ -239,17 +239,74 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
 
 uint64_t SafetensorsWriter::dataBytes() const { return dataSize; }
 
+namespace {
+
+/// The rank of `t` in the safetensors package's Dtype enum, whose order
+/// (BOOL, U8, ..., F16, BF16, I32, U32, F32, F64, I64, U64) its writer
+/// sorts the tensors by, largest first.
+int packageDTypeRank(DType t) {
+  switch (t) {
+  case DType::F16:
+    return 0;
+  case DType::BF16:
+    return 1;
+  case DType::I32:
+    return 2;
+  case DType::F32:
+    return 3;
+  case DType::F64:
+    return 4;
+  }
+  return -1;
+}
+
+} // namespace
+
+std::vector<size_t> SafetensorsWriter::fileOrder() const {
+  // The package's order (safetensors' serialize): by dtype, the larger
+  // enum value first, then by name; its header lists the tensors in that
+  // order, so a file written from transformers' tensors is its bytes.
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int ra = packageDTypeRank(tensors[a].dtype),
+              rb = packageDTypeRank(tensors[b].dtype);
+    if (ra != rb)
+      return ra > rb;
+    return tensors[a].name < tensors[b].name;
+  });
+  return order;
+}
+
 std::string SafetensorsWriter::headerBytes(SafetensorsHeader *layout) const {
-  // nlohmann's object sorts its keys, and the data is in add order: the
-  // offsets say where each tensor is, whatever the key order.
-  Json header = Json::object();
-  for (const SafetensorsTensor &t : tensors)
-    header[t.name] = {{"dtype", safetensorsDTypeName(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {t.begin, t.end}}};
+  // The package's text: "__metadata__" first, then each tensor in file
+  // order with its fields as the package writes them (dtype, shape,
+  // data_offsets), no spaces. nlohmann would sort the fields, so the
+  // object is written here and only the strings and the metadata go
+  // through it.
+  const std::vector<size_t> order = fileOrder();
+  std::vector<SafetensorsTensor> placed = tensors;
+  uint64_t at = 0;
+  for (size_t i : order) {
+    const uint64_t size = tensors[i].end - tensors[i].begin;
+    placed[i].begin = at;
+    placed[i].end = at + size;
+    at += size;
+  }
+  std::string text = "{";
   if (!metadata.empty())
-    header["__metadata__"] = metadata;
-  std::string text = header.dump();
+    text += "\"__metadata__\":" + Json(metadata).dump();
+  for (size_t i : order) {
+    const SafetensorsTensor &t = placed[i];
+    if (text.size() > 1)
+      text += ",";
+    text += Json(t.name).dump() + ":{\"dtype\":\"" +
+            safetensorsDTypeName(t.dtype) + "\",\"shape\":" +
+            Json(t.shape).dump() + ",\"data_offsets\":[" +
+            std::to_string(t.begin) + "," + std::to_string(t.end) + "]}";
+  }
+  text += "}";
   // Pad with spaces so the data starts 8-byte aligned, as the package does.
   while ((8 + text.size()) % 8)
     text += ' ';
@@ -259,7 +316,7 @@ std::string SafetensorsWriter::headerBytes(SafetensorsHeader *layout) const {
   out += text;
   if (layout) {
     layout->dataStart = out.size();
-    layout->tensors = tensors;
+    layout->tensors = placed; // in add order, at their places in the file
     for (SafetensorsTensor &t : layout->tensors) {
       t.begin += layout->dataStart;
       t.end += layout->dataStart;
@@ -274,8 +331,8 @@ SafetensorsWriter::serialize(SafetensorsHeader *layout) const {
   const std::string header = headerBytes(layout);
   std::vector<uint8_t> out(header.begin(), header.end());
   out.reserve(header.size() + dataSize);
-  for (const std::vector<uint8_t> &bytes : data)
-    out.insert(out.end(), bytes.begin(), bytes.end());
+  for (size_t i : fileOrder())
+    out.insert(out.end(), data[i].begin(), data[i].end());
   return out;
 }
 
@@ -283,8 +340,8 @@ SafetensorsHeader SafetensorsWriter::write(const std::string &path) const {
   SafetensorsHeader layout;
   const std::string header = headerBytes(&layout);
   std::vector<ByteSpan> parts{{header.data(), header.size()}};
-  for (const std::vector<uint8_t> &bytes : data)
-    parts.push_back({bytes.data(), bytes.size()});
+  for (size_t i : fileOrder())
+    parts.push_back({data[i].data(), data[i].size()});
   writeFileDurably(path, parts);
   return layout;
 }

@@ -2,9 +2,10 @@
 """Compares two safetensors files tensor by tensor: the same names, dtypes,
 shapes and bytes (exits 1 naming the first difference); with --differ, the
 same names, dtypes and shapes but at least one tensor's bytes different
-(a trained state is not the one it started from).
+(a trained state is not the one it started from); with --whole-file, also
+the same bytes from the first to the last (header text and tensor order).
 
-usage: same-safetensors.py A B [--differ]
+usage: same-safetensors.py A B [--differ | --whole-file]
 """
 
 import json
@@ -43,6 +44,15 @@ def main(argv):
             changed += 1
     if differ and not changed:
         sys.exit("no tensor differs")
+    if "--whole-file" in argv[2:]:
+        with open(argv[0], "rb") as f, open(argv[1], "rb") as g:
+            x, y = f.read(), g.read()
+        if x != y:
+            at = next((i for i in range(min(len(x), len(y))) if x[i] != y[i]),
+                      min(len(x), len(y)))
+            sys.exit(f"the files differ from byte {at} on ({len(x)} and "
+                     f"{len(y)} bytes)")
+        print(f"whole file identical, {len(x)} bytes")
     print(f"OK {len(a)} tensors" + (f", {changed} changed" if differ else "")
           + f", metadata {a_meta}")
 
