@@ -58,6 +58,25 @@ public:
     return fail(path, "expected an object, got " + show(v));
   }
 
+  /// A "Sequence" step: only `type` and the array `key`, each of whose
+  /// elements `item(element, path)` reads in order.
+  Error sequence(const json::Object &o, const llvm::Twine &path, StringRef key,
+                 llvm::function_ref<Error(const json::Value &,
+                                          const llvm::Twine &)>
+                     item) const {
+    if (Error e = keys(o, path, {"type", key}))
+      return e;
+    const json::Value *v = o.get(key);
+    const json::Array *list = v ? v->getAsArray() : nullptr;
+    if (!list)
+      return fail(path + "." + key, "expected an array");
+    for (size_t i = 0; i < list->size(); ++i)
+      if (Error e = item((*list)[i], path + "." + key + "[" + llvm::Twine(i) +
+                                         "]"))
+        return e;
+    return Error::success();
+  }
+
   /// Refuses keys outside `allowed`.
   Error keys(const json::Object &o, const llvm::Twine &path,
              llvm::ArrayRef<StringRef> allowed) const {
@@ -188,20 +207,11 @@ Error Reader::normalizer(const json::Value &v, const llvm::Twine &path,
   Expected<StringRef> type = string(**o, "type", path);
   if (!type)
     return type.takeError();
-  if (*type == "Sequence") {
-    if (Error e = keys(**o, path, {"type", "normalizers"}))
-      return e;
-    const json::Array *list = (*o)->get("normalizers")
-                                  ? (*o)->get("normalizers")->getAsArray()
-                                  : nullptr;
-    if (!list)
-      return fail(path + ".normalizers", "expected an array");
-    for (size_t i = 0; i < list->size(); ++i)
-      if (Error e = normalizer(
-              (*list)[i], path + ".normalizers[" + llvm::Twine(i) + "]", out))
-        return e;
-    return Error::success();
-  }
+  if (*type == "Sequence")
+    return sequence(**o, path, "normalizers",
+                    [&](const json::Value &item, const llvm::Twine &at) {
+                      return normalizer(item, at, out);
+                    });
   NormalizerStep step{NormalizerStep::Unicode};
   if (*type == "NFC" || *type == "NFD" || *type == "NFKC" || *type == "NFKD") {
     if (Error e = keys(**o, path, {"type"}))
@@ -247,20 +257,11 @@ Error Reader::preTokenizer(const json::Value &v, const llvm::Twine &path,
   Expected<StringRef> type = string(**o, "type", path);
   if (!type)
     return type.takeError();
-  if (*type == "Sequence") {
-    if (Error e = keys(**o, path, {"type", "pretokenizers"}))
-      return e;
-    const json::Array *list = (*o)->get("pretokenizers")
-                                  ? (*o)->get("pretokenizers")->getAsArray()
-                                  : nullptr;
-    if (!list)
-      return fail(path + ".pretokenizers", "expected an array");
-    for (size_t i = 0; i < list->size(); ++i)
-      if (Error e = preTokenizer(
-              (*list)[i], path + ".pretokenizers[" + llvm::Twine(i) + "]", out))
-        return e;
-    return Error::success();
-  }
+  if (*type == "Sequence")
+    return sequence(**o, path, "pretokenizers",
+                    [&](const json::Value &item, const llvm::Twine &at) {
+                      return preTokenizer(item, at, out);
+                    });
   PreTokenizerStep step{PreTokenizerStep::ByteLevel};
   if (*type == "ByteLevel") {
     if (Error e =
@@ -313,19 +314,11 @@ Error Reader::decoder(const json::Value &v, const llvm::Twine &path,
   Expected<StringRef> type = string(**o, "type", path);
   if (!type)
     return type.takeError();
-  if (*type == "Sequence") {
-    if (Error e = keys(**o, path, {"type", "decoders"}))
-      return e;
-    const json::Array *list =
-        (*o)->get("decoders") ? (*o)->get("decoders")->getAsArray() : nullptr;
-    if (!list)
-      return fail(path + ".decoders", "expected an array");
-    for (size_t i = 0; i < list->size(); ++i)
-      if (Error e = decoder((*list)[i],
-                            path + ".decoders[" + llvm::Twine(i) + "]", out))
-        return e;
-    return Error::success();
-  }
+  if (*type == "Sequence")
+    return sequence(**o, path, "decoders",
+                    [&](const json::Value &item, const llvm::Twine &at) {
+                      return decoder(item, at, out);
+                    });
   DecoderStep step{DecoderStep::ByteLevel};
   if (*type == "ByteLevel") {
     if (Error e =
@@ -530,21 +523,11 @@ Error Reader::postProcessor(const json::Value &v, const llvm::Twine &path,
   Expected<StringRef> type = string(**o, "type", path);
   if (!type)
     return type.takeError();
-  if (*type == "Sequence") {
-    if (Error e = keys(**o, path, {"type", "processors"}))
-      return e;
-    const json::Array *list = (*o)->get("processors")
-                                  ? (*o)->get("processors")->getAsArray()
-                                  : nullptr;
-    if (!list)
-      return fail(path + ".processors", "expected an array");
-    for (size_t i = 0; i < list->size(); ++i)
-      if (Error e = postProcessor((*list)[i],
-                                  path + ".processors[" + llvm::Twine(i) + "]",
-                                  impl, haveTemplate))
-        return e;
-    return Error::success();
-  }
+  if (*type == "Sequence")
+    return sequence(**o, path, "processors",
+                    [&](const json::Value &item, const llvm::Twine &at) {
+                      return postProcessor(item, at, impl, haveTemplate);
+                    });
   if (*type == "ByteLevel") {
     // Offsets only; the ids pass through.
     if (Error e =
