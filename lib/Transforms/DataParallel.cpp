@@ -152,24 +152,24 @@ struct DscDataParallelPass
         return signalPassFailure();
   }
 
-  /// Averages (or, with ZeRO, reduce-scatters) over dp the gradients that
-  /// `optimizer` clips and updates.
-  /// Whether ZeRO shards `param`: its elements divide over dp (an odd size
-  /// keeps a replicated update) and, under ZeRO-3, it is larger than the
-  /// persistence threshold (DeepSpeed keeps small parameters whole:
-  /// gathering them costs more than it saves).
   /// Whether expert parallelism leaves `param` alone in its group (experts
   /// with ep = dp): nothing to average or shard. (dp=1 ZeRO still shards
   /// over its group of one, as DeepSpeed's engine does on one rank.)
   bool aloneInGroup(ParameterOp param) {
     return dp > 1 && groupOf(param) == 1;
   }
+  /// Whether ZeRO shards `param`: its elements divide over its group (an
+  /// odd size keeps a replicated update) and, under ZeRO-3, it is larger
+  /// than the persistence threshold (DeepSpeed keeps small parameters
+  /// whole: gathering them costs more than it saves).
   bool isShardable(ParameterOp param) {
     const int64_t n = param.getNumElements(), group = groupOf(param);
     return !aloneInGroup(param) && n % group == 0 &&
            !(zero == 3 && n <= persistenceThreshold);
   }
 
+  /// Averages (or, with ZeRO, reduce-scatters) over each parameter's
+  /// data-parallel group the gradients that `optimizer` clips and updates.
   LogicalResult replicate(ModuleOp module, MeshOp mesh,
                           func::FuncOp optimizer) {
     llvm::StringSet<> ownGradients;

@@ -398,6 +398,13 @@ def DscDataParallelPass : Pass<"dsc-data-parallel", "::mlir::ModuleOp"> {
     This is DeepSpeed's and PyTorch DDP's data parallelism at the
     gradient-accumulation boundary.
 
+    With expert parallelism (`--dsc-declare-mesh` made dp the axes `edp`
+    and `ep`), each parameter's group is the data-parallel axes that
+    replicate it: `["edp"]` for an expert weight (split over `ep`),
+    `["edp", "ep"]` for the rest; buckets, ZeRO shards and gathers are per
+    group. An expert alone in its group (ep = dp) is neither averaged nor
+    sharded.
+
     Gradients are grouped into buckets of at most `bucket-bytes` in
     declaration order (the order autodiff produces them, last layer first),
     as DDP's `bucket_cap_mb` and DeepSpeed's `reduce_bucket_size` do, so the
