@@ -218,6 +218,12 @@ std::optional<HFModel> finishConfig(ConfigReader &r, HFModel model,
     r.error() << "the sequence length " << c.seqLength << " exceeds "
               << positionsKey << " (" << c.maxPositionEmbeddings << ")";
   c.microBatchSize = options.microBatchSize;
+  // A vocabulary tensor slicing cannot divide (real GPT-2's 50257) padded
+  // as Megatron pads it: the padded rows are no classes of the loss.
+  if (options.vocabMultiple > 1 && c.vocabSize % options.vocabMultiple != 0) {
+    c.tokenizerVocabSize = c.vocabSize;
+    c.vocabSize += options.vocabMultiple - c.vocabSize % options.vocabMultiple;
+  }
   r.refuseUnknownKeys(model.architecture);
   if (!r.ok())
     return std::nullopt;

@@ -242,6 +242,20 @@ std::vector<int64_t> perHeadOrder(const GPTConfig &config) {
 }
 
 /// Renames `t` to its dsc parameter and reorders it into dsc's layout.
+/// Whether dsc parameter `name` has a row per token ([V, h]: the token
+/// embedding and the untied output layer).
+bool isVocabularyRows(StringRef name) {
+  return name == "wte.weight" || name == "lm_head.weight";
+}
+
+/// `t` ([rows, ...]) with `rows` rows: zero rows appended, or trailing
+/// rows dropped.
+void resizeRows(::dsc::rt::WholeTensor &t, int64_t rows) {
+  const size_t rowBytes = t.bytes.size() / size_t(t.shape[0]);
+  t.bytes.resize(size_t(rows) * rowBytes, 0);
+  t.shape[0] = rows;
+}
+
 bool convertOne(const HFModel &model, const HFTensorMapping &mapping,
                 ::dsc::rt::WholeTensor &t, std::string &error) {
   const HFTensorMapping *m = &mapping;
@@ -386,6 +400,12 @@ bool HFTensorConverter::add(::dsc::rt::WholeTensor t,
     return false;
   if (t.name.empty())
     return true;
+  // A padded vocabulary (--import-hf-pad-vocab-to): zero rows, which no
+  // token names and the loss leaves out.
+  const GPTConfig &c = model.config;
+  if (isVocabularyRows(t.name) && c.tokenizerVocabSize > 0 &&
+      !t.shape.empty() && t.shape[0] == c.tokenizerVocabSize)
+    resizeRows(t, c.vocabSize);
   if (m->parts == 1 && m->experts == 0) {
     out.push_back(std::move(t));
     return true;
@@ -473,6 +493,12 @@ bool mlir::dsc::exportHFTensor(const HFModel &model,
     error = "parameter '" + param.name + "' is a scalar";
     return false;
   }
+  // A vocabulary padded on import (or by GPT-NeoX's
+  // make_vocab_size_divisible_by): transformers' model has the config's
+  // vocab_size rows.
+  if (isVocabularyRows(param.name) && out.shape[0] > model.config.vocabSize &&
+      model.config.vocabSize > 0)
+    resizeRows(out, model.config.vocabSize);
   // An expert's slice of a stacked expert weight.
   if (mapping.experts > 0) {
     if (out.shape.size() < 2 || out.shape[0] != mapping.experts) {

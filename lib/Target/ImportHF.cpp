@@ -45,6 +45,13 @@ static llvm::cl::opt<int64_t>
     hfMicroBatch("import-hf-micro-batch-size", llvm::cl::init(1),
                  llvm::cl::desc("With --import-hf: sequences per "
                                 "micro-batch (default 1)"));
+static llvm::cl::opt<int64_t> hfVocabMultiple(
+    "import-hf-pad-vocab-to", llvm::cl::init(1),
+    llvm::cl::desc("With --import-hf: pad the vocabulary with zero rows up "
+                   "to a multiple of this (Megatron-LM's "
+                   "--make-vocab-size-divisible-by, e.g. 128 so that tensor "
+                   "slicing divides GPT-2's 50257); the padded rows are no "
+                   "classes, and --export-hf leaves them out"));
 
 namespace {
 
@@ -183,9 +190,11 @@ void mlir::dsc::registerImportHFTranslation() {
         HFImportOptions options;
         options.seqLength = hfSeqLength;
         options.microBatchSize = hfMicroBatch;
-        if (hfSeqLength < 0 || hfMicroBatch < 1) {
+        options.vocabMultiple = hfVocabMultiple;
+        if (hfSeqLength < 0 || hfMicroBatch < 1 || hfVocabMultiple < 1) {
           emitError(loc) << "--import-hf-seq-length must be positive and "
-                            "--import-hf-micro-batch-size at least 1";
+                            "--import-hf-micro-batch-size and "
+                            "--import-hf-pad-vocab-to at least 1";
           return nullptr;
         }
         std::optional<HFModel> model =

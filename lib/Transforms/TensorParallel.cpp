@@ -458,7 +458,9 @@ private:
     if (vocab % tp != 0)
       return op->emitOpError("--dsc-tensor-parallel: the vocabulary (")
              << vocab << " tokens) is not divisible by tp=" << tp
-             << "; pad it (Megatron's make-vocab-size-divisible-by)";
+             << "; pad it (Megatron's make-vocab-size-divisible-by; a "
+                "Hugging Face model: dsc-translate --import-hf-pad-vocab-to "
+                "N)";
     return success();
   }
 

@@ -281,7 +281,7 @@ func.func @loss(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 dsc.parameter @wte : tensor<15x8xf32> init = #dsc.init<zeros>
 func.func @loss(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
   %w = dsc.get_parameter @wte : tensor<15x8xf32>
-  // expected-error @+1 {{'dsc.embedding' op --dsc-tensor-parallel: the vocabulary (15 tokens) is not divisible by tp=2; pad it (Megatron's make-vocab-size-divisible-by)}}
+  // expected-error @+1 {{'dsc.embedding' op --dsc-tensor-parallel: the vocabulary (15 tokens) is not divisible by tp=2; pad it (Megatron's make-vocab-size-divisible-by; a Hugging Face model: dsc-translate --import-hf-pad-vocab-to N)}}
   %x = dsc.embedding %w, %ids : tensor<15x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
   return %x : tensor<2x4x8xf32>
 }

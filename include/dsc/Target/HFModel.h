@@ -32,6 +32,10 @@ namespace mlir::dsc {
 struct HFImportOptions {
   int64_t seqLength = 0; // 0: the model's n_positions
   int64_t microBatchSize = 1;
+  /// Pad the vocabulary up to a multiple of this (Megatron-LM's
+  /// --make-vocab-size-divisible-by); 1: as it is. The padded rows are no
+  /// classes (GPTConfig::tokenizerVocabSize) and are not exported.
+  int64_t vocabMultiple = 1;
 };
 
 struct HFModel {
