@@ -501,8 +501,12 @@ void Reader::readScheduler(const llvm::json::Object &o, double lr) {
     fail("warmup_type", "'warmup_type' must be \"log\" or \"linear\", got '" +
                             warmupType + "'");
   const int64_t warmup = integer(p, "warmup_num_steps", 1000);
-  if (warmup < 0)
-    fail("warmup_num_steps", "'warmup_num_steps' must be >= 0");
+  // DeepSpeed 0.19 refuses 0 ("must be a positive integer"); dsc's warmup 0
+  // would mean no warm-up, which no DeepSpeed scheduler has.
+  if (warmup < 1)
+    fail("warmup_num_steps", "'warmup_num_steps' must be >= 1, as DeepSpeed "
+                             "requires; got " +
+                                 std::to_string(warmup));
   set("warmup", std::to_string(warmup), type + ".warmup_num_steps");
   set("warmup-type", warmupType, type + ".warmup_type");
   if (type != "WarmupLR") {

@@ -635,25 +635,48 @@ TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {
     return scheduledLearningRate(k, w, t, log, 1.0, 0.0, 0.1, step);
   };
   EXPECT_DOUBLE_EQ(lr(K::Constant, 4, 8, false, 1), 1.0);
-  // WarmupLR, linear: i/W with i = step - 1.
+  // WarmupLR, linear: i/W with i = step - 2, DeepSpeed's
+  // last_batch_iteration at the step (its engine sets step 1's rate when it
+  // builds the scheduler, at -1, and steps it after each optimizer step).
   EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 1), 0.0);
-  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 2), 0.25);
-  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 5), 1.0);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 2), 0.0);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 3), 0.25);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 5), 0.75);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 6), 1.0);
   EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, false, 100), 1.0);
+  // Steps 1 and 2 start at warmupStart.
+  EXPECT_DOUBLE_EQ(
+      scheduledLearningRate(K::WarmupConstant, 4, 8, false, 1.0, 0.2, 0.1, 1),
+      0.2);
+  EXPECT_DOUBLE_EQ(
+      scheduledLearningRate(K::WarmupConstant, 4, 8, true, 1.0, 0.2, 0.1, 2),
+      0.2);
   // WarmupLR, log (DeepSpeed's default): log(i+1)/log(W).
-  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, true, 2),
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 4, 8, true, 3),
                    std::log(2.0) / std::log(4.0));
   // WarmupDecayLR: decayEnd + (base - decayEnd) (T - i)/(T - W).
-  EXPECT_DOUBLE_EQ(lr(K::WarmupLinearDecay, 4, 8, false, 6),
+  EXPECT_DOUBLE_EQ(lr(K::WarmupLinearDecay, 4, 8, false, 6), 1.0);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupLinearDecay, 4, 8, false, 7),
                    0.1 + 0.9 * 3.0 / 4.0);
   EXPECT_DOUBLE_EQ(lr(K::WarmupLinearDecay, 4, 8, false, 50), 0.1);
-  // WarmupCosineLR: (1 + cos(pi (i - W + 1)/(T - W)))/2, clamped past T.
-  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 5),
+  // WarmupCosineLR: (1 + cos(pi (i - W + 1)/(T - W)))/2, clamped past T;
+  // step 1 at 0 (WarmupCosineLR's rate at -1), not warmupStart.
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(K::WarmupCosineDecay, 4, 8, false, 1.0,
+                                         0.2, 0.1, 1),
+                   0.0);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(K::WarmupCosineDecay, 4, 8, false, 1.0,
+                                         0.2, 0.1, 2),
+                   0.2);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 6),
                    0.1 + 0.9 * (1 + std::cos(M_PI * 0.25)) / 2);
-  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 8), 0.1);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 9), 0.1);
   EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 4, 8, false, 80), 0.1);
+  // Without a warmup (dsc's warmup 0; DeepSpeed refuses it) step 1 is the
+  // decay's first.
+  EXPECT_DOUBLE_EQ(lr(K::WarmupCosineDecay, 0, 8, false, 1),
+                   0.1 + 0.9 * (1 + std::cos(M_PI / 8)) / 2);
   // A warmup of one step is DeepSpeed's two.
-  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 1, 8, false, 2), 0.5);
+  EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 1, 8, false, 3), 0.5);
 }
 
 TEST(PlanSchedules, DeepSpeedCyclic) {

@@ -126,9 +126,12 @@ struct Arena {
 };
 
 /// Learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR,
-/// WarmupCosineLR): LearningRate's `kind`. With i = step - 1 (DeepSpeed's
-/// last_batch_iteration at the step's update), W = max(2, warmup) when
-/// warmup > 0 (no warmup when 0), T = total:
+/// WarmupCosineLR): LearningRate's `kind`. With i = max(0, step - 2)
+/// (DeepSpeed's last_batch_iteration at the step's update: its engine
+/// builds the scheduler at -1, which sets step 1's rate, and steps it after
+/// each optimizer step), W = max(2, warmup) when warmup > 0 (no warmup when
+/// 0), T = total; step 1 of a WarmupCosineDecay with a warmup is at 0 (what
+/// WarmupCosineLR sets at -1):
 ///
 ///   - warmup, i < W: warmupStart + (base - warmupStart) * g with
 ///     g = log(i+1)/log(W) when warmupLog (DeepSpeed's default), else i/W;

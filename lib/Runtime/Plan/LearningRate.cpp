@@ -59,10 +59,17 @@ double dsc::rt::scheduledLearningRate(LrScheduleKind kind, int64_t warmup,
     return base;
   if (kind >= LrScheduleKind::AnnealingConstant)
     return annealingLearningRate(kind, warmup, total, base, decayEnd, step);
-  // DeepSpeed evaluates the schedule at last_batch_iteration = step - 1 and
-  // never warms up over fewer than two steps.
-  const double i = double(std::max<int64_t>(step - 1, 0));
+  // DeepSpeed's engine builds the scheduler at last_batch_iteration = -1,
+  // which sets the rate step 1 uses, and steps it after each optimizer
+  // step: step k >= 2 runs at last_batch_iteration = k - 2 (DeepSpeed
+  // 0.19.8's engine, scripts/ds-reference/lr-goldens.py). At -1 WarmupLR
+  // and WarmupDecayLR set warmup_min_lr, the value at 0 as well, and
+  // WarmupCosineLR sets 0. DeepSpeed never warms up over fewer than two
+  // steps; warmup 0 (no warm-up) is dsc's, and starts the decay at 0.
   const double w = warmup > 0 ? double(std::max<int64_t>(warmup, 2)) : 0.0;
+  if (step < 2 && w > 0 && kind == LrScheduleKind::WarmupCosineDecay)
+    return 0.0;
+  const double i = double(std::max<int64_t>(step - 2, 0));
   if (i < w) {
     double g = warmupLog ? std::log(i + 1) / std::log(w) : i / w;
     return warmupStart + (base - warmupStart) * g;

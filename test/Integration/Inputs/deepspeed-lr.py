@@ -8,10 +8,12 @@ SCHEDULER is WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle or
 LRRangeTest; PARAMS_JSON their
 `params` as a ds_config.json spells them (WarmupCosineLR also takes "lr",
 the optimizer's learning rate it scales). Written from the formulas of
-deepspeed/runtime/lr_schedules.py: the scheduler is built at
-last_batch_iteration = -1 and stepped once after each optimizer step, so
-step k (1-based) runs at last_batch_iteration = k - 1. Prints "OK n steps"
-or the first step that differs.
+deepspeed/runtime/lr_schedules.py: DeepSpeed's engine builds the scheduler
+at last_batch_iteration = -1, which sets the rate of step 1, and steps it
+once after each optimizer step, so step k >= 2 (1-based) runs at
+last_batch_iteration = k - 2. deepspeed-lr-goldens.test checks these
+formulas against the rates DeepSpeed 0.19.8's engine used
+(Inputs/ds-goldens/lr). Prints "OK n steps" or the first step that differs.
 """
 import json
 import math
@@ -26,8 +28,14 @@ def warmup_gamma(i, warmup_steps, warmup_type):
     return i / w
 
 
+# The Warmup* schedules below take i = last_batch_iteration; at -1 (step 1)
+# WarmupLR and WarmupDecayLR give warmup_min_lr, WarmupCosineLR 0.
+
+
 def warmup_lr(i, p):
     lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+    if i < 0:
+        return lo
     w = max(2, p.get("warmup_num_steps", 1000))
     gamma = warmup_gamma(i, w, p.get("warmup_type", "log")) if i < w else 1.0
     return lo + (hi - lo) * gamma
@@ -35,6 +43,8 @@ def warmup_lr(i, p):
 
 def warmup_decay_lr(i, p):
     lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+    if i < 0:
+        return lo
     w = max(2, p.get("warmup_num_steps", 1000))
     total = p["total_num_steps"]
     if i < w:
@@ -45,6 +55,8 @@ def warmup_decay_lr(i, p):
 
 
 def warmup_cosine_lr(i, p):
+    if i < 0:
+        return 0.0
     w = max(2, p.get("warmup_num_steps", 1000))
     total = p["total_num_steps"]
     warm_min = p.get("warmup_min_ratio", 0.0)
@@ -112,9 +124,14 @@ def range_test_lr(i, p):
     return lo * (1 + p.get("lr_range_test_step_rate", 1.0) * interval)
 
 
-SCHEDULERS = {"WarmupLR": warmup_lr, "WarmupDecayLR": warmup_decay_lr,
-              "WarmupCosineLR": warmup_cosine_lr, "OneCycle": one_cycle_lr,
-              "LRRangeTest": range_test_lr}
+# Each schedule as a function of the 1-based step. OneCycle and LRRangeTest
+# above count step() calls themselves (their step 1 is also the
+# constructor's rate).
+SCHEDULERS = {"WarmupLR": lambda k, p: warmup_lr(k - 2, p),
+              "WarmupDecayLR": lambda k, p: warmup_decay_lr(k - 2, p),
+              "WarmupCosineLR": lambda k, p: warmup_cosine_lr(k - 2, p),
+              "OneCycle": lambda k, p: one_cycle_lr(k - 1, p),
+              "LRRangeTest": lambda k, p: range_test_lr(k - 1, p)}
 
 
 def main():
@@ -131,7 +148,7 @@ def main():
     steps = [json.loads(line) for line in open(log) if line.strip()]
     for record in steps:
         k = record["iteration"]
-        want = schedule(k - 1, params)
+        want = schedule(k, params)
         got = record["learning_rate"]
         if abs(got - want) > rtol * max(abs(want), 1e-12):
             print(f"{log}: step {k}: learning rate {got!r}, {name} gives "
