@@ -13,6 +13,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../gpt2-small-shape.sh
+source "$ROOT/bench/gpt2-small-shape.sh"
 BIN="${DSC_BUILD_DIR:-$ROOT/build}/bin"
 SEQ="${1:-1024}"
 STEPS="${2:-8}"
@@ -21,10 +23,7 @@ WORK="${4:-$(mktemp -d)}"
 mkdir -p "$WORK"
 trap 'rm -rf "$WORK"/{sync,async,*.plan,*.mlir,*.yml}' EXIT
 
-sed -e "s/^seq-length: .*/seq-length: $SEQ/" \
-    -e "s/^max-position-embeddings: .*/max-position-embeddings: $SEQ/" \
-    -e "s/^train_micro_batch_size_per_gpu: .*/train_micro_batch_size_per_gpu: $BATCH/" \
-    "$ROOT/examples/configs/gpt2-small.yml" > "$WORK/gpt2.yml"
+gpt2_small_at "$SEQ" "$BATCH" "$WORK/gpt2.yml"
 "$BIN/dsc-translate" --import-neox "$WORK/gpt2.yml" -o "$WORK/graph.mlir"
 "$BIN/dsc-opt" "$WORK/graph.mlir" --dsc-compile="steps=$STEPS warmup=1" -o "$WORK/plan.mlir"
 "$BIN/dsc-translate" --dsc-to-plan "$WORK/plan.mlir" -o "$WORK/model.plan"

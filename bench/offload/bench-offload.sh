@@ -22,6 +22,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../gpt2-small-shape.sh
+source "$ROOT/bench/gpt2-small-shape.sh"
 BIN="${DSC_BUILD_DIR:-$ROOT/build}/bin"
 NVME="${1:-${TMPDIR:-/tmp}}"
 SEQ="${2:-256}"
@@ -40,10 +42,7 @@ OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}" \
 
 echo
 echo "== 3. GPT-2 small, b=$BATCH s=$SEQ, $STEPS steps: optimizer on the device, host, NVMe; DPU; ZeRO-3 parameters on host, NVMe"
-sed -e "s/^seq-length: .*/seq-length: $SEQ/" \
-    -e "s/^max-position-embeddings: .*/max-position-embeddings: $SEQ/" \
-    -e "s/^train_micro_batch_size_per_gpu: .*/train_micro_batch_size_per_gpu: $BATCH/" \
-    "$ROOT/examples/configs/gpt2-small.yml" > "$WORK/gpt2.yml"
+gpt2_small_at "$SEQ" "$BATCH" "$WORK/gpt2.yml"
 mkdir -p "$WORK/nvme"
 declare -A COMPILE=(
   [none]="offload-optimizer=none"

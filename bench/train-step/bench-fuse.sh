@@ -18,6 +18,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../gpt2-small-shape.sh
+source "$ROOT/bench/gpt2-small-shape.sh"
 BIN="${DSC_BUILD_DIR:-$ROOT/build}/bin"
 REPEATS="${1:-5}"
 STEPS="${2:-6}"
@@ -26,10 +28,7 @@ BATCH="${4:-4}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-sed -e "s/^seq-length: .*/seq-length: $SEQ/" \
-    -e "s/^max-position-embeddings: .*/max-position-embeddings: $SEQ/" \
-    -e "s/^train_micro_batch_size_per_gpu: .*/train_micro_batch_size_per_gpu: $BATCH/" \
-    "$ROOT/examples/configs/gpt2-small.yml" > "$WORK/gpt2.yml"
+gpt2_small_at "$SEQ" "$BATCH" "$WORK/gpt2.yml"
 "$BIN/dsc-translate" --import-neox "$WORK/gpt2.yml" -o "$WORK/graph.mlir"
 for v in fused unfused; do
   opts="steps=$STEPS warmup=1"

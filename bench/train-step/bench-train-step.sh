@@ -18,6 +18,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../gpt2-small-shape.sh
+source "$ROOT/bench/gpt2-small-shape.sh"
 BIN="${DSC_BUILD_DIR:-$ROOT/build}/bin"
 SEQ="${1:-1024}"
 STEPS="${2:-3}"
@@ -25,10 +27,7 @@ BATCH="${3:-4}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-sed -e "s/^seq-length: .*/seq-length: $SEQ/" \
-    -e "s/^max-position-embeddings: .*/max-position-embeddings: $SEQ/" \
-    -e "s/^train_micro_batch_size_per_gpu: .*/train_micro_batch_size_per_gpu: $BATCH/" \
-    "$ROOT/examples/configs/gpt2-small.yml" > "$WORK/gpt2.yml"
+gpt2_small_at "$SEQ" "$BATCH" "$WORK/gpt2.yml"
 "$BIN/dsc-translate" --import-neox "$WORK/gpt2.yml" -o "$WORK/graph.mlir"
 "$BIN/dsc-opt" "$WORK/graph.mlir" --dsc-compile="steps=$STEPS warmup=1" -o "$WORK/plan.mlir"
 "$BIN/dsc-opt" "$WORK/plan.mlir" --dsc-plan-summary -o /dev/null > "$WORK/summary.json"

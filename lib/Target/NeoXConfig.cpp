@@ -457,10 +457,12 @@ llvm::json::Value yamlToJson(llvm::yaml::Node *node) {
   return nullptr;
 }
 
+const char *const kPlanShapingKeys[] = {"model_parallel_size",
+                                        "moe_expert_parallel_size"};
+
 /// The model keys a training reader also needs.
 bool trainingAlsoReads(StringRef key) {
-  return key == "seed" || key == "model_parallel_size" ||
-         key == "moe_expert_parallel_size" ||
+  return key == "seed" || llvm::is_contained(kPlanShapingKeys, key) ||
          key == "train_micro_batch_size_per_gpu";
 }
 
@@ -1088,6 +1090,10 @@ std::optional<GPTConfig> NeoXConfigReader::read() {
 
 llvm::ArrayRef<const char *> mlir::dsc::neoxTrainingKeyNames() {
   return kTrainingKeys;
+}
+
+llvm::ArrayRef<const char *> mlir::dsc::neoxPlanShapingKeyNames() {
+  return kPlanShapingKeys;
 }
 
 std::optional<GPTConfig>

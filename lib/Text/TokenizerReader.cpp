@@ -58,6 +58,23 @@ public:
     return fail(path, "expected an object, got " + show(v));
   }
 
+  /// A step of a pipeline (normalizer, pre-tokenizer, decoder,
+  /// post-processor): an object and its "type".
+  struct TypedStep {
+    const json::Object *object;
+    StringRef type;
+  };
+  Expected<TypedStep> typedStep(const json::Value &v,
+                                const llvm::Twine &path) const {
+    Expected<const json::Object *> o = object(v, path);
+    if (!o)
+      return o.takeError();
+    Expected<StringRef> type = string(**o, "type", path);
+    if (!type)
+      return type.takeError();
+    return TypedStep{*o, *type};
+  }
+
   /// A "Sequence" step: only `type` and the array `key`, each of whose
   /// elements `item(element, path)` reads in order.
   Error sequence(const json::Object &o, const llvm::Twine &path, StringRef key,
@@ -201,47 +218,46 @@ private:
 
 Error Reader::normalizer(const json::Value &v, const llvm::Twine &path,
                          std::vector<NormalizerStep> &out) const {
-  Expected<const json::Object *> o = object(v, path);
-  if (!o)
-    return o.takeError();
-  Expected<StringRef> type = string(**o, "type", path);
-  if (!type)
-    return type.takeError();
-  if (*type == "Sequence")
-    return sequence(**o, path, "normalizers",
+  Expected<TypedStep> typed = typedStep(v, path);
+  if (!typed)
+    return typed.takeError();
+  const json::Object &o = *typed->object;
+  const StringRef type = typed->type;
+  if (type == "Sequence")
+    return sequence(o, path, "normalizers",
                     [&](const json::Value &item, const llvm::Twine &at) {
                       return normalizer(item, at, out);
                     });
   NormalizerStep step{NormalizerStep::Unicode};
-  if (*type == "NFC" || *type == "NFD" || *type == "NFKC" || *type == "NFKD") {
-    if (Error e = keys(**o, path, {"type"}))
+  if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    if (Error e = keys(o, path, {"type"}))
       return e;
-    step.form = *type == "NFC"    ? NormalForm::NFC
-                : *type == "NFD"  ? NormalForm::NFD
-                : *type == "NFKC" ? NormalForm::NFKC
-                                  : NormalForm::NFKD;
-  } else if (*type == "Prepend") {
-    if (Error e = keys(**o, path, {"type", "prepend"}))
+    step.form = type == "NFC"    ? NormalForm::NFC
+                : type == "NFD"  ? NormalForm::NFD
+                : type == "NFKC" ? NormalForm::NFKC
+                                 : NormalForm::NFKD;
+  } else if (type == "Prepend") {
+    if (Error e = keys(o, path, {"type", "prepend"}))
       return e;
-    Expected<StringRef> p = string(**o, "prepend", path);
+    Expected<StringRef> p = string(o, "prepend", path);
     if (!p)
       return p.takeError();
     step.kind = NormalizerStep::Prepend;
     step.pattern = p->str();
-  } else if (*type == "Replace") {
-    if (Error e = keys(**o, path, {"type", "pattern", "content"}))
+  } else if (type == "Replace") {
+    if (Error e = keys(o, path, {"type", "pattern", "content"}))
       return e;
-    Expected<std::string> p = stringPattern(**o, path);
+    Expected<std::string> p = stringPattern(o, path);
     if (!p)
       return p.takeError();
-    Expected<StringRef> c = string(**o, "content", path);
+    Expected<StringRef> c = string(o, "content", path);
     if (!c)
       return c.takeError();
     step.kind = NormalizerStep::Replace;
     step.pattern = *p;
     step.content = c->str();
   } else {
-    return unsupported(path + ".type", *(*o)->get("type"),
+    return unsupported(path + ".type", *o.get("type"),
                        "dsc implements NFC, NFD, NFKC, NFKD, Prepend, "
                        "Replace and Sequence");
   }
@@ -251,55 +267,53 @@ Error Reader::normalizer(const json::Value &v, const llvm::Twine &path,
 
 Error Reader::preTokenizer(const json::Value &v, const llvm::Twine &path,
                            std::vector<PreTokenizerStep> &out) const {
-  Expected<const json::Object *> o = object(v, path);
-  if (!o)
-    return o.takeError();
-  Expected<StringRef> type = string(**o, "type", path);
-  if (!type)
-    return type.takeError();
-  if (*type == "Sequence")
-    return sequence(**o, path, "pretokenizers",
+  Expected<TypedStep> typed = typedStep(v, path);
+  if (!typed)
+    return typed.takeError();
+  const json::Object &o = *typed->object;
+  const StringRef type = typed->type;
+  if (type == "Sequence")
+    return sequence(o, path, "pretokenizers",
                     [&](const json::Value &item, const llvm::Twine &at) {
                       return preTokenizer(item, at, out);
                     });
   PreTokenizerStep step{PreTokenizerStep::ByteLevel};
-  if (*type == "ByteLevel") {
-    if (Error e =
-            keys(**o, path,
-                 {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
+  if (type == "ByteLevel") {
+    if (Error e = keys(
+            o, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
       return e;
-    Expected<bool> prefix = boolean(**o, "add_prefix_space", path, true);
+    Expected<bool> prefix = boolean(o, "add_prefix_space", path, true);
     if (!prefix)
       return prefix.takeError();
-    Expected<bool> regex = boolean(**o, "use_regex", path, true);
+    Expected<bool> regex = boolean(o, "use_regex", path, true);
     if (!regex)
       return regex.takeError();
     // trim_offsets moves offsets only, never ids.
-    Expected<bool> trim = boolean(**o, "trim_offsets", path, true);
+    Expected<bool> trim = boolean(o, "trim_offsets", path, true);
     if (!trim)
       return trim.takeError();
     step.addPrefixSpace = *prefix;
     step.useRegex = *regex;
-  } else if (*type == "Metaspace") {
-    if (Error e = keys(**o, path,
+  } else if (type == "Metaspace") {
+    if (Error e = keys(o, path,
                        {"type", "replacement", "add_prefix_space",
                         "prepend_scheme", "split", "str_rep"}))
       return e;
     step.kind = PreTokenizerStep::Metaspace;
-    Expected<char32_t> r = character(**o, "replacement", path);
+    Expected<char32_t> r = character(o, "replacement", path);
     if (!r)
       return r.takeError();
     step.replacement = *r;
-    Expected<PrependScheme> scheme = prependScheme(**o, path);
+    Expected<PrependScheme> scheme = prependScheme(o, path);
     if (!scheme)
       return scheme.takeError();
     step.prependScheme = *scheme;
-    Expected<bool> split = boolean(**o, "split", path, true);
+    Expected<bool> split = boolean(o, "split", path, true);
     if (!split)
       return split.takeError();
     step.split = *split;
   } else {
-    return unsupported(path + ".type", *(*o)->get("type"),
+    return unsupported(path + ".type", *o.get("type"),
                        "dsc implements ByteLevel, Metaspace and Sequence");
   }
   out.push_back(step);
@@ -308,76 +322,74 @@ Error Reader::preTokenizer(const json::Value &v, const llvm::Twine &path,
 
 Error Reader::decoder(const json::Value &v, const llvm::Twine &path,
                       std::vector<DecoderStep> &out) const {
-  Expected<const json::Object *> o = object(v, path);
-  if (!o)
-    return o.takeError();
-  Expected<StringRef> type = string(**o, "type", path);
-  if (!type)
-    return type.takeError();
-  if (*type == "Sequence")
-    return sequence(**o, path, "decoders",
+  Expected<TypedStep> typed = typedStep(v, path);
+  if (!typed)
+    return typed.takeError();
+  const json::Object &o = *typed->object;
+  const StringRef type = typed->type;
+  if (type == "Sequence")
+    return sequence(o, path, "decoders",
                     [&](const json::Value &item, const llvm::Twine &at) {
                       return decoder(item, at, out);
                     });
   DecoderStep step{DecoderStep::ByteLevel};
-  if (*type == "ByteLevel") {
-    if (Error e =
-            keys(**o, path,
-                 {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
+  if (type == "ByteLevel") {
+    if (Error e = keys(
+            o, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
       return e;
     for (StringRef key : {"add_prefix_space", "trim_offsets", "use_regex"})
-      if (Expected<bool> b = boolean(**o, key, path, true); !b)
+      if (Expected<bool> b = boolean(o, key, path, true); !b)
         return b.takeError();
-  } else if (*type == "Replace") {
-    if (Error e = keys(**o, path, {"type", "pattern", "content"}))
+  } else if (type == "Replace") {
+    if (Error e = keys(o, path, {"type", "pattern", "content"}))
       return e;
-    Expected<std::string> p = stringPattern(**o, path);
+    Expected<std::string> p = stringPattern(o, path);
     if (!p)
       return p.takeError();
-    Expected<StringRef> c = string(**o, "content", path);
+    Expected<StringRef> c = string(o, "content", path);
     if (!c)
       return c.takeError();
     step.kind = DecoderStep::Replace;
     step.pattern = *p;
     step.content = c->str();
-  } else if (*type == "ByteFallback" || *type == "Fuse") {
-    if (Error e = keys(**o, path, {"type"}))
+  } else if (type == "ByteFallback" || type == "Fuse") {
+    if (Error e = keys(o, path, {"type"}))
       return e;
-    step.kind = *type == "Fuse" ? DecoderStep::Fuse : DecoderStep::ByteFallback;
-  } else if (*type == "Strip") {
-    if (Error e = keys(**o, path, {"type", "content", "start", "stop"}))
+    step.kind = type == "Fuse" ? DecoderStep::Fuse : DecoderStep::ByteFallback;
+  } else if (type == "Strip") {
+    if (Error e = keys(o, path, {"type", "content", "start", "stop"}))
       return e;
     step.kind = DecoderStep::Strip;
-    Expected<char32_t> c = character(**o, "content", path);
+    Expected<char32_t> c = character(o, "content", path);
     if (!c)
       return c.takeError();
     step.stripContent = *c;
     for (StringRef key : {"start", "stop"}) {
-      const json::Value *n = (*o)->get(key);
+      const json::Value *n = o.get(key);
       int64_t count = n ? n->getAsInteger().value_or(-1) : -1;
       if (count < 0)
         return fail(path + "." + key,
                     "expected a count, got " + (n ? show(*n) : "nothing"));
       (key == "start" ? step.start : step.stop) = static_cast<size_t>(count);
     }
-  } else if (*type == "Metaspace") {
-    if (Error e = keys(**o, path,
+  } else if (type == "Metaspace") {
+    if (Error e = keys(o, path,
                        {"type", "replacement", "add_prefix_space",
                         "prepend_scheme", "split", "str_rep"}))
       return e;
     step.kind = DecoderStep::Metaspace;
-    Expected<char32_t> r = character(**o, "replacement", path);
+    Expected<char32_t> r = character(o, "replacement", path);
     if (!r)
       return r.takeError();
     step.replacement = *r;
-    Expected<PrependScheme> scheme = prependScheme(**o, path);
+    Expected<PrependScheme> scheme = prependScheme(o, path);
     if (!scheme)
       return scheme.takeError();
     step.prependScheme = *scheme;
-    if (Expected<bool> b = boolean(**o, "split", path, true); !b)
+    if (Expected<bool> b = boolean(o, "split", path, true); !b)
       return b.takeError();
   } else {
-    return unsupported(path + ".type", *(*o)->get("type"),
+    return unsupported(path + ".type", *o.get("type"),
                        "dsc implements ByteLevel, Replace, ByteFallback, "
                        "Fuse, Strip, Metaspace and Sequence");
   }
@@ -517,40 +529,38 @@ Error Reader::model(const json::Value &v, BytePairModel &out) const {
 
 Error Reader::postProcessor(const json::Value &v, const llvm::Twine &path,
                             TokenizerImpl &impl, bool &haveTemplate) const {
-  Expected<const json::Object *> o = object(v, path);
-  if (!o)
-    return o.takeError();
-  Expected<StringRef> type = string(**o, "type", path);
-  if (!type)
-    return type.takeError();
-  if (*type == "Sequence")
-    return sequence(**o, path, "processors",
+  Expected<TypedStep> typed = typedStep(v, path);
+  if (!typed)
+    return typed.takeError();
+  const json::Object &o = *typed->object;
+  const StringRef type = typed->type;
+  if (type == "Sequence")
+    return sequence(o, path, "processors",
                     [&](const json::Value &item, const llvm::Twine &at) {
                       return postProcessor(item, at, impl, haveTemplate);
                     });
-  if (*type == "ByteLevel") {
+  if (type == "ByteLevel") {
     // Offsets only; the ids pass through.
-    if (Error e =
-            keys(**o, path,
-                 {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
+    if (Error e = keys(
+            o, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"}))
       return e;
     for (StringRef key : {"add_prefix_space", "trim_offsets", "use_regex"})
-      if (Expected<bool> b = boolean(**o, key, path, true); !b)
+      if (Expected<bool> b = boolean(o, key, path, true); !b)
         return b.takeError();
     return Error::success();
   }
-  if (*type != "TemplateProcessing")
-    return unsupported(path + ".type", *(*o)->get("type"),
+  if (type != "TemplateProcessing")
+    return unsupported(path + ".type", *o.get("type"),
                        "dsc implements ByteLevel, TemplateProcessing and "
                        "Sequence");
-  if (Error e = keys(**o, path, {"type", "single", "pair", "special_tokens"}))
+  if (Error e = keys(o, path, {"type", "single", "pair", "special_tokens"}))
     return e;
   if (haveTemplate)
     return fail(path, "a second TemplateProcessing");
   haveTemplate = true;
   // special_tokens: name -> {id, ids, tokens}.
   llvm::StringMap<std::vector<uint32_t>> specials;
-  if (const json::Value *s = (*o)->get("special_tokens")) {
+  if (const json::Value *s = o.get("special_tokens")) {
     const json::Object *so = s->getAsObject();
     if (!so)
       return fail(path + ".special_tokens", "expected an object");
@@ -577,7 +587,7 @@ Error Reader::postProcessor(const json::Value &v, const llvm::Twine &path,
   }
   // Both templates are checked; dsc encodes single sequences only.
   for (StringRef key : {"single", "pair"}) {
-    const json::Value *t = (*o)->get(key);
+    const json::Value *t = o.get(key);
     const json::Array *pieces = t ? t->getAsArray() : nullptr;
     if (!pieces)
       return fail(path + "." + key, "expected an array of template pieces");

@@ -113,9 +113,11 @@ struct DscDataParallelPass
     if (!meshes.empty() && (*meshes.begin()).getAxisIndex("ep")) {
       mesh = *meshes.begin();
       if (meshAxesSize(*mesh, dataParallelAxes(*mesh)) != dp) {
+        SmallVector<StringRef> axes = dataParallelAxes(*mesh);
         mesh->emitError("--dsc-data-parallel: the mesh's data-parallel axes "
-                        "edp x ep are not dp=")
-            << dp;
+                        "edp=")
+            << meshAxesSize(*mesh, axes[0])
+            << " x ep=" << meshAxesSize(*mesh, axes[1]) << " are not dp=" << dp;
         return signalPassFailure();
       }
     } else {

@@ -34,7 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
-#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
 
@@ -75,17 +75,12 @@ struct DscExpertParallelPass
     ep = readPlan(module).ep;
     if (ep == 1)
       return;
-    if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
-      module.emitError("--dsc-expert-parallel splits the forward graph's "
-                       "experts and must run before --dsc-autodiff");
+    FailureOr<func::FuncOp> found =
+        forwardLossFunction(module, funcName, "--dsc-expert-parallel",
+                            "splits the forward graph's experts");
+    if (failed(found))
       return signalPassFailure();
-    }
-    auto loss = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!loss || loss.isExternal()) {
-      module.emitError("--dsc-expert-parallel: no function @")
-          << funcName.getValue() << " computing the loss";
-      return signalPassFailure();
-    }
+    func::FuncOp loss = *found;
     auto meshes = module.getOps<MeshOp>();
     MeshOp mesh = meshes.empty() ? MeshOp() : *meshes.begin();
     std::optional<unsigned> axis = mesh ? mesh.getAxisIndex("ep") : std::nullopt;

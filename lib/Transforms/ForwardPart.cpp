@@ -40,6 +40,23 @@ FailureOr<size_t> mlir::dsc::countForwardOps(ModuleOp module, func::FuncOp fb,
   return count;
 }
 
+FailureOr<func::FuncOp> mlir::dsc::forwardLossFunction(ModuleOp module,
+                                                       llvm::StringRef name,
+                                                       llvm::StringRef pass,
+                                                       llvm::StringRef rewrite,
+                                                       bool singleBlock) {
+  if (!getProgramOps(module, ProgramRole::ForwardBackward).empty())
+    return module.emitError(pass)
+           << " " << rewrite << " and must run before --dsc-autodiff";
+  auto loss = module.lookupSymbol<func::FuncOp>(name);
+  if (!loss || loss.isExternal() ||
+      (singleBlock && !loss.getBody().hasOneBlock()))
+    return module.emitError(pass)
+           << ": no " << (singleBlock ? "single-block " : "") << "function @"
+           << name << " computing the loss";
+  return loss;
+}
+
 bool mlir::dsc::isParameterCopy(Operation *op) {
   while (op && isa<CopyToParallelOp, CastOp>(op))
     op = op->getOperand(0).getDefiningOp();

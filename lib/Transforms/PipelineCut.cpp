@@ -28,6 +28,7 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Support/PipelineStep.h"
+#include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
 #include "dsc/Transforms/TransformerLayers.h"
@@ -88,17 +89,12 @@ struct DscPipelinePass
       }
     if (pp == 1)
       return;
-    if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
-      module.emitError("--dsc-pipeline cuts the forward graph and must run "
-                       "before --dsc-autodiff");
+    FailureOr<func::FuncOp> found =
+        forwardLossFunction(module, funcName, "--dsc-pipeline",
+                            "cuts the forward graph", /*singleBlock=*/true);
+    if (failed(found))
       return signalPassFailure();
-    }
-    auto loss = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!loss || loss.isExternal() || !loss.getBody().hasOneBlock()) {
-      module.emitError("--dsc-pipeline: no single-block function @")
-          << funcName.getValue() << " computing the loss";
-      return signalPassFailure();
-    }
+    func::FuncOp loss = *found;
     // An MoE layer's auxiliary loss is seeded in its own stage (the stage's
     // one message, the residual stream, does not carry it): the loss
     // function's dsc.auxiliary_loss goes, and each stage with MoE layers

@@ -21,7 +21,7 @@
 
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
-#include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Transforms/ForwardPart.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
 #include "dsc/Transforms/TransformerLayers.h"
@@ -85,17 +85,11 @@ struct DscTensorParallelPass
     }
     if (tp == 1)
       return;
-    if (!getProgramOps(module, ProgramRole::ForwardBackward).empty()) {
-      module.emitError("--dsc-tensor-parallel slices the forward graph and "
-                       "must run before --dsc-autodiff");
+    FailureOr<func::FuncOp> found = forwardLossFunction(
+        module, funcName, "--dsc-tensor-parallel", "slices the forward graph");
+    if (failed(found))
       return signalPassFailure();
-    }
-    auto loss = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!loss || loss.isExternal()) {
-      module.emitError("--dsc-tensor-parallel: no function @")
-          << funcName.getValue() << " computing the loss";
-      return signalPassFailure();
-    }
+    func::FuncOp loss = *found;
     if (sequenceParallel) {
       // A rank's token rows would be routed alone, with a capacity sized
       // for the whole micro-batch.

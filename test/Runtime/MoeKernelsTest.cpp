@@ -76,14 +76,8 @@ bool readMatrix(const llvm::json::Array *rows, int64_t cols,
     return false;
   for (const llvm::json::Value &row : *rows) {
     const llvm::json::Array *a = row.getAsArray();
-    if (!a || int64_t(a->size()) != cols)
+    if (!a || int64_t(a->size()) != cols || !readNumbers(a, out))
       return false;
-    for (const llvm::json::Value &v : *a) {
-      std::optional<double> d = v.getAsNumber();
-      if (!d)
-        return false;
-      out.push_back(float(*d));
-    }
   }
   return true;
 }

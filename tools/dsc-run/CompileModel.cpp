@@ -119,15 +119,14 @@ int64_t compileMicroBatchSize(const std::string &compile) {
   return size;
 }
 
-/// The model keys of a config only (GPT-NeoX's model, no training keys):
-/// dsc's defaults stand as they are.
+/// The model keys of a config only (GPT-NeoX's model, no training keys and
+/// no key that shapes the parallel plan): dsc's defaults stand as they are.
 bool hasTrainingKeys(const mlir::dsc::NeoXTrainingKeys &keys) {
   for (const auto &entry : keys.values)
     if (llvm::is_contained(mlir::dsc::neoxTrainingKeyNames(),
                            entry.first.str()) ||
-        // A model key that is also the plan's ep: honored even in a
-        // model-only config.
-        entry.first == "moe_expert_parallel_size")
+        llvm::is_contained(mlir::dsc::neoxPlanShapingKeyNames(),
+                           entry.first.str()))
       return true;
   return false;
 }

@@ -175,6 +175,12 @@ struct NeoXTrainingKeys {
 /// shape the model graph), for readers that must classify each one.
 llvm::ArrayRef<const char *> neoxTrainingKeyNames();
 
+/// The model keys a training reader also reads because they shape the
+/// parallel plan (model_parallel_size: tp, moe_expert_parallel_size: ep):
+/// a config that sets one is read for training even without any key of
+/// neoxTrainingKeyNames().
+llvm::ArrayRef<const char *> neoxPlanShapingKeyNames();
+
 /// Parses a GPT-NeoX config held in `sourceMgr`'s main buffer. Keys may be
 /// spelled with '-' or '_'. Errors (syntax, unknown or missing keys, values
 /// that make no sense) are emitted as diagnostics located at the offending

@@ -27,6 +27,15 @@ namespace mlir::dsc {
 FailureOr<size_t> countForwardOps(ModuleOp module, func::FuncOp fb,
                                   llvm::StringRef pass);
 
+/// The loss function `name` of a forward graph, for a pass that rewrites
+/// it before --dsc-autodiff (tensor slicing, expert parallelism, the
+/// pipeline cut). Errors on `module`: "<pass> <rewrite> and must run before
+/// --dsc-autodiff" once a forward_backward program exists, and "<pass>: no
+/// [single-block ]function @<name> computing the loss".
+FailureOr<func::FuncOp>
+forwardLossFunction(ModuleOp module, llvm::StringRef name, llvm::StringRef pass,
+                    llvm::StringRef rewrite, bool singleBlock = false);
+
 /// A copy of a parameter (sequence parallelism reads the norms' weights
 /// through dsc.copy_to_parallel; mixed precision casts them): a weight, not
 /// an activation.
