@@ -59,7 +59,16 @@ enum class BufferRole : uint32_t {
                       // by Transfer; not checkpointed (a master equals its
                       // parameter after every step, and the "initialize"
                       // program refills it after a load)
+  Input = 11,         // an inference program's request data (token ids,
+                      // positions, block tables, sampling settings),
+                      // written by the generation driver before each run
+  Output = 12,        // an inference program's sampled tokens, read by the
+                      // driver after each run
+  KvCache = 13,       // an attention layer's paged keys and values:
+                      // persistent, never checkpointed
 };
+/// The largest BufferRole value (the plan reader's and verifier's bound).
+inline constexpr BufferRole kLastBufferRole = BufferRole::KvCache;
 
 /// Constant fills every element with BufferInit::value (the compiler's scalar
 /// constants, e.g. the loss gradient seed 1/microBatches).

@@ -570,6 +570,53 @@ def DscDeclareMeshPass : Pass<"dsc-declare-mesh", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscInferenceProgramsPass : Pass<"dsc-inference-programs",
+                                    "::mlir::ModuleOp"> {
+  let summary = "An inference plan's prefill and decode programs";
+  let description = [{
+    Replaces the forward loss function (after `--dsc-tensor-parallel`, before
+    memory planning) by two programs over flat token rows `[1, N, *]`:
+    `@prefill` (N = `token-budget`: prompts' chunks) and `@decode` (N =
+    `max-sequences`: one token of each running sequence). Each takes the
+    rows' token ids, positions and sequences, the block table
+    (`[max-sequences, ceil(max-context / block-size)]`), the rows to sample
+    and their sampling settings and draws, and returns the sampled tokens.
+    Every attention layer gets a `dsc.kv_cache` of `kv-blocks` blocks of
+    `block-size` positions (default: max-sequences full contexts), which
+    both programs write and read through `dsc.paged_attention`; rotary and
+    learned position embeddings read the rows' positions; the output
+    projection runs on `dsc.gather_rows` of the sampled rows; `dsc.sample`
+    replaces the cross-entropy (after an all-gather of the vocabulary shards
+    under tensor slicing). The module gets `dsc.inference` stating the
+    block size, blocks, longest context, sequences and token budget.
+
+    ```mlir
+    dsc.kv_cache @kv.0 : tensor<64x2x16x2x8xf32>
+    func.func @decode(%tokens: tensor<1x8xi32>, %pos: tensor<8xi32>, ...)
+        -> tensor<8xi32> attributes {dsc.program = #dsc.program_role<decode>}
+    ```
+    Errors: a max-context past a learned position table, too few blocks for
+    one sequence, MoE layers (not compiled for inference yet), non-causal
+    attention.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"loss\"",
+           "The forward function computing the loss">,
+    Option<"tokenBudget", "token-budget", "int64_t", /*default=*/"256",
+           "Token rows of one prefill forward">,
+    Option<"maxSequences", "max-sequences", "int64_t", /*default=*/"8",
+           "Sequences running at once (decode's rows, the block table's)">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"16",
+           "Positions per KV-cache block">,
+    Option<"maxContext", "max-context", "int64_t", /*default=*/"0",
+           "Longest context, prompt and generated tokens (0: the model's "
+           "max_position_embeddings)">,
+    Option<"kvBlocks", "kv-blocks", "int64_t", /*default=*/"0",
+           "KV-cache blocks per layer (0: max-sequences full contexts)">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def DscExpertParallelPass : Pass<"dsc-expert-parallel", "::mlir::ModuleOp"> {
   let summary = "Expert parallelism: MoE experts split over the mesh axis ep";
   let description = [{

@@ -15,6 +15,7 @@
 #include "dsc/Runtime/CpuAdam.h"
 #include "dsc/Runtime/CpuKernels.h"
 #include "dsc/Runtime/FloatConvert.h"
+#include "dsc/Runtime/InferenceKernels.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/ShardLayout.h"
 #include "dsc/Runtime/SplitMix64.h"
@@ -474,6 +475,54 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
                   bool(ro.inverse));
     break;
   }
+  case Opcode::PagedAttention: {
+    const ops::PagedAttention pa = ops::PagedAttention::decode(inst);
+    const Buffer &cache = outB(1), &table = inB(5);
+    PagedCacheShape shape;
+    shape.rows = numElements(inB(3).shape);
+    shape.heads = pa.heads;
+    shape.kvHeads = pa.kvHeads;
+    shape.headDim = lastDim(inB(0)) / pa.heads;
+    shape.window = pa.window;
+    shape.blocks = cache.shape[0];
+    shape.blockSize = cache.shape[2];
+    shape.sequences = table.shape[0];
+    shape.tableWidth = table.shape[1];
+    if (std::string why = pagedAttention(in(0), in(1), in(2), ids(3), ids(4),
+                                         ids(5), out(0), out(1), shape);
+        !why.empty())
+      fail(why);
+    break;
+  }
+  case Opcode::RotaryAt: {
+    const ops::RotaryAt ro = ops::RotaryAt::decode(inst);
+    rotaryAt(in(0), ids(1), out(0), rowsOf(inB(0)), lastDim(inB(0)), ro.headDim,
+             ro.rotaryDims, ro.base);
+    break;
+  }
+  case Opcode::PositionEmbeddingAt:
+    if (std::string why =
+            positionEmbeddingAt(in(0), ids(1), out(0), rowsOf(outB(0)),
+                                inB(0).shape[0], lastDim(outB(0)));
+        !why.empty())
+      fail(why);
+    break;
+  case Opcode::GatherRows:
+    if (std::string why = gatherRows(in(0), ids(1), out(0), rowsOf(outB(0)),
+                                     rowsOf(inB(0)), lastDim(outB(0)));
+        !why.empty())
+      fail(why);
+    break;
+  case Opcode::Sample:
+    if (std::string why =
+            sampleTokens(in(0), buffer(inst.inputs[1]).template as<float>(),
+                         buffer(inst.inputs[2]).template as<float>(),
+                         buffer(inst.outputs[0]).template as<int32_t>(),
+                         inB(0).shape[1], inB(0).shape[0], lastDim(inB(0)),
+                         ops::Sample::decode(inst).classes);
+        !why.empty())
+      fail(why);
+    break;
   case Opcode::LayerNorm:
     layerNormForward<T>(in(0), in(1), in(2), out(0), nullptr, nullptr,
                         rowsOf(inB(0)), lastDim(inB(0)),

@@ -137,6 +137,12 @@ const char *dsc::rt::roleName(BufferRole r) {
     return "boundary";
   case BufferRole::OffloadCopy:
     return "offload copy";
+  case BufferRole::Input:
+    return "input";
+  case BufferRole::Output:
+    return "output";
+  case BufferRole::KvCache:
+    return "kv cache";
   }
   return "unknown role";
 }

@@ -390,8 +390,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     b.offset = r.u64(f + " offset");
     b.bytes = r.u64(f + " bytes");
     b.dtype = checkedEnum<DType>(r, f + " dtype", uint32_t(DType::F16));
-    b.role = checkedEnum<BufferRole>(r, f + " role",
-                                     uint32_t(BufferRole::OffloadCopy));
+    b.role = checkedEnum<BufferRole>(r, f + " role", uint32_t(kLastBufferRole));
     b.init.kind = checkedEnum<InitKind>(r, f + " init kind",
                                         uint32_t(InitKind::Constant));
     b.init.std = r.f64(f + " init std");

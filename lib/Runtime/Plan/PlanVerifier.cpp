@@ -39,7 +39,7 @@ void checkBuffer(const Plan &plan, size_t id) {
   auto fail = [&](const std::string &msg) { throw Error(what + ": " + msg); };
   if (uint32_t(b.dtype) > uint32_t(DType::F16))
     fail("unknown dtype " + std::to_string(uint32_t(b.dtype)));
-  if (uint32_t(b.role) > uint32_t(BufferRole::OffloadCopy))
+  if (uint32_t(b.role) > uint32_t(kLastBufferRole))
     fail("unknown role " + std::to_string(uint32_t(b.role)));
   if (uint32_t(b.init.kind) > uint32_t(InitKind::Constant))
     fail("unknown init kind " + std::to_string(uint32_t(b.init.kind)));

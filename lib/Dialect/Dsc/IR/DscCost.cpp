@@ -191,3 +191,47 @@ OpCost MoeGatesGradOp::getCost() {
   return streamingCostWithFlops(*this, 2 * numElements(getInput()));
 }
 OpCost AuxiliaryLossOp::getCost() { return streamingCost(*this, 0); }
+
+//===----------------------------------------------------------------------===//
+// Inference programs' ops (DscInferenceOps.td)
+//===----------------------------------------------------------------------===//
+
+OpCost PagedAttentionOp::getCost() {
+  // Each row's query against the keys and values of its context: at most
+  // the cache's whole width per sequence; priced at the longest context the
+  // block table allows (an upper bound: --dsc-estimate's decode step).
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto table = cast<RankedTensorType>(getBlockTable().getType());
+  auto cache = SymbolTable::lookupNearestSymbolFrom<KvCacheOp>(getOperation(),
+                                                               getCacheAttr());
+  int64_t context = cache ? table.getDimSize(1) * cache.getBlockSize() : 0;
+  if (getWindow() > 0)
+    context = std::min<int64_t>(context, int64_t(getWindow()));
+  OpCost cost = streamingCost(*this, 0);
+  int64_t rows = q.getDimSize(1), features = q.getDimSize(2);
+  cost.matmulFlops = 4 * rows * context * features;
+  if (cache)
+    cost.bytesRead += 2 * rows * context * getNumKvHeads() *
+                      cache.getHeadDim() *
+                      int64_t(q.getElementTypeBitWidth() / 8);
+  return cost;
+}
+
+OpCost RotaryAtOp::getCost() {
+  return streamingCost(*this, kRotaryFlopsPerElement);
+}
+
+OpCost PositionEmbeddingAtOp::getCost() { return streamingCost(*this, 0); }
+
+OpCost GatherRowsOp::getCost() {
+  // Only the gathered rows are read.
+  OpCost cost;
+  cost.bytesRead = 2 * bytesOf(getResult());
+  cost.bytesWritten = bytesOf(getResult());
+  return cost;
+}
+
+OpCost SampleOp::getCost() {
+  // A sort of each row dominates; priced as a few passes over it.
+  return streamingCost(*this, 8);
+}

@@ -67,6 +67,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kProgramPeaksAttr, Holder::Module},
     {kPlanAttr, Holder::Module},
     {kPlanEstimateAttr, Holder::Module},
+    {kInferenceAttr, Holder::Module},
 };
 
 StringRef holderName(Holder holder) {
@@ -76,7 +77,7 @@ StringRef holderName(Holder holder) {
   case Holder::Module:
     return "the module";
   case Holder::Declaration:
-    return "a dsc.parameter or dsc.state";
+    return "a dsc.parameter, dsc.state or dsc.kv_cache";
   case Holder::ClipGradNorm:
     return "a dsc.clip_grad_norm";
   case Holder::AnyOp:
@@ -94,7 +95,7 @@ bool holds(Holder holder, Operation *op) {
   case Holder::Module:
     return isa<ModuleOp>(op);
   case Holder::Declaration:
-    return isa<ParameterOp, StateOp>(op);
+    return isa<ParameterOp, StateOp, KvCacheOp>(op);
   case Holder::ClipGradNorm:
     return isa<ClipGradNormOp>(op);
   case Holder::AnyOp:
@@ -124,7 +125,8 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     if (!isa<ProgramRoleAttr>(value))
       return fail()
              << "a #dsc.program_role<forward|forward_backward|"
-                "optimizer|pipeline_step|backward_weight|initialize>, got "
+                "optimizer|pipeline_step|backward_weight|initialize|prefill|"
+                "decode>, got "
              << value;
     return success();
   }
@@ -238,6 +240,18 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
         return fail() << "{persistent_bytes, temporary_bytes, arena_bytes} "
                          "as i64 byte counts, but '"
                       << key << "' is " << (dict.get(key) ? "not an i64" : "missing");
+    return success();
+  }
+  if (name == kInferenceAttr) {
+    for (StringRef key : {"block_size", "kv_blocks", "max_context",
+                          "max_sequences", "token_budget"}) {
+      IntegerAttr v = asI64(dict.get(key));
+      if (!v || v.getInt() <= 0)
+        return fail() << "{block_size, kv_blocks, max_context, "
+                         "max_sequences, token_budget} as positive i64, but '"
+                      << key << "' is "
+                      << (dict.get(key) ? "not one" : "missing");
+    }
     return success();
   }
   if (name == kProgramPeaksAttr) {

@@ -92,6 +92,14 @@ inline constexpr llvm::StringLiteral kPlanAttr = "dsc.parallel_plan";
 /// A dictionary: that plan's cost estimate (--dsc-auto-parallel).
 inline constexpr llvm::StringLiteral kPlanEstimateAttr = "dsc.plan_estimate";
 
+/// A dictionary: an inference plan's KV-cache shape and limits (block_size,
+/// kv_blocks, max_context, max_sequences, token_budget), set by
+/// --dsc-inference-programs.
+inline constexpr llvm::StringLiteral kInferenceAttr = "dsc.inference";
+/// On an inference program's argument: which request input it is
+/// ("tokens", "positions", ...), the name of its buffer in the plan.
+inline constexpr llvm::StringLiteral kInputAttr = "dsc.input";
+
 } // namespace mlir::dsc
 
 #endif // DSC_DIALECT_DSC_IR_DSCATTRNAMES_H

@@ -135,7 +135,9 @@ def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"Optimizer", 2, "optimizer">,
   I32EnumAttrCase<"PipelineStep", 3, "pipeline_step">,
   I32EnumAttrCase<"BackwardWeight", 4, "backward_weight">,
-  I32EnumAttrCase<"Initialize", 5, "initialize">
+  I32EnumAttrCase<"Initialize", 5, "initialize">,
+  I32EnumAttrCase<"Prefill", 6, "prefill">,
+  I32EnumAttrCase<"Decode", 7, "decode">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::dsc";
@@ -169,7 +171,10 @@ def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role">
     - `initialize`: run once after the parameters are initialized or loaded
       from a checkpoint, before the first step: `--dsc-offload` fills the
       update's master copies of the parameters in the offload tier from
-      them.
+      them;
+    - `prefill` and `decode`: an inference plan's forwards over token rows
+      (--dsc-compile-inference): prompts' chunks within a token budget, and
+      one token of each running sequence; each samples the next tokens.
 
     A pipeline stage's programs carry `dsc.stage = k` beside their role.
 

@@ -907,5 +907,6 @@ include "dsc/Dialect/Dsc/IR/DscScheduleOps.td"
 include "dsc/Dialect/Dsc/IR/DscOptimizerOps.td"
 include "dsc/Dialect/Dsc/IR/DscParallelOps.td"
 include "dsc/Dialect/Dsc/IR/DscMoeOps.td"
+include "dsc/Dialect/Dsc/IR/DscInferenceOps.td"
 
 #endif // DSC_DIALECT_DSC_IR_DSCOPS_TD
