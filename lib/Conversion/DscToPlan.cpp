@@ -499,6 +499,16 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         return failure();
       plan.buffers[*id].layout = layoutOf(param, param.getNumElements());
       declBuffers[param.getSymNameAttr()] = *id;
+    } else if (auto cache = dyn_cast<KvCacheOp>(op)) {
+      rt::BufferInit init;
+      init.kind = rt::InitKind::Zeros;
+      FailureOr<uint32_t> id =
+          addBuffer(cache.getLoc(), cache.getType(),
+                    cast<IntegerAttr>(cache->getAttr(kOffsetAttr)).getInt(),
+                    rt::BufferRole::KvCache, cache.getSymName().str(), init);
+      if (failed(id))
+        return failure();
+      declBuffers[cache.getSymNameAttr()] = *id;
     } else if (auto state = dyn_cast<StateOp>(op)) {
       rt::BufferInit init;
       init.kind = rt::InitKind::Zeros;
@@ -526,7 +536,22 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     microbatches = std::max<int64_t>(1, m.getInt());
   plan.microBatches = microbatches;
 
-  if (PipelineAttr pipeline = getPipelineAttr(module)) {
+  auto prefill = lookupProgram<func::FuncOp>(module, ProgramRole::Prefill);
+  auto decode = lookupProgram<func::FuncOp>(module, ProgramRole::Decode);
+  if (prefill || decode) {
+    // An inference plan (--dsc-inference-programs): its two programs, and
+    // no training program.
+    if (!prefill || !decode)
+      return module.emitError("an inference plan needs a prefill and a "
+                              "decode program (dsc.program)");
+    for (auto [func, name] : {std::make_pair(prefill, "prefill"),
+                              std::make_pair(decode, "decode")})
+      if (failed(lowerProgram(func, name)))
+        return failure();
+    decode.walk([&](CostOpInterface op) {
+      plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
+    });
+  } else if (PipelineAttr pipeline = getPipelineAttr(module)) {
     if (failed(buildStages(pipeline)))
       return failure();
   } else {
@@ -898,7 +923,26 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       func->getAttrOfType<DenseI64ArrayAttr>(kInputOffsetsAttr);
   if (!inputOffsets)
     return func.emitError("function was not memory-planned");
+  const std::optional<ProgramRole> funcRole = getProgramRole(func);
+  const bool inference =
+      funcRole == ProgramRole::Prefill || funcRole == ProgramRole::Decode;
   for (BlockArgument arg : func.getArguments()) {
+    if (inference) {
+      // The request's inputs, by name: the driver fills them.
+      auto input = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     kInputAttr);
+      if (!input)
+        return func.emitError("an inference program's argument ")
+               << arg.getArgNumber() << " has no " << kInputAttr;
+      FailureOr<uint32_t> id =
+          addBuffer(arg.getLoc(), arg.getType(),
+                    inputOffsets[arg.getArgNumber()], rt::BufferRole::Input,
+                    (programName + "." + input.getValue()).str());
+      if (failed(id))
+        return failure();
+      valueBuffers[arg] = *id;
+      continue;
+    }
     // Token ids come first, targets after; a pipeline stage's float
     // arguments are its input activation and its output's gradient.
     bool isFloat = !cast<RankedTensorType>(arg.getType())
@@ -980,7 +1024,10 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
                                                   stageName + ".input_grad");
       continue;
     }
-    if (role == ProgramRole::ForwardBackward)
+    if (inference)
+      special[result] = {rt::BufferRole::Output,
+                         (programName + ".next_tokens").str()};
+    else if (role == ProgramRole::ForwardBackward)
       special[result] = {rt::BufferRole::Loss, "loss"};
     else if (role == ProgramRole::Forward)
       special[result] = {rt::BufferRole::Scalar, "eval_loss"};
@@ -1085,6 +1132,40 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
       })
       .Case<EmbeddingOp>([&](auto) {
         ops::Embedding().encode(inst);
+        return success();
+      })
+      .Case<PagedAttentionOp>([&](PagedAttentionOp pa) {
+        ops::PagedAttention attention;
+        attention.heads = int64_t(pa.getNumHeads());
+        attention.kvHeads = int64_t(pa.getNumKvHeads());
+        attention.window = int64_t(pa.getWindow());
+        attention.encode(inst);
+        for (Value operand : pa->getOperands())
+          inst.inputs.push_back(valueBuffers.lookup(operand));
+        inst.outputs = {valueBuffers.lookup(pa.getResult()),
+                        declBuffer(pa.getCacheAttr())};
+        return success();
+      })
+      .Case<RotaryAtOp>([&](RotaryAtOp ro) {
+        ops::RotaryAt rotary;
+        rotary.headDim = int64_t(ro.getHeadDim());
+        rotary.rotaryDims = int64_t(ro.getRotaryDims());
+        rotary.base = f64(ro.getBaseAttr());
+        rotary.encode(inst);
+        return success();
+      })
+      .Case<PositionEmbeddingAtOp>([&](auto) {
+        ops::PositionEmbeddingAt().encode(inst);
+        return success();
+      })
+      .Case<GatherRowsOp>([&](auto) {
+        ops::GatherRows().encode(inst);
+        return success();
+      })
+      .Case<SampleOp>([&](SampleOp sample) {
+        ops::Sample s;
+        s.classes = int64_t(sample.getClasses());
+        s.encode(inst);
         return success();
       })
       .Case<PositionEmbeddingOp>([&](PositionEmbeddingOp pos) {

@@ -214,7 +214,88 @@ LogicalResult mlir::dsc::applyDeepSpeedConfig(CompileOptions &options,
   return success();
 }
 
+std::unique_ptr<InferenceCompileOptions>
+InferenceCompileOptions::parse(StringRef text, std::string &error) {
+  auto options = std::make_unique<InferenceCompileOptions>();
+  std::string rest;
+  if (!::dsc::parseParallelPlan(std::string_view(text.data(), text.size()),
+                                options->parallel, error, nullptr, &rest)) {
+    error = "--dsc-compile-inference: " + error;
+    return nullptr;
+  }
+  const ::dsc::ParallelPlan &plan = options->parallel;
+  // What an inference plan has no use for, by name.
+  auto refuse = [&](const std::string &key, const std::string &why) {
+    error = "--dsc-compile-inference: " + key + " " + why;
+    return nullptr;
+  };
+  if (plan.dp != 1)
+    return refuse("dp=" + std::to_string(plan.dp),
+                  "is not an inference plan's: serve replicas as separate "
+                  "plans");
+  if (plan.pp != 1)
+    return refuse("pp=" + std::to_string(plan.pp),
+                  "is not compiled for inference yet (tp is)");
+  if (plan.ep != 1)
+    return refuse("ep=" + std::to_string(plan.ep),
+                  "is not compiled for inference yet");
+  if (plan.zeroStage != 0)
+    return refuse("zero=" + std::to_string(plan.zeroStage),
+                  "shards training state; an inference plan has none");
+  if (plan.sequenceParallel)
+    return refuse("sequence-parallel", "is not compiled for inference");
+  if (plan.precision == ::dsc::Precision::Fp16)
+    return refuse("precision=fp16",
+                  "is not compiled for inference (bf16 and fp32 are)");
+  llvm::raw_string_ostream errors(error);
+  if (failed(options->parseFromString(rest, errors)))
+    return nullptr;
+  return options;
+}
+
+void mlir::dsc::buildInferencePipeline(OpPassManager &pm,
+                                       const InferenceCompileOptions &options) {
+  const ::dsc::ParallelPlan &plan = options.parallel;
+  pm.addPass(createDscSetPlanPass(plan));
+  if (plan.tp != 1) {
+    pm.addPass(createDscDeclareMeshPass());
+    pm.addPass(createDscTensorParallelPass());
+  }
+  if (!plan.isFp32()) {
+    DscMixedPrecisionPassOptions mixed;
+    mixed.dtype = ::dsc::precisionName(plan.precision);
+    pm.addPass(createDscMixedPrecisionPass(mixed));
+  }
+  DscInferenceProgramsPassOptions programs;
+  programs.tokenBudget = options.tokenBudget;
+  programs.maxSequences = options.maxSequences;
+  programs.blockSize = options.blockSize;
+  programs.maxContext = options.maxContext;
+  programs.kvBlocks = options.kvBlocks;
+  pm.addPass(createDscInferenceProgramsPass(programs));
+  pm.addPass(createDscPlanMemoryPass());
+  pm.addPass(createDscVerifyCollectivesPass());
+}
+
 void mlir::dsc::registerDscPipelines() {
+  registerPassPipeline(
+      "dsc-compile-inference",
+      "Compile a model graph into a memory-planned inference plan: prefill "
+      "and decode programs over a paged KV cache (tp, precision, "
+      "token-budget, max-sequences, block-size, max-context, kv-blocks)",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        std::string error;
+        std::unique_ptr<InferenceCompileOptions> options =
+            InferenceCompileOptions::parse(text, error);
+        if (!options)
+          return errorHandler(error);
+        buildInferencePipeline(pm, *options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(InferenceCompileOptions());
+      });
   registerPassPipeline(
       "dsc-compile",
       "Compile a model graph into a memory-planned training plan "

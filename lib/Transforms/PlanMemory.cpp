@@ -216,6 +216,13 @@ struct DscPlanMemoryPass
     // buffer (the loss function and @forward_backward read one batch; a
     // stage's forward and backward, its input).
     for (Operation &op : module.getBody()->getOperations()) {
+      // An inference plan's KV caches: device memory beside the weights.
+      if (auto cache = dyn_cast<KvCacheOp>(op)) {
+        op.setAttr(kOffsetAttr,
+                   b.getI64IntegerAttr(placeIn(-1, MemoryTier::Device,
+                                               bytesOfType(cache.getType()))));
+        continue;
+      }
       if (!isa<ParameterOp, StateOp>(op))
         continue;
       const int64_t d = declDomain.lookup_or(&op, -1);
@@ -241,9 +248,16 @@ struct DscPlanMemoryPass
 
     std::map<std::tuple<int64_t, unsigned, const void *>, int64_t> inputOffsets;
     llvm::DenseMap<Operation *, SmallVector<int64_t>> argOffsets;
-    for (func::FuncOp func : programs) {
+    for (auto [index, func] : llvm::enumerate(programs)) {
       std::optional<int64_t> stage = getPipelineStage(func);
-      const int64_t key = shape && stage ? *stage : -1;
+      // An inference program's inputs are its own (the driver fills each
+      // program's before running it).
+      std::optional<ProgramRole> role = getProgramRole(func);
+      const bool inference =
+          role == ProgramRole::Prefill || role == ProgramRole::Decode;
+      const int64_t key = inference ? -2 - int64_t(index)
+                          : shape && stage ? *stage
+                                           : -1;
       SmallVector<int64_t> &offsets = argOffsets[func];
       for (BlockArgument arg : func.getArguments()) {
         offsets.push_back(-1);

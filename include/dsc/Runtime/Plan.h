@@ -386,6 +386,10 @@ struct DataParallelPlace {
 DataParallelPlace dataParallelPlace(const std::vector<Plan::MeshAxis> &mesh,
                                     const std::vector<int64_t> &coords);
 
+/// Whether `plan` is an inference plan (--dsc-compile-inference): it has
+/// "prefill" and "decode" programs and no training program.
+bool isInferencePlan(const Plan &plan);
+
 /// Replaces every LearningRate instruction's base rate with `lr` (dsc-run
 /// --lr), its warmup start and decay end scaling with it, and a
 /// CyclicLearningRate's base (OneCycle's peak, LRRangeTest's start), its

@@ -142,6 +142,45 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   void copyFrom(const CompileOptions &other);
 };
 
+/// Options of `--dsc-compile-inference`: the parallel plan's keys (tp and
+/// precision; a key an inference plan has no use for is refused by name)
+/// and the KV cache's and batch's shape (--dsc-inference-programs').
+struct InferenceCompileOptions
+    : public PassPipelineOptions<InferenceCompileOptions> {
+  Option<int64_t> tokenBudget{*this, "token-budget",
+                              llvm::cl::desc("Token rows of one prefill"),
+                              llvm::cl::init(256)};
+  Option<int64_t> maxSequences{
+      *this, "max-sequences",
+      llvm::cl::desc("Sequences running at once (decode's rows)"),
+      llvm::cl::init(8)};
+  Option<int64_t> blockSize{*this, "block-size",
+                            llvm::cl::desc("Positions per KV-cache block"),
+                            llvm::cl::init(16)};
+  Option<int64_t> maxContext{
+      *this, "max-context",
+      llvm::cl::desc("Longest context (0: the model's positions)"),
+      llvm::cl::init(0)};
+  Option<int64_t> kvBlocks{
+      *this, "kv-blocks",
+      llvm::cl::desc("KV-cache blocks per layer (0: max-sequences full "
+                     "contexts)"),
+      llvm::cl::init(0)};
+
+  ::dsc::ParallelPlan parallel;
+
+  /// Parses `text` (plan keys and the options above); null with `error`
+  /// naming the key on failure.
+  static std::unique_ptr<InferenceCompileOptions> parse(StringRef text,
+                                                        std::string &error);
+};
+
+/// --dsc-compile-inference's passes: the plan, the mesh and tensor slicing
+/// (tp > 1), mixed precision, the inference programs, memory planning and
+/// the collectives' verification.
+void buildInferencePipeline(OpPassManager &pm,
+                            const InferenceCompileOptions &options);
+
 /// --dsc-set-plan recording `plan` whole (--dsc-compile's first pass).
 std::unique_ptr<Pass> createDscSetPlanPass(const ::dsc::ParallelPlan &plan);
 

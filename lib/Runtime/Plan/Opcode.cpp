@@ -240,3 +240,12 @@ int64_t Plan::findBuffer(const std::string &name) const {
       return int64_t(i);
   return -1;
 }
+
+bool dsc::rt::isInferencePlan(const Plan &plan) {
+  bool prefill = false, decode = false;
+  for (const Program &p : plan.programs) {
+    prefill |= p.name == "prefill";
+    decode |= p.name == "decode";
+  }
+  return prefill && decode;
+}

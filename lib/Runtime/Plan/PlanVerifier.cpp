@@ -204,9 +204,13 @@ void checkWellKnown(const Plan &plan) {
       throw Error(what + " must be a float scalar");
     }
   };
-  check(plan.tokens, "tokens", BufferRole::Tokens);
-  check(plan.targets, "targets", BufferRole::Targets);
-  check(plan.loss, "loss", BufferRole::Loss);
+  // An inference plan has no tokens, targets or loss of a training step:
+  // its programs' inputs and outputs are named buffers (Input, Output).
+  if (!isInferencePlan(plan)) {
+    check(plan.tokens, "tokens", BufferRole::Tokens);
+    check(plan.targets, "targets", BufferRole::Targets);
+    check(plan.loss, "loss", BufferRole::Loss);
+  }
   if (plan.gradNorm != -1)
     check(plan.gradNorm, "gradNorm", BufferRole::Scalar);
   if (plan.learningRate != -1)
@@ -666,8 +670,10 @@ void dsc::rt::validatePlan(const Plan &plan) {
     throw Error("plan format version " + std::to_string(plan.version) +
                 " is not supported: this runtime reads version " +
                 std::to_string(kPlanFormatVersion));
-  if (plan.vocabSize < 1 || plan.seqLength < 1 || plan.microBatchSize < 1 ||
-      plan.microBatches < 1)
+  // An inference plan's batch is the driver's (its programs' row counts).
+  const bool inference = isInferencePlan(plan);
+  if (plan.vocabSize < 1 || plan.microBatches < 1 ||
+      (!inference && (plan.seqLength < 1 || plan.microBatchSize < 1)))
     throw Error("model shape must be positive: vocabSize " +
                 std::to_string(plan.vocabSize) + ", seqLength " +
                 std::to_string(plan.seqLength) + ", microBatchSize " +
