@@ -376,13 +376,12 @@ std::optional<HFModel> parseLlama(ConfigReader &r, HFModel model,
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
   if (model.architecture == "MixtralForCausalLM")
     readMixtralExperts(r, c);
-  // Mistral's sliding window (query t sees keys t - W + 1 .. t); one at
-  // least as long as the sequence changes nothing.
-  const int64_t seq =
-      options.seqLength ? options.seqLength : c.maxPositionEmbeddings;
+  // Mistral's sliding window (query t sees keys t - W + 1 .. t). Kept even
+  // when it is at least the training sequence (where it changes nothing):
+  // an inference plan's contexts are longer (--dsc-compile-inference).
   if (!r.isNull("sliding_window"))
     if (std::optional<int64_t> w = r.integer("sliding_window"))
-      if (*w < seq)
+      if (*w > 0)
         c.slidingWindow = *w;
   return finishConfig(r, std::move(model), options, "max_position_embeddings");
 }
