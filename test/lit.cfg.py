@@ -51,7 +51,8 @@ if __import__("shutil").which("mpirun"): config.available_features.add("mpirun")
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
 tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore"),
          ToolSubst("dsc-gradcheck", unresolved="ignore"),
-         ToolSubst("dsc-hf-check", unresolved="ignore")]
+         ToolSubst("dsc-hf-check", unresolved="ignore"),
+         ToolSubst("dsc-generate", unresolved="ignore")]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.dsc_tools_dir, append_path=False)
