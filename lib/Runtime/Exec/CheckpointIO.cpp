@@ -457,8 +457,12 @@ RestoredCheckpoint CheckpointIO::load(const std::string &path,
                     " in the checkpoint but " + dtypeName(b.dtype) + " " +
                     shapeString(shape) + " in the plan");
     }
+    // An inference plan serves a training checkpoint's weights: its
+    // optimizer states (and the training step's) stay in the file.
+    const bool weightsWanted = isInferencePlan(plan);
     for (const CheckpointTensor &t : m.tensors)
-      if (!planned.count(t.name))
+      if (!planned.count(t.name) &&
+          !(weightsWanted && t.role != "parameter"))
         throw Error(what + " has tensor '" + t.name + "' (" + t.role + " " +
                     dtypeName(t.dtype) + " " + shapeString(t.shape) +
                     ") that the plan does not: is it a checkpoint of "
