@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/InferenceKernels.h"
+#include "dsc/Runtime/CpuKernels.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -232,6 +233,46 @@ TEST(InferencePagedAttention, RefusesPositionsPastTheTable) {
   EXPECT_NE(why.find("block 1 is 5, not one of the cache's 2 blocks"),
             std::string::npos)
       << why;
+}
+
+} // namespace
+
+namespace {
+
+/// A decode step's products have one row: the matrix-vector path
+/// (rowTimesMatrix) must equal the plain product for every layout, wide
+/// enough to split over threads, and accumulate.
+TEST(InferenceMatmul, OneRowEqualsTheNaiveProduct) {
+  const int64_t n = 1000, k = 300;
+  std::mt19937 rng(3);
+  std::normal_distribution<double> normal;
+  std::vector<double> a(static_cast<size_t>(k)), b(static_cast<size_t>(n * k)),
+      c(static_cast<size_t>(n));
+  for (double &x : a)
+    x = normal(rng);
+  for (double &x : b)
+    x = normal(rng);
+  for (bool transA : {false, true})
+    for (bool transB : {false, true})
+      for (bool accumulate : {false, true}) {
+        MatmulShape s;
+        s.m = 1;
+        s.n = n;
+        s.k = k;
+        s.transA = transA;
+        s.transB = transB;
+        std::fill(c.begin(), c.end(), 1.0);
+        matmulForward(a.data(), b.data(), c.data(), s, accumulate);
+        double worst = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double want = accumulate ? 1.0 : 0.0;
+          for (int64_t i = 0; i < k; ++i)
+            want += a[size_t(i)] * b[size_t(transB ? j * k + i : i * n + j)];
+          worst = std::max(worst, std::abs(want - c[size_t(j)]));
+        }
+        EXPECT_LT(worst, 1e-9) << "transA " << transA << " transB " << transB
+                               << " accumulate " << accumulate;
+      }
 }
 
 } // namespace

@@ -40,6 +40,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -53,8 +54,10 @@ using namespace mlir;
 
 static cl::opt<std::string> modelFile(cl::Positional, cl::Required,
                                       cl::desc("<model graph .mlir>"));
-static cl::opt<std::string> checkpoint("load", cl::Required,
-                                       cl::desc("The weights' checkpoint"));
+static cl::opt<std::string>
+    checkpoint("load", cl::init(""),
+               cl::desc("The weights' checkpoint (without it: the plan's "
+                        "random initializers, for benchmarks)"));
 static cl::opt<std::string>
     compileOptions("compile", cl::init(""),
                    cl::desc("--dsc-compile-inference options (\"tp=2 "
@@ -205,7 +208,8 @@ int main(int argc, char **argv) {
     ::dsc::rt::runRanks(int(ranks), [&](::dsc::rt::Communicator &comm) {
       ::dsc::rt::Executor executor(plan, /*seed=*/1,
                                    ranks > 1 ? &comm : nullptr);
-      executor.loadCheckpoint(checkpoint);
+      if (!checkpoint.empty())
+        executor.loadCheckpoint(checkpoint);
       ::dsc::rt::Generator generator(executor);
       for (size_t i = 0; i < prompts.size(); ++i) {
         ::dsc::rt::GenerationRequest request;
@@ -246,11 +250,26 @@ int main(int argc, char **argv) {
     }
     out << llvm::json::Value(std::move(line)) << "\n";
   }
-  if (printStats)
+  if (printStats) {
+    uint64_t weightBytes = 0;
+    for (const ::dsc::rt::Buffer &b : plan.buffers)
+      if (b.role == ::dsc::rt::BufferRole::Parameter)
+        weightBytes += b.bytes;
     llvm::errs() << "dsc-generate: " << prompts.size() << " prompts, "
                  << stats.forwards << " forwards (" << stats.prefills
                  << " prefill, " << stats.decodes << " decode), peak "
                  << stats.peakBlocksInUse << " KV blocks in use, worst waste "
                  << stats.worstWasteBlocks << " block(s) per sequence\n";
+    llvm::errs() << llvm::format(
+        "dsc-generate: prefill %.3f s (%lld tokens sampled), decode %.3f s "
+        "for %lld tokens (%.1f tokens/s, %.2f ms per forward); weights %llu "
+        "bytes per rank\n",
+        stats.prefillSeconds, (long long)stats.prefillTokens,
+        stats.decodeSeconds, (long long)stats.decodeTokens,
+        stats.decodeSeconds > 0 ? stats.decodeTokens / stats.decodeSeconds
+                                : 0.0,
+        stats.decodes ? 1e3 * stats.decodeSeconds / stats.decodes : 0.0,
+        (unsigned long long)weightBytes);
+  }
   return 0;
 }

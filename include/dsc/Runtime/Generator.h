@@ -62,6 +62,9 @@ struct GeneratorStats {
   /// The largest, over steps, of blocks held minus the blocks the held
   /// tokens need, per running sequence (the waste bound: < 1 block each).
   int64_t worstWasteBlocks = 0;
+  /// Wall time in the programs, and the tokens they sampled.
+  double prefillSeconds = 0, decodeSeconds = 0;
+  int64_t prefillTokens = 0, decodeTokens = 0;
 };
 
 class Generator {

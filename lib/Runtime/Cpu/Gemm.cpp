@@ -30,10 +30,30 @@ void detail::parallelGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           T alpha, const T *a, int64_t lda, const T *b,
                           int64_t ldb, T beta, T *c, int64_t ldc) {
   pinBlasThreads();
+  const int threadCount = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (m == 1) {
+    // One row (a decode step): a matrix-vector product per column block,
+    // each weight read once.
+    const int64_t incx = ta ? lda : 1;
+    constexpr int64_t kColumns = 256;
+    const int64_t blocks =
+        std::max<int64_t>(1, std::min<int64_t>(threadCount, n / kColumns));
+    if (blocks == 1 || 2.0 * n * k < 4e6) {
+      rowTimesMatrix(tb, n, k, alpha, a, incx, b, ldb, beta, c);
+      return;
+    }
+#pragma omp parallel for schedule(static) num_threads(int(blocks))
+    for (int64_t p = 0; p < blocks; ++p) {
+      const int64_t lo = n * p / blocks, hi = n * (p + 1) / blocks;
+      const T *bp = tb ? b + lo * ldb : b + lo;
+      rowTimesMatrix(tb, hi - lo, k, alpha, a, incx, bp, ldb, beta, c + lo);
+    }
+    return;
+  }
   // Blocks are multiples of 64 rows/columns so each call keeps OpenBLAS's
   // register tiles full; a problem too small to split runs on one thread.
   constexpr int64_t kAlign = 64;
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = threadCount;
   const bool splitRows = m >= n || n < kAlign * threads;
   const int64_t extent = splitRows ? m : n;
   int64_t parts = std::min<int64_t>(threads, extent / kAlign);

@@ -45,6 +45,30 @@ template <typename F> inline void dispatchAccumulate(bool acc, F &&f) {
 /// Row-major GEMM with explicit leading dimensions, typed on T, run on the
 /// calling thread (OpenBLAS is pinned to one thread: see Gemm.cpp). Use it
 /// inside parallel regions; use parallelGemm outside them.
+/// y[n] = alpha * x · op(B) + beta * y for one row x (k elements, stride
+/// incx): a product with one row reads each weight once, where sgemm would
+/// first pack B (decode steps of inference, batch 1).
+inline void rowTimesMatrix(bool tb, int64_t n, int64_t k, float alpha,
+                           const float *x, int64_t incx, const float *b,
+                           int64_t ldb, float beta, float *y) {
+  // op(B) = B [k, n]: y = Bᵀ x; op(B) = Bᵀ with B [n, k]: y = B x.
+  if (tb)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), alpha, b, int(ldb),
+                x, int(incx), beta, y, 1);
+  else
+    cblas_sgemv(CblasRowMajor, CblasTrans, int(k), int(n), alpha, b, int(ldb),
+                x, int(incx), beta, y, 1);
+}
+inline void rowTimesMatrix(bool tb, int64_t n, int64_t k, double alpha,
+                           const double *x, int64_t incx, const double *b,
+                           int64_t ldb, double beta, double *y) {
+  if (tb)
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), alpha, b, int(ldb),
+                x, int(incx), beta, y, 1);
+  else
+    cblas_dgemv(CblasRowMajor, CblasTrans, int(k), int(n), alpha, b, int(ldb),
+                x, int(incx), beta, y, 1);
+}
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
                  float beta, float *c, int64_t ldc) {

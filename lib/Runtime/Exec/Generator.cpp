@@ -12,6 +12,7 @@
 #include "dsc/Runtime/SplitMix64.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -239,8 +240,20 @@ bool Generator::step() {
       if (chunk > 0)
         place(s, chunk, chunk == pending);
     }
+  const auto start = std::chrono::steady_clock::now();
   runProgram(program, rows, tokens, positions, sequences, sampled);
-  ++(prompting ? counters.prefills : counters.decodes);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (prompting) {
+    ++counters.prefills;
+    counters.prefillSeconds += seconds;
+    counters.prefillTokens += int64_t(sampled.size());
+  } else {
+    ++counters.decodes;
+    counters.decodeSeconds += seconds;
+    counters.decodeTokens += int64_t(sampled.size());
+  }
 
   // The cache's waste: blocks held past the positions the tokens need.
   for (const Sequence &s : running)
