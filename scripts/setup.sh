@@ -15,12 +15,14 @@ BUILD="${1:-${DSC_BUILD_DIR:-$ROOT/build}}"
 # GoogleTest, numpy (the CUDA kernels' float64 mirrors), nlohmann/json (the
 # checkpoint manifest and safetensors headers), xxHash (the checkpoint's
 # checksums, in C++ and in the tests' Python reader), liburing (the NVMe
-# tier's io_uring lane), ICU (the tokenizer's Unicode classes and NFC), and
+# tier's io_uring lane), ICU (the tokenizer's Unicode classes and NFC),
+# cpp-httplib (dsc-serve's HTTP server), and
 # the tools to build and test.
 PACKAGES=(build-essential cmake ninja-build python3 ccache
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools libzstd-dev
   libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev python3-numpy
-  nlohmann-json3-dev libxxhash-dev python3-xxhash liburing-dev libicu-dev)
+  nlohmann-json3-dev libxxhash-dev python3-xxhash liburing-dev libicu-dev
+  libcpp-httplib-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

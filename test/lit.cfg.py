@@ -56,3 +56,8 @@ tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore"),
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.dsc_tools_dir, append_path=False)
+# dsc-serve is built where cpp-httplib is (scripts/setup.sh installs it).
+if os.path.exists(os.path.join(config.dsc_tools_dir, "dsc-serve")):
+    config.available_features.add("dsc-serve")
+    config.substitutions.append(
+        ("%dsc_serve_path", os.path.join(config.dsc_tools_dir, "dsc-serve")))

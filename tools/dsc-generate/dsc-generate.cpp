@@ -25,32 +25,23 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Conversion/DscToPlan.h"
-#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "CompileInference.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/Generator.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 #include "dsc/Text/Tokenizer.h"
-#include "dsc/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <mutex>
 
 namespace cl = llvm::cl;
-using namespace mlir;
 
 static cl::opt<std::string> modelFile(cl::Positional, cl::Required,
                                       cl::desc("<model graph .mlir>"));
@@ -174,27 +165,11 @@ int main(int argc, char **argv) {
   }
 
   // The plan.
-  DialectRegistry registry;
-  registry.insert<mlir::dsc::DscDialect, arith::ArithDialect, func::FuncDialect>();
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(modelFile, sourceMgr, &context);
-  if (!module)
+  std::optional<::dsc::rt::Plan> compiled =
+      ::dsc::tools::compileInference(modelFile, compileOptions, "dsc-generate");
+  if (!compiled)
     return 1;
-  std::string error;
-  auto options = mlir::dsc::InferenceCompileOptions::parse(compileOptions, error);
-  if (!options)
-    fail(error);
-  PassManager pm(&context);
-  mlir::dsc::buildInferencePipeline(pm, *options);
-  if (failed(pm.run(*module)))
-    return 1;
-  FailureOr<::dsc::rt::Plan> lowered = mlir::dsc::lowerToPlan(*module);
-  if (failed(lowered))
-    return 1;
-  ::dsc::rt::Plan plan = std::move(*lowered);
+  ::dsc::rt::Plan plan = std::move(*compiled);
   const int64_t ranks = std::max<int64_t>(1, ::dsc::rt::meshRanks(plan.mesh));
 
   std::vector<int32_t> stops(stopTokens.begin(), stopTokens.end());

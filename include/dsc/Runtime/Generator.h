@@ -52,7 +52,7 @@ struct GenerationRequest {
 
 struct GenerationResult {
   std::vector<int32_t> tokens; // the new tokens (a stop token included)
-  std::string finishReason;    // "length" or "stop"
+  std::string finishReason;    // "length", "stop" or "cancelled"
 };
 
 /// What the cache and the schedule did (the server's metrics).
@@ -83,6 +83,16 @@ public:
   /// it can never run (prompt + max new tokens past the context or the
   /// cache, an empty prompt, a token outside the vocabulary).
   int64_t submit(GenerationRequest request);
+  /// Why `request` can never run (submit's Error text), or empty.
+  std::string refusal(const GenerationRequest &request) const;
+  /// Ends request `id` now (waiting or running) with finish reason
+  /// "cancelled" and frees its blocks; false when it is not in flight.
+  bool cancel(int64_t id);
+  /// The tokens request `id` has generated so far (running or finished and
+  /// not yet taken), empty for an unknown one.
+  std::vector<int32_t> generatedSoFar(int64_t id) const;
+  int64_t waitingCount() const { return int64_t(waiting.size()); }
+  int64_t runningCount() const { return int64_t(running.size()); }
   /// Runs one forward; false when nothing is waiting or running.
   bool step();
   /// Runs until every submitted request has finished.
@@ -111,6 +121,7 @@ private:
                   const std::vector<int32_t> &sequences,
                   const std::vector<std::pair<Sequence *, int32_t>> &sampled);
   void finishIfDone(Sequence &s);
+  void release(Sequence &s);
 
   Executor &ex;
   int64_t contextLimit = 0, blockLen = 0, totalBlocks = 0, sequenceSlots = 0;

@@ -62,31 +62,40 @@ Generator::Generator(Executor &executor) : ex(executor) {
     freeSlots.push_back(int32_t(s));
 }
 
-int64_t Generator::submit(GenerationRequest request) {
+std::string Generator::refusal(const GenerationRequest &request) const {
   const int64_t prompt = int64_t(request.prompt.size());
   if (prompt == 0)
-    throw Error("a request needs at least one prompt token");
+    return "a request needs at least one prompt token";
   if (request.maxNewTokens < 1)
-    throw Error("a request must ask for at least one new token, not " +
-                std::to_string(request.maxNewTokens));
+    return "a request must ask for at least one new token, not " +
+           std::to_string(request.maxNewTokens);
   for (int32_t t : request.prompt)
     if (t < 0 || t >= vocab)
-      throw Error("prompt token " + std::to_string(t) +
-                  " is outside the vocabulary [0, " + std::to_string(vocab) +
-                  ")");
+      return "prompt token " + std::to_string(t) +
+             " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+  const SamplingSettings &sampling = request.sampling;
+  if (!(sampling.temperature >= 0) || sampling.topK < 0 ||
+      !(sampling.topP >= 0 && sampling.topP <= 1))
+    return "temperature and top_k must be >= 0 and top_p in [0, 1]";
   const int64_t context = prompt + request.maxNewTokens;
   if (context > contextLimit)
-    throw Error("the prompt's " + std::to_string(prompt) + " tokens and " +
-                std::to_string(request.maxNewTokens) +
-                " new tokens make a context of " + std::to_string(context) +
-                ", beyond the plan's maximum context of " +
-                std::to_string(contextLimit) + " tokens");
+    return "the prompt's " + std::to_string(prompt) + " tokens and " +
+           std::to_string(request.maxNewTokens) +
+           " new tokens make a context of " + std::to_string(context) +
+           ", beyond the plan's maximum context of " +
+           std::to_string(contextLimit) + " tokens";
   // The last new token is never fed back: it needs no cache position.
   if (ceilDiv(context - 1, blockLen) > totalBlocks)
-    throw Error("a context of " + std::to_string(context) + " tokens needs " +
-                std::to_string(ceilDiv(context - 1, blockLen)) +
-                " KV-cache blocks of " + std::to_string(blockLen) +
-                "; the plan's cache has " + std::to_string(totalBlocks));
+    return "a context of " + std::to_string(context) + " tokens needs " +
+           std::to_string(ceilDiv(context - 1, blockLen)) +
+           " KV-cache blocks of " + std::to_string(blockLen) +
+           "; the plan's cache has " + std::to_string(totalBlocks);
+  return {};
+}
+
+int64_t Generator::submit(GenerationRequest request) {
+  if (std::string why = refusal(request); !why.empty())
+    throw Error(why);
   Sequence s;
   s.id = nextId++;
   s.tokens = request.prompt;
@@ -266,15 +275,46 @@ bool Generator::step() {
       ++it;
       continue;
     }
-    for (int32_t b : it->blocks)
-      freeBlocks.push_back(b);
-    counters.blocksInUse -= int64_t(it->blocks.size());
-    reservedBlocks -= it->reserved;
-    freeSlots.push_back(int32_t(it->slot));
-    finished[it->id] = std::move(it->result);
+    release(*it);
     it = running.erase(it);
   }
   return true;
+}
+
+void Generator::release(Sequence &s) {
+  for (int32_t b : s.blocks)
+    freeBlocks.push_back(b);
+  counters.blocksInUse -= int64_t(s.blocks.size());
+  reservedBlocks -= s.reserved;
+  freeSlots.push_back(int32_t(s.slot));
+  finished[s.id] = std::move(s.result);
+}
+
+bool Generator::cancel(int64_t id) {
+  for (auto it = waiting.begin(); it != waiting.end(); ++it)
+    if (it->id == id) {
+      it->result.finishReason = "cancelled";
+      finished[id] = std::move(it->result);
+      waiting.erase(it);
+      return true;
+    }
+  for (auto it = running.begin(); it != running.end(); ++it)
+    if (it->id == id) {
+      it->result.finishReason = "cancelled";
+      release(*it);
+      running.erase(it);
+      return true;
+    }
+  return false;
+}
+
+std::vector<int32_t> Generator::generatedSoFar(int64_t id) const {
+  for (const Sequence &s : running)
+    if (s.id == id)
+      return s.result.tokens;
+  if (auto it = finished.find(id); it != finished.end())
+    return it->second.tokens;
+  return {};
 }
 
 void Generator::runToCompletion() {
