@@ -161,6 +161,15 @@ void CudaBackend::prepare(const Plan &plan) {
       if (isVocabParallel(inst.opcode))
         fail("the CUDA backend has no vocabulary-parallel kernels yet: "
              "compile with tp=1 to run on CUDA");
+      // The inference programs' kernels are the CPU backend's only (yet).
+      const bool inferenceOnly = (inst.opcode == Opcode::PagedAttention) ||
+                                 (inst.opcode == Opcode::RotaryAt) ||
+                                 (inst.opcode == Opcode::PositionEmbeddingAt) ||
+                                 (inst.opcode == Opcode::GatherRows) ||
+                                 (inst.opcode == Opcode::Sample);
+      if (inferenceOnly)
+        fail("the CUDA backend has no inference kernels yet (paged "
+             "attention, sampling): run inference plans on the CPU backend");
       // Ids are checked on the host as they are copied in (the executor's
       // setTokens/setTargets), so the kernels read only the plan's tokens
       // and targets.
