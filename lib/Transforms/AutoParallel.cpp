@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Analysis/InferenceCost.h"
 #include "dsc/Analysis/PlanReport.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrs.h"
@@ -42,6 +43,7 @@
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCAUTOPARALLELPASS
 #define GEN_PASS_DEF_DSCESTIMATEPASS
+#define GEN_PASS_DEF_DSCESTIMATEINFERENCEPASS
 #include "dsc/Transforms/Passes.h.inc"
 } // namespace mlir::dsc
 
@@ -391,6 +393,91 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     for (const std::string &line :
          ::dsc::renderPipelineTimeline(*sim, plan.pp, plan.virtualStages))
       remark << "\n  " << line;
+  }
+};
+
+/// --dsc-estimate-inference: serving the module's model (InferenceCost.h).
+struct DscEstimateInferencePass
+    : mlir::dsc::impl::DscEstimateInferencePassBase<DscEstimateInferencePass> {
+  using DscEstimateInferencePassBase::DscEstimateInferencePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    constexpr StringLiteral pass = "--dsc-estimate-inference";
+    FailureOr<an::CostModel> loaded = loadCostModel(module, pass, clusterPath);
+    if (failed(loaded))
+      return signalPassFailure();
+    const an::ModelShape &model = loaded->model();
+    const an::ClusterSpec &cluster = loaded->cluster();
+    if (precision != "bf16" && precision != "fp32") {
+      module.emitError(pass)
+          << ": precision must be bf16 or fp32, not '" << precision << "'";
+      return signalPassFailure();
+    }
+    if (objective != "latency" && objective != "throughput") {
+      module.emitError(pass) << ": objective must be latency or throughput, "
+                                "not '"
+                             << objective << "'";
+      return signalPassFailure();
+    }
+    an::InferencePlan plan;
+    plan.tp = tp;
+    plan.batch = batch;
+    plan.context = context;
+    plan.prompt = prompt;
+    plan.bytesPerElement = precision == "fp32" ? 4 : 2;
+    if (std::string why = an::checkInferencePlan(model, cluster, plan);
+        !why.empty()) {
+      module.emitError(pass) << ": " << why;
+      return signalPassFailure();
+    }
+    an::InferencePlan one = plan;
+    one.batch = 1;
+    const an::InferenceEstimate e1 = an::estimateInference(model, cluster, one);
+    const an::InferenceEstimate e = an::estimateInference(model, cluster, plan);
+    InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
+    remark << pass << ": tp=" << tp.getValue() << " " << precision.getValue()
+           << " on " << cluster.gpu.kind
+           << llvm::formatv(": weights {0:F2} GB per GPU, KV cache {1:F1} KB "
+                            "per token ({2:F1} MB per sequence of {3}); ",
+                            e.weightBytes / 1e9, e.kvBytesPerToken / 1e3,
+                            e.kvBytesPerSequence / 1e6, context.getValue())
+                  .str();
+    if (e.largestBatch < 1) {
+      remark << "the weights do not fit in "
+             << llvm::formatv("{0:F1}", e.usableBytes / 1e9).str()
+             << " GB of usable memory per GPU";
+    } else {
+      remark << llvm::formatv(
+                    "decode {0:F2} ms per token at batch 1 (floor {1:F2} ms: "
+                    "weight bytes / bandwidth + 2 all-reduces per layer), "
+                    "{2:F2} ms per step at batch {3} ({4:F0} tokens/s); "
+                    "prefill of {5} tokens {6:F1} ms; the largest batch at "
+                    "context {7}: {8} sequences",
+                    1e3 * e1.decodeSeconds, 1e3 * e1.decodeFloorSeconds,
+                    1e3 * e.decodeSeconds, batch.getValue(), e.tokensPerSecond,
+                    prompt.getValue(), 1e3 * e.prefillSeconds,
+                    context.getValue(), e.largestBatch)
+                    .str();
+    }
+    std::vector<an::InferenceChoice> best =
+        an::searchInference(model, cluster, plan, objective == "throughput");
+    if (best.empty()) {
+      remark << "; no tp within a node fits the model";
+      return;
+    }
+    const an::InferenceChoice &w = best.front();
+    remark << "; for " << objective.getValue()
+           << " the search picks tp=" << w.plan.tp;
+    if (objective == "throughput")
+      remark << llvm::formatv(" at batch {0}: {1:F0} tokens/s ({2:F0} per GPU)",
+                              w.plan.batch, w.estimate.tokensPerSecond,
+                              w.estimate.tokensPerSecond / double(w.plan.tp))
+                    .str();
+    else
+      remark << llvm::formatv(": {0:F2} ms per token",
+                              1e3 * w.estimate.decodeSeconds)
+                    .str();
   }
 };
 

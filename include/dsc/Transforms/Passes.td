@@ -132,6 +132,47 @@ def DscApplyPlanPass : Pass<"dsc-apply-plan", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def DscEstimateInferencePass : Pass<"dsc-estimate-inference",
+                                     "::mlir::ModuleOp"> {
+  let summary = "Prices an inference plan: per-token latency, the largest "
+                "batch, and the tp that serves best";
+  let description = [{
+    Reads the model's shape from `dsc.model` and a cluster description, and
+    prices serving it (docs/cost-model.md, "Inference"): the weights and KV
+    cache bytes per GPU, a decode step's time at batch 1 and at `batch`
+    (max of its memory time, every weight and each sequence's cache once,
+    and its compute, plus two all-reduces per layer under tp), the floor
+    (weight bytes / memory bandwidth plus the all-reduces), a prefill of
+    `prompt` tokens, and the largest batch whose KV caches at `context`
+    fit beside the weights. Then it searches tp (powers of two within a
+    node that divide the heads) for `objective=latency` (the fastest decode
+    step at batch 1) or `throughput` (the most tokens per second per GPU at
+    the largest batch) and names the winner. The module is not changed.
+
+    ```
+    dsc-opt gpt.mlir --dsc-estimate-inference="cluster=examples/clusters/dgx-h100-80gb.json tp=2 context=2048"
+    remark: --dsc-estimate-inference: tp=2 bf16 on H100: weights ... GB per GPU, ...
+    ```
+    Errors: a tp that does not divide the heads or kv heads or spans
+    nodes, a missing cluster or `dsc.model`.
+  }];
+  let options = [
+    Option<"clusterPath", "cluster", "std::string", /*default=*/"",
+           "Cluster description (JSON, examples/clusters/)">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"batch", "batch", "int64_t", /*default=*/"1",
+           "Sequences per decode step">,
+    Option<"context", "context", "int64_t", /*default=*/"2048",
+           "Tokens per sequence (its KV cache)">,
+    Option<"prompt", "prompt", "int64_t", /*default=*/"512",
+           "A prompt's tokens (the prefill priced)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "bf16 (2 bytes) or fp32 (4) weights and KV cache">,
+    Option<"objective", "objective", "std::string",
+           /*default=*/"\"latency\"", "latency or throughput (the search)">,
+  ];
+}
+
 def DscEstimatePass : Pass<"dsc-estimate", "::mlir::ModuleOp"> {
   let summary = "Prices one given parallel plan and says what the search "
                 "would change";
