@@ -9,7 +9,7 @@ module attributes {dsc.stages = 2 : i64} {
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight|initialize>, got "optimizer"}}
+// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight|initialize|prefill|decode>, got "optimizer"}}
 func.func @optimizer() attributes {dsc.program = "optimizer"} {
   return
 }
@@ -181,7 +181,7 @@ module {
 // -----
 
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.offset' belongs on a dsc.parameter or dsc.state, not on 'dsc.gelu'}}
+  // expected-error @+1 {{'dsc.gelu' op attribute 'dsc.offset' belongs on a dsc.parameter, dsc.state or dsc.kv_cache, not on 'dsc.gelu'}}
   %y = dsc.gelu %x {dsc.offset = 0 : i64} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
@@ -249,4 +249,10 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
 // expected-error @+1 {{'func.func' op attribute 'dsc.layer' belongs on an op in a function, not on 'func.func'}}
 func.func @f() attributes {dsc.layer = 0 : i64} {
   return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'dsc.inference' must be {block_size, kv_blocks, max_context, max_sequences, token_budget} as positive i64, but 'kv_blocks' is missing}}
+module attributes {dsc.inference = {block_size = 16 : i64, max_context = 128 : i64, max_sequences = 4 : i64, token_budget = 16 : i64}} {
 }
