@@ -46,6 +46,15 @@ void CompileOptions::copyFrom(const CompileOptions &other) {
   givenPlanKeys = other.givenPlanKeys;
 }
 
+/// --dsc-mixed-precision at `plan`'s precision (the pass names the one it
+/// supports, and why fp16 is refused).
+static void addMixedPrecisionPass(OpPassManager &pm,
+                                  const ::dsc::ParallelPlan &plan) {
+  DscMixedPrecisionPassOptions mixed;
+  mixed.dtype = ::dsc::precisionName(plan.precision);
+  pm.addPass(createDscMixedPrecisionPass(mixed));
+}
+
 void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
                                      const CompileOptions &options) {
   // plan=auto: the plan is the module's, known when the pipeline runs.
@@ -82,11 +91,8 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   // then casts each weight's gradient back to f32 through the cast's rule.
   // Any other precision than fp32 goes to the pass, which names the
   // supported one (and why fp16 is refused).
-  if (!plan.isFp32()) {
-    DscMixedPrecisionPassOptions mixed;
-    mixed.dtype = ::dsc::precisionName(plan.precision);
-    pm.addPass(createDscMixedPrecisionPass(mixed));
-  }
+  if (!plan.isFp32())
+    addMixedPrecisionPass(pm, plan);
 
   // The loss gradient's seed 1/m turns the micro-batches' summed gradients
   // into their mean, as DeepSpeed's gradient accumulation does.
@@ -261,11 +267,8 @@ void mlir::dsc::buildInferencePipeline(OpPassManager &pm,
     pm.addPass(createDscDeclareMeshPass());
     pm.addPass(createDscTensorParallelPass());
   }
-  if (!plan.isFp32()) {
-    DscMixedPrecisionPassOptions mixed;
-    mixed.dtype = ::dsc::precisionName(plan.precision);
-    pm.addPass(createDscMixedPrecisionPass(mixed));
-  }
+  if (!plan.isFp32())
+    addMixedPrecisionPass(pm, plan);
   DscInferenceProgramsPassOptions programs;
   programs.tokenBudget = options.tokenBudget;
   programs.maxSequences = options.maxSequences;

@@ -17,9 +17,6 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 /// Finds the mesh `name` refers to, or reports that it does not exist.
 static FailureOr<MeshOp> lookupMesh(Operation *op,

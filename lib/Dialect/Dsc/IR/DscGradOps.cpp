@@ -10,9 +10,6 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 static int64_t bytesOf(Value v) {
   RankedTensorType type = tensorOf(v);

@@ -11,13 +11,7 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
-static std::string shapeOf(RankedTensorType type) {
-  return "[" + formatShape(type.getShape()) + "]";
-}
 
 /// Token rows are `[1, N, C]`; the N of `type`, or failure after saying why.
 static FailureOr<int64_t> rowsOf(Operation *op, StringRef what,

@@ -14,14 +14,7 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
-/// `[4x16]`, as the messages print a tensor's shape.
-static std::string shapeOf(RankedTensorType type) {
-  return "[" + formatShape(type.getShape()) + "]";
-}
 
 /// Tokens of a `[..., H]` tensor: the product of its leading dimensions.
 static int64_t tokensOf(RankedTensorType type) {

@@ -26,9 +26,6 @@ std::string mlir::dsc::formatShape(ArrayRef<int64_t> shape) {
   return text;
 }
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 /// Checks that `result` has `expected` shape and `elementType`.
 static LogicalResult verifyResult(Operation *op, RankedTensorType result,

@@ -17,9 +17,6 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 //===----------------------------------------------------------------------===//
 // Symbol uses: the mesh and its axes

@@ -13,9 +13,6 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 /// Builds `op(lhs) · op(rhs)` and infers its type.
 static Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,

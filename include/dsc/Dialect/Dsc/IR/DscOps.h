@@ -26,6 +26,14 @@ namespace mlir::dsc {
 /// Formats a shape as `4x64x768` (`scalar` for rank 0), as the verifiers'
 /// messages print shapes.
 std::string formatShape(ArrayRef<int64_t> shape);
+/// `[4x64x768]`: a tensor's shape as the verifiers' messages print it.
+inline std::string shapeOf(RankedTensorType type) {
+  return "[" + formatShape(type.getShape()) + "]";
+}
+/// The ranked tensor type of `v` (every dsc op's operands and results).
+inline RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
 
 /// Ranks in one group of `axes` of the mesh `mesh` names, or an error on
 /// `op` naming what is wrong (no such mesh, unknown or repeated axis).
