@@ -29,6 +29,8 @@
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/Generator.h"
+#include "dsc/Runtime/InstructionEvent.h"
+#include "dsc/Runtime/Opcode.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 #include "dsc/Text/Tokenizer.h"
 
@@ -86,6 +88,10 @@ static cl::opt<int32_t> eosToken("eos-token", cl::init(-1),
                                           "token)"));
 static cl::list<int32_t> stopTokens("stop-tokens", cl::CommaSeparated,
                                     cl::desc("Token ids that end a sample"));
+static cl::opt<bool> printOpTimes(
+    "print-op-times",
+    cl::desc("Print rank 0's time per opcode in the decode program (the "
+             "benchmark's breakdown)"));
 static cl::opt<bool> printStats("print-stats",
                                 cl::desc("Print the cache and schedule "
                                          "counters to stderr"));
@@ -176,6 +182,7 @@ int main(int argc, char **argv) {
   if (eosToken >= 0)
     stops.push_back(eosToken);
   std::map<int64_t, ::dsc::rt::GenerationResult> results;
+  std::map<std::string, double> opTimes;
   ::dsc::rt::GeneratorStats stats;
   std::string failure;
   std::mutex mutex;
@@ -185,6 +192,12 @@ int main(int argc, char **argv) {
                                    ranks > 1 ? &comm : nullptr);
       if (!checkpoint.empty())
         executor.loadCheckpoint(checkpoint);
+      if (printOpTimes && comm.rank() == 0)
+        executor.setInstructionHook([&](const ::dsc::rt::InstructionEvent &e) {
+          if (e.program->name == "decode")
+            opTimes[::dsc::rt::opcodeName(e.instruction->opcode)] +=
+                e.durationUs;
+        });
       ::dsc::rt::Generator generator(executor);
       for (size_t i = 0; i < prompts.size(); ++i) {
         ::dsc::rt::GenerationRequest request;
@@ -224,6 +237,19 @@ int main(int argc, char **argv) {
       line["text"] = tokenizer->decode(ids, /*skipSpecialTokens=*/false);
     }
     out << llvm::json::Value(std::move(line)) << "\n";
+  }
+  if (printOpTimes) {
+    std::vector<std::pair<double, std::string>> sorted;
+    double total = 0;
+    for (const auto &[name, us] : opTimes) {
+      sorted.push_back({us, name});
+      total += us;
+    }
+    std::sort(sorted.rbegin(), sorted.rend());
+    for (const auto &[us, name] : sorted)
+      llvm::errs() << llvm::format("dsc-generate: decode %-22s %9.1f ms %5.1f%%\n",
+                                   name.c_str(), us / 1e3,
+                                   total > 0 ? 100 * us / total : 0.0);
   }
   if (printStats) {
     uint64_t weightBytes = 0;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <omp.h>
+#include <vector>
 
 using namespace dsc::rt;
 
@@ -38,15 +39,43 @@ void detail::parallelGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     constexpr int64_t kColumns = 256;
     const int64_t blocks =
         std::max<int64_t>(1, std::min<int64_t>(threadCount, n / kColumns));
-    if (blocks == 1 || 2.0 * n * k < 4e6) {
+    // Memory-bound: worth splitting once the matrix outgrows a core's cache
+    // share (256 KiB of f32).
+    if (blocks == 1 || n * k < 65536) {
       rowTimesMatrix(tb, n, k, alpha, a, incx, b, ldb, beta, c);
       return;
     }
+    if (tb) {
+      // B is [n, k]: each thread streams its own rows of B.
 #pragma omp parallel for schedule(static) num_threads(int(blocks))
-    for (int64_t p = 0; p < blocks; ++p) {
-      const int64_t lo = n * p / blocks, hi = n * (p + 1) / blocks;
-      const T *bp = tb ? b + lo * ldb : b + lo;
-      rowTimesMatrix(tb, hi - lo, k, alpha, a, incx, bp, ldb, beta, c + lo);
+      for (int64_t p = 0; p < blocks; ++p) {
+        const int64_t lo = n * p / blocks, hi = n * (p + 1) / blocks;
+        rowTimesMatrix(tb, hi - lo, k, alpha, a, incx, b + lo * ldb, ldb,
+                       beta, c + lo);
+      }
+      return;
+    }
+    // B is [k, n]: each thread streams its own rows of B (a slice of k) into
+    // a partial product, summed in thread order (deterministic for a thread
+    // count, as every kernel here).
+    const int64_t parts = std::max<int64_t>(
+        1, std::min<int64_t>(threadCount, k / 64));
+    if (parts == 1) {
+      rowTimesMatrix(tb, n, k, alpha, a, incx, b, ldb, beta, c);
+      return;
+    }
+    std::vector<T> partial(static_cast<size_t>(parts * n));
+#pragma omp parallel for schedule(static) num_threads(int(parts))
+    for (int64_t p = 0; p < parts; ++p) {
+      const int64_t lo = k * p / parts, hi = k * (p + 1) / parts;
+      rowTimesMatrix(tb, n, hi - lo, T(1), a + lo * incx, incx, b + lo * ldb,
+                     ldb, T(0), partial.data() + p * n);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      T sum = 0;
+      for (int64_t p = 0; p < parts; ++p)
+        sum += partial[size_t(p * n + j)];
+      c[j] = alpha * sum + (beta == T(0) ? T(0) : beta * c[j]);
     }
     return;
   }
