@@ -183,6 +183,7 @@ int main(int argc, char **argv) {
     stops.push_back(eosToken);
   std::map<int64_t, ::dsc::rt::GenerationResult> results;
   std::map<std::string, double> opTimes;
+  uint64_t planned = 0, allocated = 0;
   ::dsc::rt::GeneratorStats stats;
   std::string failure;
   std::mutex mutex;
@@ -199,6 +200,11 @@ int main(int argc, char **argv) {
                 e.durationUs;
         });
       ::dsc::rt::Generator generator(executor);
+      if (comm.rank() == 0)
+        for (uint32_t a = 0; a < plan.arenas.size(); ++a) {
+          planned += plan.arenas[a].bytes;
+          allocated += executor.allocatedBytes(a);
+        }
       for (size_t i = 0; i < prompts.size(); ++i) {
         ::dsc::rt::GenerationRequest request;
         request.prompt = prompts[i];
@@ -256,6 +262,13 @@ int main(int argc, char **argv) {
     for (const ::dsc::rt::Buffer &b : plan.buffers)
       if (b.role == ::dsc::rt::BufferRole::Parameter)
         weightBytes += b.bytes;
+    uint64_t cacheBytes = 0;
+    for (const ::dsc::rt::Buffer &b : plan.buffers)
+      if (b.role == ::dsc::rt::BufferRole::KvCache)
+        cacheBytes += b.bytes;
+    llvm::errs() << "dsc-generate: rank 0's memory: planned " << planned
+                 << " bytes (KV cache " << cacheBytes << "), allocated "
+                 << allocated << "\n";
     llvm::errs() << "dsc-generate: " << prompts.size() << " prompts, "
                  << stats.forwards << " forwards (" << stats.prefills
                  << " prefill, " << stats.decodes << " decode), peak "
