@@ -88,7 +88,8 @@ private:
   IRMapping map;
   llvm::DenseSet<Value> perToken; // values with a row per token
   Value positions, sequences, table, sampleRows, sampling, draws;
-  Value sampledLogits; // the output projection's result on the sampled rows
+  MatmulOp projection;  // the training graph's output projection
+  Value sampledLogits; // its result on the sampled rows
   Value result;
 
   /// `type` with its leading [batch, seq] as [1, rows].
@@ -104,8 +105,8 @@ private:
   }
   LogicalResult visit(OpBuilder &b, Operation &op);
   LogicalResult cloneGeneric(OpBuilder &b, Operation &op);
-  FailureOr<KvCacheOp> cacheFor(AttentionOp attention, Value key,
-                                int64_t kvHeads);
+  /// The layer's cache (declared once, shared by both programs).
+  KvCacheOp cacheFor(AttentionOp attention, Value key, int64_t kvHeads);
 };
 
 /// The producer of the loss's logits: the cross-entropy's first operand's
@@ -119,8 +120,8 @@ MatmulOp outputProjection(func::FuncOp loss) {
   return found;
 }
 
-FailureOr<KvCacheOp> ProgramBuilder::cacheFor(AttentionOp attention, Value key,
-                                              int64_t kvHeads) {
+KvCacheOp ProgramBuilder::cacheFor(AttentionOp attention, Value key,
+                                   int64_t kvHeads) {
   if (KvCacheOp cache = shared.caches.lookup(attention))
     return cache;
   auto keyType = cast<RankedTensorType>(key.getType());
@@ -131,7 +132,7 @@ FailureOr<KvCacheOp> ProgramBuilder::cacheFor(AttentionOp attention, Value key,
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPoint(loss);
   std::string name = "kv." + std::to_string(shared.caches.size());
-  if (auto layer = attention->getAttrOfType<IntegerAttr>("dsc.layer"))
+  if (auto layer = attention->getAttrOfType<IntegerAttr>(kLayerAttr))
     name = "kv." + std::to_string(layer.getInt());
   auto cache = KvCacheOp::create(b, attention.getLoc(), name, type);
   shared.caches[attention] = cache;
@@ -226,14 +227,12 @@ LogicalResult ProgramBuilder::visit(OpBuilder &b, Operation &op) {
           key = kr.getInput();
           value = vr.getInput();
         }
-        FailureOr<KvCacheOp> cache = cacheFor(attention, rowsOf(key), kvHeads);
-        if (failed(cache))
-          return failure();
+        KvCacheOp cache = cacheFor(attention, rowsOf(key), kvHeads);
         Value q = rowsOf(attention.getQuery());
         auto r = PagedAttentionOp::create(
             b, attention.getLoc(), q.getType(), q, rowsOf(key), rowsOf(value),
             positions, sequences, table,
-            FlatSymbolRefAttr::get(cache->getSymNameAttr()),
+            FlatSymbolRefAttr::get(cache.getSymNameAttr()),
             b.getI64IntegerAttr(heads), b.getI64IntegerAttr(kvHeads),
             b.getI64IntegerAttr(int64_t(attention.getWindow())));
         r->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
@@ -242,7 +241,7 @@ LogicalResult ProgramBuilder::visit(OpBuilder &b, Operation &op) {
         return success();
       })
       .Case<MatmulOp>([&](MatmulOp matmul) -> LogicalResult {
-        if (matmul != outputProjection(loss))
+        if (matmul != projection)
           return cloneGeneric(b, *matmul);
         // The output projection runs on the rows to sample only.
         Value x = rowsOf(matmul.getLhs());
@@ -309,6 +308,7 @@ FailureOr<func::FuncOp> ProgramBuilder::build(StringRef name, ProgramRole role,
                                               int64_t rowCount,
                                               int64_t sampled) {
   rows = rowCount;
+  projection = outputProjection(loss);
   auto tokensType = cast<RankedTensorType>(loss.getArgument(0).getType());
   batch = tokensType.getDimSize(0);
   seq = tokensType.getDimSize(1);

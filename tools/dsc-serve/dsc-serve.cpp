@@ -291,13 +291,13 @@ double percentile(std::vector<double> v, double p) {
 /// A parsed completion request, or the 400 to answer.
 struct Parsed {
   GenerationRequest request;
-  bool stream = false;
+  bool stream = false, seedGiven = false;
   std::string error, param;
 };
 
 Parsed parseRequest(const std::string &body,
                     const ::dsc::text::Tokenizer *tokenizer,
-                    const std::string &name, int64_t ticket) {
+                    const std::string &name) {
   Parsed p;
   auto fail = [&](const std::string &why, const std::string &param = "") {
     p.error = why;
@@ -404,9 +404,9 @@ Parsed parseRequest(const std::string &body,
     return fail("'top_p' must be in (0, 1]", "top_p");
   if (!number("top_k", 0, topK) || *topK < 0 || *topK != std::floor(*topK))
     return fail("'top_k' must be an integer >= 0", "top_k");
-  if (!number("seed", double(ticket), seed) || *seed < 0 ||
-      *seed != std::floor(*seed))
+  if (!number("seed", 0, seed) || *seed < 0 || *seed != std::floor(*seed))
     return fail("'seed' must be an integer >= 0", "seed");
+  p.seedGiven = o->get("seed") && o->get("seed")->kind() != json::Value::Null;
   p.request.maxNewTokens = int64_t(*maxTokens);
   // OpenAI's temperature 0 is greedy (GPT-NeoX's all-zero settings).
   if (*temperature == 0)
@@ -524,13 +524,7 @@ int main(int argc, char **argv) {
   });
   server.Post("/v1/completions", [&](const httplib::Request &req,
                                      httplib::Response &res) {
-    int64_t ticket;
-    Parsed parsed;
-    {
-      std::lock_guard<std::mutex> lock(engine.m);
-      ticket = engine.nextTicket;
-    }
-    parsed = parseRequest(req.body, tokenizer.get(), name, ticket);
+    Parsed parsed = parseRequest(req.body, tokenizer.get(), name);
     if (parsed.error.empty())
       parsed.error = engine.limits->refusal(parsed.request);
     std::unique_lock<std::mutex> lock(engine.m);
@@ -558,7 +552,10 @@ int main(int argc, char **argv) {
     }
     // The ticket is the engine's request id: tickets go to the engine in
     // order, and every rank's generator numbers its submissions alike.
-    ticket = engine.nextTicket++;
+    const int64_t ticket = engine.nextTicket++;
+    // Without a seed, the request's id: a run's draws are reproducible.
+    if (!parsed.seedGiven)
+      parsed.request.seed = uint64_t(ticket);
     Engine::Ticket &state = engine.tickets[ticket];
     state.submitted = now();
     state.promptTokens = int64_t(parsed.request.prompt.size());

@@ -115,7 +115,7 @@ private:
   void admit();
   void ensureBlocks(Sequence &s, int64_t positions);
   float drawFor(const Sequence &s) const;
-  void runProgram(const std::string &program, int64_t rows,
+  void runProgram(const std::string &program,
                   const std::vector<int32_t> &tokens,
                   const std::vector<int32_t> &positions,
                   const std::vector<int32_t> &sequences,

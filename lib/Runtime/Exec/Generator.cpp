@@ -144,8 +144,7 @@ float Generator::drawFor(const Sequence &s) const {
 }
 
 void Generator::runProgram(
-    const std::string &program, int64_t rows,
-    const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions,
+    const std::string &program, const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions,
     const std::vector<int32_t> &sequences,
     const std::vector<std::pair<Sequence *, int32_t>> &sampled) {
   const int64_t samples =
@@ -173,7 +172,6 @@ void Generator::runProgram(
                   std::to_string(bytes));
     ex.backend().copyIn(view.data, data, bytes);
   };
-  (void)rows;
   put("tokens", tokens.data(), 4 * tokens.size());
   put("positions", positions.data(), 4 * positions.size());
   put("sequences", sequences.data(), 4 * sequences.size());
@@ -250,7 +248,7 @@ bool Generator::step() {
         place(s, chunk, chunk == pending);
     }
   const auto start = std::chrono::steady_clock::now();
-  runProgram(program, rows, tokens, positions, sequences, sampled);
+  runProgram(program, tokens, positions, sequences, sampled);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
