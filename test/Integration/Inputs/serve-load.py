@@ -2,6 +2,8 @@
 
 usage: serve-load.py DSC_SERVE MODEL_MLIR CHECKPOINT [--requests N]
                      [--clients C] [--seed S]
+       serve-load.py DSC_SERVE MODEL_MLIR - --tokenizer TOKENIZER_JSON
+           (text prompts only: a completion and a stream, decoded)
 
 Starts dsc-serve (port 0, read back from its log), then:
   1. N requests from C concurrent clients, prompts of random lengths and
@@ -39,8 +41,9 @@ def fail(why):
 class Server:
     def __init__(self, args, extra=()):
         self.log = open(args.log, "w+")
+        load = ["--load", args.checkpoint] if args.checkpoint != "-" else []
         self.proc = subprocess.Popen(
-            [args.serve, args.model, "--load", args.checkpoint, "--port", "0",
+            [args.serve, args.model, *load, "--port", "0",
              "--model-name", "tiny", "--compile",
              "token-budget=16 max-sequences=4", *extra],
             stderr=self.log, stdout=subprocess.DEVNULL)
@@ -234,6 +237,30 @@ def shutdown(server):
     print("SIGTERM: 3 in-flight requests finished, exit code 0")
 
 
+def text(args):
+    """Text prompts through the server's --tokenizer, plain and streamed."""
+    server = Server(args, ["--tokenizer", args.tokenizer])
+    try:
+        status, body = server.complete({"prompt": "The quick brown fox",
+                                        "max_tokens": 6, "temperature": 0})
+        choice = body["choices"][0] if status == 200 else {}
+        if status != 200 or not choice.get("text") or \
+                len(choice["token_ids"]) != 6 or \
+                body["usage"]["prompt_tokens"] < 2:
+            fail(f"a text completion: {status} {body}")
+        status, streamed = server.complete({"prompt": "The quick brown fox",
+                                            "max_tokens": 6, "temperature": 0,
+                                            "stream": True})
+        if status != 200 or \
+                streamed["choices"][0]["token_ids"] != choice["token_ids"]:
+            fail(f"the streamed text completion differs: {streamed}")
+        print(f"text: {body['usage']['prompt_tokens']} prompt tokens, "
+              "6 new, decoded; streamed the same tokens")
+    finally:
+        server.proc.kill()
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("serve")
@@ -243,7 +270,12 @@ def main():
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log", default="serve.log")
+    parser.add_argument("--tokenizer", default="",
+                        help="only check text prompts through this "
+                             "tokenizer.json (checkpoint '-': none)")
     args = parser.parse_args()
+    if args.tokenizer:
+        return text(args)
     server = Server(args)
     try:
         load(server, args)
