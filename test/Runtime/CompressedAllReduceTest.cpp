@@ -113,6 +113,32 @@ TEST(CompressedAllReduce, MatchesTheNumpyReference) {
   EXPECT_GE(checked, 50);
 }
 
+/// The bytes a rank sends, as the communicator counts them: phase 1's
+/// all-to-all of (p - 1) sign chunks and all-gather of the scale, phase 2's
+/// all-gathers of the server's signs and scale; at most 1/14 of an fp32
+/// all-reduce of the same buffer (the bound; the formula gives
+/// about 1/32).
+TEST(CompressedAllReduce, SendsAFourteenthOrLessOfAnAllReduce) {
+  const int64_t p = 4, n = 4096, words = signWords(n / p);
+  std::vector<uint64_t> compressed(static_cast<size_t>(p)),
+      exact(static_cast<size_t>(p));
+  runRanks(int(p), [&](Communicator &comm) {
+    std::vector<float> x(size_t(n), 1.0f), e(size_t(n), 0.0f),
+        s(size_t(n / p), 0.0f);
+    const uint64_t before = comm.stats().totalSent();
+    compressedAllReduce(comm, x.data(), e.data(), s.data(), n);
+    const uint64_t middle = comm.stats().totalSent();
+    comm.allReduce(x.data(), size_t(n), DType::F32, ReduceOp::Sum);
+    compressed[size_t(comm.rank())] = middle - before;
+    exact[size_t(comm.rank())] = comm.stats().totalSent() - middle;
+  });
+  const uint64_t signs = uint64_t((p - 1) * words * 4), scale = (p - 1) * 4;
+  for (int64_t r = 0; r < p; ++r) {
+    EXPECT_EQ(compressed[size_t(r)], 2 * signs + 2 * scale) << "rank " << r;
+    EXPECT_LE(14 * compressed[size_t(r)], exact[size_t(r)]) << "rank " << r;
+  }
+}
+
 TEST(CompressedAllReduce, RefusesAnUnpaddedLength) {
   std::vector<float> x(37), e(37), s(37);
   EXPECT_THROW(runRanks(2,
