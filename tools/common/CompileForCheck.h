@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // What the checking tools (dsc-gradcheck, dsc-hf-check) share: a loss graph
-// read from a file and compiled with the real pipeline (--dsc-compile) into
+// read from a file and compiled with the real pipeline (--dsc-compile;
+// CompileModelFile.h) into
 // a plan with plain SGD, so that a training program leaves every
 // parameter's gradient in `grad.<name>` and there is no optimizer state. The
 // plan has one rank unless `compileOptions` (--dsc-compile's, e.g. "tp=2")
@@ -16,17 +17,11 @@
 #ifndef DSC_TOOLS_COMMON_COMPILEFORCHECK_H
 #define DSC_TOOLS_COMMON_COMPILEFORCHECK_H
 
-#include "dsc/Conversion/DscToPlan.h"
-#include "dsc/Dialect/Dsc/IR/DscDialect.h"
+#include "CompileModelFile.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <memory>
 #include <optional>
@@ -56,42 +51,29 @@ inline std::optional<::dsc::rt::Plan>
 compileForCheck(const std::string &path,
                 const std::string &compileOptions = "",
                 bool withAuxiliaryLosses = false) {
-  mlir::DialectRegistry registry;
-  registry.insert<mlir::dsc::DscDialect, mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect>();
-  mlir::MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(path, sourceMgr, &context);
-  if (!module)
-    return std::nullopt;
-  std::string optionsError;
-  std::unique_ptr<mlir::dsc::CompileOptions> options =
-      mlir::dsc::CompileOptions::parse(compileOptions, optionsError);
-  if (!options) {
-    llvm::errs() << "error: bad compile options '" << compileOptions
-                 << "' (see dsc-opt --help, --dsc-compile): " << optionsError
-                 << "\n";
-    return std::nullopt;
-  }
-  if (options->optimizer.hasValue() && options->optimizer != "sgd") {
-    llvm::errs() << "error: the checks compile with optimizer=sgd (gradients "
-                    "only), not '"
-                 << options->optimizer.getValue() << "'\n";
-    return std::nullopt;
-  }
-  options->optimizer = "sgd";
-  if (withAuxiliaryLosses)
-    sumAuxiliaryLosses(*module);
-  mlir::PassManager pm(&context);
-  mlir::dsc::buildCompilePipeline(pm, *options);
-  if (mlir::failed(pm.run(*module)))
-    return std::nullopt;
-  mlir::FailureOr<::dsc::rt::Plan> lowered = mlir::dsc::lowerToPlan(*module);
-  if (mlir::failed(lowered))
-    return std::nullopt;
-  return std::move(*lowered);
+  return compileModelFile(path, [&](mlir::ModuleOp module,
+                                    mlir::PassManager &pm) {
+    std::string optionsError;
+    std::unique_ptr<mlir::dsc::CompileOptions> options =
+        mlir::dsc::CompileOptions::parse(compileOptions, optionsError);
+    if (!options) {
+      llvm::errs() << "error: bad compile options '" << compileOptions
+                   << "' (see dsc-opt --help, --dsc-compile): " << optionsError
+                   << "\n";
+      return false;
+    }
+    if (options->optimizer.hasValue() && options->optimizer != "sgd") {
+      llvm::errs() << "error: the checks compile with optimizer=sgd "
+                      "(gradients only), not '"
+                   << options->optimizer.getValue() << "'\n";
+      return false;
+    }
+    options->optimizer = "sgd";
+    if (withAuxiliaryLosses)
+      sumAuxiliaryLosses(module);
+    mlir::dsc::buildCompilePipeline(pm, *options);
+    return true;
+  });
 }
 
 } // namespace dsc::tools

@@ -64,17 +64,22 @@ void detail::parallelGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
       rowTimesMatrix(tb, n, k, alpha, a, incx, b, ldb, beta, c);
       return;
     }
-    std::vector<T> partial(static_cast<size_t>(parts * n));
+    // Reused across calls: a decode step makes dozens of these products.
+    static thread_local std::vector<T> partial;
+    partial.resize(static_cast<size_t>(parts * n));
+    // The workers write through this pointer: inside the parallel region
+    // `partial` would name each thread's own (empty) copy.
+    T *const sums = partial.data();
 #pragma omp parallel for schedule(static) num_threads(int(parts))
     for (int64_t p = 0; p < parts; ++p) {
       const int64_t lo = k * p / parts, hi = k * (p + 1) / parts;
       rowTimesMatrix(tb, n, hi - lo, T(1), a + lo * incx, incx, b + lo * ldb,
-                     ldb, T(0), partial.data() + p * n);
+                     ldb, T(0), sums + p * n);
     }
     for (int64_t j = 0; j < n; ++j) {
       T sum = 0;
       for (int64_t p = 0; p < parts; ++p)
-        sum += partial[size_t(p * n + j)];
+        sum += sums[p * n + j];
       c[j] = alpha * sum + (beta == T(0) ? T(0) : beta * c[j]);
     }
     return;
