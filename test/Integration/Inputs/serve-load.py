@@ -12,11 +12,12 @@ Starts dsc-serve (port 0, read back from its log), then:
      max_tokens: the models have no stop token), none lost; a greedy
      prompt sent twice gets the same tokens; p50/p99 latencies printed;
   2. malformed JSON, an oversized prompt, an unknown field: 400 each;
-  3. a client that disconnects mid-stream: its sequence is cancelled and
-     the server keeps serving;
-  4. the server's own counters: KV blocks in use back to 0, the worst
+  3. the server's own counters: KV blocks in use back to 0, the worst
      waste per sequence <= 1 block;
-  5. SIGTERM with requests in flight: they finish, the server exits 0.
+  4. SIGTERM with requests in flight: they finish, the server exits 0;
+  5. a burst past --max-waiting: the excess gets 429;
+  6. a client that disconnects mid-stream (its own server, a long
+     context): its sequence is cancelled and the server keeps serving.
 Prints one line per check; exits 1 at the first failure.
 """
 import argparse
@@ -39,13 +40,12 @@ def fail(why):
 
 
 class Server:
-    def __init__(self, args, extra=()):
+    def __init__(self, args, extra=(), compile="token-budget=16 max-sequences=4"):
         self.log = open(args.log, "w+")
         load = ["--load", args.checkpoint] if args.checkpoint != "-" else []
         self.proc = subprocess.Popen(
             [args.serve, args.model, *load, "--port", "0",
-             "--model-name", "tiny", "--compile",
-             "token-budget=16 max-sequences=4", *extra],
+             "--model-name", "tiny", "--compile", compile, *extra],
             stderr=self.log, stdout=subprocess.DEVNULL)
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -175,29 +175,42 @@ def bad_inputs(server):
           "n=2 and a text prompt without tokenizer get 400 naming the cause")
 
 
-def disconnect(server):
-    sock = socket.create_connection(("127.0.0.1", server.port))
-    body = json.dumps({"prompt": [3, 4, 5], "max_tokens": 100, "stream": True,
-                       "temperature": 0})
-    sock.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                  "Content-Type: application/json\r\nContent-Length: "
-                  f"{len(body)}\r\n\r\n{body}").encode())
-    sock.recv(200)
-    sock.close()
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        status, data = server.request("GET", "/metrics")
-        m = json.loads(data)
-        if m["requests_cancelled"] >= 1 and m["requests_running"] == 0:
-            break
-        time.sleep(0.1)
-    else:
-        fail(f"the disconnected stream was not cancelled: {m}")
-    status, body = server.complete({"prompt": [1, 2], "max_tokens": 4})
-    if status != 200 or len(body["choices"][0]["token_ids"]) != 4:
-        fail("the server stopped serving after a disconnect")
-    print("disconnect: the stream's sequence was cancelled; the server still "
-          "serves")
+def disconnect(args):
+    """A stream long enough (4000 tokens, a Llama's RoPE extends past its
+    128 trained positions) that the client's close always comes first,
+    however the machine schedules it: the server must notice the closed
+    socket at a write and cancel the sequence, freeing its KV blocks."""
+    args = argparse.Namespace(**{**vars(args), "log": args.log + ".disconnect"})
+    server = Server(args, compile="token-budget=16 max-sequences=4 "
+                                  "max-context=4096")
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        body = json.dumps({"prompt": [3, 4, 5], "max_tokens": 4000,
+                           "stream": True, "temperature": 0})
+        sock.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                      "Content-Type: application/json\r\nContent-Length: "
+                      f"{len(body)}\r\n\r\n{body}").encode())
+        sock.recv(200)
+        sock.close()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, data = server.request("GET", "/metrics")
+            m = json.loads(data)
+            if m["requests_cancelled"] + m["requests_finished"] >= 1 and \
+                    m["requests_running"] == 0:
+                break
+            time.sleep(0.05)
+        if m["requests_cancelled"] != 1 or m["tokens_generated"] >= 4000 or \
+                m["kv_blocks_in_use"] != 0:
+            fail(f"the disconnected stream was not cancelled: {m}")
+        status, body = server.complete({"prompt": [1, 2], "max_tokens": 4})
+        if status != 200 or len(body["choices"][0]["token_ids"]) != 4:
+            fail("the server stopped serving after a disconnect")
+        print("disconnect: the stream's sequence was cancelled after "
+              f"{m['tokens_generated']} of 4000 tokens, its KV blocks freed; "
+              "the server still serves")
+    finally:
+        server.proc.kill()
 
 
 def counters(server):
@@ -280,15 +293,15 @@ def main():
     try:
         load(server, args)
         bad_inputs(server)
-        disconnect(server)
         counters(server)
         shutdown(server)
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
     # Requests beyond the queue's bound get 429 and the rest complete.
-    args.log += ".busy"
-    busy = Server(args, ["--max-waiting", "1"])
+    busy = Server(argparse.Namespace(**{**vars(args),
+                                        "log": args.log + ".busy"}),
+                  ["--max-waiting", "1"])
     try:
         statuses = []
 
@@ -308,6 +321,7 @@ def main():
               f"{statuses.count(200)} served, {statuses.count(429)} got 429")
     finally:
         busy.proc.kill()
+    disconnect(args)
     return 0
 
 
