@@ -307,7 +307,7 @@ def main():
 
         def burst():
             statuses.append(busy.complete({"prompt": [1, 2, 3],
-                                           "max_tokens": 32})[0])
+                                           "max_tokens": 120})[0])
 
         threads = [threading.Thread(target=burst) for _ in range(24)]
         for t in threads:
