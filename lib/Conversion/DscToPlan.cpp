@@ -329,6 +329,31 @@ private:
     return layout;
   }
 
+  /// A 1-bit optimizer's error feedback (n elements on each rank) differs
+  /// on every rank that holds another part of the parameter or another
+  /// data-parallel index: the whole is [G, n], row i the error of the i-th
+  /// of those G ranks, so a checkpoint keeps every rank's.
+  rt::ShardLayout errorLayoutOf(ParameterOp param, int64_t elements) {
+    int64_t mask = 0;
+    for (int64_t m : layoutOf(param, param.getNumElements()).viewSplit)
+      mask |= m;
+    if (meshOp)
+      for (StringRef axis : replicatingDataAxes(meshOp, param))
+        mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
+    int64_t ranks = 1;
+    if (meshOp)
+      for (auto [index, size] : llvm::enumerate(meshOp.getShape()))
+        if (mask & (int64_t(1) << index))
+          ranks *= size;
+    rt::ShardLayout layout;
+    if (ranks == 1)
+      return layout;
+    layout.view = {ranks, elements};
+    layout.viewSplit = {mask, 0};
+    layout.shape = {ranks, elements};
+    return layout;
+  }
+
   /// Instructions an op needs before its own (a copy into the buffer an
   /// in-place collective then works on).
   SmallVector<rt::Instruction> prelude;
@@ -527,7 +552,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         return failure();
       if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
         plan.buffers[*id].layout =
-            layoutOf(param, state.getTensorType().getNumElements());
+            kind == StateKind::WorkerError || kind == StateKind::ServerError
+                ? errorLayoutOf(param, state.getTensorType().getNumElements())
+                : layoutOf(param, state.getTensorType().getNumElements());
       declBuffers[state.getSymNameAttr()] = *id;
     }
   }
@@ -573,6 +600,20 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                               std::make_pair(opt, "optimizer")})
       if (failed(lowerProgram(func, name)))
         return failure();
+    // A 1-bit optimizer's step after its warm-up.
+    if (auto compressed = lookupProgram<func::FuncOp>(
+            module, ProgramRole::CompressedOptimizer)) {
+      auto from = compressed->getAttrOfType<IntegerAttr>(kFromStepAttr);
+      if (!from)
+        return compressed.emitError("a compressed_optimizer program needs "
+                                    "dsc.from_step, the first step it runs");
+      plan.compressionFromStep = from.getInt();
+      if (failed(lowerProgram(compressed, "optimizer.compressed")))
+        return failure();
+      plan.summary.collectiveBytesPerCompressedStep =
+          collectiveBytesPerStep(module, microbatches, /*compressed=*/true)
+              .total();
+    }
     // Model FLOPs of one micro-batch's forward and backward.
     fb.walk([&](CostOpInterface op) {
       plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
@@ -1031,6 +1072,10 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       special[result] = {rt::BufferRole::Loss, "loss"};
     else if (role == ProgramRole::Forward)
       special[result] = {rt::BufferRole::Scalar, "eval_loss"};
+    else if (role == ProgramRole::CompressedOptimizer)
+      special[result] = {rt::BufferRole::Scalar,
+                         index == 0 ? "compressed.grad_norm"
+                                    : "compressed.learning_rate"};
     else
       special[result] = {rt::BufferRole::Scalar,
                          index == 0 ? "grad_norm" : "learning_rate"};
@@ -1089,11 +1134,38 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
         plan.gradNorm = *id;
       else if (name == "learning_rate")
         plan.learningRate = *id;
+      else if (name == "compressed.grad_norm")
+        plan.compressedGradNorm = *id;
+      else if (name == "compressed.learning_rate")
+        plan.compressedLearningRate = *id;
     }
 
     if (isa<SwapInOp, SwapOutOp>(op)) {
       if (failed(lowerSwap(&op, program)))
         return failure();
+      continue;
+    }
+    // One compressed all-reduce per state (each has its own errors).
+    if (auto reduce = dyn_cast<CompressedAllReduceStatesOp>(op)) {
+      FailureOr<int64_t> mask = axesMaskOf(reduce, reduce.getMeshAttr(),
+                                           reduce.getMeshAxes());
+      if (failed(mask))
+        return failure();
+      for (auto [x, worker, server] :
+           llvm::zip(reduce.getStates(), reduce.getWorkerErrors(),
+                     reduce.getServerErrors())) {
+        rt::Instruction inst;
+        inst.name = ("compressed_all_reduce." +
+                     cast<FlatSymbolRefAttr>(x).getValue())
+                        .str();
+        inst.outputs = {declBuffer(cast<FlatSymbolRefAttr>(x)),
+                        declBuffer(cast<FlatSymbolRefAttr>(worker)),
+                        declBuffer(cast<FlatSymbolRefAttr>(server))};
+        rt::ops::CompressedAllReduce collective;
+        collective.axes = *mask;
+        collective.encode(inst);
+        program.instructions.push_back(std::move(inst));
+      }
       continue;
     }
     rt::Instruction inst;
@@ -1655,6 +1727,39 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         } else {
           encodeAdam(ops::AdamW()).encode(inst);
         }
+        return success();
+      })
+      .Case<OnebitAdamOp>([&](OnebitAdamOp adam) {
+        inst.inputs = {declBuffer(adam.getGradAttr()),
+                       valueBuffers.lookup(adam.getLr())};
+        inst.outputs = {declBuffer(adam.getParamAttr()),
+                        declBuffer(adam.getExpAvgAttr()),
+                        declBuffer(adam.getExpAvgSqAttr())};
+        ops::OnebitAdam step;
+        step.beta1 = f64(adam.getBeta1Attr());
+        step.beta2 = f64(adam.getBeta2Attr());
+        step.eps = f64(adam.getEpsAttr());
+        step.wd = f64(adam.getWeightDecayAttr());
+        step.encode(inst);
+        return success();
+      })
+      .Case<AdamMomentumOp>([&](AdamMomentumOp momentum) {
+        inst.inputs = {declBuffer(momentum.getGradAttr())};
+        inst.outputs = {declBuffer(momentum.getExpAvgAttr())};
+        ops::AdamMomentum step;
+        step.beta1 = f64(momentum.getBeta1Attr());
+        step.encode(inst);
+        return success();
+      })
+      .Case<FrozenAdamOp>([&](FrozenAdamOp adam) {
+        inst.inputs = {declBuffer(adam.getExpAvgAttr()),
+                       declBuffer(adam.getExpAvgSqAttr()),
+                       valueBuffers.lookup(adam.getLr())};
+        inst.outputs = {declBuffer(adam.getParamAttr())};
+        ops::FrozenAdam step;
+        step.eps = f64(adam.getEpsAttr());
+        step.wd = f64(adam.getWeightDecayAttr());
+        step.encode(inst);
         return success();
       })
       .Case<SgdOp>([&](SgdOp sgd) {

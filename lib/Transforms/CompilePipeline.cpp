@@ -108,6 +108,7 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
 
   DscOptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
+  optimizer.freezeStep = options.freezeStep;
   optimizer.lr = options.lr;
   optimizer.minLr = options.minLr;
   optimizer.lrSchedule = options.lrSchedule;

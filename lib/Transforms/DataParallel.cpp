@@ -36,6 +36,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
+#include "dsc/Support/CollectiveBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -152,6 +153,74 @@ struct DscDataParallelPass
     for (func::FuncOp optimizer : optimizers)
       if (failed(replicate(module, *mesh, optimizer)))
         return signalPassFailure();
+    for (Operation *op :
+         getProgramOps(module, ProgramRole::CompressedOptimizer))
+      if (failed(compressMoments(module, *mesh, cast<func::FuncOp>(op))))
+        return signalPassFailure();
+  }
+
+  /// 1-bit Adam after its warm-up (--dsc-optimizer's compressed_optimizer):
+  /// the gradients stay each rank's own; the moments built from them are
+  /// averaged by one compressed all-reduce over each parameter's group,
+  /// with error-feedback states of DeepSpeed's padded sizes, before the
+  /// frozen-variance updates read them.
+  LogicalResult compressMoments(ModuleOp module, MeshOp mesh,
+                                func::FuncOp optimizer) {
+    if (zero >= 1)
+      return optimizer.emitError("--dsc-data-parallel: optimizer=onebit_adam "
+                                 "does not support ZeRO yet (zero=")
+             << zero << "; use zero=0)";
+    SmallVector<FrozenAdamOp> updates(optimizer.getOps<FrozenAdamOp>());
+    if (updates.empty())
+      return optimizer.emitError("--dsc-data-parallel: a compressed_optimizer "
+                                 "program without dsc.frozen_adam updates");
+    SymbolTable symbols(module);
+    OpBuilder decls(module.getContext());
+    Operation *lastDecl = nullptr;
+    for (Operation &op : module.getBody()->getOperations())
+      if (isa<ParameterOp, StateOp>(op))
+        lastDecl = &op;
+    decls.setInsertionPointAfter(lastDecl);
+    struct Group {
+      SmallVector<Attribute> moments, workers, servers;
+    };
+    llvm::MapVector<Attribute, Group> groups;
+    for (FrozenAdamOp update : updates) {
+      auto param = module.lookupSymbol<ParameterOp>(update.getParam());
+      if (!param)
+        return update.emitOpError("--dsc-data-parallel: '@")
+               << update.getParam() << "' is not a dsc.parameter";
+      const int64_t group = groupOf(param);
+      if (group == 1)
+        continue;
+      auto moment = module.lookupSymbol<StateOp>(update.getExpAvg());
+      const int64_t padded = ::dsc::onebitPaddedSize(
+          moment.getTensorType().getNumElements(), group);
+      auto declare = [&](StringRef prefix, StateKind kind, int64_t n) {
+        auto state = StateOp::create(
+            decls, param.getLoc(), (prefix + param.getSymName()).str(),
+            RankedTensorType::get({n}, decls.getF32Type()),
+            kind, param.getSymName());
+        symbols.insert(state);
+        return FlatSymbolRefAttr::get(state.getSymNameAttr());
+      };
+      Group &g = groups[axesOf(param)];
+      g.moments.push_back(update.getExpAvgAttr());
+      g.workers.push_back(
+          declare("onebit.worker_error.", StateKind::WorkerError, padded));
+      g.servers.push_back(declare("onebit.server_error.",
+                                  StateKind::ServerError, padded / group));
+    }
+    OpBuilder b(updates.front());
+    auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+    for (auto &[axes, g] : groups) {
+      CompressedAllReduceStatesOp::create(
+          b, optimizer.getLoc(), b.getArrayAttr(g.moments),
+          b.getArrayAttr(g.workers), b.getArrayAttr(g.servers), meshRef,
+          cast<ArrayAttr>(axes));
+      ++numBuckets;
+    }
+    return success();
   }
 
   /// Whether expert parallelism leaves `param` alone in its group (experts

@@ -1,8 +1,9 @@
 //===- Optimizer.cpp - --dsc-optimizer --------------------------*- C++ -*-===//
 //
 // Emits @optimizer: the learning-rate schedule, global gradient clipping, one
-// AdamW or SGD update per parameter over explicit dsc.state moments, and the
-// zeroing of the accumulated gradients.
+// AdamW, SGD or 1-bit Adam update per parameter over explicit dsc.state
+// moments, and the zeroing of the accumulated gradients; for 1-bit Adam also
+// @optimizer.compressed, its step after the warm-up.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <functional>
 #include <map>
 
 namespace mlir::dsc {
@@ -81,9 +83,17 @@ struct DscOptimizerPass
           << lr.getValue() << "], got " << warmupStart.getValue();
       return signalPassFailure();
     }
-    if (optimizer != "adamw" && optimizer != "sgd") {
+    if (optimizer != "adamw" && optimizer != "sgd" &&
+        optimizer != "onebit_adam") {
       module.emitError("--dsc-optimizer: unknown optimizer '")
-          << optimizer << "'; expected adamw or sgd";
+          << optimizer << "'; expected adamw, sgd or onebit_adam";
+      return signalPassFailure();
+    }
+    if (optimizer == "onebit_adam" && freezeStep < 1) {
+      module.emitError("--dsc-optimizer: optimizer=onebit_adam needs "
+                       "freeze-step >= 1 (the first step that compresses), "
+                       "got ")
+          << freezeStep.getValue();
       return signalPassFailure();
     }
     SymbolTable symbolTable(module);
@@ -133,7 +143,15 @@ struct DscOptimizerPass
       stages.push_back({rank, std::move(accumulated)});
     if (stages.empty()) {
       emitOptimizer("optimizer", gradients, gradients, {}, {}, std::nullopt);
+      if (optimizer == "onebit_adam")
+        emitOptimizer("optimizer.compressed", gradients, gradients, {}, {},
+                      std::nullopt, /*compressed=*/true);
       return;
+    }
+    if (optimizer == "onebit_adam") {
+      module.emitError("--dsc-optimizer: optimizer=onebit_adam does not "
+                       "support pipeline stages yet (pp=1)");
+      return signalPassFailure();
     }
 
     // A gradient accumulated by several stages (a tied embedding, read by
@@ -184,9 +202,13 @@ struct DscOptimizerPass
   /// over pp, and `local[i]` marks the gradients only this stage holds, so
   /// the lowering sums the norm over the stages (`dsc.pipeline_local` on the
   /// clip).
+  /// With `compressed`, 1-bit Adam's step after its warm-up instead:
+  /// `dsc.adam_momentum` and `dsc.frozen_adam` per parameter, run from
+  /// optimizer step freeze-step on.
   void emitOptimizer(StringRef name, ArrayRef<StateOp> normed,
                      ArrayRef<StateOp> updated, ArrayRef<bool> local,
-                     ArrayRef<StateOp> shared, std::optional<int64_t> stage) {
+                     ArrayRef<StateOp> shared, std::optional<int64_t> stage,
+                     bool compressed = false) {
     ModuleOp module = getOperation();
     MLIRContext *context = module.getContext();
     auto kind = symbolizeLrSchedule(lrSchedule).value_or(LrSchedule::Constant);
@@ -200,7 +222,10 @@ struct DscOptimizerPass
         {}, element.isF64() ? element : Type(b.getF32Type()));
     auto func = func::FuncOp::create(b, loc, name,
                                      b.getFunctionType({}, {scalar, scalar}));
-    setProgramRole(func, ProgramRole::Optimizer);
+    setProgramRole(func, compressed ? ProgramRole::CompressedOptimizer
+                                    : ProgramRole::Optimizer);
+    if (compressed)
+      func->setAttr(kFromStepAttr, b.getI64IntegerAttr(freezeStep));
     if (stage)
       func->setAttr(kStageAttr, b.getI64IntegerAttr(*stage));
     b.setInsertionPointToStart(func.addEntryBlock());
@@ -255,11 +280,34 @@ struct DscOptimizerPass
       clip->setAttr(kPipelineLocalAttr, b.getDenseBoolArrayAttr(local));
     Value norm = clip.getResult();
 
+    SmallVector<std::function<void()>> frozen;
     for (StateOp grad : updated) {
       // Megatron-LM and nanoGPT decay matrices only, not biases and norms.
       bool decay = grad.getTensorType().getRank() >= 2;
       auto gradRef = FlatSymbolRefAttr::get(grad.getSymNameAttr());
-      if (optimizer == "adamw") {
+      if (optimizer == "onebit_adam") {
+        // DeepSpeed's OnebitAdam decays every parameter by its group's
+        // weight_decay; dsc keeps Megatron's split (matrices only).
+        FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
+        FlatSymbolRefAttr v =
+            declareState(grad, "adam.v.", StateKind::ExpAvgSq);
+        const double wd = decay ? weightDecay : 0.0;
+        if (compressed) {
+          // Every moment first: their compressed all-reduce goes between.
+          AdamMomentumOp::create(b, grad.getLoc(), m, gradRef,
+                                 b.getF64FloatAttr(beta1));
+          frozen.push_back([&b, &lr, this, loc = grad.getLoc(),
+                            param = grad.getOfAttr(), m, v, wd] {
+            FrozenAdamOp::create(b, loc, param, m, v, lr,
+                                 b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
+          });
+        } else {
+          OnebitAdamOp::create(b, grad.getLoc(), grad.getOfAttr(), gradRef, m,
+                               v, lr, b.getF64FloatAttr(beta1),
+                               b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+                               b.getF64FloatAttr(wd));
+        }
+      } else if (optimizer == "adamw") {
         FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
         FlatSymbolRefAttr v =
             declareState(grad, "adam.v.", StateKind::ExpAvgSq);
@@ -278,6 +326,8 @@ struct DscOptimizerPass
                       nesterov ? b.getUnitAttr() : UnitAttr());
       }
     }
+    for (auto &emit : frozen)
+      emit();
     ZeroOp::create(b, loc, gradientList);
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});
   }

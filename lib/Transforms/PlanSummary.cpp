@@ -267,6 +267,20 @@ struct DscPlanSummaryPass
         json.attribute("all_gather", collectives.allGather);
         json.attribute("all_to_all", collectives.allToAll);
       });
+      // A 1-bit optimizer's steps after its warm-up run the
+      // compressed_optimizer instead.
+      if (lookupProgramOp(module, ProgramRole::CompressedOptimizer)) {
+        CollectiveBytes compressed =
+            collectiveBytesPerStep(module, perStep, /*compressed=*/true);
+        json.attributeObject("collective_bytes_per_compressed_step", [&] {
+          json.attribute("all_reduce", compressed.allReduce);
+          json.attribute("reduce_scatter", compressed.reduceScatter);
+          json.attribute("all_gather", compressed.allGather);
+          json.attribute("all_to_all", compressed.allToAll);
+          json.attribute("compressed_all_reduce",
+                         compressed.compressedAllReduce);
+        });
+      }
     });
     llvm::outs() << "\n";
     markAllAnalysesPreserved();

@@ -9,7 +9,7 @@ module attributes {dsc.stages = 2 : i64} {
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight|initialize|prefill|decode>, got "optimizer"}}
+// expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight|initialize|prefill|decode|compressed_optimizer>, got "optimizer"}}
 func.func @optimizer() attributes {dsc.program = "optimizer"} {
   return
 }

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -383,6 +384,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
+  // 1-bit Adam: the last step of each phase (warm-up, compression).
+  std::optional<uint64_t> lastWarmupBytes, lastCompressedBytes;
   bool reportedSnapshot = false;
   const int64_t failAt = injectedFailureAt(worldRank, worldSize);
   int64_t iteration = firstIteration;
@@ -400,6 +403,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
           consumed + dpRank * microBatches * p.microBatchSize;
       const double traceStart = ex.nowUs();
       const auto t0 = std::chrono::steady_clock::now();
+      const bool compressedStep = ex.compressesAt(ex.step());
       StepResult r = ex.trainStep(
           [&](int64_t m, int32_t *tokens, int32_t *targets) {
             sampler.sample(firstSample + m * p.microBatchSize, p.microBatchSize,
@@ -421,6 +425,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         trace->add("iteration " + std::to_string(iteration), "step", 0,
                    traceStart, ex.nowUs() - traceStart);
       lastCollectiveBytes = r.collectiveBytesSent;
+      (compressedStep ? lastCompressedBytes : lastWarmupBytes) =
+          r.collectiveBytesSent;
       if (result) {
         result->losses.push_back(r.loss);
         result->collectiveBytesPerStep.push_back(r.collectiveBytesSent);
@@ -548,7 +554,20 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   }
   if (trace)
     trace->write(tracePath);
-  if (!p.mesh.empty()) {
+  if (!p.mesh.empty() && p.compressionFromStep > 0) {
+    // Each phase's last step against its plan.
+    CommStats stats = ex.collectiveStats();
+    auto measured = [](const std::optional<uint64_t> &bytes) {
+      return bytes ? std::to_string(*bytes) : std::string("(none run)");
+    };
+    log << "dsc-run: collective bytes per step (rank 0): warm-up measured "
+        << measured(lastWarmupBytes) << ", planned "
+        << p.summary.collectiveBytesPerStep
+        << "; compressed (from step " << p.compressionFromStep
+        << ") measured " << measured(lastCompressedBytes) << ", planned "
+        << p.summary.collectiveBytesPerCompressedStep
+        << "; in all: " << formatCommStats(stats) << "\n";
+  } else if (!p.mesh.empty()) {
     CommStats stats = ex.collectiveStats();
     log << "dsc-run: collective bytes per step (rank 0): measured "
         << lastCollectiveBytes << ", planned "

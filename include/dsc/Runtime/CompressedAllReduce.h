@@ -31,15 +31,15 @@
 #ifndef DSC_RUNTIME_COMPRESSEDALLREDUCE_H
 #define DSC_RUNTIME_COMPRESSEDALLREDUCE_H
 
+#include "dsc/Support/CollectiveBytes.h"
+
 #include <cstdint>
 
 namespace dsc::rt {
 
 class Communicator;
 
-/// DeepSpeed's padded length of an n-element buffer over p ranks: the next
-/// multiple of p·lcm(p, 8).
-int64_t onebitPaddedSize(int64_t n, int64_t p);
+using ::dsc::onebitPaddedSize;
 
 /// 32-bit words holding `count` signs.
 inline int64_t signWords(int64_t count) { return (count + 31) / 32; }
@@ -57,6 +57,12 @@ void expandSigns(const uint32_t *signs, float scale, int64_t count,
 /// serverError (n / size) carry the errors to the next call.
 void compressedAllReduce(Communicator &comm, float *x, float *workerError,
                          float *serverError, int64_t n);
+
+/// The same on x's n elements (any n): padded with zeros to
+/// onebitPaddedSize(n, size) in a buffer of its own; workerError holds the
+/// padded length, serverError the padded length / size.
+void compressedAllReduceUnpadded(Communicator &comm, float *x, int64_t n,
+                                 float *workerError, float *serverError);
 
 } // namespace dsc::rt
 

@@ -76,6 +76,9 @@ public:
 
   double loss() const;
   double gradNorm() const;     // NaN when the plan has none
+  /// Whether optimizer step `optimizerStep` (1-based) runs a 1-bit
+  /// optimizer's "optimizer.compressed" instead of "optimizer".
+  bool compressesAt(int64_t optimizerStep) const;
   double learningRate() const; // NaN when the plan has none
   int64_t step() const;        // the 1-based step the next update performs
   void setStep(int64_t step);

@@ -51,6 +51,18 @@ struct OnebitAdamState {
   }
 };
 
+/// The kernels of the step (the plan's OnebitAdam, AdamMomentum and
+/// FrozenAdam instructions), f32 with the hyper-parameters rounded as
+/// torch rounds them:
+/// m = β1·m + (1−β1)·g and v = β2·v + (1−β2)·g².
+void onebitAdamMoments(float *m, float *v, const float *g, int64_t n,
+                       double beta1, double beta2);
+/// m = β1·m + (1−β1)·g.
+void adamMomentum(float *m, const float *g, int64_t n, double beta1);
+/// params -= lr·(m/(sqrt(v) + eps) + wd·params).
+void frozenAdamUpdate(float *params, const float *m, const float *v,
+                      int64_t n, double lr, double eps, double weightDecay);
+
 /// One step of `params` (n) with this rank's gradient `grad` (n).
 void onebitAdamStep(Communicator &comm, float *params, const float *grad,
                     int64_t n, OnebitAdamState &state,

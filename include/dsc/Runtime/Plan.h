@@ -34,7 +34,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 11;
+constexpr uint32_t kPlanFormatVersion = 12;
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 
@@ -292,6 +292,9 @@ struct PlanSummary {
   std::vector<uint64_t> peakBytesPerArena;
   uint64_t flopsPerMicroBatch = 0; // forward + backward, model FLOPs
   uint64_t collectiveBytesPerStep = 0;
+  /// The same for a step that runs "optimizer.compressed" (1-bit Adam
+  /// after its warm-up); 0 without one.
+  uint64_t collectiveBytesPerCompressedStep = 0;
   /// A pipelined plan's idle fraction of the step, from the compiler's
   /// simulation of its schedule with the stages' costs (0 without stages).
   double pipelineBubble = 0;
@@ -325,6 +328,12 @@ struct Plan {
   /// the mean over micro-batches; without it a plan runs only with its own
   /// microBatches.
   int64_t gradientSeed = -1;
+  /// A 1-bit optimizer (optimizer=onebit_adam, docs/onebit.md): from
+  /// optimizer step compressionFromStep on (1-based; 0: never) the program
+  /// "optimizer.compressed" runs in place of "optimizer" (its warm-up), and
+  /// its gradient norm and learning rate are these scalars.
+  int64_t compressionFromStep = 0;
+  int64_t compressedGradNorm = -1, compressedLearningRate = -1;
 
   /// The device mesh the plan's collectives run over, outermost axis first;
   /// empty for a one-rank plan. World ranks are laid out row-major with the

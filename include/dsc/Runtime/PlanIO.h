@@ -13,7 +13,8 @@
 //           u64 body length, u64 FNV-1a 64 of the body
 //   body    model   i64 vocabSize seqLength microBatchSize microBatches
 //           wellknown u32 tokens targets loss, i64 gradNorm learningRate
-//                   gradientSeed
+//                   gradientSeed compressionFromStep compressedGradNorm
+//                   compressedLearningRate (format version 12)
 //           strings u32 count, then per string u32 length + bytes
 //           mesh    u32 count, then per axis u32 name (string index),
 //                   i64 size (format version 2)
@@ -34,7 +35,9 @@
 //                   (string index, "" unless split), u32 n + n pairs of
 //                   i64 weight stash out and in (format version 9)
 //           summary u32 n + u64 peakBytesPerArena[n], u64 flopsPerMicroBatch,
-//                   u64 collectiveBytesPerStep, f64 pipelineBubble
+//                   u64 collectiveBytesPerStep,
+//                   collectiveBytesPerCompressedStep (format version 12),
+//                   f64 pipelineBubble
 //   Nothing may follow the summary.
 //
 //===----------------------------------------------------------------------===//

@@ -189,6 +189,33 @@ constexpr int64_t ringSteps(CollectiveKind kind, int64_t n) {
   return 0;
 }
 
+/// DeepSpeed's padded length of an n-element tensor compressed over p ranks
+/// (1-bit Adam): the next multiple of p·lcm(p, 8), so that every rank's
+/// chunk is whole bytes of signs.
+constexpr int64_t onebitPaddedSize(int64_t n, int64_t p) {
+  int64_t a = p, b = 8;
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  const int64_t unit = p * (p / a * 8);
+  return (n + unit - 1) / unit * unit;
+}
+
+/// Bytes one rank of p sends in a compressed all-reduce of n elements
+/// (padded to onebitPaddedSize): signs travel as 32-bit words, ceil(c/32)
+/// words for a chunk of c = padded/p; an all-to-all of the sign chunks, an
+/// all-gather of the scales, an all-gather of the servers' signs and one of
+/// their scales.
+constexpr uint64_t compressedAllReduceBytesSent(int64_t n, int64_t p) {
+  if (p <= 1)
+    return 0;
+  const int64_t chunk = onebitPaddedSize(n, p) / p;
+  const uint64_t signBytes = uint64_t((chunk + 31) / 32) * 4;
+  return 2 * uint64_t(p - 1) * (signBytes + 4);
+}
+
 } // namespace dsc
 
 #endif // DSC_SUPPORT_COLLECTIVEBYTES_H

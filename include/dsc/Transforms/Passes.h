@@ -26,8 +26,13 @@ namespace mlir::dsc {
 /// options (optimizer, learning-rate schedule, clipping, steps) below.
 struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("adamw or sgd"),
+                                llvm::cl::desc("adamw, sgd or onebit_adam"),
                                 llvm::cl::init("adamw")};
+  Option<int64_t> freezeStep{
+      *this, "freeze-step",
+      llvm::cl::desc("optimizer=onebit_adam: the first optimizer step that "
+                     "compresses (DeepSpeed's freeze_step)"),
+      llvm::cl::init(100000)};
   Option<double> lr{*this, "lr", llvm::cl::desc("Peak learning rate"),
                     llvm::cl::init(6.0e-4)};
   Option<double> minLr{*this, "min-lr",

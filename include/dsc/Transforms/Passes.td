@@ -306,13 +306,25 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     gradient norm and the learning rate for the step log. Weight decay is
     not applied to biases and normalization weights (rank-1 parameters).
     Requires `--dsc-autodiff` first.
+
+    `optimizer=onebit_adam` is DeepSpeed's 1-bit Adam (docs/onebit.md), as
+    two programs: `@optimizer`, its warm-up (`dsc.onebit_adam`: Adam
+    without bias correction on the averaged gradient), and
+    `@optimizer.compressed` (role `compressed_optimizer`, `dsc.from_step =
+    freeze-step`), which runs in its place from that optimizer step on:
+    `dsc.adam_momentum` from the rank's own gradient and `dsc.frozen_adam`
+    with the second moment frozen; `--dsc-data-parallel` puts the moments'
+    compressed all-reduce between them.
   }];
   // The ops it creates: their dialects load even when the input has none.
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect",
                            "::mlir::arith::ArithDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "adamw or sgd">,
+           "adamw, sgd or onebit_adam">,
+    Option<"freezeStep", "freeze-step", "int64_t", /*default=*/"100000",
+           "optimizer=onebit_adam: the first optimizer step that compresses "
+           "(DeepSpeed's freeze_step)">,
     Option<"lr", "lr", "double", /*default=*/"6.0e-4", "Peak learning rate">,
     Option<"minLr", "min-lr", "double", /*default=*/"6.0e-5",
            "Learning rate at the end of a decaying schedule">,

@@ -33,11 +33,6 @@ bool signOf(const uint32_t *signs, int64_t i) {
 
 } // namespace
 
-int64_t dsc::rt::onebitPaddedSize(int64_t n, int64_t p) {
-  const int64_t unit = p * std::lcm(p, int64_t(8));
-  return (n + unit - 1) / unit * unit;
-}
-
 float dsc::rt::compressWithError(float *x, float *error, uint32_t *signs,
                                  int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -102,4 +97,16 @@ void dsc::rt::compressedAllReduce(Communicator &comm, float *x,
   for (int64_t j = 0; j < p; ++j)
     expandSigns(gathered.data() + j * words, serverScales[size_t(j)], c,
                 x + j * c);
+}
+
+void dsc::rt::compressedAllReduceUnpadded(Communicator &comm, float *x,
+                                          int64_t n, float *workerError,
+                                          float *serverError) {
+  const int64_t padded = onebitPaddedSize(n, comm.size());
+  if (padded == n)
+    return compressedAllReduce(comm, x, workerError, serverError, n);
+  std::vector<float> whole(size_t(padded), 0.0f);
+  std::copy(x, x + n, whole.begin());
+  compressedAllReduce(comm, whole.data(), workerError, serverError, padded);
+  std::copy(whole.begin(), whole.begin() + n, x);
 }

@@ -13,6 +13,42 @@
 
 using namespace dsc::rt;
 
+namespace {
+
+/// A hyper-parameter as torch makes it: the value (or 1 − it) in double,
+/// then f32.
+float f32(double x) { return float(x); }
+
+} // namespace
+
+void dsc::rt::onebitAdamMoments(float *m, float *v, const float *g, int64_t n,
+                                double beta1, double beta2) {
+  const float b1 = f32(beta1), b2 = f32(beta2);
+  const float oneMinusBeta1 = f32(1.0 - beta1), oneMinusBeta2 = f32(1.0 - beta2);
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = std::fma(oneMinusBeta1, g[i], m[i] * b1);
+    v[i] = std::fma(oneMinusBeta2 * g[i], g[i], v[i] * b2);
+  }
+}
+
+void dsc::rt::adamMomentum(float *m, const float *g, int64_t n, double beta1) {
+  const float b1 = f32(beta1), oneMinusBeta1 = f32(1.0 - beta1);
+  for (int64_t i = 0; i < n; ++i)
+    m[i] = std::fma(oneMinusBeta1, g[i], m[i] * b1);
+}
+
+void dsc::rt::frozenAdamUpdate(float *params, const float *m, const float *v,
+                               int64_t n, double lr, double eps,
+                               double weightDecay) {
+  const float e = f32(eps), negLr = f32(-lr), decay = f32(weightDecay);
+  for (int64_t i = 0; i < n; ++i) {
+    float update = m[i] / (std::sqrt(v[i]) + e);
+    if (decay > 0)
+      update = std::fma(decay, params[i], update);
+    params[i] = std::fma(negLr, update, params[i]);
+  }
+}
+
 void dsc::rt::onebitAdamStep(Communicator &comm, float *params,
                              const float *grad, int64_t n,
                              OnebitAdamState &state,
@@ -23,13 +59,7 @@ void dsc::rt::onebitAdamStep(Communicator &comm, float *params,
     state.expAvg.assign(count, 0.0f);
     state.expAvgSq.assign(count, 0.0f);
   }
-  // The constants as torch makes them: the difference in double, then f32.
-  const float beta1 = float(config.beta1), beta2 = float(config.beta2);
-  const float oneMinusBeta1 = float(1.0 - config.beta1);
-  const float oneMinusBeta2 = float(1.0 - config.beta2);
-  const float eps = float(config.eps), negLr = float(-config.lr);
-  const float decay = float(config.weightDecay);
-  std::vector<float> &m = state.expAvg, &v = state.expAvgSq;
+  float *m = state.expAvg.data(), *v = state.expAvgSq.data();
   if (!state.compressesNext(config)) {
     std::vector<float> g(grad, grad + n);
     if (p > 1) {
@@ -38,32 +68,22 @@ void dsc::rt::onebitAdamStep(Communicator &comm, float *params,
       for (float &x : g)
         x *= inverse;
     }
-    for (size_t i = 0; i < count; ++i) {
-      m[i] = std::fma(oneMinusBeta1, g[i], m[i] * beta1);
-      v[i] = std::fma(oneMinusBeta2 * g[i], g[i], v[i] * beta2);
-    }
-  } else if (p == 1) {
-    // The variance frozen, the momentum local: nothing to communicate.
-    for (size_t i = 0; i < count; ++i)
-      m[i] = std::fma(oneMinusBeta1, grad[i], m[i] * beta1);
+    onebitAdamMoments(m, v, g.data(), n, config.beta1, config.beta2);
   } else {
-    const int64_t padded = onebitPaddedSize(n, p);
-    if (state.workerError.size() != size_t(padded)) {
-      state.workerError.assign(size_t(padded), 0.0f);
-      state.serverError.assign(size_t(padded / p), 0.0f);
+    // The variance frozen, the momentum local; one rank has nothing to
+    // communicate.
+    adamMomentum(m, grad, n, config.beta1);
+    if (p > 1) {
+      const int64_t padded = onebitPaddedSize(n, p);
+      if (state.workerError.size() != size_t(padded)) {
+        state.workerError.assign(size_t(padded), 0.0f);
+        state.serverError.assign(size_t(padded / p), 0.0f);
+      }
+      compressedAllReduceUnpadded(comm, m, n, state.workerError.data(),
+                                  state.serverError.data());
     }
-    std::vector<float> local(size_t(padded), 0.0f);
-    for (size_t i = 0; i < count; ++i)
-      local[i] = std::fma(oneMinusBeta1, grad[i], m[i] * beta1);
-    compressedAllReduce(comm, local.data(), state.workerError.data(),
-                        state.serverError.data(), padded);
-    std::copy(local.begin(), local.begin() + n, m.begin());
   }
-  for (size_t i = 0; i < count; ++i) {
-    float update = m[i] / (std::sqrt(v[i]) + eps);
-    if (decay > 0)
-      update = std::fma(decay, params[i], update);
-    params[i] = std::fma(negLr, update, params[i]);
-  }
+  frozenAdamUpdate(params, m, v, n, config.lr, config.eps,
+                   config.weightDecay);
   ++state.steps;
 }

@@ -17,6 +17,7 @@
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/InferenceKernels.h"
 #include "dsc/Runtime/InstructionArgs.h"
+#include "dsc/Runtime/OnebitAdam.h"
 #include "dsc/Runtime/ShardLayout.h"
 #include "dsc/Runtime/SplitMix64.h"
 
@@ -674,6 +675,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::GatherChunks:
   case Opcode::ReduceScatterChunks:
   case Opcode::AllToAll:
+  case Opcode::CompressedAllReduce:
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
   case Opcode::PipelineBackwardWeight:
@@ -836,6 +838,34 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
             sgdConfigOf(inst, double(*in(1))));
     break;
   }
+  // 1-bit Adam: f32 states (the plan verifier's dtype rule).
+  case Opcode::OnebitAdam:
+    if constexpr (std::is_same_v<T, float>) {
+      const ops::OnebitAdam op = ops::OnebitAdam::decode(inst);
+      const int64_t n = numElements(inB(0).shape);
+      onebitAdamMoments(out(1), out(2), in(0), n, op.beta1, op.beta2);
+      frozenAdamUpdate(out(0), out(1), out(2), n, double(*in(1)), op.eps,
+                       op.wd);
+    } else {
+      fail("1-bit Adam runs on f32 states");
+    }
+    break;
+  case Opcode::AdamMomentum:
+    if constexpr (std::is_same_v<T, float>)
+      adamMomentum(out(0), in(0), numElements(inB(0).shape),
+                   ops::AdamMomentum::decode(inst).beta1);
+    else
+      fail("1-bit Adam runs on f32 states");
+    break;
+  case Opcode::FrozenAdam:
+    if constexpr (std::is_same_v<T, float>) {
+      const ops::FrozenAdam op = ops::FrozenAdam::decode(inst);
+      frozenAdamUpdate(out(0), in(0), in(1), numElements(inB(0).shape),
+                       double(*in(2)), op.eps, op.wd);
+    } else {
+      fail("1-bit Adam runs on f32 states");
+    }
+    break;
   }
 }
 

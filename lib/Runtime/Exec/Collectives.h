@@ -61,6 +61,8 @@ public:
   void runAllGather(const Program &prog, size_t index);
   void runReduceScatter(const Program &prog, size_t index);
   void runAllToAll(const Program &prog, size_t index);
+  /// 1-bit Adam's compressed all-reduce (host memory: the CPU backend).
+  void runCompressedAllReduce(const Program &prog, size_t index);
 
 private:
   /// Buffer `id`'s memory where it is now (its slot, when kept).

@@ -165,8 +165,14 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     lossSum += loss();
   }
   r.loss = lossSum / double(microBatches);
-  finishStep(r, "optimizer", thePlan.gradNorm, thePlan.learningRate,
-             sentBefore);
+  // A 1-bit optimizer's steps from its freeze step on run its compressed
+  // program, the same step for every rank.
+  if (compressesAt(step()))
+    finishStep(r, "optimizer.compressed", thePlan.compressedGradNorm,
+               thePlan.compressedLearningRate, sentBefore);
+  else
+    finishStep(r, "optimizer", thePlan.gradNorm, thePlan.learningRate,
+               sentBefore);
   return r;
 }
 
@@ -196,16 +202,26 @@ void Executor::finishStep(StepResult &r, const std::string &optimizer,
 
 double Executor::loss() const { return arenas->readScalar(thePlan.loss); }
 
+bool Executor::compressesAt(int64_t optimizerStep) const {
+  return thePlan.compressionFromStep > 0 &&
+         optimizerStep >= thePlan.compressionFromStep;
+}
+
 double Executor::gradNorm() const {
-  if (thePlan.gradNorm < 0)
+  // The last step's: the compressed program's once it has run.
+  const int64_t id = compressesAt(step() - 1) ? thePlan.compressedGradNorm
+                                              : thePlan.gradNorm;
+  if (id < 0)
     return std::nan("");
-  return arenas->readScalar(uint32_t(thePlan.gradNorm));
+  return arenas->readScalar(uint32_t(id));
 }
 
 double Executor::learningRate() const {
-  if (thePlan.learningRate < 0)
+  const int64_t id = compressesAt(step() - 1) ? thePlan.compressedLearningRate
+                                              : thePlan.learningRate;
+  if (id < 0)
     return std::nan("");
-  return arenas->readScalar(uint32_t(thePlan.learningRate));
+  return arenas->readScalar(uint32_t(id));
 }
 
 int64_t Executor::step() const { return context->step(); }

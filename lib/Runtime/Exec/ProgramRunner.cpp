@@ -228,6 +228,9 @@ void ProgramRunner::runInstruction(const Program &prog, size_t index) {
   case Opcode::AllToAll:
     collectives.runAllToAll(prog, index);
     return;
+  case Opcode::CompressedAllReduce:
+    collectives.runCompressedAllReduce(prog, index);
+    return;
   case Opcode::PipelineForward:
   case Opcode::PipelineBackward:
   case Opcode::PipelineBackwardWeight:

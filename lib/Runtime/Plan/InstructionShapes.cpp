@@ -13,6 +13,8 @@
 
 #include "InstructionChecker.h"
 
+#include "dsc/Support/CollectiveBytes.h"
+
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -462,6 +464,54 @@ void InstructionChecker::shapes() {
            inName(0) + " (" + std::to_string(numElements(chunk.shape)) +
            " elements each) make " +
            std::to_string(numElements(chunk.shape) * groupSize));
+    break;
+  }
+  case Opcode::OnebitAdam:
+  case Opcode::AdamMomentum:
+  case Opcode::FrozenAdam: {
+    // f32 states of one shape (DeepSpeed's arithmetic is f32), lr a scalar.
+    const bool onebit = inst.opcode == Opcode::OnebitAdam;
+    const bool frozen = inst.opcode == Opcode::FrozenAdam;
+    const Buffer &like = out(0);
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const bool isLr = (onebit && i == 1) || (frozen && i == 2);
+      if (isLr)
+        scalar(in(i), inName(i));
+      else
+        sameShape(like, outName(0), in(i), inName(i));
+    }
+    for (size_t o = 1; o < inst.outputs.size(); ++o)
+      sameShape(like, outName(0), out(o), outName(o));
+    if (like.dtype != DType::F32)
+      fail(outName(0) + " is " + dtypeName(like.dtype) +
+           "; 1-bit Adam's states are f32");
+    if (onebit)
+      adamFloats();
+    if (inst.opcode == Opcode::AdamMomentum)
+      floatAt("beta1", 0.0, 1.0, /*hiOpen=*/true);
+    if (frozen) {
+      floatAt("eps", 0.0, 1.0);
+      floatAt("wd", 0.0, std::numeric_limits<double>::max());
+    }
+    break;
+  }
+  case Opcode::CompressedAllReduce: {
+    // x any n, the worker error n padded to D·lcm(D, 8), the server error
+    // the padded n / D; all f32.
+    const int64_t groupSize = meshGroupAt("axes", "collective");
+    const int64_t padded = ::dsc::onebitPaddedSize(n(out(0)), groupSize);
+    for (size_t o = 0; o < 3; ++o)
+      if (out(o).dtype != DType::F32)
+        fail(outName(o) + " is " + dtypeName(out(o).dtype) +
+             "; the compressed all-reduce works on f32");
+    for (auto [o, want] : {std::make_pair(size_t(1), padded),
+                           std::make_pair(size_t(2), padded / groupSize)})
+      if (n(out(o)) != want)
+        fail(outName(o) + " has " + std::to_string(n(out(o))) +
+             " elements; for " + std::to_string(n(out(0))) + " elements of " +
+             outName(0) + " over " + std::to_string(groupSize) +
+             " ranks (padded to " + std::to_string(padded) + ") it needs " +
+             std::to_string(want));
     break;
   }
   case Opcode::AllToAll: {

@@ -168,6 +168,9 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.i64(plan.gradNorm);
   body.i64(plan.learningRate);
   body.i64(plan.gradientSeed);
+  body.i64(plan.compressionFromStep);
+  body.i64(plan.compressedGradNorm);
+  body.i64(plan.compressedLearningRate);
 
   body.u32(uint32_t(names.strings.size()));
   for (const std::string &s : names.strings) {
@@ -269,6 +272,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u64(v);
   body.u64(plan.summary.flopsPerMicroBatch);
   body.u64(plan.summary.collectiveBytesPerStep);
+  body.u64(plan.summary.collectiveBytesPerCompressedStep);
   body.f64(plan.summary.pipelineBubble);
 
   Writer file;
@@ -345,6 +349,9 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   plan.gradNorm = r.i64("well-known gradNorm");
   plan.learningRate = r.i64("well-known learningRate");
   plan.gradientSeed = r.i64("well-known gradientSeed");
+  plan.compressionFromStep = r.i64("well-known compressionFromStep");
+  plan.compressedGradNorm = r.i64("well-known compressedGradNorm");
+  plan.compressedLearningRate = r.i64("well-known compressedLearningRate");
 
   std::vector<std::string> strings(r.count("strings", 4));
   for (size_t i = 0; i < strings.size(); ++i)
@@ -481,6 +488,8 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     v = r.u64("summary peakBytesPerArena");
   plan.summary.flopsPerMicroBatch = r.u64("summary flopsPerMicroBatch");
   plan.summary.collectiveBytesPerStep = r.u64("summary collectiveBytesPerStep");
+  plan.summary.collectiveBytesPerCompressedStep =
+      r.u64("summary collectiveBytesPerCompressedStep");
   plan.summary.pipelineBubble = r.f64("summary pipelineBubble");
   if (!std::isfinite(plan.summary.pipelineBubble) ||
       plan.summary.pipelineBubble < 0)

@@ -217,6 +217,29 @@ void checkWellKnown(const Plan &plan) {
     check(plan.learningRate, "learningRate", BufferRole::Scalar);
   if (plan.gradientSeed != -1)
     check(plan.gradientSeed, "gradientSeed", BufferRole::Constant);
+  // A 1-bit optimizer's compressed step: the program, from a step >= 1,
+  // with scalars of its own; none of it without one.
+  const bool compressed = plan.findProgram("optimizer.compressed") != nullptr;
+  if (plan.compressionFromStep < 0 ||
+      compressed != (plan.compressionFromStep > 0))
+    throw Error("compressionFromStep " +
+                std::to_string(plan.compressionFromStep) +
+                (compressed ? " must be >= 1 for the plan's "
+                              "\"optimizer.compressed\" program"
+                            : " must be 0: the plan has no "
+                              "\"optimizer.compressed\" program"));
+  if (compressed) {
+    if (!plan.stages.empty())
+      throw Error("a pipelined plan cannot have an \"optimizer.compressed\" "
+                  "program");
+    check(plan.compressedGradNorm, "compressedGradNorm", BufferRole::Scalar);
+    check(plan.compressedLearningRate, "compressedLearningRate",
+          BufferRole::Scalar);
+  } else if (plan.compressedGradNorm != -1 ||
+             plan.compressedLearningRate != -1) {
+    throw Error("compressedGradNorm and compressedLearningRate must be -1 "
+                "without an \"optimizer.compressed\" program");
+  }
 }
 
 /// Pipeline rank r's step program: only pipeline-step instructions, on

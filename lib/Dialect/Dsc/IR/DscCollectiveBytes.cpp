@@ -81,7 +81,8 @@ SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
 }
 
 CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
-                                                  int64_t microbatches) {
+                                                  int64_t microbatches,
+                                                  bool compressed) {
   // Ring algorithms over n ranks (dsc/Support/CollectiveBytes.h, the
   // formulas the runtime's communicators count by): rank 0's bytes sent. An
   // all-reduce of S bytes sends 2(n-1)/n*S, 2S - chunk(0) - chunk(1) when n
@@ -168,6 +169,16 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                        bytesOfType(cast<RankedTensorType>(
                            exchange.getInput().getType())),
                        1);
+    } else if (auto reduce = dyn_cast<CompressedAllReduceStatesOp>(op)) {
+      int64_t n = groupSize(op, reduce.getMeshAttr(), reduce.getMeshAxes());
+      for (Attribute name : reduce.getStates()) {
+        auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+            op, cast<FlatSymbolRefAttr>(name));
+        if (state)
+          total.compressedAllReduce +=
+              times * int64_t(::dsc::compressedAllReduceBytesSent(
+                          state.getTensorType().getNumElements(), n));
+      }
     } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
       // ZeRO-3: each rank sends its chunk to the n-1 others.
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());
@@ -187,7 +198,9 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
   std::optional<PipelineShape> shape = getPipelineShape(module);
   if (!shape) {
     Operation *fbOp = lookupProgramOp(module, ProgramRole::ForwardBackward);
-    Operation *optOp = lookupProgramOp(module, ProgramRole::Optimizer);
+    Operation *optOp = lookupProgramOp(
+        module, compressed ? ProgramRole::CompressedOptimizer
+                           : ProgramRole::Optimizer);
     for (auto [func, times] :
          {std::pair<Operation *, int64_t>{fbOp, microbatches}, {optOp, 1}})
       if (func)

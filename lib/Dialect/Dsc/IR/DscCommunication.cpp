@@ -317,3 +317,18 @@ void VocabParallelCrossEntropyGradOp::getCommunicationEvents(
   appendSoftmaxReductions(*this, getMeshAttr(), getMeshAxes(), getTargets(),
                           /*withTarget=*/false, events);
 }
+
+void CompressedAllReduceStatesOp::getCommunicationEvents(
+    SymbolTableCollection &tables,
+    SmallVectorImpl<CommunicationEvent> &events) {
+  // One compressed all-reduce per state, in order (its all-to-all and
+  // three all-gathers always come together).
+  SmallVector<Type> types;
+  appendBufferTypes(*this, tables, getStates(), types);
+  for (Type type : types) {
+    CommunicationEvent event =
+        collective("compressed_all_reduce", getMeshAttr(), getMeshAxes());
+    event.payload.push_back(type);
+    events.push_back(std::move(event));
+  }
+}

@@ -51,6 +51,7 @@ struct KnownAttr {
 constexpr KnownAttr kKnownAttrs[] = {
     {kProgramAttr, Holder::Function},
     {kStageAttr, Holder::Function},
+    {kFromStepAttr, Holder::Function},
     {kInputOffsetsAttr, Holder::Function},
     {kSavedActivationBytesAttr, Holder::Function},
     {kWeightStashAttr, Holder::Function},
@@ -126,7 +127,7 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
       return fail()
              << "a #dsc.program_role<forward|forward_backward|"
                 "optimizer|pipeline_step|backward_weight|initialize|prefill|"
-                "decode>, got "
+                "decode|compressed_optimizer>, got "
              << value;
     return success();
   }
@@ -134,6 +135,15 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     IntegerAttr stage = asI64(value);
     if (!stage || stage.getInt() < 0)
       return fail() << "a pipeline stage, an i64 >= 0, got " << value;
+    return success();
+  }
+  if (name == kFromStepAttr) {
+    IntegerAttr step = asI64(value);
+    auto role = op->getAttrOfType<ProgramRoleAttr>(kProgramAttr);
+    if (!step || step.getInt() < 1)
+      return fail() << "the first optimizer step, an i64 >= 1, got " << value;
+    if (!role || role.getValue() != ProgramRole::CompressedOptimizer)
+      return fail() << "on a compressed_optimizer program only";
     return success();
   }
   if (name == kMicrobatchesAttr) {

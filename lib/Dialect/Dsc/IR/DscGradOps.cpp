@@ -40,6 +40,13 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError("'") << getOf() << "' does not name a dsc.parameter";
   if (param.getType() == getType())
     return success();
+  // A 1-bit optimizer's error feedback is f32 of the padded length (or the
+  // served chunk of it): dsc.compressed_all_reduce_states checks its size.
+  if ((getKind() == StateKind::WorkerError ||
+       getKind() == StateKind::ServerError) &&
+      getTensorType().getRank() == 1 &&
+      getTensorType().getElementType().isF32())
+    return success();
   // A gradient or an optimizer moment may be a ZeRO shard: a rank-1 chunk
   // of the flattened parameter whose size divides the parameter's.
   RankedTensorType type = getTensorType();

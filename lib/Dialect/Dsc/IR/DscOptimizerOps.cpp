@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
+#include "dsc/Support/CollectiveBytes.h"
 
 #include <cmath>
 
@@ -294,4 +295,133 @@ LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &tables) {
                            *param, "grad")) ||
       failed(verifyStateOf(*this, tables, getMomentumBufferAttr(),
                            StateKind::Momentum, *param, "momentum_buffer")));
+}
+
+//===----------------------------------------------------------------------===//
+// 1-bit Adam
+//===----------------------------------------------------------------------===//
+
+/// Adam's hyper-parameters in range; `betas` only where the op takes them.
+static LogicalResult verifyAdamHyperParameters(Operation *op,
+                                               std::optional<double> beta1,
+                                               std::optional<double> beta2,
+                                               std::optional<double> eps,
+                                               std::optional<double> wd) {
+  for (auto [name, beta] : {std::make_pair("beta1", beta1),
+                            std::make_pair("beta2", beta2)})
+    if (beta && !(*beta >= 0.0 && *beta < 1.0))
+      return op->emitOpError(name) << " must be in [0, 1), got " << *beta;
+  if (eps && !(*eps > 0.0))
+    return op->emitOpError("eps must be > 0");
+  if (wd && !(*wd >= 0.0))
+    return op->emitOpError("weight_decay must be >= 0");
+  return success();
+}
+
+LogicalResult OnebitAdamOp::verify() {
+  return verifyAdamHyperParameters(
+      *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+      getEps().convertToDouble(), getWeightDecay().convertToDouble());
+}
+
+LogicalResult OnebitAdamOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  return failure(
+      failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
+                           *param, "grad")) ||
+      failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
+                           *param, "exp_avg")) ||
+      failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
+                           StateKind::ExpAvgSq, *param, "exp_avg_sq")));
+}
+
+LogicalResult AdamMomentumOp::verify() {
+  return verifyAdamHyperParameters(*this, getBeta1().convertToDouble(),
+                                   std::nullopt, std::nullopt, std::nullopt);
+}
+
+LogicalResult AdamMomentumOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto moment = tables.lookupNearestSymbolFrom<StateOp>(*this, getExpAvgAttr());
+  if (!moment)
+    return emitOpError("exp_avg '")
+           << getExpAvgAttr() << "' does not name a dsc.state";
+  FailureOr<ParameterOp> param =
+      lookupParam(*this, tables, moment.getOfAttr());
+  if (failed(param))
+    return failure();
+  return failure(
+      failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
+                           *param, "exp_avg")) ||
+      failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
+                           *param, "grad")));
+}
+
+LogicalResult FrozenAdamOp::verify() {
+  return verifyAdamHyperParameters(*this, std::nullopt, std::nullopt,
+                                   getEps().convertToDouble(),
+                                   getWeightDecay().convertToDouble());
+}
+
+LogicalResult FrozenAdamOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  return failure(
+      failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
+                           *param, "exp_avg")) ||
+      failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
+                           StateKind::ExpAvgSq, *param, "exp_avg_sq")));
+}
+
+LogicalResult CompressedAllReduceStatesOp::verifySymbolUses(
+    SymbolTableCollection &tables) {
+  FailureOr<int64_t> group =
+      getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
+  if (failed(group))
+    return failure();
+  if (getStates().empty())
+    return emitOpError("needs at least one state");
+  if (getWorkerErrors().size() != getStates().size() ||
+      getServerErrors().size() != getStates().size())
+    return emitOpError("has ")
+           << getStates().size() << " states but "
+           << getWorkerErrors().size() << " worker errors and "
+           << getServerErrors().size() << " server errors; each state needs "
+           << "one of each";
+  for (auto [x, worker, server] :
+       llvm::zip(getStates(), getWorkerErrors(), getServerErrors())) {
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(
+        *this, cast<FlatSymbolRefAttr>(x));
+    if (!state)
+      return emitOpError("'") << x << "' does not name a dsc.state";
+    if (!state.getTensorType().getElementType().isF32())
+      return emitOpError("'") << x << "' is " << state.getType()
+                              << "; the compression works on f32";
+    const int64_t padded = ::dsc::onebitPaddedSize(
+        state.getTensorType().getNumElements(), *group);
+    for (auto [name, kind, want] :
+         {std::make_tuple(worker, StateKind::WorkerError, padded),
+          std::make_tuple(server, StateKind::ServerError, padded / *group)}) {
+      auto error = tables.lookupNearestSymbolFrom<StateOp>(
+          *this, cast<FlatSymbolRefAttr>(name));
+      if (!error)
+        return emitOpError("'") << name << "' does not name a dsc.state";
+      if (error.getKind() != kind)
+        return emitOpError("'")
+               << name << "' is a " << stringifyStateKind(error.getKind())
+               << " state, expected " << stringifyStateKind(kind);
+      RankedTensorType type = error.getTensorType();
+      if (type.getRank() != 1 || type.getNumElements() != want ||
+          !type.getElementType().isF32())
+        return emitOpError("'")
+               << name << "' is " << error.getType() << "; the "
+               << stringifyStateKind(kind) << " of '" << x << "' ("
+               << state.getTensorType().getNumElements()
+               << " elements, padded to " << padded << " over " << *group
+               << " ranks) is tensor<" << want << "xf32>";
+    }
+  }
+  return success();
 }

@@ -25,6 +25,9 @@ namespace mlir::dsc {
 inline constexpr llvm::StringLiteral kProgramAttr = "dsc.program";
 /// `i64 >= 0`: the pipeline stage a function runs on (--dsc-pipeline).
 inline constexpr llvm::StringLiteral kStageAttr = "dsc.stage";
+/// On a compressed_optimizer program: the first optimizer step (1-based)
+/// it runs, in place of the optimizer program (1-bit Adam's freeze_step).
+inline constexpr llvm::StringLiteral kFromStepAttr = "dsc.from_step";
 /// `array<i64>`, one per argument: the planned offsets of a program's
 /// inputs (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kInputOffsetsAttr = "dsc.input_offsets";

@@ -103,7 +103,12 @@ def Dsc_StateKind : I32EnumAttr<"StateKind", "kind of persistent state", [
   // Offload (--dsc-offload): the update's copy of the parameter in the tier
   // where the update runs, and the gradient moved there.
   I32EnumAttrCase<"Master", 4, "master">,
-  I32EnumAttrCase<"GradientCopy", 5, "gradient_copy">
+  I32EnumAttrCase<"GradientCopy", 5, "gradient_copy">,
+  // 1-bit optimizers (dsc.compressed_all_reduce_states): the compression's
+  // error feedback of this rank's whole padded tensor, and of the chunk it
+  // serves.
+  I32EnumAttrCase<"WorkerError", 6, "worker_error">,
+  I32EnumAttrCase<"ServerError", 7, "server_error">
 ]> {
   let cppNamespace = "::mlir::dsc";
 }
@@ -137,7 +142,8 @@ def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"BackwardWeight", 4, "backward_weight">,
   I32EnumAttrCase<"Initialize", 5, "initialize">,
   I32EnumAttrCase<"Prefill", 6, "prefill">,
-  I32EnumAttrCase<"Decode", 7, "decode">
+  I32EnumAttrCase<"Decode", 7, "decode">,
+  I32EnumAttrCase<"CompressedOptimizer", 8, "compressed_optimizer">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::dsc";
@@ -174,7 +180,11 @@ def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role">
       them;
     - `prefill` and `decode`: an inference plan's forwards over token rows
       (--dsc-compile-inference): prompts' chunks within a token budget, and
-      one token of each running sequence; each samples the next tokens.
+      one token of each running sequence; each samples the next tokens;
+    - `compressed_optimizer`: a 1-bit optimizer's step from the optimizer
+      step `dsc.from_step` on (its `freeze_step`), in place of `optimizer`
+      (the warm-up): moments from each rank's own gradients and their
+      compressed all-reduce (`--dsc-optimizer`, `--dsc-data-parallel`).
 
     A pipeline stage's programs carry `dsc.stage = k` beside their role.
 

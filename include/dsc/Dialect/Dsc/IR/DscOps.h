@@ -80,11 +80,19 @@ struct CollectiveBytes {
   int64_t allReduce = 0, reduceScatter = 0, allGather = 0, allToAll = 0;
   /// A pipeline stage's activations sent to the next stage.
   int64_t pointToPoint = 0;
+  /// 1-bit optimizers' compressed all-reduces (their all-to-alls and
+  /// all-gathers of signs and scales).
+  int64_t compressedAllReduce = 0;
   int64_t total() const {
-    return allReduce + reduceScatter + allGather + allToAll + pointToPoint;
+    return allReduce + reduceScatter + allGather + allToAll + pointToPoint +
+           compressedAllReduce;
   }
 };
-CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches);
+/// Rank 0's bytes sent in one step: the micro-batches' programs and the
+/// optimizer, or with `compressed` the compressed_optimizer (a 1-bit
+/// optimizer's step after its warm-up) in its place.
+CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches,
+                                       bool compressed = false);
 
 /// The axes over which `clip` adds the ranks' sums of squares: its ZeRO
 /// axes and the axes that split any of its gradients' parameters (tensor

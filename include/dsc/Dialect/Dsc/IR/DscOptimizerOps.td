@@ -245,4 +245,108 @@ def Dsc_ZeroOp : Dsc_Op<"zero", [DeclareOpInterfaceMethods<SymbolUserOpInterface
   let assemblyFormat = "$states attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// 1-bit Adam (DeepSpeed's OnebitAdam; docs/onebit.md)
+//===----------------------------------------------------------------------===//
+
+def Dsc_OnebitAdamOp : Dsc_Op<"onebit_adam", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "One warm-up step of 1-bit Adam, in place";
+  let description = [{
+    DeepSpeed's OnebitAdam before `freeze_step`, on the exactly averaged
+    gradient: `m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
+    p -= lr·(m/(sqrt(v) + eps) + wd·p)` — no bias correction, as DeepSpeed.
+
+    ```mlir
+    dsc.onebit_adam @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w
+        lr = %lr beta1 = 9.000000e-01 beta2 = 9.990000e-01 eps = 1.000000e-08
+        weight_decay = 0.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                       0DTensorOf<[F32, F64]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `grad` `=` $grad `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq
+    `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2 `eps` `=` $eps
+    `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_AdamMomentumOp : Dsc_Op<"adam_momentum", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Adam's first moment from this rank's own gradient, in place";
+  let description = [{
+    1-bit Adam's compression phase: `m = β1·m + (1−β1)·g` with the local
+    (not averaged) gradient; a `dsc.compressed_all_reduce_states` of the
+    moments follows, then `dsc.frozen_adam`.
+
+    ```mlir
+    dsc.adam_momentum @adam.m.w grad = @grad.w beta1 = 9.000000e-01
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$grad,
+                       F64Attr:$beta1);
+  let assemblyFormat = "$exp_avg `grad` `=` $grad `beta1` `=` $beta1 attr-dict";
+  let hasVerifier = 1;
+}
+
+def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "An Adam update with the second moment frozen, in place";
+  let description = [{
+    1-bit Adam's compression phase, after the moments' compressed
+    all-reduce: `p -= lr·(m/(sqrt(v) + eps) + wd·p)`; `v` is read only.
+
+    ```mlir
+    dsc.frozen_adam @w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr
+        eps = 1.000000e-08 weight_decay = 0.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
+                       FlatSymbolRefAttr:$exp_avg_sq, 0DTensorOf<[F32, F64]>:$lr,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq `lr` `=` $lr
+    `eps` `=` $eps `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_CompressedAllReduceStatesOp : Dsc_Op<"compressed_all_reduce_states",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
+  let summary = "Error-compensated 1-bit average of states, in place";
+  let description = [{
+    DeepSpeed's compressed all-reduce (1-bit Adam, Tang et al. 2021), one
+    per state, over the group of `mesh_axes` (D ranks). With n the state's
+    elements padded to a multiple of D·lcm(D, 8) and c = n/D:
+
+    - worker: `x += e_w; s = ‖x‖₂/√n; e_w = x − s·sign(x)` (sign(0) = +1);
+    - phase 1: an all-to-all of the sign chunks and an all-gather of the
+      scales; rank j, the server of chunk j, averages the D decompressed
+      chunks, adds `e_s`, compresses them again with `S = ‖M‖₂/√c` and
+      keeps `e_s = M − S·sign(M)`;
+    - phase 2: an all-gather of the servers' signs and scales: every rank
+      ends with the same compressed average.
+
+    Each worker error is a rank-1 f32 state of n elements, each server
+    error one of c, in the order of `states`. Signs move 32 to a 32-bit
+    word: a rank sends about 2·(n/8)·(D−1)/D bytes per state, 1/16 of an
+    fp32 ring all-reduce's 2·4n·(D−1)/D.
+
+    ```mlir
+    dsc.compressed_all_reduce_states [@adam.m.w] worker_errors = [@onebit.worker_error.w]
+        server_errors = [@onebit.server_error.w] on @mesh axes = ["dp"]
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$states,
+                       SymbolRefArrayAttr:$worker_errors,
+                       SymbolRefArrayAttr:$server_errors,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes);
+  let assemblyFormat = [{
+    $states `worker_errors` `=` $worker_errors `server_errors` `=`
+    $server_errors `on` $mesh `axes` `=` $mesh_axes attr-dict
+  }];
+}
+
 #endif // DSC_DIALECT_DSC_IR_DSCOPTIMIZEROPS_TD
