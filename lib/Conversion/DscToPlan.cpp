@@ -1147,17 +1147,17 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
     }
     // One compressed all-reduce per state (each has its own errors).
     if (auto reduce = dyn_cast<CompressedAllReduceStatesOp>(op)) {
-      FailureOr<int64_t> mask = axesMaskOf(reduce, reduce.getMeshAttr(),
-                                           reduce.getMeshAxes());
+      FailureOr<int64_t> mask =
+          axesMaskOf(reduce, reduce.getMeshAttr(), reduce.getMeshAxes());
       if (failed(mask))
         return failure();
       for (auto [x, worker, server] :
            llvm::zip(reduce.getStates(), reduce.getWorkerErrors(),
                      reduce.getServerErrors())) {
         rt::Instruction inst;
-        inst.name = ("compressed_all_reduce." +
-                     cast<FlatSymbolRefAttr>(x).getValue())
-                        .str();
+        inst.name =
+            ("compressed_all_reduce." + cast<FlatSymbolRefAttr>(x).getValue())
+                .str();
         inst.outputs = {declBuffer(cast<FlatSymbolRefAttr>(x)),
                         declBuffer(cast<FlatSymbolRefAttr>(worker)),
                         declBuffer(cast<FlatSymbolRefAttr>(server))};

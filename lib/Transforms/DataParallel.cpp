@@ -34,9 +34,9 @@
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
+#include "dsc/Support/CollectiveBytes.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/PlanOptions.h"
-#include "dsc/Support/CollectiveBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -199,8 +199,8 @@ struct DscDataParallelPass
       auto declare = [&](StringRef prefix, StateKind kind, int64_t n) {
         auto state = StateOp::create(
             decls, param.getLoc(), (prefix + param.getSymName()).str(),
-            RankedTensorType::get({n}, decls.getF32Type()),
-            kind, param.getSymName());
+            RankedTensorType::get({n}, decls.getF32Type()), kind,
+            param.getSymName());
         symbols.insert(state);
         return FlatSymbolRefAttr::get(state.getSymNameAttr());
       };

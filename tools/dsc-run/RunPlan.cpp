@@ -38,9 +38,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 using namespace dsc::run;
@@ -562,9 +562,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     };
     log << "dsc-run: collective bytes per step (rank 0): warm-up measured "
         << measured(lastWarmupBytes) << ", planned "
-        << p.summary.collectiveBytesPerStep
-        << "; compressed (from step " << p.compressionFromStep
-        << ") measured " << measured(lastCompressedBytes) << ", planned "
+        << p.summary.collectiveBytesPerStep << "; compressed (from step "
+        << p.compressionFromStep << ") measured "
+        << measured(lastCompressedBytes) << ", planned "
         << p.summary.collectiveBytesPerCompressedStep
         << "; in all: " << formatCommStats(stats) << "\n";
   } else if (!p.mesh.empty()) {

@@ -60,8 +60,8 @@ void onebitAdamMoments(float *m, float *v, const float *g, int64_t n,
 /// m = β1·m + (1−β1)·g.
 void adamMomentum(float *m, const float *g, int64_t n, double beta1);
 /// params -= lr·(m/(sqrt(v) + eps) + wd·params).
-void frozenAdamUpdate(float *params, const float *m, const float *v,
-                      int64_t n, double lr, double eps, double weightDecay);
+void frozenAdamUpdate(float *params, const float *m, const float *v, int64_t n,
+                      double lr, double eps, double weightDecay);
 
 /// One step of `params` (n) with this rank's gradient `grad` (n).
 void onebitAdamStep(Communicator &comm, float *params, const float *grad,

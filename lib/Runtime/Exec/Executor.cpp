@@ -209,8 +209,8 @@ bool Executor::compressesAt(int64_t optimizerStep) const {
 
 double Executor::gradNorm() const {
   // The last step's: the compressed program's once it has run.
-  const int64_t id = compressesAt(step() - 1) ? thePlan.compressedGradNorm
-                                              : thePlan.gradNorm;
+  const int64_t id =
+      compressesAt(step() - 1) ? thePlan.compressedGradNorm : thePlan.gradNorm;
   if (id < 0)
     return std::nan("");
   return arenas->readScalar(uint32_t(id));

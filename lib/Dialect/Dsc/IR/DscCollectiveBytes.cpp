@@ -198,9 +198,9 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
   std::optional<PipelineShape> shape = getPipelineShape(module);
   if (!shape) {
     Operation *fbOp = lookupProgramOp(module, ProgramRole::ForwardBackward);
-    Operation *optOp = lookupProgramOp(
-        module, compressed ? ProgramRole::CompressedOptimizer
-                           : ProgramRole::Optimizer);
+    Operation *optOp =
+        lookupProgramOp(module, compressed ? ProgramRole::CompressedOptimizer
+                                           : ProgramRole::Optimizer);
     for (auto [func, times] :
          {std::pair<Operation *, int64_t>{fbOp, microbatches}, {optOp, 1}})
       if (func)

@@ -307,8 +307,8 @@ static LogicalResult verifyAdamHyperParameters(Operation *op,
                                                std::optional<double> beta2,
                                                std::optional<double> eps,
                                                std::optional<double> wd) {
-  for (auto [name, beta] : {std::make_pair("beta1", beta1),
-                            std::make_pair("beta2", beta2)})
+  for (auto [name, beta] :
+       {std::make_pair("beta1", beta1), std::make_pair("beta2", beta2)})
     if (beta && !(*beta >= 0.0 && *beta < 1.0))
       return op->emitOpError(name) << " must be in [0, 1), got " << *beta;
   if (eps && !(*eps > 0.0))
@@ -347,15 +347,13 @@ LogicalResult AdamMomentumOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (!moment)
     return emitOpError("exp_avg '")
            << getExpAvgAttr() << "' does not name a dsc.state";
-  FailureOr<ParameterOp> param =
-      lookupParam(*this, tables, moment.getOfAttr());
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, moment.getOfAttr());
   if (failed(param))
     return failure();
-  return failure(
-      failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
-                           *param, "exp_avg")) ||
-      failed(verifyStateOf(*this, tables, getGradAttr(), StateKind::Gradient,
-                           *param, "grad")));
+  return failure(failed(verifyStateOf(*this, tables, getExpAvgAttr(),
+                                      StateKind::ExpAvg, *param, "exp_avg")) ||
+                 failed(verifyStateOf(*this, tables, getGradAttr(),
+                                      StateKind::Gradient, *param, "grad")));
 }
 
 LogicalResult FrozenAdamOp::verify() {
@@ -375,8 +373,8 @@ LogicalResult FrozenAdamOp::verifySymbolUses(SymbolTableCollection &tables) {
                            StateKind::ExpAvgSq, *param, "exp_avg_sq")));
 }
 
-LogicalResult CompressedAllReduceStatesOp::verifySymbolUses(
-    SymbolTableCollection &tables) {
+LogicalResult
+CompressedAllReduceStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> group =
       getMeshGroupSize(*this, tables, getMeshAttr(), getMeshAxes());
   if (failed(group))
@@ -386,9 +384,9 @@ LogicalResult CompressedAllReduceStatesOp::verifySymbolUses(
   if (getWorkerErrors().size() != getStates().size() ||
       getServerErrors().size() != getStates().size())
     return emitOpError("has ")
-           << getStates().size() << " states but "
-           << getWorkerErrors().size() << " worker errors and "
-           << getServerErrors().size() << " server errors; each state needs "
+           << getStates().size() << " states but " << getWorkerErrors().size()
+           << " worker errors and " << getServerErrors().size()
+           << " server errors; each state needs "
            << "one of each";
   for (auto [x, worker, server] :
        llvm::zip(getStates(), getWorkerErrors(), getServerErrors())) {
@@ -399,8 +397,8 @@ LogicalResult CompressedAllReduceStatesOp::verifySymbolUses(
     if (!state.getTensorType().getElementType().isF32())
       return emitOpError("'") << x << "' is " << state.getType()
                               << "; the compression works on f32";
-    const int64_t padded = ::dsc::onebitPaddedSize(
-        state.getTensorType().getNumElements(), *group);
+    const int64_t padded =
+        ::dsc::onebitPaddedSize(state.getTensorType().getNumElements(), *group);
     for (auto [name, kind, want] :
          {std::make_tuple(worker, StateKind::WorkerError, padded),
           std::make_tuple(server, StateKind::ServerError, padded / *group)}) {
