@@ -1125,3 +1125,72 @@ func.func @f(%x: tensor<f32>, %b: tensor<1xf32>, %dy: tensor<f32>) {
   %0 = dsc.bias_gelu_grad %x, %b, %dy : tensor<f32>, tensor<1xf32>
   return
 }
+
+// -----
+
+// 1-bit Adam's ops: states of the right kind and parameter, betas in range.
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @g : tensor<16xf32> gradient of @w
+dsc.state @m : tensor<16xf32> exp_avg of @w
+dsc.state @v : tensor<16xf32> exp_avg_sq of @w
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{exp_avg_sq '@m' is a exp_avg state, expected exp_avg_sq}}
+  dsc.onebit_adam @w grad = @g exp_avg = @m exp_avg_sq = @m lr = %lr beta1 = 0.9 beta2 = 0.999 eps = 1.0e-8 weight_decay = 0.0 : tensor<f32>
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @g : tensor<16xf32> gradient of @w
+dsc.state @m : tensor<16xf32> exp_avg of @w
+func.func @f() {
+  // expected-error @+1 {{beta1 must be in [0, 1), got 1}}
+  dsc.adam_momentum @m grad = @g beta1 = 1.0
+  return
+}
+
+// -----
+
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<16xf32> exp_avg of @w
+dsc.state @v : tensor<16xf32> exp_avg_sq of @w
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{eps must be > 0}}
+  dsc.frozen_adam @w exp_avg = @m exp_avg_sq = @v lr = %lr eps = 0.0 weight_decay = 0.0 : tensor<f32>
+  return
+}
+
+// -----
+
+// The errors' sizes are DeepSpeed's padding: 16 elements over 4 ranks pad
+// to 32, of which each rank serves 8.
+dsc.mesh @mesh axes = ["dp"] shape = [4]
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<16xf32> exp_avg of @w
+dsc.state @we : tensor<16xf32> worker_error of @w
+dsc.state @se : tensor<8xf32> server_error of @w
+func.func @f() {
+  // expected-error @+1 {{'@we' is 'tensor<16xf32>'; the worker_error of '@m' (16 elements, padded to 32 over 4 ranks) is tensor<32xf32>}}
+  dsc.compressed_all_reduce_states [@m] worker_errors = [@we] server_errors = [@se] on @mesh axes = ["dp"]
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [4]
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<16xf32> exp_avg of @w
+dsc.state @we : tensor<32xf32> worker_error of @w
+func.func @f() {
+  // expected-error @+1 {{has 1 states but 1 worker errors and 0 server errors; each state needs one of each}}
+  dsc.compressed_all_reduce_states [@m] worker_errors = [@we] server_errors = [] on @mesh axes = ["dp"]
+  return
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'dsc.from_step' must be on a compressed_optimizer program only}}
+func.func @f() attributes {dsc.program = #dsc.program_role<optimizer>, dsc.from_step = 3 : i64} {
+  return
+}

@@ -51,7 +51,6 @@ struct KnownAttr {
 constexpr KnownAttr kKnownAttrs[] = {
     {kProgramAttr, Holder::Function},
     {kStageAttr, Holder::Function},
-    {kFromStepAttr, Holder::Function},
     {kInputOffsetsAttr, Holder::Function},
     {kSavedActivationBytesAttr, Holder::Function},
     {kWeightStashAttr, Holder::Function},
@@ -69,6 +68,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kPlanAttr, Holder::Module},
     {kPlanEstimateAttr, Holder::Module},
     {kInferenceAttr, Holder::Module},
+    {kFromStepAttr, Holder::Function},
 };
 
 StringRef holderName(Holder holder) {
