@@ -186,12 +186,12 @@ TEST(PlanIO, RoundTripOfAMeshAndAllReduce) {
 }
 
 TEST(PlanIO, VersionOneIsRefusedNamingBoth) {
-  EXPECT_EQ(kPlanFormatVersion, 11u);
+  EXPECT_EQ(kPlanFormatVersion, 12u);
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   putU32(bytes, 8, 1);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "plan format version 1 is not supported",
-                   "this runtime reads version 11");
+                   "this runtime reads version 12");
 }
 
 TEST(PlanIO, FileRoundTrip) {
@@ -296,8 +296,8 @@ TEST(PlanIO, TrailingBytesAreAnError) {
 TEST(PlanIO, HugeCountIsCappedByTheRemainingBytes) {
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   // The string count follows the model (4 x i64) and well-known fields
-  // (3 x u32 + 3 x i64).
-  size_t at = kPlanHeaderSize + 32 + 12 + 24;
+  // (3 x u32 + 6 x i64).
+  size_t at = kPlanHeaderSize + 32 + 12 + 48;
   putU32(bytes, at, 0xffffffffu);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),

@@ -170,10 +170,10 @@ void CudaBackend::prepare(const Plan &plan) {
       if (inferenceOnly)
         fail("the CUDA backend has no inference kernels yet (paged "
              "attention, sampling): run inference plans on the CPU backend");
-      const bool onebit = inst.opcode == Opcode::OnebitAdam ||
-                          inst.opcode == Opcode::AdamMomentum ||
-                          inst.opcode == Opcode::FrozenAdam ||
-                          inst.opcode == Opcode::CompressedAllReduce;
+      const bool onebit = (inst.opcode == Opcode::OnebitAdam) ||
+                          (inst.opcode == Opcode::AdamMomentum) ||
+                          (inst.opcode == Opcode::FrozenAdam) ||
+                          (inst.opcode == Opcode::CompressedAllReduce);
       if (onebit)
         fail("the CUDA backend has no 1-bit Adam kernels yet: run "
              "optimizer=onebit_adam on the CPU backend");
