@@ -107,6 +107,8 @@ public:
 
 private:
   void readOptimizer(const llvm::json::Object &o, double &lr);
+  void readOnebitAdam(const llvm::json::Object &params,
+                      const std::string &typeName, double &lr);
   void readScheduler(const llvm::json::Object &o, double lr);
   void readOneCycle(const llvm::json::Object &params);
   void readRangeTest(const llvm::json::Object &params);
@@ -390,13 +392,17 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
   static const llvm::json::Object empty;
   const llvm::json::Object &p =
       o.get("params") ? object(*o.get("params"), "params") : empty;
+  // DeepSpeed builds OneBitAdam (GPT-NeoX passes "onebitadam" to it).
+  if (type == "onebitadam")
+    return readOnebitAdam(p, typeName, lr);
   // GPT-NeoX builds "adam" itself (apex's or DeepSpeed's FusedAdam, AdamW
   // unless adam_w_mode is false) with its top-level weight_decay; its other
   // types are other optimizers.
   if (neox() && type != "adam")
     fail("type", "optimizer type '" + typeName +
                      "' is not one dsc implements for a GPT-NeoX config "
-                     "(\"Adam\", GPT-NeoX's FusedAdam, is)");
+                     "(\"Adam\", GPT-NeoX's FusedAdam, and \"onebitadam\" "
+                     "are)");
   if (!neox() && type == "sgd") {
     // torch.optim.SGD, which DeepSpeed builds for "SGD".
     onlyKnown(p, "optimizer.params",
@@ -422,7 +428,8 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
   }
   if (type != "adam" && type != "adamw")
     fail("type", "optimizer type '" + typeName +
-                     "' is not one dsc implements (Adam, AdamW and SGD are)");
+                     "' is not one dsc implements (Adam, AdamW, SGD and "
+                     "OneBitAdam are)");
   onlyKnown(p, "optimizer.params",
             {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam",
              "bias_correction", "amsgrad"});
@@ -464,6 +471,68 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
   set("eps", spell(eps), "optimizer.params.eps");
   if (!neox())
     set("weight-decay", spell(decay), "optimizer.params.weight_decay");
+}
+
+/// DeepSpeed's OnebitAdam (runtime/fp16/onebit/adam.py, docs/onebit.md):
+/// its constructor's arguments, each honored or refused by name.
+void Reader::readOnebitAdam(const llvm::json::Object &p,
+                            const std::string &typeName, double &lr) {
+  onlyKnown(p, "optimizer.params",
+            {"lr", "freeze_step", "betas", "eps", "weight_decay",
+             "bias_correction", "eps_inside_sqrt", "max_grad_norm", "amsgrad",
+             "cuda_aware", "comm_backend_name"});
+  if (boolean(p, "amsgrad", false))
+    fail("amsgrad", "1-bit Adam does not support the AMSGrad variant (as "
+                    "DeepSpeed's OnebitAdam refuses it)");
+  if (number(p, "max_grad_norm", 0.0) != 0.0)
+    fail("max_grad_norm",
+         "OnebitAdam's 'max_grad_norm' is stored but never applied by "
+         "DeepSpeed; clip with the top-level 'gradient_clipping' instead");
+  lr = number(p, "lr", 1e-3);
+  double beta1 = 0.9, beta2 = 0.999;
+  if (const llvm::json::Value *betas = p.get("betas")) {
+    const llvm::json::Array *a = betas->getAsArray();
+    if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
+        !(*a)[1].getAsNumber())
+      fail("betas", "'betas' must be two numbers, [beta1, beta2]");
+    beta1 = *(*a)[0].getAsNumber();
+    beta2 = *(*a)[1].getAsNumber();
+  }
+  // DeepSpeed's first step only initializes (real step k is its step
+  // k + 1) and it compresses once its step reaches freeze_step: real steps
+  // from max(freeze_step, 1) on.
+  const int64_t freeze = integer(p, "freeze_step", 100000);
+  if (freeze < 0)
+    fail("freeze_step", "'freeze_step' must be >= 0, got " +
+                            std::to_string(freeze));
+  set("optimizer", "onebit_adam", "optimizer.type = " + typeName);
+  set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
+      "optimizer.params.freeze_step" +
+          std::string(p.get("freeze_step") ? "" : " (DeepSpeed's default)") +
+          ": the first compressed step");
+  set("lr", spell(lr), "optimizer.params.lr = " + spell(lr));
+  set("beta1", spell(beta1), "optimizer.params.betas[0]");
+  set("beta2", spell(beta2), "optimizer.params.betas[1]");
+  set("eps", spell(number(p, "eps", 1e-8)), "optimizer.params.eps");
+  set("weight-decay", spell(number(p, "weight_decay", 0.0)),
+      "optimizer.params.weight_decay" +
+          std::string(neox() ? " (GPT-NeoX's top-level weight_decay does not "
+                               "reach the optimizer DeepSpeed builds)"
+                             : ""));
+  for (const char *key : {"bias_correction", "eps_inside_sqrt"})
+    if (p.get(key))
+      out.understood.push_back(
+          std::string("optimizer.params.") + key + " = " +
+          (boolean(p, key, false) ? "true" : "false") +
+          ": stored but never used by DeepSpeed's OnebitAdam (no bias "
+          "correction, eps outside the square root), nor by dsc");
+  for (const char *key : {"cuda_aware", "comm_backend_name"})
+    if (p.get(key))
+      out.understood.push_back(
+          std::string("optimizer.params.") + key +
+          ": DeepSpeed's choice of communication backend; dsc's "
+          "communicator (threads, MPI or NCCL) carries the compressed "
+          "all-reduce");
 }
 
 void Reader::readScheduler(const llvm::json::Object &o, double lr) {

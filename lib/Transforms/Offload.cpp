@@ -273,6 +273,11 @@ struct DscOffloadPass
         return module.emitError("--dsc-offload: the offloaded update is "
                                 "AdamW (DeepSpeed's CPU Adam); optimizer=sgd "
                                 "is not offloaded");
+    if (!getProgramOps(module, ProgramRole::CompressedOptimizer).empty())
+      return module.emitError("--dsc-offload: the offloaded update is AdamW "
+                              "(DeepSpeed's CPU Adam); optimizer=onebit_adam "
+                              "is not offloaded (DeepSpeed's 1-bit Adam has "
+                              "no offload either)");
     if (module->hasAttr(kPipelineAttr) &&
         (tiers.params != MemoryTier::Device || dpu))
       return module.emitError("--dsc-offload: with pipeline stages only the "

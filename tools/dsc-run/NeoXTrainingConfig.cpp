@@ -211,6 +211,7 @@ private:
   }
 
   void readSchedule();
+  void readOnebitSchedule(int64_t iters, const std::string &itersKey);
   void readParallel();
   void readRecompute(int64_t tp);
   void readData();
@@ -291,6 +292,9 @@ void NeoXReader::read() {
 /// its iterations are lr_decay_iters (else train_iters), its warmup is the
 /// fraction `warmup` of them.
 void NeoXReader::readSchedule() {
+  auto optimizer = out.compile.find("optimizer");
+  const bool onebit =
+      optimizer != out.compile.end() && optimizer->second == "onebit_adam";
   if (has("train_iters")) {
     out.steps = integer("train_iters", 0);
     if (*out.steps < 1)
@@ -316,13 +320,15 @@ void NeoXReader::readSchedule() {
         fail(key, std::string("'") + key +
                       "' shapes GPT-NeoX's schedule over 'train_iters'; "
                       "give train_iters (or lr_decay_iters) too");
-    if (has("weight_decay") || has("optimizer"))
+    if (!onebit && (has("weight_decay") || has("optimizer")))
       setCompile("weight-decay", spellNumber(number("weight_decay", 0.1)),
                  "weight_decay = " + spellNumber(number("weight_decay", 0.1)) +
                      (has("weight_decay") ? "" : " (GPT-NeoX's default)"));
     return;
   }
   iters = std::max<int64_t>(1, iters);
+  if (onebit)
+    return readOnebitSchedule(iters, itersKey);
   const std::string style = string("lr_decay_style", "linear");
   if (style != "constant" && style != "linear" && style != "cosine" &&
       style != "exponential")
@@ -360,6 +366,43 @@ void NeoXReader::readSchedule() {
   setCompile("weight-decay", spellNumber(decay),
              "weight_decay = " + spellNumber(decay) +
                  (has("weight_decay") ? "" : " (GPT-NeoX's default)"));
+}
+
+/// GPT-NeoX hands "onebitadam" to DeepSpeed with a scheduler of its own
+/// making (neox_arguments/arguments.py): WarmupDecayLR from 0 to lr over
+/// int(train_iters x warmup) steps (DeepSpeed's log warm-up), decaying to 0
+/// at lr_decay_iters (else train_iters). Its AnnealingLR keys and the
+/// top-level weight_decay do not reach that optimizer.
+void NeoXReader::readOnebitSchedule(int64_t iters,
+                                    const std::string &itersKey) {
+  const double fraction = number("warmup", 0.01);
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    fail("warmup", "'warmup' is a fraction of train_iters, in [0, 1]; got " +
+                       spellNumber(fraction));
+  const int64_t trainIters = out.steps ? *out.steps : iters;
+  const int64_t warmup = int64_t(double(trainIters) * fraction);
+  if (warmup < 1)
+    fail("warmup", "with optimizer 'onebitadam' GPT-NeoX warms up over "
+                   "int(train_iters x warmup) = " +
+                       std::to_string(warmup) +
+                       " steps, which DeepSpeed's WarmupDecayLR refuses "
+                       "(it needs >= 1)");
+  const std::string why = "optimizer onebitadam: GPT-NeoX's WarmupDecayLR";
+  setCompile("lr-schedule", "warmup_linear", why);
+  setCompile("warmup-type", "log", why + " (DeepSpeed's default warmup_type)");
+  setCompile("warmup-start", "0", why + " warmup_min_lr = 0");
+  setCompile("min-lr", "0", why + " decays to warmup_min_lr = 0");
+  setCompile("warmup", std::to_string(warmup),
+             why + " warmup_num_steps = int(train_iters x warmup " +
+                 spellNumber(fraction) + ")");
+  setCompile("steps", std::to_string(iters),
+             why + " total_num_steps = " + itersKey);
+  for (const char *key : {"lr_decay_style", "min_lr", "weight_decay"})
+    if (has(key))
+      out.understood.push_back(
+          std::string(key) +
+          ": not used with optimizer 'onebitadam' (DeepSpeed builds it "
+          "from the optimizer's params, with GPT-NeoX's WarmupDecayLR)");
 }
 
 void NeoXReader::readParallel() {

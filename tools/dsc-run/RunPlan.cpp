@@ -425,8 +425,10 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         trace->add("iteration " + std::to_string(iteration), "step", 0,
                    traceStart, ex.nowUs() - traceStart);
       lastCollectiveBytes = r.collectiveBytesSent;
-      (compressedStep ? lastCompressedBytes : lastWarmupBytes) =
-          r.collectiveBytesSent;
+      // A skipped step (fp16 overflow) runs no optimizer program.
+      if (!r.skipped)
+        (compressedStep ? lastCompressedBytes : lastWarmupBytes) =
+            r.collectiveBytesSent;
       if (result) {
         result->losses.push_back(r.loss);
         result->collectiveBytesPerStep.push_back(r.collectiveBytesSent);
