@@ -503,8 +503,8 @@ void Reader::readOnebitAdam(const llvm::json::Object &p,
   // from max(freeze_step, 1) on.
   const int64_t freeze = integer(p, "freeze_step", 100000);
   if (freeze < 0)
-    fail("freeze_step", "'freeze_step' must be >= 0, got " +
-                            std::to_string(freeze));
+    fail("freeze_step",
+         "'freeze_step' must be >= 0, got " + std::to_string(freeze));
   set("optimizer", "onebit_adam", "optimizer.type = " + typeName);
   set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
       "optimizer.params.freeze_step" +
