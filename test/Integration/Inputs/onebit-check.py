@@ -4,6 +4,9 @@
 usage: onebit-check.py converge ADAMW.jsonl ONEBIT.jsonl --last N --above F
            the mean lm_loss of ONEBIT's last N steps is at most F (a
            fraction, 0.02 = 2%) above ADAMW's
+       onebit-check.py resumed STRAIGHT.jsonl RESUMED.jsonl
+           every iteration of RESUMED has STRAIGHT's lm_loss exactly (a run
+           resumed from a checkpoint in the middle of STRAIGHT)
        onebit-check.py bytes LOG --at-most F
            dsc-run's "collective bytes per step" line of a 1-bit plan: each
            phase measured = planned, and the compressed step's bytes at most
@@ -33,6 +36,26 @@ def converge(adamw, onebit, last, above):
     return verdict == "OK"
 
 
+def resumed(straight, resumed_path):
+    def by_iteration(path):
+        with open(path) as f:
+            return {r["iteration"]: r["lm_loss"]
+                    for r in map(json.loads, filter(str.strip, f))}
+    a, b = by_iteration(straight), by_iteration(resumed_path)
+    if not b or any(i not in a for i in b):
+        print(f"FAIL: {resumed_path}'s iterations are not all in {straight}")
+        return False
+    differ = [i for i in sorted(b) if a[i] != b[i]]
+    first, last = min(b), max(b)
+    if differ:
+        i = differ[0]
+        print(f"FAIL: iteration {i}: resumed {b[i]!r}, straight {a[i]!r}")
+        return False
+    print(f"OK resumed {len(b)} steps ({first}-{last}) bit-equal to the "
+          f"straight run")
+    return True
+
+
 def bytes_line(log, at_most):
     text = open(log).read()
     m = re.search(r"warm-up measured (\d+), planned (\d+); compressed "
@@ -51,6 +74,8 @@ def bytes_line(log, at_most):
 def main(argv):
     if argv[:1] == ["converge"] and len(argv) == 7:
         ok = converge(argv[1], argv[2], int(argv[4]), float(argv[6]))
+    elif argv[:1] == ["resumed"] and len(argv) == 3:
+        ok = resumed(argv[1], argv[2])
     elif argv[:1] == ["bytes"] and len(argv) == 4:
         ok = bytes_line(argv[1], float(argv[3]))
     else:
