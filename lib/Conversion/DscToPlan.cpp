@@ -542,6 +542,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
           kind == StateKind::Gradient ? rt::BufferRole::Gradient
           : kind == StateKind::Master || kind == StateKind::GradientCopy
               ? rt::BufferRole::OffloadCopy
+          : kind == StateKind::WorkerError || kind == StateKind::ServerError
+              ? rt::BufferRole::CompressionError
               : rt::BufferRole::OptimizerState;
       FailureOr<uint32_t> id =
           addBuffer(state.getLoc(), state.getType(),

@@ -21,6 +21,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import onebit_reference as ref  # noqa: E402
+import onebit_lamb  # noqa: E402
+import zero_one_adam  # noqa: E402
 
 F32 = np.float32
 SEED = 20210202  # arXiv 2102.02888
@@ -158,6 +160,123 @@ def make_adam(rng):
     return out
 
 
+# ------------------------------------------------------- 0/1 Adam goldens
+
+ZOA_HP = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, var_freeze_step=12, var_update_scaler=2,
+              local_step_scaler=2, local_step_clipper=4, steps=20)
+# The schedule those settings give (real steps, 1-based; init step on), worked
+# by hand from zoadam.py -- make-goldens.py asserts the reference agrees:
+ZOA_SCHEDULE = {1: "var", 2: "var", 3: "var", 4: "onebit", 5: "var", 6: "onebit", 7: "var", 8: "onebit",
+                9: "onebit", 10: "onebit", 11: "var", 12: "onebit", 13: "sync", 14: "sync", 15: "sync",
+                16: "local", 17: "local", 18: "local", 19: "sync", 20: "local"}
+
+
+def zoa_cases():
+    # n = 37 needs padding for every p (40, 48, 64); 64 (p = 2) and 32 (p = 4)
+    # do not; trimmed to keep the file near 400 KB (params are per rank)
+    return [("p1-n37", 1, 37, 0.0), ("p2-n37", 2, 37, 0.0), ("p2-n64", 2, 64, 0.0),
+            ("p4-n37-wd0.01", 4, 37, 0.01), ("p4-n32", 4, 32, 0.0)]
+
+
+def q256(a):
+    """Gradients rounded to multiples of 1/256: exact float32 values with
+    short decimal forms (keeps the goldens small)."""
+    return (np.round(np.asarray(a, np.float64) * 256.0) / 256.0).astype(F32)
+
+
+def small_inputs(rng, p, sizes, steps):
+    """params0 per tensor, grads[k][r][t]: 0.5*common + 0.5*rank noise,
+    fresh each step, rounded to multiples of 1/256."""
+    x0 = [rng.standard_normal(nt).astype(F32) for nt in sizes]
+    grads = []
+    for k in range(steps):
+        common = [rng.standard_normal(nt) for nt in sizes]
+        grads.append([[q256(0.5 * common[t] + 0.5 * rng.standard_normal(nt)) for t, nt in enumerate(sizes)]
+                      for _ in range(p)])
+    return x0, grads
+
+
+def run_zoa(x0, grads, wd, hp=ZOA_HP, steps=None):
+    return zero_one_adam.zero_one_adam_steps(
+        x0, grads, hp["lr"], hp["betas"], hp["eps"], wd, hp["var_freeze_step"], hp["var_update_scaler"],
+        hp["local_step_scaler"], hp["local_step_clipper"], steps or hp["steps"])
+
+
+def make_zoa(rng):
+    out = []
+    for name, p, n, wd in zoa_cases():
+        x0, g3 = small_inputs(rng, p, [n], ZOA_HP["steps"])
+        grads = [[gr[0] for gr in gk] for gk in g3]
+        r = run_zoa(x0[0], grads, wd)
+        assert r["stages"] == [ZOA_SCHEDULE[k + 1] for k in range(ZOA_HP["steps"])], r["stages"]
+        fin = r["final"]
+        out.append(dict(name=name, p=p, n=n, padded_n=r["padded_size"], weight_decay=HpFloat(wd),
+                        weight_decay_f32=F32(wd), params0=x0[0], grads=[list(g) for g in grads],
+                        stages=r["stages"], allreduce=r["allreduce"],
+                        var_interval=[iv[0] for iv in r["intervals"]],
+                        local_step_interval=[iv[1] for iv in r["intervals"]],
+                        lrs=[HpFloat(v) for v in r["lrs"]],
+                        params=[list(h) for h in r["params"]],
+                        exp_avg=list(r["exp_avg"]), exp_avg_sq=r["exp_avg_sq"],
+                        momentum_accumulator=list(r["momentum_accumulator"]),
+                        worker_errors=list(r["worker_errors"]), server_errors=list(r["server_errors"]),
+                        final_state=dict(step=fin["step"], var_interval=fin["var_interval"],
+                                         var_counter=fin["var_counter"],
+                                         local_step_interval=fin["local_step_interval"],
+                                         local_step_counter=fin["local_step_counter"],
+                                         lrs=HpFloat(fin["lrs"]), freeze_key=fin["freeze_key"])))
+    return out
+
+
+# ---------------------------------------------------- 1-bit LAMB goldens
+
+LAMB_HP = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, freeze_step=6, steps=20, max_coeff=10.0,
+               min_coeff=0.01, coeff_beta=0.9, factor_max=4.0, factor_min=0.5, factor_threshold=0.1)
+# parameter tensors of a case: sizes, and a scale per tensor for params0 (x100
+# drives the trust ratio above max_coeff, x0.002 below min_coeff)
+# ("pad": 71 elements, padded to 72 / 80 / 96 for p = 1 / 2 / 4; "nopad": 32)
+LAMB_SHAPES = {"pad": ((37, 13, 21), (1.0, 100.0, 0.002)), "nopad": ((24, 8), (1.0, 1.0))}
+
+
+def lamb_cases():
+    return [("p1-pad", 1, "pad", 0.0), ("p2-pad", 2, "pad", 0.0), ("p4-pad", 4, "pad", 0.0),
+            ("p2-pad-wd0.01", 2, "pad", 0.01), ("p4-nopad", 4, "nopad", 0.0)]
+
+
+def run_lamb(x0, grads, wd, hp=LAMB_HP, freeze_step=None, steps=None):
+    return onebit_lamb.onebit_lamb_steps(
+        x0, grads, hp["lr"], hp["betas"], hp["eps"], wd, freeze_step or hp["freeze_step"], steps or hp["steps"],
+        max_coeff=hp["max_coeff"], min_coeff=hp["min_coeff"], coeff_beta=hp["coeff_beta"],
+        factor_max=hp["factor_max"], factor_min=hp["factor_min"], factor_threshold=hp["factor_threshold"])
+
+
+def make_lamb(rng):
+    out = []
+    for name, p, shape, wd in lamb_cases():
+        sizes, scales = LAMB_SHAPES[shape]
+        x0, grads = small_inputs(rng, p, sizes, LAMB_HP["steps"])
+        x0 = [(x * F32(s)).astype(F32) for x, s in zip(x0, scales)]
+        r = run_lamb(x0, grads, wd)
+        fs = LAMB_HP["freeze_step"]
+        assert r["stages"] == ["warmup"] * (fs - 1) + ["compressed"] * (LAMB_HP["steps"] - fs + 1), r["stages"]
+        out.append(dict(name=name, p=p, sizes=list(sizes), total_n=r["total_size"], padded_n=r["padded_size"],
+                        weight_decay=HpFloat(wd), weight_decay_f32=F32(wd),
+                        params0=list(x0), grads=[[list(gt) for gt in gk] for gk in grads],
+                        stages=r["stages"],
+                        lamb_coeffs=[[HpFloat(c) for c in cs] for cs in r["lamb_coeffs"]],
+                        factors=[[HpFloat(c) for c in cs] for cs in r["factors"]],
+                        params=[list(h) for h in r["params"]],
+                        exp_avg=list(r["exp_avg"]), exp_avg_flat=r["exp_avg_flat"],
+                        exp_avg_sq=list(r["exp_avg_sq"]), exp_avg_sq_fresh=list(r["exp_avg_sq_fresh"]),
+                        momentum_scales=[HpFloat(c) for c in r["momentum_scales"]],
+                        scaling_coeff=[HpFloat(c) for c in r["scaling_coeff"]],
+                        lamb_coeff_freeze=[HpFloat(c) for c in r["lamb_coeff_freeze"]],
+                        last_factor=[HpFloat(c) for c in r["last_factor"]],
+                        step=r["step"],
+                        worker_errors=list(r["worker_errors"]), server_errors=list(r["server_errors"])))
+    return out
+
+
 # --------------------------------------------------------- self-checks
 
 def self_checks(rng):
@@ -233,6 +352,148 @@ def self_checks(rng):
     return results
 
 
+def self_checks_zoa_lamb(rng):
+    results = []
+    lr, (b1, b2), eps = 1e-3, (0.9, 0.999), 1e-8
+    # 5. 0/1 Adam, variance updated every step and never frozen
+    #    (var_update_scaler huge, var_freeze_step > steps): every step is a
+    #    "var" step with the mean gradient, i.e. 1-bit Adam's exact stage, bit
+    #    for bit.
+    hp = dict(ZOA_HP, var_update_scaler=10**9, var_freeze_step=100)
+    for p in (1, 2, 4):
+        for wd in (0.0, 0.01):
+            x0, g3 = small_inputs(rng, p, [37], 8)
+            grads = [[gr[0] for gr in gk] for gk in g3]
+            z = run_zoa(x0[0], grads, wd, hp=hp, steps=8)
+            a = ref.onebit_adam_steps(x0[0], grads, lr, (b1, b2), eps, wd, 100, 8)
+            assert z["stages"] == ["var"] * 8 and all(z["allreduce"])
+            for k in range(8):
+                for r in range(p):
+                    assert np.array_equal(z["params"][k][r], a["params"][k]), (p, wd, k)
+    results.append("0/1 Adam with var_update_scaler = inf, var_freeze_step > steps == 1-bit Adam's exact "
+                   "stage bit for bit (p in {1,2,4}, wd in {0, 0.01}): OK")
+
+    # 6. 0/1 Adam, p = 1, the goldens' schedule: no compression, so it must
+    #    equal a float64 Adam (no bias correction) in which v and m update on
+    #    "var" steps, m does not update on "onebit" steps (size-1 guard),
+    #    v is frozen in stage 2, and a sync replaces m by the mean of the
+    #    momenta (+ wd * x * (sqrt(v)+eps), the weight decay the accumulator
+    #    carried) since the previous sync and leaves x where the local steps
+    #    put it.
+    for wd in (0.0, 0.01):
+        x0, g3 = small_inputs(rng, 1, [64], 20)
+        grads = [[gr[0] for gr in gk] for gk in g3]
+        z = run_zoa(x0[0], grads, wd)
+        assert z["stages"] == [ZOA_SCHEDULE[k + 1] for k in range(20)]
+        x = x0[0].astype(np.float64)
+        m = np.zeros(64)
+        v = np.zeros(64)
+        since = []
+        for k in range(20):
+            st = ZOA_SCHEDULE[k + 1]
+            g = np.asarray(grads[k][0], np.float64)
+            if st == "var":
+                v = b2 * v + (1 - b2) * g * g
+                m = b1 * m + (1 - b1) * g
+            elif st in ("local", "sync"):
+                m = b1 * m + (1 - b1) * g
+                # what the accumulator holds, times sqrt(v)+eps, per lr:
+                # the weight decay term leaks into the synced momentum
+                since.append(m + wd * x * (np.sqrt(v) + eps))
+            x = x - lr * (m / (np.sqrt(v) + eps) + wd * x)
+            if st == "sync":
+                m = np.mean(since, axis=0)
+                since = []
+            rel = np.max(np.abs(z["params"][k][0] - x)) / np.max(np.abs(x))
+            assert rel < 1e-5, (wd, k, rel)
+        assert np.max(np.abs(z["exp_avg"][0] - m)) / np.max(np.abs(m)) < 1e-5
+    results.append("0/1 Adam p=1 == float64 model (var steps update m,v; onebit steps leave m; stage 2 frozen v, "
+                   "sync replaces m by the interval's mean of m + wd*x*(sqrt(v)+eps)) to rel 1e-5, wd in {0, 0.01}: OK")
+
+    # 7. 0/1 Adam, p in {2,4}: stage 1 keeps all ranks bit-identical; local
+    #    steps make them differ; a sync brings them back together up to
+    #    float32 rounding of x + t1 + ... - (t1 + ...).
+    for p in (2, 4):
+        x0, g3 = small_inputs(rng, p, [37], 20)
+        grads = [[gr[0] for gr in gk] for gk in g3]
+        z = run_zoa(x0[0], grads, 0.0)
+        for k in range(20):
+            st = ZOA_SCHEDULE[k + 1]
+            xs = z["params"][k]
+            spread = max(np.max(np.abs(xs[r] - xs[0])) for r in range(p)) / np.max(np.abs(xs[0]))
+            if st in ("var", "onebit"):
+                assert spread == 0.0, (p, k)
+            elif st == "sync":
+                assert spread < 1e-6, (p, k, spread)
+            else:
+                assert spread > 1e-6, (p, k, spread)
+    results.append("0/1 Adam p in {2,4}: ranks bit-identical in stage 1, apart after local steps, within "
+                   "1e-6 (rounding) after each sync: OK")
+
+    # 8. 1-bit LAMB warm-up == float64 LAMB (no bias correction, trust ratio
+    #    ||x||/||u|| clamped to [min_coeff, max_coeff]) on the mean gradient,
+    #    and lamb_coeff_freeze == the 0.9-EMA of the coefficients (from 0).
+    sizes, scales = LAMB_SHAPES["pad"]
+    for p in (1, 2, 4):
+        for wd in (0.0, 0.01):
+            x0, grads = small_inputs(rng, p, sizes, 8)
+            x0 = [(x * F32(s)).astype(F32) for x, s in zip(x0, scales)]
+            r = run_lamb(x0, grads, wd, freeze_step=100, steps=8)
+            assert r["stages"] == ["warmup"] * 8
+            for t in range(len(sizes)):
+                x = x0[t].astype(np.float64)
+                m = np.zeros(sizes[t])
+                v = np.zeros(sizes[t])
+                ema = 0.0
+                for k in range(8):
+                    g = np.mean([np.asarray(grads[k][q][t], np.float64) for q in range(p)], axis=0)
+                    m = b1 * m + (1 - b1) * g
+                    v = b2 * v + (1 - b2) * g * g
+                    u = m / (np.sqrt(v) + eps) + wd * x
+                    c = min(max(np.linalg.norm(x) / np.linalg.norm(u), 0.01), 10.0)
+                    assert abs(r["lamb_coeffs"][k][t] - c) <= 1e-5 * c, (p, wd, t, k)
+                    if r["lamb_coeffs"][k][t] != 1.0:  # (1 - 0.9 in double, as the code)
+                        ema = 0.9 * ema + (1 - 0.9) * r["lamb_coeffs"][k][t]
+                    x = x - lr * c * u
+                    rel = np.max(np.abs(r["params"][k][t] - x)) / np.max(np.abs(x))
+                    assert rel < 1e-5, (p, wd, t, k, rel)
+                assert r["lamb_coeff_freeze"][t] == ema
+            cs = np.asarray(r["lamb_coeffs"])
+            assert np.all(cs[:, 1] == 10.0) and np.all(cs[:, 2] == 0.01), cs  # both clamps exercised
+    results.append("1-bit LAMB warm-up == float64 LAMB (clamped trust ratio, no bias correction) to rel 1e-5, "
+                   "lamb_coeff_freeze == EMA(0.9) of the coefficients, both clamps hit, p in {1,2,4}, "
+                   "wd in {0, 0.01}: OK")
+
+    # 9. 1-bit LAMB p = 1 with the goldens' freeze_step: the compression stage
+    #    compresses nothing, so the momentum is the float64 EMA of the
+    #    gradients (the scaling coefficient multiplies and divides it back);
+    #    exp_avg_sq stays as after real step freeze_step-1 (bit-equal to a
+    #    warm-up-only run); factors obey the clamps.
+    x0, grads = small_inputs(rng, 1, sizes, 20)
+    x0 = [(x * F32(s)).astype(F32) for x, s in zip(x0, scales)]
+    r = run_lamb(x0, grads, 0.0)
+    w = run_lamb(x0, grads, 0.0, freeze_step=100, steps=LAMB_HP["freeze_step"] - 1)
+    fs = LAMB_HP["freeze_step"]
+    assert r["stages"] == ["warmup"] * (fs - 1) + ["compressed"] * (21 - fs)
+    for t in range(len(sizes)):
+        assert np.array_equal(r["exp_avg_sq"][t], w["exp_avg_sq"][t])
+        assert np.array_equal(r["exp_avg_sq_fresh"][t][:0], w["exp_avg_sq"][t][:0])
+        m = np.zeros(sizes[t])
+        for k in range(20):
+            m = b1 * m + (1 - b1) * np.asarray(grads[k][0][t], np.float64)
+        assert np.max(np.abs(r["exp_avg"][t] - m)) / np.max(np.abs(m)) < 1e-5
+        last = 1.0
+        for k in range(fs - 1, 20):
+            f = r["factors"][k][t]
+            assert 0.5 <= f <= 4.0 and last * 0.9 <= f <= last * 1.1, (t, k, f, last)
+            assert r["lamb_coeffs"][k][t] == r["lamb_coeff_freeze"][t] * f
+            last = f
+    results.append("1-bit LAMB p=1: momentum == float64 EMA of the gradients (rel 1e-5), exp_avg_sq frozen "
+                   f"after real step {fs - 1}, factors within [0.5, 4] and +-10% per step, "
+                   "coefficient == lamb_coeff_freeze * factor: OK")
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=os.path.join(HERE, "..", "..", "test", "Runtime", "Inputs", "onebit"))
@@ -240,11 +501,14 @@ def main():
     args = ap.parse_args()
 
     checks = self_checks(np.random.default_rng(SEED + 1))
+    checks += self_checks_zoa_lamb(np.random.default_rng(SEED + 5))
     for c in checks:
         print("self-check:", c)
 
     ar = make_allreduce(np.random.default_rng(SEED))
     ad = make_adam(np.random.default_rng(SEED + 2))
+    zo = make_zoa(np.random.default_rng(SEED + 3))
+    lb = make_lamb(np.random.default_rng(SEED + 4))
 
     os.makedirs(args.out_dir, exist_ok=True)
     ar_doc = dict(format="dsc-onebit-compressed-allreduce-v1",
@@ -263,7 +527,33 @@ def main():
                                      beta2=F32(ADAM_HP["betas"][1]), one_minus_beta2=F32(1 - ADAM_HP["betas"][1]),
                                      eps=F32(ADAM_HP["eps"]), neg_lr=F32(-ADAM_HP["lr"])),
                   cases=ad)
-    for fname, doc in (("compressed-allreduce.json", ar_doc), ("onebit-adam.json", ad_doc)):
+    zo_doc = dict(format="dsc-zero-one-adam-v1",
+                  generator="scripts/onebit-reference/make-goldens.py",
+                  seed=SEED + 3,
+                  lr=HpFloat(ZOA_HP["lr"]), beta1=HpFloat(ZOA_HP["betas"][0]),
+                  beta2=HpFloat(ZOA_HP["betas"][1]), eps=HpFloat(ZOA_HP["eps"]),
+                  var_freeze_step=ZOA_HP["var_freeze_step"], var_update_scaler=ZOA_HP["var_update_scaler"],
+                  local_step_scaler=ZOA_HP["local_step_scaler"], local_step_clipper=ZOA_HP["local_step_clipper"],
+                  steps=ZOA_HP["steps"], init_step=True,
+                  f32_constants=dict(beta1=F32(ZOA_HP["betas"][0]), one_minus_beta1=F32(1 - ZOA_HP["betas"][0]),
+                                     beta2=F32(ZOA_HP["betas"][1]), one_minus_beta2=F32(1 - ZOA_HP["betas"][1]),
+                                     eps=F32(ZOA_HP["eps"]), neg_lr=F32(-ZOA_HP["lr"])),
+                  cases=zo)
+    lb_doc = dict(format="dsc-onebit-lamb-v1",
+                  generator="scripts/onebit-reference/make-goldens.py",
+                  seed=SEED + 4,
+                  lr=HpFloat(LAMB_HP["lr"]), beta1=HpFloat(LAMB_HP["betas"][0]),
+                  beta2=HpFloat(LAMB_HP["betas"][1]), eps=HpFloat(LAMB_HP["eps"]),
+                  freeze_step=LAMB_HP["freeze_step"], steps=LAMB_HP["steps"], init_step=True,
+                  max_coeff=HpFloat(LAMB_HP["max_coeff"]), min_coeff=HpFloat(LAMB_HP["min_coeff"]),
+                  coeff_beta=HpFloat(LAMB_HP["coeff_beta"]), factor_max=HpFloat(LAMB_HP["factor_max"]),
+                  factor_min=HpFloat(LAMB_HP["factor_min"]), factor_threshold=HpFloat(LAMB_HP["factor_threshold"]),
+                  f32_constants=dict(beta1=F32(LAMB_HP["betas"][0]), one_minus_beta1=F32(1 - LAMB_HP["betas"][0]),
+                                     beta2=F32(LAMB_HP["betas"][1]), one_minus_beta2=F32(1 - LAMB_HP["betas"][1]),
+                                     eps=F32(LAMB_HP["eps"])),
+                  cases=lb)
+    for fname, doc in (("compressed-allreduce.json", ar_doc), ("onebit-adam.json", ad_doc),
+                       ("zero-one-adam.json", zo_doc), ("onebit-lamb.json", lb_doc)):
         path = os.path.join(args.out_dir, fname)
         text = dump(doc) + "\n"
         json.loads(text)  # must parse

@@ -370,6 +370,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                   " is the total to reach");
     log << "dsc-run: resumed from '" << options.load << "' at iteration "
         << firstIteration << " (" << consumed << " samples consumed)\n";
+    for (const std::string &warning : ex.loadWarnings())
+      log << "dsc-run: warning: " << warning << "\n";
   }
 
   // Consumed samples count the whole data-parallel step; throughput is this

@@ -103,6 +103,11 @@ public:
   bool checkpointInFlight() const;
   /// Restores any plan's checkpoint of this model; the consumed samples.
   int64_t loadCheckpoint(const std::string &path);
+  /// What the last loadCheckpoint started afresh instead of restoring (a
+  /// 1-bit optimizer's errors saved by another group size), for the log.
+  const std::vector<std::string> &loadWarnings() const {
+    return lastLoadWarnings;
+  }
 
   bool scalesLoss() const; // f16 plans (LossScaling.h)
   void setLossScalerConfig(const LossScalerConfig &cfg);
@@ -128,6 +133,7 @@ public:
   double nowUs() const; // since construction, on the executor's clock
 
 private:
+  std::vector<std::string> lastLoadWarnings;
   /// Every step's update: the overflow vote, `optimizer`, norm, rate, bytes.
   void finishStep(StepResult &r, const std::string &optimizer,
                   int64_t gradNormId, int64_t lrId, uint64_t sentBefore);

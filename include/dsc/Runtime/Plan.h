@@ -66,9 +66,13 @@ enum class BufferRole : uint32_t {
                       // driver after each run
   KvCache = 13,       // an attention layer's paged keys and values:
                       // persistent, never checkpointed
+  CompressionError = 14, // a 1-bit optimizer's error feedback: persistent,
+                         // zero-initialized, checkpointed with a row per
+                         // rank; a checkpoint of another group size (or
+                         // none) starts it from zeros, with a warning
 };
 /// The largest BufferRole value (the plan reader's and verifier's bound).
-inline constexpr BufferRole kLastBufferRole = BufferRole::KvCache;
+inline constexpr BufferRole kLastBufferRole = BufferRole::CompressionError;
 
 /// Constant fills every element with BufferInit::value (the compiler's scalar
 /// constants, e.g. the loss gradient seed 1/microBatches).

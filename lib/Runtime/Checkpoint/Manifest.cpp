@@ -437,9 +437,10 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
     if (!names.insert(t.name).second)
       f.fail(ctx + "is listed twice");
     t.role = f.string(tj, "role", ctx);
-    if (t.role != "parameter" && t.role != "optimizer_state")
+    if (t.role != "parameter" && t.role != "optimizer_state" &&
+        t.role != "compression_error")
       f.fail(ctx + "has role '" + t.role +
-             "' (not parameter or optimizer_state)");
+             "' (not parameter, optimizer_state or compression_error)");
     std::string dtype = f.string(tj, "dtype", ctx);
     if (!parseSafetensorsDType(dtype, t.dtype))
       f.fail(ctx + "has dtype '" + dtype + "', which dsc does not know");

@@ -39,7 +39,8 @@ using namespace dsc::rt;
 namespace {
 
 bool checkpointed(BufferRole role) {
-  return role == BufferRole::Parameter || role == BufferRole::OptimizerState;
+  return role == BufferRole::Parameter || role == BufferRole::OptimizerState ||
+         role == BufferRole::CompressionError;
 }
 
 /// The whole tensor's shape: a sharded buffer's layout records it (the
@@ -199,7 +200,9 @@ std::string sharedFailure(Communicator *world, const std::string &mine) {
 }
 
 const char *roleString(BufferRole role) {
-  return role == BufferRole::Parameter ? "parameter" : "optimizer_state";
+  return role == BufferRole::Parameter          ? "parameter"
+         : role == BufferRole::CompressionError ? "compression_error"
+                                                : "optimizer_state";
 }
 
 } // namespace
@@ -409,6 +412,7 @@ RestoredCheckpoint CheckpointIO::load(const std::string &path,
   std::string failure;
   // Per buffer this rank holds: its new bytes, staged on the host.
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> staged;
+  std::vector<std::string> warnings;
   CheckpointManifest m;
   try {
     CheckpointReader reader(path);
@@ -432,9 +436,27 @@ RestoredCheckpoint CheckpointIO::load(const std::string &path,
     bool weightsOnly = m.optimizerSteps == 0;
     for (const CheckpointTensor &t : m.tensors)
       weightsOnly = weightsOnly && t.role == "parameter";
+    // A 1-bit optimizer's errors are a row per rank of its group: saved by
+    // another group size (or not at all) they start from zeros, as
+    // DeepSpeed's 1-bit optimizers reset them at every load.
+    std::set<std::string> resetErrors;
+    for (const Buffer &b : plan.buffers) {
+      if (b.role != BufferRole::CompressionError)
+        continue;
+      const CheckpointTensor *t = m.find(b.name);
+      if (weightsOnly || !t || t->shape != wholeShape(plan, b))
+        resetErrors.insert(b.name);
+    }
+    if (!resetErrors.empty())
+      warnings.push_back(
+          "the 1-bit optimizer's compression errors (" +
+          std::to_string(resetErrors.size()) + " tensors, e.g. '" +
+          *resetErrors.begin() + "') start from zeros: " + what +
+          " holds them for another data-parallel group (or none)");
     auto restored = [&](const Buffer &b) {
       return checkpointed(b.role) &&
-             !(weightsOnly && b.role == BufferRole::OptimizerState);
+             !(weightsOnly && b.role != BufferRole::Parameter) &&
+             !resetErrors.count(b.name);
     };
     std::set<std::string> planned;
     for (const Buffer &b : plan.buffers) {
@@ -460,8 +482,24 @@ RestoredCheckpoint CheckpointIO::load(const std::string &path,
     // An inference plan serves a training checkpoint's weights: its
     // optimizer states (and the training step's) stay in the file.
     const bool weightsWanted = isInferencePlan(plan);
+    // Another optimizer's errors (a 1-bit run resumed by AdamW, or by
+    // another group size) are not this plan's state.
+    std::vector<std::string> dropped;
     for (const CheckpointTensor &t : m.tensors)
-      if (!planned.count(t.name) &&
+      if (t.role == "compression_error" && !planned.count(t.name) &&
+          !resetErrors.count(t.name))
+        dropped.push_back(t.name);
+    if (!dropped.empty())
+      warnings.push_back(what +
+                         " holds a 1-bit optimizer's compression "
+                         "errors (" +
+                         std::to_string(dropped.size()) + " tensors, e.g. '" +
+                         dropped.front() +
+                         "') that this plan's optimizer does not keep: "
+                         "dropped");
+    for (const CheckpointTensor &t : m.tensors)
+      if (!planned.count(t.name) && t.role != "compression_error" &&
+          !resetErrors.count(t.name) &&
           !(weightsWanted && t.role != "parameter"))
         throw Error(what + " has tensor '" + t.name + "' (" + t.role + " " +
                     dtypeName(t.dtype) + " " + shapeString(t.shape) +
@@ -473,6 +511,8 @@ RestoredCheckpoint CheckpointIO::load(const std::string &path,
         buffersOfStages(plan)[size_t(stageOfRank(plan, mesh.coordinates()))];
     for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
       const Buffer &b = plan.buffers[id];
+      if (held[id] && resetErrors.count(b.name))
+        staged.emplace_back(id, std::vector<uint8_t>(b.bytes, 0));
       if (!restored(b) || !held[id])
         continue;
       const CheckpointTensor &t = *m.find(b.name);
@@ -526,5 +566,5 @@ RestoredCheckpoint CheckpointIO::load(const std::string &path,
   if (!failure.empty())
     throw Error(failure);
 
-  return {std::move(m), std::move(staged)};
+  return {std::move(m), std::move(staged), std::move(warnings)};
 }

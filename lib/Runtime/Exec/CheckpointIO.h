@@ -45,6 +45,9 @@ struct CheckpointStamp {
 struct RestoredCheckpoint {
   CheckpointManifest manifest;
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> buffers;
+  /// What the load could not restore as saved and started afresh (a 1-bit
+  /// optimizer's errors under another group size), for the log.
+  std::vector<std::string> warnings;
 };
 
 class CheckpointIO {

@@ -298,6 +298,7 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   RestoredCheckpoint restored = checkpoints->load(
       path, scaling->enabled() ? &scaling->config() : nullptr);
   runner->waitForOverlapped();
+  lastLoadWarnings = std::move(restored.warnings);
   for (const auto &[id, bytes] : restored.buffers)
     if (!bytes.empty())
       arenas->writeBytes(id, bytes.data());

@@ -143,6 +143,8 @@ const char *dsc::rt::roleName(BufferRole r) {
     return "output";
   case BufferRole::KvCache:
     return "kv cache";
+  case BufferRole::CompressionError:
+    return "compression error";
   }
   return "unknown role";
 }

@@ -82,6 +82,7 @@ void checkBuffer(const Plan &plan, size_t id) {
     // copy, which a GatherParameter reads.
     if (b.role != BufferRole::Parameter && b.role != BufferRole::Gradient &&
         b.role != BufferRole::OptimizerState &&
+        b.role != BufferRole::CompressionError &&
         b.role != BufferRole::OffloadCopy && b.role != BufferRole::Temporary)
       fail("a " + std::string(roleName(b.role)) +
            " buffer cannot have a shard layout");
