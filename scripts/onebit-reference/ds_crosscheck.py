@@ -46,6 +46,8 @@ DS_FILES = {
     "deepspeed.runtime.comm.utils": "deepspeed/runtime/comm/utils.py",
     "deepspeed.runtime.comm.compressed": "deepspeed/runtime/comm/compressed.py",
     "deepspeed.runtime.fp16.onebit.adam": "deepspeed/runtime/fp16/onebit/adam.py",
+    "deepspeed.runtime.fp16.onebit.zoadam": "deepspeed/runtime/fp16/onebit/zoadam.py",
+    "deepspeed.runtime.fp16.onebit.lamb": "deepspeed/runtime/fp16/onebit/lamb.py",
 }
 
 
@@ -74,7 +76,7 @@ def _load_ds_sources(paths):
         pkg.__path__ = []
         sys.modules[pkg.__name__] = pkg
         sys.modules["deepspeed.runtime.fp16"].onebit = pkg
-    for mod in DS_FILES:  # order: utils, compressed, onebit.adam
+    for mod in DS_FILES:  # order: utils, compressed, onebit.adam, onebit.zoadam, onebit.lamb
         if mod in sys.modules:
             continue
         spec = importlib.util.spec_from_file_location(mod, paths[mod])
@@ -189,6 +191,93 @@ def _worker(rank, p, port, jobs, outdir, ds_paths):
             params=hist, exp_avg=st["exp_avg"].numpy().copy(), exp_avg_sq=st["exp_avg_sq"].numpy().copy(),
             we=st["worker_error"].numpy().copy() if "worker_error" in st else None,
             se=st["server_error"].numpy().copy() if "server_error" in st else None)
+    def engine_stub():
+        stub = type("Engine", (), {})()
+        stub.mpu = None
+        stub.local_rank = rank
+        stub.enable_backward_allreduce = True  # DeepSpeedEngine.__init__
+        return stub
+
+    def engine_grad(stub, gs):
+        """The engine's gradient all-reduce when enabled (allreduce_bucket:
+        sum -- in rank order here -- then * 1/p), else the local gradient."""
+        if not stub.enable_backward_allreduce:
+            return gs[rank].clone()
+        g = gs[0].clone()
+        for r in range(1, p):
+            g = g + gs[r]
+        return g.mul_(1.0 / p)
+
+    import contextlib
+    import io
+    from deepspeed.runtime.fp16.onebit.zoadam import ZeroOneAdam
+    from deepspeed.runtime.fp16.onebit.lamb import OnebitLamb
+    out["zoa"] = {}
+    for case in jobs.get("zoa", []):
+        hp = jobs["zoa_hp"]
+        prm = torch.nn.Parameter(torch.from_numpy(case["params0"].copy()))
+        stub = engine_stub()
+        with contextlib.redirect_stdout(io.StringIO()):  # its progress prints
+            opt = ZeroOneAdam([prm], deepspeed=stub, lr=hp["lr"], betas=hp["betas"], eps=hp["eps"],
+                              weight_decay=float(case["weight_decay"]), var_freeze_step=hp["var_freeze_step"],
+                              var_update_scaler=hp["var_update_scaler"], local_step_scaler=hp["local_step_scaler"],
+                              local_step_clipper=hp["local_step_clipper"], comm_backend_name="compressed")
+            prm.grad = torch.zeros_like(prm)  # FP16_Optimizer.initialize_optimizer_states
+            opt.step()
+            prm.grad = None
+            hist, flags = [], []
+            for k in range(hp["steps"]):
+                gs = [torch.from_numpy(g.copy()) for g in case["grads"][k]]
+                flags.append(bool(stub.enable_backward_allreduce))
+                prm.grad = engine_grad(stub, gs)
+                opt.step()
+                hist.append(prm.detach().numpy().copy())
+        st = opt.state[prm]
+        out["zoa"][case["name"]] = dict(
+            params=hist, allreduce=flags, exp_avg=st["exp_avg"].numpy().copy(),
+            exp_avg_sq=st["exp_avg_sq"].numpy().copy(), cb=st["momentum_accumulator"].numpy().copy(),
+            we=st["worker_error"].numpy().copy(), se=st["server_error"].numpy().copy(),
+            final=dict(step=st["step"], var_interval=st["var_interval"], var_counter=st["var_counter"],
+                       local_step_interval=st["local_step_interval"],
+                       local_step_counter=st["local_step_counter"], lrs=float(st["lrs"]),
+                       freeze_key=bool(opt.freeze_key)))
+
+    out["lamb"] = {}
+    for case in jobs.get("lamb", []):
+        hp = jobs["lamb_hp"]
+        prms = [torch.nn.Parameter(torch.from_numpy(x.copy())) for x in case["params0"]]
+        stub = engine_stub()
+        with contextlib.redirect_stdout(io.StringIO()):
+            opt = OnebitLamb(prms, deepspeed=stub, lr=hp["lr"], freeze_step=hp["freeze_step"], betas=hp["betas"],
+                             eps=hp["eps"], weight_decay=float(case["weight_decay"]), max_coeff=hp["max_coeff"],
+                             min_coeff=hp["min_coeff"], comm_backend_name="compressed", coeff_beta=hp["coeff_beta"],
+                             factor_max=hp["factor_max"], factor_min=hp["factor_min"],
+                             factor_threshold=hp["factor_threshold"])
+            for q in prms:  # FP16_UnfusedOptimizer.initialize_optimizer_states
+                q.grad = torch.zeros_like(q)
+            opt.step()
+            for q in prms:
+                q.grad = None
+            hist, coeffs, factors = [], [], []
+            for k in range(hp["steps"]):
+                allred = bool(stub.enable_backward_allreduce)
+                for t, q in enumerate(prms):
+                    q.grad = engine_grad(stub, [torch.from_numpy(g[t].copy()) for g in case["grads"][k]])
+                opt.step()
+                hist.append([q.detach().numpy().copy() for q in prms])
+                coeffs.append([float(c) for c in opt.get_lamb_coeffs()])
+                factors.append([float(opt.state[q]["last_factor"]) for q in prms] if not allred else [])
+        sts = [opt.state[q] for q in prms]
+        out["lamb"][case["name"]] = dict(
+            params=hist, lamb_coeffs=coeffs, factors=factors,
+            exp_avg=[st["exp_avg"].numpy().copy() for st in sts], exp_avg_flat=opt.exp_avg_flat[0].numpy().copy(),
+            exp_avg_sq=[st["exp_avg_sq"].numpy().copy() for st in sts],
+            exp_avg_sq_fresh=[st["exp_avg_sq_fresh"].numpy().copy() for st in sts],
+            lamb_coeff_freeze=[float(st["lamb_coeff_freeze"]) for st in sts],
+            last_factor=[float(st["last_factor"]) for st in sts],
+            scaling_coeff=[float(st["scaling_coeff"]) for st in sts],
+            we=opt.worker_errors[0].numpy().copy(), se=opt.server_errors[0].numpy().copy())
+
     with open(os.path.join(outdir, f"rank{rank}.pkl"), "wb") as f:
         pickle.dump(out, f)
     dist.barrier()
@@ -248,7 +337,53 @@ def _adam_pairs(case, g, r):
     return pairs
 
 
-def run(ar_cases, adam_cases, hp, ar_torchnorm, adam_torchnorm):
+def _zoa_pairs(case, g, r):
+    pairs = [(a, b[r]) for a, b in zip(g["params"], case["params"])]
+    pairs += [(g["exp_avg"], case["exp_avg"][r]), (g["exp_avg_sq"], case["exp_avg_sq"]),
+              (g["cb"], case["momentum_accumulator"][r]),
+              (g["we"], case["worker_errors"][r]), (g["se"], case["server_errors"][r])]
+    return pairs
+
+
+def _zoa_meta_equal(case, g):
+    """the engine flag per step and the final counters/lrs: exact"""
+    fin = {k: (float(v) if k == "lrs" else v) for k, v in case["final_state"].items()}
+    return list(case["allreduce"]) == g["allreduce"] and fin == g["final"]
+
+
+def _lamb_pairs(case, g, r):
+    pairs = []
+    for a, b in zip(g["params"], case["params"]):
+        pairs += list(zip(a, b))
+    for key in ("exp_avg", "exp_avg_sq", "exp_avg_sq_fresh"):
+        pairs += list(zip(g[key], case[key]))
+    pairs += [(g["exp_avg_flat"], case["exp_avg_flat"]),
+              (g["we"], case["worker_errors"][r]), (g["se"], case["server_errors"][r])]
+    return pairs
+
+
+def _lamb_doubles(case, g):
+    """-> (all Python-double quantities equal?, worst relative difference)"""
+    exact, worst = True, 0.0
+    for key in ("lamb_coeffs", "factors", "lamb_coeff_freeze", "last_factor", "scaling_coeff"):
+        a = np.asarray(case[key], dtype=object)
+        b = np.asarray(g[key], dtype=object)
+        fa = [float(x) for x in np.ravel(np.asarray(case[key], dtype=np.float64))] if key not in ("lamb_coeffs", "factors") \
+            else [float(x) for row in case[key] for x in row]
+        fb = [float(x) for x in np.ravel(np.asarray(g[key], dtype=np.float64))] if key not in ("lamb_coeffs", "factors") \
+            else [float(x) for row in g[key] for x in row]
+        del a, b
+        if len(fa) != len(fb):
+            return False, float("inf")
+        for x, y in zip(fa, fb):
+            if x != y:
+                exact = False
+                worst = max(worst, abs(x - y) / max(abs(x), 1e-30))
+    return exact, worst
+
+
+def run(ar_cases, adam_cases, hp, ar_torchnorm, adam_torchnorm, zoa=None, lamb=None):
+    """zoa / lamb: (golden cases, hyper-parameters, torch-norm rerun cases)."""
     """Run DeepSpeed on the goldens' inputs; compare its outputs (a) with the
     goldens (float64-accumulated norm) and (b) with the same reference run
     with torch's float32 CPU norm (ar_torchnorm/adam_torchnorm), which must be
@@ -268,6 +403,12 @@ def run(ar_cases, adam_cases, hp, ar_torchnorm, adam_torchnorm):
                     adam=[c for c in adam_cases if c["p"] == p],
                     hp=dict(lr=hp["lr"], betas=hp["betas"], eps=hp["eps"],
                             freeze_step=hp["freeze_step"], steps=hp["steps"]))
+        if zoa is not None:
+            jobs["zoa"] = [c for c in zoa[0] if c["p"] == p]
+            jobs["zoa_hp"] = dict(zoa[1])
+        if lamb is not None:
+            jobs["lamb"] = [c for c in lamb[0] if c["p"] == p]
+            jobs["lamb_hp"] = dict(lamb[1])
         with tempfile.TemporaryDirectory() as td:
             mp.spawn(_worker, args=(p, _free_port(), jobs, td, ds_paths), nprocs=p, join=True)
             outs = []
@@ -303,6 +444,40 @@ def run(ar_cases, adam_cases, hp, ar_torchnorm, adam_torchnorm):
                            f"{'bit-identical' if ex_g else f'max |d|/max|ref| {worst_g:.1e}'}; "
                            f"with torch's norm+sqrt {'bit-identical' if ex_t else 'DIFFERENT'}")
             ok = ok and ex_t
+        for case in jobs.get("zoa", []):
+            ex_g, worst_g, ex_t, meta = True, 0.0, True, True
+            tn = {c["name"]: c for c in zoa[2]}[case["name"]]
+            for r in range(p):
+                g = outs[r]["zoa"][case["name"]]
+                e, w = _compare(_zoa_pairs(case, g, r))
+                ex_g, worst_g = ex_g and e, max(worst_g, w)
+                e, _ = _compare(_zoa_pairs(tn, g, r))
+                ex_t = ex_t and e
+                meta = meta and _zoa_meta_equal(case, g)
+            summary.append(f"0/1 Adam    {case['name']:20s}: vs goldens "
+                           f"{'bit-identical' if ex_g else f'max |d|/max|ref| {worst_g:.1e}'}; "
+                           f"with torch's norm+sqrt {'bit-identical' if ex_t else 'DIFFERENT'}; "
+                           f"all-reduce flags and final counters {'equal' if meta else 'DIFFERENT'}")
+            ok = ok and ex_t and meta
+        for case in jobs.get("lamb", []):
+            ex_g, worst_g, ex_t = True, 0.0, True
+            dx_g, dw_g, dx_t = True, 0.0, True
+            tn = {c["name"]: c for c in lamb[2]}[case["name"]]
+            for r in range(p):
+                g = outs[r]["lamb"][case["name"]]
+                e, w = _compare(_lamb_pairs(case, g, r))
+                ex_g, worst_g = ex_g and e, max(worst_g, w)
+                e, _ = _compare(_lamb_pairs(tn, g, r))
+                ex_t = ex_t and e
+                e, w = _lamb_doubles(case, g)
+                dx_g, dw_g = dx_g and e, max(dw_g, w)
+                e, _ = _lamb_doubles(tn, g)
+                dx_t = dx_t and e
+            summary.append(f"1-bit LAMB  {case['name']:20s}: vs goldens "
+                           f"{'bit-identical' if ex_g else f'max |d|/max|ref| {worst_g:.1e}'}, coefficients "
+                           f"{'equal' if dx_g else f'max rel {dw_g:.1e}'}; with torch's norms+sqrt "
+                           f"{'bit-identical' if ex_t and dx_t else 'DIFFERENT'}")
+            ok = ok and ex_t and dx_t
     for line in summary:
         print("deepspeed cross-check:", line)
     print("deepspeed cross-check:", "PASS" if ok else "FAIL")

@@ -580,11 +580,16 @@ def main():
         # some inputs); all else unchanged
         ref.norm2 = lambda v: torch.linalg.norm(torch.from_numpy(np.ascontiguousarray(v, dtype=F32))).numpy()
         ref.sqrt32 = lambda v: torch.from_numpy(np.ascontiguousarray(v, dtype=F32)).sqrt().numpy()
+        # 1-bit LAMB's trust-ratio norms are x.pow(2).sum().sqrt()
+        onebit_lamb.norm_sumsq = lambda v: torch.from_numpy(np.ascontiguousarray(v, dtype=F32)).pow(2).sum().sqrt().numpy()
         ar_t = make_allreduce(np.random.default_rng(SEED))
         ad_t = make_adam(np.random.default_rng(SEED + 2))
+        zo_t = make_zoa(np.random.default_rng(SEED + 3))
+        lb_t = make_lamb(np.random.default_rng(SEED + 4))
         ref.norm2 = ref.norm2_f64
         ref.sqrt32 = ref.sqrt32_ieee
-        ok = ds_crosscheck.run(ar, ad, ADAM_HP, ar_t, ad_t)
+        onebit_lamb.norm_sumsq = ref.norm2_f64
+        ok = ds_crosscheck.run(ar, ad, ADAM_HP, ar_t, ad_t, zoa=(zo, ZOA_HP, zo_t), lamb=(lb, LAMB_HP, lb_t))
         if not ok:
             sys.exit(1)
 
