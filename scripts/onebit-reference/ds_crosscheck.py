@@ -366,16 +366,16 @@ def _lamb_doubles(case, g):
     """-> (all Python-double quantities equal?, worst relative difference)"""
     exact, worst = True, 0.0
     for key in ("lamb_coeffs", "factors", "lamb_coeff_freeze", "last_factor", "scaling_coeff"):
-        a = np.asarray(case[key], dtype=object)
-        b = np.asarray(g[key], dtype=object)
-        fa = [float(x) for x in np.ravel(np.asarray(case[key], dtype=np.float64))] if key not in ("lamb_coeffs", "factors") \
-            else [float(x) for row in case[key] for x in row]
-        fb = [float(x) for x in np.ravel(np.asarray(g[key], dtype=np.float64))] if key not in ("lamb_coeffs", "factors") \
-            else [float(x) for row in g[key] for x in row]
-        del a, b
+        fa, fb = case[key], g[key]
+        if key in ("lamb_coeffs", "factors"):  # [steps][tensors]
+            if [len(x) for x in fa] != [len(x) for x in fb]:
+                return False, float("inf")
+            fa = [x for row in fa for x in row]
+            fb = [x for row in fb for x in row]
         if len(fa) != len(fb):
             return False, float("inf")
         for x, y in zip(fa, fb):
+            x, y = float(x), float(y)
             if x != y:
                 exact = False
                 worst = max(worst, abs(x - y) / max(abs(x), 1e-30))
