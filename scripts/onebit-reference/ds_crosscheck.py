@@ -6,6 +6,8 @@ Runs, in p processes joined by a torch.distributed gloo group, DeepSpeed's
 unmodified (read from git at DS_COMMIT, since the installed wheel lacks them)
   deepspeed/runtime/comm/compressed.py  CompressedBackend.compressed_allreduce
   deepspeed/runtime/fp16/onebit/adam.py OnebitAdam.step
+  deepspeed/runtime/fp16/onebit/zoadam.py ZeroOneAdam.step
+  deepspeed/runtime/fp16/onebit/lamb.py OnebitLamb.step
 with only what needs a GPU replaced:
   * CompressedBackend.__init__ (it JIT-builds the XPU packbits op) and its
     pack/unpack (XPU kernels) -> numpy packbits/unpackbits with the NCCL
@@ -14,8 +16,9 @@ with only what needs a GPU replaced:
   * compressed.py's all_gather of the 0-dim scales is given a (1,)-shaped
     view (gloo refuses the shape mismatch NCCL accepts; values untouched);
   * the engine: a stub with mpu=None, local_rank=rank, and the engine's
-    gradient all-reduce in the warm-up stage replaced by the ranks'
-    gradients summed in rank order then * (1/p).
+    gradient all-reduce (whenever enable_backward_allreduce is on: 1-bit
+    Adam's and 1-bit LAMB's warm-up, 0/1 Adam's var steps) replaced by the
+    ranks' gradients summed in rank order then * (1/p).
 It also makes the one optimizer.step() with zero gradients that
 FP16_Optimizer.initialize_optimizer_states() makes at construction.
 

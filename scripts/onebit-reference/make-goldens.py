@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Write the 1-bit compressed all-reduce / 1-bit Adam goldens from the plain
-numpy reference in onebit_reference.py, after running its self-checks.
+"""Write the 1-bit compressed all-reduce / 1-bit Adam / 0/1 Adam / 1-bit LAMB
+goldens from the plain numpy references (onebit_reference.py,
+zero_one_adam.py, onebit_lamb.py), after running their self-checks.
 
   python make-goldens.py [--out-dir DIR] [--no-deepspeed]
 
-Writes DIR/compressed-allreduce.json and DIR/onebit-adam.json (default DIR:
+Writes DIR/compressed-allreduce.json, DIR/onebit-adam.json,
+DIR/zero-one-adam.json and DIR/onebit-lamb.json (default DIR:
 test/Runtime/Inputs/onebit at the repository root). Needs numpy only; if
 torch and deepspeed import, it also runs ds_crosscheck.py (DeepSpeed's own
-compressed_allreduce and OnebitAdam.step on p CPU/gloo processes) and
-compares. See README.md.
+compressed_allreduce, OnebitAdam.step, ZeroOneAdam.step and OnebitLamb.step
+on p CPU/gloo processes) and compares. See README.md.
 """
 
 import argparse
