@@ -612,9 +612,6 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       plan.compressionFromStep = from.getInt();
       if (failed(lowerProgram(compressed, "optimizer.compressed")))
         return failure();
-      plan.summary.collectiveBytesPerCompressedStep =
-          collectiveBytesPerStep(module, microbatches, /*compressed=*/true)
-              .total();
     }
     // Model FLOPs of one micro-batch's forward and backward.
     fb.walk([&](CostOpInterface op) {
@@ -637,6 +634,10 @@ FailureOr<rt::Plan> PlanBuilder::build() {
 
   plan.summary.collectiveBytesPerStep =
       collectiveBytesPerStep(module, microbatches).total();
+  if (plan.compressionFromStep > 0)
+    plan.summary.collectiveBytesPerCompressedStep =
+        collectiveBytesPerStep(module, microbatches, /*compressed=*/true)
+            .total();
   if (plan.vocabSize == 0)
     return module.emitError("cannot tell the vocabulary size: the module has "
                             "no dsc.model attribute");
@@ -838,6 +839,19 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
     currentDomain = r;
     if (failed(lowerProgram(opt, stage.optimizer)))
       return failure();
+    // A 1-bit optimizer's step after its warm-up, on this rank's stage's
+    // data-parallel group.
+    if (auto compressed = lookupProgram<func::FuncOp>(
+            module, ProgramRole::CompressedOptimizer, r)) {
+      auto from = compressed->getAttrOfType<IntegerAttr>(kFromStepAttr);
+      if (!from)
+        return compressed.emitError("a compressed_optimizer program needs "
+                                    "dsc.from_step, the first step it runs");
+      plan.compressionFromStep = from.getInt();
+      stage.compressedOptimizer = prefix + "optimizer.compressed";
+      if (failed(lowerProgram(compressed, stage.compressedOptimizer)))
+        return failure();
+    }
     currentStage = nullptr;
     currentDomain = -1;
     if (failed(lowerStep(step, *shape, r, stage.step)))
@@ -845,9 +859,11 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
   }
   // A rank's other stages report its optimizer's norm and learning rate.
   for (int64_t k = ranks; k < numStages; ++k) {
-    plan.stages[size_t(k)].gradNorm = plan.stages[size_t(k % ranks)].gradNorm;
-    plan.stages[size_t(k)].learningRate =
-        plan.stages[size_t(k % ranks)].learningRate;
+    const rt::PipelineStage &own = plan.stages[size_t(k % ranks)];
+    plan.stages[size_t(k)].gradNorm = own.gradNorm;
+    plan.stages[size_t(k)].learningRate = own.learningRate;
+    plan.stages[size_t(k)].compressedGradNorm = own.compressedGradNorm;
+    plan.stages[size_t(k)].compressedLearningRate = own.compressedLearningRate;
   }
   // What one rank runs, on average over the ranks (Megatron's per-GPU
   // model FLOPs).
@@ -858,6 +874,8 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
   plan.loss = uint32_t(last.loss);
   plan.gradNorm = last.gradNorm;
   plan.learningRate = last.learningRate;
+  plan.compressedGradNorm = last.compressedGradNorm;
+  plan.compressedLearningRate = last.compressedLearningRate;
   return success();
 }
 
@@ -1051,6 +1069,10 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
         special[result] = {rt::BufferRole::Scalar,
                            stageName + (index == 0 ? ".grad_norm"
                                                    : ".learning_rate")};
+      else if (role == ProgramRole::CompressedOptimizer)
+        special[result] = {rt::BufferRole::Scalar,
+                           stageName + (index == 0 ? ".compressed_grad_norm"
+                                                   : ".compressed_lr")};
       else if (role == ProgramRole::Forward)
         special[result] =
             scalar && index == 0
@@ -1124,6 +1146,10 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       if (currentStage) {
         if (role == rt::BufferRole::Loss)
           currentStage->loss = *id;
+        else if (StringRef(name).ends_with(".compressed_grad_norm"))
+          currentStage->compressedGradNorm = *id;
+        else if (StringRef(name).ends_with(".compressed_lr"))
+          currentStage->compressedLearningRate = *id;
         else if (StringRef(name).ends_with(".grad_norm"))
           currentStage->gradNorm = *id;
         else if (StringRef(name).ends_with(".learning_rate"))

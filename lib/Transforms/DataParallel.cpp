@@ -196,7 +196,12 @@ struct DscDataParallelPass
       auto moment = module.lookupSymbol<StateOp>(update.getExpAvg());
       const int64_t padded = ::dsc::onebitPaddedSize(
           moment.getTensorType().getNumElements(), group);
+      // Two stages updating a tied parameter share the declaration: each
+      // rank holds only its own stage's errors.
       auto declare = [&](StringRef prefix, StateKind kind, int64_t n) {
+        if (auto existing =
+                symbols.lookup<StateOp>((prefix + param.getSymName()).str()))
+          return FlatSymbolRefAttr::get(existing.getSymNameAttr());
         auto state = StateOp::create(
             decls, param.getLoc(), (prefix + param.getSymName()).str(),
             RankedTensorType::get({n}, decls.getF32Type()), kind,

@@ -148,11 +148,6 @@ struct DscOptimizerPass
                       std::nullopt, /*compressed=*/true);
       return;
     }
-    if (optimizer == "onebit_adam") {
-      module.emitError("--dsc-optimizer: optimizer=onebit_adam does not "
-                       "support pipeline stages yet (pp=1)");
-      return signalPassFailure();
-    }
 
     // A gradient accumulated by several stages (a tied embedding, read by
     // the first and the last) is a sum of the stages' parts: every stage
@@ -193,6 +188,11 @@ struct DscOptimizerPass
       }
       emitOptimizer(("optimizer.stage" + Twine(k)).str(), normed, updated,
                     local, shared, k);
+      // 1-bit Adam: each pipeline rank compresses over its stage's
+      // data-parallel group.
+      if (optimizer == "onebit_adam")
+        emitOptimizer(("optimizer.compressed.stage" + Twine(k)).str(), normed,
+                      updated, local, shared, k, /*compressed=*/true);
     }
   }
 

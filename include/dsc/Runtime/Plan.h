@@ -235,6 +235,11 @@ struct PipelineStage {
   /// PipelineBackwardWeight) instructions, which the executor runs in
   /// order.
   std::string forward, forwardBackward, optimizer, step;
+  /// A 1-bit optimizer's step after its warm-up on the stages k < P (run
+  /// in place of `optimizer` from Plan::compressionFromStep on; "" on the
+  /// others and without one), and its norm and learning rate.
+  std::string compressedOptimizer;
+  int64_t compressedGradNorm = -1, compressedLearningRate = -1;
   /// The stage input: the tokens buffer on stage 0, else the activation
   /// received from stage k-1 (read by both forward and forwardBackward).
   int64_t input = -1;

@@ -33,7 +33,11 @@
 //                   gradNorm learningRate, u32 n + n pairs of i64 residual
 //                   out and in (format version 8), u32 backwardWeight
 //                   (string index, "" unless split), u32 n + n pairs of
-//                   i64 weight stash out and in (format version 9)
+//                   i64 weight stash out and in (format version 9),
+//                   three slot banks (i64 slots, u64 offset stride), u32
+//                   compressedOptimizer (string index, "" unless 1-bit),
+//                   i64 compressedGradNorm compressedLearningRate (format
+//                   version 12)
 //           summary u32 n + u64 peakBytesPerArena[n], u64 flopsPerMicroBatch,
 //                   u64 collectiveBytesPerStep,
 //                   collectiveBytesPerCompressedStep (format version 12),

@@ -101,7 +101,8 @@ std::vector<std::vector<bool>> buffersOfStages(const Plan &plan) {
     const PipelineStage &s = plan.stages[k];
     std::vector<bool> &used = out[k % ranks];
     for (const std::string &name :
-         {s.forward, s.forwardBackward, s.backwardWeight, s.optimizer})
+         {s.forward, s.forwardBackward, s.backwardWeight, s.optimizer,
+          s.compressedOptimizer})
       if (const Program *prog = plan.findProgram(name))
         for (const Instruction &inst : prog->instructions) {
           for (uint32_t id : inst.inputs)

@@ -152,7 +152,11 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     r.hasLoss = pipeline->holdsLoss();
     const double lossSum = pipeline->run(fill, firstMicroBatch, seed);
     r.loss = r.hasLoss ? lossSum / double(microBatches) : 0.0;
-    finishStep(r, own.optimizer, own.gradNorm, own.learningRate, sentBefore);
+    if (compressesAt(step()))
+      finishStep(r, own.compressedOptimizer, own.compressedGradNorm,
+                 own.compressedLearningRate, sentBefore);
+    else
+      finishStep(r, own.optimizer, own.gradNorm, own.learningRate, sentBefore);
     return r;
   }
   double lossSum = 0;

@@ -153,8 +153,9 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       names.intern(inst.name);
   }
   for (const PipelineStage &st : plan.stages)
-    for (const std::string *n : {&st.forward, &st.forwardBackward,
-                                 &st.optimizer, &st.step, &st.backwardWeight})
+    for (const std::string *n :
+         {&st.forward, &st.forwardBackward, &st.optimizer, &st.step,
+          &st.backwardWeight, &st.compressedOptimizer})
       names.intern(*n);
 
   Writer body;
@@ -265,6 +266,9 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
       body.u64(bank->offset);
       body.u64(bank->stride);
     }
+    body.u32(names.intern(st.compressedOptimizer));
+    body.i64(st.compressedGradNorm);
+    body.i64(st.compressedLearningRate);
   }
 
   body.u32(uint32_t(plan.summary.peakBytesPerArena.size()));
@@ -455,8 +459,8 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   // residuals, the weight-gradient program and its stash, three slot banks.
   plan.schedule = checkedEnum<PipelineSchedule>(
       r, "pipeline schedule", uint32_t(PipelineSchedule::ZeroBubbleH1));
-  plan.stages.resize(
-      r.count("pipeline stages", 4 * 4 + 7 * 8 + 4 + 4 + 4 + 3 * 24));
+  plan.stages.resize(r.count("pipeline stages",
+                             4 * 4 + 7 * 8 + 4 + 4 + 4 + 3 * 24 + 4 + 2 * 8));
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     PipelineStage &st = plan.stages[k];
     std::string f = "stages[" + std::to_string(k) + "]";
@@ -480,6 +484,9 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
       bank->offset = r.u64(f + " slot bank offset");
       bank->stride = r.u64(f + " slot bank stride");
     }
+    st.compressedOptimizer = name(f + ".compressedOptimizer");
+    st.compressedGradNorm = r.i64(f + " compressedGradNorm buffer id");
+    st.compressedLearningRate = r.i64(f + " compressedLearningRate buffer id");
   }
 
   plan.summary.peakBytesPerArena.resize(

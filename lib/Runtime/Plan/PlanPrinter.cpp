@@ -34,6 +34,9 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   if (!plan.mesh.empty())
     os << "mesh: " << meshString(plan.mesh) << " (" << meshRanks(plan.mesh)
        << " ranks)\n";
+  if (plan.compressionFromStep > 0 && plan.stages.empty())
+    os << "1-bit optimizer: 'optimizer.compressed' from step "
+       << plan.compressionFromStep << "\n";
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &st = plan.stages[k];
     os << "stage " << k << " (" << ::dsc::pipelineScheduleName(plan.schedule)
@@ -48,6 +51,9 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
       os << ", loss %" << st.loss;
     if (!st.residuals.empty())
       os << ", " << st.residuals.size() << " residuals";
+    if (!st.compressedOptimizer.empty())
+      os << ", from step " << plan.compressionFromStep << " '"
+         << st.compressedOptimizer << "'";
     if (!st.backwardWeight.empty())
       os << ", weight gradients '" << st.backwardWeight << "' ("
          << st.weightStash.size() << " kept from the backward)";

@@ -188,7 +188,10 @@ private:
 /// The events of pipeline rank r's step, in the order it issues them.
 class Sequence {
 public:
-  Sequence(const World &world, int64_t rank) : world(world), rank(rank) {}
+  /// With `compressed`, a step of a 1-bit optimizer after its warm-up
+  /// (the rank's compressed optimizer program in place of its optimizer).
+  Sequence(const World &world, int64_t rank, bool compressed)
+      : world(world), rank(rank), compressed(compressed) {}
 
   /// The first send whose buffer holds another micro-batch's data than
   /// the one it names, as an error ("" when none): reported after the
@@ -214,7 +217,8 @@ public:
       vote.reduce = int(ReduceOp::Max);
       events.push_back(vote);
     }
-    if (const Program *optimizer = plan.findProgram(own.optimizer))
+    if (const Program *optimizer = plan.findProgram(
+            compressed ? own.compressedOptimizer : own.optimizer))
       addProgram(*optimizer, nullptr, 0);
     return std::move(events);
   }
@@ -240,6 +244,7 @@ private:
 
   const World &world;
   int64_t rank;
+  bool compressed;
   std::vector<Event> events;
 };
 
@@ -690,18 +695,24 @@ void dsc::rt::verifyPlanSchedule(const Plan &plan) {
   if (plan.stages.empty() || ranks < 1)
     return;
   World world(plan);
-  std::vector<std::vector<Event>> perPipelineRank;
-  std::string staleSend;
-  for (int64_t r = 0; r < ranks; ++r) {
-    Sequence sequence(world, r);
-    perPipelineRank.push_back(sequence.build());
-    if (staleSend.empty())
-      staleSend = sequence.staleSend;
+  // A 1-bit optimizer's steps after its warm-up run other optimizer
+  // programs, on every rank from the same step: a step of each kind.
+  for (bool compressed : {false, true}) {
+    if (compressed && plan.compressionFromStep <= 0)
+      break;
+    std::vector<std::vector<Event>> perPipelineRank;
+    std::string staleSend;
+    for (int64_t r = 0; r < ranks; ++r) {
+      Sequence sequence(world, r, compressed);
+      perPipelineRank.push_back(sequence.build());
+      if (staleSend.empty())
+        staleSend = sequence.staleSend;
+    }
+    std::vector<const std::vector<Event> *> sequences;
+    for (int64_t rank = 0; rank < world.size(); ++rank)
+      sequences.push_back(&perPipelineRank[size_t(world.ppOf(rank))]);
+    Simulation(world, std::move(sequences)).run();
+    if (!staleSend.empty())
+      throw Error(staleSend);
   }
-  std::vector<const std::vector<Event> *> sequences;
-  for (int64_t rank = 0; rank < world.size(); ++rank)
-    sequences.push_back(&perPipelineRank[size_t(world.ppOf(rank))]);
-  Simulation(world, std::move(sequences)).run();
-  if (!staleSend.empty())
-    throw Error(staleSend);
 }

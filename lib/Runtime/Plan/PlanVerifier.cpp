@@ -220,19 +220,23 @@ void checkWellKnown(const Plan &plan) {
     check(plan.gradientSeed, "gradientSeed", BufferRole::Constant);
   // A 1-bit optimizer's compressed step: the program, from a step >= 1,
   // with scalars of its own; none of it without one.
-  const bool compressed = plan.findProgram("optimizer.compressed") != nullptr;
+  // (A pipeline's are its ranks' first stages', checked with the stages.)
+  bool compressed = plan.findProgram("optimizer.compressed") != nullptr;
+  for (const PipelineStage &st : plan.stages)
+    compressed = compressed || !st.compressedOptimizer.empty();
   if (plan.compressionFromStep < 0 ||
       compressed != (plan.compressionFromStep > 0))
     throw Error("compressionFromStep " +
                 std::to_string(plan.compressionFromStep) +
-                (compressed ? " must be >= 1 for the plan's "
-                              "\"optimizer.compressed\" program"
-                            : " must be 0: the plan has no "
-                              "\"optimizer.compressed\" program"));
+                (compressed ? " must be >= 1 for the plan's compressed "
+                              "optimizer program"
+                            : " must be 0: the plan has no compressed "
+                              "optimizer program"));
   if (compressed) {
-    if (!plan.stages.empty())
-      throw Error("a pipelined plan cannot have an \"optimizer.compressed\" "
-                  "program");
+    if (!plan.stages.empty() && plan.findProgram("optimizer.compressed"))
+      throw Error("a pipelined plan's compressed optimizers are its ranks' "
+                  "(PipelineStage::compressedOptimizer), not one "
+                  "\"optimizer.compressed\" program");
     check(plan.compressedGradNorm, "compressedGradNorm", BufferRole::Scalar);
     check(plan.compressedLearningRate, "compressedLearningRate",
           BufferRole::Scalar);
@@ -545,9 +549,9 @@ void checkPipelineArenas(const Plan &plan) {
   std::map<std::string, int64_t> rankOfProgram;
   for (size_t k = 0; k < plan.stages.size(); ++k) {
     const PipelineStage &st = plan.stages[k];
-    for (const std::string *name : {&st.forward, &st.forwardBackward,
-                                    &st.backwardWeight, &st.optimizer,
-                                    &st.step})
+    for (const std::string *name :
+         {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.optimizer,
+          &st.step, &st.compressedOptimizer})
       if (!name->empty())
         rankOfProgram[*name] = int64_t(k) % ranks;
   }
@@ -619,6 +623,17 @@ void checkStages(const Plan &plan) {
                   ": has a weight-gradient program, which only the "
                   "zb-h1 schedule runs, not " +
                   std::string(pipelineScheduleName(plan.schedule)));
+    // A 1-bit optimizer's compressed step: on every rank, or on none.
+    const bool compresses = plan.compressionFromStep > 0;
+    if (ownsRank && compresses && !plan.findProgram(st.compressedOptimizer))
+      throw Error(where + ": no compressed optimizer program '" +
+                  st.compressedOptimizer + "' (the plan compresses from step " +
+                  std::to_string(plan.compressionFromStep) + ")");
+    if ((!ownsRank || !compresses) && !st.compressedOptimizer.empty())
+      throw Error(where + ": names compressed optimizer program '" +
+                  st.compressedOptimizer + "', but " +
+                  (compresses ? "only the first stage of a rank has one"
+                              : "the plan does not compress"));
     for (const std::string *name : {&st.optimizer, &st.step}) {
       if (ownsRank && !plan.findProgram(*name))
         throw Error(where + ": no program '" + *name + "'");
@@ -652,6 +667,10 @@ void checkStages(const Plan &plan) {
     check(st.loss, "loss", BufferRole::Loss, k == last);
     check(st.gradNorm, "gradNorm", BufferRole::Scalar, true);
     check(st.learningRate, "learningRate", BufferRole::Scalar, true);
+    check(st.compressedGradNorm, "compressedGradNorm", BufferRole::Scalar,
+          compresses);
+    check(st.compressedLearningRate, "compressedLearningRate",
+          BufferRole::Scalar, compresses);
     // The residuals a split backward reads (none on the last stage, which
     // runs both together) and what B keeps for W: boundary buffers.
     if (k == last && !st.residuals.empty())

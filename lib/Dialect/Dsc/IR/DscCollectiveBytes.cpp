@@ -212,7 +212,8 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
     std::optional<ProgramRole> role = getProgramRole(func);
     if (!stage || !role || shape->rankOf(*stage) != 0)
       continue;
-    if (*role == ProgramRole::Optimizer) {
+    if (*role == (compressed ? ProgramRole::CompressedOptimizer
+                             : ProgramRole::Optimizer)) {
       func->walk([&](Operation *op) { count(op, 1); });
       continue;
     }
