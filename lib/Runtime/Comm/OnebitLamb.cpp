@@ -1,0 +1,239 @@
+//===- OnebitLamb.cpp - DeepSpeed's 1-bit LAMB step -----------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/OnebitLamb.h"
+
+#include "dsc/Runtime/Communicator.h"
+#include "dsc/Runtime/CompressedAllReduce.h"
+#include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/OnebitAdam.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+using namespace dsc::rt;
+
+namespace {
+
+/// A hyper-parameter as torch makes it: the double, then f32.
+float f32(double x) { return float(x); }
+
+/// ‖x‖₂ in f32, the sum of squares in f64 rounded once (as the reference).
+float norm2(const float *x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += double(x[i]) * double(x[i]);
+  return float(std::sqrt(sum));
+}
+
+/// The fused buffer, its offsets, the per-tensor state and the errors, on
+/// the first call; later calls must pass the same tensor sizes.
+void ensureState(OnebitLambState &state,
+                 const std::vector<OnebitLambTensor> &ts, int64_t p) {
+  if (!state.offsets.empty()) {
+    bool same = state.offsets.size() == ts.size() + 1;
+    for (size_t t = 0; same && t < ts.size(); ++t)
+      same = state.offsets[t + 1] - state.offsets[t] == ts[t].size;
+    if (!same)
+      throw Error("1-bit LAMB: the step's tensors differ from the state's");
+    return;
+  }
+  state.offsets.assign(1, 0);
+  state.tensors.resize(ts.size());
+  for (size_t t = 0; t < ts.size(); ++t) {
+    if (ts[t].size <= 0)
+      throw Error("1-bit LAMB: tensor " + std::to_string(t) +
+                  " is empty (DeepSpeed filters empty parameters out)");
+    state.offsets.push_back(state.offsets.back() + ts[t].size);
+    state.tensors[t].expAvgSq.assign(size_t(ts[t].size), 0.0f);
+    state.tensors[t].expAvgSqFresh.assign(size_t(ts[t].size), 0.0f);
+  }
+  const int64_t padded = onebitPaddedSize(state.offsets.back(), p);
+  state.expAvgFlat.assign(size_t(padded), 0.0f);
+  state.workerError.assign(size_t(padded), 0.0f);
+  state.serverError.assign(size_t(padded / p), 0.0f);
+}
+
+/// u = f32(m / f32(√v + ε)), then f32(u + f32(wd·x)) when wd > 0; returns
+/// the update without weight decay in `prelim` when non-null.
+void lambUpdate(float *u, float *prelim, const float *m, const float *v,
+                const float *x, int64_t n, const OnebitLambConfig &config) {
+  const float e = f32(config.eps), decay = f32(config.weightDecay);
+  for (int64_t i = 0; i < n; ++i) {
+    u[i] = m[i] / (std::sqrt(v[i]) + e);
+    if (prelim)
+      prelim[i] = u[i];
+    if (config.weightDecay > 0)
+      u[i] += decay * x[i];
+  }
+}
+
+/// x = f32(x + f32(f32(−lr·c)·u)), −lr·c a Python double product.
+void applyScaled(float *x, const float *u, int64_t n, double lr, double coeff) {
+  const float scale = f32(-lr * coeff);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] += scale * u[i];
+}
+
+/// A warm-up step: the engine's gradient mean (one bucket of all the
+/// tensors), then LAMB with the clamped trust ratio per tensor.
+void warmupStep(Communicator &comm, const std::vector<OnebitLambTensor> &ts,
+                OnebitLambState &state, const OnebitLambConfig &config,
+                OnebitLambStepReport &report) {
+  const int64_t p = comm.size(), total = state.offsets.back();
+  std::vector<float> g(static_cast<size_t>(total));
+  for (size_t t = 0; t < ts.size(); ++t)
+    std::copy(ts[t].grad, ts[t].grad + ts[t].size,
+              g.begin() + state.offsets[t]);
+  if (p > 1) {
+    comm.allReduce(g.data(), g.size(), DType::F32, ReduceOp::Sum);
+    const float inverse = 1.0f / float(p);
+    for (float &x : g)
+      x *= inverse;
+  }
+  for (size_t t = 0; t < ts.size(); ++t) {
+    OnebitLambTensorState &s = state.tensors[t];
+    const int64_t n = ts[t].size;
+    float *m = state.expAvg(t), *v = s.expAvgSq.data(), *x = ts[t].params;
+    onebitAdamMoments(m, v, g.data() + state.offsets[t], n, config.beta1,
+                      config.beta2);
+    if (state.step == config.freezeStep)
+      s.expAvgSqFresh = s.expAvgSq;
+    const float weightNorm = norm2(x, n);
+    std::vector<float> u(static_cast<size_t>(n));
+    lambUpdate(u.data(), nullptr, m, v, x, n, config);
+    const float updateNorm = norm2(u.data(), n);
+    double coeff = 1.0;
+    if (weightNorm != 0 && updateNorm != 0) {
+      coeff = double(weightNorm / updateNorm);
+      coeff = std::min(coeff, config.maxCoeff);
+      coeff = std::max(coeff, config.minCoeff);
+    }
+    if (coeff != 1.0)
+      s.lambCoeffFreeze =
+          config.coeffBeta * s.lambCoeffFreeze + (1 - config.coeffBeta) * coeff;
+    report.coeffs.push_back(coeff);
+    applyScaled(x, u.data(), n, config.lr, coeff);
+  }
+  if (state.step >= config.freezeStep)
+    state.freezeKey = true;
+}
+
+/// The first compression step's scaling coefficients: the mean of the
+/// momenta's rms over each tensor's rms (Python doubles).
+void setScalingCoeffs(OnebitLambState &state) {
+  const size_t count = state.tensors.size();
+  double sum = 0;
+  for (size_t t = 0; t < count; ++t) {
+    const int64_t n = state.offsets[t + 1] - state.offsets[t];
+    OnebitLambTensorState &s = state.tensors[t];
+    s.momentumScale =
+        double(norm2(state.expAvg(t), n) / f32(std::sqrt(double(n))));
+    sum += s.momentumScale;
+  }
+  const double united = sum / double(count);
+  for (OnebitLambTensorState &s : state.tensors)
+    s.scalingCoeff = united / s.momentumScale;
+  state.scalingCoeffsSet = true;
+}
+
+/// The factor: max((√v + ε) / (√vf + ε)) blended towards 1 by the update
+/// norms' ratio (wd > 0), then clamped in DeepSpeed's order.
+double clampedFactor(const float *denom, const float *vf, const float *prelim,
+                     float updateNorm, int64_t n, double lastFactor,
+                     const OnebitLambConfig &config) {
+  const float e = f32(config.eps);
+  float top = -INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    top = std::max(top, denom[i] / (std::sqrt(vf[i]) + e));
+  double factor = double(top);
+  if (config.weightDecay > 0) {
+    const double ratio = std::min(1.0, double(norm2(prelim, n) / updateNorm));
+    factor = factor * ratio + (1.0 - ratio);
+  }
+  if (factor > config.factorMax)
+    factor = config.factorMax;
+  if (factor < config.factorMin)
+    factor = config.factorMin;
+  if (factor > lastFactor * (1.0 + config.factorThreshold))
+    factor = lastFactor * (1.0 + config.factorThreshold);
+  if (factor < lastFactor * (1.0 - config.factorThreshold))
+    factor = lastFactor * (1.0 - config.factorThreshold);
+  return factor;
+}
+
+/// A compression step: local momenta, scaled, compressed-all-reduced in the
+/// fused buffer; the fresh variance from the reconstructed gradients sets
+/// each tensor's factor of the frozen coefficient.
+void compressionStep(Communicator &comm,
+                     const std::vector<OnebitLambTensor> &ts,
+                     OnebitLambState &state, const OnebitLambConfig &config,
+                     OnebitLambStepReport &report) {
+  const int64_t total = state.offsets.back();
+  const std::vector<float> last(state.expAvgFlat.begin(),
+                                state.expAvgFlat.begin() + total);
+  if (!state.scalingCoeffsSet)
+    setScalingCoeffs(state);
+  for (size_t t = 0; t < ts.size(); ++t) {
+    float *m = state.expAvg(t);
+    adamMomentum(m, ts[t].grad, ts[t].size, config.beta1);
+    const float scaling = f32(state.tensors[t].scalingCoeff);
+    for (int64_t i = 0; i < ts[t].size; ++i)
+      m[i] *= scaling;
+  }
+  if (comm.size() > 1)
+    compressedAllReduce(comm, state.expAvgFlat.data(), state.workerError.data(),
+                        state.serverError.data(),
+                        int64_t(state.expAvgFlat.size()));
+  const float b1 = f32(config.beta1), oneMinusBeta1 = f32(1.0 - config.beta1);
+  const float b2 = f32(config.beta2), oneMinusBeta2 = f32(1.0 - config.beta2);
+  const float e = f32(config.eps), decay = f32(config.weightDecay);
+  for (size_t t = 0; t < ts.size(); ++t) {
+    OnebitLambTensorState &s = state.tensors[t];
+    const int64_t n = ts[t].size;
+    float *m = state.expAvg(t), *vf = s.expAvgSqFresh.data(), *x = ts[t].params;
+    const float *v = s.expAvgSq.data(), *mLast = last.data() + state.offsets[t];
+    const float scaling = f32(s.scalingCoeff);
+    std::vector<float> denom(static_cast<size_t>(n)),
+        prelim(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] /= scaling;
+      const float grad = (m[i] - mLast[i] * b1) / oneMinusBeta1;
+      vf[i] = std::fma(oneMinusBeta2 * grad, grad, vf[i] * b2);
+      denom[size_t(i)] = std::sqrt(v[i]) + e;
+      prelim[size_t(i)] = m[i] / denom[size_t(i)];
+      u[size_t(i)] = config.weightDecay > 0 ? prelim[size_t(i)] + decay * x[i]
+                                            : prelim[size_t(i)];
+    }
+    const float updateNorm = norm2(u.data(), n);
+    const double factor = clampedFactor(denom.data(), vf, prelim.data(),
+                                        updateNorm, n, s.lastFactor, config);
+    s.lastFactor = factor;
+    const double coeff = s.lambCoeffFreeze * factor;
+    report.factors.push_back(factor);
+    report.coeffs.push_back(coeff);
+    applyScaled(x, u.data(), n, config.lr, coeff);
+  }
+}
+
+} // namespace
+
+OnebitLambStepReport dsc::rt::onebitLambStep(
+    Communicator &comm, const std::vector<OnebitLambTensor> &ts,
+    OnebitLambState &state, const OnebitLambConfig &config) {
+  if (ts.empty())
+    throw Error("1-bit LAMB: a step needs at least one tensor");
+  ensureState(state, ts, comm.size());
+  OnebitLambStepReport report;
+  report.compressed = state.freezeKey;
+  ++state.step;
+  if (state.freezeKey)
+    compressionStep(comm, ts, state, config, report);
+  else
+    warmupStep(comm, ts, state, config, report);
+  return report;
+}

@@ -1,0 +1,180 @@
+//===- ZeroOneAdam.cpp - DeepSpeed's 0/1 Adam step ------------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/ZeroOneAdam.h"
+
+#include "dsc/Runtime/Communicator.h"
+#include "dsc/Runtime/CompressedAllReduce.h"
+#include "dsc/Runtime/OnebitAdam.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace dsc::rt;
+
+namespace {
+
+/// A hyper-parameter as torch makes it: the double, then f32.
+float f32(double x) { return float(x); }
+
+/// The errors, created as zeros at their padded lengths on first use.
+void ensureErrors(ZeroOneAdamState &state, int64_t n, int64_t p) {
+  const int64_t padded = onebitPaddedSize(n, p);
+  if (state.workerError.size() != size_t(padded)) {
+    state.workerError.assign(size_t(padded), 0.0f);
+    state.serverError.assign(size_t(padded / p), 0.0f);
+  }
+}
+
+/// Stage 1: the engine's gradient all-reduce (on a var step) or the
+/// compressed gradient (otherwise) updates the moments.
+void varOrOnebitMoments(Communicator &comm, const float *grad, int64_t n,
+                        ZeroOneAdamState &state,
+                        const ZeroOneAdamConfig &config) {
+  const int64_t p = comm.size();
+  float *m = state.expAvg.data(), *v = state.expAvgSq.data();
+  std::vector<float> g(grad, grad + n);
+  if (state.allReduceNext && p > 1) {
+    comm.allReduce(g.data(), size_t(n), DType::F32, ReduceOp::Sum);
+    const float inverse = 1.0f / float(p);
+    for (float &x : g)
+      x *= inverse;
+  }
+  if (state.step % state.varInterval == 0) {
+    onebitAdamMoments(m, v, g.data(), n, config.beta1, config.beta2);
+  } else if (p > 1) {
+    compressedAllReduceUnpadded(comm, g.data(), n, state.workerError.data(),
+                                state.serverError.data());
+    adamMomentum(m, g.data(), n, config.beta1);
+  }
+}
+
+/// Stage 1's variance policy after the update: var_interval doubles after
+/// var_update_scaler var steps; the engine all-reduces before the next var
+/// step only.
+void advanceVarPolicy(ZeroOneAdamState &state,
+                      const ZeroOneAdamConfig &config) {
+  if (state.step % state.varInterval == 0) {
+    if (++state.varCounter == config.varUpdateScaler) {
+      state.varCounter = 0;
+      state.varInterval *= 2;
+    }
+  }
+  state.allReduceNext = (state.step + 1) % state.varInterval == 0;
+}
+
+/// A stage-2 sync: rewind x by the interval's accumulated updates, average
+/// the accumulator (scaled back to momentum units by √v + ε) over the ranks,
+/// and re-estimate m and x from it.
+void syncAccumulator(Communicator &comm, float *params, int64_t n,
+                     ZeroOneAdamState &state, const ZeroOneAdamConfig &config) {
+  const float e = f32(config.eps);
+  float *m = state.expAvg.data(), *cb = state.momentumAccumulator.data();
+  const float *v = state.expAvgSq.data();
+  for (int64_t i = 0; i < n; ++i) {
+    params[i] += -cb[i];
+    cb[i] *= std::sqrt(v[i]) + e;
+  }
+  if (comm.size() > 1)
+    compressedAllReduceUnpadded(comm, cb, n, state.workerError.data(),
+                                state.serverError.data());
+  const float lrs = f32(state.lrs);
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = -(cb[i] / lrs);
+    params[i] += cb[i] / (std::sqrt(v[i]) + e);
+    cb[i] = 0.0f;
+  }
+  state.lrs = 0;
+}
+
+} // namespace
+
+const char *dsc::rt::zeroOneAdamStageName(ZeroOneAdamStage stage) {
+  switch (stage) {
+  case ZeroOneAdamStage::Var:
+    return "var";
+  case ZeroOneAdamStage::Onebit:
+    return "onebit";
+  case ZeroOneAdamStage::Sync:
+    return "sync";
+  case ZeroOneAdamStage::Local:
+    return "local";
+  }
+  return "?";
+}
+
+ZeroOneAdamStage ZeroOneAdamState::nextStage() const {
+  const int64_t s = step + 1;
+  if (!freezeKey)
+    return s % varInterval == 0 ? ZeroOneAdamStage::Var
+                                : ZeroOneAdamStage::Onebit;
+  return s % localStepInterval == 0 ? ZeroOneAdamStage::Sync
+                                    : ZeroOneAdamStage::Local;
+}
+
+void dsc::rt::zeroOneAdamUpdate(float *params, float *accumulator,
+                                const float *m, const float *v, int64_t n,
+                                double lr, double eps, double weightDecay) {
+  const float e = f32(eps), negLr = f32(-lr), decay = f32(weightDecay);
+  for (int64_t i = 0; i < n; ++i) {
+    float update = m[i] / (std::sqrt(v[i]) + e);
+    if (weightDecay > 0)
+      update += decay * params[i];
+    const float step = negLr * update;
+    params[i] += step;
+    if (accumulator)
+      accumulator[i] += step;
+  }
+}
+
+ZeroOneAdamStepReport
+dsc::rt::zeroOneAdamStep(Communicator &comm, float *params, const float *grad,
+                         int64_t n, ZeroOneAdamState &state,
+                         const ZeroOneAdamConfig &config) {
+  const size_t count = size_t(n);
+  if (state.expAvg.size() != count) {
+    state.expAvg.assign(count, 0.0f);
+    state.expAvgSq.assign(count, 0.0f);
+    state.momentumAccumulator.assign(count, 0.0f);
+  }
+  ensureErrors(state, n, comm.size());
+  const ZeroOneAdamStage stage = state.nextStage();
+  ZeroOneAdamStepReport report{stage, state.allReduceNext, 0.0};
+  ++state.step;
+  float *m = state.expAvg.data();
+  const float *v = state.expAvgSq.data();
+  if (!state.freezeKey) {
+    varOrOnebitMoments(comm, grad, n, state, config);
+    zeroOneAdamUpdate(params, nullptr, m, v, n, config.lr, config.eps,
+                      config.weightDecay);
+    advanceVarPolicy(state, config);
+  } else {
+    adamMomentum(m, grad, n, config.beta1);
+    state.lrs += config.lr;
+    report.lrs = state.lrs;
+    zeroOneAdamUpdate(params, state.momentumAccumulator.data(), m, v, n,
+                      config.lr, config.eps, config.weightDecay);
+    if (stage == ZeroOneAdamStage::Sync)
+      syncAccumulator(comm, params, n, state, config);
+    if (++state.localStepCounter == config.localStepScaler) {
+      state.localStepCounter = 0;
+      state.localStepInterval =
+          std::min(config.localStepClipper, 2 * state.localStepInterval);
+    }
+  }
+  // The end of DeepSpeed's step(): past var_freeze_step, stage 2 for good,
+  // its errors (they held the gradients') started from zero.
+  if (state.step > config.varFreezeStep) {
+    state.freezeKey = true;
+    state.allReduceNext = false;
+  }
+  if (state.freezeKey && !state.errorsReinitialized) {
+    std::fill(state.workerError.begin(), state.workerError.end(), 0.0f);
+    std::fill(state.serverError.begin(), state.serverError.end(), 0.0f);
+    state.errorsReinitialized = true;
+  }
+  return report;
+}
