@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/OnebitLamb.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 #include "dsc/Runtime/ZeroOneAdam.h"
@@ -444,6 +445,87 @@ TEST(OnebitLamb, MatchesTheNumpyReference) {
     ++cases;
   }
   EXPECT_EQ(cases, 5);
+}
+
+/// The stage arithmetic of the reference's README with DeepSpeed's
+/// defaults, on one rank: var steps at real steps 1..16 (var_interval 1),
+/// then the next 16 multiples of 2 of s = k + 1, then multiples of 4;
+/// stage 2 from real step max(1, var_freeze_step) + 1, syncing every step
+/// while local_step_interval is 1.
+TEST(ZeroOneAdam, ScheduleFollowsDeepSpeedsDefaults) {
+  std::vector<int64_t> varSteps;
+  for (int64_t k = 1; k <= 16; ++k)
+    varSteps.push_back(k);
+  for (int64_t s = 18; s <= 48; s += 2)
+    varSteps.push_back(s - 1);
+  for (int64_t s = 52; s <= 101; s += 4)
+    varSteps.push_back(s - 1);
+  runRanks(1, [&](Communicator &comm) {
+    ZeroOneAdamConfig config;
+    ZeroOneAdamState state;
+    std::vector<float> x(8, 1.0f), g(8, 0.5f);
+    std::vector<int64_t> seen;
+    for (int64_t k = 1; k <= 100; ++k)
+      if (zeroOneAdamStep(comm, x.data(), g.data(), 8, state, config).stage ==
+          ZeroOneAdamStage::Var)
+        seen.push_back(k);
+    EXPECT_EQ(seen, varSteps);
+    for (int64_t freeze : {0, 1, 5}) {
+      config.varFreezeStep = freeze;
+      ZeroOneAdamState fresh;
+      const int64_t lastStage1 = std::max<int64_t>(1, freeze);
+      for (int64_t k = 1; k <= 8; ++k) {
+        const ZeroOneAdamStage stage =
+            zeroOneAdamStep(comm, x.data(), g.data(), 8, fresh, config).stage;
+        const bool stage1 =
+            stage == ZeroOneAdamStage::Var || stage == ZeroOneAdamStage::Onebit;
+        EXPECT_EQ(stage1, k <= lastStage1)
+            << "var_freeze_step " << freeze << " step " << k;
+        if (!stage1)
+          EXPECT_EQ(stage, ZeroOneAdamStage::Sync) << "step " << k;
+      }
+    }
+  });
+}
+
+/// 1-bit LAMB's warm-up is real steps 1 .. max(1, freeze_step - 1); the
+/// fresh variance is v's copy at its end (freeze_step >= 2), else zeros.
+TEST(OnebitLamb, WarmupLengthFollowsFreezeStep) {
+  runRanks(1, [&](Communicator &comm) {
+    for (int64_t freeze : {1, 2, 6}) {
+      OnebitLambConfig config;
+      config.freezeStep = freeze;
+      OnebitLambState state;
+      std::vector<float> x(5, 1.0f), g = {0.5f, -0.25f, 1.0f, 0.125f, -1.0f};
+      const int64_t warmup = std::max<int64_t>(1, freeze - 1);
+      for (int64_t k = 1; k <= 8; ++k) {
+        const OnebitLambStepReport report =
+            onebitLambStep(comm, {{x.data(), g.data(), 5}}, state, config);
+        EXPECT_EQ(report.compressed, k > warmup)
+            << "freeze_step " << freeze << " step " << k;
+        if (k != warmup)
+          continue;
+        // The warm-up's end: vf is v's copy, or still zeros.
+        const OnebitLambTensorState &t = state.tensors[0];
+        EXPECT_EQ(t.expAvgSqFresh,
+                  freeze >= 2 ? t.expAvgSq : std::vector<float>(5, 0.0f))
+            << "freeze_step " << freeze;
+      }
+    }
+  });
+}
+
+TEST(OnebitLamb, RefusesEmptyAndChangedTensors) {
+  runRanks(1, [&](Communicator &comm) {
+    OnebitLambState state;
+    std::vector<float> x(4, 1.0f), g(4, 1.0f);
+    EXPECT_THROW(onebitLambStep(comm, {{x.data(), g.data(), 0}}, state, {}),
+                 Error);
+    OnebitLambState used;
+    onebitLambStep(comm, {{x.data(), g.data(), 4}}, used, {});
+    EXPECT_THROW(onebitLambStep(comm, {{x.data(), g.data(), 3}}, used, {}),
+                 Error);
+  });
 }
 
 } // namespace

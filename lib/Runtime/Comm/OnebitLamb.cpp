@@ -58,15 +58,13 @@ void ensureState(OnebitLambState &state,
   state.serverError.assign(size_t(padded / p), 0.0f);
 }
 
-/// u = f32(m / f32(√v + ε)), then f32(u + f32(wd·x)) when wd > 0; returns
-/// the update without weight decay in `prelim` when non-null.
-void lambUpdate(float *u, float *prelim, const float *m, const float *v,
-                const float *x, int64_t n, const OnebitLambConfig &config) {
+/// The warm-up's update: u = f32(m / f32(√v + ε)), then f32(u + f32(wd·x))
+/// when wd > 0 (torch's `update += wd·p`).
+void lambUpdate(float *u, const float *m, const float *v, const float *x,
+                int64_t n, const OnebitLambConfig &config) {
   const float e = f32(config.eps), decay = f32(config.weightDecay);
   for (int64_t i = 0; i < n; ++i) {
     u[i] = m[i] / (std::sqrt(v[i]) + e);
-    if (prelim)
-      prelim[i] = u[i];
     if (config.weightDecay > 0)
       u[i] += decay * x[i];
   }
@@ -105,7 +103,7 @@ void warmupStep(Communicator &comm, const std::vector<OnebitLambTensor> &ts,
       s.expAvgSqFresh = s.expAvgSq;
     const float weightNorm = norm2(x, n);
     std::vector<float> u(static_cast<size_t>(n));
-    lambUpdate(u.data(), nullptr, m, v, x, n, config);
+    lambUpdate(u.data(), m, v, x, n, config);
     const float updateNorm = norm2(u.data(), n);
     double coeff = 1.0;
     if (weightNorm != 0 && updateNorm != 0) {
