@@ -13,10 +13,12 @@
 #include "dsc/Analysis/CostModel.h"
 
 #include "dsc/Analysis/Collectives.h"
+#include "dsc/Support/CollectiveBytes.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir::dsc::analysis;
 
@@ -664,6 +666,50 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
                                     : hostUpdate);
   st.total = st.compute + st.tpComm + st.epComm + st.ppComm + st.zeroComm +
              st.bubble + st.dpComm + st.optimizer + st.offload;
+
+  // 1-bit Adam after its warm-up: compressed all-reduces of the momentum,
+  // one per parameter tensor (a GPT layer has 12: two norms, four weights
+  // and their biases) or, with onebit-bucket-bytes, per bucket (the
+  // matrices and the biases and norms apart, as DeepSpeed's parameter
+  // groups); each an all-to-all of the rank's signs (1 bit an element, the
+  // chunks padded as DeepSpeed pads them), an all-gather of the servers'
+  // signs and two of one f32 scale per rank, after the backward. The
+  // compression reads the momentum and worker error and writes the error
+  // back (12 bytes an element), the server the same on its chunk after
+  // summing the p decompressed chunks (about 12 more).
+  CompressedStepEstimate &ce = e.compressed;
+  if (d <= 1)
+    ce.whyNot = "one data-parallel rank has nothing to compress";
+  else if (plan.zeroStage != 0)
+    ce.whyNot = "1-bit Adam is built for zero=0";
+  else if (plan.offloadsOptimizer())
+    ce.whyNot = "1-bit Adam's update is not offloaded";
+  if (ce.whyNot.empty()) {
+    const double psi = psiRank + expertRank;
+    // Tensors, or buckets of at most onebit-bucket-bytes of each class
+    // (biases and norms are a few per mille of a layer: one bucket).
+    const double collectives =
+        plan.onebitBucketBytes > 0
+            ? 1.0 + std::ceil(4.0 * psi /
+                              static_cast<double>(plan.onebitBucketBytes))
+            : 12.0 * layers + 4.0;
+    const double elements = psi / collectives;
+    const int64_t each = static_cast<int64_t>(std::ceil(elements));
+    const double signBytes =
+        static_cast<double>(::dsc::onebitPaddedSize(each, d)) / 8.0;
+    const double perCollective =
+        collectiveTime(CollectiveKind::AllToAll, d, signBytes, dpLink) +
+        collectiveTime(CollectiveKind::AllGather, d, signBytes, dpLink) +
+        2.0 * collectiveTime(CollectiveKind::AllGather, d,
+                             4.0 * static_cast<double>(d), dpLink);
+    ce.collectives = collectives;
+    ce.dpComm = collectives * perCollective;
+    ce.dpBytes =
+        collectives *
+        static_cast<double>(::dsc::compressedAllReduceBytesSent(each, d));
+    ce.compress = memoryBoundTime(c, 24.0 * psi);
+    ce.total = st.total - st.dpComm + ce.dpComm + ce.compress;
+  }
 
   e.comm.tp = md * tpBytesPerMb;
   e.comm.pp = md * ppBytesPerMb;

@@ -330,21 +330,18 @@ private:
   }
 
   /// A 1-bit optimizer's error feedback (n elements on each rank) differs
-  /// on every rank that holds another part of the parameter or another
-  /// data-parallel index: the whole is [G, n], row i the error of the i-th
-  /// of those G ranks, so a checkpoint keeps every rank's.
-  rt::ShardLayout errorLayoutOf(ParameterOp param, int64_t elements) {
-    int64_t mask = 0;
-    for (int64_t m : layoutOf(param, param.getNumElements()).viewSplit)
-      mask |= m;
-    if (meshOp)
-      for (StringRef axis : replicatingDataAxes(meshOp, param))
-        mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
-    int64_t ranks = 1;
+  /// on every rank of a pipeline stage (another data-parallel index, or
+  /// another part of a tensor-sliced member of the bucket): the whole is
+  /// [G, n], row i the error of the stage's i-th rank, so a checkpoint
+  /// keeps every rank's.
+  rt::ShardLayout errorLayoutOf(int64_t elements) {
+    int64_t mask = 0, ranks = 1;
     if (meshOp)
       for (auto [index, size] : llvm::enumerate(meshOp.getShape()))
-        if (mask & (int64_t(1) << index))
+        if (index != meshOp.getAxisIndex("pp")) {
+          mask |= int64_t(1) << index;
           ranks *= size;
+        }
     rt::ShardLayout layout;
     if (ranks == 1)
       return layout;
@@ -555,7 +552,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
         plan.buffers[*id].layout =
             kind == StateKind::WorkerError || kind == StateKind::ServerError
-                ? errorLayoutOf(param, state.getTensorType().getNumElements())
+                ? errorLayoutOf(state.getTensorType().getNumElements())
                 : layoutOf(param, state.getTensorType().getNumElements());
       declBuffers[state.getSymNameAttr()] = *id;
     }
@@ -1173,27 +1170,24 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
         return failure();
       continue;
     }
-    // One compressed all-reduce per state (each has its own errors).
+    // One compressed all-reduce of the bucket: its errors, then its states.
     if (auto reduce = dyn_cast<CompressedAllReduceStatesOp>(op)) {
       FailureOr<int64_t> mask =
           axesMaskOf(reduce, reduce.getMeshAttr(), reduce.getMeshAxes());
       if (failed(mask))
         return failure();
-      for (auto [x, worker, server] :
-           llvm::zip(reduce.getStates(), reduce.getWorkerErrors(),
-                     reduce.getServerErrors())) {
-        rt::Instruction inst;
-        inst.name =
-            ("compressed_all_reduce." + cast<FlatSymbolRefAttr>(x).getValue())
-                .str();
-        inst.outputs = {declBuffer(cast<FlatSymbolRefAttr>(x)),
-                        declBuffer(cast<FlatSymbolRefAttr>(worker)),
-                        declBuffer(cast<FlatSymbolRefAttr>(server))};
-        rt::ops::CompressedAllReduce collective;
-        collective.axes = *mask;
-        collective.encode(inst);
-        program.instructions.push_back(std::move(inst));
-      }
+      rt::Instruction inst;
+      inst.name =
+          ("compressed_all_reduce." + reduce.getWorkerErrorAttr().getValue())
+              .str();
+      inst.outputs = {declBuffer(reduce.getWorkerErrorAttr()),
+                      declBuffer(reduce.getServerErrorAttr())};
+      for (Attribute x : reduce.getStates())
+        inst.outputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(x)));
+      rt::ops::CompressedAllReduce collective;
+      collective.axes = *mask;
+      collective.encode(inst);
+      program.instructions.push_back(std::move(inst));
       continue;
     }
     rt::Instruction inst;

@@ -69,6 +69,7 @@ struct DscDataParallelPass
   /// The plan knobs this pass builds (readPlan, at the start of a run).
   int64_t dp{};
   int64_t bucketBytes{};
+  int64_t onebitBucketBytes{};
   int64_t zero{};
   int64_t persistenceThreshold{};
 
@@ -103,6 +104,7 @@ struct DscDataParallelPass
       const ::dsc::ParallelPlan plan = readPlan(module);
       dp = plan.dp;
       bucketBytes = plan.bucketBytes;
+      onebitBucketBytes = plan.onebitBucketBytes;
       zero = plan.zeroStage;
       persistenceThreshold = plan.persistenceThreshold;
     }
@@ -161,9 +163,14 @@ struct DscDataParallelPass
 
   /// 1-bit Adam after its warm-up (--dsc-optimizer's compressed_optimizer):
   /// the gradients stay each rank's own; the moments built from them are
-  /// averaged by one compressed all-reduce over each parameter's group,
-  /// with error-feedback states of DeepSpeed's padded sizes, before the
-  /// frozen-variance updates read them.
+  /// averaged by compressed all-reduces over each parameter's group, before
+  /// the frozen-variance updates read them, each with error-feedback states
+  /// of DeepSpeed's padded sizes. Each moment alone (DeepSpeed's fp32
+  /// OnebitAdam: one scale per tensor), or with onebit-bucket-bytes the
+  /// moments of one group and weight-decay class in buckets of at most that
+  /// size, each compressed as one vector (DeepSpeed's fp16 optimizer hands
+  /// 1-bit Adam each parameter group flattened): fewer collectives, one
+  /// scale for the bucket.
   LogicalResult compressMoments(ModuleOp module, MeshOp mesh,
                                 func::FuncOp optimizer) {
     if (zero >= 1)
@@ -181,10 +188,12 @@ struct DscDataParallelPass
       if (isa<ParameterOp, StateOp>(op))
         lastDecl = &op;
     decls.setInsertionPointAfter(lastDecl);
-    struct Group {
-      SmallVector<Attribute> moments, workers, servers;
+    struct Bucket {
+      SmallVector<Attribute> moments;
+      ParameterOp first;
+      int64_t elements = 0, group = 1;
     };
-    llvm::MapVector<Attribute, Group> groups;
+    llvm::MapVector<Attribute, SmallVector<Bucket>> byAxes;
     for (FrozenAdamOp update : updates) {
       auto param = module.lookupSymbol<ParameterOp>(update.getParam());
       if (!param)
@@ -194,36 +203,53 @@ struct DscDataParallelPass
       if (group == 1)
         continue;
       auto moment = module.lookupSymbol<StateOp>(update.getExpAvg());
-      const int64_t padded = ::dsc::onebitPaddedSize(
-          moment.getTensorType().getNumElements(), group);
-      // Two stages updating a tied parameter share the declaration: each
-      // rank holds only its own stage's errors.
-      auto declare = [&](StringRef prefix, StateKind kind, int64_t n) {
-        if (auto existing =
-                symbols.lookup<StateOp>((prefix + param.getSymName()).str()))
-          return FlatSymbolRefAttr::get(existing.getSymNameAttr());
-        auto state = StateOp::create(
-            decls, param.getLoc(), (prefix + param.getSymName()).str(),
-            RankedTensorType::get({n}, decls.getF32Type()), kind,
-            param.getSymName());
-        symbols.insert(state);
-        return FlatSymbolRefAttr::get(state.getSymNameAttr());
-      };
-      Group &g = groups[axesOf(param)];
-      g.moments.push_back(update.getExpAvgAttr());
-      g.workers.push_back(
-          declare("onebit.worker_error.", StateKind::WorkerError, padded));
-      g.servers.push_back(declare("onebit.server_error.",
-                                  StateKind::ServerError, padded / group));
+      const int64_t n = moment.getTensorType().getNumElements();
+      // DeepSpeed's parameter groups (GPT-NeoX's, Megatron's): matrices,
+      // which decay, apart from biases and norms, which do not.
+      const bool decays = update.getWeightDecay().convertToDouble() > 0.0 ||
+                          param.getTensorType().getRank() >= 2;
+      SmallVector<Bucket> &buckets =
+          byAxes[Builder(module.getContext())
+                     .getArrayAttr({axesOf(param), Builder(module.getContext())
+                                                       .getBoolAttr(decays)})];
+      if (buckets.empty() ||
+          4 * (buckets.back().elements + n) > onebitBucketBytes)
+        buckets.push_back({{}, param, 0, group});
+      buckets.back().moments.push_back(update.getExpAvgAttr());
+      buckets.back().elements += n;
     }
+    // A bucket's errors belong to its first parameter's declaration (a
+    // state names a parameter); another program's bucket that starts with
+    // the same parameter (a tied embedding on two pipeline stages) gets
+    // states of its own.
+    auto declare = [&](ParameterOp param, StringRef prefix, StateKind kind,
+                       int64_t n) {
+      std::string name = (prefix + param.getSymName()).str();
+      for (int suffix = 1; symbols.lookup(name); ++suffix)
+        name = (prefix + param.getSymName() + "." + Twine(suffix)).str();
+      auto state =
+          StateOp::create(decls, param.getLoc(), name,
+                          RankedTensorType::get({n}, decls.getF32Type()), kind,
+                          param.getSymName());
+      symbols.insert(state);
+      return FlatSymbolRefAttr::get(state.getSymNameAttr());
+    };
     OpBuilder b(updates.front());
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-    for (auto &[axes, g] : groups) {
-      CompressedAllReduceStatesOp::create(
-          b, optimizer.getLoc(), b.getArrayAttr(g.moments),
-          b.getArrayAttr(g.workers), b.getArrayAttr(g.servers), meshRef,
-          cast<ArrayAttr>(axes));
-      ++numBuckets;
+    for (auto &[axes, buckets] : byAxes) {
+      for (Bucket &bucket : buckets) {
+        const int64_t padded =
+            ::dsc::onebitPaddedSize(bucket.elements, bucket.group);
+        FlatSymbolRefAttr worker = declare(bucket.first, "onebit.worker_error.",
+                                           StateKind::WorkerError, padded);
+        FlatSymbolRefAttr server =
+            declare(bucket.first, "onebit.server_error.",
+                    StateKind::ServerError, padded / bucket.group);
+        CompressedAllReduceStatesOp::create(
+            b, optimizer.getLoc(), b.getArrayAttr(bucket.moments), worker,
+            server, meshRef, cast<ArrayAttr>(cast<ArrayAttr>(axes)[0]));
+        ++numBuckets;
+      }
     }
     return success();
   }

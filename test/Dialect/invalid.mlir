@@ -1163,16 +1163,18 @@ func.func @f(%lr: tensor<f32>) {
 
 // -----
 
-// The errors' sizes are DeepSpeed's padding: 16 elements over 4 ranks pad
-// to 32, of which each rank serves 8.
+// The errors' sizes are DeepSpeed's padding of the bucket: 16 + 8
+// elements over 4 ranks pad to 32, of which each rank serves 8.
 dsc.mesh @mesh axes = ["dp"] shape = [4]
 dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.parameter @b : tensor<8xf32> init = #dsc.init<zeros>
 dsc.state @m : tensor<16xf32> exp_avg of @w
-dsc.state @we : tensor<16xf32> worker_error of @w
+dsc.state @mb : tensor<8xf32> exp_avg of @b
+dsc.state @we : tensor<24xf32> worker_error of @w
 dsc.state @se : tensor<8xf32> server_error of @w
 func.func @f() {
-  // expected-error @+1 {{'@we' is 'tensor<16xf32>'; the worker_error of '@m' (16 elements, padded to 32 over 4 ranks) is tensor<32xf32>}}
-  dsc.compressed_all_reduce_states [@m] worker_errors = [@we] server_errors = [@se] on @mesh axes = ["dp"]
+  // expected-error @+1 {{'@we' is 'tensor<24xf32>'; the worker_error of 2 states of 24 elements (padded to 32 over 4 ranks) is tensor<32xf32>}}
+  dsc.compressed_all_reduce_states [@m, @mb] worker_error = @we server_error = @se on @mesh axes = ["dp"]
   return
 }
 
@@ -1183,8 +1185,8 @@ dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
 dsc.state @m : tensor<16xf32> exp_avg of @w
 dsc.state @we : tensor<32xf32> worker_error of @w
 func.func @f() {
-  // expected-error @+1 {{has 1 states but 1 worker errors and 0 server errors; each state needs one of each}}
-  dsc.compressed_all_reduce_states [@m] worker_errors = [@we] server_errors = [] on @mesh axes = ["dp"]
+  // expected-error @+1 {{'@we' is a worker_error state, expected server_error}}
+  dsc.compressed_all_reduce_states [@m] worker_error = @we server_error = @we on @mesh axes = ["dp"]
   return
 }
 

@@ -199,8 +199,9 @@ TEST(OnebitAdam, MatchesTheNumpyReference) {
       for (size_t k = 0; k < stages.size(); ++k) {
         EXPECT_EQ(stageSeen[r][k], stages[k].getAsString()->str())
             << name << " step " << k + 1;
-        EXPECT_LT(errors[r][k], 1e-5) << name << " rank " << rank
-                                      << " step " << k + 1;
+        // The parameters within 1e-6 of their largest magnitude.
+        EXPECT_LT(errors[r][k], 1e-6)
+            << name << " rank " << rank << " step " << k + 1;
       }
       EXPECT_LT(relativeError(states[r].expAvg, row(*kase.get("exp_avg"))),
                 1e-5)

@@ -6,6 +6,8 @@
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant lr=1.0e-3 beta2=0.999" | FileCheck %s
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4" | FileCheck %s --check-prefix=DP
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 onebit-bucket-bytes=4096" | FileCheck %s --check-prefix=BUCKETS
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 onebit-bucket-bytes=4096" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BUCKETBYTES
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4" --dsc-verify-collectives -o /dev/null
 // RUN: not dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=0" 2>&1 | FileCheck %s --check-prefix=FREEZE
 // RUN: not dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7" --dsc-data-parallel="dp=4 zero=1" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -25,28 +27,38 @@
 // CHECK-NEXT: dsc.frozen_adam @w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %[[LR2]] eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<f32>
 // CHECK-NEXT: dsc.zero [@grad.b, @grad.w]
 
-// @b's 16 elements pad to 4·lcm(4, 8) = 32 over 4 ranks (8 served by each);
-// @w's 120 to 128 (32 each).
-// DP-DAG: dsc.state @onebit.worker_error.b : tensor<32xf32> worker_error of @b
-// DP-DAG: dsc.state @onebit.server_error.b : tensor<8xf32> server_error of @b
-// DP-DAG: dsc.state @onebit.worker_error.w : tensor<128xf32> worker_error of @w
-// DP-DAG: dsc.state @onebit.server_error.w : tensor<32xf32> server_error of @w
+// Each moment alone (DeepSpeed's fp32 OnebitAdam: a scale per tensor):
+// @b's 16 elements pad to 4·lcm(4, 8) = 32 over 4 ranks (8 served by
+// each), @w's 120 to 128 (32 each).
+// DP: dsc.state @onebit.worker_error.b : tensor<32xf32> worker_error of @b
+// DP-NEXT: dsc.state @onebit.server_error.b : tensor<8xf32> server_error of @b
+// DP-NEXT: dsc.state @onebit.worker_error.w : tensor<128xf32> worker_error of @w
+// DP-NEXT: dsc.state @onebit.server_error.w : tensor<32xf32> server_error of @w
 // DP-LABEL: func.func @optimizer()
 // DP-NEXT: dsc.all_reduce_states [@grad.b, @grad.w] on @mesh axes = ["dp"] reduction = avg
 // DP-LABEL: func.func @optimizer.compressed()
 // DP-NOT: all_reduce_states
 // DP: dsc.adam_momentum @adam.m.w
-// DP-NEXT: dsc.compressed_all_reduce_states [@adam.m.b, @adam.m.w] worker_errors = [@onebit.worker_error.b, @onebit.worker_error.w] server_errors = [@onebit.server_error.b, @onebit.server_error.w] on @mesh axes = ["dp"]
+// DP-NEXT: dsc.compressed_all_reduce_states [@adam.m.b] worker_error = @onebit.worker_error.b server_error = @onebit.server_error.b on @mesh axes = ["dp"]
+// DP-NEXT: dsc.compressed_all_reduce_states [@adam.m.w] worker_error = @onebit.worker_error.w server_error = @onebit.server_error.w on @mesh axes = ["dp"]
 // DP-NEXT: dsc.frozen_adam @b
 
+// With onebit-bucket-bytes the moments of one weight-decay class go in
+// buckets (DeepSpeed's fp16 optimizer: a flattened parameter group), each
+// compressed as one vector: @b (a bias, no decay) and @w (a matrix) stay
+// apart, as DeepSpeed's parameter groups keep them.
+// BUCKETS: dsc.compressed_all_reduce_states [@adam.m.b] worker_error = @onebit.worker_error.b server_error = @onebit.server_error.b on @mesh axes = ["dp"]
+// BUCKETS-NEXT: dsc.compressed_all_reduce_states [@adam.m.w] worker_error = @onebit.worker_error.w server_error = @onebit.server_error.w on @mesh axes = ["dp"]
+
 // A warm-up step sends the ring all-reduce's 2·(3/4)·(16+120)·4 = 816
-// bytes; a compressed one, per state, 2·3·(⌈c/32⌉·4 + 4) for its chunk of
+// bytes; a compressed one, per bucket, 2·3·(⌈c/32⌉·4 + 4) for its chunk of
 // c = 8 and 32 signs: 48 + 48 = 96.
 // BYTES: "collective_bytes_per_step": {
 // BYTES-NEXT: "all_reduce": 816,
 // BYTES: "collective_bytes_per_compressed_step": {
 // BYTES-NEXT: "all_reduce": 0,
 // BYTES: "compressed_all_reduce": 96
+// BUCKETBYTES: "compressed_all_reduce": 96
 
 // FREEZE: error: --dsc-optimizer: optimizer=onebit_adam needs freeze-step >= 1 (the first step that compresses), got 0
 // ZERO: error: --dsc-data-parallel: optimizer=onebit_adam does not support ZeRO yet (zero=1; use zero=0)

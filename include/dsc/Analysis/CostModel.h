@@ -64,6 +64,25 @@ struct CommVolume {
   double total() const { return tp + dp + pp + ep; }
 };
 
+/// A step of DeepSpeed's 1-bit Adam after its warm-up (docs/onebit.md), on
+/// the same plan: the gradients' data-parallel all-reduce gives way to a
+/// compressed all-reduce of the momentum per parameter tensor (an
+/// all-to-all of the sign chunks and an all-gather of the servers' signs,
+/// 1 bit an element, plus a scale each), run after the backward (the
+/// momentum needs the whole gradient) and so not overlapped, and to the
+/// compression's passes over the momentum and its errors.
+struct CompressedStepEstimate {
+  /// Why the compressed step does not apply to the plan (ZeRO, offload,
+  /// one data-parallel rank); empty when it does.
+  std::string whyNot;
+  double total = 0;       // the compressed step's seconds
+  double collectives = 0; // compressed all-reduces per step (tensors or
+                          // buckets: onebit-bucket-bytes)
+  double dpComm = 0;      // the compressed all-reduces, exposed
+  double compress = 0;    // the worker and server compression, memory-bound
+  double dpBytes = 0;     // bytes one rank sends per step for them
+};
+
 struct PlanEstimate {
   ParallelPlan plan;
   StepTimeBreakdown time;
@@ -77,6 +96,9 @@ struct PlanEstimate {
   double mfu = 0;
   /// (p - 1) / m, Narayanan et al.'s bubble time fraction.
   double bubbleFraction = 0;
+  /// The same plan's step under 1-bit Adam after its warm-up (the step
+  /// above is its warm-up's: an AdamW step's traffic).
+  CompressedStepEstimate compressed;
   bool fits = false;
   /// Why the plan does not fit (empty if it fits).
   std::string whyNot;

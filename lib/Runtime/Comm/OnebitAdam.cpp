@@ -42,11 +42,16 @@ void dsc::rt::frozenAdamUpdate(float *params, const float *m, const float *v,
                                int64_t n, double lr, double eps,
                                double weightDecay) {
   const float e = f32(eps), negLr = f32(-lr), decay = f32(weightDecay);
+  // `update += wd * p` and `p.add_(-lr * update)`: torch multiplies into a
+  // temporary, then adds (two roundings each, no fused multiply-add).
   for (int64_t i = 0; i < n; ++i) {
     float update = m[i] / (std::sqrt(v[i]) + e);
-    if (decay > 0)
-      update = std::fma(decay, params[i], update);
-    params[i] = std::fma(negLr, update, params[i]);
+    if (decay > 0) {
+      const float decayed = decay * params[i];
+      update = update + decayed;
+    }
+    const float step = negLr * update;
+    params[i] = params[i] + step;
   }
 }
 

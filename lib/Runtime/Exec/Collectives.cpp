@@ -15,7 +15,9 @@
 
 #include "dsc/Runtime/Instructions.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 using namespace dsc::rt;
 
@@ -297,10 +299,28 @@ void Collectives::runCompressedAllReduce(const Program &prog, size_t index) {
   auto data = [&](size_t i) {
     return reinterpret_cast<float *>(address(inst.outputs[i]));
   };
+  auto count = [&](size_t i) {
+    return numElements(plan.buffers[inst.outputs[i]].shape);
+  };
   try {
-    compressedAllReduceUnpadded(
-        *comm, data(0), numElements(plan.buffers[inst.outputs[0]].shape),
-        data(1), data(2));
+    if (inst.outputs.size() == 3) {
+      compressedAllReduceUnpadded(*comm, data(2), count(2), data(0), data(1));
+      return;
+    }
+    // A bucket of several states, compressed as one vector.
+    int64_t total = 0;
+    for (size_t i = 2; i < inst.outputs.size(); ++i)
+      total += count(i);
+    std::vector<float> bucket(
+        size_t(onebitPaddedSize(total, int64_t(comm->size()))), 0.0f);
+    int64_t at = 0;
+    for (size_t i = 2; i < inst.outputs.size(); at += count(i), ++i)
+      std::copy(data(i), data(i) + count(i), bucket.data() + at);
+    compressedAllReduce(*comm, bucket.data(), data(0), data(1),
+                        int64_t(bucket.size()));
+    at = 0;
+    for (size_t i = 2; i < inst.outputs.size(); at += count(i), ++i)
+      std::copy(bucket.data() + at, bucket.data() + at + count(i), data(i));
   } catch (const Error &e) {
     throw instructionError(prog, index, e.what());
   }

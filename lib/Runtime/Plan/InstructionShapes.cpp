@@ -496,20 +496,25 @@ void InstructionChecker::shapes() {
     break;
   }
   case Opcode::CompressedAllReduce: {
-    // x any n, the worker error n padded to D·lcm(D, 8), the server error
-    // the padded n / D; all f32.
+    // The errors, then the bucket's states (n elements in all): the worker
+    // error n padded to D·lcm(D, 8), the server error the padded n / D;
+    // all f32.
     const int64_t groupSize = meshGroupAt("axes", "collective");
-    const int64_t padded = ::dsc::onebitPaddedSize(n(out(0)), groupSize);
-    for (size_t o = 0; o < 3; ++o)
+    int64_t elements = 0;
+    for (size_t o = 0; o < inst.outputs.size(); ++o) {
       if (out(o).dtype != DType::F32)
         fail(outName(o) + " is " + dtypeName(out(o).dtype) +
              "; the compressed all-reduce works on f32");
-    for (auto [o, want] : {std::make_pair(size_t(1), padded),
-                           std::make_pair(size_t(2), padded / groupSize)})
+      if (o >= 2)
+        elements += n(out(o));
+    }
+    const int64_t padded = ::dsc::onebitPaddedSize(elements, groupSize);
+    for (auto [o, want] : {std::make_pair(size_t(0), padded),
+                           std::make_pair(size_t(1), padded / groupSize)})
       if (n(out(o)) != want)
         fail(outName(o) + " has " + std::to_string(n(out(o))) +
-             " elements; for " + std::to_string(n(out(0))) + " elements of " +
-             outName(0) + " over " + std::to_string(groupSize) +
+             " elements; for the bucket's " + std::to_string(elements) +
+             " elements over " + std::to_string(groupSize) +
              " ranks (padded to " + std::to_string(padded) + ") it needs " +
              std::to_string(want));
     break;

@@ -312,10 +312,13 @@ void Sequence::addProgram(const Program &prog, const Program *step,
       add("all_to_all", numel(inst.inputs[0]) / world.groupSize(axes),
           buf(inst.inputs[0]).dtype, -1);
       break;
-    case Opcode::CompressedAllReduce:
-      add("compressed_all_reduce", numel(inst.outputs[0]),
-          buf(inst.outputs[0]).dtype, -1);
+    case Opcode::CompressedAllReduce: {
+      int64_t count = 0;
+      for (size_t i = 2; i < inst.outputs.size(); ++i)
+        count += numel(inst.outputs[i]);
+      add("compressed_all_reduce", count, DType::F32, -1);
       break;
+    }
     case Opcode::GlobalNormClipParts:
       // The sums of squares of the rank's parts.
       add("all_reduce", 1, DType::F64, int(ReduceOp::Sum));

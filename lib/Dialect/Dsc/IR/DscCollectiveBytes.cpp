@@ -171,14 +171,13 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                        1);
     } else if (auto reduce = dyn_cast<CompressedAllReduceStatesOp>(op)) {
       int64_t n = groupSize(op, reduce.getMeshAttr(), reduce.getMeshAxes());
-      for (Attribute name : reduce.getStates()) {
-        auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-            op, cast<FlatSymbolRefAttr>(name));
-        if (state)
-          total.compressedAllReduce +=
-              times * int64_t(::dsc::compressedAllReduceBytesSent(
-                          state.getTensorType().getNumElements(), n));
-      }
+      int64_t elements = 0;
+      for (Attribute name : reduce.getStates())
+        if (auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+                op, cast<FlatSymbolRefAttr>(name)))
+          elements += state.getTensorType().getNumElements();
+      total.compressedAllReduce +=
+          times * int64_t(::dsc::compressedAllReduceBytesSent(elements, n));
     } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
       // ZeRO-3: each rank sends its chunk to the n-1 others.
       int64_t n = groupSize(op, gather.getMeshAttr(), gather.getMeshAxes());

@@ -321,14 +321,10 @@ void VocabParallelCrossEntropyGradOp::getCommunicationEvents(
 void CompressedAllReduceStatesOp::getCommunicationEvents(
     SymbolTableCollection &tables,
     SmallVectorImpl<CommunicationEvent> &events) {
-  // One compressed all-reduce per state, in order (its all-to-all and
-  // three all-gathers always come together).
-  SmallVector<Type> types;
-  appendBufferTypes(*this, tables, getStates(), types);
-  for (Type type : types) {
-    CommunicationEvent event =
-        collective("compressed_all_reduce", getMeshAttr(), getMeshAxes());
-    event.payload.push_back(type);
-    events.push_back(std::move(event));
-  }
+  // One compressed all-reduce of the bucket (its all-to-all and three
+  // all-gathers always come together).
+  CommunicationEvent event =
+      collective("compressed_all_reduce", getMeshAttr(), getMeshAxes());
+  appendBufferTypes(*this, tables, getStates(), event.payload);
+  events.push_back(std::move(event));
 }

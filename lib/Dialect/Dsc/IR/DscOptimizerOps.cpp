@@ -381,15 +381,8 @@ CompressedAllReduceStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   if (getStates().empty())
     return emitOpError("needs at least one state");
-  if (getWorkerErrors().size() != getStates().size() ||
-      getServerErrors().size() != getStates().size())
-    return emitOpError("has ")
-           << getStates().size() << " states but " << getWorkerErrors().size()
-           << " worker errors and " << getServerErrors().size()
-           << " server errors; each state needs "
-           << "one of each";
-  for (auto [x, worker, server] :
-       llvm::zip(getStates(), getWorkerErrors(), getServerErrors())) {
+  int64_t n = 0;
+  for (Attribute x : getStates()) {
     auto state = tables.lookupNearestSymbolFrom<StateOp>(
         *this, cast<FlatSymbolRefAttr>(x));
     if (!state)
@@ -397,29 +390,28 @@ CompressedAllReduceStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
     if (!state.getTensorType().getElementType().isF32())
       return emitOpError("'") << x << "' is " << state.getType()
                               << "; the compression works on f32";
-    const int64_t padded =
-        ::dsc::onebitPaddedSize(state.getTensorType().getNumElements(), *group);
-    for (auto [name, kind, want] :
-         {std::make_tuple(worker, StateKind::WorkerError, padded),
-          std::make_tuple(server, StateKind::ServerError, padded / *group)}) {
-      auto error = tables.lookupNearestSymbolFrom<StateOp>(
-          *this, cast<FlatSymbolRefAttr>(name));
-      if (!error)
-        return emitOpError("'") << name << "' does not name a dsc.state";
-      if (error.getKind() != kind)
-        return emitOpError("'")
-               << name << "' is a " << stringifyStateKind(error.getKind())
-               << " state, expected " << stringifyStateKind(kind);
-      RankedTensorType type = error.getTensorType();
-      if (type.getRank() != 1 || type.getNumElements() != want ||
-          !type.getElementType().isF32())
-        return emitOpError("'")
-               << name << "' is " << error.getType() << "; the "
-               << stringifyStateKind(kind) << " of '" << x << "' ("
-               << state.getTensorType().getNumElements()
-               << " elements, padded to " << padded << " over " << *group
-               << " ranks) is tensor<" << want << "xf32>";
-    }
+    n += state.getTensorType().getNumElements();
+  }
+  const int64_t padded = ::dsc::onebitPaddedSize(n, *group);
+  for (auto [name, kind, want] :
+       {std::make_tuple(getWorkerErrorAttr(), StateKind::WorkerError, padded),
+        std::make_tuple(getServerErrorAttr(), StateKind::ServerError,
+                        padded / *group)}) {
+    auto error = tables.lookupNearestSymbolFrom<StateOp>(*this, name);
+    if (!error)
+      return emitOpError("'") << name << "' does not name a dsc.state";
+    if (error.getKind() != kind)
+      return emitOpError("'")
+             << name << "' is a " << stringifyStateKind(error.getKind())
+             << " state, expected " << stringifyStateKind(kind);
+    RankedTensorType type = error.getTensorType();
+    if (type.getRank() != 1 || type.getNumElements() != want ||
+        !type.getElementType().isF32())
+      return emitOpError("'")
+             << name << "' is " << error.getType() << "; the "
+             << stringifyStateKind(kind) << " of " << getStates().size()
+             << " states of " << n << " elements (padded to " << padded
+             << " over " << *group << " ranks) is tensor<" << want << "xf32>";
   }
   return success();
 }

@@ -315,11 +315,15 @@ def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam", [DeclareOpInterfaceMethods<SymbolUs
 def Dsc_CompressedAllReduceStatesOp : Dsc_Op<"compressed_all_reduce_states",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
-  let summary = "Error-compensated 1-bit average of states, in place";
+  let summary = "Error-compensated 1-bit average of a bucket of states, in "
+                "place";
   let description = [{
-    DeepSpeed's compressed all-reduce (1-bit Adam, Tang et al. 2021), one
-    per state, over the group of `mesh_axes` (D ranks). With n the state's
-    elements padded to a multiple of D·lcm(D, 8) and c = n/D:
+    DeepSpeed's compressed all-reduce (1-bit Adam, Tang et al. 2021) of
+    the concatenation of `states`, in order, as one vector (DeepSpeed's fp16
+    optimizer hands 1-bit Adam each parameter group flattened into one
+    tensor: one compressed all-reduce per group, not per parameter), over
+    the group of `mesh_axes` (D ranks). With n the states' elements padded
+    to a multiple of D·lcm(D, 8) and c = n/D:
 
     - worker: `x += e_w; s = ‖x‖₂/√n; e_w = x − s·sign(x)` (sign(0) = +1);
     - phase 1: an all-to-all of the sign chunks and an all-gather of the
@@ -329,23 +333,23 @@ def Dsc_CompressedAllReduceStatesOp : Dsc_Op<"compressed_all_reduce_states",
     - phase 2: an all-gather of the servers' signs and scales: every rank
       ends with the same compressed average.
 
-    Each worker error is a rank-1 f32 state of n elements, each server
-    error one of c, in the order of `states`. Signs move 32 to a 32-bit
-    word: a rank sends about 2·(n/8)·(D−1)/D bytes per state, 1/16 of an
-    fp32 ring all-reduce's 2·4n·(D−1)/D.
+    The worker error is a rank-1 f32 state of n elements, the server
+    error one of c. Signs move 32 to a 32-bit word: a rank sends about
+    2·(n/8)·(D−1)/D bytes, 1/32 of an fp32 ring all-reduce's 2·4n·(D−1)/D.
 
     ```mlir
-    dsc.compressed_all_reduce_states [@adam.m.w] worker_errors = [@onebit.worker_error.w]
-        server_errors = [@onebit.server_error.w] on @mesh axes = ["dp"]
+    dsc.compressed_all_reduce_states [@adam.m.b, @adam.m.w]
+        worker_error = @onebit.worker_error.b server_error = @onebit.server_error.b
+        on @mesh axes = ["dp"]
     ```
   }];
   let arguments = (ins SymbolRefArrayAttr:$states,
-                       SymbolRefArrayAttr:$worker_errors,
-                       SymbolRefArrayAttr:$server_errors,
+                       FlatSymbolRefAttr:$worker_error,
+                       FlatSymbolRefAttr:$server_error,
                        FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes);
   let assemblyFormat = [{
-    $states `worker_errors` `=` $worker_errors `server_errors` `=`
-    $server_errors `on` $mesh `axes` `=` $mesh_axes attr-dict
+    $states `worker_error` `=` $worker_error `server_error` `=`
+    $server_error `on` $mesh `axes` `=` $mesh_axes attr-dict
   }];
 }
 
