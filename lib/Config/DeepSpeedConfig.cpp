@@ -107,6 +107,17 @@ public:
 
 private:
   void readOptimizer(const llvm::json::Object &o, double &lr);
+  /// An Adam-family optimizer's `betas` ([0.9, 0.999] when absent).
+  std::pair<double, double> readBetas(const llvm::json::Object &params) {
+    const llvm::json::Value *betas = params.get("betas");
+    if (!betas)
+      return {0.9, 0.999};
+    const llvm::json::Array *a = betas->getAsArray();
+    if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
+        !(*a)[1].getAsNumber())
+      fail("betas", "'betas' must be two numbers, [beta1, beta2]");
+    return {*(*a)[0].getAsNumber(), *(*a)[1].getAsNumber()};
+  }
   void readOnebitAdam(const llvm::json::Object &params,
                       const std::string &typeName, double &lr);
   void readScheduler(const llvm::json::Object &o, double lr);
@@ -438,15 +449,7 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
                          "optimizer (a second one in optimizer.params stops "
                          "it); set weight_decay at the top level");
   lr = number(p, "lr", 1e-3);
-  double beta1 = 0.9, beta2 = 0.999;
-  if (const llvm::json::Value *betas = p.get("betas")) {
-    const llvm::json::Array *a = betas->getAsArray();
-    if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
-        !(*a)[1].getAsNumber())
-      fail("betas", "'betas' must be two numbers, [beta1, beta2]");
-    beta1 = *(*a)[0].getAsNumber();
-    beta2 = *(*a)[1].getAsNumber();
-  }
+  const auto [beta1, beta2] = readBetas(p);
   const double eps = number(p, "eps", 1e-8);
   const double decay = number(p, "weight_decay", 0.0);
   // DeepSpeed's Adam is AdamW unless adam_w_mode is false (then the decay
@@ -489,15 +492,7 @@ void Reader::readOnebitAdam(const llvm::json::Object &p,
          "OnebitAdam's 'max_grad_norm' is stored but never applied by "
          "DeepSpeed; clip with the top-level 'gradient_clipping' instead");
   lr = number(p, "lr", 1e-3);
-  double beta1 = 0.9, beta2 = 0.999;
-  if (const llvm::json::Value *betas = p.get("betas")) {
-    const llvm::json::Array *a = betas->getAsArray();
-    if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
-        !(*a)[1].getAsNumber())
-      fail("betas", "'betas' must be two numbers, [beta1, beta2]");
-    beta1 = *(*a)[0].getAsNumber();
-    beta2 = *(*a)[1].getAsNumber();
-  }
+  const auto [beta1, beta2] = readBetas(p);
   // DeepSpeed's first step only initializes (real step k is its step
   // k + 1) and it compresses once its step reaches freeze_step: real steps
   // from max(freeze_step, 1) on.

@@ -19,6 +19,8 @@
 #include "dsc/Runtime/OnebitAdam.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 
+#include "OnebitGoldens.h"
+
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -33,31 +35,7 @@ using namespace dsc::rt;
 
 namespace {
 
-using Rows = std::vector<std::vector<float>>;
-
-std::vector<float> row(const llvm::json::Value &v) {
-  std::vector<float> out;
-  for (const llvm::json::Value &x : *v.getAsArray())
-    out.push_back(float(*x.getAsNumber()));
-  return out;
-}
-
-Rows rows(const llvm::json::Value &v) {
-  Rows out;
-  for (const llvm::json::Value &r : *v.getAsArray())
-    out.push_back(row(r));
-  return out;
-}
-
-/// max |a - b| over max |b| (1 when b is all zeros).
-double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
-  double diff = 0, top = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    top = std::max(top, std::abs(double(b[i])));
-  }
-  return diff / (top > 0 ? top : 1.0);
-}
+using namespace onebit_goldens;
 
 TEST(CompressedAllReduce, PaddingIsDeepSpeeds) {
   EXPECT_EQ(onebitPaddedSize(37, 1), 40);
@@ -68,12 +46,9 @@ TEST(CompressedAllReduce, PaddingIsDeepSpeeds) {
 }
 
 TEST(CompressedAllReduce, MatchesTheNumpyReference) {
-  auto buffer = llvm::MemoryBuffer::getFile(DSC_ONEBIT_GOLDENS_DIR
-                                            "/compressed-allreduce.json");
-  ASSERT_TRUE(bool(buffer));
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  ASSERT_TRUE(bool(json)) << llvm::toString(json.takeError());
+  const llvm::json::Value golden = readGolden("compressed-allreduce.json");
+  ASSERT_TRUE(golden.getAsObject());
+  const llvm::json::Value *json = &golden;
   int64_t checked = 0;
   for (const llvm::json::Value &c : *json->getAsObject()->getArray("cases")) {
     const llvm::json::Object &kase = *c.getAsObject();
@@ -153,12 +128,9 @@ TEST(CompressedAllReduce, RefusesAnUnpaddedLength) {
 /// and 4 ranks against the numpy reference: the parameters after every
 /// step, the moments and both errors at the end.
 TEST(OnebitAdam, MatchesTheNumpyReference) {
-  auto buffer =
-      llvm::MemoryBuffer::getFile(DSC_ONEBIT_GOLDENS_DIR "/onebit-adam.json");
-  ASSERT_TRUE(bool(buffer));
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  ASSERT_TRUE(bool(json)) << llvm::toString(json.takeError());
+  const llvm::json::Value golden = readGolden("onebit-adam.json");
+  ASSERT_TRUE(golden.getAsObject());
+  const llvm::json::Value *json = &golden;
   const llvm::json::Object &root = *json->getAsObject();
   OnebitAdamConfig config;
   config.lr = *root.getNumber("lr");

@@ -38,6 +38,8 @@
 #include "dsc/Runtime/ThreadCommunicator.h"
 #include "dsc/Runtime/ZeroOneAdam.h"
 
+#include "OnebitGoldens.h"
+
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -54,55 +56,7 @@ using namespace dsc::rt;
 
 namespace {
 
-using Rows = std::vector<std::vector<float>>;
-
-std::vector<float> row(const llvm::json::Value &v) {
-  std::vector<float> out;
-  for (const llvm::json::Value &x : *v.getAsArray())
-    out.push_back(float(*x.getAsNumber()));
-  return out;
-}
-
-Rows rows(const llvm::json::Value &v) {
-  Rows out;
-  for (const llvm::json::Value &r : *v.getAsArray())
-    out.push_back(row(r));
-  return out;
-}
-
-std::vector<double> doubles(const llvm::json::Value &v) {
-  std::vector<double> out;
-  for (const llvm::json::Value &x : *v.getAsArray())
-    out.push_back(*x.getAsNumber());
-  return out;
-}
-
-/// max |a - b| over max |b| (1 when b is all zeros).
-double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
-  double diff = 0, top = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    top = std::max(top, std::abs(double(b[i])));
-  }
-  return diff / (top > 0 ? top : 1.0);
-}
-
-/// |a - b| / |b| (absolute when b is 0).
-double relativeError(double a, double b) {
-  return std::abs(a - b) / (b != 0 ? std::abs(b) : 1.0);
-}
-
-llvm::json::Value readGolden(const char *file) {
-  auto buffer = llvm::MemoryBuffer::getFile(
-      std::string(DSC_ONEBIT_GOLDENS_DIR) + "/" + file);
-  EXPECT_TRUE(bool(buffer)) << file;
-  if (!buffer)
-    return nullptr;
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  EXPECT_TRUE(bool(json)) << llvm::toString(json.takeError());
-  return json ? std::move(*json) : llvm::json::Value(nullptr);
-}
+using namespace onebit_goldens;
 
 /// The bytes one rank sends in a step, by collective.
 struct StepBytes {
