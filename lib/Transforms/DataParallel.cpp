@@ -193,7 +193,8 @@ struct DscDataParallelPass
       ParameterOp first;
       int64_t elements = 0, group = 1;
     };
-    llvm::MapVector<Attribute, SmallVector<Bucket>> byAxes;
+    // Buckets by group axes and weight-decay class.
+    llvm::MapVector<std::pair<Attribute, unsigned>, SmallVector<Bucket>> byAxes;
     for (FrozenAdamOp update : updates) {
       auto param = module.lookupSymbol<ParameterOp>(update.getParam());
       if (!param)
@@ -205,13 +206,10 @@ struct DscDataParallelPass
       auto moment = module.lookupSymbol<StateOp>(update.getExpAvg());
       const int64_t n = moment.getTensorType().getNumElements();
       // DeepSpeed's parameter groups (GPT-NeoX's, Megatron's): matrices,
-      // which decay, apart from biases and norms, which do not.
-      const bool decays = update.getWeightDecay().convertToDouble() > 0.0 ||
-                          param.getTensorType().getRank() >= 2;
-      SmallVector<Bucket> &buckets =
-          byAxes[Builder(module.getContext())
-                     .getArrayAttr({axesOf(param), Builder(module.getContext())
-                                                       .getBoolAttr(decays)})];
+      // which decay, apart from biases and norms, which do not (the
+      // optimizer's rule).
+      const unsigned matrix = param.getTensorType().getRank() >= 2 ? 1 : 0;
+      SmallVector<Bucket> &buckets = byAxes[{axesOf(param), matrix}];
       if (buckets.empty() ||
           4 * (buckets.back().elements + n) > onebitBucketBytes)
         buckets.push_back({{}, param, 0, group});
@@ -236,7 +234,7 @@ struct DscDataParallelPass
     };
     OpBuilder b(updates.front());
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-    for (auto &[axes, buckets] : byAxes) {
+    for (auto &[key, buckets] : byAxes) {
       for (Bucket &bucket : buckets) {
         const int64_t padded =
             ::dsc::onebitPaddedSize(bucket.elements, bucket.group);
@@ -247,7 +245,7 @@ struct DscDataParallelPass
                     StateKind::ServerError, padded / bucket.group);
         CompressedAllReduceStatesOp::create(
             b, optimizer.getLoc(), b.getArrayAttr(bucket.moments), worker,
-            server, meshRef, cast<ArrayAttr>(cast<ArrayAttr>(axes)[0]));
+            server, meshRef, cast<ArrayAttr>(key.first));
         ++numBuckets;
       }
     }

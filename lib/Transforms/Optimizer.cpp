@@ -19,7 +19,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
-#include <functional>
 #include <map>
 
 namespace mlir::dsc {
@@ -280,7 +279,6 @@ struct DscOptimizerPass
       clip->setAttr(kPipelineLocalAttr, b.getDenseBoolArrayAttr(local));
     Value norm = clip.getResult();
 
-    SmallVector<std::function<void()>> frozen;
     for (StateOp grad : updated) {
       // Megatron-LM and nanoGPT decay matrices only, not biases and norms.
       bool decay = grad.getTensorType().getRank() >= 2;
@@ -293,14 +291,10 @@ struct DscOptimizerPass
             declareState(grad, "adam.v.", StateKind::ExpAvgSq);
         const double wd = decay ? weightDecay : 0.0;
         if (compressed) {
-          // Every moment first: their compressed all-reduce goes between.
+          // Every moment first (the updates follow below): their compressed
+          // all-reduce goes between.
           AdamMomentumOp::create(b, grad.getLoc(), m, gradRef,
                                  b.getF64FloatAttr(beta1));
-          frozen.push_back([&b, &lr, this, loc = grad.getLoc(),
-                            param = grad.getOfAttr(), m, v, wd] {
-            FrozenAdamOp::create(b, loc, param, m, v, lr,
-                                 b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
-          });
         } else {
           OnebitAdamOp::create(b, grad.getLoc(), grad.getOfAttr(), gradRef, m,
                                v, lr, b.getF64FloatAttr(beta1),
@@ -326,8 +320,15 @@ struct DscOptimizerPass
                       nesterov ? b.getUnitAttr() : UnitAttr());
       }
     }
-    for (auto &emit : frozen)
-      emit();
+    if (compressed)
+      for (StateOp grad : updated) {
+        const bool decay = grad.getTensorType().getRank() >= 2;
+        FrozenAdamOp::create(b, grad.getLoc(), grad.getOfAttr(),
+                             declareState(grad, "adam.m.", StateKind::ExpAvg),
+                             declareState(grad, "adam.v.", StateKind::ExpAvgSq),
+                             lr, b.getF64FloatAttr(eps),
+                             b.getF64FloatAttr(decay ? weightDecay : 0.0));
+      }
     ZeroOp::create(b, loc, gradientList);
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});
   }
