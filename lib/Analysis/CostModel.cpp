@@ -680,8 +680,9 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
   CompressedStepEstimate &ce = e.compressed;
   if (d <= 1)
     ce.whyNot = "one data-parallel rank has nothing to compress";
-  else if (plan.zeroStage != 0)
-    ce.whyNot = "1-bit Adam is built for zero=0";
+  else if (plan.zeroStage == 3)
+    ce.whyNot = "1-bit Adam is built for ZeRO stages 0-2 (its compression "
+                "phase reads every parameter whole)";
   else if (plan.offloadsOptimizer())
     ce.whyNot = "1-bit Adam's update is not offloaded";
   if (ce.whyNot.empty()) {
@@ -708,7 +709,16 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
         collectives *
         static_cast<double>(::dsc::compressedAllReduceBytesSent(each, d));
     ce.compress = memoryBoundTime(c, 24.0 * psi);
-    ce.total = st.total - st.dpComm + ce.dpComm + ce.compress;
+    // ZeRO-1/2 under 1-bit Adam (--dsc-data-parallel): the gradients stay
+    // whole, so the warm-up all-reduces them as zero=0 does (no per
+    // micro-batch reduce-scatter), and both phases all-gather the updated
+    // parameters after the update.
+    const double zeroTraffic = st.dpComm + st.zeroComm;
+    const double gather = plan.zeroStage > 0 ? tAG : 0.0;
+    ce.warmUp = st.total - zeroTraffic + exposed(tAR, bwdWindow) + gather;
+    ce.total = st.total - zeroTraffic + ce.dpComm + gather + ce.compress;
+    if (plan.zeroStage > 0)
+      ce.dpBytes += busAG;
   }
 
   e.comm.tp = md * tpBytesPerMb;

@@ -1751,18 +1751,31 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         }
         return success();
       })
-      .Case<OnebitAdamOp>([&](OnebitAdamOp adam) {
+      .Case<OnebitAdamOp>([&](OnebitAdamOp adam) -> LogicalResult {
         inst.inputs = {declBuffer(adam.getGradAttr()),
                        valueBuffers.lookup(adam.getLr())};
         inst.outputs = {declBuffer(adam.getParamAttr()),
                         declBuffer(adam.getExpAvgAttr()),
                         declBuffer(adam.getExpAvgSqAttr())};
-        ops::OnebitAdam step;
-        step.beta1 = f64(adam.getBeta1Attr());
-        step.beta2 = f64(adam.getBeta2Attr());
-        step.eps = f64(adam.getEpsAttr());
-        step.wd = f64(adam.getWeightDecayAttr());
-        step.encode(inst);
+        // OnebitAdam and ZeRO's OnebitAdamShard take the same floats.
+        auto encodeStep = [&](auto step) {
+          step.beta1 = f64(adam.getBeta1Attr());
+          step.beta2 = f64(adam.getBeta2Attr());
+          step.eps = f64(adam.getEpsAttr());
+          step.wd = f64(adam.getWeightDecayAttr());
+          return step;
+        };
+        if (!adam.getShardAxesAttr()) {
+          encodeStep(ops::OnebitAdam()).encode(inst);
+          return success();
+        }
+        FailureOr<int64_t> mask =
+            axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
+        if (failed(mask))
+          return failure();
+        ops::OnebitAdamShard shard = encodeStep(ops::OnebitAdamShard());
+        shard.axes = *mask;
+        shard.encode(inst);
         return success();
       })
       .Case<AdamMomentumOp>([&](AdamMomentumOp momentum) {
@@ -1773,15 +1786,27 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         step.encode(inst);
         return success();
       })
-      .Case<FrozenAdamOp>([&](FrozenAdamOp adam) {
+      .Case<FrozenAdamOp>([&](FrozenAdamOp adam) -> LogicalResult {
         inst.inputs = {declBuffer(adam.getExpAvgAttr()),
                        declBuffer(adam.getExpAvgSqAttr()),
                        valueBuffers.lookup(adam.getLr())};
         inst.outputs = {declBuffer(adam.getParamAttr())};
-        ops::FrozenAdam step;
-        step.eps = f64(adam.getEpsAttr());
-        step.wd = f64(adam.getWeightDecayAttr());
-        step.encode(inst);
+        auto encodeStep = [&](auto step) {
+          step.eps = f64(adam.getEpsAttr());
+          step.wd = f64(adam.getWeightDecayAttr());
+          return step;
+        };
+        if (!adam.getShardAxesAttr()) {
+          encodeStep(ops::FrozenAdam()).encode(inst);
+          return success();
+        }
+        FailureOr<int64_t> mask =
+            axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
+        if (failed(mask))
+          return failure();
+        ops::FrozenAdamShard shard = encodeStep(ops::FrozenAdamShard());
+        shard.axes = *mask;
+        shard.encode(inst);
         return success();
       })
       .Case<SgdOp>([&](SgdOp sgd) {

@@ -338,18 +338,19 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
                     given.memory.activations, given.memory.temporaries)
                     .str();
     remark << searched;
-    // DeepSpeed's 1-bit Adam on the same plan: its warm-up steps are the
-    // step above; what its compressed steps would cost.
+    // DeepSpeed's 1-bit Adam on the same plan: its warm-up steps (the step
+    // above at zero=0; under ZeRO-1/2 the gradients stay whole) and its
+    // compressed steps, against the plan's step.
     const an::CompressedStepEstimate &ce = given.compressed;
     if (ce.whyNot.empty())
       remark << llvm::formatv(
                     "; with 1-bit Adam (optimizer=onebit_adam) its warm-up "
-                    "steps take the {0:F2} s above and its compressed steps "
+                    "steps take {0:F2} s and its compressed steps "
                     "{1:F2} s ({2:F1}% {3}): the data-parallel traffic "
                     "falls from {4:F2} to {5:F3} GB per GPU and step in "
                     "{9:F0} compressed all-reduces ({6:F2} s exposed "
                     "instead of {7:F2} s, compression {8:F3} s)",
-                    given.time.total, ce.total,
+                    ce.warmUp, ce.total,
                     100.0 * std::abs(given.time.total - ce.total) /
                         given.time.total,
                     ce.total <= given.time.total ? "faster" : "slower",

@@ -80,6 +80,9 @@ struct DscDataParallelPass
   /// Parameters any stage's optimizer shards (ZeRO), whose gradients are
   /// shards on every stage that holds them.
   llvm::StringSet<> shardedAnywhere;
+  /// Parameters whose 1-bit Adam updates ZeRO-1/2 shard (the variance and
+  /// the update; shardOnebitUpdates).
+  llvm::StringSet<> onebitSharded;
   MeshOp meshOp;
 
   /// The data-parallel axes over which `param` is replicated: all of them,
@@ -141,6 +144,7 @@ struct DscDataParallelPass
       return signalPassFailure();
     }
     processed.clear();
+    onebitSharded.clear();
     // The parameters some optimizer shards (ZeRO): a pipeline stage that
     // only shares a tied parameter's gradient (its all-reduce over pp)
     // holds the same shard of it.
@@ -159,6 +163,12 @@ struct DscDataParallelPass
          getProgramOps(module, ProgramRole::CompressedOptimizer))
       if (failed(compressMoments(module, *mesh, cast<func::FuncOp>(op))))
         return signalPassFailure();
+    if (zero == 2 && !onebitSharded.empty())
+      module.emitWarning("--dsc-data-parallel: zero=2 with "
+                         "optimizer=onebit_adam keeps the gradients whole "
+                         "(the compression phase's momentum reads each "
+                         "rank's whole gradient): it shards the variance and "
+                         "the update as zero=1 does");
   }
 
   /// 1-bit Adam after its warm-up (--dsc-optimizer's compressed_optimizer):
@@ -173,14 +183,14 @@ struct DscDataParallelPass
   /// scale for the bucket.
   LogicalResult compressMoments(ModuleOp module, MeshOp mesh,
                                 func::FuncOp optimizer) {
-    if (zero >= 1)
-      return optimizer.emitError("--dsc-data-parallel: optimizer=onebit_adam "
-                                 "does not support ZeRO yet (zero=")
-             << zero << "; use zero=0)";
     SmallVector<FrozenAdamOp> updates(optimizer.getOps<FrozenAdamOp>());
     if (updates.empty())
       return optimizer.emitError("--dsc-data-parallel: a compressed_optimizer "
                                  "program without dsc.frozen_adam updates");
+    if (!onebitSharded.empty() &&
+        failed(shardOnebitUpdates<FrozenAdamOp>(
+            module, optimizer, FlatSymbolRefAttr::get(mesh.getSymNameAttr()))))
+      return failure();
     SymbolTable symbols(module);
     OpBuilder decls(module.getContext());
     Operation *lastDecl = nullptr;
@@ -289,6 +299,16 @@ struct DscDataParallelPass
                  << " shards AdamW state; SGD is not supported (use zero=0 "
                     "or the adamw optimizer)";
         }
+        if (auto adam = dyn_cast<OnebitAdamOp>(op)) {
+          if (zero == 3)
+            return adam.emitOpError("--dsc-data-parallel: optimizer="
+                                    "onebit_adam supports ZeRO stages 1 and "
+                                    "2, not zero=3 (its compression phase "
+                                    "reads every parameter whole)");
+          auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
+          if (processed.contains(adam.getParam()) || isShardable(param))
+            onebitSharded.insert(adam.getParam());
+        }
         if (auto adam = dyn_cast<AdamWOp>(op)) {
           auto param = module.lookupSymbol<ParameterOp>(adam.getParam());
           // A parameter another stage's optimizer also updates (a tied
@@ -341,7 +361,7 @@ struct DscDataParallelPass
       filled += bytes;
       anyReduced = true;
     }
-    if (!anyReduced && shardedParams.empty()) {
+    if (!anyReduced && shardedParams.empty() && onebitSharded.empty()) {
       return optimizer.emitError(
           "--dsc-data-parallel: no gradient states to reduce");
     }
@@ -378,6 +398,9 @@ struct DscDataParallelPass
     }
     if (zero >= 2 && failed(shardGradients(module, meshRef, shardedParams)))
       return failure();
+    if (!onebitSharded.empty() &&
+        failed(shardOnebitUpdates<OnebitAdamOp>(module, optimizer, meshRef)))
+      return failure();
     if (zero >= 1 && !shardedParams.empty()) {
       // The norm of partially valid gradients is summed over the group.
       optimizer.walk([&](ClipGradNormOp clip) {
@@ -403,6 +426,50 @@ struct DscDataParallelPass
     }
     for (const auto &name : shardedParams)
       processed.insert(name.getKey());
+    for (const auto &name : onebitSharded)
+      processed.insert(name.getKey());
+    return success();
+  }
+
+  /// ZeRO-1/2 under 1-bit Adam: each update of `Update` (the warm-up's
+  /// dsc.onebit_adam or the compression's dsc.frozen_adam) of a parameter
+  /// in onebitSharded keeps the variance's and the parameter's chunk of
+  /// this rank only; the updated parameters are gathered after the last
+  /// update. The gradients and the momentum stay whole: the compression
+  /// phase's local momentum reads each rank's whole gradient, so ZeRO-2
+  /// shards no more than ZeRO-1 here (--dsc-data-parallel warns).
+  template <typename Update>
+  LogicalResult shardOnebitUpdates(ModuleOp module, func::FuncOp optimizer,
+                                   FlatSymbolRefAttr meshRef) {
+    SymbolTable symbols(module);
+    SmallVector<ParameterOp> sharded;
+    Operation *lastUpdate = nullptr;
+    for (Update update : optimizer.getOps<Update>()) {
+      lastUpdate = update;
+      if (!onebitSharded.contains(update.getParam()))
+        continue;
+      auto param = symbols.lookup<ParameterOp>(update.getParam());
+      auto variance = symbols.lookup<StateOp>(update.getExpAvgSq());
+      const int64_t chunk = param.getNumElements() / groupOf(param);
+      // Another program (the other phase, or a stage sharing a tied
+      // parameter) shrank the shared variance already.
+      if (variance.getTensorType().getNumElements() != chunk) {
+        OpBuilder b(variance);
+        auto shard = StateOp::create(
+            b, variance.getLoc(), variance.getSymName(),
+            RankedTensorType::get({chunk},
+                                  variance.getTensorType().getElementType()),
+            variance.getKind(), variance.getOf());
+        symbols.erase(variance);
+        symbols.insert(shard);
+        ++numShardedParams;
+      }
+      update.setMeshAttr(meshRef);
+      update.setShardAxesAttr(axesOf(param));
+      sharded.push_back(param);
+    }
+    if (lastUpdate && !sharded.empty())
+      gatherUpdatedParameters(optimizer, lastUpdate, meshRef, sharded);
     return success();
   }
 
@@ -625,9 +692,16 @@ struct DscDataParallelPass
     }
     if (!lastUpdate || sharded.empty())
       return success(); // No optimizer state to shard.
+    gatherUpdatedParameters(optimizer, lastUpdate, meshRef, sharded);
+    return success();
+  }
 
-    // Gather in buckets of at most bucketBytes of one group, in update
-    // order.
+  /// After `lastUpdate`, all-gathers the `sharded` parameters each rank
+  /// updated a chunk of, in buckets of at most bucketBytes of one group, in
+  /// update order.
+  void gatherUpdatedParameters(func::FuncOp optimizer, Operation *lastUpdate,
+                               FlatSymbolRefAttr meshRef,
+                               ArrayRef<ParameterOp> sharded) {
     OpBuilder b(lastUpdate->getContext());
     b.setInsertionPointAfter(lastUpdate);
     struct Bucket {
@@ -654,7 +728,6 @@ struct DscDataParallelPass
     }
     for (auto &[axes, bucket] : open)
       flush(axes, bucket);
-    return success();
   }
 };
 

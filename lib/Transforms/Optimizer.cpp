@@ -299,7 +299,9 @@ struct DscOptimizerPass
           OnebitAdamOp::create(b, grad.getLoc(), grad.getOfAttr(), gradRef, m,
                                v, lr, b.getF64FloatAttr(beta1),
                                b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-                               b.getF64FloatAttr(wd));
+                               b.getF64FloatAttr(wd),
+                               /*mesh=*/FlatSymbolRefAttr(),
+                               /*shard_axes=*/ArrayAttr());
         }
       } else if (optimizer == "adamw") {
         FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
@@ -327,7 +329,9 @@ struct DscOptimizerPass
                              declareState(grad, "adam.m.", StateKind::ExpAvg),
                              declareState(grad, "adam.v.", StateKind::ExpAvgSq),
                              lr, b.getF64FloatAttr(eps),
-                             b.getF64FloatAttr(decay ? weightDecay : 0.0));
+                             b.getF64FloatAttr(decay ? weightDecay : 0.0),
+                             /*mesh=*/FlatSymbolRefAttr(),
+                             /*shard_axes=*/ArrayAttr());
       }
     ZeroOp::create(b, loc, gradientList);
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});

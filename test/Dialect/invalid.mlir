@@ -1163,6 +1163,45 @@ func.func @f(%lr: tensor<f32>) {
 
 // -----
 
+// ZeRO-1/2 under 1-bit Adam: the variance is this rank's chunk, the
+// momentum stays whole.
+dsc.mesh @mesh axes = ["dp"] shape = [4]
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @g : tensor<16xf32> gradient of @w
+dsc.state @m : tensor<16xf32> exp_avg of @w
+dsc.state @v : tensor<16xf32> exp_avg_sq of @w
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{state '@v' has 16 elements; it needs a shard over the group's 4}}
+  dsc.onebit_adam @w grad = @g exp_avg = @m exp_avg_sq = @v lr = %lr beta1 = 0.9 beta2 = 0.999 eps = 1.0e-8 weight_decay = 0.0 sharded on @mesh axes = ["dp"] : tensor<f32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [4]
+dsc.parameter @w : tensor<16xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<4xf32> exp_avg of @w
+dsc.state @v : tensor<4xf32> exp_avg_sq of @w
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{state '@m' has 4 elements; it needs the parameter's (1-bit Adam keeps the momentum whole) 16}}
+  dsc.frozen_adam @w exp_avg = @m exp_avg_sq = @v lr = %lr eps = 1.0e-8 weight_decay = 0.0 sharded on @mesh axes = ["dp"] : tensor<f32>
+  return
+}
+
+// -----
+
+dsc.mesh @mesh axes = ["dp"] shape = [4]
+dsc.parameter @w : tensor<15xf32> init = #dsc.init<zeros>
+dsc.state @m : tensor<15xf32> exp_avg of @w
+dsc.state @v : tensor<5xf32> exp_avg_sq of @w
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{parameter '@w' has 15 elements, not divisible into 4 shards}}
+  dsc.frozen_adam @w exp_avg = @m exp_avg_sq = @v lr = %lr eps = 1.0e-8 weight_decay = 0.0 sharded on @mesh axes = ["dp"] : tensor<f32>
+  return
+}
+
+// -----
+
 // The errors' sizes are DeepSpeed's padding of the bucket: 16 + 8
 // elements over 4 ranks pad to 32, of which each rank serves 8.
 dsc.mesh @mesh axes = ["dp"] shape = [4]

@@ -2,7 +2,8 @@
 // and the compressed step as two programs; --dsc-data-parallel puts the
 // moments' compressed all-reduce, with error states of DeepSpeed's padded
 // sizes, between the local momentum and the frozen-variance update, and
-// the gradients' exact all-reduce into the warm-up only.
+// the gradients' exact all-reduce into the warm-up only; under ZeRO-1/2
+// the variance and the updates are sharded.
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant lr=1.0e-3 beta2=0.999" | FileCheck %s
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4" | FileCheck %s --check-prefix=DP
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BYTES
@@ -10,7 +11,11 @@
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 onebit-bucket-bytes=4096" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=BUCKETBYTES
 // RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4" --dsc-verify-collectives -o /dev/null
 // RUN: not dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=0" 2>&1 | FileCheck %s --check-prefix=FREEZE
-// RUN: not dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7" --dsc-data-parallel="dp=4 zero=1" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 zero=1" | FileCheck %s --check-prefix=ZERO
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 zero=1" --dsc-plan-memory --dsc-plan-summary -o /dev/null | FileCheck %s --check-prefix=ZEROBYTES
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 zero=1" --dsc-verify-collectives -o /dev/null
+// RUN: dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7 lr-schedule=constant" --dsc-data-parallel="dp=4 zero=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO2
+// RUN: not dsc-opt %s --dsc-optimizer="optimizer=onebit_adam freeze-step=7" --dsc-data-parallel="dp=4 zero=3" 2>&1 | FileCheck %s --check-prefix=ZERO3
 
 // CHECK-LABEL: func.func @optimizer() -> (tensor<f32>, tensor<f32>) attributes {dsc.program = #dsc.program_role<optimizer>}
 // CHECK-NEXT: %[[LR:.*]] = dsc.learning_rate constant base = 1.000000e-03
@@ -61,7 +66,43 @@
 // BUCKETBYTES: "compressed_all_reduce": 96
 
 // FREEZE: error: --dsc-optimizer: optimizer=onebit_adam needs freeze-step >= 1 (the first step that compresses), got 0
-// ZERO: error: --dsc-data-parallel: optimizer=onebit_adam does not support ZeRO yet (zero=1; use zero=0)
+// ZeRO-1 (and 2) under 1-bit Adam: each rank keeps its chunk of the
+// variance and updates its chunk of the parameter in both phases, then the
+// parameters are gathered; the gradients and the momentum stay whole (the
+// compression phase's local momentum reads the whole local gradient), and
+// the compressed all-reduce is unchanged.
+// ZERO: dsc.state @adam.m.b : tensor<16xf32> exp_avg of @b
+// ZERO-NEXT: dsc.state @adam.v.b : tensor<4xf32> exp_avg_sq of @b
+// ZERO-NEXT: dsc.state @adam.m.w : tensor<8x15xf32> exp_avg of @w
+// ZERO-NEXT: dsc.state @adam.v.w : tensor<30xf32> exp_avg_sq of @w
+// ZERO-LABEL: func.func @optimizer()
+// ZERO-NEXT: dsc.all_reduce_states [@grad.b, @grad.w] on @mesh axes = ["dp"] reduction = avg
+// ZERO: dsc.onebit_adam @b {{.*}} sharded on @mesh axes = ["dp"] : tensor<f32>
+// ZERO-NEXT: dsc.onebit_adam @w {{.*}} sharded on @mesh axes = ["dp"] : tensor<f32>
+// ZERO-NEXT: dsc.all_gather_states [@b, @w] on @mesh axes = ["dp"]
+// ZERO-LABEL: func.func @optimizer.compressed()
+// ZERO-NOT: dsc.all_reduce_states
+// ZERO: dsc.compressed_all_reduce_states [@adam.m.w]
+// ZERO-NEXT: dsc.frozen_adam @b {{.*}} sharded on @mesh axes = ["dp"] : tensor<f32>
+// ZERO-NEXT: dsc.frozen_adam @w {{.*}} sharded on @mesh axes = ["dp"] : tensor<f32>
+// ZERO-NEXT: dsc.all_gather_states [@b, @w] on @mesh axes = ["dp"]
+// ZERO-NEXT: dsc.zero
+
+// Both phases gather the updated parameters: (3/4)·136·4 = 408 bytes more
+// a step.
+// ZEROBYTES: "collective_bytes_per_step": {
+// ZEROBYTES-NEXT: "all_reduce": 816,
+// ZEROBYTES-NEXT: "reduce_scatter": 0,
+// ZEROBYTES-NEXT: "all_gather": 408,
+// ZEROBYTES: "collective_bytes_per_compressed_step": {
+// ZEROBYTES-NEXT: "all_reduce": 0,
+// ZEROBYTES-NEXT: "reduce_scatter": 0,
+// ZEROBYTES-NEXT: "all_gather": 408,
+// ZEROBYTES-NEXT: "all_to_all": 0,
+// ZEROBYTES-NEXT: "compressed_all_reduce": 96
+
+// ZERO2: warning: --dsc-data-parallel: zero=2 with optimizer=onebit_adam keeps the gradients whole (the compression phase's momentum reads each rank's whole gradient): it shards the variance and the update as zero=1 does
+// ZERO3: error: 'dsc.onebit_adam' op --dsc-data-parallel: optimizer=onebit_adam supports ZeRO stages 1 and 2, not zero=3 (its compression phase reads every parameter whole)
 
 dsc.parameter @w : tensor<8x15xf32> init = #dsc.init<normal, std = 0.02>
 dsc.parameter @b : tensor<16xf32> init = #dsc.init<zeros>

@@ -361,6 +361,16 @@ rt::Plan loadOrCompile(RunOptions &options) {
     compileOptions->warmup = std::max<int64_t>(0, steps - 1);
   }
 
+  // A pass's warning (a plan knob that does less than its name says) is
+  // the user's to read even when the compile succeeds; errors and remarks
+  // go on to the collecting handler.
+  ScopedDiagnosticHandler warnings(&context, [&](Diagnostic &d) {
+    if (d.getSeverity() != DiagnosticSeverity::Warning)
+      return failure();
+    if (firstRank)
+      std::cerr << "dsc-run: warning: " << d.str() << "\n";
+    return success();
+  });
   PassManager pm(&context);
   mlir::dsc::buildCompilePipeline(pm, *compileOptions);
   if (failed(pm.run(*module)))

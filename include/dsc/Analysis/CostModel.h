@@ -72,9 +72,11 @@ struct CommVolume {
 /// momentum needs the whole gradient) and so not overlapped, and to the
 /// compression's passes over the momentum and its errors.
 struct CompressedStepEstimate {
-  /// Why the compressed step does not apply to the plan (ZeRO, offload,
-  /// one data-parallel rank); empty when it does.
+  /// Why the compressed step does not apply to the plan (ZeRO-3,
+  /// offload, one data-parallel rank); empty when it does.
   std::string whyNot;
+  double warmUp = 0;      // a warm-up step's seconds (the plan's step at
+                          // zero=0; under ZeRO-1/2 the gradients stay whole)
   double total = 0;       // the compressed step's seconds
   double collectives = 0; // compressed all-reduces per step (tensors or
                           // buckets: onebit-bucket-bytes)

@@ -57,6 +57,8 @@ struct OnebitAdamState {
 /// m = β1·m + (1−β1)·g and v = β2·v + (1−β2)·g².
 void onebitAdamMoments(float *m, float *v, const float *g, int64_t n,
                        double beta1, double beta2);
+/// v = β2·v + (1−β2)·g² (onebitAdamMoments' v alone, for ZeRO's chunk).
+void onebitAdamVariance(float *v, const float *g, int64_t n, double beta2);
 /// m = β1·m + (1−β1)·g.
 void adamMomentum(float *m, const float *g, int64_t n, double beta1);
 /// params -= lr·(m/(sqrt(v) + eps) + wd·params).

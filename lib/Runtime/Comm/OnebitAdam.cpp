@@ -23,13 +23,15 @@ float f32(double x) { return float(x); }
 
 void dsc::rt::onebitAdamMoments(float *m, float *v, const float *g, int64_t n,
                                 double beta1, double beta2) {
-  const float b1 = f32(beta1), b2 = f32(beta2);
-  const float oneMinusBeta1 = f32(1.0 - beta1),
-              oneMinusBeta2 = f32(1.0 - beta2);
-  for (int64_t i = 0; i < n; ++i) {
-    m[i] = std::fma(oneMinusBeta1, g[i], m[i] * b1);
+  adamMomentum(m, g, n, beta1);
+  onebitAdamVariance(v, g, n, beta2);
+}
+
+void dsc::rt::onebitAdamVariance(float *v, const float *g, int64_t n,
+                                 double beta2) {
+  const float b2 = f32(beta2), oneMinusBeta2 = f32(1.0 - beta2);
+  for (int64_t i = 0; i < n; ++i)
     v[i] = std::fma(oneMinusBeta2 * g[i], g[i], v[i] * b2);
-  }
 }
 
 void dsc::rt::adamMomentum(float *m, const float *g, int64_t n, double beta1) {

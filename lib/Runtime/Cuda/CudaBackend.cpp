@@ -173,6 +173,8 @@ void CudaBackend::prepare(const Plan &plan) {
       const bool onebit = (inst.opcode == Opcode::OnebitAdam) ||
                           (inst.opcode == Opcode::AdamMomentum) ||
                           (inst.opcode == Opcode::FrozenAdam) ||
+                          (inst.opcode == Opcode::OnebitAdamShard) ||
+                          (inst.opcode == Opcode::FrozenAdamShard) ||
                           (inst.opcode == Opcode::CompressedAllReduce);
       if (onebit)
         fail("the CUDA backend has no 1-bit Adam kernels yet: run "

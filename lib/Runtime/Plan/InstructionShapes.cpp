@@ -495,6 +495,44 @@ void InstructionChecker::shapes() {
     }
     break;
   }
+  case Opcode::OnebitAdamShard:
+  case Opcode::FrozenAdamShard: {
+    // ZeRO-1/2 under 1-bit Adam: param, m (and the warm-up's grad) whole,
+    // v this rank's chunk of the group's D; f32, lr a scalar.
+    const bool warmUp = inst.opcode == Opcode::OnebitAdamShard;
+    const int64_t groupSize = meshGroupAt("axes", "sharded update");
+    const Buffer &param = out(0);
+    const int64_t whole = n(param);
+    if (whole % groupSize != 0)
+      fail(outName(0) + " has " + std::to_string(whole) +
+           " elements, not divisible into the group's " +
+           std::to_string(groupSize) + " shards");
+    if (warmUp) {
+      sameShape(param, outName(0), in(0), inName(0));
+      sameShape(param, outName(0), out(1), outName(1));
+      scalar(in(1), inName(1));
+    } else {
+      sameShape(param, outName(0), in(0), inName(0));
+      scalar(in(2), inName(2));
+    }
+    const Buffer &v = warmUp ? out(2) : in(1);
+    const std::string vName = warmUp ? outName(2) : inName(1);
+    if (n(v) * groupSize != whole)
+      fail(vName + " has " + std::to_string(n(v)) + " elements; a shard of " +
+           std::to_string(whole) + " over " + std::to_string(groupSize) +
+           " ranks has " + std::to_string(whole / groupSize));
+    for (const Buffer *b : {&param, &v})
+      if (b->dtype != DType::F32)
+        fail(b->name + " is " + dtypeName(b->dtype) +
+             "; 1-bit Adam's states are f32");
+    if (warmUp) {
+      adamFloats();
+    } else {
+      floatAt("eps", 0.0, 1.0);
+      floatAt("wd", 0.0, std::numeric_limits<double>::max());
+    }
+    break;
+  }
   case Opcode::CompressedAllReduce: {
     // The errors, then the bucket's states (n elements in all): the worker
     // error n padded to D·lcm(D, 8), the server error the padded n / D;

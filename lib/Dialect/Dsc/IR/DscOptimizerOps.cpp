@@ -318,6 +318,45 @@ static LogicalResult verifyAdamHyperParameters(Operation *op,
   return success();
 }
 
+/// 1-bit Adam's moments: `exp_avg` whole (the compression phase's local
+/// momentum reads all of it), `exp_avg_sq` whole or, with `sharded on @mesh
+/// axes = [...]` (ZeRO-1/2), this rank's chunk of the group's D.
+static LogicalResult
+verifyOnebitMoments(Operation *op, SymbolTableCollection &tables,
+                    ParameterOp param, FlatSymbolRefAttr expAvg,
+                    FlatSymbolRefAttr expAvgSq, FlatSymbolRefAttr mesh,
+                    ArrayAttr shardAxes) {
+  const int64_t n = param.getNumElements();
+  int64_t shards = 1;
+  if (mesh || shardAxes) {
+    if (!mesh || !shardAxes)
+      return op->emitOpError("a sharded update needs both a mesh and shard "
+                             "axes");
+    FailureOr<int64_t> group = getMeshGroupSize(op, tables, mesh, shardAxes);
+    if (failed(group))
+      return failure();
+    shards = *group;
+    if (n % shards != 0)
+      return op->emitOpError("parameter '@")
+             << param.getSymName() << "' has " << n
+             << " elements, not divisible into " << shards << " shards";
+  }
+  for (auto [name, want, what] :
+       {std::make_tuple(expAvg, n,
+                        "the parameter's (1-bit Adam keeps the "
+                        "momentum whole)"),
+        std::make_tuple(expAvgSq, n / shards,
+                        shards == 1 ? "the parameter's"
+                                    : "a shard over the group's")}) {
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
+    if (state && state.getTensorType().getNumElements() != want)
+      return op->emitOpError("state '")
+             << name << "' has " << state.getTensorType().getNumElements()
+             << " elements; it needs " << what << " " << want;
+  }
+  return success();
+}
+
 LogicalResult OnebitAdamOp::verify() {
   return verifyAdamHyperParameters(
       *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
@@ -334,7 +373,10 @@ LogicalResult OnebitAdamOp::verifySymbolUses(SymbolTableCollection &tables) {
       failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
                            *param, "exp_avg")) ||
       failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
-                           StateKind::ExpAvgSq, *param, "exp_avg_sq")));
+                           StateKind::ExpAvgSq, *param, "exp_avg_sq")) ||
+      failed(verifyOnebitMoments(*this, tables, *param, getExpAvgAttr(),
+                                 getExpAvgSqAttr(), getMeshAttr(),
+                                 getShardAxesAttr())));
 }
 
 LogicalResult AdamMomentumOp::verify() {
@@ -370,7 +412,10 @@ LogicalResult FrozenAdamOp::verifySymbolUses(SymbolTableCollection &tables) {
       failed(verifyStateOf(*this, tables, getExpAvgAttr(), StateKind::ExpAvg,
                            *param, "exp_avg")) ||
       failed(verifyStateOf(*this, tables, getExpAvgSqAttr(),
-                           StateKind::ExpAvgSq, *param, "exp_avg_sq")));
+                           StateKind::ExpAvgSq, *param, "exp_avg_sq")) ||
+      failed(verifyOnebitMoments(*this, tables, *param, getExpAvgAttr(),
+                                 getExpAvgSqAttr(), getMeshAttr(),
+                                 getShardAxesAttr())));
 }
 
 LogicalResult

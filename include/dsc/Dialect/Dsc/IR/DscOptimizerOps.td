@@ -256,6 +256,13 @@ def Dsc_OnebitAdamOp : Dsc_Op<"onebit_adam", [DeclareOpInterfaceMethods<SymbolUs
     gradient: `m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
     p -= lr·(m/(sqrt(v) + eps) + wd·p)` — no bias correction, as DeepSpeed.
 
+    With `sharded on @mesh axes = [...]` (ZeRO-1/2 under 1-bit Adam) `v`
+    holds one of the group's D equal chunks of the flattened parameter and
+    the op updates `v` and the parameter only at this rank's chunk; `m`
+    stays whole and is updated whole (the compression phase's local
+    momentum reads all of it), and a `dsc.all_gather_states` of the
+    parameters follows.
+
     ```mlir
     dsc.onebit_adam @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w
         lr = %lr beta1 = 9.000000e-01 beta2 = 9.990000e-01 eps = 1.000000e-08
@@ -265,11 +272,14 @@ def Dsc_OnebitAdamOp : Dsc_Op<"onebit_adam", [DeclareOpInterfaceMethods<SymbolUs
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
                        0DTensorOf<[F32, F64]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$shard_axes);
   let assemblyFormat = [{
     $param `grad` `=` $grad `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq
     `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2 `eps` `=` $eps
-    `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+    `weight_decay` `=` $weight_decay (`sharded` `on` $mesh^ `axes` `=` $shard_axes)?
+    attr-dict `:` type($lr)
   }];
   let hasVerifier = 1;
 }
@@ -296,6 +306,9 @@ def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam", [DeclareOpInterfaceMethods<SymbolUs
   let description = [{
     1-bit Adam's compression phase, after the moments' compressed
     all-reduce: `p -= lr·(m/(sqrt(v) + eps) + wd·p)`; `v` is read only.
+    With `sharded on @mesh axes = [...]` (ZeRO-1/2) `v` is this rank's
+    chunk of the group's D, as in `dsc.onebit_adam`, and only that chunk of
+    the parameter is updated.
 
     ```mlir
     dsc.frozen_adam @w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w lr = %lr
@@ -304,10 +317,13 @@ def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam", [DeclareOpInterfaceMethods<SymbolUs
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
                        FlatSymbolRefAttr:$exp_avg_sq, 0DTensorOf<[F32, F64]>:$lr,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$shard_axes);
   let assemblyFormat = [{
     $param `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq `lr` `=` $lr
-    `eps` `=` $eps `weight_decay` `=` $weight_decay attr-dict `:` type($lr)
+    `eps` `=` $eps `weight_decay` `=` $weight_decay
+    (`sharded` `on` $mesh^ `axes` `=` $shard_axes)? attr-dict `:` type($lr)
   }];
   let hasVerifier = 1;
 }
