@@ -122,6 +122,7 @@ json::Value mlir::dsc::analysis::renderJSON(const SearchResult &r,
                     {"plans_feasible", static_cast<int64_t>(r.numFeasible)},
                     {"search_seconds", r.searchSeconds}}},
       {"explanation", r.explanation},
+      {"onebit_adam", r.onebit.sentence},
       {"top", std::move(top)},
       {"feasible_points_gb_model_tflops", std::move(points)},
   };
@@ -248,6 +249,8 @@ std::vector<Block> buildDocument(const SearchResult &r,
   doc.push_back({Block::Heading, "Winner", {}, "", {}});
   para("`" + w.plan.str() + "`");
   para(r.explanation);
+  if (!r.onebit.sentence.empty())
+    para(r.onebit.sentence + ".");
   para(llvm::formatv("Predicted {0:F2} s per step, {1:F0} TFLOP/s per GPU "
                      "({2:F1}% of peak, counting recompute), MFU {3:F1}%, "
                      "pipeline bubble {4:F1}%.",

@@ -229,6 +229,7 @@ struct DscAutoParallelPass
                        b.getF64FloatAttr(best.bubbleFraction)),
         b.getNamedAttr("objective", b.getStringAttr(objective)),
         b.getNamedAttr("reason", b.getStringAttr(result->explanation)),
+        b.getNamedAttr("onebit_adam", b.getStringAttr(result->onebit.sentence)),
     };
     module->setAttr(kPlanEstimateAttr, b.getDictionaryAttr(estimate));
   }
@@ -314,6 +315,8 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
                         w.time.total <= given.time.total ? "faster" : "slower",
                         llvm::join(changes, ", "))
                         .str();
+      if (!result->onebit.sentence.empty())
+        searched += "; " + result->onebit.sentence;
     }
     InFlightDiagnostic remark = mlir::emitRemark(module.getLoc());
     remark << "--dsc-estimate: `" << plan.str() << "`: ";

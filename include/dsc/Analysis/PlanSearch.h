@@ -76,6 +76,29 @@ struct Alternative {
   std::string comparison;
 };
 
+/// 1-bit Adam changes the optimizer (no bias correction, a warm-up of exact
+/// steps before the compressed ones), so the search proposes it beside its
+/// winner instead of choosing it: the feasible plan fastest under 1-bit
+/// Adam, its steps averaged over a run.
+struct OnebitProposal {
+  /// The plan, with onebit-bucket-bytes set; `fits` is false when 1-bit
+  /// Adam applies to no feasible plan (one data-parallel rank, ZeRO-3 or
+  /// offload everywhere).
+  PlanEstimate best;
+  /// Seconds per step averaged over a run whose first kWarmUpFraction of
+  /// the steps are the warm-up's.
+  double averaged = 0;
+  /// Whether it beats the winner's step.
+  bool pays = false;
+  /// One sentence for the report and the remarks; empty without a plan.
+  std::string sentence;
+  /// DeepSpeed's tutorials freeze the variance after 15-25% of the steps.
+  static constexpr double kWarmUpFraction = 0.2;
+  /// The moments in buckets (DeepSpeed's fp16 form: a flattened group)
+  /// of at most this many bytes: far fewer collectives than one a tensor.
+  static constexpr int64_t kBucketBytes = 134217728;
+};
+
 struct SearchResult {
   /// Best first, by the objective; at most topK.
   std::vector<PlanEstimate> top;
@@ -96,6 +119,8 @@ struct SearchResult {
   size_t numFeasible = 0;
   /// One sentence on why the winner wins.
   std::string explanation;
+  /// 1-bit Adam's best plan (searched by time only).
+  OnebitProposal onebit;
   /// Wall-clock seconds the search took.
   double searchSeconds = 0;
 };
