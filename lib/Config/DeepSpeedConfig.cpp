@@ -16,6 +16,7 @@
 
 #include "dsc/Config/DeepSpeedConfig.h"
 #include "dsc/Config/ConfigValues.h"
+#include "dsc/Config/RelaxedJson.h"
 
 #include "dsc/Runtime/Error.h"
 
@@ -151,12 +152,10 @@ const std::set<std::string> kNotImplemented = {
     "dump_state",
     "elasticity",
     "flops_profiler",
-    "gradient_predivide_factor",
     "hybrid_engine",
     "memory_breakdown",
     "nebula",
     "pipeline",
-    "prescale_gradients",
     "sparse_attention",
     "sparse_gradients",
     "tensorboard",
@@ -173,6 +172,8 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
                                     "fp16",
                                     "bf16",
                                     "gradient_clipping",
+                                    "prescale_gradients",
+                                    "gradient_predivide_factor",
                                     "zero_optimization",
                                     "zero_allow_untested_optimizer",
                                     "aio",
@@ -247,6 +248,28 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
     set("precision", "bf16", "bf16.enabled = true");
   else if (!fp16)
     set("precision", "fp32", "neither fp16 nor bf16 enabled");
+
+  // DeepSpeed's engine sums the gradients, then divides by the
+  // data-parallel size (its defaults: prescale_gradients false,
+  // gradient_predivide_factor 1): dsc's average. The other orders round
+  // differently and are not built.
+  if (boolean(root, "prescale_gradients", false))
+    fail("prescale_gradients",
+         "'prescale_gradients': true divides the gradients before their "
+         "all-reduce, which dsc does not implement; dsc averages after it "
+         "(DeepSpeed's default, false)");
+  if (root.get("prescale_gradients"))
+    out.understood.push_back("prescale_gradients = false: the gradients are "
+                             "averaged after their all-reduce, as dsc does");
+  if (const double f = number(root, "gradient_predivide_factor", 1.0);
+      f != 1.0)
+    fail("gradient_predivide_factor",
+         "'gradient_predivide_factor' " + spell(f) +
+             " splits the average around the all-reduce, which dsc does "
+             "not implement; use 1.0 (DeepSpeed's default)");
+  if (root.get("gradient_predivide_factor"))
+    out.understood.push_back("gradient_predivide_factor = 1.0: the average "
+                             "after the all-reduce, as dsc does");
 
   // DeepSpeed's default is no clipping (0.0); GPT-NeoX's is 1.0.
   const double clipDefault = neox() ? 1.0 : 0.0;
@@ -1083,11 +1106,17 @@ TrainingSettings dsc::config::readDeepSpeedConfig(const std::string &path,
   if (!file)
     throw Error("cannot read DeepSpeed config '" + path +
                 "': " + file.getError().message());
-  std::string text = (*file)->getBuffer().str();
+  std::string error;
+  const std::string text =
+      relaxedJsonToJson((*file)->getBuffer(), error);
+  if (!error.empty())
+    throw Error("DeepSpeed config '" + path + "', " + error);
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
     throw Error("DeepSpeed config '" + path +
-                "' is not valid JSON: " + llvm::toString(parsed.takeError()));
+                "' is not valid JSON: " + llvm::toString(parsed.takeError()) +
+                " (dsc reads JSON with hjson's comments and trailing "
+                "commas, as DeepSpeed's configs use them)");
   const llvm::json::Object *root = parsed->getAsObject();
   if (!root)
     throw Error("DeepSpeed config '" + path + "' must be a JSON object");

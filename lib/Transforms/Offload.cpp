@@ -67,6 +67,8 @@ struct DscOffloadPass
   int64_t nvmeQueueDepth{};
   int64_t deviceMemory{};
   bool prefetch{};
+  int64_t zeroStage{};
+  int64_t persistenceThreshold{};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -80,6 +82,8 @@ struct DscOffloadPass
       nvmeQueueDepth = plan.nvmeQueueDepth;
       deviceMemory = plan.deviceMemory;
       prefetch = plan.prefetch;
+      zeroStage = plan.zeroStage;
+      persistenceThreshold = plan.persistenceThreshold;
     }
     // The plan's tiers (its parser refuses any other): none keeps the
     // states on the device.
@@ -102,6 +106,27 @@ struct DscOffloadPass
       return signalPassFailure();
     }
     Tiers tiers{tier, paramsTier};
+    // ZeRO-3 that chunked nothing because every parameter is within the
+    // persistence threshold (a small model) has no parameter to offload: DeepSpeed
+    // keeps such parameters whole on the device and trains, and so does
+    // dsc, saying so.
+    auto withinThreshold = [&](ParameterOp param) {
+      return param.getNumElements() <= persistenceThreshold;
+    };
+    if (tiers.params != MemoryTier::Device && zeroStage == 3 &&
+        persistenceThreshold > 0 && !hasChunks(module) &&
+        llvm::all_of(module.getOps<ParameterOp>(), withinThreshold)) {
+      module.emitWarning("--dsc-offload: params=")
+          << stringifyMemoryTier(tiers.params)
+          << " has nothing to offload: every parameter has at most "
+             "persistence-threshold="
+          << persistenceThreshold
+          << " elements, so ZeRO-3 keeps it whole on the device (DeepSpeed's "
+             "stage3_param_persistence_threshold); lower the threshold to "
+             "offload them";
+      tiers.params = MemoryTier::Device;
+      params = "none";
+    }
     // A budget without a tier named: the least offload that fits it.
     if (deviceMemory > 0 && tier == MemoryTier::Device) {
       FailureOr<Tiers> fitting = leastOffloadThatFits(module);

@@ -203,6 +203,34 @@ rt::Plan loadOrCompile(RunOptions &options) {
                 "': " + buffer.getError().message());
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
 
+  // --compile "ds-config=FILE" is --deepspeed FILE: dsc-run also applies
+  // the config's run options.
+  std::map<std::string, std::string> compileKeys =
+      compileOptionKeys(options.compile);
+  if (auto named = compileKeys.find("ds-config");
+      named != compileKeys.end()) {
+    const std::string file = named->second;
+    if (!options.deepspeed.empty() && options.deepspeed != file)
+      throw Error("--compile \"ds-config=" + file + "\" and --deepspeed " +
+                  options.deepspeed + " name two DeepSpeed configs; give one");
+    options.deepspeed = file;
+    compileKeys.erase(named);
+    options.compile.clear();
+    for (const auto &[key, value] : compileKeys)
+      options.compile += (options.compile.empty() ? "" : " ") + key +
+                         (value.empty() ? "" : "=" + value);
+  }
+
+  const int64_t dp = compileDataParallel(compileKeys);
+  // A config's model is imported with the ds_config's micro-batch size
+  // when the config sets none (its default is the import's, not the
+  // user's), so the ds_config is read first.
+  std::optional<ConfigLayer> dsConfig;
+  if (!options.deepspeed.empty() && kind != InputKind::Module)
+    dsConfig = ConfigLayer{"ds_config",
+                           "DeepSpeed config '" + options.deepspeed + "'",
+                           config::readDeepSpeedConfig(options.deepspeed, dp)};
+
   OwningOpRef<ModuleOp> module;
   mlir::dsc::NeoXTrainingKeys trainingKeys;
   // A plan's micro-batch size (the search's, say) is the import's: a config
@@ -218,6 +246,9 @@ rt::Plan loadOrCompile(RunOptions &options) {
         sourceMgr, &context, importOptions, &trainingKeys);
     if (config && plannedMicroBatch)
       config->microBatchSize = plannedMicroBatch;
+    else if (config && dsConfig && dsConfig->settings.microBatchPerGpu &&
+             !trainingKeys.values.get("train_micro_batch_size_per_gpu"))
+      config->microBatchSize = dsConfig->settings.microBatchPerGpu;
     if (config) {
       module = mlir::dsc::buildGPTGraph(
           *config, FileLineColLoc::get(&context, options.input, 1, 1));
@@ -255,27 +286,8 @@ rt::Plan loadOrCompile(RunOptions &options) {
     return std::move(*plan);
   }
 
-  // --compile "ds-config=FILE" is --deepspeed FILE: dsc-run also applies
-  // the config's run options.
-  std::map<std::string, std::string> compileKeys =
-      compileOptionKeys(options.compile);
-  if (auto dsConfig = compileKeys.find("ds-config");
-      dsConfig != compileKeys.end()) {
-    const std::string file = dsConfig->second;
-    if (!options.deepspeed.empty() && options.deepspeed != file)
-      throw Error("--compile \"ds-config=" + file + "\" and --deepspeed " +
-                  options.deepspeed + " name two DeepSpeed configs; give one");
-    options.deepspeed = file;
-    compileKeys.erase(dsConfig);
-    options.compile.clear();
-    for (const auto &[key, value] : compileKeys)
-      options.compile += (options.compile.empty() ? "" : " ") + key +
-                         (value.empty() ? "" : "=" + value);
-  }
-
   // The run's settings, in layers: the config's training keys, the
   // ds_config, the command line.
-  const int64_t dp = compileDataParallel(compileKeys);
   std::vector<ConfigLayer> layers;
   if (kind == InputKind::Config && hasTrainingKeys(trainingKeys))
     layers.push_back(
@@ -285,10 +297,12 @@ rt::Plan loadOrCompile(RunOptions &options) {
                               ->getBuffer()
                               .str(),
                           dp)});
-  if (!options.deepspeed.empty())
-    layers.push_back({"ds_config",
-                      "DeepSpeed config '" + options.deepspeed + "'",
-                      config::readDeepSpeedConfig(options.deepspeed, dp)});
+  if (!dsConfig && !options.deepspeed.empty())
+    dsConfig = ConfigLayer{"ds_config",
+                           "DeepSpeed config '" + options.deepspeed + "'",
+                           config::readDeepSpeedConfig(options.deepspeed, dp)};
+  if (dsConfig)
+    layers.push_back(std::move(*dsConfig));
   // The graph's tokens fix the micro-batch size.
   auto model = (*module)->getAttrOfType<DictionaryAttr>(mlir::dsc::kModelAttr);
   auto micro =
