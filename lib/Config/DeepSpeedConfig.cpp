@@ -261,8 +261,7 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
   if (root.get("prescale_gradients"))
     out.understood.push_back("prescale_gradients = false: the gradients are "
                              "averaged after their all-reduce, as dsc does");
-  if (const double f = number(root, "gradient_predivide_factor", 1.0);
-      f != 1.0)
+  if (const double f = number(root, "gradient_predivide_factor", 1.0); f != 1.0)
     fail("gradient_predivide_factor",
          "'gradient_predivide_factor' " + spell(f) +
              " splits the average around the all-reduce, which dsc does "
@@ -1107,8 +1106,7 @@ TrainingSettings dsc::config::readDeepSpeedConfig(const std::string &path,
     throw Error("cannot read DeepSpeed config '" + path +
                 "': " + file.getError().message());
   std::string error;
-  const std::string text =
-      relaxedJsonToJson((*file)->getBuffer(), error);
+  const std::string text = relaxedJsonToJson((*file)->getBuffer(), error);
   if (!error.empty())
     throw Error("DeepSpeed config '" + path + "', " + error);
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);

@@ -1,4 +1,4 @@
-//===- RelaxedJson.cpp - DeepSpeed's config syntax -------------------------===//
+//===- RelaxedJson.cpp - DeepSpeed's config syntax ------------------------===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //

@@ -107,9 +107,9 @@ struct DscOffloadPass
     }
     Tiers tiers{tier, paramsTier};
     // ZeRO-3 that chunked nothing because every parameter is within the
-    // persistence threshold (a small model) has no parameter to offload: DeepSpeed
-    // keeps such parameters whole on the device and trains, and so does
-    // dsc, saying so.
+    // persistence threshold (a small model) has no parameter to offload:
+    // DeepSpeed keeps such parameters whole on the device and trains, and so
+    // does dsc, saying so.
     auto withinThreshold = [&](ParameterOp param) {
       return param.getNumElements() <= persistenceThreshold;
     };

@@ -207,8 +207,7 @@ rt::Plan loadOrCompile(RunOptions &options) {
   // the config's run options.
   std::map<std::string, std::string> compileKeys =
       compileOptionKeys(options.compile);
-  if (auto named = compileKeys.find("ds-config");
-      named != compileKeys.end()) {
+  if (auto named = compileKeys.find("ds-config"); named != compileKeys.end()) {
     const std::string file = named->second;
     if (!options.deepspeed.empty() && options.deepspeed != file)
       throw Error("--compile \"ds-config=" + file + "\" and --deepspeed " +
@@ -227,9 +226,9 @@ rt::Plan loadOrCompile(RunOptions &options) {
   // user's), so the ds_config is read first.
   std::optional<ConfigLayer> dsConfig;
   if (!options.deepspeed.empty() && kind != InputKind::Module)
-    dsConfig = ConfigLayer{"ds_config",
-                           "DeepSpeed config '" + options.deepspeed + "'",
-                           config::readDeepSpeedConfig(options.deepspeed, dp)};
+    dsConfig =
+        ConfigLayer{"ds_config", "DeepSpeed config '" + options.deepspeed + "'",
+                    config::readDeepSpeedConfig(options.deepspeed, dp)};
 
   OwningOpRef<ModuleOp> module;
   mlir::dsc::NeoXTrainingKeys trainingKeys;
@@ -298,9 +297,9 @@ rt::Plan loadOrCompile(RunOptions &options) {
                               .str(),
                           dp)});
   if (!dsConfig && !options.deepspeed.empty())
-    dsConfig = ConfigLayer{"ds_config",
-                           "DeepSpeed config '" + options.deepspeed + "'",
-                           config::readDeepSpeedConfig(options.deepspeed, dp)};
+    dsConfig =
+        ConfigLayer{"ds_config", "DeepSpeed config '" + options.deepspeed + "'",
+                    config::readDeepSpeedConfig(options.deepspeed, dp)};
   if (dsConfig)
     layers.push_back(std::move(*dsConfig));
   // The graph's tokens fix the micro-batch size.
