@@ -2,7 +2,8 @@
 #
 # Included from test/Runtime/CMakeLists.txt.
 # DscLossScalerTest: the host-side dynamic loss scaler (header-only, no
-#   CUDA): built and run everywhere, label "runtime".
+#   CUDA) against DeepSpeed's goldens (Inputs/loss-scale): built and run
+#   everywhere, label "runtime".
 # DscCudaKernelTests (only with DSC_HAVE_CUDA): every CUDA kernel against
 #   its CPU twin. Without a device the binary exits 77, which ctest reports
 #   as skipped: `ctest -L cuda` says the CUDA tests were skipped, not passed.
@@ -18,7 +19,10 @@
 add_executable(DscLossScalerTest LossScalerTest.cpp)
 target_include_directories(DscLossScalerTest PRIVATE
                            ${DSC_SOURCE_DIR}/include)
-target_link_libraries(DscLossScalerTest PRIVATE GTest::gtest_main)
+target_link_libraries(DscLossScalerTest PRIVATE LLVMSupport
+                      GTest::gtest_main)
+target_compile_definitions(DscLossScalerTest PRIVATE
+  DSC_LOSS_SCALE_GOLDENS_DIR="${CMAKE_CURRENT_SOURCE_DIR}/Inputs/loss-scale")
 gtest_discover_tests(DscLossScalerTest
   TEST_PREFIX "runtime." PROPERTIES LABELS runtime
   DISCOVERY_TIMEOUT 60)

@@ -201,4 +201,40 @@ TEST(ExecutorParts, LossScalingUnscalesOrSkipsAndZeroes) {
     EXPECT_EQ(grad[i], 0.0f) << "a skipped step's gradients are zeroed";
 }
 
+TEST(ExecutorParts, LossScalingTakesItsRuleFromThePlan) {
+  // Without ZeRO DeepSpeed scales in FP16_Optimizer; a config's rule does
+  // not override the plan's.
+  Plan whole = makeScaledPlan();
+  addBuffer(whole, "w.exp_avg", DType::F32, {4}, BufferRole::OptimizerState);
+  EXPECT_EQ(lossScaleRuleOf(whole), LossScaleRule::Fused);
+  LossScaling fused(whole);
+  EXPECT_EQ(fused.current()->rule(), LossScaleRule::Fused);
+  LossScalerConfig dynamic;
+  dynamic.rule = LossScaleRule::Dynamic;
+  fused.setConfig(dynamic);
+  EXPECT_EQ(fused.current()->rule(), LossScaleRule::Fused);
+  EXPECT_EQ(fused.config().rule, LossScaleRule::Fused);
+
+  // Optimizer state in chunks over a data-parallel axis: ZeRO, whose
+  // optimizers build DeepSpeed's DynamicLossScaler.
+  Plan zero = whole;
+  zero.buffers.back().layout.chunkAxes = 1;
+  EXPECT_EQ(lossScaleRuleOf(zero), LossScaleRule::Dynamic);
+  LossScaling sharded(zero);
+  EXPECT_EQ(sharded.current()->rule(), LossScaleRule::Dynamic);
+  LossScalerConfig fusedConfig;
+  fusedConfig.rule = LossScaleRule::Fused;
+  sharded.setConfig(fusedConfig);
+  EXPECT_EQ(sharded.current()->rule(), LossScaleRule::Dynamic);
+
+  // ZeRO on one data-parallel rank chunks nothing; its instructions say it.
+  for (Opcode zeroOp : {Opcode::AdamWShard, Opcode::GatherParameter}) {
+    Plan oneRank = whole;
+    oneRank.programs.emplace_back();
+    oneRank.programs.back().instructions.emplace_back();
+    oneRank.programs.back().instructions.back().opcode = zeroOp;
+    EXPECT_EQ(lossScaleRuleOf(oneRank), LossScaleRule::Dynamic);
+  }
+}
+
 } // namespace

@@ -168,6 +168,19 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
              "--lr " + spellNumber(*options.learningRate));
   for (const auto &[key, value] : compileOptionKeys(options.compile))
     flagWins(key, value, "--compile " + key + "=" + value);
+  // Without ZeRO DeepSpeed's engine scales the loss in FP16_Optimizer,
+  // whose rule has no hysteresis (LossScaleRule::Fused): it reads the
+  // config's hysteresis and consecutive_hysteresis and ignores them,
+  // silently; dsc says so when they differ from the defaults.
+  const auto zero = merged.find("zero");
+  if (options.lossScaler && (zero == merged.end() || zero->second == "0") &&
+      (options.lossScaler->hysteresis != 2 ||
+       options.lossScaler->consecutiveHysteresis))
+    out.notes.push_back(
+        out.runSource["loss-scaler"] +
+        ": 'hysteresis' and 'consecutive_hysteresis' have no effect without "
+        "ZeRO (zero=0): DeepSpeed's FP16_Optimizer halves the loss scale on "
+        "every overflow (docs/training.md)");
   for (const auto &[key, value] : merged)
     out.pipeline += (out.pipeline.empty() ? "" : " ") + key +
                     (value.empty() ? "" : "=" + value);

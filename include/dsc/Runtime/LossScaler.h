@@ -4,9 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// DeepSpeed's DynamicLossScaler state machine on the host: the executor
-// (or the CUDA benchmark) reports whether the step's gradients overflowed,
-// this decides the next scale. Header-only, on every backend.
+// DeepSpeed 0.19.8's fp16 loss-scale state machines on the host: the
+// executor reports whether the step's gradients overflowed, this decides
+// the next scale. Two rules, as DeepSpeed's engine picks its optimizer
+// wrapper (docs/mixed-precision.md). Header-only, on every backend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +19,32 @@
 
 namespace dsc::rt {
 
+/// Which of DeepSpeed 0.19.8's update rules the scaler follows. Both grow
+/// the scale when the step is clean and `stable = iteration -
+/// lastOverflowIteration - 1` is positive and a multiple of the window (the
+/// first growth comes on the (window+1)-th clean step).
+enum class LossScaleRule {
+  /// fp16 without ZeRO: the engine wraps the optimizer in FP16_Optimizer
+  /// (deepspeed/runtime/fp16/fused_optimizer.py; FP16_UnfusedOptimizer in
+  /// unfused_optimizer.py has the same `_update_scale`). No hysteresis:
+  /// every overflow divides the scale, floored at the minimum, where it
+  /// stays (never an error); `hysteresis` and `consecutiveHysteresis` have
+  /// no effect.
+  Fused,
+  /// ZeRO stages 1-3: DeepSpeedZeroOptimizer (zero/stage_1_and_2.py) and
+  /// stage 3 (zero/stage3.py) build DynamicLossScaler through
+  /// CreateLossScaler (fp16/loss_scaler.py): hysteresis, and an overflow
+  /// with the hysteresis spent at exactly the minimum scale raises.
+  Dynamic,
+};
+
 /// DeepSpeed's defaults (deepspeed/runtime/fp16/loss_scaler.py and the
 /// `fp16` config: initial_scale_power 16, loss_scale_window 1000,
 /// hysteresis 2, min_loss_scale 1).
 struct LossScalerConfig {
+  /// The executor sets it from the plan (LossScaling.cpp): Dynamic when
+  /// the plan shards optimizer state over data-parallel ranks (ZeRO).
+  LossScaleRule rule = LossScaleRule::Dynamic;
   double initialScale = 65536.0;
   double scaleFactor = 2.0;
   int64_t scaleWindow = 1000;
@@ -36,13 +59,16 @@ struct LossScalerConfig {
 enum class LossScaleEvent {
   Ok,            // finite grads, scale unchanged: apply the step
   Grew,          // finite grads, window complete: scale *= factor
-  SkippedKept,   // overflow absorbed by hysteresis: skip, scale kept
-  SkippedShrunk, // overflow: skip the step, scale /= factor
-  SkippedAtMin,  // overflow at the minimum scale: DeepSpeed raises here;
-                 // the caller decides (dsc-run reports an error)
+  SkippedKept,   // overflow absorbed by hysteresis (or, Fused, already at
+                 // the minimum): skip, scale kept
+  SkippedShrunk, // overflow: skip the step, scale /= factor (floored)
+  SkippedAtMin,  // Dynamic: overflow at the minimum scale with the
+                 // hysteresis spent: DeepSpeed raises here; the caller
+                 // decides (dsc-run reports an error)
 };
 
-/// A scaler's state between steps, for checkpoints.
+/// A scaler's state between steps, for checkpoints. The rule is not saved:
+/// it follows the plan, and the counters mean the same under both.
 struct LossScalerState {
   double scale = 0;
   int hysteresisLeft = 0;
@@ -51,9 +77,11 @@ struct LossScalerState {
 
 /// Call update(overflow) once per optimizer step, after the gradients'
 /// finiteness is known and before applying the step: a Skipped* event
-/// means the step must not be applied. Same transitions as DeepSpeed's
-/// DynamicLossScaler.update_scale, including its iteration counting (the
-/// first growth happens after scaleWindow clean steps).
+/// means the step must not be applied. Same transitions as DeepSpeed
+/// 0.19.8's FP16_Optimizer._update_scale (Fused) or
+/// DynamicLossScaler.update_scale (Dynamic), including their iteration
+/// counting; test/Runtime/LossScalerTest.cpp checks both against goldens
+/// made by DeepSpeed's own code (scripts/ds-reference).
 class DynamicLossScaler {
 public:
   explicit DynamicLossScaler(const LossScalerConfig &cfg = LossScalerConfig())
@@ -65,17 +93,24 @@ public:
   int64_t iteration() const { return curIter; }
   int64_t skippedSteps() const { return skipped; }
   int hysteresisLeft() const { return curHysteresis; }
+  LossScaleRule rule() const { return cfg.rule; }
 
   LossScaleEvent update(bool overflow) {
     LossScaleEvent event = LossScaleEvent::Ok;
+    const bool dynamic = cfg.rule == LossScaleRule::Dynamic;
     if (overflow) {
       ++skipped;
-      if (cfg.hysteresis == 1 || curHysteresis == 1) {
-        if (curScale <= cfg.minScale) {
+      if (!dynamic || cfg.hysteresis == 1 || curHysteresis == 1) {
+        // DeepSpeed compares for equality; a scale below the minimum (an
+        // initial scale under it) is raised to it by the max below.
+        if (dynamic && curScale == cfg.minScale) {
           event = LossScaleEvent::SkippedAtMin;
         } else {
-          curScale = std::max(curScale / cfg.scaleFactor, cfg.minScale);
-          event = LossScaleEvent::SkippedShrunk;
+          const double next =
+              std::max(curScale / cfg.scaleFactor, cfg.minScale);
+          event = next == curScale ? LossScaleEvent::SkippedKept
+                                   : LossScaleEvent::SkippedShrunk;
+          curScale = next;
         }
       } else {
         --curHysteresis;
@@ -83,10 +118,11 @@ public:
       }
       lastOverflowIter = curIter;
     } else {
-      if (cfg.consecutiveHysteresis)
+      if (dynamic && cfg.consecutiveHysteresis)
         curHysteresis = cfg.hysteresis;
-      if ((curIter - lastOverflowIter) % cfg.scaleWindow == 0) {
-        if (!cfg.consecutiveHysteresis)
+      const int64_t stable = curIter - lastOverflowIter - 1;
+      if (stable > 0 && stable % cfg.scaleWindow == 0) {
+        if (dynamic && !cfg.consecutiveHysteresis)
           curHysteresis = cfg.hysteresis;
         curScale *= cfg.scaleFactor;
         event = LossScaleEvent::Grew;
@@ -100,9 +136,9 @@ public:
     return {curScale, curHysteresis, curIter, lastOverflowIter, skipped};
   }
   /// Takes a saved state; false (and no change) when it could not have come
-  /// from this configuration: a scale that is not finite or below the
-  /// minimum, a hysteresis outside [1, cfg.hysteresis], counters out of
-  /// order.
+  /// from this configuration (under either rule): a scale that is not
+  /// finite or below the minimum, a hysteresis outside [1, cfg.hysteresis],
+  /// counters out of order.
   bool restore(const LossScalerState &s) {
     const bool ok = s.scale >= cfg.minScale && s.scale < 1e300 &&
                     s.hysteresisLeft >= 1 &&

@@ -17,18 +17,42 @@
 
 using namespace dsc::rt;
 
-LossScaling::LossScaling(const Plan &plan) {
+LossScaleRule dsc::rt::lossScaleRuleOf(const Plan &plan) {
+  for (const Buffer &b : plan.buffers)
+    if ((b.role == BufferRole::OptimizerState ||
+         b.role == BufferRole::Parameter) &&
+        b.layout.chunkAxes != 0)
+      return LossScaleRule::Dynamic;
+  // On one data-parallel rank nothing is chunked, but ZeRO's instructions
+  // remain: the flat-shard updates of stages 1 and 2, stage 3's gathers.
+  for (const Program &program : plan.programs)
+    for (const Instruction &inst : program.instructions)
+      switch (inst.opcode) {
+      case Opcode::AdamWShard:
+      case Opcode::OnebitAdamShard:
+      case Opcode::FrozenAdamShard:
+      case Opcode::GatherParameter:
+        return LossScaleRule::Dynamic;
+      default:
+        break;
+      }
+  return LossScaleRule::Fused;
+}
+
+LossScaling::LossScaling(const Plan &plan) : rule(lossScaleRuleOf(plan)) {
+  settings.rule = rule;
   for (const Buffer &b : plan.buffers)
     if (b.dtype == DType::F16) {
-      scaler.emplace();
+      scaler.emplace(settings);
       break;
     }
 }
 
 void LossScaling::setConfig(const LossScalerConfig &cfg) {
   settings = cfg;
+  settings.rule = rule;
   if (scaler)
-    scaler.emplace(cfg);
+    scaler.emplace(settings);
 }
 
 double LossScaling::backwardSeed(int64_t microBatches) const {
