@@ -607,7 +607,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         return compressed.emitError("a compressed_optimizer program needs "
                                     "dsc.from_step, the first step it runs");
       plan.compressionFromStep = from.getInt();
-      if (failed(lowerProgram(compressed, "optimizer.compressed")))
+      if (failed(lowerProgram(compressed, rt::kCompressedOptimizerProgram)))
         return failure();
     }
     // Model FLOPs of one micro-batch's forward and backward.
@@ -845,7 +845,7 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
         return compressed.emitError("a compressed_optimizer program needs "
                                     "dsc.from_step, the first step it runs");
       plan.compressionFromStep = from.getInt();
-      stage.compressedOptimizer = prefix + "optimizer.compressed";
+      stage.compressedOptimizer = prefix + rt::kCompressedOptimizerProgram;
       if (failed(lowerProgram(compressed, stage.compressedOptimizer)))
         return failure();
     }

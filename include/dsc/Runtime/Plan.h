@@ -36,6 +36,12 @@ namespace dsc::rt {
 /// of another version is refused with both versions in the message.
 constexpr uint32_t kPlanFormatVersion = 12;
 
+/// The program a 1-bit optimizer runs after its warm-up, in place of
+/// "optimizer" from Plan::compressionFromStep on (a pipeline stage's is
+/// its prefix + this).
+inline constexpr const char *kCompressedOptimizerProgram =
+    "optimizer.compressed";
+
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 
 /// What a buffer holds; decides its lifetime and who fills it. Every role but

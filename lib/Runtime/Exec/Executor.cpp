@@ -172,7 +172,7 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   // A 1-bit optimizer's steps from its freeze step on run its compressed
   // program, the same step for every rank.
   if (compressesAt(step()))
-    finishStep(r, "optimizer.compressed", thePlan.compressedGradNorm,
+    finishStep(r, kCompressedOptimizerProgram, thePlan.compressedGradNorm,
                thePlan.compressedLearningRate, sentBefore);
   else
     finishStep(r, "optimizer", thePlan.gradNorm, thePlan.learningRate,

@@ -221,7 +221,7 @@ void checkWellKnown(const Plan &plan) {
   // A 1-bit optimizer's compressed step: the program, from a step >= 1,
   // with scalars of its own; none of it without one.
   // (A pipeline's are its ranks' first stages', checked with the stages.)
-  bool compressed = plan.findProgram("optimizer.compressed") != nullptr;
+  bool compressed = plan.findProgram(kCompressedOptimizerProgram) != nullptr;
   for (const PipelineStage &st : plan.stages)
     compressed = compressed || !st.compressedOptimizer.empty();
   if (plan.compressionFromStep < 0 ||
@@ -233,7 +233,7 @@ void checkWellKnown(const Plan &plan) {
                             : " must be 0: the plan has no compressed "
                               "optimizer program"));
   if (compressed) {
-    if (!plan.stages.empty() && plan.findProgram("optimizer.compressed"))
+    if (!plan.stages.empty() && plan.findProgram(kCompressedOptimizerProgram))
       throw Error("a pipelined plan's compressed optimizers are its ranks' "
                   "(PipelineStage::compressedOptimizer), not one "
                   "\"optimizer.compressed\" program");
