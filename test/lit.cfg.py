@@ -46,6 +46,9 @@ import subprocess as _subprocess
 if _subprocess.run([config.python_executable, "-c", "import numpy"],
                    capture_output=True).returncode == 0:
     config.available_features.add("numpy")
+# coreutils' timeout, so that a test of something that used to hang fails
+# its checks instead of hanging the suite.
+config.substitutions.append(("%timeout", __import__("shutil").which("timeout") or "timeout"))
 if __import__("shutil").which("mpirun"): config.available_features.add("mpirun"); config.substitutions.append(("%mpirun", "env PATH=" + os.environ["PATH"] + " " + __import__("shutil").which("mpirun")))  # mpirun needs the system PATH; dsc-run-np-mpi.test
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]

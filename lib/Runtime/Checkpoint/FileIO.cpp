@@ -24,14 +24,19 @@ std::string errnoText() { return std::strerror(errno); }
 
 ReadFile::ReadFile(const std::string &path, const std::string &what)
     : path(path), what(what) {
-  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a named pipe (or a device) put where a file
+  // belongs is refused below instead of blocking the open until a writer
+  // comes; a regular file reads the same either way.
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw Error("cannot open " + what + " '" + path + "': " + errnoText());
-  struct stat st;
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool fifo = S_ISFIFO(st.st_mode);
     ::close(fd);
     fd = -1;
-    throw Error(what + " '" + path + "' is not a regular file");
+    throw Error(what + " '" + path + "' is not a regular file" +
+                (fifo ? " (a named pipe)" : ""));
   }
   bytes = uint64_t(st.st_size);
 }
