@@ -235,8 +235,20 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                   "': " + std::strerror(errno));
   }
 
-  if (primary && !options.save.empty())
+  if (primary && !options.save.empty()) {
     prepareCheckpointDirectory(options.save);
+    // Saves a kill or a failure cut short leave their temporary files:
+    // nothing names them, so they are this run's to reclaim.
+    std::vector<std::string> reclaimed = reclaimUnfinishedSaves(options.save);
+    if (!reclaimed.empty()) {
+      std::string names;
+      for (const std::string &name : reclaimed)
+        names += (names.empty() ? "" : ", ") + name;
+      log << "dsc-run: reclaimed " << reclaimed.size()
+          << " unfinished checkpoint save" << (reclaimed.size() > 1 ? "s" : "")
+          << " in '" << options.save << "': " << names << "\n";
+    }
+  }
 
   if (!options.nvmePath.empty())
     plan.nvmePath = options.nvmePath;
@@ -538,8 +550,10 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       } else if (saving) {
         m.checkpointMs = secondsSince(saveStart) * 1e3;
       }
+      // Flushed a step at a time: a killed run keeps every finished
+      // step's metrics.
       if (json.is_open())
-        json << formatJsonLine(m) << "\n";
+        json << formatJsonLine(m) << std::endl;
     }
     iteration = options.steps; // the last save belongs to the last step
     if (ex.checkpointInFlight())

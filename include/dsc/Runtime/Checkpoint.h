@@ -170,6 +170,12 @@ std::string resolveCheckpointStep(const std::string &path);
 /// Creates `dir` and its parents if absent and checks that it is writable,
 /// so that a run fails before training rather than at its first save.
 void prepareCheckpointDirectory(const std::string &dir);
+/// Removes what saves into `dir` that were killed or failed left behind
+/// (their hidden temporary step directories and the `latest` marker's
+/// temporary file) and returns their names, sorted. Call it before any save
+/// of this run has begun: it cannot tell another live run's save from a
+/// dead one's.
+std::vector<std::string> reclaimUnfinishedSaves(const std::string &dir);
 /// Creates `dir` (if absent) and an empty `dir`/.tmp-step-N-<token> for the
 /// ranks to write into; returns its path.
 std::string beginCheckpointStep(const std::string &dir, int64_t iteration,

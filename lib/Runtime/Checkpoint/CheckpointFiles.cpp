@@ -36,6 +36,28 @@ void dsc::rt::prepareCheckpointDirectory(const std::string &dir) {
     throw Error("checkpoint directory '" + dir + "' is not writable");
 }
 
+std::vector<std::string>
+dsc::rt::reclaimUnfinishedSaves(const std::string &dir) {
+  std::vector<std::string> reclaimed;
+  if (!isDirectory(dir))
+    return reclaimed;
+  for (const std::string &entry : listDirectory(dir)) {
+    const std::string path = dir + "/" + entry;
+    // beginCheckpointStep's directories and commitCheckpointStep's marker
+    // file, as a killed or failed save leaves them.
+    const bool stepDir = entry.rfind(".tmp-step-", 0) == 0 && isDirectory(path);
+    const bool marker = entry == "latest.tmp" && !isDirectory(path);
+    if (!stepDir && !marker)
+      continue;
+    removeTree(path);
+    reclaimed.push_back(entry);
+  }
+  if (!reclaimed.empty())
+    syncDirectory(dir);
+  std::sort(reclaimed.begin(), reclaimed.end());
+  return reclaimed;
+}
+
 std::string dsc::rt::beginCheckpointStep(const std::string &dir,
                                          int64_t iteration, int64_t token) {
   makeDirectories(dir);
