@@ -362,6 +362,16 @@ TEST(CheckpointManifest, CoverageAndFieldsAreChecked) {
     EXPECT_NE(msg.find(c.expect), std::string::npos)
         << c.from << " -> " << c.to << "\n  gave: " << msg;
   }
+  // A saved scaler's skipped steps are iterations without an optimizer
+  // step: iteration 10 with 9 optimizer steps holds at most 1.
+  CheckpointManifest scaled = sampleManifest();
+  scaled.lossScaler = LossScalerState{65536.0, 2, 10, 6, 1};
+  EXPECT_EQ(manifestError(formatManifest(scaled)), "");
+  scaled.lossScaler->skippedSteps = 2;
+  EXPECT_NE(manifestError(formatManifest(scaled))
+                .find("iteration 10 is less than optimizer_steps 9 + the "
+                      "loss scaler's 2 skipped steps"),
+            std::string::npos);
   // A piece removed: the tensor's last rows have no piece.
   CheckpointManifest m = sampleManifest();
   m.tensors[0].pieces.pop_back();

@@ -372,9 +372,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     const std::string step = resolveCheckpointStep(options.load);
     progress.setCheckpoint(step, step);
     // Iterations are optimizer steps plus the steps loss scaling skipped
-    // (a skipped step does not advance the optimizer's step).
-    firstIteration =
-        ex.step() + (ex.lossScaler() ? ex.lossScaler()->skippedSteps() : 0);
+    // (a skipped step does not advance the optimizer's step), in this run
+    // or the checkpoint's, whatever precision it ran in.
+    firstIteration = ex.iterationsDone() + 1;
     if (firstIteration > options.steps)
       throw Error("checkpoint '" + options.load + "' has done " +
                   std::to_string(firstIteration - 1) +

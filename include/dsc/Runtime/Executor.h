@@ -82,6 +82,10 @@ public:
   double learningRate() const; // NaN when the plan has none
   int64_t step() const;        // the 1-based step the next update performs
   void setStep(int64_t step);
+  /// Iterations done: the optimizer steps plus the steps loss scaling
+  /// skipped, this run's and (after loadCheckpoint) the checkpoint's, in
+  /// whatever precision either ran.
+  int64_t iterationsDone() const;
   /// Mixed into the dropout seeds with the step and the run's seed.
   void setMicroBatch(int64_t index);
   uint64_t dropoutSeed(int64_t instructionSeed) const;
@@ -134,6 +138,10 @@ public:
 
 private:
   std::vector<std::string> lastLoadWarnings;
+  /// Skipped steps the loaded checkpoint counted that this run's scaler
+  /// does not hold (an fp16 run resumed without loss scaling, or with a
+  /// scaler started afresh).
+  int64_t skippedBeforeThisScaler = 0;
   /// Every step's update: the overflow vote, `optimizer`, norm, rate, bytes.
   void finishStep(StepResult &r, const std::string &optimizer,
                   int64_t gradNormId, int64_t lrId, uint64_t sentBefore);

@@ -409,6 +409,13 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
              ", iteration " + std::to_string(st.iteration) +
              ") is not one a loss scaler can reach");
     m.lossScaler = st;
+    // Each skipped step is an iteration without an optimizer step (a
+    // checkpoint's earlier runs without loss scaling may add more).
+    if (m.iteration < m.optimizerSteps + st.skippedSteps)
+      f.fail("iteration " + std::to_string(m.iteration) +
+             " is less than optimizer_steps " +
+             std::to_string(m.optimizerSteps) + " + the loss scaler's " +
+             std::to_string(st.skippedSteps) + " skipped steps");
   }
 
   const Json &files = f.get(j, "files", "");

@@ -281,8 +281,7 @@ uint64_t Executor::beginCheckpoint(const std::string &dir,
   CheckpointStamp stamp;
   // Iterations count the skipped steps too; optimizer steps do not.
   stamp.optimizerSteps = step() - 1;
-  stamp.iteration =
-      stamp.optimizerSteps + (scaler ? scaler->skippedSteps() : 0);
+  stamp.iteration = iterationsDone();
   stamp.seed = context->seed();
   if (scaler)
     stamp.lossScaler = scaler->state();
@@ -314,10 +313,20 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   // resumed in bf16 or fp32); a scaling plan without one starts afresh.
   scaling->restart(restored.manifest.lossScaler);
   setStep(restored.manifest.optimizerSteps + 1);
+  const DynamicLossScaler *scaler = scaling->current();
+  skippedBeforeThisScaler = restored.manifest.iteration -
+                            restored.manifest.optimizerSteps -
+                            (scaler ? scaler->skippedSteps() : 0);
   // Offload's masters are not saved: they are their parameters' copies.
   if (thePlan.findProgram("initialize"))
     runner->run("initialize");
   return restored.manifest.consumedSamples;
+}
+
+int64_t Executor::iterationsDone() const {
+  const DynamicLossScaler *scaler = scaling->current();
+  return step() - 1 + (scaler ? scaler->skippedSteps() : 0) +
+         skippedBeforeThisScaler;
 }
 
 bool Executor::scalesLoss() const { return scaling->enabled(); }
