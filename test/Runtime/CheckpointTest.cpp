@@ -381,6 +381,46 @@ TEST(CheckpointManifest, CoverageAndFieldsAreChecked) {
             std::string::npos);
 }
 
+TEST(CheckpointManifest, ItsOwnNumbersAreHashed) {
+  const std::string good = formatManifest(sampleManifest());
+  ASSERT_NE(good.find("\"manifest_xxh3_64\": \""), std::string::npos);
+  // One character changed in a number that is still in range: the resumed
+  // step, the data position, the seed.
+  for (auto [from, to] :
+       {std::make_pair("\"optimizer_steps\": 9", "\"optimizer_steps\": 8"),
+        std::make_pair("\"consumed_samples\": 80", "\"consumed_samples\": 88"),
+        std::make_pair("\"seed\": 1234", "\"seed\": 1235")}) {
+    std::string msg = manifestError(replaced(good, from, to));
+    EXPECT_NE(msg.find("it was changed or damaged after it was written"),
+              std::string::npos)
+        << from << " -> " << to << "\n  gave: " << msg;
+  }
+  // A manifest written before manifests were hashed is read unchecked.
+  const size_t at = good.find(" \"manifest_xxh3_64\"");
+  const size_t end = good.find('\n', at);
+  std::string old = good;
+  old.erase(at, end - at + 1);
+  EXPECT_EQ(manifestError(old), "");
+}
+
+TEST(CheckpointManifest, PiecesAreStoredUnderTheirTensorsNames) {
+  // Two tensors of one shape with their pieces swapped would load swapped.
+  CheckpointManifest m = sampleManifest();
+  CheckpointTensor other = m.tensors[0];
+  other.name = "v";
+  for (CheckpointPiece &p : other.pieces)
+    p.key = "v" + p.key.substr(1);
+  m.tensors.push_back(other);
+  m.fingerprint = modelFingerprint(m.tensors);
+  ASSERT_EQ(manifestError(formatManifest(m)), "");
+  std::swap(m.tensors[0].pieces, m.tensors[1].pieces);
+  EXPECT_NE(manifestError(formatManifest(m))
+                .find("tensor 'w' piece in 'rank-00000.safetensors' is "
+                      "stored under key 'v', which is not the tensor's name"),
+            std::string::npos)
+      << manifestError(formatManifest(m));
+}
+
 TEST(CheckpointManifest, MutatedManifestsNeverCrash) {
   const std::string good = formatManifest(sampleManifest());
   std::mt19937 rng(7);

@@ -32,6 +32,11 @@ namespace dsc::rt {
 /// (Version 2: pieces carry XXH3-64 checksums, "xxh3_64", where version 1
 /// had FNV-1a 64.)
 constexpr int64_t kCheckpointFormatVersion = 2;
+/// The manifest's hash of its own text (xxh3_64 of the text with the
+/// placeholder where the hash goes), its last head key; a manifest
+/// written before it existed has none and is read unchecked.
+inline constexpr const char *kManifestChecksumKey = "manifest_xxh3_64";
+inline constexpr const char *kManifestChecksumPlaceholder = "0000000000000000";
 
 //===----------------------------------------------------------------------===//
 // Parts of a whole tensor

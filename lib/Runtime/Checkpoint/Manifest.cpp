@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -209,6 +210,7 @@ std::string dsc::rt::formatManifest(const CheckpointManifest &m) {
         {"last_overflow_iteration", m.lossScaler->lastOverflowIteration},
         {"skipped_steps", m.lossScaler->skippedSteps}};
   head["files"] = m.files;
+  head[kManifestChecksumKey] = kManifestChecksumPlaceholder;
   std::string text = "{\n";
   for (auto it = head.begin(); it != head.end(); ++it)
     text += " " + Ordered(it.key()).dump() + ": " + it.value().dump() + ",\n";
@@ -241,6 +243,14 @@ std::string dsc::rt::formatManifest(const CheckpointManifest &m) {
     text += "]}";
   }
   text += "\n ]\n}\n";
+  // The manifest's own numbers (iteration, optimizer steps, samples, seed)
+  // are protected like the pieces' bytes: the hash of the text with the
+  // placeholder in place of the hash.
+  const size_t at = text.find(kManifestChecksumPlaceholder);
+  text.replace(
+      at, std::strlen(kManifestChecksumPlaceholder),
+      hex16(checkpointChecksum(reinterpret_cast<const uint8_t *>(text.data()),
+                               text.size())));
   return text;
 }
 
@@ -352,6 +362,28 @@ void checkCoverage(const CheckpointTensor &t, const Fields &f) {
 }
 
 } // namespace
+
+/// Checks `text`'s own hash (formatManifest's), when it has one: a
+/// manifest written before manifests were hashed has none.
+static void checkManifestChecksum(const std::string &text, const Fields &f) {
+  const std::string key = std::string("\"") + kManifestChecksumKey + "\": \"";
+  const size_t at = text.find(key);
+  if (at == std::string::npos)
+    return;
+  const size_t value = at + key.size();
+  const size_t digits = std::strlen(kManifestChecksumPlaceholder);
+  if (text.size() < value + digits)
+    f.fail("\"" + std::string(kManifestChecksumKey) + "\" is cut short");
+  const std::string saved = text.substr(value, digits);
+  std::string unhashed = text;
+  unhashed.replace(value, digits, kManifestChecksumPlaceholder);
+  const std::string actual = hex16(checkpointChecksum(
+      reinterpret_cast<const uint8_t *>(unhashed.data()), unhashed.size()));
+  if (saved != actual)
+    f.fail("its text hashes to " + actual + ", not its \"" +
+           std::string(kManifestChecksumKey) + "\" " + saved +
+           ": it was changed or damaged after it was written");
+}
 
 CheckpointManifest dsc::rt::parseManifest(const std::string &text,
                                           const std::string &file) {
@@ -466,6 +498,12 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
       p.file = f.string(pj, "file", ctx + "piece ");
       p.key = f.string(pj, "key", ctx + "piece ");
       const std::string pctx = ctx + "piece in '" + p.file + "' ";
+      // A piece is stored under its tensor's name (or that name and a
+      // suffix, for a second piece in one file): pieces moved between two
+      // tensors of one shape would load swapped.
+      if (p.key != t.name && p.key.rfind(t.name + ".", 0) != 0)
+        f.fail(pctx + "is stored under key '" + p.key +
+               "', which is not the tensor's name");
       if (!fileSet.count(p.file))
         f.fail(pctx + "names a file not in \"files\"");
       if (!keys.insert({p.file, p.key}).second)
@@ -501,6 +539,8 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
     checkCoverage(t, f);
     m.tensors.push_back(std::move(t));
   }
+  // Last, so that a field out of range is named as such.
+  checkManifestChecksum(text, f);
   return m;
 }
 

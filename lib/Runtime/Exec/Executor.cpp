@@ -302,6 +302,16 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
       path, scaling->enabled() ? &scaling->config() : nullptr);
   runner->waitForOverlapped();
   lastLoadWarnings = std::move(restored.warnings);
+  // The seed drives dropout and the data order: another one is the user's
+  // call, but not a silent one.
+  if (restored.manifest.seed != context->seed())
+    lastLoadWarnings.push_back(
+        "checkpoint '" + path + "' was saved by a run with seed " +
+        std::to_string(restored.manifest.seed) + "; this run's seed is " +
+        std::to_string(context->seed()) +
+        ", so dropout and the data order differ from that run's from here "
+        "(pass --seed " +
+        std::to_string(restored.manifest.seed) + " to continue it)");
   for (const auto &[id, bytes] : restored.buffers)
     if (!bytes.empty())
       arenas->writeBytes(id, bytes.data());
