@@ -7,7 +7,7 @@
 // DeepSpeed 0.19.8's fp16 loss-scale state machines on the host: the
 // executor reports whether the step's gradients overflowed, this decides
 // the next scale. Two rules, as DeepSpeed's engine picks its optimizer
-// wrapper (docs/mixed-precision.md). Header-only, on every backend.
+// wrapper (docs/training.md, "fp16"). Header-only, on every backend.
 //
 //===----------------------------------------------------------------------===//
 
