@@ -153,6 +153,26 @@ private:
       mask |= int64_t(1) << *meshOp.getAxisIndex(axis);
     return mask;
   }
+  /// An optimizer update's instruction: `Whole`, or with the op's shard
+  /// axes (ZeRO) `Shard` with their mask; `fill` sets the fields both take.
+  template <typename Whole, typename Shard, typename UpdateOp, typename Fill>
+  LogicalResult encodeUpdate(UpdateOp op, rt::Instruction &inst, Fill fill) {
+    if (!op.getShardAxesAttr()) {
+      Whole whole;
+      fill(whole);
+      whole.encode(inst);
+      return success();
+    }
+    FailureOr<int64_t> mask =
+        axesMaskOf(op, op.getMeshAttr(), op.getShardAxesAttr());
+    if (failed(mask))
+      return failure();
+    Shard shard;
+    fill(shard);
+    shard.axes = *mask;
+    shard.encode(inst);
+    return success();
+  }
   /// The mask of the mesh axes that split an attention's heads (0: none),
   /// or what `what` names (a sequence-parallel dropout's tokens).
   FailureOr<int64_t> headAxesMaskOf(Operation *op, ArrayAttr axes,
@@ -1720,36 +1740,20 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         return success();
       })
       .Case<AdamWOp>([&](AdamWOp adam) -> LogicalResult {
-        int64_t shardMask = 0;
-        if (adam.getShardAxesAttr()) {
-          FailureOr<int64_t> mask =
-              axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
-          if (failed(mask))
-            return failure();
-          shardMask = *mask;
-        }
         inst.inputs = {declBuffer(adam.getGradAttr()),
                        valueBuffers.lookup(adam.getLr())};
         inst.outputs = {declBuffer(adam.getParamAttr()),
                         declBuffer(adam.getExpAvgAttr()),
                         declBuffer(adam.getExpAvgSqAttr())};
         // AdamW and ZeRO's AdamWShard take the same hyper-parameters.
-        auto encodeAdam = [&](auto instr) {
-          instr.beta1 = f64(adam.getBeta1Attr());
-          instr.beta2 = f64(adam.getBeta2Attr());
-          instr.eps = f64(adam.getEpsAttr());
-          instr.wd = f64(adam.getWeightDecayAttr());
-          instr.decay = instr.wd > 0.0;
-          return instr;
-        };
-        if (shardMask) {
-          ops::AdamWShard shard = encodeAdam(ops::AdamWShard());
-          shard.axes = shardMask;
-          shard.encode(inst);
-        } else {
-          encodeAdam(ops::AdamW()).encode(inst);
-        }
-        return success();
+        return encodeUpdate<ops::AdamW, ops::AdamWShard>(
+            adam, inst, [&](auto &step) {
+              step.beta1 = f64(adam.getBeta1Attr());
+              step.beta2 = f64(adam.getBeta2Attr());
+              step.eps = f64(adam.getEpsAttr());
+              step.wd = f64(adam.getWeightDecayAttr());
+              step.decay = step.wd > 0.0;
+            });
       })
       .Case<OnebitAdamOp>([&](OnebitAdamOp adam) -> LogicalResult {
         inst.inputs = {declBuffer(adam.getGradAttr()),
@@ -1758,25 +1762,13 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                         declBuffer(adam.getExpAvgAttr()),
                         declBuffer(adam.getExpAvgSqAttr())};
         // OnebitAdam and ZeRO's OnebitAdamShard take the same floats.
-        auto encodeStep = [&](auto step) {
-          step.beta1 = f64(adam.getBeta1Attr());
-          step.beta2 = f64(adam.getBeta2Attr());
-          step.eps = f64(adam.getEpsAttr());
-          step.wd = f64(adam.getWeightDecayAttr());
-          return step;
-        };
-        if (!adam.getShardAxesAttr()) {
-          encodeStep(ops::OnebitAdam()).encode(inst);
-          return success();
-        }
-        FailureOr<int64_t> mask =
-            axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
-        if (failed(mask))
-          return failure();
-        ops::OnebitAdamShard shard = encodeStep(ops::OnebitAdamShard());
-        shard.axes = *mask;
-        shard.encode(inst);
-        return success();
+        return encodeUpdate<ops::OnebitAdam, ops::OnebitAdamShard>(
+            adam, inst, [&](auto &step) {
+              step.beta1 = f64(adam.getBeta1Attr());
+              step.beta2 = f64(adam.getBeta2Attr());
+              step.eps = f64(adam.getEpsAttr());
+              step.wd = f64(adam.getWeightDecayAttr());
+            });
       })
       .Case<AdamMomentumOp>([&](AdamMomentumOp momentum) {
         inst.inputs = {declBuffer(momentum.getGradAttr())};
@@ -1791,23 +1783,11 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                        declBuffer(adam.getExpAvgSqAttr()),
                        valueBuffers.lookup(adam.getLr())};
         inst.outputs = {declBuffer(adam.getParamAttr())};
-        auto encodeStep = [&](auto step) {
-          step.eps = f64(adam.getEpsAttr());
-          step.wd = f64(adam.getWeightDecayAttr());
-          return step;
-        };
-        if (!adam.getShardAxesAttr()) {
-          encodeStep(ops::FrozenAdam()).encode(inst);
-          return success();
-        }
-        FailureOr<int64_t> mask =
-            axesMaskOf(adam, adam.getMeshAttr(), adam.getShardAxesAttr());
-        if (failed(mask))
-          return failure();
-        ops::FrozenAdamShard shard = encodeStep(ops::FrozenAdamShard());
-        shard.axes = *mask;
-        shard.encode(inst);
-        return success();
+        return encodeUpdate<ops::FrozenAdam, ops::FrozenAdamShard>(
+            adam, inst, [&](auto &step) {
+              step.eps = f64(adam.getEpsAttr());
+              step.wd = f64(adam.getWeightDecayAttr());
+            });
       })
       .Case<SgdOp>([&](SgdOp sgd) {
         inst.inputs = {declBuffer(sgd.getGradAttr()),

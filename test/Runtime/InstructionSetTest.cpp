@@ -207,7 +207,10 @@ TEST(InstructionSet, EveryOpcodeIsLoweredAndHasAKernelInEachBackend) {
   };
   for (const OpcodeInfo &info : opcodeTable()) {
     const std::string name = info.name;
+    // The instruction type used as a template argument (first or last),
+    // declared, or constructed.
     EXPECT_TRUE(has(lowering, "ops::" + name + ">") ||
+                has(lowering, "ops::" + name + ",") ||
                 has(lowering, "ops::" + name + " ") ||
                 has(lowering, "ops::" + name + "("))
         << name << " is never encoded by the lowering";

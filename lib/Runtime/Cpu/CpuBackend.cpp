@@ -850,38 +850,29 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
       fail("1-bit Adam runs on f32 states");
     }
     break;
+  // ZeRO-1/2 under 1-bit Adam: v is this rank's chunk of the flattened
+  // parameter, m whole; the warm-up updates m whole, then v and the
+  // parameter at the chunk.
   case Opcode::OnebitAdamShard:
+    if constexpr (std::is_same_v<T, float>) {
+      const ops::OnebitAdamShard op = ops::OnebitAdamShard::decode(inst);
+      const int64_t chunk = numElements(thePlan.buffers[inst.outputs[2]].shape);
+      const int64_t offset = chunk * requireGroup(prog, index, op.axes).rank();
+      adamMomentum(out(1), in(0), numElements(inB(0).shape), op.beta1);
+      onebitAdamVariance(out(2), in(0) + offset, chunk, op.beta2);
+      frozenAdamUpdate(out(0) + offset, out(1) + offset, out(2), chunk,
+                       double(*in(1)), op.eps, op.wd);
+    } else {
+      fail("1-bit Adam runs on f32 states");
+    }
+    break;
   case Opcode::FrozenAdamShard:
     if constexpr (std::is_same_v<T, float>) {
-      // ZeRO-1/2: v is this rank's chunk of the flattened parameter, m
-      // whole; the warm-up updates m whole, then v and the parameter at
-      // the chunk.
-      const bool warmUp = inst.opcode == Opcode::OnebitAdamShard;
-      const int64_t axes = warmUp ? ops::OnebitAdamShard::decode(inst).axes
-                                  : ops::FrozenAdamShard::decode(inst).axes;
-      Communicator &comm = requireGroup(prog, index, axes);
-      float *param = out(0);
-      const float *grad = warmUp ? in(0) : nullptr;
-      float *m = warmUp ? out(1) : const_cast<float *>(in(0));
-      const float *v = warmUp ? out(2) : in(1);
-      const int64_t chunk = numElements(
-          thePlan.buffers[warmUp ? inst.outputs[2] : inst.inputs[1]].shape);
-      const int64_t offset = chunk * comm.rank();
-      double lr, eps, wd;
-      if (warmUp) {
-        const ops::OnebitAdamShard op = ops::OnebitAdamShard::decode(inst);
-        adamMomentum(m, grad, numElements(inB(0).shape), op.beta1);
-        onebitAdamVariance(out(2), grad + offset, chunk, op.beta2);
-        lr = double(*in(1));
-        eps = op.eps;
-        wd = op.wd;
-      } else {
-        const ops::FrozenAdamShard op = ops::FrozenAdamShard::decode(inst);
-        lr = double(*in(2));
-        eps = op.eps;
-        wd = op.wd;
-      }
-      frozenAdamUpdate(param + offset, m + offset, v, chunk, lr, eps, wd);
+      const ops::FrozenAdamShard op = ops::FrozenAdamShard::decode(inst);
+      const int64_t chunk = numElements(thePlan.buffers[inst.inputs[1]].shape);
+      const int64_t offset = chunk * requireGroup(prog, index, op.axes).rank();
+      frozenAdamUpdate(out(0) + offset, in(0) + offset, in(1), chunk,
+                       double(*in(2)), op.eps, op.wd);
     } else {
       fail("1-bit Adam runs on f32 states");
     }
