@@ -100,6 +100,34 @@ struct OnebitLambStepReport {
   std::vector<double> coeffs, factors;
 };
 
+/// The per-tensor kernels of the step, which the plan's OnebitLamb,
+/// LambFreezeScale, LambScalingCoeffs, LambMomentum and FrozenLamb
+/// instructions run (config's weightDecay is the tensor's).
+///
+/// A warm-up step of one tensor after the gradient's all-reduce: the
+/// moments, the clamped trust ratio c (returned, and appended to `coeffs`
+/// when non-null), coeffFreeze's average of it, x −= lr·c·u.
+double onebitLambWarmup(float *x, float *m, float *v, const float *g, int64_t n,
+                        double lr, double &coeffFreeze,
+                        const OnebitLambConfig &config,
+                        std::vector<double> *coeffs = nullptr);
+/// rms(m) = ‖m‖₂ / √n, the first compression step's momentum scale.
+double lambMomentumScale(const float *m, int64_t n);
+/// The scaling coefficients: the scales' mean over each scale.
+std::vector<double>
+lambScalingCoeffs(const std::vector<double> &momentumScales);
+/// last = m; m = (β1·m + (1−β1)·g)·scaling: the local momentum, scaled
+/// for the fused compressed all-reduce.
+void lambLocalMomentum(float *m, float *last, const float *g, int64_t n,
+                       double beta1, double scalingCoeff);
+/// After the compressed all-reduce: m /= scaling; the fresh variance from
+/// the reconstructed gradient; the factor (returned; lastFactor becomes
+/// it); x −= lr·(coeffFreeze·factor)·u.
+double frozenLambUpdate(float *x, float *m, const float *last, const float *v,
+                        float *vf, int64_t n, double lr, double coeffFreeze,
+                        double scalingCoeff, double &lastFactor,
+                        const OnebitLambConfig &config);
+
 /// One step of the tensors (the same ones, in the same order, every step);
 /// every rank of `comm` calls it.
 OnebitLambStepReport onebitLambStep(Communicator &comm,

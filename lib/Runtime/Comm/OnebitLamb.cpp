@@ -77,68 +77,6 @@ void applyScaled(float *x, const float *u, int64_t n, double lr, double coeff) {
     x[i] += scale * u[i];
 }
 
-/// A warm-up step: the engine's gradient mean (one bucket of all the
-/// tensors), then LAMB with the clamped trust ratio per tensor.
-void warmupStep(Communicator &comm, const std::vector<OnebitLambTensor> &ts,
-                OnebitLambState &state, const OnebitLambConfig &config,
-                OnebitLambStepReport &report) {
-  const int64_t p = comm.size(), total = state.offsets.back();
-  std::vector<float> g(static_cast<size_t>(total));
-  for (size_t t = 0; t < ts.size(); ++t)
-    std::copy(ts[t].grad, ts[t].grad + ts[t].size,
-              g.begin() + state.offsets[t]);
-  if (p > 1) {
-    comm.allReduce(g.data(), g.size(), DType::F32, ReduceOp::Sum);
-    const float inverse = 1.0f / float(p);
-    for (float &x : g)
-      x *= inverse;
-  }
-  for (size_t t = 0; t < ts.size(); ++t) {
-    OnebitLambTensorState &s = state.tensors[t];
-    const int64_t n = ts[t].size;
-    float *m = state.expAvg(t), *v = s.expAvgSq.data(), *x = ts[t].params;
-    onebitAdamMoments(m, v, g.data() + state.offsets[t], n, config.beta1,
-                      config.beta2);
-    if (state.step == config.freezeStep)
-      s.expAvgSqFresh = s.expAvgSq;
-    const float weightNorm = norm2(x, n);
-    std::vector<float> u(static_cast<size_t>(n));
-    lambUpdate(u.data(), m, v, x, n, config);
-    const float updateNorm = norm2(u.data(), n);
-    double coeff = 1.0;
-    if (weightNorm != 0 && updateNorm != 0) {
-      coeff = double(weightNorm / updateNorm);
-      coeff = std::min(coeff, config.maxCoeff);
-      coeff = std::max(coeff, config.minCoeff);
-    }
-    if (coeff != 1.0)
-      s.lambCoeffFreeze =
-          config.coeffBeta * s.lambCoeffFreeze + (1 - config.coeffBeta) * coeff;
-    report.coeffs.push_back(coeff);
-    applyScaled(x, u.data(), n, config.lr, coeff);
-  }
-  if (state.step >= config.freezeStep)
-    state.freezeKey = true;
-}
-
-/// The first compression step's scaling coefficients: the mean of the
-/// momenta's rms over each tensor's rms (Python doubles).
-void setScalingCoeffs(OnebitLambState &state) {
-  const size_t count = state.tensors.size();
-  double sum = 0;
-  for (size_t t = 0; t < count; ++t) {
-    const int64_t n = state.offsets[t + 1] - state.offsets[t];
-    OnebitLambTensorState &s = state.tensors[t];
-    s.momentumScale =
-        double(norm2(state.expAvg(t), n) / f32(std::sqrt(double(n))));
-    sum += s.momentumScale;
-  }
-  const double united = sum / double(count);
-  for (OnebitLambTensorState &s : state.tensors)
-    s.scalingCoeff = united / s.momentumScale;
-  state.scalingCoeffsSet = true;
-}
-
 /// The factor: max((√v + ε) / (√vf + ε)) blended towards 1 by the update
 /// norms' ratio (wd > 0), then clamped in DeepSpeed's order.
 double clampedFactor(const float *denom, const float *vf, const float *prelim,
@@ -164,6 +102,34 @@ double clampedFactor(const float *denom, const float *vf, const float *prelim,
   return factor;
 }
 
+/// A warm-up step: the engine's gradient mean (one bucket of all the
+/// tensors), then LAMB with the clamped trust ratio per tensor.
+void warmupStep(Communicator &comm, const std::vector<OnebitLambTensor> &ts,
+                OnebitLambState &state, const OnebitLambConfig &config,
+                OnebitLambStepReport &report) {
+  const int64_t p = comm.size(), total = state.offsets.back();
+  std::vector<float> g(static_cast<size_t>(total));
+  for (size_t t = 0; t < ts.size(); ++t)
+    std::copy(ts[t].grad, ts[t].grad + ts[t].size,
+              g.begin() + state.offsets[t]);
+  if (p > 1) {
+    comm.allReduce(g.data(), g.size(), DType::F32, ReduceOp::Sum);
+    const float inverse = 1.0f / float(p);
+    for (float &x : g)
+      x *= inverse;
+  }
+  for (size_t t = 0; t < ts.size(); ++t) {
+    OnebitLambTensorState &s = state.tensors[t];
+    onebitLambWarmup(ts[t].params, state.expAvg(t), s.expAvgSq.data(),
+                     g.data() + state.offsets[t], ts[t].size, config.lr,
+                     s.lambCoeffFreeze, config, &report.coeffs);
+    if (state.step == config.freezeStep)
+      s.expAvgSqFresh = s.expAvgSq;
+  }
+  if (state.step >= config.freezeStep)
+    state.freezeKey = true;
+}
+
 /// A compression step: local momenta, scaled, compressed-all-reduced in the
 /// fused buffer; the fresh variance from the reconstructed gradients sets
 /// each tensor's factor of the frozen coefficient.
@@ -172,53 +138,115 @@ void compressionStep(Communicator &comm,
                      OnebitLambState &state, const OnebitLambConfig &config,
                      OnebitLambStepReport &report) {
   const int64_t total = state.offsets.back();
-  const std::vector<float> last(state.expAvgFlat.begin(),
-                                state.expAvgFlat.begin() + total);
-  if (!state.scalingCoeffsSet)
-    setScalingCoeffs(state);
-  for (size_t t = 0; t < ts.size(); ++t) {
-    float *m = state.expAvg(t);
-    adamMomentum(m, ts[t].grad, ts[t].size, config.beta1);
-    const float scaling = f32(state.tensors[t].scalingCoeff);
-    for (int64_t i = 0; i < ts[t].size; ++i)
-      m[i] *= scaling;
+  std::vector<float> last(static_cast<size_t>(total));
+  if (!state.scalingCoeffsSet) {
+    std::vector<double> scales;
+    for (size_t t = 0; t < ts.size(); ++t)
+      scales.push_back(lambMomentumScale(state.expAvg(t), ts[t].size));
+    const std::vector<double> coeffs = lambScalingCoeffs(scales);
+    for (size_t t = 0; t < ts.size(); ++t) {
+      state.tensors[t].momentumScale = scales[t];
+      state.tensors[t].scalingCoeff = coeffs[t];
+    }
+    state.scalingCoeffsSet = true;
   }
+  for (size_t t = 0; t < ts.size(); ++t)
+    lambLocalMomentum(state.expAvg(t), last.data() + state.offsets[t],
+                      ts[t].grad, ts[t].size, config.beta1,
+                      state.tensors[t].scalingCoeff);
   if (comm.size() > 1)
     compressedAllReduce(comm, state.expAvgFlat.data(), state.workerError.data(),
                         state.serverError.data(),
                         int64_t(state.expAvgFlat.size()));
-  const float b1 = f32(config.beta1), oneMinusBeta1 = f32(1.0 - config.beta1);
-  const float b2 = f32(config.beta2), oneMinusBeta2 = f32(1.0 - config.beta2);
-  const float e = f32(config.eps), decay = f32(config.weightDecay);
   for (size_t t = 0; t < ts.size(); ++t) {
     OnebitLambTensorState &s = state.tensors[t];
-    const int64_t n = ts[t].size;
-    float *m = state.expAvg(t), *vf = s.expAvgSqFresh.data(), *x = ts[t].params;
-    const float *v = s.expAvgSq.data(), *mLast = last.data() + state.offsets[t];
-    const float scaling = f32(s.scalingCoeff);
-    std::vector<float> denom(static_cast<size_t>(n)),
-        prelim(static_cast<size_t>(n)), u(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] /= scaling;
-      const float grad = (m[i] - mLast[i] * b1) / oneMinusBeta1;
-      vf[i] = std::fma(oneMinusBeta2 * grad, grad, vf[i] * b2);
-      denom[size_t(i)] = std::sqrt(v[i]) + e;
-      prelim[size_t(i)] = m[i] / denom[size_t(i)];
-      u[size_t(i)] = config.weightDecay > 0 ? prelim[size_t(i)] + decay * x[i]
-                                            : prelim[size_t(i)];
-    }
-    const float updateNorm = norm2(u.data(), n);
-    const double factor = clampedFactor(denom.data(), vf, prelim.data(),
-                                        updateNorm, n, s.lastFactor, config);
-    s.lastFactor = factor;
-    const double coeff = s.lambCoeffFreeze * factor;
+    const double factor = frozenLambUpdate(
+        ts[t].params, state.expAvg(t), last.data() + state.offsets[t],
+        s.expAvgSq.data(), s.expAvgSqFresh.data(), ts[t].size, config.lr,
+        s.lambCoeffFreeze, s.scalingCoeff, s.lastFactor, config);
     report.factors.push_back(factor);
-    report.coeffs.push_back(coeff);
-    applyScaled(x, u.data(), n, config.lr, coeff);
+    report.coeffs.push_back(s.lambCoeffFreeze * factor);
   }
 }
 
 } // namespace
+
+double dsc::rt::onebitLambWarmup(float *x, float *m, float *v, const float *g,
+                                 int64_t n, double lr, double &coeffFreeze,
+                                 const OnebitLambConfig &config,
+                                 std::vector<double> *coeffs) {
+  onebitAdamMoments(m, v, g, n, config.beta1, config.beta2);
+  const float weightNorm = norm2(x, n);
+  std::vector<float> u(static_cast<size_t>(n));
+  lambUpdate(u.data(), m, v, x, n, config);
+  const float updateNorm = norm2(u.data(), n);
+  double coeff = 1.0;
+  if (weightNorm != 0 && updateNorm != 0) {
+    coeff = double(weightNorm / updateNorm);
+    coeff = std::min(coeff, config.maxCoeff);
+    coeff = std::max(coeff, config.minCoeff);
+  }
+  if (coeff != 1.0)
+    coeffFreeze =
+        config.coeffBeta * coeffFreeze + (1 - config.coeffBeta) * coeff;
+  if (coeffs)
+    coeffs->push_back(coeff);
+  applyScaled(x, u.data(), n, lr, coeff);
+  return coeff;
+}
+
+double dsc::rt::lambMomentumScale(const float *m, int64_t n) {
+  return double(norm2(m, n) / f32(std::sqrt(double(n))));
+}
+
+std::vector<double>
+dsc::rt::lambScalingCoeffs(const std::vector<double> &momentumScales) {
+  double sum = 0;
+  for (double scale : momentumScales)
+    sum += scale;
+  const double united = sum / double(momentumScales.size());
+  std::vector<double> coeffs;
+  for (double scale : momentumScales)
+    coeffs.push_back(united / scale);
+  return coeffs;
+}
+
+void dsc::rt::lambLocalMomentum(float *m, float *last, const float *g,
+                                int64_t n, double beta1, double scalingCoeff) {
+  std::copy(m, m + n, last);
+  adamMomentum(m, g, n, beta1);
+  const float scaling = f32(scalingCoeff);
+  for (int64_t i = 0; i < n; ++i)
+    m[i] *= scaling;
+}
+
+double dsc::rt::frozenLambUpdate(float *x, float *m, const float *last,
+                                 const float *v, float *vf, int64_t n,
+                                 double lr, double coeffFreeze,
+                                 double scalingCoeff, double &lastFactor,
+                                 const OnebitLambConfig &config) {
+  const float b1 = f32(config.beta1), oneMinusBeta1 = f32(1.0 - config.beta1);
+  const float b2 = f32(config.beta2), oneMinusBeta2 = f32(1.0 - config.beta2);
+  const float e = f32(config.eps), decay = f32(config.weightDecay);
+  const float scaling = f32(scalingCoeff);
+  std::vector<float> denom(static_cast<size_t>(n)),
+      prelim(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] /= scaling;
+    const float grad = (m[i] - last[i] * b1) / oneMinusBeta1;
+    vf[i] = std::fma(oneMinusBeta2 * grad, grad, vf[i] * b2);
+    denom[size_t(i)] = std::sqrt(v[i]) + e;
+    prelim[size_t(i)] = m[i] / denom[size_t(i)];
+    u[size_t(i)] = config.weightDecay > 0 ? prelim[size_t(i)] + decay * x[i]
+                                          : prelim[size_t(i)];
+  }
+  const float updateNorm = norm2(u.data(), n);
+  const double factor = clampedFactor(denom.data(), vf, prelim.data(),
+                                      updateNorm, n, lastFactor, config);
+  lastFactor = factor;
+  applyScaled(x, u.data(), n, lr, coeffFreeze * factor);
+  return factor;
+}
 
 OnebitLambStepReport dsc::rt::onebitLambStep(
     Communicator &comm, const std::vector<OnebitLambTensor> &ts,
