@@ -53,6 +53,7 @@ if __import__("shutil").which("mpirun"): config.available_features.add("mpirun")
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
 tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore"),
+         ToolSubst("dsc-launch", unresolved="ignore"),
          ToolSubst("dsc-gradcheck", unresolved="ignore"),
          ToolSubst("dsc-hf-check", unresolved="ignore"),
          ToolSubst("dsc-generate", unresolved="ignore")]

@@ -1,0 +1,303 @@
+//===- dsc-launch.cpp - Start dsc-run ranks across hosts ------------------===//
+//
+// Part of the dsc project: a declarative graph compiler for parallel training.
+//
+//===----------------------------------------------------------------------===//
+//
+// DeepSpeed's `deepspeed` launcher for dsc-run: a hostfile ("worker-0
+// slots=8"), the same selection flags (--include/-i, --exclude/-e,
+// --num_nodes, --num_gpus), and a launcher (openmpi, the default; slurm;
+// ssh) that starts one dsc-run rank per selected slot:
+//
+//   dsc-launch -H hosts --num_gpus 4 -- dsc-run gpt.yml --compile "dp=2 tp=4"
+//
+// Unlike DeepSpeed's, it reads the plan from dsc-run's --compile and
+// refuses, before anything starts, a plan that the slots cannot run: a
+// world size that is not dp*tp*pp, or a tensor-parallel group split across
+// hosts. It prints each rank's host, local rank and mesh coordinates, and
+// the command it runs (--dry-run: only prints). Its exit code is the
+// launcher's (mpirun's, srun's).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Hostfile.h"
+#include "Launcher.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Errno.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/StringSaver.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace dsc::launch;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory launchCategory("dsc-launch options");
+
+static cl::opt<std::string>
+    hostfile("hostfile",
+             cl::desc("DeepSpeed hostfile: lines 'hostname slots=N' (without "
+                      "it: localhost with --num_gpus slots)"),
+             cl::value_desc("file"), cl::cat(launchCategory));
+static cl::alias hostfileShort("H", cl::aliasopt(hostfile),
+                               cl::desc("Alias for --hostfile"));
+static cl::opt<std::string>
+    include("include",
+            cl::desc("Use only these hosts/slots: host1@host2:0,2 (all of "
+                     "host1, slots 0 and 2 of host2)"),
+            cl::value_desc("spec"), cl::cat(launchCategory));
+static cl::alias includeShort("i", cl::aliasopt(include),
+                              cl::desc("Alias for --include"));
+static cl::opt<std::string>
+    exclude("exclude",
+            cl::desc("Use all hosts/slots but these: host1@host2:0,2"),
+            cl::value_desc("spec"), cl::cat(launchCategory));
+static cl::alias excludeShort("e", cl::aliasopt(exclude),
+                              cl::desc("Alias for --exclude"));
+static cl::opt<int> numNodes("num_nodes", cl::init(-1),
+                             cl::desc("Use the first N hosts"),
+                             cl::value_desc("N"), cl::cat(launchCategory));
+static cl::opt<int> numGpus("num_gpus", cl::init(-1),
+                            cl::desc("Use the first N slots of each host "
+                                     "(without a hostfile: N local ranks; "
+                                     "default 1)"),
+                            cl::value_desc("N"), cl::cat(launchCategory));
+
+enum class LauncherKind { OpenMpi, Slurm, Ssh };
+static cl::opt<LauncherKind> launcher(
+    "launcher", cl::init(LauncherKind::OpenMpi),
+    cl::desc("How ranks are started"),
+    cl::values(clEnumValN(LauncherKind::OpenMpi, "openmpi",
+                          "mpirun with a generated hostfile (default)"),
+               clEnumValN(LauncherKind::Slurm, "slurm",
+                          "srun inside a Slurm allocation"),
+               clEnumValN(LauncherKind::Ssh, "ssh",
+                          "one ssh per host with torchrun's environment "
+                          "(--dry-run only for now)")),
+    cl::cat(launchCategory));
+static cl::opt<std::string> launcherArgs(
+    "launcher_args",
+    cl::desc("More arguments for mpirun/srun/ssh, e.g. \"--mca btl tcp,self\""),
+    cl::value_desc("args"), cl::cat(launchCategory));
+static cl::opt<bool>
+    dryRun("dry-run",
+           cl::desc("Print the rank table and the command; start nothing"),
+           cl::cat(launchCategory));
+static cl::alias dryRunUnderscore("dry_run", cl::aliasopt(dryRun),
+                                  cl::desc("Alias for --dry-run"));
+static cl::opt<std::string>
+    masterAddr("master_addr",
+               cl::desc("Rank 0's address (default: the first host; "
+                        "127.0.0.1 without a hostfile)"),
+               cl::value_desc("address"), cl::cat(launchCategory));
+static cl::opt<int> masterPort("master_port", cl::init(29500),
+                               cl::desc("Rank 0's port (default 29500)"),
+                               cl::value_desc("port"), cl::cat(launchCategory));
+static cl::opt<std::string> program(cl::Positional, cl::desc("-- dsc-run"),
+                                    cl::cat(launchCategory));
+static cl::list<std::string> programArgs(cl::ConsumeAfter, cl::desc("<args>"),
+                                         cl::cat(launchCategory));
+
+static int error(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "dsc-launch") << message << "\n";
+  return 1;
+}
+
+static int error(llvm::Error err) {
+  std::string message = llvm::toString(std::move(err));
+  return error(message);
+}
+
+/// The child launcher, forwarded the signals that would otherwise leave
+/// its ranks running when only dsc-launch is told to stop.
+static volatile sig_atomic_t childPid = 0;
+static void forwardSignal(int sig) {
+  if (childPid > 0)
+    kill(pid_t(childPid), sig);
+}
+
+/// Runs `argv` (argv[0] found on PATH) and returns its exit status, or
+/// 128 + the signal that ended it, as a shell reports it.
+static int runAndWait(const std::vector<std::string> &argv) {
+  auto path = llvm::sys::findProgramByName(argv[0]);
+  if (!path)
+    return error(
+        "'" + argv[0] + "' is not on PATH" +
+        (argv[0] == "mpirun" ? " (install Open MPI: openmpi-bin)" : ""));
+  std::vector<char *> cargv;
+  for (const std::string &arg : argv)
+    cargv.push_back(const_cast<char *>(arg.c_str()));
+  cargv.push_back(nullptr);
+  llvm::outs().flush();
+  llvm::errs().flush();
+  pid_t pid = fork();
+  if (pid < 0)
+    return error("cannot start '" + *path + "': " + llvm::sys::StrError(errno));
+  if (pid == 0) {
+    execv(path->c_str(), cargv.data());
+    llvm::errs() << "dsc-launch: error: cannot run '" << *path
+                 << "': " << llvm::sys::StrError(errno) << "\n";
+    _exit(127);
+  }
+  childPid = pid;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    signal(sig, forwardSignal);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return error("waiting for '" + *path +
+                   "': " + llvm::sys::StrError(errno));
+  childPid = 0;
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(launchCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "dsc-launch: start dsc-run ranks across hosts, as DeepSpeed's "
+      "launcher does\n\n"
+      "  dsc-launch [--hostfile F] [--include SPEC | --exclude SPEC]\n"
+      "             [--num_nodes N] [--num_gpus N] [--launcher "
+      "openmpi|slurm|ssh]\n"
+      "             [--dry-run] [--master_addr A] [--master_port P] -- "
+      "dsc-run <args...>\n");
+
+  if (program.empty())
+    return error("no command to launch: dsc-launch [options] -- dsc-run "
+                 "MODEL [dsc-run options]");
+  if (launcher == LauncherKind::Ssh && !dryRun)
+    return error("--launcher ssh starts ranks that meet at "
+                 "MASTER_ADDR:MASTER_PORT, and dsc-run's TCP store for that "
+                 "is not built yet: add --dry-run to print the ssh "
+                 "commands, or use --launcher openmpi");
+  if (masterPort < 1 || masterPort > 65535)
+    return error("--master_port must be 1-65535, got " +
+                 llvm::Twine(int(masterPort)));
+
+  // The allocation: the hostfile's hosts, or this machine alone.
+  Allocation hosts;
+  if (!hostfile.empty()) {
+    auto read = readHostfile(hostfile);
+    if (!read)
+      return error(read.takeError());
+    hosts = std::move(*read);
+  } else {
+    if (numNodes > 1)
+      return error("--num_nodes " + llvm::Twine(int(numNodes)) +
+                   " needs a hostfile (--hostfile) that lists the hosts");
+    Host local;
+    local.name = "localhost";
+    local.declaredSlots = numGpus > 0 ? int(numGpus) : 1;
+    for (int s = 0; s < local.declaredSlots; ++s)
+      local.slots.push_back(s);
+    hosts.push_back(std::move(local));
+  }
+  Selection sel;
+  sel.include = include;
+  sel.exclude = exclude;
+  sel.numNodes = numNodes;
+  sel.numGpus = numGpus;
+  auto selected = selectResources(hosts, sel);
+  if (!selected)
+    return error(selected.takeError());
+
+  LaunchOptions options;
+  options.runArgs.push_back(program);
+  options.runArgs.insert(options.runArgs.end(), programArgs.begin(),
+                         programArgs.end());
+  options.masterAddr = !masterAddr.empty() ? std::string(masterAddr)
+                       : hostfile.empty()  ? std::string("127.0.0.1")
+                                           : selected->front().name;
+  options.masterPort = masterPort;
+  llvm::BumpPtrAllocator alloc;
+  llvm::StringSaver saver(alloc);
+  llvm::SmallVector<const char *> words;
+  cl::TokenizeGNUCommandLine(launcherArgs, saver, words);
+  for (const char *word : words)
+    options.launcherArgs.push_back(word);
+
+  // The plan against the slots, before anything starts.
+  auto mesh = readPlanMesh(options.runArgs);
+  if (!mesh)
+    return error(mesh.takeError());
+  if (llvm::Error err = checkPlan(*mesh, *selected))
+    return error(std::move(err));
+  llvm::raw_ostream &os = llvm::outs();
+  if (!mesh->note.empty())
+    os << "dsc-launch: note: " << mesh->note << "\n";
+  std::vector<RankPlace> ranks = placeRanks(*mesh, *selected);
+  printRankTable(os, *mesh, *selected, ranks);
+
+  if (launcher != LauncherKind::Ssh)
+    for (const Host &host : *selected)
+      if (int(host.slots.size()) != host.slots.back() + 1) {
+        // mpirun and srun number a host's ranks 0..n-1 and cannot hand
+        // each its own device list; the ssh launcher can.
+        os << "dsc-launch: note: host '" << host.name
+           << "' uses slots that are not 0..n-1; under "
+           << (launcher == LauncherKind::Slurm ? "srun" : "mpirun")
+           << " its ranks are local ranks 0.." << host.slots.size() - 1
+           << " (the ssh launcher passes the slots as "
+              "CUDA_VISIBLE_DEVICES)\n";
+        break;
+      }
+
+  std::vector<std::vector<std::string>> commands;
+  llvm::SmallString<128> generatedHostfile;
+  switch (launcher) {
+  case LauncherKind::OpenMpi: {
+    int fd = -1;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+            "dsc-launch-hostfile", "txt", fd, generatedHostfile))
+      return error("cannot create the Open MPI hostfile: " + ec.message());
+    {
+      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+      out << openMpiHostfile(*selected);
+    }
+    os << "dsc-launch: Open MPI hostfile " << generatedHostfile << ":\n";
+    for (const Host &host : *selected)
+      os << "  " << host.name << " slots=" << host.slots.size() << "\n";
+    commands.push_back(openMpiCommand(*selected, options, generatedHostfile));
+    break;
+  }
+  case LauncherKind::Slurm: {
+    auto cmd = slurmCommand(*selected, options);
+    if (!cmd)
+      return error(cmd.takeError());
+    commands.push_back(std::move(*cmd));
+    break;
+  }
+  case LauncherKind::Ssh: {
+    llvm::SmallString<256> cwd;
+    if (llvm::sys::fs::current_path(cwd))
+      cwd = ".";
+    commands = sshCommands(*selected, options, cwd);
+    break;
+  }
+  }
+
+  os << (dryRun ? "dsc-launch: --dry-run, would run:\n"
+                : "dsc-launch: running:\n");
+  for (const auto &cmd : commands)
+    os << shellJoin(cmd) << "\n";
+  if (dryRun) {
+    if (!generatedHostfile.empty())
+      os << "dsc-launch: the hostfile stays for the command above\n";
+    return 0;
+  }
+  int rc = runAndWait(commands.front());
+  if (!generatedHostfile.empty())
+    llvm::sys::fs::remove(generatedHostfile);
+  return rc;
+}
