@@ -50,6 +50,7 @@ if _subprocess.run([config.python_executable, "-c", "import numpy"],
 # its checks instead of hanging the suite.
 config.substitutions.append(("%timeout", __import__("shutil").which("timeout") or "timeout"))
 if __import__("shutil").which("mpirun"): config.available_features.add("mpirun"); config.substitutions.append(("%mpirun", "env PATH=" + os.environ["PATH"] + " " + __import__("shutil").which("mpirun")))  # mpirun needs the system PATH; dsc-run-np-mpi.test
+config.substitutions.append(("%mpi_path", os.environ["PATH"]))  # for tools that start mpirun themselves: dsc-launch-mpi.test
 
 tool_dirs = [config.dsc_tools_dir, config.llvm_tools_dir]
 tools = ["dsc-opt", "dsc-translate", ToolSubst("dsc-run", unresolved="ignore"),

@@ -8,5 +8,12 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-shift # the host name
+host=$1
+shift
+# Each daemon would make its session directory under the same TMPDIR
+# (ompi.<machine>.<uid>/jf.N) and the two race on it; a real host has its
+# own.
+TMPDIR="${TMPDIR:-/tmp}/local-rsh-$host"
+mkdir -p "$TMPDIR"
+export TMPDIR
 exec sh -c "$*"
