@@ -20,8 +20,12 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <tuple>
 #include <unistd.h>
 
 using namespace dsc::launch;
@@ -56,16 +60,30 @@ dsc::launch::readPlanMesh(llvm::ArrayRef<std::string> runArgs) {
       return fail("dsc-run's --np '" + value + "' is not a rank count");
     mesh.np = np;
   }
-  if (!compile) {
-    mesh.note = "no --compile among dsc-run's arguments (a compiled plan or "
-                "a config that carries its own mesh): the mesh is not "
-                "checked here; dsc-run checks it against the ranks at start";
+  // dsc-run's MODEL comes first (its usage: dsc-run MODEL [options]).
+  StringRef model;
+  if (runArgs.size() > 1 && !StringRef(runArgs[1]).starts_with("-"))
+    model = runArgs[1];
+  if (model.ends_with(".plan")) {
+    mesh.note = "'" + model.str() +
+                "' is a compiled plan: its mesh is not read here; dsc-run "
+                "checks it against the ranks at start";
+    return mesh;
+  }
+  const bool config = model.ends_with(".yml") || model.ends_with(".yaml") ||
+                      model.ends_with(".json");
+  if (!compile && !config) {
+    mesh.note = "no --compile among dsc-run's arguments and no config as "
+                "its MODEL (a module that carries its own mesh): the mesh is "
+                "not checked here; dsc-run checks it against the ranks at "
+                "start";
     return mesh;
   }
   ::dsc::ParallelPlan plan;
   std::string error, rest;
   ::dsc::PlanKeySet given;
-  if (!::dsc::parseParallelPlan(*compile, plan, error, &given, &rest))
+  if (compile &&
+      !::dsc::parseParallelPlan(*compile, plan, error, &given, &rest))
     return fail("dsc-run's --compile \"" + *compile + "\": " + error);
   // plan=auto (a --dsc-compile option, not a plan key) lets the search
   // pick the mesh when dsc-run compiles: nothing to check before.
@@ -77,6 +95,35 @@ dsc::launch::readPlanMesh(llvm::ArrayRef<std::string> runArgs) {
                     " chooses the mesh when dsc-run compiles: it is not "
                     "checked here";
         return mesh;
+      }
+  // A GPT-NeoX config's parallel sizes are dsc-run's tp, pp and ep where
+  // --compile does not give them (NeoXTrainingConfig.cpp; the command line
+  // is the last layer and wins).
+  if (config)
+    if (auto buffer = llvm::MemoryBuffer::getFile(model, /*IsText=*/true))
+      for (auto [key, planKey, axis] :
+           {std::tuple<const char *, ::dsc::PlanKey, int64_t *>{
+                "model[-_]parallel[-_]size", ::dsc::PlanKey::tp, &plan.tp},
+            {"pipe[-_]parallel[-_]size", ::dsc::PlanKey::pp, &plan.pp},
+            {"moe[-_]expert[-_]parallel[-_]size", ::dsc::PlanKey::ep,
+             &plan.ep}}) {
+        if (given.test(size_t(planKey)))
+          continue;
+        llvm::Regex pattern(std::string("[\"']?(") + key +
+                            ")[\"']?[ \t]*:[ \t]*([0-9]+)");
+        llvm::SmallVector<StringRef, 3> match;
+        unsigned long long value = 0;
+        if (!pattern.match((*buffer)->getBuffer(), &match) ||
+            match[2].getAsInteger(10, value) || value > 1u << 20)
+          continue;
+        // pipe_parallel_size 0 is GPT-NeoX's "no pipeline engine": pp=1.
+        *axis = std::max<int64_t>(int64_t(value), 1);
+        if (*axis == 1)
+          continue;
+        mesh.sources += (mesh.sources.empty() ? "" : ", ") +
+                        std::string(::dsc::planKeyInfo(planKey).name) + "=" +
+                        std::to_string(*axis) + " from " + model.str() + "'s " +
+                        match[1].str();
       }
   mesh.known = true;
   mesh.dp = plan.dp;

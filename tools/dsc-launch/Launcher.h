@@ -37,14 +37,19 @@ struct PlanMesh {
   /// The mesh axes as written ("dp=2 tp=2").
   std::string text;
   std::string note;
+  /// The axes a GPT-NeoX config set ("tp=2 from gpt.yml's
+  /// model_parallel_size"), empty when --compile gave them all.
+  std::string sources;
   /// dsc-run's --np, when given.
   std::optional<int64_t> np;
 
   int64_t ranks() const { return dp * tp * pp; }
 };
 
-/// Reads --compile (and --np) from dsc-run's arguments (`runArgs[0]` is the
-/// program). Errors on a --compile string the plan parser refuses.
+/// Reads the mesh from dsc-run's arguments (`runArgs[0]` is the program):
+/// --compile's axes, over a GPT-NeoX config MODEL's model_parallel_size,
+/// pipe_parallel_size and moe_expert_parallel_size, as dsc-run layers
+/// them; and --np. Errors on a --compile string the plan parser refuses.
 llvm::Expected<PlanMesh> readPlanMesh(llvm::ArrayRef<std::string> runArgs);
 
 /// Refuses a plan that the allocation cannot run, naming the numbers: a

@@ -231,11 +231,14 @@ int main(int argc, char **argv) {
   auto mesh = readPlanMesh(options.runArgs);
   if (!mesh)
     return error(mesh.takeError());
-  if (llvm::Error err = checkPlan(*mesh, *selected))
-    return error(std::move(err));
   llvm::raw_ostream &os = llvm::outs();
   if (!mesh->note.empty())
     os << "dsc-launch: note: " << mesh->note << "\n";
+  if (!mesh->sources.empty())
+    os << "dsc-launch: note: " << mesh->sources << "\n";
+  os.flush();
+  if (llvm::Error err = checkPlan(*mesh, *selected))
+    return error(std::move(err));
   std::vector<RankPlace> ranks = placeRanks(*mesh, *selected);
   printRankTable(os, *mesh, *selected, ranks);
 
