@@ -21,6 +21,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 using namespace dsc::launch;
