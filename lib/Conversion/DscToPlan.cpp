@@ -559,7 +559,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
           kind == StateKind::Gradient ? rt::BufferRole::Gradient
           : kind == StateKind::Master || kind == StateKind::GradientCopy
               ? rt::BufferRole::OffloadCopy
-          : kind == StateKind::WorkerError || kind == StateKind::ServerError
+          : kind == StateKind::WorkerError || kind == StateKind::ServerError ||
+                  kind == StateKind::CompressionPad
               ? rt::BufferRole::CompressionError
               : rt::BufferRole::OptimizerState;
       FailureOr<uint32_t> id =
@@ -570,9 +571,13 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       if (failed(id))
         return failure();
       if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
+        // A tensor's 1-bit LAMB coefficients are whole on every rank.
         plan.buffers[*id].layout =
-            kind == StateKind::WorkerError || kind == StateKind::ServerError
+            kind == StateKind::WorkerError || kind == StateKind::ServerError ||
+                    kind == StateKind::CompressionPad
                 ? errorLayoutOf(state.getTensorType().getNumElements())
+            : kind == StateKind::LambCoefficients
+                ? rt::ShardLayout()
                 : layoutOf(param, state.getTensorType().getNumElements());
       declBuffers[state.getSymNameAttr()] = *id;
     }
@@ -1788,6 +1793,75 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
               step.eps = f64(adam.getEpsAttr());
               step.wd = f64(adam.getWeightDecayAttr());
             });
+      })
+      .Case<OnebitLambOp>([&](OnebitLambOp lamb) {
+        inst.inputs = {declBuffer(lamb.getGradAttr()),
+                       valueBuffers.lookup(lamb.getLr())};
+        inst.outputs = {declBuffer(lamb.getParamAttr()),
+                        declBuffer(lamb.getExpAvgAttr()),
+                        declBuffer(lamb.getExpAvgSqAttr()),
+                        declBuffer(lamb.getCoefficientsAttr())};
+        ops::OnebitLamb step;
+        step.beta1 = f64(lamb.getBeta1Attr());
+        step.beta2 = f64(lamb.getBeta2Attr());
+        step.eps = f64(lamb.getEpsAttr());
+        step.wd = f64(lamb.getWeightDecayAttr());
+        step.maxCoeff = f64(lamb.getMaxCoeffAttr());
+        step.minCoeff = f64(lamb.getMinCoeffAttr());
+        step.coeffBeta = f64(lamb.getCoeffBetaAttr());
+        step.encode(inst);
+        return success();
+      })
+      .Case<LambFreezeOp>([&](LambFreezeOp freeze) {
+        // Each tensor's momentum scale (and fresh variance), then the
+        // scaling coefficients over all of them.
+        for (auto [c, m, v, vf] :
+             llvm::zip(freeze.getCoefficients(), freeze.getExpAvg(),
+                       freeze.getExpAvgSq(), freeze.getFresh())) {
+          rt::Instruction scale;
+          ops::LambFreezeScale op;
+          op.copyVariance = freeze.getCopyVariance();
+          op.encode(scale);
+          scale.name = inst.name;
+          scale.inputs = {declBuffer(cast<FlatSymbolRefAttr>(m)),
+                          declBuffer(cast<FlatSymbolRefAttr>(v))};
+          scale.outputs = {declBuffer(cast<FlatSymbolRefAttr>(vf)),
+                           declBuffer(cast<FlatSymbolRefAttr>(c))};
+          prelude.push_back(std::move(scale));
+        }
+        ops::LambScalingCoeffs().encode(inst);
+        for (Attribute c : freeze.getCoefficients())
+          inst.outputs.push_back(declBuffer(cast<FlatSymbolRefAttr>(c)));
+        return success();
+      })
+      .Case<LambMomentumOp>([&](LambMomentumOp momentum) {
+        inst.inputs = {declBuffer(momentum.getGradAttr()),
+                       declBuffer(momentum.getCoefficientsAttr())};
+        inst.outputs = {declBuffer(momentum.getExpAvgAttr()),
+                        declBuffer(momentum.getLastAttr())};
+        ops::LambMomentum step;
+        step.beta1 = f64(momentum.getBeta1Attr());
+        step.encode(inst);
+        return success();
+      })
+      .Case<FrozenLambOp>([&](FrozenLambOp lamb) {
+        inst.inputs = {declBuffer(lamb.getLastAttr()),
+                       declBuffer(lamb.getExpAvgSqAttr()),
+                       valueBuffers.lookup(lamb.getLr())};
+        inst.outputs = {declBuffer(lamb.getParamAttr()),
+                        declBuffer(lamb.getExpAvgAttr()),
+                        declBuffer(lamb.getFreshAttr()),
+                        declBuffer(lamb.getCoefficientsAttr())};
+        ops::FrozenLamb step;
+        step.beta1 = f64(lamb.getBeta1Attr());
+        step.beta2 = f64(lamb.getBeta2Attr());
+        step.eps = f64(lamb.getEpsAttr());
+        step.wd = f64(lamb.getWeightDecayAttr());
+        step.factorMax = f64(lamb.getFactorMaxAttr());
+        step.factorMin = f64(lamb.getFactorMinAttr());
+        step.factorThreshold = f64(lamb.getFactorThresholdAttr());
+        step.encode(inst);
+        return success();
       })
       .Case<SgdOp>([&](SgdOp sgd) {
         inst.inputs = {declBuffer(sgd.getGradAttr()),

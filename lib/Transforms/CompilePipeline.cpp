@@ -109,6 +109,12 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   DscOptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.freezeStep = options.freezeStep;
+  optimizer.maxCoeff = options.maxCoeff;
+  optimizer.minCoeff = options.minCoeff;
+  optimizer.coeffBeta = options.coeffBeta;
+  optimizer.factorMax = options.factorMax;
+  optimizer.factorMin = options.factorMin;
+  optimizer.factorThreshold = options.factorThreshold;
   optimizer.lr = options.lr;
   optimizer.minLr = options.minLr;
   optimizer.lrSchedule = options.lrSchedule;

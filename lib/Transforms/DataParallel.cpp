@@ -183,10 +183,14 @@ struct DscDataParallelPass
   /// scale for the bucket.
   LogicalResult compressMoments(ModuleOp module, MeshOp mesh,
                                 func::FuncOp optimizer) {
+    SmallVector<FrozenLambOp> lambUpdates(optimizer.getOps<FrozenLambOp>());
+    if (!lambUpdates.empty())
+      return fuseLambMoments(module, mesh, lambUpdates);
     SmallVector<FrozenAdamOp> updates(optimizer.getOps<FrozenAdamOp>());
     if (updates.empty())
       return optimizer.emitError("--dsc-data-parallel: a compressed_optimizer "
-                                 "program without dsc.frozen_adam updates");
+                                 "program without dsc.frozen_adam or "
+                                 "dsc.frozen_lamb updates");
     if (!onebitSharded.empty() &&
         failed(shardOnebitUpdates<FrozenAdamOp>(
             module, optimizer, FlatSymbolRefAttr::get(mesh.getSymNameAttr()))))
@@ -262,6 +266,73 @@ struct DscDataParallelPass
     return success();
   }
 
+  /// 1-bit LAMB after its warm-up: every moment of the program's group in
+  /// one fused buffer, as DeepSpeed flattens them (one scale for all; the
+  /// scaling coefficients even out their magnitudes first), followed by a
+  /// pad state of DeepSpeed's padding: its buffer keeps the last compressed
+  /// average there, and the next compression reads it back.
+  LogicalResult fuseLambMoments(ModuleOp module, MeshOp mesh,
+                                MutableArrayRef<FrozenLambOp> updates) {
+    SmallVector<Attribute> moments;
+    ParameterOp first;
+    int64_t elements = 0, group = 1;
+    Attribute axes;
+    for (FrozenLambOp update : updates) {
+      auto param = module.lookupSymbol<ParameterOp>(update.getParam());
+      if (!param)
+        return update.emitOpError("--dsc-data-parallel: '@")
+               << update.getParam() << "' is not a dsc.parameter";
+      if (!first) {
+        first = param;
+        group = groupOf(param);
+        axes = axesOf(param);
+      } else if (axesOf(param) != axes) {
+        return update.emitOpError("--dsc-data-parallel: 1-bit LAMB fuses "
+                                  "every moment into one buffer, but '@")
+               << param.getSymName() << "' is averaged over " << axesOf(param)
+               << " and '@" << first.getSymName() << "' over " << axes;
+      }
+      moments.push_back(update.getExpAvgAttr());
+      elements += module.lookupSymbol<StateOp>(update.getExpAvg())
+                      .getTensorType()
+                      .getNumElements();
+    }
+    if (group == 1)
+      return success();
+    SymbolTable symbols(module);
+    OpBuilder decls(module.getContext());
+    Operation *lastDecl = nullptr;
+    for (Operation &op : module.getBody()->getOperations())
+      if (isa<ParameterOp, StateOp>(op))
+        lastDecl = &op;
+    decls.setInsertionPointAfter(lastDecl);
+    auto declare = [&](StringRef prefix, StateKind kind, int64_t n) {
+      std::string name = (prefix + first.getSymName()).str();
+      for (int suffix = 1; symbols.lookup(name); ++suffix)
+        name = (prefix + first.getSymName() + "." + Twine(suffix)).str();
+      auto state =
+          StateOp::create(decls, first.getLoc(), name,
+                          RankedTensorType::get({n}, decls.getF32Type()), kind,
+                          first.getSymName());
+      symbols.insert(state);
+      return FlatSymbolRefAttr::get(state.getSymNameAttr());
+    };
+    const int64_t padded = ::dsc::onebitPaddedSize(elements, group);
+    if (padded > elements)
+      moments.push_back(declare("lamb.momentum_pad.", StateKind::CompressionPad,
+                                padded - elements));
+    FlatSymbolRefAttr worker =
+        declare("onebit.worker_error.", StateKind::WorkerError, padded);
+    FlatSymbolRefAttr server =
+        declare("onebit.server_error.", StateKind::ServerError, padded / group);
+    OpBuilder b(updates.front());
+    CompressedAllReduceStatesOp::create(
+        b, updates.front().getLoc(), b.getArrayAttr(moments), worker, server,
+        FlatSymbolRefAttr::get(mesh.getSymNameAttr()), cast<ArrayAttr>(axes));
+    ++numBuckets;
+    return success();
+  }
+
   /// Whether expert parallelism leaves `param` alone in its group (experts
   /// with ep = dp): nothing to average or shard. (dp=1 ZeRO still shards
   /// over its group of one, as DeepSpeed's engine does on one rank.)
@@ -299,6 +370,12 @@ struct DscDataParallelPass
                  << " shards AdamW state; SGD is not supported (use zero=0 "
                     "or the adamw optimizer)";
         }
+        if (isa<OnebitLambOp>(op))
+          return op.emitOpError("--dsc-data-parallel: zero=")
+                 << zero
+                 << " with optimizer=onebit_lamb: not built (LAMB's trust "
+                    "ratio needs each whole parameter and its update; "
+                    "DeepSpeed refuses ZeRO with 1-bit LAMB too): use zero=0";
         if (auto adam = dyn_cast<OnebitAdamOp>(op)) {
           if (zero == 3)
             return adam.emitOpError("--dsc-data-parallel: optimizer="

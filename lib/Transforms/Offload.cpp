@@ -301,8 +301,8 @@ struct DscOffloadPass
     if (!getProgramOps(module, ProgramRole::CompressedOptimizer).empty())
       return module.emitError("--dsc-offload: the offloaded update is AdamW "
                               "(DeepSpeed's CPU Adam); optimizer=onebit_adam "
-                              "is not offloaded (DeepSpeed's 1-bit Adam has "
-                              "no offload either)");
+                              "and onebit_lamb are not offloaded (DeepSpeed's "
+                              "1-bit optimizers have no offload either)");
     if (module->hasAttr(kPipelineAttr) &&
         (tiers.params != MemoryTier::Device || dpu))
       return module.emitError("--dsc-offload: with pipeline stages only the "

@@ -1,9 +1,9 @@
 //===- Optimizer.cpp - --dsc-optimizer --------------------------*- C++ -*-===//
 //
 // Emits @optimizer: the learning-rate schedule, global gradient clipping, one
-// AdamW, SGD or 1-bit Adam update per parameter over explicit dsc.state
-// moments, and the zeroing of the accumulated gradients; for 1-bit Adam also
-// @optimizer.compressed, its step after the warm-up.
+// AdamW, SGD, 1-bit Adam or 1-bit LAMB update per parameter over explicit
+// dsc.state moments, and the zeroing of the accumulated gradients; for the
+// 1-bit optimizers also @optimizer.compressed, their step after the warm-up.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,18 +83,20 @@ struct DscOptimizerPass
       return signalPassFailure();
     }
     if (optimizer != "adamw" && optimizer != "sgd" &&
-        optimizer != "onebit_adam") {
+        optimizer != "onebit_adam" && optimizer != "onebit_lamb") {
       module.emitError("--dsc-optimizer: unknown optimizer '")
-          << optimizer << "'; expected adamw, sgd or onebit_adam";
+          << optimizer << "'; expected adamw, sgd, onebit_adam or onebit_lamb";
       return signalPassFailure();
     }
-    if (optimizer == "onebit_adam" && freezeStep < 1) {
-      module.emitError("--dsc-optimizer: optimizer=onebit_adam needs "
-                       "freeze-step >= 1 (the first step that compresses), "
-                       "got ")
+    if (compresses() && freezeStep < 1) {
+      module.emitError("--dsc-optimizer: optimizer=")
+          << optimizer
+          << " needs freeze-step >= 1 (the first step that compresses), got "
           << freezeStep.getValue();
       return signalPassFailure();
     }
+    if (optimizer == "onebit_lamb" && failed(checkLamb(module)))
+      return signalPassFailure();
     SymbolTable symbolTable(module);
     OpBuilder decls(module.getContext());
     symbols = &symbolTable;
@@ -142,7 +144,7 @@ struct DscOptimizerPass
       stages.push_back({rank, std::move(accumulated)});
     if (stages.empty()) {
       emitOptimizer("optimizer", gradients, gradients, {}, {}, std::nullopt);
-      if (optimizer == "onebit_adam")
+      if (compresses())
         emitOptimizer("optimizer.compressed", gradients, gradients, {}, {},
                       std::nullopt, /*compressed=*/true);
       return;
@@ -187,9 +189,9 @@ struct DscOptimizerPass
       }
       emitOptimizer(("optimizer.stage" + Twine(k)).str(), normed, updated,
                     local, shared, k);
-      // 1-bit Adam: each pipeline rank compresses over its stage's
+      // 1-bit Adam and LAMB: each pipeline rank compresses over its stage's
       // data-parallel group.
-      if (optimizer == "onebit_adam")
+      if (compresses())
         emitOptimizer(("optimizer.compressed.stage" + Twine(k)).str(), normed,
                       updated, local, shared, k, /*compressed=*/true);
     }
@@ -224,7 +226,7 @@ struct DscOptimizerPass
     setProgramRole(func, compressed ? ProgramRole::CompressedOptimizer
                                     : ProgramRole::Optimizer);
     if (compressed)
-      func->setAttr(kFromStepAttr, b.getI64IntegerAttr(freezeStep));
+      func->setAttr(kFromStepAttr, b.getI64IntegerAttr(firstCompressedStep()));
     if (stage)
       func->setAttr(kStageAttr, b.getI64IntegerAttr(*stage));
     b.setInsertionPointToStart(func.addEntryBlock());
@@ -279,6 +281,12 @@ struct DscOptimizerPass
       clip->setAttr(kPipelineLocalAttr, b.getDenseBoolArrayAttr(local));
     Value norm = clip.getResult();
 
+    if (optimizer == "onebit_lamb") {
+      emitLamb(b, updated, lr, compressed);
+      ZeroOp::create(b, loc, gradientList);
+      func::ReturnOp::create(b, loc, ValueRange{norm, lr});
+      return;
+    }
     for (StateOp grad : updated) {
       // Megatron-LM and nanoGPT decay matrices only, not biases and norms.
       bool decay = grad.getTensorType().getRank() >= 2;
@@ -335,6 +343,125 @@ struct DscOptimizerPass
       }
     ZeroOp::create(b, loc, gradientList);
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});
+  }
+
+  /// A 1-bit optimizer: a warm-up program and a compressed one.
+  bool compresses() const {
+    return optimizer == "onebit_adam" || optimizer == "onebit_lamb";
+  }
+  /// The compressed program's first optimizer step. DeepSpeed's 1-bit LAMB
+  /// leaves its warm-up only after a warm-up step (the wrapper's empty
+  /// step counts as step 1), so it compresses from step 2 at the earliest.
+  int64_t firstCompressedStep() const {
+    return optimizer == "onebit_lamb" ? std::max<int64_t>(2, freezeStep)
+                                      : freezeStep.getValue();
+  }
+
+  /// 1-bit LAMB's options, and the plans its trust ratio allows: it needs
+  /// each parameter whole (its norm), so no tensor or expert slicing.
+  LogicalResult checkLamb(ModuleOp module) {
+    auto fail = [&]() {
+      return module.emitError("--dsc-optimizer: optimizer=onebit_lamb: ");
+    };
+    if (!(minCoeff > 0 && maxCoeff >= minCoeff))
+      return fail() << "needs 0 < min-coeff <= max-coeff, got min-coeff = "
+                    << minCoeff.getValue()
+                    << ", max-coeff = " << maxCoeff.getValue();
+    if (!(coeffBeta >= 0 && coeffBeta <= 1))
+      return fail() << "coeff-beta must be in [0, 1], got "
+                    << coeffBeta.getValue();
+    if (!(factorMin > 0 && factorMax >= factorMin))
+      return fail() << "needs 0 < factor-min <= factor-max, got factor-min = "
+                    << factorMin.getValue()
+                    << ", factor-max = " << factorMax.getValue();
+    if (!(factorThreshold >= 0 && factorThreshold <= 1))
+      return fail() << "factor-threshold must be in [0, 1], got "
+                    << factorThreshold.getValue();
+    for (MeshOp mesh : module.getOps<MeshOp>())
+      for (StringRef axis : {"tp", "ep"})
+        if (std::optional<unsigned> index = mesh.getAxisIndex(axis);
+            index && mesh.getShape()[*index] > 1)
+          return fail() << axis << "=" << mesh.getShape()[*index]
+                        << " slices parameters over ranks, but LAMB's trust "
+                           "ratio is each whole parameter's norm: not built "
+                           "yet (use dp and pp)";
+    for (ParameterOp param : module.getOps<ParameterOp>())
+      if (!param.getTensorType().getElementType().isF32())
+        return fail() << "parameter '@" << param.getSymName() << "' is "
+                      << param.getType()
+                      << "; 1-bit LAMB's states are f32 (use precision=fp32)";
+    return success();
+  }
+
+  /// 1-bit LAMB's updates of `updated`'s parameters: the warm-up's
+  /// dsc.onebit_lamb, or after it the scaling coefficients (once), each
+  /// tensor's scaled local momentum, and the frozen updates (the momenta's
+  /// compressed all-reduce goes between: --dsc-data-parallel).
+  void emitLamb(OpBuilder &b, ArrayRef<StateOp> updated, Value lr,
+                bool compressed) {
+    auto f64 = [&](double x) { return b.getF64FloatAttr(x); };
+    auto coefficientsOf = [&](StateOp grad) {
+      std::string name = ("lamb.coeffs." + grad.getOf()).str();
+      if (auto existing = symbols->lookup<StateOp>(name))
+        return FlatSymbolRefAttr::get(existing.getSymNameAttr());
+      auto state =
+          StateOp::create(*declBuilder, grad.getLoc(), name,
+                          RankedTensorType::get({5}, declBuilder->getF64Type()),
+                          StateKind::LambCoefficients, grad.getOf());
+      symbols->insert(state);
+      return FlatSymbolRefAttr::get(state.getSymNameAttr());
+    };
+    // DeepSpeed's OnebitLamb decays every parameter by its group's
+    // weight_decay; dsc keeps Megatron's split (matrices only).
+    auto decayOf = [&](StateOp grad) {
+      return grad.getTensorType().getRank() >= 2 ? weightDecay.getValue() : 0.0;
+    };
+    if (!compressed) {
+      for (StateOp grad : updated) {
+        // Declared in this order (call arguments have none).
+        FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
+        FlatSymbolRefAttr v =
+            declareState(grad, "adam.v.", StateKind::ExpAvgSq);
+        FlatSymbolRefAttr coefficients = coefficientsOf(grad);
+        OnebitLambOp::create(b, grad.getLoc(), grad.getOfAttr(),
+                             FlatSymbolRefAttr::get(grad.getSymNameAttr()), m,
+                             v, coefficients, lr, f64(beta1), f64(beta2),
+                             f64(eps), f64(decayOf(grad)), f64(maxCoeff),
+                             f64(minCoeff), f64(coeffBeta));
+      }
+      return;
+    }
+    SmallVector<Attribute> coefficients, moments, variances, fresh;
+    for (StateOp grad : updated) {
+      coefficients.push_back(coefficientsOf(grad));
+      moments.push_back(declareState(grad, "adam.m.", StateKind::ExpAvg));
+      variances.push_back(declareState(grad, "adam.v.", StateKind::ExpAvgSq));
+      fresh.push_back(
+          declareState(grad, "lamb.v_fresh.", StateKind::ExpAvgSqFresh));
+    }
+    // DeepSpeed copies the fresh variance at its freeze step, inside a
+    // warm-up step: with freeze_step < 2 there is none, and it starts from
+    // zeros.
+    LambFreezeOp::create(b, b.getUnknownLoc(), b.getArrayAttr(coefficients),
+                         b.getArrayAttr(moments), b.getArrayAttr(variances),
+                         b.getArrayAttr(fresh),
+                         freezeStep >= 2 ? b.getUnitAttr() : UnitAttr());
+    for (StateOp grad : updated)
+      LambMomentumOp::create(
+          b, grad.getLoc(), declareState(grad, "adam.m.", StateKind::ExpAvg),
+          FlatSymbolRefAttr::get(grad.getSymNameAttr()),
+          declareState(grad, "lamb.m_last.", StateKind::ExpAvgLast),
+          coefficientsOf(grad), f64(beta1));
+    for (StateOp grad : updated)
+      FrozenLambOp::create(
+          b, grad.getLoc(), grad.getOfAttr(),
+          declareState(grad, "adam.m.", StateKind::ExpAvg),
+          declareState(grad, "lamb.m_last.", StateKind::ExpAvgLast),
+          declareState(grad, "adam.v.", StateKind::ExpAvgSq),
+          declareState(grad, "lamb.v_fresh.", StateKind::ExpAvgSqFresh),
+          coefficientsOf(grad), lr, f64(beta1), f64(beta2), f64(eps),
+          f64(decayOf(grad)), f64(factorMax), f64(factorMin),
+          f64(factorThreshold));
   }
 
   /// range_test and one_cycle's options, checked before any op is built.

@@ -100,6 +100,18 @@ struct OnebitLambStepReport {
   std::vector<double> coeffs, factors;
 };
 
+/// A tensor's scalars as a compiled plan keeps them: an f64 [5] state
+/// (DeepSpeed's Python doubles), indexed by these.
+enum LambCoefficient : int {
+  kLambCoeffFreeze = 0,
+  kLambLastFactor = 1,
+  kLambScalingCoeff = 2,
+  kLambMomentumScale = 3,
+  /// 1 once the compression phase's scaling coefficients are set.
+  kLambFrozen = 4,
+  kLambCoefficientCount = 5
+};
+
 /// The per-tensor kernels of the step, which the plan's OnebitLamb,
 /// LambFreezeScale, LambScalingCoeffs, LambMomentum and FrozenLamb
 /// instructions run (config's weightDecay is the tensor's).

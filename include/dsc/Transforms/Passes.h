@@ -25,14 +25,43 @@ namespace mlir::dsc {
 /// (`parallel`, its keys read by the plan's one parser) and the training
 /// options (optimizer, learning-rate schedule, clipping, steps) below.
 struct CompileOptions : public PassPipelineOptions<CompileOptions> {
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("adamw, sgd or onebit_adam"),
-                                llvm::cl::init("adamw")};
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("adamw, sgd, onebit_adam or onebit_lamb"),
+      llvm::cl::init("adamw")};
   Option<int64_t> freezeStep{
       *this, "freeze-step",
-      llvm::cl::desc("optimizer=onebit_adam: the first optimizer step that "
-                     "compresses (DeepSpeed's freeze_step)"),
+      llvm::cl::desc("optimizer=onebit_adam|onebit_lamb: the first optimizer "
+                     "step that compresses (DeepSpeed's freeze_step)"),
       llvm::cl::init(100000)};
+  // 1-bit LAMB's (DeepSpeed's OnebitLamb's) coefficients.
+  Option<double> maxCoeff{
+      *this, "max-coeff",
+      llvm::cl::desc("optimizer=onebit_lamb: the trust ratio's upper bound"),
+      llvm::cl::init(10.0)};
+  Option<double> minCoeff{
+      *this, "min-coeff",
+      llvm::cl::desc("optimizer=onebit_lamb: the trust ratio's lower bound"),
+      llvm::cl::init(0.01)};
+  Option<double> coeffBeta{
+      *this, "coeff-beta",
+      llvm::cl::desc("optimizer=onebit_lamb: the warm-up's moving average "
+                     "of the trust ratio"),
+      llvm::cl::init(0.9)};
+  Option<double> factorMax{
+      *this, "factor-max",
+      llvm::cl::desc("optimizer=onebit_lamb: the compression phase's "
+                     "largest factor of the frozen ratio"),
+      llvm::cl::init(4.0)};
+  Option<double> factorMin{
+      *this, "factor-min",
+      llvm::cl::desc("optimizer=onebit_lamb: its smallest factor"),
+      llvm::cl::init(0.5)};
+  Option<double> factorThreshold{
+      *this, "factor-threshold",
+      llvm::cl::desc("optimizer=onebit_lamb: the most the factor changes "
+                     "in a step, relative"),
+      llvm::cl::init(0.1)};
   Option<double> lr{*this, "lr", llvm::cl::desc("Peak learning rate"),
                     llvm::cl::init(6.0e-4)};
   Option<double> minLr{*this, "min-lr",

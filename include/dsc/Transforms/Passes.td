@@ -315,16 +315,38 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     `dsc.adam_momentum` from the rank's own gradient and `dsc.frozen_adam`
     with the second moment frozen; `--dsc-data-parallel` puts the moments'
     compressed all-reduce between them.
+
+    `optimizer=onebit_lamb` is DeepSpeed's 1-bit LAMB, the same way:
+    `@optimizer` with `dsc.onebit_lamb` (LAMB's clamped trust ratio,
+    averaged into each tensor's frozen coefficient), and
+    `@optimizer.compressed` with `dsc.lamb_freeze` (the scaling
+    coefficients, once), `dsc.lamb_momentum` per tensor, and
+    `dsc.frozen_lamb`; `--dsc-data-parallel` compresses all the momenta of
+    a group as one fused buffer, as DeepSpeed does.
   }];
   // The ops it creates: their dialects load even when the input has none.
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect",
                            "::mlir::arith::ArithDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "adamw, sgd or onebit_adam">,
+           "adamw, sgd, onebit_adam or onebit_lamb">,
     Option<"freezeStep", "freeze-step", "int64_t", /*default=*/"100000",
-           "optimizer=onebit_adam: the first optimizer step that compresses "
-           "(DeepSpeed's freeze_step)">,
+           "optimizer=onebit_adam|onebit_lamb: the first optimizer step that "
+           "compresses (DeepSpeed's freeze_step)">,
+    Option<"maxCoeff", "max-coeff", "double", /*default=*/"10.0",
+           "optimizer=onebit_lamb: the trust ratio's upper bound">,
+    Option<"minCoeff", "min-coeff", "double", /*default=*/"0.01",
+           "optimizer=onebit_lamb: the trust ratio's lower bound">,
+    Option<"coeffBeta", "coeff-beta", "double", /*default=*/"0.9",
+           "optimizer=onebit_lamb: the warm-up's moving average of the "
+           "trust ratio">,
+    Option<"factorMax", "factor-max", "double", /*default=*/"4.0",
+           "optimizer=onebit_lamb: the largest factor of the frozen ratio">,
+    Option<"factorMin", "factor-min", "double", /*default=*/"0.5",
+           "optimizer=onebit_lamb: the smallest factor of the frozen ratio">,
+    Option<"factorThreshold", "factor-threshold", "double", /*default=*/"0.1",
+           "optimizer=onebit_lamb: the most the factor changes in a step, "
+           "relative">,
     Option<"lr", "lr", "double", /*default=*/"6.0e-4", "Peak learning rate">,
     Option<"minLr", "min-lr", "double", /*default=*/"6.0e-5",
            "Learning rate at the end of a decaying schedule">,

@@ -18,6 +18,7 @@
 #include "dsc/Runtime/InferenceKernels.h"
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/OnebitAdam.h"
+#include "dsc/Runtime/OnebitLamb.h"
 #include "dsc/Runtime/ShardLayout.h"
 #include "dsc/Runtime/SplitMix64.h"
 
@@ -891,6 +892,88 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
                        double(*in(2)), op.eps, op.wd);
     } else {
       fail("1-bit Adam runs on f32 states");
+    }
+    break;
+  // 1-bit LAMB: f32 states, each tensor's f64 coefficients (LambCoefficient).
+  case Opcode::OnebitLamb:
+    if constexpr (std::is_same_v<T, float>) {
+      const ops::OnebitLamb op = ops::OnebitLamb::decode(inst);
+      double *c = buffer(inst.outputs[3]).template as<double>();
+      OnebitLambConfig config;
+      config.beta1 = op.beta1;
+      config.beta2 = op.beta2;
+      config.eps = op.eps;
+      config.weightDecay = op.wd;
+      config.maxCoeff = op.maxCoeff;
+      config.minCoeff = op.minCoeff;
+      config.coeffBeta = op.coeffBeta;
+      onebitLambWarmup(out(0), out(1), out(2), in(0), numElements(inB(0).shape),
+                       double(*in(1)), c[kLambCoeffFreeze], config);
+    } else {
+      fail("1-bit LAMB runs on f32 states");
+    }
+    break;
+  case Opcode::LambFreezeScale:
+    if constexpr (std::is_same_v<T, float>) {
+      double *c = buffer(inst.outputs[1]).template as<double>();
+      if (c[kLambFrozen] == 0.0) {
+        const int64_t n = numElements(inB(0).shape);
+        c[kLambMomentumScale] = lambMomentumScale(in(0), n);
+        if (ops::LambFreezeScale::decode(inst).copyVariance)
+          std::copy(in(1), in(1) + n, out(0));
+      }
+    } else {
+      fail("1-bit LAMB runs on f32 states");
+    }
+    break;
+  case Opcode::LambScalingCoeffs:
+    if constexpr (std::is_same_v<T, double>) {
+      std::vector<double> scales;
+      bool frozen = true;
+      for (size_t o = 0; o < inst.outputs.size(); ++o) {
+        scales.push_back(out(o)[kLambMomentumScale]);
+        frozen = frozen && out(o)[kLambFrozen] != 0.0;
+      }
+      if (!frozen) {
+        const std::vector<double> coeffs = lambScalingCoeffs(scales);
+        for (size_t o = 0; o < inst.outputs.size(); ++o) {
+          out(o)[kLambScalingCoeff] = coeffs[o];
+          out(o)[kLambLastFactor] = 1.0;
+          out(o)[kLambFrozen] = 1.0;
+        }
+      }
+    } else {
+      fail("1-bit LAMB's coefficients are f64");
+    }
+    break;
+  case Opcode::LambMomentum:
+    if constexpr (std::is_same_v<T, float>) {
+      const double *c = buffer(inst.inputs[1]).template as<double>();
+      lambLocalMomentum(out(0), out(1), in(0), numElements(inB(0).shape),
+                        ops::LambMomentum::decode(inst).beta1,
+                        c[kLambScalingCoeff]);
+    } else {
+      fail("1-bit LAMB runs on f32 states");
+    }
+    break;
+  case Opcode::FrozenLamb:
+    if constexpr (std::is_same_v<T, float>) {
+      const ops::FrozenLamb op = ops::FrozenLamb::decode(inst);
+      double *c = buffer(inst.outputs[3]).template as<double>();
+      OnebitLambConfig config;
+      config.beta1 = op.beta1;
+      config.beta2 = op.beta2;
+      config.eps = op.eps;
+      config.weightDecay = op.wd;
+      config.factorMax = op.factorMax;
+      config.factorMin = op.factorMin;
+      config.factorThreshold = op.factorThreshold;
+      frozenLambUpdate(out(0), out(1), in(0), in(1), out(2),
+                       numElements(inB(0).shape), double(*in(2)),
+                       c[kLambCoeffFreeze], c[kLambScalingCoeff],
+                       c[kLambLastFactor], config);
+    } else {
+      fail("1-bit LAMB runs on f32 states");
     }
     break;
   }

@@ -175,10 +175,15 @@ void CudaBackend::prepare(const Plan &plan) {
                           (inst.opcode == Opcode::FrozenAdam) ||
                           (inst.opcode == Opcode::OnebitAdamShard) ||
                           (inst.opcode == Opcode::FrozenAdamShard) ||
-                          (inst.opcode == Opcode::CompressedAllReduce);
+                          (inst.opcode == Opcode::CompressedAllReduce) ||
+                          (inst.opcode == Opcode::OnebitLamb) ||
+                          (inst.opcode == Opcode::LambFreezeScale) ||
+                          (inst.opcode == Opcode::LambScalingCoeffs) ||
+                          (inst.opcode == Opcode::LambMomentum) ||
+                          (inst.opcode == Opcode::FrozenLamb);
       if (onebit)
-        fail("the CUDA backend has no 1-bit Adam kernels yet: run "
-             "optimizer=onebit_adam on the CPU backend");
+        fail("the CUDA backend has no 1-bit Adam or 1-bit LAMB kernels yet: "
+             "run optimizer=onebit_adam or onebit_lamb on the CPU backend");
       // Ids are checked on the host as they are copied in (the executor's
       // setTokens/setTargets), so the kernels read only the plan's tokens
       // and targets.

@@ -495,6 +495,69 @@ void InstructionChecker::shapes() {
     }
     break;
   }
+  case Opcode::OnebitLamb:
+  case Opcode::LambFreezeScale:
+  case Opcode::LambMomentum:
+  case Opcode::FrozenLamb: {
+    // f32 states of one shape, lr a scalar, the tensor's f64 coeffs [5].
+    const Opcode op = inst.opcode;
+    const bool freeze = op == Opcode::LambFreezeScale;
+    const Buffer &like = freeze ? in(0) : out(0);
+    const std::string likeName = freeze ? inName(0) : outName(0);
+    auto state = [&](const Buffer &b, const std::string &name) {
+      sameShape(like, likeName, b, name);
+      if (b.dtype != DType::F32)
+        fail(name + " is " + dtypeName(b.dtype) +
+             "; 1-bit LAMB's states are f32");
+    };
+    auto coeffs = [&](const Buffer &b, const std::string &name) {
+      vectorOf(b, name, 5, "a 1-bit LAMB tensor's coefficients");
+      if (b.dtype != DType::F64)
+        fail(name + " is " + dtypeName(b.dtype) +
+             "; 1-bit LAMB's coefficients are f64 (DeepSpeed's doubles)");
+    };
+    const size_t lastOut = inst.outputs.size() - 1;
+    // Which input is lr, and which operand the coefficients.
+    const size_t lrIn = op == Opcode::OnebitLamb   ? 1
+                        : op == Opcode::FrozenLamb ? 2
+                                                   : inst.inputs.size();
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      if (i == lrIn)
+        scalar(in(i), inName(i));
+      else if (op == Opcode::LambMomentum && i == 1)
+        coeffs(in(i), inName(i));
+      else
+        state(in(i), inName(i));
+    }
+    for (size_t o = 0; o < inst.outputs.size(); ++o) {
+      if (op != Opcode::LambMomentum && o == lastOut)
+        coeffs(out(o), outName(o));
+      else
+        state(out(o), outName(o));
+    }
+    const double hi = std::numeric_limits<double>::max();
+    if (op == Opcode::OnebitLamb) {
+      adamFloats();
+      floatAt("maxCoeff", floatAt("minCoeff", 0.0, hi), hi);
+      floatAt("coeffBeta", 0.0, 1.0);
+    }
+    if (op == Opcode::LambMomentum)
+      floatAt("beta1", 0.0, 1.0, /*hiOpen=*/true);
+    if (op == Opcode::FrozenLamb) {
+      adamFloats();
+      floatAt("factorMax", floatAt("factorMin", 0.0, hi), hi);
+      floatAt("factorThreshold", 0.0, 1.0);
+    }
+    break;
+  }
+  case Opcode::LambScalingCoeffs:
+    for (size_t o = 0; o < inst.outputs.size(); ++o) {
+      vectorOf(out(o), outName(o), 5, "a 1-bit LAMB tensor's coefficients");
+      if (out(o).dtype != DType::F64)
+        fail(outName(o) + " is " + dtypeName(out(o).dtype) +
+             "; 1-bit LAMB's coefficients are f64 (DeepSpeed's doubles)");
+    }
+    break;
   case Opcode::OnebitAdamShard:
   case Opcode::FrozenAdamShard: {
     // ZeRO-1/2 under 1-bit Adam: param, m (and the warm-up's grad) whole,

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks of a 1-bit Adam run (train-onebit.test).
+"""Checks of a 1-bit Adam or 1-bit LAMB run (train-onebit*.test).
 
-usage: onebit-check.py converge ADAMW.jsonl ONEBIT.jsonl --last N --above F
+usage: onebit-check.py converge BASELINE.jsonl ONEBIT.jsonl --last N --above F
            the mean lm_loss of ONEBIT's last N steps is at most F (a
-           fraction, 0.02 = 2%) above ADAMW's
+           fraction, 0.02 = 2%) above BASELINE's (AdamW, or the optimizer
+           never compressing)
        onebit-check.py resumed STRAIGHT.jsonl RESUMED.jsonl
            every iteration of RESUMED has STRAIGHT's lm_loss exactly (a run
            resumed from a checkpoint in the middle of STRAIGHT)
@@ -31,7 +32,8 @@ def converge(adamw, onebit, last, above):
     ma, mb = sum(a) / last, sum(b) / last
     ratio = mb / ma - 1
     verdict = "OK" if ratio <= above else "FAIL"
-    print(f"{verdict}: 1-bit Adam's last {last} steps {mb:.4f}, AdamW's "
+    print(f"{verdict}: the 1-bit run's last {last} steps {mb:.4f}, the "
+          f"baseline's "
           f"{ma:.4f}: {100 * ratio:+.1f}% (at most {100 * above:+.1f}%)")
     return verdict == "OK"
 

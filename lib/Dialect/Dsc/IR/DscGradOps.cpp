@@ -41,11 +41,16 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (param.getType() == getType())
     return success();
   // A 1-bit optimizer's error feedback is f32 of the padded length (or the
-  // served chunk of it): dsc.compressed_all_reduce_states checks its size.
+  // served chunk of it), its fused buffer's pad whatever the padding adds:
+  // dsc.compressed_all_reduce_states checks their sizes.
   if ((getKind() == StateKind::WorkerError ||
-       getKind() == StateKind::ServerError) &&
+       getKind() == StateKind::ServerError ||
+       getKind() == StateKind::CompressionPad) &&
       getTensorType().getRank() == 1 &&
       getTensorType().getElementType().isF32())
+    return success();
+  // 1-bit LAMB's scalars of a tensor: f64 [5] (dsc.onebit_lamb checks it).
+  if (getKind() == StateKind::LambCoefficients)
     return success();
   // A gradient or an optimizer moment may be a ZeRO shard: a rank-1 chunk
   // of the flattened parameter whose size divides the parameter's.

@@ -460,3 +460,158 @@ CompressedAllReduceStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// 1-bit LAMB
+//===----------------------------------------------------------------------===//
+
+/// A range [lo, hi] of two hyper-parameters, lo > 0.
+static LogicalResult verifyLambRange(Operation *op, StringRef loName, double lo,
+                                     StringRef hiName, double hi) {
+  if (!(lo > 0.0))
+    return op->emitOpError(loName) << " must be > 0, got " << lo;
+  if (!(hi >= lo))
+    return op->emitOpError(hiName)
+           << " (" << hi << ") must be >= " << loName << " (" << lo << ")";
+  return success();
+}
+
+/// 1-bit LAMB's states of `param`: each `(name, kind, role)` a whole f32
+/// tensor of the parameter's shape, and `coefficients` its f64 [5].
+static LogicalResult verifyLambStates(
+    Operation *op, SymbolTableCollection &tables, ParameterOp param,
+    ArrayRef<std::tuple<FlatSymbolRefAttr, StateKind, StringRef>> states,
+    FlatSymbolRefAttr coefficients) {
+  for (auto [name, kind, role] : states) {
+    if (failed(verifyStateOf(op, tables, name, kind, param, role)))
+      return failure();
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
+    if (state.getType() != param.getType() ||
+        !state.getTensorType().getElementType().isF32())
+      return op->emitOpError(role)
+             << " '" << name << "' is " << state.getType()
+             << "; 1-bit LAMB keeps whole f32 states of the parameter's "
+             << param.getType();
+  }
+  if (!coefficients)
+    return success();
+  if (failed(verifyStateOf(op, tables, coefficients,
+                           StateKind::LambCoefficients, param, "coefficients")))
+    return failure();
+  auto state = tables.lookupNearestSymbolFrom<StateOp>(op, coefficients);
+  RankedTensorType type = state.getTensorType();
+  if (type.getRank() != 1 || type.getNumElements() != 5 ||
+      !type.getElementType().isF64())
+    return op->emitOpError("coefficients '")
+           << coefficients << "' is " << state.getType()
+           << "; a tensor's 1-bit LAMB coefficients are tensor<5xf64>";
+  return success();
+}
+
+LogicalResult OnebitLambOp::verify() {
+  if (failed(verifyAdamHyperParameters(
+          *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+          getEps().convertToDouble(), getWeightDecay().convertToDouble())) ||
+      failed(verifyLambRange(*this, "min_coeff",
+                             getMinCoeff().convertToDouble(), "max_coeff",
+                             getMaxCoeff().convertToDouble())))
+    return failure();
+  const double beta = getCoeffBeta().convertToDouble();
+  if (!(beta >= 0.0 && beta <= 1.0))
+    return emitOpError("coeff_beta must be in [0, 1], got ") << beta;
+  return success();
+}
+
+LogicalResult OnebitLambOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  return verifyLambStates(
+      *this, tables, *param,
+      {{getGradAttr(), StateKind::Gradient, "grad"},
+       {getExpAvgAttr(), StateKind::ExpAvg, "exp_avg"},
+       {getExpAvgSqAttr(), StateKind::ExpAvgSq, "exp_avg_sq"}},
+      getCoefficientsAttr());
+}
+
+LogicalResult LambFreezeOp::verify() {
+  const size_t n = getCoefficients().size();
+  if (n == 0)
+    return emitOpError("needs at least one tensor");
+  if (getExpAvg().size() != n || getExpAvgSq().size() != n ||
+      getFresh().size() != n)
+    return emitOpError("has ")
+           << n << " coefficients but " << getExpAvg().size() << " exp_avg, "
+           << getExpAvgSq().size() << " exp_avg_sq and " << getFresh().size()
+           << " fresh states: one of each per tensor";
+  return success();
+}
+
+LogicalResult LambFreezeOp::verifySymbolUses(SymbolTableCollection &tables) {
+  for (auto [c, m, v, vf] :
+       llvm::zip(getCoefficients(), getExpAvg(), getExpAvgSq(), getFresh())) {
+    auto coefficients = cast<FlatSymbolRefAttr>(c);
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, coefficients);
+    if (!state)
+      return emitOpError("coefficients '")
+             << coefficients << "' does not name a dsc.state";
+    FailureOr<ParameterOp> param =
+        lookupParam(*this, tables, state.getOfAttr());
+    if (failed(param) ||
+        failed(verifyLambStates(
+            *this, tables, *param,
+            {{cast<FlatSymbolRefAttr>(m), StateKind::ExpAvg, "exp_avg"},
+             {cast<FlatSymbolRefAttr>(v), StateKind::ExpAvgSq, "exp_avg_sq"},
+             {cast<FlatSymbolRefAttr>(vf), StateKind::ExpAvgSqFresh, "fresh"}},
+            coefficients)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult LambMomentumOp::verify() {
+  return verifyAdamHyperParameters(*this, getBeta1().convertToDouble(),
+                                   std::nullopt, std::nullopt, std::nullopt);
+}
+
+LogicalResult LambMomentumOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto moment = tables.lookupNearestSymbolFrom<StateOp>(*this, getExpAvgAttr());
+  if (!moment)
+    return emitOpError("exp_avg '")
+           << getExpAvgAttr() << "' does not name a dsc.state";
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, moment.getOfAttr());
+  if (failed(param))
+    return failure();
+  return verifyLambStates(*this, tables, *param,
+                          {{getExpAvgAttr(), StateKind::ExpAvg, "exp_avg"},
+                           {getGradAttr(), StateKind::Gradient, "grad"},
+                           {getLastAttr(), StateKind::ExpAvgLast, "last"}},
+                          getCoefficientsAttr());
+}
+
+LogicalResult FrozenLambOp::verify() {
+  if (failed(verifyAdamHyperParameters(
+          *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+          getEps().convertToDouble(), getWeightDecay().convertToDouble())) ||
+      failed(verifyLambRange(*this, "factor_min",
+                             getFactorMin().convertToDouble(), "factor_max",
+                             getFactorMax().convertToDouble())))
+    return failure();
+  const double threshold = getFactorThreshold().convertToDouble();
+  if (!(threshold >= 0.0 && threshold <= 1.0))
+    return emitOpError("factor_threshold must be in [0, 1], got ") << threshold;
+  return success();
+}
+
+LogicalResult FrozenLambOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParameterOp> param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  return verifyLambStates(
+      *this, tables, *param,
+      {{getExpAvgAttr(), StateKind::ExpAvg, "exp_avg"},
+       {getLastAttr(), StateKind::ExpAvgLast, "last"},
+       {getExpAvgSqAttr(), StateKind::ExpAvgSq, "exp_avg_sq"},
+       {getFreshAttr(), StateKind::ExpAvgSqFresh, "fresh"}},
+      getCoefficientsAttr());
+}

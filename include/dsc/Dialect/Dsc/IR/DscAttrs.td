@@ -108,7 +108,16 @@ def Dsc_StateKind : I32EnumAttr<"StateKind", "kind of persistent state", [
   // error feedback of this rank's whole padded tensor, and of the chunk it
   // serves.
   I32EnumAttrCase<"WorkerError", 6, "worker_error">,
-  I32EnumAttrCase<"ServerError", 7, "server_error">
+  I32EnumAttrCase<"ServerError", 7, "server_error">,
+  // 1-bit LAMB: each tensor's f64 scalars [5] (coeff_freeze, last_factor,
+  // scaling_coeff, momentum_scale, frozen), the fresh variance of the
+  // compression phase, the momentum before the step's update, and the
+  // fused buffer's pad after its moments (DeepSpeed keeps the last
+  // compressed average there).
+  I32EnumAttrCase<"LambCoefficients", 8, "lamb_coefficients">,
+  I32EnumAttrCase<"ExpAvgSqFresh", 9, "exp_avg_sq_fresh">,
+  I32EnumAttrCase<"ExpAvgLast", 10, "exp_avg_last">,
+  I32EnumAttrCase<"CompressionPad", 11, "compression_pad">
 ]> {
   let cppNamespace = "::mlir::dsc";
 }

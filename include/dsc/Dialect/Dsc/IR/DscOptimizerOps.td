@@ -369,4 +369,131 @@ def Dsc_CompressedAllReduceStatesOp : Dsc_Op<"compressed_all_reduce_states",
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// 1-bit LAMB (DeepSpeed's OnebitLamb; docs/onebit.md)
+//===----------------------------------------------------------------------===//
+
+def Dsc_OnebitLambOp : Dsc_Op<"onebit_lamb", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "One warm-up step of 1-bit LAMB, in place";
+  let description = [{
+    DeepSpeed's OnebitLamb before `freeze_step`, on the exactly averaged
+    gradient: `m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
+    u = m/(sqrt(v) + eps) + wd·p`; the trust ratio `c = ‖p‖₂/‖u‖₂`
+    clamped to [min_coeff, max_coeff] (1 when a norm is 0); the frozen
+    coefficient `coeff_freeze = coeff_beta·coeff_freeze + (1−coeff_beta)·c`
+    (unless c = 1); `p -= lr·c·u`. No bias correction, as DeepSpeed.
+    `coefficients` is the tensor's f64 `lamb_coefficients` state.
+
+    ```mlir
+    dsc.onebit_lamb @w grad = @grad.w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w
+        coefficients = @lamb.coeffs.w lr = %lr beta1 = 9.000000e-01
+        beta2 = 9.990000e-01 eps = 1.000000e-08 weight_decay = 0.000000e+00
+        max_coeff = 1.000000e+01 min_coeff = 0.01 coeff_beta = 0.9 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                       FlatSymbolRefAttr:$coefficients,
+                       0DTensorOf<[F32]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay, F64Attr:$max_coeff,
+                       F64Attr:$min_coeff, F64Attr:$coeff_beta);
+  let assemblyFormat = [{
+    $param `grad` `=` $grad `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq
+    `coefficients` `=` $coefficients `lr` `=` $lr `beta1` `=` $beta1
+    `beta2` `=` $beta2 `eps` `=` $eps `weight_decay` `=` $weight_decay
+    `max_coeff` `=` $max_coeff `min_coeff` `=` $min_coeff
+    `coeff_beta` `=` $coeff_beta attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_LambFreezeOp : Dsc_Op<"lamb_freeze", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "1-bit LAMB's scaling coefficients, set once";
+  let description = [{
+    The first step of the compression phase, over every tensor of the
+    fused buffer (a no-op once set, which `coefficients` records): each
+    tensor's momentum scale `s_t = ‖m_t‖₂/√n_t`, its scaling coefficient
+    `mean(s)/s_t` and a last factor of 1; with `copy_variance` the fresh
+    variance starts from the frozen one (DeepSpeed copies it at its freeze
+    step, which the warm-up reaches when freeze_step ≥ 2; else it starts
+    from zeros).
+
+    ```mlir
+    dsc.lamb_freeze coefficients = [@lamb.coeffs.b, @lamb.coeffs.w]
+        exp_avg = [@adam.m.b, @adam.m.w] exp_avg_sq = [@adam.v.b, @adam.v.w]
+        fresh = [@lamb.v_fresh.b, @lamb.v_fresh.w] copy_variance
+    ```
+  }];
+  let arguments = (ins SymbolRefArrayAttr:$coefficients,
+                       SymbolRefArrayAttr:$exp_avg,
+                       SymbolRefArrayAttr:$exp_avg_sq,
+                       SymbolRefArrayAttr:$fresh, UnitAttr:$copy_variance);
+  let assemblyFormat = [{
+    `coefficients` `=` $coefficients `exp_avg` `=` $exp_avg `exp_avg_sq` `=`
+    $exp_avg_sq `fresh` `=` $fresh (`copy_variance` $copy_variance^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_LambMomentumOp : Dsc_Op<"lamb_momentum", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "1-bit LAMB's scaled local momentum, in place";
+  let description = [{
+    The compression phase: `last = m; m = (β1·m + (1−β1)·g)·scaling` with
+    this rank's own gradient and the tensor's scaling coefficient; a
+    `dsc.compressed_all_reduce_states` of every tensor's `m` (one fused
+    buffer) follows, then `dsc.frozen_lamb`.
+
+    ```mlir
+    dsc.lamb_momentum @adam.m.w grad = @grad.w last = @lamb.m_last.w
+        coefficients = @lamb.coeffs.w beta1 = 9.000000e-01
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$last, FlatSymbolRefAttr:$coefficients,
+                       F64Attr:$beta1);
+  let assemblyFormat = [{
+    $exp_avg `grad` `=` $grad `last` `=` $last `coefficients` `=`
+    $coefficients `beta1` `=` $beta1 attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_FrozenLambOp : Dsc_Op<"frozen_lamb", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A 1-bit LAMB update with the variance frozen, in place";
+  let description = [{
+    The compression phase, after the momenta's compressed all-reduce:
+    `m /= scaling`; the fresh variance from the reconstructed gradient
+    `ĝ = (m − β1·last)/(1−β1)`: `vf = β2·vf + (1−β2)·ĝ²`; `u = m/(sqrt(v)
+    + eps) + wd·p`; the factor `max((sqrt(v) + eps)/(sqrt(vf) + eps))`,
+    blended towards 1 by `‖u − wd·p‖/‖u‖` when wd > 0, clamped to
+    [factor_min, factor_max] and to ±factor_threshold of the last factor;
+    `p -= lr·coeff_freeze·factor·u`.
+
+    ```mlir
+    dsc.frozen_lamb @w exp_avg = @adam.m.w last = @lamb.m_last.w
+        exp_avg_sq = @adam.v.w fresh = @lamb.v_fresh.w
+        coefficients = @lamb.coeffs.w lr = %lr beta1 = 0.9 beta2 = 0.999
+        eps = 1.0e-08 weight_decay = 0.0 factor_max = 4.0 factor_min = 0.5
+        factor_threshold = 0.1 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
+                       FlatSymbolRefAttr:$last, FlatSymbolRefAttr:$exp_avg_sq,
+                       FlatSymbolRefAttr:$fresh,
+                       FlatSymbolRefAttr:$coefficients,
+                       0DTensorOf<[F32]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       F64Attr:$factor_max, F64Attr:$factor_min,
+                       F64Attr:$factor_threshold);
+  let assemblyFormat = [{
+    $param `exp_avg` `=` $exp_avg `last` `=` $last `exp_avg_sq` `=`
+    $exp_avg_sq `fresh` `=` $fresh `coefficients` `=` $coefficients
+    `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2 `eps` `=` $eps
+    `weight_decay` `=` $weight_decay `factor_max` `=` $factor_max
+    `factor_min` `=` $factor_min `factor_threshold` `=` $factor_threshold
+    attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DSC_DIALECT_DSC_IR_DSCOPTIMIZEROPS_TD
