@@ -477,11 +477,17 @@ public:
   std::optional<GPTConfig> read();
 
 private:
+  /// The config file holding `point` (GPT-NeoX merges several).
+  unsigned bufferOf(llvm::SMLoc point) {
+    unsigned id = sourceMgr.FindBufferContainingLoc(point);
+    return id ? id : bufferId;
+  }
   Location locOf(llvm::SMLoc point) {
-    auto [line, column] = sourceMgr.getLineAndColumn(point, bufferId);
+    const unsigned id = bufferOf(point);
+    auto [line, column] = sourceMgr.getLineAndColumn(point, id);
     return FileLineColLoc::get(
-        context, sourceMgr.getMemoryBuffer(bufferId)->getBufferIdentifier(),
-        line, column);
+        context, sourceMgr.getMemoryBuffer(id)->getBufferIdentifier(), line,
+        column);
   }
   Location locOf(llvm::yaml::Node *node) {
     return locOf(node->getSourceRange().Start);
@@ -496,13 +502,16 @@ private:
   /// Hands `key`'s value, with its line, to the training reader.
   void keepForTraining(StringRef key, llvm::yaml::Node *keyNode,
                        llvm::json::Value value) {
-    training->lines[key] =
-        sourceMgr.getLineAndColumn(keyNode->getSourceRange().Start, bufferId)
-            .first;
+    const llvm::SMLoc at = keyNode->getSourceRange().Start;
+    training->lines[key] = sourceMgr.getLineAndColumn(at, bufferOf(at)).first;
+    training->files[key] =
+        sourceMgr.getMemoryBuffer(bufferOf(at))->getBufferIdentifier().str();
     // An ObjectKey made from a StringRef would not own its text.
     training->values[key.str()] = std::move(value);
   }
   LogicalResult readAttentionConfig(llvm::yaml::Node *value);
+  /// Reads the config file in buffer `id`.
+  LogicalResult readFile(unsigned id);
   LogicalResult validate();
   LogicalResult resolveVocabulary();
   LogicalResult resolveMlpWidth();
@@ -514,7 +523,7 @@ private:
   unsigned bufferId;
   NeoXImportOptions options;
   NeoXTrainingKeys *training;
-  llvm::SMLoc rootLoc;
+  llvm::SMLoc rootLoc, mainRoot;
   llvm::yaml::Stream *stream = nullptr;
   GPTConfig config;
   DeferredKeys deferred;
@@ -620,10 +629,20 @@ LogicalResult NeoXConfigReader::readEntry(llvm::yaml::KeyValueNode &entry) {
   auto [previous, inserted] =
       keyLocations.try_emplace(key, keyNode->getSourceRange().Start);
   if (!inserted) {
-    auto [line, column] =
-        sourceMgr.getLineAndColumn(previous->second, bufferId);
-    emitError(locOf(keyNode)) << "key '" << key << "' is given twice (first "
-                              << "at line " << line << ")";
+    const unsigned first = bufferOf(previous->second);
+    auto [line, column] = sourceMgr.getLineAndColumn(previous->second, first);
+    if (first == bufferOf(keyNode->getSourceRange().Start)) {
+      emitError(locOf(keyNode)) << "key '" << key << "' is given twice (first "
+                                << "at line " << line << ")";
+      return failure();
+    }
+    // GPT-NeoX refuses a key two of its config files set (whatever the
+    // values); it compares the keys as written, so 'train-iters' after
+    // 'train_iters' slips through there: dsc compares them as one.
+    emitError(locOf(keyNode))
+        << "key '" << key << "' is also set by the config file '"
+        << sourceMgr.getMemoryBuffer(first)->getBufferIdentifier() << "' (line "
+        << line << "); GPT-NeoX refuses a key that two config files repeat";
     return failure();
   }
 
@@ -1040,8 +1059,9 @@ LogicalResult NeoXConfigReader::validateMoe() {
   return success();
 }
 
-std::optional<GPTConfig> NeoXConfigReader::read() {
-  const llvm::MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(bufferId);
+LogicalResult NeoXConfigReader::readFile(unsigned id) {
+  bufferId = id;
+  const llvm::MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(id);
   rootLoc = llvm::SMLoc::getFromPointer(buffer->getBufferStart());
   llvm::yaml::Stream yamlStream(buffer->getMemBufferRef(), sourceMgr);
   stream = &yamlStream;
@@ -1049,29 +1069,47 @@ std::optional<GPTConfig> NeoXConfigReader::read() {
   if (document == yamlStream.end() || !document->getRoot() ||
       isa<llvm::yaml::NullNode>(document->getRoot())) {
     emitError(locOf(rootLoc)) << "the config is empty";
-    return std::nullopt;
+    return failure();
   }
   auto *root = dyn_cast<llvm::yaml::MappingNode>(document->getRoot());
   if (!root) {
     if (!yamlStream.failed())
       emitError(locOf(document->getRoot()))
           << "a GPT-NeoX config must be a mapping of keys to values";
-    return std::nullopt;
+    return failure();
   }
   rootLoc = root->getSourceRange().Start;
+  if (id == sourceMgr.getMainFileID())
+    mainRoot = rootLoc;
   for (llvm::yaml::KeyValueNode &entry : *root) {
     if (yamlStream.failed())
       break;
     if (failed(readEntry(entry))) {
       if (yamlStream.failed())
         break;
-      return std::nullopt;
+      return failure();
     }
   }
   if (yamlStream.failed()) {
     emitError(locOf(rootLoc)) << "the config is not valid YAML or JSON";
-    return std::nullopt;
+    return failure();
   }
+  // Nodes die with their stream: what later checks need was copied out.
+  stream = nullptr;
+  return success();
+}
+
+std::optional<GPTConfig> NeoXConfigReader::read() {
+  // Every buffer is a config file, merged in order as GPT-NeoX merges its
+  // YAML files (deepy.py train.py a.yml b.yml): the keys of all of them.
+  // (A yaml::Stream adds its own view of the buffer to the SourceMgr: the
+  // files are the buffers there before the first.)
+  const unsigned files = sourceMgr.getNumBuffers();
+  for (unsigned id = 1; id <= files; ++id)
+    if (failed(readFile(id)))
+      return std::nullopt;
+  bufferId = sourceMgr.getMainFileID();
+  rootLoc = mainRoot;
   if (failed(validate()))
     return std::nullopt;
   if (!ignoredKeys.empty()) {

@@ -202,6 +202,15 @@ rt::Plan loadOrCompile(RunOptions &options) {
     throw Error("cannot read '" + options.input +
                 "': " + buffer.getError().message());
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  if (!options.moreConfigs.empty() && kind != InputKind::Config)
+    throw Error("'" + options.input +
+                "' is not a GPT-NeoX config: only configs merge");
+  for (const std::string &path : options.moreConfigs) {
+    auto more = llvm::MemoryBuffer::getFile(path);
+    if (!more)
+      throw Error("cannot read '" + path + "': " + more.getError().message());
+    sourceMgr.AddNewSourceBuffer(std::move(*more), llvm::SMLoc());
+  }
 
   // --compile "ds-config=FILE" is --deepspeed FILE: dsc-run also applies
   // the config's run options.

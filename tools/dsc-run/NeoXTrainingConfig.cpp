@@ -159,7 +159,9 @@ ConfigValues::Describe describeNeoX(const mlir::dsc::NeoXTrainingKeys &keys,
                                     const std::string &path) {
   return [&keys, path](const std::string &key, const std::string &why) {
     auto line = keys.lines.find(key);
-    return "GPT-NeoX config '" + path + "'" +
+    auto file = keys.files.find(key);
+    return "GPT-NeoX config '" +
+           (file == keys.files.end() ? path : file->second) + "'" +
            (line == keys.lines.end()
                 ? std::string()
                 : ", line " + std::to_string(line->second)) +

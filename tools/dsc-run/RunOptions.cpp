@@ -13,6 +13,7 @@
 
 #include "dsc/Runtime/Error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -31,7 +32,9 @@ std::string dsc::run::usage() {
          "GPT-NeoX config's training keys (optimizer, lr_decay_style,\n"
          "warmup, train_iters, zero_optimization, fp16, save, load, ...)\n"
          "set the run as GPT-NeoX reads them; --deepspeed and then the\n"
-         "flags below win over them (docs/configs.md).\n"
+         "flags below win over them (docs/configs.md). Several GPT-NeoX\n"
+         "configs (dsc-run model.yml local_setup.yml ...) merge as\n"
+         "GPT-NeoX merges them: a key two of them set is an error.\n"
          "\n"
          "options:\n"
          "  --steps N            training steps in all (default 200)\n"
@@ -222,10 +225,23 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
     return o;
   if (positional.empty())
     throw Error("no plan given (usage: dsc-run PLAN [options])");
-  if (positional.size() > 1)
+  // Several GPT-NeoX configs merge, as GPT-NeoX's launcher merges them
+  // (deepy.py train.py model.yml local_setup.yml); anything else is one.
+  auto isYaml = [](const std::string &path) {
+    auto endsWith = [&](const std::string &suffix) {
+      return path.size() >= suffix.size() &&
+             path.compare(path.size() - suffix.size(), suffix.size(), suffix) ==
+                 0;
+    };
+    return endsWith(".yml") || endsWith(".yaml");
+  };
+  if (positional.size() > 1 &&
+      !std::all_of(positional.begin(), positional.end(), isYaml))
     throw Error("one plan expected, got '" + positional[0] + "' and '" +
-                positional[1] + "'");
+                positional[1] +
+                "' (only GPT-NeoX configs, .yml or .yaml, merge)");
   o.input = positional[0];
+  o.moreConfigs.assign(positional.begin() + 1, positional.end());
   if (o.tf32 && o.backend != "cuda")
     throw Error("--tf32 needs --backend cuda");
   // Saving options without a place to save would be silently ignored.

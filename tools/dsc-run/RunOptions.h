@@ -26,6 +26,8 @@ namespace dsc::run {
 struct RunOptions {
   /// The plan file (later also a graph-level .mlir module to compile).
   std::string input;
+  /// The GPT-NeoX config files after `input`, merged into it in order.
+  std::vector<std::string> moreConfigs;
   int64_t steps = 200;
   /// --data: "" for the embedded corpus, a file (byte-level tokens) or a
   /// Megatron indexed-dataset prefix.

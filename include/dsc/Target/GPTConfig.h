@@ -167,8 +167,10 @@ struct NeoXImportOptions {
 /// '_'.
 struct NeoXTrainingKeys {
   llvm::json::Object values;
-  /// The line each key was written on.
+  /// The line each key was written on, and its file (several config files
+  /// merge, as GPT-NeoX merges them).
   llvm::StringMap<unsigned> lines;
+  llvm::StringMap<std::string> files;
 };
 
 /// Every training key a GPT-NeoX config may hold (the keys that do not
@@ -181,7 +183,9 @@ llvm::ArrayRef<const char *> neoxTrainingKeyNames();
 /// neoxTrainingKeyNames().
 llvm::ArrayRef<const char *> neoxPlanShapingKeyNames();
 
-/// Parses a GPT-NeoX config held in `sourceMgr`'s main buffer. Keys may be
+/// Parses a GPT-NeoX config held in `sourceMgr`'s buffers: one file, or
+/// several merged in order as GPT-NeoX merges them (a key set by two files
+/// is an error, as it is there). Keys may be
 /// spelled with '-' or '_'. Errors (syntax, unknown or missing keys, values
 /// that make no sense) are emitted as diagnostics located at the offending
 /// line and return std::nullopt. The vocabulary is the tokenizer's, padded
