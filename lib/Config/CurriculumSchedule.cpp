@@ -342,8 +342,9 @@ dsc::config::readCurriculumSchedule(const Object &block,
 /// holds min_difficulty. With a checked schedule that state never shows:
 /// every schedule below is non-decreasing in the step and never above
 /// max_difficulty, so once it reaches max_difficulty it stays there, and
-/// the stateless value is the stateful one. The exception is
-/// min_difficulty == max_difficulty, where DeepSpeed never updates at all.
+/// the stateless value is the stateful one. With min_difficulty ==
+/// max_difficulty DeepSpeed never updates at all; that is answered first,
+/// so the result does not lean on the 0.19.8 floor agreeing with it.
 int64_t CurriculumSchedule::difficultyAt(int64_t globalStep) const {
   assert(globalStep >= 0 && "DeepSpeed evaluates steps from 1");
   if (minDifficulty >= maxDifficulty)

@@ -78,6 +78,10 @@ CASES = [
     # 60 is not a multiple of 8: the schedule reaches 56 at T and 60 only
     # once the unclamped value passes 64, after T.
     ("fixed-linear-max-not-multiple", linear(8, 60, 8, 100), 130),
+    # min == max: the scheduler is at max from the start and never updates
+    # (0.19.8's stateless value agrees: its floor keeps 60 from rounding
+    # down to 56).
+    ("fixed-linear-min-equals-max", linear(60, 60, 8, 10), 20),
     ("fixed-root-2", root(8, 64, 8, 100, 2), 120),
     ("fixed-root-3", root(8, 64, 8, 100, 3), 120),
     ("fixed-discrete", {"min_difficulty": 16, "max_difficulty": 64,

@@ -72,7 +72,8 @@ INSTANTIATE_TEST_SUITE_P(
     DeepSpeed, CurriculumGolden,
     ::testing::Values("fixed-linear", "fixed-linear-min-not-multiple",
                       "fixed-linear-min-below-step",
-                      "fixed-linear-max-not-multiple", "fixed-root-2",
+                      "fixed-linear-max-not-multiple",
+                      "fixed-linear-min-equals-max", "fixed-root-2",
                       "fixed-root-3", "fixed-discrete"),
     [](const ::testing::TestParamInfo<const char *> &info) {
       std::string name = info.param;
