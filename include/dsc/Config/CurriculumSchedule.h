@@ -1,5 +1,4 @@
-//===- CurriculumSchedule.h - DeepSpeed's sequence-length curriculum -*- C++
-//-*-===//
+//===- CurriculumSchedule.h - DeepSpeed's seqlen curriculum ----*- C++ -*-===//
 //
 // Part of the dsc project: a declarative graph compiler for parallel training.
 //
