@@ -11,6 +11,12 @@
 // ESRCH or /proc/<pid>/stat says it is a zombie (killed, not yet reaped by
 // its launcher).
 //
+// A rank that reports a death exits, and to a slower watch it then looks
+// dead too: naming it would blame a rank that only saw the death. So the
+// first report publishes the dead rank in a marker file of the job
+// (link(2) of a written file: all or nothing, one winner) before anyone
+// exits, and every report names the marker's rank when there is one.
+//
 //===----------------------------------------------------------------------===//
 
 #include "PeerWatch.h"
@@ -23,9 +29,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace dsc::run;
@@ -101,6 +110,31 @@ bool processGone(int64_t pid) {
 int pipeFds[2] = {-1, -1};
 struct sigaction previousTerm;
 
+/// Where the job's marker files live: tmpfs when there is one.
+std::string markerDir() {
+  return ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+}
+constexpr const char *kMarkerPrefix = "dsc-dead-rank-";
+
+/// Markers of jobs that ended more than an hour ago, best effort (a job
+/// that fails leaves its marker: every rank exits at once).
+void removeStaleMarkers(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  const time_t now = ::time(nullptr);
+  while (const dirent *entry = ::readdir(d)) {
+    if (std::strncmp(entry->d_name, kMarkerPrefix,
+                     std::strlen(kMarkerPrefix)) != 0)
+      continue;
+    const std::string path = dir + "/" + entry->d_name;
+    struct stat st = {};
+    if (::stat(path.c_str(), &st) == 0 && now - st.st_mtime > 3600)
+      ::unlink(path.c_str());
+  }
+  ::closedir(d);
+}
+
 } // namespace
 
 PeerWatch::PeerWatch(Communicator &world, const RunProgress &progress)
@@ -113,6 +147,15 @@ PeerWatch::PeerWatch(Communicator &world, const RunProgress &progress)
   for (int r = 0; r < n; ++r)
     if (all[2 * size_t(r)] == mine[0])
       pids[size_t(r)] = int64_t(all[2 * size_t(r) + 1]);
+  // The job's marker: named by every rank's host and pid, the same on all.
+  const uint64_t job = fnv1a64(reinterpret_cast<const uint8_t *>(all.data()),
+                               all.size() * sizeof(double));
+  const std::string dir = markerDir();
+  removeStaleMarkers(dir);
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s%016llx", kMarkerPrefix,
+                static_cast<unsigned long long>(job));
+  marker = dir + "/" + name;
 
   if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0)
     throw Error(std::string("cannot create the rank watch's pipe: ") +
@@ -158,7 +201,41 @@ void PeerWatch::watch() {
   }
 }
 
-void PeerWatch::report(int dead, bool byTerm) const {
+int PeerWatch::publishedDead() const {
+  std::ifstream in(marker);
+  int rank = -1;
+  if (in >> rank && rank >= 0 && size_t(rank) < pids.size())
+    return rank;
+  return -1;
+}
+
+int PeerWatch::publishDead(int dead) const {
+  if (int named = publishedDead(); named >= 0)
+    return named;
+  if (dead < 0)
+    return -1;
+  const std::string mine = marker + "." + std::to_string(::getpid());
+  const std::string text = std::to_string(dead) + "\n";
+  const int fd =
+      ::open(mine.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return dead;
+  const bool written =
+      ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  ::close(fd);
+  // link(2) fails when the marker exists: another rank was first, and its
+  // rank is the one to name.
+  const bool first = written && ::link(mine.c_str(), marker.c_str()) == 0;
+  ::unlink(mine.c_str());
+  if (first)
+    return dead;
+  const int named = publishedDead();
+  return named >= 0 ? named : dead;
+}
+
+void PeerWatch::report(int seen, bool byTerm) const {
+  // The first death any rank saw, so every survivor names the same one.
+  const int dead = publishDead(seen);
   std::string what =
       dead >= 0 ? "world rank " + std::to_string(dead) + " (pid " +
                       std::to_string(pids[size_t(dead)]) + " on this host) died"

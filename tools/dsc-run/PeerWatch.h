@@ -11,6 +11,7 @@
 // every rank, checks the ones on its own host every 100 ms and on SIGTERM,
 // and when one is gone it prints which rank died, at which iteration, and
 // the checkpoint to resume from, and ends this process with exit code 1.
+// Every rank of a host names the same dead rank: the first one seen.
 // Ranks on other hosts are left to the launcher (mpirun names them).
 //
 //===----------------------------------------------------------------------===//
@@ -67,11 +68,18 @@ public:
 
 private:
   void watch();
-  [[noreturn]] void report(int dead, bool terminated) const;
+  [[noreturn]] void report(int seen, bool terminated) const;
+  /// The dead rank another rank's report published for the job, or -1.
+  int publishedDead() const;
+  /// Publishes `dead` (a rank this one saw die, or -1) unless a report was
+  /// first; returns the rank to name: the first published, else `dead`.
+  int publishDead(int dead) const;
 
   const RunProgress &progress;
   int me = 0;
   std::vector<int64_t> pids; // per world rank; 0 for another host
+  /// The job's marker file, where the first report names the dead rank.
+  std::string marker;
   std::atomic<bool> stopping{false};
   std::thread thread;
 };
