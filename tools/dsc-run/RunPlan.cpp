@@ -25,6 +25,7 @@
 #include "dsc/Runtime/Executor.h"
 #include "dsc/Runtime/MpiCommunicator.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/RankDiscovery.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 
 #include <omp.h>
@@ -679,8 +680,13 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
       out << usage();
       return 0;
     }
-    if (launchedByMpi()) {
+    // Which rank the launcher made this process: MPI's variables decide,
+    // the others (torchrun's, Slurm's) must agree, and a multi-process
+    // launch that MPI does not join is refused.
+    const Launch launch = discoverLaunch();
+    if (launch.mpi) {
       mpiWorld = createMpiWorldCommunicator(nullptr, nullptr);
+      checkLaunchAgainstMpi(launch, mpiWorld->rank(), mpiWorld->size());
       // One process per rank: share the node's cores among its processes
       // unless the user chose (OMP_NUM_THREADS).
       if (!std::getenv("OMP_NUM_THREADS")) {
