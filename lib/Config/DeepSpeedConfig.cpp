@@ -121,10 +121,15 @@ private:
   }
   void readOnebitLamb(const llvm::json::Object &params,
                       const std::string &typeName, double &lr);
-  /// The keys OnebitAdam and OnebitLamb share: DeepSpeed stores
-  /// bias_correction, eps_inside_sqrt and max_grad_norm and never uses
-  /// them; cuda_aware and comm_backend_name choose its communication.
-  void readOnebitCommon(const llvm::json::Object &p, const char *optimizer);
+  /// What OnebitAdam (`optimizer`, compiled as optimizer=`compiled`) and
+  /// OnebitLamb share: their common arguments and `ownKeys`, the phases'
+  /// switch (`freezeMeaning` says when); DeepSpeed stores bias_correction,
+  /// eps_inside_sqrt and max_grad_norm and never uses them; cuda_aware and
+  /// comm_backend_name choose its communication.
+  void readOnebit(const llvm::json::Object &p, const std::string &typeName,
+                  double &lr, const char *optimizer, const char *compiled,
+                  const std::vector<std::string> &ownKeys,
+                  const std::string &freezeMeaning);
   void readOnebitAdam(const llvm::json::Object &params,
                       const std::string &typeName, double &lr);
   void readScheduler(const llvm::json::Object &o, double lr);
@@ -510,38 +515,55 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
 /// its constructor's arguments, each honored or refused by name.
 void Reader::readOnebitAdam(const llvm::json::Object &p,
                             const std::string &typeName, double &lr) {
-  onlyKnown(p, "optimizer.params",
-            {"lr", "freeze_step", "betas", "eps", "weight_decay",
-             "bias_correction", "eps_inside_sqrt", "max_grad_norm", "amsgrad",
-             "cuda_aware", "comm_backend_name"});
-  readOnebitCommon(p, "OnebitAdam");
-  lr = number(p, "lr", 1e-3);
-  const auto [beta1, beta2] = readBetas(p);
   // DeepSpeed's first step only initializes (real step k is its step
   // k + 1) and it compresses once its step reaches freeze_step: real steps
   // from max(freeze_step, 1) on.
-  const int64_t freeze = integer(p, "freeze_step", 100000);
-  if (freeze < 0)
-    fail("freeze_step",
-         "'freeze_step' must be >= 0, got " + std::to_string(freeze));
-  set("optimizer", "onebit_adam", "optimizer.type = " + typeName);
-  set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
-      "optimizer.params.freeze_step" +
-          std::string(p.get("freeze_step") ? "" : " (DeepSpeed's default)") +
-          ": the first compressed step");
-  set("lr", spell(lr), "optimizer.params.lr = " + spell(lr));
-  set("beta1", spell(beta1), "optimizer.params.betas[0]");
-  set("beta2", spell(beta2), "optimizer.params.betas[1]");
-  set("eps", spell(number(p, "eps", 1e-8)), "optimizer.params.eps");
-  set("weight-decay", spell(number(p, "weight_decay", 0.0)),
-      "optimizer.params.weight_decay" +
-          std::string(neox() ? " (GPT-NeoX's top-level weight_decay does not "
-                               "reach the optimizer DeepSpeed builds)"
-                             : ""));
+  readOnebit(p, typeName, lr, "OnebitAdam", "onebit_adam", {},
+             "the first compressed step");
 }
 
-void Reader::readOnebitCommon(const llvm::json::Object &p,
-                              const char *optimizer) {
+/// DeepSpeed's OnebitLamb (runtime/fp16/onebit/lamb.py, docs/onebit.md):
+/// its constructor's arguments, each honored or refused by name.
+void Reader::readOnebitLamb(const llvm::json::Object &p,
+                            const std::string &typeName, double &lr) {
+  // Its warm-up ends after the step at which DeepSpeed's count (one ahead
+  // of the real steps) reaches freeze_step: real steps from
+  // max(freeze_step, 2) compress; the compiler keeps freeze_step itself,
+  // which also says whether the warm-up took the fresh variance.
+  readOnebit(p, typeName, lr, "OnebitLamb", "onebit_lamb",
+             {"max_coeff", "min_coeff", "coeff_beta", "factor_max",
+              "factor_min", "factor_threshold"},
+             "compressed from step max(freeze_step, 2)");
+  for (auto [key, option, fallback] :
+       {std::make_tuple("max_coeff", "max-coeff", 10.0),
+        std::make_tuple("min_coeff", "min-coeff", 0.01),
+        std::make_tuple("coeff_beta", "coeff-beta", 0.9),
+        std::make_tuple("factor_max", "factor-max", 4.0),
+        std::make_tuple("factor_min", "factor-min", 0.5),
+        std::make_tuple("factor_threshold", "factor-threshold", 0.1)})
+    set(option, spell(number(p, key, fallback)),
+        std::string("optimizer.params.") + key +
+            (p.get(key) ? "" : " (DeepSpeed's default)"));
+}
+
+void Reader::readOnebit(const llvm::json::Object &p,
+                        const std::string &typeName, double &lr,
+                        const char *optimizer, const char *compiled,
+                        const std::vector<std::string> &ownKeys,
+                        const std::string &freezeMeaning) {
+  std::vector<std::string> known = {"lr",
+                                    "freeze_step",
+                                    "betas",
+                                    "eps",
+                                    "weight_decay",
+                                    "bias_correction",
+                                    "eps_inside_sqrt",
+                                    "max_grad_norm",
+                                    "amsgrad",
+                                    "cuda_aware",
+                                    "comm_backend_name"};
+  known.insert(known.end(), ownKeys.begin(), ownKeys.end());
+  onlyKnown(p, "optimizer.params", known);
   if (boolean(p, "amsgrad", false))
     fail("amsgrad", std::string("the 1-bit optimizers do not support the "
                                 "AMSGrad variant (as DeepSpeed's ") +
@@ -551,6 +573,26 @@ void Reader::readOnebitCommon(const llvm::json::Object &p,
          std::string(optimizer) +
              "'s 'max_grad_norm' is stored but never applied by DeepSpeed; "
              "clip with the top-level 'gradient_clipping' instead");
+  lr = number(p, "lr", 1e-3);
+  const auto [beta1, beta2] = readBetas(p);
+  const int64_t freeze = integer(p, "freeze_step", 100000);
+  if (freeze < 0)
+    fail("freeze_step",
+         "'freeze_step' must be >= 0, got " + std::to_string(freeze));
+  set("optimizer", compiled, "optimizer.type = " + typeName);
+  set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
+      "optimizer.params.freeze_step" +
+          std::string(p.get("freeze_step") ? "" : " (DeepSpeed's default)") +
+          ": " + freezeMeaning);
+  set("lr", spell(lr), "optimizer.params.lr = " + spell(lr));
+  set("beta1", spell(beta1), "optimizer.params.betas[0]");
+  set("beta2", spell(beta2), "optimizer.params.betas[1]");
+  set("eps", spell(number(p, "eps", 1e-8)), "optimizer.params.eps");
+  set("weight-decay", spell(number(p, "weight_decay", 0.0)),
+      "optimizer.params.weight_decay" +
+          std::string(neox() ? " (GPT-NeoX's top-level weight_decay does not "
+                               "reach the optimizer DeepSpeed builds)"
+                             : ""));
   for (const char *key : {"bias_correction", "eps_inside_sqrt"})
     if (p.get(key))
       out.understood.push_back(
@@ -565,49 +607,6 @@ void Reader::readOnebitCommon(const llvm::json::Object &p,
           ": DeepSpeed's choice of communication backend; dsc's "
           "communicator (threads, MPI or NCCL) carries the compressed "
           "all-reduce");
-}
-
-/// DeepSpeed's OnebitLamb (runtime/fp16/onebit/lamb.py, docs/onebit.md):
-/// its constructor's arguments, each honored or refused by name.
-void Reader::readOnebitLamb(const llvm::json::Object &p,
-                            const std::string &typeName, double &lr) {
-  onlyKnown(p, "optimizer.params",
-            {"lr", "freeze_step", "betas", "eps", "weight_decay",
-             "bias_correction", "eps_inside_sqrt", "max_grad_norm", "amsgrad",
-             "cuda_aware", "comm_backend_name", "max_coeff", "min_coeff",
-             "coeff_beta", "factor_max", "factor_min", "factor_threshold"});
-  readOnebitCommon(p, "OnebitLamb");
-  lr = number(p, "lr", 1e-3);
-  const auto [beta1, beta2] = readBetas(p);
-  // Its warm-up ends after the step at which DeepSpeed's count (one ahead
-  // of the real steps) reaches freeze_step: real steps from
-  // max(freeze_step, 2) compress; the compiler keeps freeze_step itself,
-  // which also says whether the warm-up took the fresh variance.
-  const int64_t freeze = integer(p, "freeze_step", 100000);
-  if (freeze < 0)
-    fail("freeze_step",
-         "'freeze_step' must be >= 0, got " + std::to_string(freeze));
-  set("optimizer", "onebit_lamb", "optimizer.type = " + typeName);
-  set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
-      "optimizer.params.freeze_step" +
-          std::string(p.get("freeze_step") ? "" : " (DeepSpeed's default)") +
-          ": compressed from step max(freeze_step, 2)");
-  set("lr", spell(lr), "optimizer.params.lr = " + spell(lr));
-  set("beta1", spell(beta1), "optimizer.params.betas[0]");
-  set("beta2", spell(beta2), "optimizer.params.betas[1]");
-  set("eps", spell(number(p, "eps", 1e-8)), "optimizer.params.eps");
-  set("weight-decay", spell(number(p, "weight_decay", 0.0)),
-      "optimizer.params.weight_decay");
-  for (auto [key, option, fallback] :
-       {std::make_tuple("max_coeff", "max-coeff", 10.0),
-        std::make_tuple("min_coeff", "min-coeff", 0.01),
-        std::make_tuple("coeff_beta", "coeff-beta", 0.9),
-        std::make_tuple("factor_max", "factor-max", 4.0),
-        std::make_tuple("factor_min", "factor-min", 0.5),
-        std::make_tuple("factor_threshold", "factor-threshold", 0.1)})
-    set(option, spell(number(p, key, fallback)),
-        std::string("optimizer.params.") + key +
-            (p.get(key) ? "" : " (DeepSpeed's default)"));
 }
 
 void Reader::readScheduler(const llvm::json::Object &o, double lr) {

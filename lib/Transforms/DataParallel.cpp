@@ -195,13 +195,6 @@ struct DscDataParallelPass
         failed(shardOnebitUpdates<FrozenAdamOp>(
             module, optimizer, FlatSymbolRefAttr::get(mesh.getSymNameAttr()))))
       return failure();
-    SymbolTable symbols(module);
-    OpBuilder decls(module.getContext());
-    Operation *lastDecl = nullptr;
-    for (Operation &op : module.getBody()->getOperations())
-      if (isa<ParameterOp, StateOp>(op))
-        lastDecl = &op;
-    decls.setInsertionPointAfter(lastDecl);
     struct Bucket {
       SmallVector<Attribute> moments;
       ParameterOp first;
@@ -230,33 +223,18 @@ struct DscDataParallelPass
       buckets.back().moments.push_back(update.getExpAvgAttr());
       buckets.back().elements += n;
     }
-    // A bucket's errors belong to its first parameter's declaration (a
-    // state names a parameter); another program's bucket that starts with
-    // the same parameter (a tied embedding on two pipeline stages) gets
-    // states of its own.
-    auto declare = [&](ParameterOp param, StringRef prefix, StateKind kind,
-                       int64_t n) {
-      std::string name = (prefix + param.getSymName()).str();
-      for (int suffix = 1; symbols.lookup(name); ++suffix)
-        name = (prefix + param.getSymName() + "." + Twine(suffix)).str();
-      auto state =
-          StateOp::create(decls, param.getLoc(), name,
-                          RankedTensorType::get({n}, decls.getF32Type()), kind,
-                          param.getSymName());
-      symbols.insert(state);
-      return FlatSymbolRefAttr::get(state.getSymNameAttr());
-    };
     OpBuilder b(updates.front());
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
     for (auto &[key, buckets] : byAxes) {
       for (Bucket &bucket : buckets) {
         const int64_t padded =
             ::dsc::onebitPaddedSize(bucket.elements, bucket.group);
-        FlatSymbolRefAttr worker = declare(bucket.first, "onebit.worker_error.",
-                                           StateKind::WorkerError, padded);
-        FlatSymbolRefAttr server =
-            declare(bucket.first, "onebit.server_error.",
-                    StateKind::ServerError, padded / bucket.group);
+        FlatSymbolRefAttr worker = declareCompressionState(
+            module, bucket.first, "onebit.worker_error.",
+            StateKind::WorkerError, padded);
+        FlatSymbolRefAttr server = declareCompressionState(
+            module, bucket.first, "onebit.server_error.",
+            StateKind::ServerError, padded / bucket.group);
         CompressedAllReduceStatesOp::create(
             b, optimizer.getLoc(), b.getArrayAttr(bucket.moments), worker,
             server, meshRef, cast<ArrayAttr>(key.first));
@@ -264,6 +242,31 @@ struct DscDataParallelPass
       }
     }
     return success();
+  }
+
+  /// A 1-bit optimizer's f32 state of `n` elements declared after the
+  /// module's last declaration: `prefix` + `param`'s name, the errors (or
+  /// pad) of a bucket that starts with `param` (a state names a
+  /// parameter); another program's bucket that starts with the same
+  /// parameter (a tied embedding on two pipeline stages) gets states of its
+  /// own, suffixed.
+  FlatSymbolRefAttr declareCompressionState(ModuleOp module, ParameterOp param,
+                                            StringRef prefix, StateKind kind,
+                                            int64_t n) {
+    SymbolTable symbols(module);
+    Operation *lastDecl = nullptr;
+    for (Operation &op : module.getBody()->getOperations())
+      if (isa<ParameterOp, StateOp>(op))
+        lastDecl = &op;
+    OpBuilder decls(module.getContext());
+    decls.setInsertionPointAfter(lastDecl);
+    std::string name = (prefix + param.getSymName()).str();
+    for (int suffix = 1; symbols.lookup(name); ++suffix)
+      name = (prefix + param.getSymName() + "." + Twine(suffix)).str();
+    auto state = StateOp::create(decls, param.getLoc(), name,
+                                 RankedTensorType::get({n}, decls.getF32Type()),
+                                 kind, param.getSymName());
+    return FlatSymbolRefAttr::get(state.getSymNameAttr());
   }
 
   /// 1-bit LAMB after its warm-up: every moment of the program's group in
@@ -299,23 +302,8 @@ struct DscDataParallelPass
     }
     if (group == 1)
       return success();
-    SymbolTable symbols(module);
-    OpBuilder decls(module.getContext());
-    Operation *lastDecl = nullptr;
-    for (Operation &op : module.getBody()->getOperations())
-      if (isa<ParameterOp, StateOp>(op))
-        lastDecl = &op;
-    decls.setInsertionPointAfter(lastDecl);
     auto declare = [&](StringRef prefix, StateKind kind, int64_t n) {
-      std::string name = (prefix + first.getSymName()).str();
-      for (int suffix = 1; symbols.lookup(name); ++suffix)
-        name = (prefix + first.getSymName() + "." + Twine(suffix)).str();
-      auto state =
-          StateOp::create(decls, first.getLoc(), name,
-                          RankedTensorType::get({n}, decls.getF32Type()), kind,
-                          first.getSymName());
-      symbols.insert(state);
-      return FlatSymbolRefAttr::get(state.getSymNameAttr());
+      return declareCompressionState(module, first, prefix, kind, n);
     };
     const int64_t padded = ::dsc::onebitPaddedSize(elements, group);
     if (padded > elements)

@@ -37,6 +37,17 @@ namespace {
 
 constexpr std::align_val_t kAlign{64};
 
+/// A 1-bit LAMB instruction's Adam hyper-parameters (OnebitLamb's and
+/// FrozenLamb's, which share their names).
+template <typename Op> OnebitLambConfig lambAdamConfig(const Op &op) {
+  OnebitLambConfig config;
+  config.beta1 = op.beta1;
+  config.beta2 = op.beta2;
+  config.eps = op.eps;
+  config.weightDecay = op.wd;
+  return config;
+}
+
 /// The norm sqrt(sumOfSquares), after scaling the valid parts `held` of
 /// the gradients when it exceeds maxNorm > 0 (the sharded norms' end).
 template <typename T>
@@ -899,11 +910,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     if constexpr (std::is_same_v<T, float>) {
       const ops::OnebitLamb op = ops::OnebitLamb::decode(inst);
       double *c = buffer(inst.outputs[3]).template as<double>();
-      OnebitLambConfig config;
-      config.beta1 = op.beta1;
-      config.beta2 = op.beta2;
-      config.eps = op.eps;
-      config.weightDecay = op.wd;
+      OnebitLambConfig config = lambAdamConfig(op);
       config.maxCoeff = op.maxCoeff;
       config.minCoeff = op.minCoeff;
       config.coeffBeta = op.coeffBeta;
@@ -960,11 +967,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     if constexpr (std::is_same_v<T, float>) {
       const ops::FrozenLamb op = ops::FrozenLamb::decode(inst);
       double *c = buffer(inst.outputs[3]).template as<double>();
-      OnebitLambConfig config;
-      config.beta1 = op.beta1;
-      config.beta2 = op.beta2;
-      config.eps = op.eps;
-      config.weightDecay = op.wd;
+      OnebitLambConfig config = lambAdamConfig(op);
       config.factorMax = op.factorMax;
       config.factorMin = op.factorMin;
       config.factorThreshold = op.factorThreshold;

@@ -465,14 +465,24 @@ CompressedAllReduceStatesOp::verifySymbolUses(SymbolTableCollection &tables) {
 // 1-bit LAMB
 //===----------------------------------------------------------------------===//
 
-/// A range [lo, hi] of two hyper-parameters, lo > 0.
-static LogicalResult verifyLambRange(Operation *op, StringRef loName, double lo,
-                                     StringRef hiName, double hi) {
+/// A 1-bit LAMB step's hyper-parameters: Adam's, a range [lo, hi] with
+/// lo > 0 (the trust ratio's, or the factor's), and a fraction in [0, 1]
+/// (coeff_beta, or factor_threshold).
+static LogicalResult
+verifyLambHyperParameters(Operation *op, double beta1, double beta2, double eps,
+                          double wd, StringRef loName, double lo,
+                          StringRef hiName, double hi, StringRef fractionName,
+                          double fraction) {
+  if (failed(verifyAdamHyperParameters(op, beta1, beta2, eps, wd)))
+    return failure();
   if (!(lo > 0.0))
     return op->emitOpError(loName) << " must be > 0, got " << lo;
   if (!(hi >= lo))
     return op->emitOpError(hiName)
            << " (" << hi << ") must be >= " << loName << " (" << lo << ")";
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    return op->emitOpError(fractionName)
+           << " must be in [0, 1], got " << fraction;
   return success();
 }
 
@@ -509,17 +519,12 @@ static LogicalResult verifyLambStates(
 }
 
 LogicalResult OnebitLambOp::verify() {
-  if (failed(verifyAdamHyperParameters(
-          *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
-          getEps().convertToDouble(), getWeightDecay().convertToDouble())) ||
-      failed(verifyLambRange(*this, "min_coeff",
-                             getMinCoeff().convertToDouble(), "max_coeff",
-                             getMaxCoeff().convertToDouble())))
-    return failure();
-  const double beta = getCoeffBeta().convertToDouble();
-  if (!(beta >= 0.0 && beta <= 1.0))
-    return emitOpError("coeff_beta must be in [0, 1], got ") << beta;
-  return success();
+  return verifyLambHyperParameters(
+      *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+      getEps().convertToDouble(), getWeightDecay().convertToDouble(),
+      "min_coeff", getMinCoeff().convertToDouble(), "max_coeff",
+      getMaxCoeff().convertToDouble(), "coeff_beta",
+      getCoeffBeta().convertToDouble());
 }
 
 LogicalResult OnebitLambOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -590,17 +595,12 @@ LogicalResult LambMomentumOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult FrozenLambOp::verify() {
-  if (failed(verifyAdamHyperParameters(
-          *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
-          getEps().convertToDouble(), getWeightDecay().convertToDouble())) ||
-      failed(verifyLambRange(*this, "factor_min",
-                             getFactorMin().convertToDouble(), "factor_max",
-                             getFactorMax().convertToDouble())))
-    return failure();
-  const double threshold = getFactorThreshold().convertToDouble();
-  if (!(threshold >= 0.0 && threshold <= 1.0))
-    return emitOpError("factor_threshold must be in [0, 1], got ") << threshold;
-  return success();
+  return verifyLambHyperParameters(
+      *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+      getEps().convertToDouble(), getWeightDecay().convertToDouble(),
+      "factor_min", getFactorMin().convertToDouble(), "factor_max",
+      getFactorMax().convertToDouble(), "factor_threshold",
+      getFactorThreshold().convertToDouble());
 }
 
 LogicalResult FrozenLambOp::verifySymbolUses(SymbolTableCollection &tables) {
