@@ -115,7 +115,11 @@ TEST(DscRunOptions, ErrorsNameTheFlag) {
             "unknown option '--step' (dsc-run --help lists them)");
   EXPECT_EQ(parseError({}), "no plan given (usage: dsc-run PLAN [options])");
   EXPECT_EQ(parseError({"a.plan", "b.plan"}),
-            "one plan expected, got 'a.plan' and 'b.plan'");
+            "one plan expected, got 'a.plan' and 'b.plan' (only GPT-NeoX "
+            "configs, .yml or .yaml, merge)");
+  EXPECT_EQ(parseError({"model.yml", "run.json"}),
+            "one plan expected, got 'model.yml' and 'run.json' (only GPT-NeoX "
+            "configs, .yml or .yaml, merge)");
 }
 
 //===----------------------------------------------------------------------===//
