@@ -201,9 +201,11 @@ std::vector<RankPlace> dsc::launch::placeRanks(const PlanMesh &mesh,
       place.host = int(h);
       place.localRank = int(local);
       place.slot = slot;
-      place.tp = place.rank % mesh.tp;
-      place.dp = (place.rank / mesh.tp) % mesh.dp;
-      place.pp = place.rank / (mesh.tp * mesh.dp);
+      const ::dsc::RankCoordinates at =
+          ::dsc::rankCoordinates(place.rank, mesh.dp, mesh.tp);
+      place.tp = at.tp;
+      place.dp = at.dp;
+      place.pp = at.pp;
       ranks.push_back(place);
     }
   return ranks;

@@ -70,7 +70,7 @@ using PlanLoader = std::function<rt::Plan(RunOptions &)>;
 
 /// The whole tool: parses argv, loads (with `loader`, or loadPlan when
 /// empty), runs. Every failure becomes "dsc-run: error: <cause>" on `err`
-/// and exit code 1. Started by mpirun (launchedByMpi()), it runs as one
+/// and exit code 1. Started by mpirun (discoverLaunch()), it runs as one
 /// rank of the MPI world, and a failing rank aborts the job with its
 /// message (Communicator::abort).
 int dscRunMain(const std::vector<std::string> &args, std::ostream &out,

@@ -46,6 +46,10 @@ struct RankClaim {
 /// Looks up an environment variable (null when unset); getenv by default.
 using Environment = std::function<const char *(const char *)>;
 
+/// Whether a variable of an MPI launcher's convention is set (whatever its
+/// value): launchedByMpi().
+bool mpiLauncherVariablesSet(const Environment &env = nullptr);
+
 /// The conventions whose variables are set, MPI's first. A value that is
 /// not a non-negative integer, or a rank outside its size, is an Error
 /// naming the variable.

@@ -106,8 +106,17 @@ template <> struct PlanValueType<PlanValueKind::Text> {
 };
 } // namespace detail
 
+/// A world rank's place in a dp x tp x pp mesh laid out as Megatron-LM
+/// orders it: rank = tpRank + tp * (dpRank + dp * ppRank).
+struct RankCoordinates {
+  int64_t pp = 0, dp = 0, tp = 0;
+};
+inline RankCoordinates rankCoordinates(int64_t rank, int64_t dp, int64_t tp) {
+  return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
+}
+
 /// A 3D-parallel training plan. Ranks are laid out as Megatron-LM orders
-/// them: rank = tpRank + tp * (dpRank + dp * ppRank).
+/// them (rankCoordinates).
 struct ParallelPlan {
 #define DSC_PLAN_KEY(Member, Kind, Key, Default, Aliases, Doc)                 \
   typename detail::PlanValueType<PlanValueKind::Kind>::type Member = Default;

@@ -14,6 +14,7 @@
 #include "dsc/Runtime/Communicator.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/NcclCommunicator.h"
+#include "dsc/Runtime/RankDiscovery.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -200,17 +201,9 @@ void Communicator::resetStats() {
   }
 }
 
-bool launchedByMpi() {
-  // Open MPI's mpirun, then PMIx / PMI launchers (srun, MPICH's hydra,
-  // Intel MPI) and MVAPICH.
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
-                          "PMI_RANK", "MV2_COMM_WORLD_SIZE"}) {
-    const char *value = std::getenv(var);
-    if (value && *value)
-      return true;
-  }
-  return false;
-}
+// Open MPI's mpirun, then PMIx / PMI launchers (srun, MPICH's hydra,
+// Intel MPI) and MVAPICH: the conventions RankDiscovery knows.
+bool launchedByMpi() { return mpiLauncherVariablesSet(); }
 
 bool haveMpiCommunicator() {
 #ifdef DSC_HAVE_MPI

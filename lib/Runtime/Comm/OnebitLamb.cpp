@@ -58,37 +58,35 @@ void ensureState(OnebitLambState &state,
   state.serverError.assign(size_t(padded / p), 0.0f);
 }
 
-/// The warm-up's update: u = f32(m / f32(√v + ε)), then f32(u + f32(wd·x))
-/// when wd > 0 (torch's `update += wd·p`).
-void lambUpdate(float *u, const float *m, const float *v, const float *x,
-                int64_t n, const OnebitLambConfig &config) {
-  const float e = f32(config.eps), decay = f32(config.weightDecay);
-  for (int64_t i = 0; i < n; ++i) {
-    u[i] = m[i] / (std::sqrt(v[i]) + e);
-    if (config.weightDecay > 0)
-      u[i] += decay * x[i];
-  }
+/// Element i of the update: u = f32(m / f32(√v + ε)), then f32(u +
+/// f32(wd·x)) when wd > 0 (torch's `update += wd·p`). The kernels compute
+/// it twice, for its norm and for the step, rather than keep a copy: the
+/// same operations on the same values give the same floats.
+inline float lambUpdateAt(const float *m, const float *v, const float *x,
+                          int64_t i, float eps, float decay, bool decays) {
+  float u = m[i] / (std::sqrt(v[i]) + eps);
+  if (decays)
+    u += decay * x[i];
+  return u;
 }
 
 /// x = f32(x + f32(f32(−lr·c)·u)), −lr·c a Python double product.
-void applyScaled(float *x, const float *u, int64_t n, double lr, double coeff) {
-  const float scale = f32(-lr * coeff);
+void applyScaled(float *x, const float *m, const float *v, int64_t n, double lr,
+                 double coeff, const OnebitLambConfig &config) {
+  const float scale = f32(-lr * coeff), e = f32(config.eps),
+              decay = f32(config.weightDecay);
+  const bool decays = config.weightDecay > 0;
   for (int64_t i = 0; i < n; ++i)
-    x[i] += scale * u[i];
+    x[i] += scale * lambUpdateAt(m, v, x, i, e, decay, decays);
 }
 
-/// The factor: max((√v + ε) / (√vf + ε)) blended towards 1 by the update
-/// norms' ratio (wd > 0), then clamped in DeepSpeed's order.
-double clampedFactor(const float *denom, const float *vf, const float *prelim,
-                     float updateNorm, int64_t n, double lastFactor,
-                     const OnebitLambConfig &config) {
-  const float e = f32(config.eps);
-  float top = -INFINITY;
-  for (int64_t i = 0; i < n; ++i)
-    top = std::max(top, denom[i] / (std::sqrt(vf[i]) + e));
+/// The factor from top = max((√v + ε) / (√vf + ε)), blended towards 1 by
+/// the update norms' ratio (wd > 0), then clamped in DeepSpeed's order.
+double clampedFactor(float top, float prelimNorm, float updateNorm,
+                     double lastFactor, const OnebitLambConfig &config) {
   double factor = double(top);
   if (config.weightDecay > 0) {
-    const double ratio = std::min(1.0, double(norm2(prelim, n) / updateNorm));
+    const double ratio = std::min(1.0, double(prelimNorm / updateNorm));
     factor = factor * ratio + (1.0 - ratio);
   }
   if (factor > config.factorMax)
@@ -177,9 +175,14 @@ double dsc::rt::onebitLambWarmup(float *x, float *m, float *v, const float *g,
                                  std::vector<double> *coeffs) {
   onebitAdamMoments(m, v, g, n, config.beta1, config.beta2);
   const float weightNorm = norm2(x, n);
-  std::vector<float> u(static_cast<size_t>(n));
-  lambUpdate(u.data(), m, v, x, n, config);
-  const float updateNorm = norm2(u.data(), n);
+  const float e = f32(config.eps), decay = f32(config.weightDecay);
+  const bool decays = config.weightDecay > 0;
+  double sumU = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = lambUpdateAt(m, v, x, i, e, decay, decays);
+    sumU += double(u) * double(u);
+  }
+  const float updateNorm = float(std::sqrt(sumU));
   double coeff = 1.0;
   if (weightNorm != 0 && updateNorm != 0) {
     coeff = double(weightNorm / updateNorm);
@@ -191,7 +194,7 @@ double dsc::rt::onebitLambWarmup(float *x, float *m, float *v, const float *g,
         config.coeffBeta * coeffFreeze + (1 - config.coeffBeta) * coeff;
   if (coeffs)
     coeffs->push_back(coeff);
-  applyScaled(x, u.data(), n, lr, coeff);
+  applyScaled(x, m, v, n, lr, coeff, config);
   return coeff;
 }
 
@@ -228,23 +231,28 @@ double dsc::rt::frozenLambUpdate(float *x, float *m, const float *last,
   const float b1 = f32(config.beta1), oneMinusBeta1 = f32(1.0 - config.beta1);
   const float b2 = f32(config.beta2), oneMinusBeta2 = f32(1.0 - config.beta2);
   const float e = f32(config.eps), decay = f32(config.weightDecay);
+  const bool decays = config.weightDecay > 0;
   const float scaling = f32(scalingCoeff);
-  std::vector<float> denom(static_cast<size_t>(n)),
-      prelim(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+  // One pass for the momentum, the fresh variance, the largest ratio of
+  // the denominators and the two norms; the step recomputes u.
+  float top = -INFINITY;
+  double sumPrelim = 0, sumU = 0;
   for (int64_t i = 0; i < n; ++i) {
     m[i] /= scaling;
     const float grad = (m[i] - last[i] * b1) / oneMinusBeta1;
     vf[i] = std::fma(oneMinusBeta2 * grad, grad, vf[i] * b2);
-    denom[size_t(i)] = std::sqrt(v[i]) + e;
-    prelim[size_t(i)] = m[i] / denom[size_t(i)];
-    u[size_t(i)] = config.weightDecay > 0 ? prelim[size_t(i)] + decay * x[i]
-                                          : prelim[size_t(i)];
+    const float denom = std::sqrt(v[i]) + e;
+    const float prelim = m[i] / denom;
+    const float u = decays ? prelim + decay * x[i] : prelim;
+    top = std::max(top, denom / (std::sqrt(vf[i]) + e));
+    sumPrelim += double(prelim) * double(prelim);
+    sumU += double(u) * double(u);
   }
-  const float updateNorm = norm2(u.data(), n);
-  const double factor = clampedFactor(denom.data(), vf, prelim.data(),
-                                      updateNorm, n, lastFactor, config);
+  const double factor =
+      clampedFactor(top, float(std::sqrt(sumPrelim)), float(std::sqrt(sumU)),
+                    lastFactor, config);
   lastFactor = factor;
-  applyScaled(x, u.data(), n, lr, coeffFreeze * factor);
+  applyScaled(x, m, v, n, lr, coeffFreeze * factor, config);
   return factor;
 }
 

@@ -59,6 +59,17 @@ std::string rankOf(int64_t rank, int64_t size) {
 
 } // namespace
 
+bool dsc::rt::mpiLauncherVariablesSet(const Environment &lookup) {
+  const Environment env =
+      lookup ? lookup : [](const char *name) { return std::getenv(name); };
+  for (const Convention &c : kConventions)
+    for (const char *name : {c.rank, c.size})
+      if (c.mpi && name)
+        if (const char *value = env(name); value && *value)
+          return true;
+  return false;
+}
+
 std::vector<RankClaim> dsc::rt::rankClaims(const Environment &lookup) {
   const Environment env =
       lookup ? lookup : [](const char *name) { return std::getenv(name); };
