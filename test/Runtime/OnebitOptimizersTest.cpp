@@ -442,6 +442,36 @@ TEST(ZeroOneAdam, ScheduleFollowsDeepSpeedsDefaults) {
   });
 }
 
+/// A compiled plan picks each step's program from zeroOneAdamStageAt: it
+/// must name the stage the stateful step takes, over every policy switch
+/// (var_interval doubling, the freeze, local_step_interval doubling up to
+/// its clipper).
+TEST(ZeroOneAdam, StageAtEqualsTheSteppedStage) {
+  runRanks(2, [&](Communicator &comm) {
+    for (int64_t freeze : {0, 1, 7, 40}) {
+      ZeroOneAdamConfig config;
+      config.varFreezeStep = freeze;
+      config.varUpdateScaler = 3;
+      config.localStepScaler = 4;
+      config.localStepClipper = 8;
+      ZeroOneAdamState state;
+      std::vector<float> x(16, 1.0f), g(16, 0.25f);
+      int64_t syncs = 0, locals = 0;
+      for (int64_t k = 1; k <= 120; ++k) {
+        const ZeroOneAdamStage stage =
+            zeroOneAdamStep(comm, x.data(), g.data(), 16, state, config).stage;
+        EXPECT_EQ(zeroOneAdamStageName(zeroOneAdamStageAt(k, config)),
+                  std::string(zeroOneAdamStageName(stage)))
+            << "var_freeze_step " << freeze << " step " << k;
+        syncs += stage == ZeroOneAdamStage::Sync;
+        locals += stage == ZeroOneAdamStage::Local;
+      }
+      EXPECT_GT(syncs, 0) << freeze;
+      EXPECT_GT(locals, 0) << freeze;
+    }
+  });
+}
+
 /// 1-bit LAMB's warm-up is real steps 1 .. max(1, freeze_step - 1); the
 /// fresh variance is v's copy at its end (freeze_step >= 2), else zeros.
 TEST(OnebitLamb, WarmupLengthFollowsFreezeStep) {

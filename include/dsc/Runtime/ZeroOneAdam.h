@@ -109,6 +109,21 @@ void zeroOneAdamUpdate(float *params, float *accumulator, const float *m,
                        const float *v, int64_t n, double lr, double eps,
                        double weightDecay);
 
+/// A stage-2 sync's halves, around the accumulator's compressed average:
+/// x −= cb; cb ·= √v + ε (rewind), then m = −cb / lrs; x += cb / (√v + ε);
+/// cb = 0 (resync).
+void zeroOneAdamRewind(float *params, float *accumulator, const float *v,
+                       int64_t n, double eps);
+void zeroOneAdamResync(float *params, float *m, float *accumulator,
+                       const float *v, int64_t n, double lrs, double eps);
+
+/// The stage of real optimizer step `step` (1-based). DeepSpeed's counters
+/// depend on the step number alone, never on the data, so a compiled plan
+/// picks each step's program from this (Plan::zeroOneAdam). Replays the
+/// counters from step 1: O(step), nothing beside a training step.
+ZeroOneAdamStage zeroOneAdamStageAt(int64_t step,
+                                    const ZeroOneAdamConfig &config);
+
 /// One step of `params` (n) with this rank's gradient `grad` (n); every
 /// rank of `comm` calls it.
 ZeroOneAdamStepReport zeroOneAdamStep(Communicator &comm, float *params,

@@ -66,28 +66,22 @@ void advanceVarPolicy(ZeroOneAdamState &state,
   state.allReduceNext = (state.step + 1) % state.varInterval == 0;
 }
 
-/// A stage-2 sync: rewind x by the interval's accumulated updates, average
-/// the accumulator (scaled back to momentum units by √v + ε) over the ranks,
-/// and re-estimate m and x from it.
-void syncAccumulator(Communicator &comm, float *params, int64_t n,
-                     ZeroOneAdamState &state, const ZeroOneAdamConfig &config) {
-  const float e = f32(config.eps);
-  float *m = state.expAvg.data(), *cb = state.momentumAccumulator.data();
-  const float *v = state.expAvgSq.data();
-  for (int64_t i = 0; i < n; ++i) {
-    params[i] += -cb[i];
-    cb[i] *= std::sqrt(v[i]) + e;
+/// The policy's counters after real step `state.step` (already counted):
+/// stage 1's var_interval doubling and the engine's all-reduce flag, or
+/// stage 2's local_step_interval doubling; past var_freeze_step, stage 2
+/// for good. They depend on the step number alone.
+void advancePolicy(ZeroOneAdamState &state, const ZeroOneAdamConfig &config) {
+  if (!state.freezeKey) {
+    advanceVarPolicy(state, config);
+  } else if (++state.localStepCounter == config.localStepScaler) {
+    state.localStepCounter = 0;
+    state.localStepInterval =
+        std::min(config.localStepClipper, 2 * state.localStepInterval);
   }
-  if (comm.size() > 1)
-    compressedAllReduceUnpadded(comm, cb, n, state.workerError.data(),
-                                state.serverError.data());
-  const float lrs = f32(state.lrs);
-  for (int64_t i = 0; i < n; ++i) {
-    m[i] = -(cb[i] / lrs);
-    params[i] += cb[i] / (std::sqrt(v[i]) + e);
-    cb[i] = 0.0f;
+  if (state.step > config.varFreezeStep) {
+    state.freezeKey = true;
+    state.allReduceNext = false;
   }
-  state.lrs = 0;
 }
 
 } // namespace
@@ -118,16 +112,51 @@ ZeroOneAdamStage ZeroOneAdamState::nextStage() const {
 void dsc::rt::zeroOneAdamUpdate(float *params, float *accumulator,
                                 const float *m, const float *v, int64_t n,
                                 double lr, double eps, double weightDecay) {
+  // Stage 1's update is 1-bit Adam's frozen-variance update, the kernel a
+  // compiled plan's dsc.frozen_adam runs.
+  if (!accumulator)
+    return frozenAdamUpdate(params, m, v, n, lr, eps, weightDecay);
   const float e = f32(eps), negLr = f32(-lr), decay = f32(weightDecay);
   for (int64_t i = 0; i < n; ++i) {
     float update = m[i] / (std::sqrt(v[i]) + e);
-    if (weightDecay > 0)
-      update += decay * params[i];
+    if (decay > 0) {
+      const float decayed = decay * params[i];
+      update = update + decayed;
+    }
     const float step = negLr * update;
-    params[i] += step;
-    if (accumulator)
-      accumulator[i] += step;
+    params[i] = params[i] + step;
+    accumulator[i] = accumulator[i] + step;
   }
+}
+
+void dsc::rt::zeroOneAdamRewind(float *params, float *accumulator,
+                                const float *v, int64_t n, double eps) {
+  const float e = f32(eps);
+  for (int64_t i = 0; i < n; ++i) {
+    params[i] += -accumulator[i];
+    accumulator[i] *= std::sqrt(v[i]) + e;
+  }
+}
+
+void dsc::rt::zeroOneAdamResync(float *params, float *m, float *accumulator,
+                                const float *v, int64_t n, double lrs,
+                                double eps) {
+  const float e = f32(eps), sum = f32(lrs);
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = -(accumulator[i] / sum);
+    params[i] += accumulator[i] / (std::sqrt(v[i]) + e);
+    accumulator[i] = 0.0f;
+  }
+}
+
+ZeroOneAdamStage dsc::rt::zeroOneAdamStageAt(int64_t step,
+                                             const ZeroOneAdamConfig &config) {
+  ZeroOneAdamState state;
+  for (int64_t k = 1; k < step; ++k) {
+    ++state.step;
+    advancePolicy(state, config);
+  }
+  return state.nextStage();
 }
 
 ZeroOneAdamStepReport
@@ -150,27 +179,27 @@ dsc::rt::zeroOneAdamStep(Communicator &comm, float *params, const float *grad,
     varOrOnebitMoments(comm, grad, n, state, config);
     zeroOneAdamUpdate(params, nullptr, m, v, n, config.lr, config.eps,
                       config.weightDecay);
-    advanceVarPolicy(state, config);
   } else {
     adamMomentum(m, grad, n, config.beta1);
     state.lrs += config.lr;
     report.lrs = state.lrs;
     zeroOneAdamUpdate(params, state.momentumAccumulator.data(), m, v, n,
                       config.lr, config.eps, config.weightDecay);
-    if (stage == ZeroOneAdamStage::Sync)
-      syncAccumulator(comm, params, n, state, config);
-    if (++state.localStepCounter == config.localStepScaler) {
-      state.localStepCounter = 0;
-      state.localStepInterval =
-          std::min(config.localStepClipper, 2 * state.localStepInterval);
+    if (stage == ZeroOneAdamStage::Sync) {
+      // Rewind x by the interval's accumulated updates, average the
+      // accumulator (scaled back to momentum units) over the ranks, and
+      // re-estimate m and x from it.
+      float *cb = state.momentumAccumulator.data();
+      zeroOneAdamRewind(params, cb, v, n, config.eps);
+      if (comm.size() > 1)
+        compressedAllReduceUnpadded(comm, cb, n, state.workerError.data(),
+                                    state.serverError.data());
+      zeroOneAdamResync(params, m, cb, v, n, state.lrs, config.eps);
+      state.lrs = 0;
     }
   }
-  // The end of DeepSpeed's step(): past var_freeze_step, stage 2 for good,
-  // its errors (they held the gradients') started from zero.
-  if (state.step > config.varFreezeStep) {
-    state.freezeKey = true;
-    state.allReduceNext = false;
-  }
+  advancePolicy(state, config);
+  // Stage 2's errors (they held the gradients') start from zero.
   if (state.freezeKey && !state.errorsReinitialized) {
     std::fill(state.workerError.begin(), state.workerError.end(), 0.0f);
     std::fill(state.serverError.begin(), state.serverError.end(), 0.0f);
