@@ -109,6 +109,10 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   DscOptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.freezeStep = options.freezeStep;
+  optimizer.varFreezeStep = options.varFreezeStep;
+  optimizer.varUpdateScaler = options.varUpdateScaler;
+  optimizer.localStepScaler = options.localStepScaler;
+  optimizer.localStepClipper = options.localStepClipper;
   optimizer.maxCoeff = options.maxCoeff;
   optimizer.minCoeff = options.minCoeff;
   optimizer.coeffBeta = options.coeffBeta;

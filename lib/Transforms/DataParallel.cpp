@@ -156,6 +156,15 @@ struct DscDataParallelPass
           if (param && isShardable(param))
             shardedAnywhere.insert(adam.getParam());
         });
+    if (zero > 0 &&
+        !getProgramOps(module, ProgramRole::LocalStepOptimizer).empty()) {
+      module.emitError("--dsc-data-parallel: zero=")
+          << zero
+          << " with optimizer=zero_one_adam: not built (0/1 Adam's local "
+             "steps keep each rank's whole momentum and parameters; DeepSpeed "
+             "refuses ZeRO with it too)";
+      return signalPassFailure();
+    }
     for (func::FuncOp optimizer : optimizers)
       if (failed(replicate(module, *mesh, optimizer)))
         return signalPassFailure();
@@ -163,6 +172,13 @@ struct DscDataParallelPass
          getProgramOps(module, ProgramRole::CompressedOptimizer))
       if (failed(compressMoments(module, *mesh, cast<func::FuncOp>(op))))
         return signalPassFailure();
+    for (ProgramRole role : {ProgramRole::OnebitStepOptimizer,
+                             ProgramRole::LocalStepOptimizer,
+                             ProgramRole::SyncStepOptimizer})
+      for (Operation *op : getProgramOps(module, role))
+        if (failed(compressZeroOneAdam(module, *mesh, cast<func::FuncOp>(op),
+                                       role)))
+          return signalPassFailure();
     if (zero == 2 && !onebitSharded.empty())
       module.emitWarning("--dsc-data-parallel: zero=2 with "
                          "optimizer=onebit_adam keeps the gradients whole "
@@ -195,23 +211,44 @@ struct DscDataParallelPass
         failed(shardOnebitUpdates<FrozenAdamOp>(
             module, optimizer, FlatSymbolRefAttr::get(mesh.getSymNameAttr()))))
       return failure();
-    struct Bucket {
-      SmallVector<Attribute> moments;
-      ParameterOp first;
-      int64_t elements = 0, group = 1;
-    };
-    // Buckets by group axes and weight-decay class.
-    llvm::MapVector<std::pair<Attribute, unsigned>, SmallVector<Bucket>> byAxes;
+    SmallVector<std::pair<ParameterOp, StateOp>> moments;
     for (FrozenAdamOp update : updates) {
       auto param = module.lookupSymbol<ParameterOp>(update.getParam());
       if (!param)
         return update.emitOpError("--dsc-data-parallel: '@")
                << update.getParam() << "' is not a dsc.parameter";
+      moments.push_back(
+          {param, module.lookupSymbol<StateOp>(update.getExpAvg())});
+    }
+    OpBuilder b(updates.front());
+    compressedAverages(module, mesh, b, moments, "onebit.");
+    return success();
+  }
+
+  /// Compressed averages of `states` (each of its parameter), inserted at
+  /// `b`: each state alone (DeepSpeed's fp32 OnebitAdam and ZeroOneAdam:
+  /// one scale per tensor), or with onebit-bucket-bytes the states of one
+  /// group and weight-decay class in buckets of at most that size, each
+  /// compressed as one vector (DeepSpeed's fp16 optimizer hands them each
+  /// parameter group flattened): fewer collectives, one scale for the
+  /// bucket. Each bucket's error feedback: states `<prefix>worker_error.`
+  /// and `<prefix>server_error.` + its first parameter, of DeepSpeed's
+  /// padded sizes. A parameter alone in its group has nothing to average.
+  void compressedAverages(ModuleOp module, MeshOp mesh, OpBuilder &b,
+                          ArrayRef<std::pair<ParameterOp, StateOp>> states,
+                          StringRef prefix) {
+    struct Bucket {
+      SmallVector<Attribute> states;
+      ParameterOp first;
+      int64_t elements = 0, group = 1;
+    };
+    // Buckets by group axes and weight-decay class.
+    llvm::MapVector<std::pair<Attribute, unsigned>, SmallVector<Bucket>> byAxes;
+    for (auto [param, state] : states) {
       const int64_t group = groupOf(param);
       if (group == 1)
         continue;
-      auto moment = module.lookupSymbol<StateOp>(update.getExpAvg());
-      const int64_t n = moment.getTensorType().getNumElements();
+      const int64_t n = state.getTensorType().getNumElements();
       // DeepSpeed's parameter groups (GPT-NeoX's, Megatron's): matrices,
       // which decay, apart from biases and norms, which do not (the
       // optimizer's rule).
@@ -220,27 +257,75 @@ struct DscDataParallelPass
       if (buckets.empty() ||
           4 * (buckets.back().elements + n) > onebitBucketBytes)
         buckets.push_back({{}, param, 0, group});
-      buckets.back().moments.push_back(update.getExpAvgAttr());
+      buckets.back().states.push_back(
+          FlatSymbolRefAttr::get(state.getSymNameAttr()));
       buckets.back().elements += n;
     }
-    OpBuilder b(updates.front());
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
     for (auto &[key, buckets] : byAxes) {
       for (Bucket &bucket : buckets) {
         const int64_t padded =
             ::dsc::onebitPaddedSize(bucket.elements, bucket.group);
         FlatSymbolRefAttr worker = declareCompressionState(
-            module, bucket.first, "onebit.worker_error.",
+            module, bucket.first, (prefix + "worker_error.").str(),
             StateKind::WorkerError, padded);
         FlatSymbolRefAttr server = declareCompressionState(
-            module, bucket.first, "onebit.server_error.",
+            module, bucket.first, (prefix + "server_error.").str(),
             StateKind::ServerError, padded / bucket.group);
         CompressedAllReduceStatesOp::create(
-            b, optimizer.getLoc(), b.getArrayAttr(bucket.moments), worker,
+            b, b.getUnknownLoc(), b.getArrayAttr(bucket.states), worker,
             server, meshRef, cast<ArrayAttr>(key.first));
         ++numBuckets;
       }
     }
+  }
+
+  /// 0/1 Adam's steps other than its variance steps: a onebit step
+  /// averages the gradients, compressed, before the momenta read them; a
+  /// sync step the accumulators, between the rewinds and the resyncs, with
+  /// error feedback of its own (DeepSpeed zeroes the errors when the
+  /// variance freezes: the sync's start from zero). A local step
+  /// communicates nothing.
+  LogicalResult compressZeroOneAdam(ModuleOp module, MeshOp mesh,
+                                    func::FuncOp optimizer, ProgramRole role) {
+    if (role == ProgramRole::LocalStepOptimizer)
+      return success();
+    SmallVector<std::pair<ParameterOp, StateOp>> states;
+    Operation *anchor = nullptr;
+    if (role == ProgramRole::OnebitStepOptimizer) {
+      for (AdamMomentumOp momentum : optimizer.getOps<AdamMomentumOp>()) {
+        auto grad = module.lookupSymbol<StateOp>(momentum.getGrad());
+        states.push_back({paramOf(grad), grad});
+        if (!anchor)
+          anchor = momentum;
+      }
+    } else {
+      for (ZeroOneAdamRewindOp rewind :
+           optimizer.getOps<ZeroOneAdamRewindOp>()) {
+        states.push_back(
+            {module.lookupSymbol<ParameterOp>(rewind.getParam()),
+             module.lookupSymbol<StateOp>(rewind.getAccumulator())});
+        anchor = rewind;
+      }
+    }
+    for (auto [param, state] : states)
+      if (groupOf(param) < 2)
+        return optimizer.emitError("--dsc-data-parallel: 0/1 Adam averages "
+                                   "over data parallelism, but '@")
+               << param.getSymName()
+               << "' has no other replica (dp >= 2 without expert "
+                  "parallelism; with one rank DeepSpeed's own skips the "
+                  "compressed steps' momentum update: use adamw)";
+    if (!anchor)
+      return optimizer.emitError("--dsc-data-parallel: 0/1 Adam's ")
+             << stringifyProgramRole(role) << " program has nothing to "
+             << "average";
+    OpBuilder b(anchor);
+    if (role == ProgramRole::SyncStepOptimizer)
+      b.setInsertionPointAfter(anchor);
+    compressedAverages(module, mesh, b, states,
+                       role == ProgramRole::OnebitStepOptimizer ? "onebit."
+                                                                : "zoadam.");
     return success();
   }
 

@@ -3,7 +3,8 @@
 // Emits @optimizer: the learning-rate schedule, global gradient clipping, one
 // AdamW, SGD, 1-bit Adam or 1-bit LAMB update per parameter over explicit
 // dsc.state moments, and the zeroing of the accumulated gradients; for the
-// 1-bit optimizers also @optimizer.compressed, their step after the warm-up.
+// 1-bit optimizers also @optimizer.compressed, their step after the warm-up,
+// and for 0/1 Adam its onebit, local and sync steps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,11 +84,16 @@ struct DscOptimizerPass
       return signalPassFailure();
     }
     if (optimizer != "adamw" && optimizer != "sgd" &&
-        optimizer != "onebit_adam" && optimizer != "onebit_lamb") {
+        optimizer != "onebit_adam" && optimizer != "onebit_lamb" &&
+        optimizer != "zero_one_adam") {
       module.emitError("--dsc-optimizer: unknown optimizer '")
-          << optimizer << "'; expected adamw, sgd, onebit_adam or onebit_lamb";
+          << optimizer
+          << "'; expected adamw, sgd, onebit_adam, onebit_lamb or "
+             "zero_one_adam";
       return signalPassFailure();
     }
+    if (optimizer == "zero_one_adam" && failed(checkZeroOneAdam(module)))
+      return signalPassFailure();
     if (compresses() && freezeStep < 1) {
       module.emitError("--dsc-optimizer: optimizer=")
           << optimizer
@@ -146,7 +152,15 @@ struct DscOptimizerPass
       emitOptimizer("optimizer", gradients, gradients, {}, {}, std::nullopt);
       if (compresses())
         emitOptimizer("optimizer.compressed", gradients, gradients, {}, {},
-                      std::nullopt, /*compressed=*/true);
+                      std::nullopt, ProgramRole::CompressedOptimizer);
+      if (optimizer == "zero_one_adam")
+        for (auto [name, role] :
+             {std::make_pair("optimizer.onebit",
+                             ProgramRole::OnebitStepOptimizer),
+              std::make_pair("optimizer.local",
+                             ProgramRole::LocalStepOptimizer),
+              std::make_pair("optimizer.sync", ProgramRole::SyncStepOptimizer)})
+          emitOptimizer(name, gradients, gradients, {}, {}, std::nullopt, role);
       return;
     }
 
@@ -193,7 +207,8 @@ struct DscOptimizerPass
       // data-parallel group.
       if (compresses())
         emitOptimizer(("optimizer.compressed.stage" + Twine(k)).str(), normed,
-                      updated, local, shared, k, /*compressed=*/true);
+                      updated, local, shared, k,
+                      ProgramRole::CompressedOptimizer);
     }
   }
 
@@ -203,13 +218,15 @@ struct DscOptimizerPass
   /// over pp, and `local[i]` marks the gradients only this stage holds, so
   /// the lowering sums the norm over the stages (`dsc.pipeline_local` on the
   /// clip).
-  /// With `compressed`, 1-bit Adam's step after its warm-up instead:
-  /// `dsc.adam_momentum` and `dsc.frozen_adam` per parameter, run from
-  /// optimizer step freeze-step on.
+  /// With `role` compressed_optimizer, 1-bit Adam's step after its warm-up
+  /// instead: `dsc.adam_momentum` and `dsc.frozen_adam` per parameter, run
+  /// from optimizer step freeze-step on; with 0/1 Adam's other roles, its
+  /// onebit, local or sync step (emitZeroOneAdam).
   void emitOptimizer(StringRef name, ArrayRef<StateOp> normed,
                      ArrayRef<StateOp> updated, ArrayRef<bool> local,
                      ArrayRef<StateOp> shared, std::optional<int64_t> stage,
-                     bool compressed = false) {
+                     ProgramRole role = ProgramRole::Optimizer) {
+    const bool compressed = role == ProgramRole::CompressedOptimizer;
     ModuleOp module = getOperation();
     MLIRContext *context = module.getContext();
     auto kind = symbolizeLrSchedule(lrSchedule).value_or(LrSchedule::Constant);
@@ -223,8 +240,7 @@ struct DscOptimizerPass
         {}, element.isF64() ? element : Type(b.getF32Type()));
     auto func = func::FuncOp::create(b, loc, name,
                                      b.getFunctionType({}, {scalar, scalar}));
-    setProgramRole(func, compressed ? ProgramRole::CompressedOptimizer
-                                    : ProgramRole::Optimizer);
+    setProgramRole(func, role);
     if (compressed)
       func->setAttr(kFromStepAttr, b.getI64IntegerAttr(firstCompressedStep()));
     if (stage)
@@ -281,6 +297,14 @@ struct DscOptimizerPass
       clip->setAttr(kPipelineLocalAttr, b.getDenseBoolArrayAttr(local));
     Value norm = clip.getResult();
 
+    if (role != ProgramRole::Optimizer && optimizer == "zero_one_adam") {
+      emitZeroOneAdam(b, updated, lr, role);
+      ZeroOp::create(b, loc, gradientList);
+      if (role == ProgramRole::SyncStepOptimizer)
+        ZeroOp::create(b, loc, b.getArrayAttr({learningRateSum()}));
+      func::ReturnOp::create(b, loc, ValueRange{norm, lr});
+      return;
+    }
     if (optimizer == "onebit_lamb") {
       emitLamb(b, updated, lr, compressed);
       ZeroOp::create(b, loc, gradientList);
@@ -291,8 +315,8 @@ struct DscOptimizerPass
       // Megatron-LM and nanoGPT decay matrices only, not biases and norms.
       bool decay = grad.getTensorType().getRank() >= 2;
       auto gradRef = FlatSymbolRefAttr::get(grad.getSymNameAttr());
-      if (optimizer == "onebit_adam") {
-        // DeepSpeed's OnebitAdam decays every parameter by its group's
+      if (optimizer == "onebit_adam" || optimizer == "zero_one_adam") {
+        // DeepSpeed's OnebitAdam (and ZeroOneAdam) decays every parameter by its group's
         // weight_decay; dsc keeps Megatron's split (matrices only).
         FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
         FlatSymbolRefAttr v =
@@ -355,6 +379,119 @@ struct DscOptimizerPass
   int64_t firstCompressedStep() const {
     return optimizer == "onebit_lamb" ? std::max<int64_t>(2, freezeStep)
                                       : freezeStep.getValue();
+  }
+
+  /// 0/1 Adam's policy (recorded on the module for the lowering: each
+  /// step's program follows from it) and the plans it is built for: data
+  /// parallelism (its compressed averages and local steps are over dp) and
+  /// tensor slicing, without pipelines or expert parallelism.
+  LogicalResult checkZeroOneAdam(ModuleOp module) {
+    auto fail = [&]() {
+      return module.emitError("--dsc-optimizer: optimizer=zero_one_adam: ");
+    };
+    if (varFreezeStep < 0)
+      return fail() << "var-freeze-step must be >= 0, got "
+                    << varFreezeStep.getValue();
+    for (auto [name, value] :
+         {std::make_pair("var-update-scaler", varUpdateScaler.getValue()),
+          std::make_pair("local-step-scaler", localStepScaler.getValue()),
+          std::make_pair("local-step-clipper", localStepClipper.getValue())})
+      if (value < 1)
+        return fail() << name << " must be >= 1, got " << value;
+    // dp >= 2 is --dsc-data-parallel's to check (the mesh may not have a
+    // dp axis yet); the lowering refuses a onebit step it did not average.
+    for (MeshOp mesh : module.getOps<MeshOp>())
+      for (StringRef axis : {"pp", "ep"})
+        if (std::optional<unsigned> index = mesh.getAxisIndex(axis);
+            index && mesh.getShape()[*index] > 1)
+          return fail() << axis << "=" << mesh.getShape()[*index]
+                        << ": not built for 0/1 Adam yet (use dp and tp)";
+    Builder b(module.getContext());
+    module->setAttr(
+        kZeroOneAdamAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("var_freeze_step",
+                            b.getI64IntegerAttr(varFreezeStep)),
+             b.getNamedAttr("var_update_scaler",
+                            b.getI64IntegerAttr(varUpdateScaler)),
+             b.getNamedAttr("local_step_scaler",
+                            b.getI64IntegerAttr(localStepScaler)),
+             b.getNamedAttr("local_step_clipper",
+                            b.getI64IntegerAttr(localStepClipper))}));
+    return success();
+  }
+
+  /// 0/1 Adam's steps other than its variance steps (`role`), as
+  /// DeepSpeed's zoadam.py orders them per parameter:
+  /// - onebit: m from the gradient's compressed average
+  ///   (`dsc.adam_momentum`; --dsc-data-parallel inserts the average
+  ///   before it), then the frozen-variance update;
+  /// - local: m from the rank's own gradient, Σlr += lr, and the update
+  ///   added to the accumulator too;
+  /// - sync: a local step, then each parameter rewound, the accumulators'
+  ///   compressed average (--dsc-data-parallel), and m and the parameter
+  ///   re-estimated from it; the caller zeroes Σlr after.
+  void emitZeroOneAdam(OpBuilder &b, ArrayRef<StateOp> updated, Value lr,
+                       ProgramRole role) {
+    auto f64 = [&](double x) { return b.getF64FloatAttr(x); };
+    auto decayOf = [&](StateOp grad) {
+      return grad.getTensorType().getRank() >= 2 ? weightDecay.getValue() : 0.0;
+    };
+    auto m = [&](StateOp grad) {
+      return declareState(grad, "adam.m.", StateKind::ExpAvg);
+    };
+    auto v = [&](StateOp grad) {
+      return declareState(grad, "adam.v.", StateKind::ExpAvgSq);
+    };
+    auto accumulator = [&](StateOp grad) {
+      return declareState(grad, "zoadam.accumulator.",
+                          StateKind::MomentumAccumulator);
+    };
+    for (StateOp grad : updated) {
+      (void)m(grad), (void)v(grad);
+      if (role != ProgramRole::OnebitStepOptimizer)
+        (void)accumulator(grad);
+      AdamMomentumOp::create(b, grad.getLoc(), m(grad),
+                             FlatSymbolRefAttr::get(grad.getSymNameAttr()),
+                             f64(beta1));
+    }
+    if (role == ProgramRole::OnebitStepOptimizer) {
+      for (StateOp grad : updated)
+        FrozenAdamOp::create(b, grad.getLoc(), grad.getOfAttr(), m(grad),
+                             v(grad), lr, f64(eps), f64(decayOf(grad)),
+                             /*mesh=*/FlatSymbolRefAttr(),
+                             /*shard_axes=*/ArrayAttr());
+      return;
+    }
+    AddLearningRateOp::create(b, b.getUnknownLoc(), learningRateSum(), lr);
+    for (StateOp grad : updated)
+      ZeroOneAdamUpdateOp::create(b, grad.getLoc(), grad.getOfAttr(), m(grad),
+                                  v(grad), accumulator(grad), lr, f64(eps),
+                                  f64(decayOf(grad)));
+    if (role != ProgramRole::SyncStepOptimizer)
+      return;
+    for (StateOp grad : updated)
+      ZeroOneAdamRewindOp::create(b, grad.getLoc(), grad.getOfAttr(),
+                                  accumulator(grad), v(grad), f64(eps));
+    for (StateOp grad : updated)
+      ZeroOneAdamResyncOp::create(b, grad.getLoc(), grad.getOfAttr(), m(grad),
+                                  accumulator(grad), v(grad),
+                                  learningRateSum(), f64(eps));
+  }
+
+  /// 0/1 Adam's Σlr since the last sync, declared on first use (a state
+  /// names a parameter: the first one's).
+  FlatSymbolRefAttr learningRateSum() {
+    static constexpr llvm::StringLiteral name = "zoadam.lr_sum";
+    if (auto existing = symbols->lookup<StateOp>(name))
+      return FlatSymbolRefAttr::get(existing.getSymNameAttr());
+    ParameterOp first = *getOperation().getOps<ParameterOp>().begin();
+    auto state = StateOp::create(
+        *declBuilder, first.getLoc(), name,
+        RankedTensorType::get({1}, declBuilder->getF64Type()),
+        StateKind::LearningRateSum, first.getSymName());
+    symbols->insert(state);
+    return FlatSymbolRefAttr::get(state.getSymNameAttr());
   }
 
   /// 1-bit LAMB's options, and the plans its trust ratio allows: it needs

@@ -27,13 +27,33 @@ namespace mlir::dsc {
 struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<std::string> optimizer{
       *this, "optimizer",
-      llvm::cl::desc("adamw, sgd, onebit_adam or onebit_lamb"),
+      llvm::cl::desc("adamw, sgd, onebit_adam, onebit_lamb or zero_one_adam"),
       llvm::cl::init("adamw")};
   Option<int64_t> freezeStep{
       *this, "freeze-step",
       llvm::cl::desc("optimizer=onebit_adam|onebit_lamb: the first optimizer "
                      "step that compresses (DeepSpeed's freeze_step)"),
       llvm::cl::init(100000)};
+  // 0/1 Adam's (DeepSpeed's ZeroOneAdam's) policy, its defaults.
+  Option<int64_t> varFreezeStep{
+      *this, "var-freeze-step",
+      llvm::cl::desc("optimizer=zero_one_adam: the last step that may "
+                     "update the variance; local steps follow"),
+      llvm::cl::init(100000)};
+  Option<int64_t> varUpdateScaler{
+      *this, "var-update-scaler",
+      llvm::cl::desc("optimizer=zero_one_adam: variance updates before "
+                     "their interval doubles"),
+      llvm::cl::init(16)};
+  Option<int64_t> localStepScaler{
+      *this, "local-step-scaler",
+      llvm::cl::desc("optimizer=zero_one_adam: local steps before the "
+                     "sync interval doubles"),
+      llvm::cl::init(32678)};
+  Option<int64_t> localStepClipper{
+      *this, "local-step-clipper",
+      llvm::cl::desc("optimizer=zero_one_adam: the longest sync interval"),
+      llvm::cl::init(16)};
   // 1-bit LAMB's (DeepSpeed's OnebitLamb's) coefficients.
   Option<double> maxCoeff{
       *this, "max-coeff",

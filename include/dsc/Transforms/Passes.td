@@ -323,13 +323,41 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
     coefficients, once), `dsc.lamb_momentum` per tensor, and
     `dsc.frozen_lamb`; `--dsc-data-parallel` compresses all the momenta of
     a group as one fused buffer, as DeepSpeed does.
+
+    `optimizer=zero_one_adam` is DeepSpeed's 0/1 Adam: which of four
+    programs a step runs is a function of its number (var-freeze-step,
+    var-update-scaler, local-step-scaler, local-step-clipper, carried as
+    the module's `dsc.zero_one_adam` policy): `@optimizer`, a variance step
+    (`dsc.onebit_adam` on the averaged gradient); `@optimizer.onebit`
+    (role `onebit_step_optimizer`), `dsc.adam_momentum` from the
+    gradients' compressed average and `dsc.frozen_adam`; after the
+    variance freezes `@optimizer.local` (`local_step_optimizer`),
+    `dsc.adam_momentum` from the rank's own gradient,
+    `dsc.add_learning_rate` and `dsc.zero_one_adam_update`, and
+    `@optimizer.sync` (`sync_step_optimizer`), the same followed by
+    `dsc.zero_one_adam_rewind`, the accumulators' compressed average and
+    `dsc.zero_one_adam_resync`. `--dsc-data-parallel` inserts the compressed
+    averages; it needs dp >= 2, without ZeRO and pipelines.
   }];
   // The ops it creates: their dialects load even when the input has none.
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect",
                            "::mlir::arith::ArithDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "adamw, sgd, onebit_adam or onebit_lamb">,
+           "adamw, sgd, onebit_adam, onebit_lamb or zero_one_adam">,
+    Option<"varFreezeStep", "var-freeze-step", "int64_t", /*default=*/"100000",
+           "optimizer=zero_one_adam: the last step that may update the "
+           "variance (DeepSpeed's var_freeze_step)">,
+    Option<"varUpdateScaler", "var-update-scaler", "int64_t", /*default=*/"16",
+           "optimizer=zero_one_adam: variance updates before their interval "
+           "doubles">,
+    Option<"localStepScaler", "local-step-scaler", "int64_t",
+           /*default=*/"32678",
+           "optimizer=zero_one_adam: local steps before the sync interval "
+           "doubles">,
+    Option<"localStepClipper", "local-step-clipper", "int64_t",
+           /*default=*/"16",
+           "optimizer=zero_one_adam: the longest sync interval">,
     Option<"freezeStep", "freeze-step", "int64_t", /*default=*/"100000",
            "optimizer=onebit_adam|onebit_lamb: the first optimizer step that "
            "compresses (DeepSpeed's freeze_step)">,

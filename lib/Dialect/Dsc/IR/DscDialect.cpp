@@ -69,6 +69,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kPlanEstimateAttr, Holder::Module},
     {kInferenceAttr, Holder::Module},
     {kFromStepAttr, Holder::Function},
+    {kZeroOneAdamAttr, Holder::Module},
 };
 
 StringRef holderName(Holder holder) {
@@ -144,6 +145,25 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
       return fail() << "the first optimizer step, an i64 >= 1, got " << value;
     if (!role || role.getValue() != ProgramRole::CompressedOptimizer)
       return fail() << "on a compressed_optimizer program only";
+    return success();
+  }
+  if (name == kZeroOneAdamAttr) {
+    auto policy = dyn_cast<DictionaryAttr>(value);
+    if (!policy)
+      return fail() << "0/1 Adam's policy, a dictionary, got " << value;
+    for (StringRef key : {"var_freeze_step", "var_update_scaler",
+                          "local_step_scaler", "local_step_clipper"}) {
+      IntegerAttr v = asI64(policy.get(key));
+      if (!v || v.getInt() < (key == "var_freeze_step" ? 0 : 1))
+        return fail() << "0/1 Adam's policy needs " << key << ", an i64 >= "
+                      << (key == "var_freeze_step" ? 0 : 1) << ", got "
+                      << policy.get(key);
+    }
+    if (policy.size() != 4)
+      return fail() << "0/1 Adam's policy has exactly var_freeze_step, "
+                       "var_update_scaler, local_step_scaler and "
+                       "local_step_clipper, got "
+                    << value;
     return success();
   }
   if (name == kMicrobatchesAttr) {

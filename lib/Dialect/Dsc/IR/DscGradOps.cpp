@@ -52,6 +52,14 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &tables) {
   // 1-bit LAMB's scalars of a tensor: f64 [5] (dsc.onebit_lamb checks it).
   if (getKind() == StateKind::LambCoefficients)
     return success();
+  // 0/1 Adam's learning-rate sum: one f64 (dsc.add_learning_rate's).
+  if (getKind() == StateKind::LearningRateSum) {
+    if (getTensorType().getNumElements() == 1 &&
+        getTensorType().getElementType().isF64())
+      return success();
+    return emitOpError("a learning_rate_sum state is tensor<1xf64>, got ")
+           << getType();
+  }
   // A gradient or an optimizer moment may be a ZeRO shard: a rank-1 chunk
   // of the flattened parameter whose size divides the parameter's.
   RankedTensorType type = getTensorType();

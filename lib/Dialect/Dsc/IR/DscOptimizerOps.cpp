@@ -615,3 +615,88 @@ LogicalResult FrozenLambOp::verifySymbolUses(SymbolTableCollection &tables) {
        {getFreshAttr(), StateKind::ExpAvgSqFresh, "fresh"}},
       getCoefficientsAttr());
 }
+
+//===----------------------------------------------------------------------===//
+// 0/1 Adam
+//===----------------------------------------------------------------------===//
+
+/// 0/1 Adam's states of `param`: each `(name, kind, role)` a whole f32
+/// tensor of the parameter's type (its local steps keep every rank's own
+/// momentum and accumulator: nothing of them is sharded).
+static LogicalResult verifyZeroOneAdamStates(
+    Operation *op, SymbolTableCollection &tables, FlatSymbolRefAttr paramName,
+    ArrayRef<std::tuple<FlatSymbolRefAttr, StateKind, StringRef>> states) {
+  FailureOr<ParameterOp> param = lookupParam(op, tables, paramName);
+  if (failed(param))
+    return failure();
+  if (!param->getTensorType().getElementType().isF32())
+    return op->emitOpError("parameter '@")
+           << param->getSymName() << "' is " << param->getType()
+           << "; 0/1 Adam's states are f32 (use precision=fp32)";
+  for (auto [name, kind, role] : states) {
+    if (failed(verifyStateOf(op, tables, name, kind, *param, role)))
+      return failure();
+    auto state = tables.lookupNearestSymbolFrom<StateOp>(op, name);
+    if (state.getType() != param->getType())
+      return op->emitOpError(role)
+             << " '" << name << "' is " << state.getType()
+             << "; 0/1 Adam keeps whole states of the parameter's "
+             << param->getType();
+  }
+  return success();
+}
+
+LogicalResult ZeroOneAdamUpdateOp::verify() {
+  return verifyAdamHyperParameters(*this, std::nullopt, std::nullopt,
+                                   getEps().convertToDouble(),
+                                   getWeightDecay().convertToDouble());
+}
+
+LogicalResult
+ZeroOneAdamUpdateOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyZeroOneAdamStates(
+      *this, tables, getParamAttr(),
+      {{getExpAvgAttr(), StateKind::ExpAvg, "exp_avg"},
+       {getExpAvgSqAttr(), StateKind::ExpAvgSq, "exp_avg_sq"},
+       {getAccumulatorAttr(), StateKind::MomentumAccumulator, "accumulator"}});
+}
+
+LogicalResult
+AddLearningRateOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, getSumAttr());
+  if (!state || state.getKind() != StateKind::LearningRateSum)
+    return emitOpError("'") << getSumAttr()
+                            << "' does not name a learning_rate_sum state";
+  return success();
+}
+
+LogicalResult ZeroOneAdamRewindOp::verify() {
+  return verifyAdamHyperParameters(*this, std::nullopt, std::nullopt,
+                                   getEps().convertToDouble(), std::nullopt);
+}
+
+LogicalResult
+ZeroOneAdamRewindOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyZeroOneAdamStates(
+      *this, tables, getParamAttr(),
+      {{getAccumulatorAttr(), StateKind::MomentumAccumulator, "accumulator"},
+       {getExpAvgSqAttr(), StateKind::ExpAvgSq, "exp_avg_sq"}});
+}
+
+LogicalResult ZeroOneAdamResyncOp::verify() {
+  return verifyAdamHyperParameters(*this, std::nullopt, std::nullopt,
+                                   getEps().convertToDouble(), std::nullopt);
+}
+
+LogicalResult
+ZeroOneAdamResyncOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto sum = tables.lookupNearestSymbolFrom<StateOp>(*this, getLrSumAttr());
+  if (!sum || sum.getKind() != StateKind::LearningRateSum)
+    return emitOpError("lr_sum '")
+           << getLrSumAttr() << "' does not name a learning_rate_sum state";
+  return verifyZeroOneAdamStates(
+      *this, tables, getParamAttr(),
+      {{getExpAvgAttr(), StateKind::ExpAvg, "exp_avg"},
+       {getAccumulatorAttr(), StateKind::MomentumAccumulator, "accumulator"},
+       {getExpAvgSqAttr(), StateKind::ExpAvgSq, "exp_avg_sq"}});
+}

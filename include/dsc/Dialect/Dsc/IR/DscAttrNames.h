@@ -28,6 +28,10 @@ inline constexpr llvm::StringLiteral kStageAttr = "dsc.stage";
 /// On a compressed_optimizer program: the first optimizer step (1-based)
 /// it runs, in place of the optimizer program (1-bit Adam's freeze_step).
 inline constexpr llvm::StringLiteral kFromStepAttr = "dsc.from_step";
+/// On the module, with optimizer=zero_one_adam: its policy, the dictionary
+/// {var_freeze_step, var_update_scaler, local_step_scaler,
+/// local_step_clipper} (i64 each) from which a step's program follows.
+inline constexpr llvm::StringLiteral kZeroOneAdamAttr = "dsc.zero_one_adam";
 /// `array<i64>`, one per argument: the planned offsets of a program's
 /// inputs (--dsc-plan-memory).
 inline constexpr llvm::StringLiteral kInputOffsetsAttr = "dsc.input_offsets";

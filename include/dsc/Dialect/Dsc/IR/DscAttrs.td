@@ -117,7 +117,11 @@ def Dsc_StateKind : I32EnumAttr<"StateKind", "kind of persistent state", [
   I32EnumAttrCase<"LambCoefficients", 8, "lamb_coefficients">,
   I32EnumAttrCase<"ExpAvgSqFresh", 9, "exp_avg_sq_fresh">,
   I32EnumAttrCase<"ExpAvgLast", 10, "exp_avg_last">,
-  I32EnumAttrCase<"CompressionPad", 11, "compression_pad">
+  I32EnumAttrCase<"CompressionPad", 11, "compression_pad">,
+  // 0/1 Adam: the local updates since the last sync (its u), each
+  // parameter's, and the learning rates summed since then (f64 [1]).
+  I32EnumAttrCase<"MomentumAccumulator", 12, "momentum_accumulator">,
+  I32EnumAttrCase<"LearningRateSum", 13, "learning_rate_sum">
 ]> {
   let cppNamespace = "::mlir::dsc";
 }
@@ -152,7 +156,12 @@ def Dsc_ProgramRole : I32EnumAttr<"ProgramRole", "role of a training program", [
   I32EnumAttrCase<"Initialize", 5, "initialize">,
   I32EnumAttrCase<"Prefill", 6, "prefill">,
   I32EnumAttrCase<"Decode", 7, "decode">,
-  I32EnumAttrCase<"CompressedOptimizer", 8, "compressed_optimizer">
+  I32EnumAttrCase<"CompressedOptimizer", 8, "compressed_optimizer">,
+  // 0/1 Adam's other steps (the var step is `optimizer`): a compressed
+  // gradient, a local step, a local step and a sync.
+  I32EnumAttrCase<"OnebitStepOptimizer", 9, "onebit_step_optimizer">,
+  I32EnumAttrCase<"LocalStepOptimizer", 10, "local_step_optimizer">,
+  I32EnumAttrCase<"SyncStepOptimizer", 11, "sync_step_optimizer">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::dsc";
@@ -193,7 +202,13 @@ def Dsc_ProgramRoleAttr : EnumAttr<Dsc_Dialect, Dsc_ProgramRole, "program_role">
     - `compressed_optimizer`: a 1-bit optimizer's step from the optimizer
       step `dsc.from_step` on (its `freeze_step`), in place of `optimizer`
       (the warm-up): moments from each rank's own gradients and their
-      compressed all-reduce (`--dsc-optimizer`, `--dsc-data-parallel`).
+      compressed all-reduce (`--dsc-optimizer`, `--dsc-data-parallel`);
+    - `onebit_step_optimizer`, `local_step_optimizer`,
+      `sync_step_optimizer`: 0/1 Adam's steps other than its variance
+      steps (`optimizer`): a compressed average of the gradients for the
+      momentum, a local step communicating nothing, and a local step
+      followed by the accumulators' compressed average. Which one a step
+      runs follows from its number (the plan's 0/1 Adam policy).
 
     A pipeline stage's programs carry `dsc.stage = k` beside their role.
 

@@ -328,6 +328,96 @@ def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam", [DeclareOpInterfaceMethods<SymbolUs
   let hasVerifier = 1;
 }
 
+def Dsc_ZeroOneAdamUpdateOp : Dsc_Op<"zero_one_adam_update", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "0/1 Adam's local update, accumulated for the next sync";
+  let description = [{
+    0/1 Adam's second stage (variance frozen, DeepSpeed's zoadam.py), after
+    `dsc.adam_momentum` of this rank's own gradient: `t = −lr·(m/(sqrt(v) +
+    eps) + wd·p)`, `p += t`, `accumulator += t`. Nothing is communicated;
+    a sync step's `dsc.zero_one_adam_rewind` and `dsc.zero_one_adam_resync`
+    average the accumulator.
+
+    ```mlir
+    dsc.zero_one_adam_update @w exp_avg = @adam.m.w exp_avg_sq = @adam.v.w
+        accumulator = @zoadam.accumulator.w lr = %lr eps = 1.000000e-08
+        weight_decay = 0.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
+                       FlatSymbolRefAttr:$exp_avg_sq,
+                       FlatSymbolRefAttr:$accumulator,
+                       0DTensorOf<[F32]>:$lr, F64Attr:$eps,
+                       F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq `accumulator`
+    `=` $accumulator `lr` `=` $lr `eps` `=` $eps `weight_decay` `=`
+    $weight_decay attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_AddLearningRateOp : Dsc_Op<"add_learning_rate", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Adds the step's learning rate to a running f64 sum";
+  let description = [{
+    0/1 Adam's `lrs`, the learning rates summed since the last sync (a
+    Python float in DeepSpeed, so f64 here): `sum += lr`. A sync divides
+    the averaged accumulator by it, then zeroes it (`dsc.zero`).
+
+    ```mlir
+    dsc.add_learning_rate @zoadam.lr_sum lr = %lr : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$sum, 0DTensorOf<[F32]>:$lr);
+  let assemblyFormat = "$sum `lr` `=` $lr attr-dict `:` type($lr)";
+}
+
+def Dsc_ZeroOneAdamRewindOp : Dsc_Op<"zero_one_adam_rewind", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "0/1 Adam's sync, first half: rewind and rescale";
+  let description = [{
+    `p −= accumulator; accumulator ·= sqrt(v) + eps`: the parameter back
+    where the last sync left it, the accumulated updates back in momentum
+    units. A `dsc.compressed_all_reduce_states` of the accumulators
+    follows (over the data-parallel group), then
+    `dsc.zero_one_adam_resync`.
+
+    ```mlir
+    dsc.zero_one_adam_rewind @w accumulator = @zoadam.accumulator.w
+        exp_avg_sq = @adam.v.w eps = 1.000000e-08
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$accumulator,
+                       FlatSymbolRefAttr:$exp_avg_sq, F64Attr:$eps);
+  let assemblyFormat = [{
+    $param `accumulator` `=` $accumulator `exp_avg_sq` `=` $exp_avg_sq `eps`
+    `=` $eps attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_ZeroOneAdamResyncOp : Dsc_Op<"zero_one_adam_resync", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "0/1 Adam's sync, second half: momentum and parameter";
+  let description = [{
+    After the accumulators' compressed average: `m = −accumulator / sum`
+    (`sum`: the learning rates since the last sync), `p += accumulator /
+    (sqrt(v) + eps)`, `accumulator = 0`.
+
+    ```mlir
+    dsc.zero_one_adam_resync @w exp_avg = @adam.m.w
+        accumulator = @zoadam.accumulator.w exp_avg_sq = @adam.v.w
+        lr_sum = @zoadam.lr_sum eps = 1.000000e-08
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
+                       FlatSymbolRefAttr:$accumulator,
+                       FlatSymbolRefAttr:$exp_avg_sq, FlatSymbolRefAttr:$lr_sum,
+                       F64Attr:$eps);
+  let assemblyFormat = [{
+    $param `exp_avg` `=` $exp_avg `accumulator` `=` $accumulator `exp_avg_sq`
+    `=` $exp_avg_sq `lr_sum` `=` $lr_sum `eps` `=` $eps attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_CompressedAllReduceStatesOp : Dsc_Op<"compressed_all_reduce_states",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
