@@ -97,8 +97,8 @@ struct DscDataParallelPass
     return meshAxesSize(meshOp, replicatingDataAxes(meshOp, param));
   }
   ParameterOp paramOf(StateOp state) {
-    return SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
-        state, state.getOfAttr());
+    return SymbolTable::lookupNearestSymbolFrom<ParameterOp>(state,
+                                                             state.getOfAttr());
   }
 
   void runOnOperation() override {
@@ -172,9 +172,9 @@ struct DscDataParallelPass
          getProgramOps(module, ProgramRole::CompressedOptimizer))
       if (failed(compressMoments(module, *mesh, cast<func::FuncOp>(op))))
         return signalPassFailure();
-    for (ProgramRole role : {ProgramRole::OnebitStepOptimizer,
-                             ProgramRole::LocalStepOptimizer,
-                             ProgramRole::SyncStepOptimizer})
+    for (ProgramRole role :
+         {ProgramRole::OnebitStepOptimizer, ProgramRole::LocalStepOptimizer,
+          ProgramRole::SyncStepOptimizer})
       for (Operation *op : getProgramOps(module, role))
         if (failed(compressZeroOneAdam(module, *mesh, cast<func::FuncOp>(op),
                                        role)))
@@ -273,8 +273,8 @@ struct DscDataParallelPass
             module, bucket.first, (prefix + "server_error.").str(),
             StateKind::ServerError, padded / bucket.group);
         CompressedAllReduceStatesOp::create(
-            b, b.getUnknownLoc(), b.getArrayAttr(bucket.states), worker,
-            server, meshRef, cast<ArrayAttr>(key.first));
+            b, b.getUnknownLoc(), b.getArrayAttr(bucket.states), worker, server,
+            meshRef, cast<ArrayAttr>(key.first));
         ++numBuckets;
       }
     }
@@ -409,9 +409,7 @@ struct DscDataParallelPass
   /// Whether expert parallelism leaves `param` alone in its group (experts
   /// with ep = dp): nothing to average or shard. (dp=1 ZeRO still shards
   /// over its group of one, as DeepSpeed's engine does on one rank.)
-  bool aloneInGroup(ParameterOp param) {
-    return dp > 1 && groupOf(param) == 1;
-  }
+  bool aloneInGroup(ParameterOp param) { return dp > 1 && groupOf(param) == 1; }
   /// Whether ZeRO shards `param`: its elements divide over its group (an
   /// odd size keeps a replicated update) and, under ZeRO-3, it is larger
   /// than the persistence threshold (DeepSpeed keeps small parameters
@@ -539,9 +537,9 @@ struct DscDataParallelPass
     }
     for (auto &[groupAxes, group] : byGroup) {
       for (ArrayRef<Attribute> bucket : group.reduce) {
-        auto reduce = AllReduceStatesOp::create(
-            b, optimizer.getLoc(), b.getArrayAttr(bucket), meshRef,
-            cast<ArrayAttr>(groupAxes));
+        auto reduce = AllReduceStatesOp::create(b, optimizer.getLoc(),
+                                                b.getArrayAttr(bucket), meshRef,
+                                                cast<ArrayAttr>(groupAxes));
         reduce.setReduction(ReductionKind::Average);
         ++numBuckets;
       }
@@ -558,9 +556,9 @@ struct DscDataParallelPass
         for (Attribute name : clip.getGradients()) {
           auto state = module.lookupSymbol<StateOp>(
               cast<FlatSymbolRefAttr>(name).getValue());
-          flags.push_back(shardedParams.contains(state.getOf()) ||
-                          (zero >= 2 &&
-                           shardedAnywhere.contains(state.getOf())));
+          flags.push_back(
+              shardedParams.contains(state.getOf()) ||
+              (zero >= 2 && shardedAnywhere.contains(state.getOf())));
         }
         clip.setMeshAttr(meshRef);
         clip.setShardAxesAttr(axes);

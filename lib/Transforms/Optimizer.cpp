@@ -316,8 +316,8 @@ struct DscOptimizerPass
       bool decay = grad.getTensorType().getRank() >= 2;
       auto gradRef = FlatSymbolRefAttr::get(grad.getSymNameAttr());
       if (optimizer == "onebit_adam" || optimizer == "zero_one_adam") {
-        // DeepSpeed's OnebitAdam (and ZeroOneAdam) decays every parameter by its group's
-        // weight_decay; dsc keeps Megatron's split (matrices only).
+        // DeepSpeed's OnebitAdam (and ZeroOneAdam) decays every parameter by
+        // its group's weight_decay; dsc keeps Megatron's split (matrices only).
         FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
         FlatSymbolRefAttr v =
             declareState(grad, "adam.v.", StateKind::ExpAvgSq);
@@ -475,8 +475,8 @@ struct DscOptimizerPass
                                   accumulator(grad), v(grad), f64(eps));
     for (StateOp grad : updated)
       ZeroOneAdamResyncOp::create(b, grad.getLoc(), grad.getOfAttr(), m(grad),
-                                  accumulator(grad), v(grad),
-                                  learningRateSum(), f64(eps));
+                                  accumulator(grad), v(grad), learningRateSum(),
+                                  f64(eps));
   }
 
   /// 0/1 Adam's Σlr since the last sync, declared on first use (a state
@@ -486,10 +486,10 @@ struct DscOptimizerPass
     if (auto existing = symbols->lookup<StateOp>(name))
       return FlatSymbolRefAttr::get(existing.getSymNameAttr());
     ParameterOp first = *getOperation().getOps<ParameterOp>().begin();
-    auto state = StateOp::create(
-        *declBuilder, first.getLoc(), name,
-        RankedTensorType::get({1}, declBuilder->getF64Type()),
-        StateKind::LearningRateSum, first.getSymName());
+    auto state =
+        StateOp::create(*declBuilder, first.getLoc(), name,
+                        RankedTensorType::get({1}, declBuilder->getF64Type()),
+                        StateKind::LearningRateSum, first.getSymName());
     symbols->insert(state);
     return FlatSymbolRefAttr::get(state.getSymNameAttr());
   }

@@ -22,7 +22,7 @@
 // accepted.
 // SCHED: error: --dsc-optimizer: unknown schedule 'step'; expected constant, warmup, warmup_linear, warmup_cosine, range_test, one_cycle (DeepSpeed's) or annealing_constant, annealing_linear, annealing_cosine, annealing_exponential (GPT-NeoX's)
 // STEPS: error: --dsc-optimizer: schedule 'warmup_cosine' decays after the warmup, so total-steps (10) must exceed warmup (10)
-// OPTIMIZER: error: --dsc-optimizer: unknown optimizer 'lamb'; expected adamw, sgd, onebit_adam or onebit_lamb
+// OPTIMIZER: error: --dsc-optimizer: unknown optimizer 'lamb'; expected adamw, sgd, onebit_adam, onebit_lamb or zero_one_adam
 
 // One step: the learning rate of the step, the global norm of all
 // gradients in declaration order with clipping, one AdamW update per

@@ -155,9 +155,9 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
                           "local_step_scaler", "local_step_clipper"}) {
       IntegerAttr v = asI64(policy.get(key));
       if (!v || v.getInt() < (key == "var_freeze_step" ? 0 : 1))
-        return fail() << "0/1 Adam's policy needs " << key << ", an i64 >= "
-                      << (key == "var_freeze_step" ? 0 : 1) << ", got "
-                      << policy.get(key);
+        return fail() << "0/1 Adam's policy needs " << key
+                      << ", an i64 >= " << (key == "var_freeze_step" ? 0 : 1)
+                      << ", got " << policy.get(key);
     }
     if (policy.size() != 4)
       return fail() << "0/1 Adam's policy has exactly var_freeze_step, "
@@ -169,8 +169,7 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
   if (name == kMicrobatchesAttr) {
     IntegerAttr count = asI64(value);
     if (!count || count.getInt() < 1)
-      return fail() << "the micro-batches per step, an i64 >= 1, got "
-                    << value;
+      return fail() << "the micro-batches per step, an i64 >= 1, got " << value;
     return success();
   }
   if (name == kWeightStashAttr) {
@@ -269,7 +268,8 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
       if (!asI64(dict.get(key)))
         return fail() << "{persistent_bytes, temporary_bytes, arena_bytes} "
                          "as i64 byte counts, but '"
-                      << key << "' is " << (dict.get(key) ? "not an i64" : "missing");
+                      << key << "' is "
+                      << (dict.get(key) ? "not an i64" : "missing");
     return success();
   }
   if (name == kInferenceAttr) {

@@ -10,7 +10,6 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-
 static int64_t bytesOf(Value v) {
   RankedTensorType type = tensorOf(v);
   return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
@@ -91,8 +90,8 @@ MatmulAccumulateOp::verifySymbolUses(SymbolTableCollection &tables) {
       *shape, cast<RankedTensorType>(getLhs().getType()).getElementType());
   if (state.getType() != product)
     return emitOpError("product type ")
-           << product << " differs from state '@" << getState()
-           << "' of type " << state.getType();
+           << product << " differs from state '@" << getState() << "' of type "
+           << state.getType();
   return success();
 }
 

@@ -665,8 +665,8 @@ LogicalResult
 AddLearningRateOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto state = tables.lookupNearestSymbolFrom<StateOp>(*this, getSumAttr());
   if (!state || state.getKind() != StateKind::LearningRateSum)
-    return emitOpError("'") << getSumAttr()
-                            << "' does not name a learning_rate_sum state";
+    return emitOpError("'")
+           << getSumAttr() << "' does not name a learning_rate_sum state";
   return success();
 }
 
