@@ -181,8 +181,7 @@ TEST_P(TcpAgainstThreads, EveryCollectiveBitIdentical) {
   Outcome tcp = threads;
   ThreadWorldOptions options;
   options.timeout = std::chrono::seconds(60);
-  runRanks(
-      n, [&](Communicator &c) { everyCollective(c, threads); }, options);
+  runRanks(n, [&](Communicator &c) { everyCollective(c, threads); }, options);
   std::vector<std::string> errors = runTcp(n, [&](Communicator &c) {
     EXPECT_STREQ(c.backendName(), "tcp");
     everyCollective(c, tcp);

@@ -191,6 +191,8 @@ private:
     throw Error(message);
   }
   void closeAll();
+  /// Whether the next frame waiting from `peer` is an abort; its reason.
+  bool abortReason(int peer, std::string *reason);
   uint32_t nextTag() { return uint32_t(++calls); }
 
   std::shared_ptr<Fabric> fabric;
@@ -203,9 +205,32 @@ private:
   std::vector<char> scratch, incoming;
 };
 
+bool TcpComm::abortReason(int peer, std::string *reason) {
+  const int fd = conns[size_t(peer)].fd;
+  char head[kHeaderBytes];
+  if (::recv(fd, head, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT) !=
+      ssize_t(kHeaderBytes))
+    return false;
+  uint32_t words[2];
+  std::memcpy(words, head, 8);
+  if (words[0] != kAbort)
+    return false;
+  ::recv(fd, head, kHeaderBytes, MSG_DONTWAIT);
+  reason->assign(std::min<uint64_t>(getU64(head + 8), 1 << 20), '\0');
+  std::string error;
+  readAll(fd, reason->data(), reason->size(),
+          Clock::now() + std::chrono::seconds(1), &error);
+  return true;
+}
+
 void TcpComm::closeAll() {
   for (Conn &c : conns)
     if (c.fd >= 0) {
+      // Unread input would make close() reset the connection, and a reset
+      // may discard what this rank last sent (an abort's reason).
+      char sink[4096];
+      while (::recv(c.fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+        ;
       ::shutdown(c.fd, SHUT_WR);
       ::close(c.fd);
       c.fd = -1;
@@ -305,6 +330,15 @@ void TcpComm::exchange(std::vector<Xfer> &xfers, const std::string &what,
   std::vector<pollfd> fds;
   std::vector<Xfer *> open;
   auto lost = [&](const Xfer &x) {
+    // A peer that aborted wrote why before closing; a send to it fails
+    // without reading that, so look for it unless a frame from it is half
+    // read.
+    bool halfRead = false;
+    for (const Xfer &y : xfers)
+      halfRead |= !y.send && y.peer == x.peer && y.done > 0 &&
+                  y.done < kHeaderBytes + y.len;
+    if (std::string reason; !halfRead && abortReason(x.peer, &reason))
+      fail(what + ": " + peerName(x.peer) + " failed: " + reason);
     fail(what + ": " + peerName(x.peer) +
          " closed its connection: it exited, failed or was killed (its own "
          "output says why)");
@@ -633,7 +667,9 @@ void TcpComm::tellPeers(const std::string &reason) {
       (void)!::send(c.fd, frame.data(), frame.size(),
                     MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    ::shutdown(c.fd, SHUT_RDWR);
+    // Its end of file follows the reason; the descriptor stays open (and
+    // keeps draining) until the communicator goes.
+    ::shutdown(c.fd, SHUT_WR);
   }
   if (failure.empty())
     failure = describe("abort", "") + ": this rank failed: " + reason;
