@@ -103,20 +103,56 @@ TEST(RankDiscovery, DisagreementsNameBothConventions) {
             std::string::npos);
 }
 
-TEST(RankDiscovery, MultiProcessLaunchWithoutMpiIsRefused) {
+TEST(RankDiscovery, MultiProcessLaunchWithoutMpiNeedsMasterAddrAndPort) {
   EXPECT_EQ(errorOf({{"RANK", "2"}, {"WORLD_SIZE", "4"}}),
             "torchrun (RANK=2 WORLD_SIZE=4) starts this process as rank 2 of "
-            "4, but dsc-run's ranks meet through MPI and none of MPI's "
-            "launcher variables is set: start the ranks with mpirun, "
-            "dsc-launch, or srun --mpi=pmix (the TCP store at "
-            "MASTER_ADDR:MASTER_PORT that a torchrun-style launch needs is "
-            "not built yet); unset RANK to run one process");
+            "4 without MPI, and MASTER_ADDR and MASTER_PORT are not both "
+            "set: set them to rank 0's host and a free port for the ranks to "
+            "meet through a TCP store (as torchrun does), or start them with "
+            "mpirun, dsc-launch or srun --mpi=pmix; unset RANK to run one "
+            "process");
   EXPECT_NE(errorOf({{"SLURM_PROCID", "1"},
                      {"SLURM_NTASKS", "2"},
-                     {"SLURM_STEP_ID", "7"}})
+                     {"SLURM_STEP_ID", "7"},
+                     {"MASTER_ADDR", "node1"}})
                 .find("Slurm (SLURM_PROCID=1 SLURM_NTASKS=2) starts this "
-                      "process as rank 1 of 2"),
+                      "process as rank 1 of 2 without MPI, and MASTER_ADDR "
+                      "and MASTER_PORT are not both set"),
             std::string::npos);
+  EXPECT_EQ(errorOf({{"RANK", "1"},
+                     {"WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "node1"},
+                     {"MASTER_PORT", "70000"}}),
+            "MASTER_PORT='70000' is not a TCP port (1-65535)");
+}
+
+TEST(RankDiscovery, TorchrunAndSlurmMeetThroughTheTcpStore) {
+  Launch launch = discoverLaunch(envOf({{"RANK", "3"},
+                                        {"WORLD_SIZE", "4"},
+                                        {"MASTER_ADDR", "10.0.0.1"},
+                                        {"MASTER_PORT", "29500"}}));
+  EXPECT_FALSE(launch.mpi);
+  EXPECT_TRUE(launch.tcp);
+  EXPECT_EQ(launch.rank, 3);
+  EXPECT_EQ(launch.size, 4);
+  EXPECT_EQ(launch.source, "torchrun");
+  EXPECT_EQ(launch.masterAddr, "10.0.0.1");
+  EXPECT_EQ(launch.masterPort, 29500);
+  launch = discoverLaunch(envOf({{"SLURM_PROCID", "1"},
+                                 {"SLURM_NTASKS", "2"},
+                                 {"SLURM_STEP_ID", "7"},
+                                 {"MASTER_ADDR", "node1"},
+                                 {"MASTER_PORT", "12345"}}));
+  EXPECT_TRUE(launch.tcp);
+  EXPECT_EQ(launch.source, "Slurm");
+  EXPECT_EQ(launch.rank, 1);
+  // One process with MASTER_ADDR set (torchrun --nproc-per-node 1) is alone.
+  launch = discoverLaunch(envOf({{"RANK", "0"},
+                                 {"WORLD_SIZE", "1"},
+                                 {"MASTER_ADDR", "node1"},
+                                 {"MASTER_PORT", "12345"}}));
+  EXPECT_FALSE(launch.tcp);
+  EXPECT_EQ(launch.size, 1);
 }
 
 TEST(RankDiscovery, BadValuesNameTheVariable) {

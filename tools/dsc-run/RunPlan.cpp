@@ -26,6 +26,8 @@
 #include "dsc/Runtime/MpiCommunicator.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/RankDiscovery.h"
+#include "dsc/Runtime/TcpCommunicator.h"
+#include "dsc/Runtime/TcpStore.h"
 #include "dsc/Runtime/ThreadCommunicator.h"
 
 #include <omp.h>
@@ -77,7 +79,8 @@ std::string fraction(double v) {
 /// rank under mpirun/srun, the thread index for in-process ranks.
 int localRank(Communicator *world) {
   for (const char *name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+        "LOCAL_RANK"})
     if (const char *v = std::getenv(name))
       return std::atoi(v);
   return world ? world->rank() : 0;
@@ -681,16 +684,30 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
       return 0;
     }
     // Which rank the launcher made this process: MPI's variables decide,
-    // the others (torchrun's, Slurm's) must agree, and a multi-process
-    // launch that MPI does not join is refused.
+    // the others (torchrun's, Slurm's) must agree; several processes
+    // without MPI meet through a TCP store at MASTER_ADDR:MASTER_PORT.
     const Launch launch = discoverLaunch();
-    if (launch.mpi) {
+    if (launch.tcp) {
+      RendezvousOptions meet;
+      meet.host = launch.masterAddr;
+      meet.port = launch.masterPort;
+      meet.rank = int(launch.rank);
+      meet.size = int(launch.size);
+      meet.timeout = RendezvousOptions::timeoutFromEnvironment();
+      mpiWorld = createTcpWorldCommunicator(
+          TcpStore::rendezvous(meet),
+          ThreadWorldOptions::fromEnvironment().timeout);
+    } else if (launch.mpi) {
       mpiWorld = createMpiWorldCommunicator(nullptr, nullptr);
       checkLaunchAgainstMpi(launch, mpiWorld->rank(), mpiWorld->size());
+    }
+    if (mpiWorld) {
       // One process per rank: share the node's cores among its processes
       // unless the user chose (OMP_NUM_THREADS).
       if (!std::getenv("OMP_NUM_THREADS")) {
         const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        if (!local)
+          local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun's
         int perNode = local ? std::atoi(local) : mpiWorld->size();
         omp_set_num_threads(
             std::max(1, int(std::thread::hardware_concurrency()) /

@@ -10,10 +10,12 @@
 // (OMPI_COMM_WORLD_RANK/SIZE), PMIx and PMI launchers (PMIX_RANK,
 // PMI_RANK/PMI_SIZE: srun --mpi=pmix, MPICH's hydra, Intel MPI), MVAPICH
 // (MV2_COMM_WORLD_RANK/SIZE), Slurm's srun (SLURM_PROCID/SLURM_NTASKS in a
-// job step) and torchrun (RANK/WORLD_SIZE). dsc-run's ranks meet through
-// MPI, so an MPI launcher's variables decide; the others must agree with
-// them, and a multi-process launch without MPI (torchrun, srun without
-// PMI) is refused by name rather than trained N times alone.
+// job step) and torchrun (RANK/WORLD_SIZE). An MPI launcher's variables
+// decide and the others must agree with them. A multi-process launch
+// without MPI (torchrun, ranks started by hand, srun without PMI) meets
+// through a TCP store at MASTER_ADDR:MASTER_PORT (TcpStore.h), as
+// torch.distributed's env:// does; without those two it is refused by name
+// rather than trained N times alone.
 //
 // Slurm's variables are not compared when an MPI launcher's are present:
 // mpirun inside a Slurm job starts its daemons as srun tasks, and its
@@ -65,12 +67,17 @@ struct Launch {
   int64_t rank = 0, size = 1;
   /// The deciding convention, or "" for a process started alone.
   std::string source;
+  /// Several processes without MPI: they meet through the TCP store at
+  /// MASTER_ADDR:MASTER_PORT.
+  bool tcp = false;
+  std::string masterAddr;
+  int masterPort = 0;
   std::vector<RankClaim> claims;
 };
 
 /// The launch, checked: conventions that disagree on the rank or the world
-/// size, and a multi-process launch without MPI, are Errors that name the
-/// variables and what to do.
+/// size, and a multi-process launch with neither MPI nor MASTER_ADDR and
+/// MASTER_PORT, are Errors that name the variables and what to do.
 Launch discoverLaunch(const Environment &env = nullptr);
 
 /// After MPI_Init: MPI's own rank and size must be what every launcher

@@ -142,16 +142,33 @@ Launch dsc::rt::discoverLaunch(const Environment &env) {
   launch.rank = decider->rank;
   launch.size = decider->size;
   launch.source = decider->convention;
-  if (!launch.mpi)
-    throw Error(
-        describe(*decider) + " starts this process as " +
-        rankOf(decider->rank, decider->size) +
-        ", but dsc-run's ranks meet through MPI and none of MPI's launcher "
-        "variables is set: start the ranks with mpirun, dsc-launch, or "
-        "srun --mpi=pmix (the TCP store at MASTER_ADDR:MASTER_PORT that a "
-        "torchrun-style launch needs is not built yet); unset " +
-        decider->variables.substr(0, decider->variables.find('=')) +
-        " to run one process");
+  if (launch.mpi)
+    return launch;
+  // Without MPI the ranks meet where torch.distributed's env:// meets them.
+  const Environment lookup =
+      env ? env : [](const char *name) { return std::getenv(name); };
+  const char *addr = lookup("MASTER_ADDR"), *port = lookup("MASTER_PORT");
+  if (!addr || !*addr || !port || !*port)
+    throw Error(describe(*decider) + " starts this process as " +
+                rankOf(decider->rank, decider->size) +
+                " without MPI, and MASTER_ADDR and MASTER_PORT are not both "
+                "set: set them to rank 0's host and a free port for the ranks "
+                "to meet through a TCP store (as torchrun does), or start "
+                "them with mpirun, dsc-launch or srun --mpi=pmix; unset " +
+                decider->variables.substr(0, decider->variables.find('=')) +
+                " to run one process");
+  if (decider->rank < 0 || decider->size < 0)
+    throw Error(describe(*decider) + " says " +
+                rankOf(decider->rank, decider->size) +
+                ": a launch without MPI needs both the rank and the world "
+                "size");
+  const int64_t portNumber = parseCount("MASTER_PORT", port);
+  if (portNumber < 1 || portNumber > 65535)
+    throw Error(std::string("MASTER_PORT='") + port +
+                "' is not a TCP port (1-65535)");
+  launch.tcp = true;
+  launch.masterAddr = addr;
+  launch.masterPort = int(portNumber);
   return launch;
 }
 
