@@ -124,6 +124,18 @@ TEST(RankDiscovery, MultiProcessLaunchWithoutMpiNeedsMasterAddrAndPort) {
                      {"MASTER_ADDR", "node1"},
                      {"MASTER_PORT", "70000"}}),
             "MASTER_PORT='70000' is not a TCP port (1-65535)");
+  // Under torchrun itself the port is its agent's store, not ours.
+  EXPECT_EQ(errorOf({{"RANK", "1"},
+                     {"WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "node1"},
+                     {"MASTER_PORT", "29500"},
+                     {"TORCHELASTIC_USE_AGENT_STORE", "True"}}),
+            "TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves "
+            "torch.distributed's TCPStore at MASTER_ADDR:MASTER_PORT "
+            "(node1:29500), whose protocol dsc-run's store does not speak; "
+            "start the ranks without torchrun, with RANK, WORLD_SIZE, "
+            "MASTER_ADDR and MASTER_PORT set (docs/multi-node.md), or with "
+            "mpirun or dsc-launch");
 }
 
 TEST(RankDiscovery, TorchrunAndSlurmMeetThroughTheTcpStore) {

@@ -166,6 +166,18 @@ Launch dsc::rt::discoverLaunch(const Environment &env) {
   if (portNumber < 1 || portNumber > 65535)
     throw Error(std::string("MASTER_PORT='") + port +
                 "' is not a TCP port (1-65535)");
+  // torchrun's agent serves torch.distributed's own store at that port and
+  // tells its workers so; dsc's store speaks another protocol.
+  if (const char *agent = lookup("TORCHELASTIC_USE_AGENT_STORE");
+      agent && std::string(agent) == "True")
+    throw Error(std::string("TORCHELASTIC_USE_AGENT_STORE=True: torchrun's "
+                            "agent serves torch.distributed's TCPStore at "
+                            "MASTER_ADDR:MASTER_PORT (") +
+                addr + ":" + port +
+                "), whose protocol dsc-run's store does not speak; start the "
+                "ranks without torchrun, with RANK, WORLD_SIZE, MASTER_ADDR "
+                "and MASTER_PORT set (docs/multi-node.md), or with mpirun or "
+                "dsc-launch");
   launch.tcp = true;
   launch.masterAddr = addr;
   launch.masterPort = int(portNumber);
