@@ -244,18 +244,44 @@ TcpStore::rendezvous(const RendezvousOptions &options) {
     throw Error(where + ": this process has WORLD_SIZE=" + size +
                 " but rank 0 has " + theirs);
 
-  // Everyone arrives, or the message names who did not.
-  std::string unused;
+  // Everyone arrives, or the message names who did not. Rank 0 serves the
+  // store, so when it gives up it first posts its message and waits (a
+  // little) until the ranks that did arrive have read it: they then say
+  // the same instead of only that the store went away.
+  std::string unused, abandoned;
+  std::vector<int> missing;
   for (auto pause = std::chrono::milliseconds(1);;) {
-    std::vector<int> missing;
-    for (int r = 0; r < options.size; ++r)
-      if (!store->tryGet("dsc/arrived/" + std::to_string(r), &unused))
-        missing.push_back(r);
+    try {
+      if (options.rank != 0 && store->tryGet("dsc/abandoned", &abandoned)) {
+        store->add("dsc/abandoned_seen", 1);
+        throw Error(abandoned);
+      }
+      missing.clear();
+      for (int r = 0; r < options.size; ++r)
+        if (!store->tryGet("dsc/arrived/" + std::to_string(r), &unused))
+          missing.push_back(r);
+    } catch (const Error &e) {
+      if (!abandoned.empty() || missing.empty())
+        throw;
+      throw Error(where + ": rank 0, which serves the store, left before " +
+                  rankList(missing) + of + " arrived (its output says why)");
+    }
     if (missing.empty())
       return store;
-    if (Clock::now() >= deadline)
-      throw Error(where + " timed out after " + secondsText(options.timeout) +
-                  ": " + rankList(missing) + of + " never arrived");
+    if (Clock::now() >= deadline) {
+      const std::string message = where + " timed out after " +
+                                  secondsText(options.timeout) + ": " +
+                                  rankList(missing) + of + " never arrived";
+      if (options.rank == 0) {
+        store->set("dsc/abandoned", message);
+        const int64_t waiting = options.size - int64_t(missing.size()) - 1;
+        const Deadline grace = Clock::now() + std::chrono::seconds(2);
+        while (store->add("dsc/abandoned_seen", 0) < waiting &&
+               Clock::now() < grace)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      throw Error(message);
+    }
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
         pause, std::chrono::milliseconds(msUntil(deadline) + 1)));
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
