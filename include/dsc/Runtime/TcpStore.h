@@ -88,8 +88,8 @@ public:
   std::chrono::milliseconds timeout() const { return options.timeout; }
   /// "host:port", for messages.
   std::string address() const;
-  /// This host's address as the store sees it (the local end of the
-  /// connection): where peers can reach this rank.
+  /// Where peers can reach this rank: the local end of its connection to
+  /// the store, or MASTER_ADDR on rank 0 when it serves the store.
   const std::string &localAddress() const { return localHost; }
 
 private:

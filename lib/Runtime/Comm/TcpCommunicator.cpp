@@ -247,10 +247,11 @@ void TcpComm::connect() {
       "the tcp group '" + id + "' (" + std::to_string(n) + " ranks)";
   std::string error;
   int port = 0;
-  int listenFd = listenTcp(store.localAddress(), 0, n, &port, &error);
+  // Every interface: the published address may be a name (MASTER_ADDR on
+  // rank 0) that resolves here to another interface than the peers use.
+  int listenFd = listenTcp("", 0, n, &port, &error);
   if (listenFd < 0)
-    throw Error("setting up " + group + ": cannot listen at " +
-                store.localAddress() + ": " + error);
+    throw Error("setting up " + group + ": cannot listen: " + error);
   store.set("dsc/" + id + "/addr/" + std::to_string(me),
             store.localAddress() + " " + std::to_string(port));
   // Hello: the group's id and the caller's rank in it, so a stray or stale

@@ -231,7 +231,13 @@ TcpStore::rendezvous(const RendezvousOptions &options) {
                 ": rank 0" + of +
                 ", which serves the store, never arrived (last attempt: " +
                 error + ")");
-  store->localHost = localHostOf(store->fd);
+  // Where peers reach this rank: the address its connection to the store
+  // leaves from, which routes towards the others. Rank 0 reaches its own
+  // store through whatever its host name resolves to here (Debian maps it
+  // to 127.0.1.1), while the others reach it at MASTER_ADDR by definition.
+  store->localHost = options.rank == 0 && options.hostServer
+                         ? options.host
+                         : localHostOf(store->fd);
 
   const std::string me = std::to_string(options.rank);
   if (store->add("dsc/arrived/" + me, 1) > 1)
