@@ -28,6 +28,7 @@
 #include "RingCombine.h"
 #include "TcpSocket.h"
 #include "dsc/Runtime/Error.h"
+#include "dsc/Runtime/Fnv1a.h"
 #include "dsc/Runtime/TcpStore.h"
 
 #include <algorithm>
@@ -254,13 +255,10 @@ void TcpComm::connect() {
     throw Error("setting up " + group + ": cannot listen: " + error);
   store.set("dsc/" + id + "/addr/" + std::to_string(me),
             store.localAddress() + " " + std::to_string(port));
-  // Hello: the group's id and the caller's rank in it, so a stray or stale
-  // connection is refused instead of taking a rank's place.
-  auto hello = [&](int rank) {
-    std::string text = id + " " + std::to_string(rank);
-    text.resize(256, '\0');
-    return text;
-  };
+  // Hello: a hash of the group's id and the caller's rank in it, so a stray
+  // or stale connection is refused instead of taking a rank's place.
+  const uint64_t idHash =
+      fnv1a64(reinterpret_cast<const uint8_t *>(id.data()), id.size());
   try {
     for (int j = 0; j < me; ++j) {
       const std::string addr =
@@ -274,8 +272,10 @@ void TcpComm::connect() {
                     peerName(j) + " at " + hostPort(host, theirPort) + ": " +
                     error);
       conns[size_t(j)].fd = fd;
-      std::string text = hello(me);
-      if (writeAll(fd, text.data(), text.size(), deadline, &error) != Io::Ok)
+      char hello[kHeaderBytes];
+      putU64(hello, idHash);
+      putU64(hello + 8, uint64_t(me));
+      if (writeAll(fd, hello, sizeof(hello), deadline, &error) != Io::Ok)
         throw Error("setting up " + group + ": " + peerName(j) +
                     " closed the connection before it was made");
     }
@@ -292,17 +292,14 @@ void TcpComm::connect() {
                                ": " + missing + " never connected"
                          : error));
       }
-      std::string text(256, '\0');
-      if (readAll(fd, text.data(), text.size(), deadline, &error) != Io::Ok) {
+      char hello[kHeaderBytes];
+      if (readAll(fd, hello, sizeof(hello), deadline, &error) != Io::Ok) {
         ::close(fd);
         continue;
       }
-      text.resize(std::strlen(text.c_str()));
-      const size_t space = text.rfind(' ');
-      const int them =
-          space == std::string::npos ? -1 : std::atoi(text.c_str() + space + 1);
-      if (space == std::string::npos || text.substr(0, space) != id ||
-          them <= me || them >= n || conns[size_t(them)].fd >= 0) {
+      const uint64_t them = getU64(hello + 8);
+      if (getU64(hello) != idHash || them <= uint64_t(me) ||
+          them >= uint64_t(n) || conns[size_t(them)].fd >= 0) {
         ::close(fd);
         continue;
       }
