@@ -11,8 +11,8 @@
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Instructions.h"
-#include "dsc/Support/PipelineSlots.h"
 #include "dsc/Support/PipelineScheduleKind.h"
+#include "dsc/Support/PipelineSlots.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,6 +27,20 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 namespace {
+
+/// 0/1 Adam's programs besides `optimizer`, in rt::kZeroOneAdamPrograms'
+/// order.
+constexpr ProgramRole kZeroOneAdamRoles[3] = {ProgramRole::OnebitStepOptimizer,
+                                              ProgramRole::LocalStepOptimizer,
+                                              ProgramRole::SyncStepOptimizer};
+
+/// Which of them `role` is (an index into both), or -1.
+int zeroOneAdamKind(std::optional<ProgramRole> role) {
+  for (int k = 0; k < 3; ++k)
+    if (role == kZeroOneAdamRoles[k])
+      return k;
+  return -1;
+}
 
 FailureOr<rt::DType> dtypeOf(Type type) {
   Type element = cast<RankedTensorType>(type).getElementType();
@@ -401,8 +415,7 @@ private:
 FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
                                            int64_t offset, rt::BufferRole role,
                                            const std::string &name,
-                                           rt::BufferInit init,
-                                           MemoryTier tier,
+                                           rt::BufferInit init, MemoryTier tier,
                                            std::optional<int64_t> domain) {
   bool persistent = role != rt::BufferRole::Temporary;
   const int64_t d = domain.value_or(currentDomain);
@@ -563,20 +576,21 @@ FailureOr<rt::Plan> PlanBuilder::build() {
                   kind == StateKind::CompressionPad
               ? rt::BufferRole::CompressionError
               : rt::BufferRole::OptimizerState;
-      FailureOr<uint32_t> id =
-          addBuffer(state.getLoc(), state.getType(),
-                    cast<IntegerAttr>(state->getAttr(kOffsetAttr)).getInt(),
-                    role, state.getSymName().str(), init, state.getTier(),
-                    domainOf(state));
+      FailureOr<uint32_t> id = addBuffer(
+          state.getLoc(), state.getType(),
+          cast<IntegerAttr>(state->getAttr(kOffsetAttr)).getInt(), role,
+          state.getSymName().str(), init, state.getTier(), domainOf(state));
       if (failed(id))
         return failure();
       if (auto param = module.lookupSymbol<ParameterOp>(state.getOf()))
-        // A tensor's 1-bit LAMB coefficients are whole on every rank.
+        // A tensor's 1-bit LAMB coefficients and 0/1 Adam's sum of
+        // learning rates are whole on every rank.
         plan.buffers[*id].layout =
             kind == StateKind::WorkerError || kind == StateKind::ServerError ||
                     kind == StateKind::CompressionPad
                 ? errorLayoutOf(state.getTensorType().getNumElements())
-            : kind == StateKind::LambCoefficients
+            : kind == StateKind::LambCoefficients ||
+                    kind == StateKind::LearningRateSum
                 ? rt::ShardLayout()
                 : layoutOf(param, state.getTensorType().getNumElements());
       declBuffers[state.getSymNameAttr()] = *id;
@@ -595,8 +609,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (!prefill || !decode)
       return module.emitError("an inference plan needs a prefill and a "
                               "decode program (dsc.program)");
-    for (auto [func, name] : {std::make_pair(prefill, "prefill"),
-                              std::make_pair(decode, "decode")})
+    for (auto [func, name] :
+         {std::make_pair(prefill, "prefill"), std::make_pair(decode, "decode")})
       if (failed(lowerProgram(func, name)))
         return failure();
     decode.walk([&](CostOpInterface op) {
@@ -635,6 +649,38 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       if (failed(lowerProgram(compressed, rt::kCompressedOptimizerProgram)))
         return failure();
     }
+    // 0/1 Adam's other steps; its policy picks one per step.
+    if (auto policy = module->getAttrOfType<DictionaryAttr>(kZeroOneAdamAttr)) {
+      rt::ZeroOneAdamPlan &zo = plan.zeroOneAdam;
+      zo.enabled = true;
+      auto get = [&](StringRef key) {
+        return cast<IntegerAttr>(policy.get(key)).getInt();
+      };
+      zo.varFreezeStep = get("var_freeze_step");
+      zo.varUpdateScaler = get("var_update_scaler");
+      zo.localStepScaler = get("local_step_scaler");
+      zo.localStepClipper = get("local_step_clipper");
+      for (int k = 0; k < 3; ++k) {
+        const ProgramRole role = kZeroOneAdamRoles[k];
+        auto func = lookupProgram<func::FuncOp>(module, role);
+        if (!func)
+          return module.emitError("a module with dsc.zero_one_adam needs a ")
+                 << stringifyProgramRole(role) << " program";
+        // A onebit or sync step averages over the data-parallel group
+        // (--dsc-data-parallel); without one it would be a different
+        // optimizer (DeepSpeed's skips the onebit momentum on one rank).
+        if (role != ProgramRole::LocalStepOptimizer &&
+            func.getOps<CompressedAllReduceStatesOp>().empty())
+          return func.emitError("0/1 Adam's ")
+                 << stringifyProgramRole(role)
+                 << " program averages nothing: 0/1 Adam needs data "
+                    "parallelism (dp >= 2, --dsc-data-parallel)";
+        if (failed(lowerProgram(func, rt::kZeroOneAdamPrograms[k])))
+          return failure();
+        zo.collectiveBytes[k] = uint64_t(
+            collectiveBytesPerStep(module, microbatches, role).total());
+      }
+    }
     // Model FLOPs of one micro-batch's forward and backward.
     fb.walk([&](CostOpInterface op) {
       plan.summary.flopsPerMicroBatch += op.getCost().matmulFlops;
@@ -671,10 +717,9 @@ LogicalResult PlanBuilder::buildArenas(DictionaryAttr memory) {
   // offload tiers'; pipelined, the shared domain's (when it holds
   // anything), then each pipeline rank's.
   auto add = [&](DictionaryAttr domain, int64_t rank, bool always) {
-    for (auto [tier, key] :
-         {std::make_tuple(MemoryTier::Device, "arena_bytes"),
-          std::make_tuple(MemoryTier::Host, "host_bytes"),
-          std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
+    for (auto [tier, key] : {std::make_tuple(MemoryTier::Device, "arena_bytes"),
+                             std::make_tuple(MemoryTier::Host, "host_bytes"),
+                             std::make_tuple(MemoryTier::Nvme, "nvme_bytes")}) {
       auto bytes = domain.getAs<IntegerAttr>(key);
       if (!bytes || (!always && bytes.getInt() == 0))
         continue;
@@ -785,9 +830,9 @@ LogicalResult PlanBuilder::buildStages(PipelineAttr pipeline) {
                << weight.getNumArguments();
       const unsigned first = ret->getNumOperands() - unsigned(kept.getInt());
       for (unsigned i = 0; i < weight.getNumArguments(); ++i) {
-        FailureOr<int64_t> id = keptBuffer(ret->getOperand(first + i),
-                                           weight.getArgument(i),
-                                           "weight stash value", i);
+        FailureOr<int64_t> id =
+            keptBuffer(ret->getOperand(first + i), weight.getArgument(i),
+                       "weight stash value", i);
         if (failed(id))
           return failure();
         stage.weightStash.push_back(*id);
@@ -972,8 +1017,8 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
       m.stage = stage;
       m.peer = int64_t(recv.getPeer());
       m.microBatch = int64_t(recv.getMicrobatch());
-      m.slot = slotsAt(index)[activation ? ::dsc::kActivationSlots
-                                         : ::dsc::kGradientSlots];
+      m.slot = slotsAt(
+          index)[activation ? ::dsc::kActivationSlots : ::dsc::kGradientSlots];
       m.encode(inst);
       const rt::PipelineStage &st = plan.stages[size_t(stage)];
       buffer = activation ? st.input : st.outputGrad;
@@ -1002,8 +1047,7 @@ LogicalResult PlanBuilder::lowerStep(func::FuncOp func,
 LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
                                         StringRef programName) {
   currentFunc = func;
-  auto inputOffsets =
-      func->getAttrOfType<DenseI64ArrayAttr>(kInputOffsetsAttr);
+  auto inputOffsets = func->getAttrOfType<DenseI64ArrayAttr>(kInputOffsetsAttr);
   if (!inputOffsets)
     return func.emitError("function was not memory-planned");
   const std::optional<ProgramRole> funcRole = getProgramRole(func);
@@ -1012,15 +1056,14 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   for (BlockArgument arg : func.getArguments()) {
     if (inference) {
       // The request's inputs, by name: the driver fills them.
-      auto input = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     kInputAttr);
+      auto input =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttr);
       if (!input)
         return func.emitError("an inference program's argument ")
                << arg.getArgNumber() << " has no " << kInputAttr;
-      FailureOr<uint32_t> id =
-          addBuffer(arg.getLoc(), arg.getType(),
-                    inputOffsets[arg.getArgNumber()], rt::BufferRole::Input,
-                    (programName + "." + input.getValue()).str());
+      FailureOr<uint32_t> id = addBuffer(
+          arg.getLoc(), arg.getType(), inputOffsets[arg.getArgNumber()],
+          rt::BufferRole::Input, (programName + "." + input.getValue()).str());
       if (failed(id))
         return failure();
       valueBuffers[arg] = *id;
@@ -1028,9 +1071,8 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
     }
     // Token ids come first, targets after; a pipeline stage's float
     // arguments are its input activation and its output's gradient.
-    bool isFloat = !cast<RankedTensorType>(arg.getType())
-                        .getElementType()
-                        .isInteger(32);
+    bool isFloat =
+        !cast<RankedTensorType>(arg.getType()).getElementType().isInteger(32);
     bool isTokens = !isFloat && arg.getArgNumber() == 0;
     rt::BufferRole role = isFloat    ? rt::BufferRole::Boundary
                           : isTokens ? rt::BufferRole::Tokens
@@ -1055,9 +1097,9 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
     if (isFloat && !currentStage)
       return func.emitError("a program's float arguments must be pipeline "
                             "boundaries (only stage functions have them)");
-    FailureOr<uint32_t> id = addBuffer(
-        arg.getLoc(), arg.getType(), inputOffsets[arg.getArgNumber()], role,
-        name);
+    FailureOr<uint32_t> id =
+        addBuffer(arg.getLoc(), arg.getType(), inputOffsets[arg.getArgNumber()],
+                  role, name);
     if (failed(id))
       return failure();
     valueBuffers[arg] = *id;
@@ -1075,7 +1117,8 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
   if (auto kept = func->getAttrOfType<IntegerAttr>(kWeightStashAttr))
     firstKept -= unsigned(kept.getInt());
   for (auto [index, result] : llvm::enumerate(terminator->getOperands())) {
-    bool scalar = cast<RankedTensorType>(result.getType()).getNumElements() == 1;
+    bool scalar =
+        cast<RankedTensorType>(result.getType()).getNumElements() == 1;
     if (currentStage && index >= firstKept) {
       special[result] = {
           rt::BufferRole::Boundary,
@@ -1089,8 +1132,8 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       std::string stageName = programName.str();
       if (role == ProgramRole::Optimizer)
         special[result] = {rt::BufferRole::Scalar,
-                           stageName + (index == 0 ? ".grad_norm"
-                                                   : ".learning_rate")};
+                           stageName +
+                               (index == 0 ? ".grad_norm" : ".learning_rate")};
       else if (role == ProgramRole::CompressedOptimizer)
         special[result] = {rt::BufferRole::Scalar,
                            stageName + (index == 0 ? ".compressed_grad_norm"
@@ -1105,10 +1148,10 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
                                             : stageName + ".residual." +
                                                   std::to_string(index - 1));
       else
-        special[result] = scalar ? std::make_pair(rt::BufferRole::Loss,
-                                                  stageName + ".loss")
-                                 : std::make_pair(rt::BufferRole::Boundary,
-                                                  stageName + ".input_grad");
+        special[result] =
+            scalar ? std::make_pair(rt::BufferRole::Loss, stageName + ".loss")
+                   : std::make_pair(rt::BufferRole::Boundary,
+                                    stageName + ".input_grad");
       continue;
     }
     if (inference)
@@ -1122,6 +1165,10 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
       special[result] = {rt::BufferRole::Scalar,
                          index == 0 ? "compressed.grad_norm"
                                     : "compressed.learning_rate"};
+    else if (zeroOneAdamKind(role) >= 0)
+      special[result] = {
+          rt::BufferRole::Scalar,
+          (programName + (index == 0 ? ".grad_norm" : ".learning_rate")).str()};
     else
       special[result] = {rt::BufferRole::Scalar,
                          index == 0 ? "grad_norm" : "learning_rate"};
@@ -1188,6 +1235,11 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
         plan.compressedGradNorm = *id;
       else if (name == "compressed.learning_rate")
         plan.compressedLearningRate = *id;
+      else if (const int k = zeroOneAdamKind(getProgramRole(func));
+               k >= 0 && name == (programName + ".grad_norm").str())
+        plan.zeroOneAdam.gradNorm[k] = *id;
+      else if (k >= 0 && name == (programName + ".learning_rate").str())
+        plan.zeroOneAdam.learningRate[k] = *id;
     }
 
     if (isa<SwapInOp, SwapOutOp>(op)) {
@@ -1794,6 +1846,44 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
               step.wd = f64(adam.getWeightDecayAttr());
             });
       })
+      .Case<ZeroOneAdamUpdateOp>([&](ZeroOneAdamUpdateOp update) {
+        inst.inputs = {declBuffer(update.getExpAvgAttr()),
+                       declBuffer(update.getExpAvgSqAttr()),
+                       valueBuffers.lookup(update.getLr())};
+        inst.outputs = {declBuffer(update.getParamAttr()),
+                        declBuffer(update.getAccumulatorAttr())};
+        ops::ZeroOneAdamUpdate step;
+        step.eps = f64(update.getEpsAttr());
+        step.wd = f64(update.getWeightDecayAttr());
+        step.encode(inst);
+        return success();
+      })
+      .Case<AddLearningRateOp>([&](AddLearningRateOp add) {
+        inst.inputs = {valueBuffers.lookup(add.getLr())};
+        inst.outputs = {declBuffer(add.getSumAttr())};
+        ops::AddLearningRate().encode(inst);
+        return success();
+      })
+      .Case<ZeroOneAdamRewindOp>([&](ZeroOneAdamRewindOp rewind) {
+        inst.inputs = {declBuffer(rewind.getExpAvgSqAttr())};
+        inst.outputs = {declBuffer(rewind.getParamAttr()),
+                        declBuffer(rewind.getAccumulatorAttr())};
+        ops::ZeroOneAdamRewind step;
+        step.eps = f64(rewind.getEpsAttr());
+        step.encode(inst);
+        return success();
+      })
+      .Case<ZeroOneAdamResyncOp>([&](ZeroOneAdamResyncOp resync) {
+        inst.inputs = {declBuffer(resync.getExpAvgSqAttr()),
+                       declBuffer(resync.getLrSumAttr())};
+        inst.outputs = {declBuffer(resync.getParamAttr()),
+                        declBuffer(resync.getExpAvgAttr()),
+                        declBuffer(resync.getAccumulatorAttr())};
+        ops::ZeroOneAdamResync step;
+        step.eps = f64(resync.getEpsAttr());
+        step.encode(inst);
+        return success();
+      })
       .Case<OnebitLambOp>([&](OnebitLambOp lamb) {
         inst.inputs = {declBuffer(lamb.getGradAttr()),
                        valueBuffers.lookup(lamb.getLr())};
@@ -1901,18 +1991,18 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
       })
       .Case<AllGatherStatesOp>([&](AllGatherStatesOp gather) {
         return lowerInPlaceCollective<ops::AllGather>(
-            gather, inst, gather.getMeshAttr(),
-            gather.getMeshAxes(), gather.getBuffers(), std::nullopt);
+            gather, inst, gather.getMeshAttr(), gather.getMeshAxes(),
+            gather.getBuffers(), std::nullopt);
       })
       .Case<ReduceScatterStatesOp>([&](ReduceScatterStatesOp scatter) {
         return lowerInPlaceCollective<ops::ReduceScatter>(
-            scatter, inst, scatter.getMeshAttr(),
-            scatter.getMeshAxes(), scatter.getStates(), scatter.getReduction());
+            scatter, inst, scatter.getMeshAttr(), scatter.getMeshAxes(),
+            scatter.getStates(), scatter.getReduction());
       })
       .Case<AllReduceStatesOp>([&](AllReduceStatesOp reduce) {
         return lowerInPlaceCollective<ops::AllReduce>(
-            reduce, inst, reduce.getMeshAttr(),
-            reduce.getMeshAxes(), reduce.getStates(), reduce.getReduction());
+            reduce, inst, reduce.getMeshAttr(), reduce.getMeshAxes(),
+            reduce.getStates(), reduce.getReduction());
       })
       .Case<GatherParameterOp>([&](GatherParameterOp gather) -> LogicalResult {
         // ZeRO-3: the chunk gathers into the op's temporary result.

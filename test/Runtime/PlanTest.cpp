@@ -186,12 +186,12 @@ TEST(PlanIO, RoundTripOfAMeshAndAllReduce) {
 }
 
 TEST(PlanIO, VersionOneIsRefusedNamingBoth) {
-  EXPECT_EQ(kPlanFormatVersion, 12u);
+  EXPECT_EQ(kPlanFormatVersion, 13u);
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   putU32(bytes, 8, 1);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "plan format version 1 is not supported",
-                   "this runtime reads version 12");
+                   "this runtime reads version 13");
 }
 
 TEST(PlanIO, FileRoundTrip) {
@@ -281,8 +281,8 @@ TEST(PlanIO, TruncationNamesTheField) {
   bytes.resize(bytes.size() - 3);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
-                   "truncated in summary pipelineBubble",
-                   "needs 8 bytes", "5 remain");
+                   "truncated in summary pipelineBubble", "needs 8 bytes",
+                   "5 remain");
 }
 
 TEST(PlanIO, TrailingBytesAreAnError) {
@@ -295,13 +295,38 @@ TEST(PlanIO, TrailingBytesAreAnError) {
 
 TEST(PlanIO, HugeCountIsCappedByTheRemainingBytes) {
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
-  // The string count follows the model (4 x i64) and well-known fields
-  // (3 x u32 + 6 x i64).
-  size_t at = kPlanHeaderSize + 32 + 12 + 48;
+  // The string count follows the model (4 x i64), well-known fields
+  // (3 x u32 + 6 x i64) and 0/1 Adam's (5 x i64, then 3 x (2 x i64 +
+  // u64)).
+  size_t at = kPlanHeaderSize + 32 + 12 + 48 + 40 + 72;
   putU32(bytes, at, 0xffffffffu);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "strings count 4294967295 needs at least");
+}
+
+TEST(PlanIO, ZeroOneAdamFieldsRoundTripAndAreChecked) {
+  // Without 0/1 Adam its fields are at rest, and a set policy is refused.
+  Plan plan = makeTinyPlan();
+  plan.zeroOneAdam.varFreezeStep = 5;
+  std::vector<uint8_t> bytes = writePlan(plan);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "0/1 Adam's policy is set, but the plan does not run it");
+  // An enabled flag other than 0 or 1.
+  bytes = writePlan(makeTinyPlan());
+  putU32(bytes, kPlanHeaderSize + 32 + 12 + 48, 7);
+  resealHeader(bytes);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "zeroOneAdam enabled is 7, not 0 or 1");
+  // Enabled without its programs.
+  plan = makeTinyPlan();
+  plan.zeroOneAdam.enabled = true;
+  plan.zeroOneAdam.varFreezeStep = 5;
+  plan.zeroOneAdam.varUpdateScaler = 16;
+  bytes = writePlan(plan);
+  EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
+                   "the plan runs 0/1 Adam but has no \"optimizer.onebit\" "
+                   "program");
 }
 
 TEST(PlanIO, UnknownOpcodeNamesTheInstruction) {

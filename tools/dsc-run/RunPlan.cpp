@@ -42,6 +42,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -78,9 +79,8 @@ std::string fraction(double v) {
 /// This rank's index among the ranks of its machine: the launcher's local
 /// rank under mpirun/srun, the thread index for in-process ranks.
 int localRank(Communicator *world) {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-        "LOCAL_RANK"})
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"})
     if (const char *v = std::getenv(name))
       return std::atoi(v);
   return world ? world->rank() : 0;
@@ -404,6 +404,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   uint64_t lastCollectiveBytes = 0;
   // 1-bit Adam: the last step of each phase (warm-up, compression).
   std::optional<uint64_t> lastWarmupBytes, lastCompressedBytes;
+  // 0/1 Adam: the last step of each kind, by the optimizer program it ran.
+  std::map<std::string, uint64_t> lastBytesByProgram;
   bool reportedSnapshot = false;
   const int64_t failAt = injectedFailureAt(worldRank, worldSize);
   int64_t iteration = firstIteration;
@@ -422,6 +424,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       const double traceStart = ex.nowUs();
       const auto t0 = std::chrono::steady_clock::now();
       const bool compressedStep = ex.compressesAt(ex.step());
+      const std::string optimizerProgram = ex.optimizerAt(ex.step()).name;
       StepResult r = ex.trainStep(
           [&](int64_t m, int32_t *tokens, int32_t *targets) {
             sampler.sample(firstSample + m * p.microBatchSize, p.microBatchSize,
@@ -443,6 +446,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         trace->add("iteration " + std::to_string(iteration), "step", 0,
                    traceStart, ex.nowUs() - traceStart);
       lastCollectiveBytes = r.collectiveBytesSent;
+      lastBytesByProgram[optimizerProgram] = r.collectiveBytesSent;
       // A skipped step (fp16 overflow) runs no optimizer program.
       if (!r.skipped)
         (compressedStep ? lastCompressedBytes : lastWarmupBytes) =
@@ -589,6 +593,22 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         << measured(lastCompressedBytes) << ", planned "
         << p.summary.collectiveBytesPerCompressedStep
         << "; in all: " << formatCommStats(stats) << "\n";
+  } else if (!p.mesh.empty() && p.zeroOneAdam.enabled) {
+    // Each kind of step's last against its plan.
+    log << "dsc-run: collective bytes per step (rank 0):";
+    const char *kinds[4] = {"variance", "onebit", "local", "sync"};
+    for (int k = 0; k < 4; ++k) {
+      const std::string program =
+          k == 0 ? std::string("optimizer") : kZeroOneAdamPrograms[k - 1];
+      auto seen = lastBytesByProgram.find(program);
+      log << (k ? ";" : "") << " " << kinds[k] << " measured "
+          << (seen == lastBytesByProgram.end() ? std::string("(none run)")
+                                               : std::to_string(seen->second))
+          << ", planned "
+          << (k == 0 ? p.summary.collectiveBytesPerStep
+                     : p.zeroOneAdam.collectiveBytes[k - 1]);
+    }
+    log << "; in all: " << formatCommStats(ex.collectiveStats()) << "\n";
   } else if (!p.mesh.empty()) {
     CommStats stats = ex.collectiveStats();
     log << "dsc-run: collective bytes per step (rank 0): measured "

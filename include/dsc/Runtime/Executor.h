@@ -75,10 +75,19 @@ public:
   StepResult trainStep(const BatchFill &fill, int64_t microBatches);
 
   double loss() const;
-  double gradNorm() const;     // NaN when the plan has none
+  double gradNorm() const; // NaN when the plan has none
   /// Whether optimizer step `optimizerStep` (1-based) runs a 1-bit
   /// optimizer's "optimizer.compressed" instead of "optimizer".
   bool compressesAt(int64_t optimizerStep) const;
+  /// The program optimizer step `optimizerStep` (1-based) runs on a plan
+  /// without pipelines, and the buffers of its gradient norm and learning
+  /// rate (-1: none): "optimizer", a 1-bit optimizer's compressed one from
+  /// its freeze step on, or 0/1 Adam's program of the step's kind.
+  struct OptimizerProgram {
+    std::string name;
+    int64_t gradNorm = -1, learningRate = -1;
+  };
+  OptimizerProgram optimizerAt(int64_t optimizerStep) const;
   double learningRate() const; // NaN when the plan has none
   int64_t step() const;        // the 1-based step the next update performs
   void setStep(int64_t step);

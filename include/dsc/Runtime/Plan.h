@@ -34,13 +34,31 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 12;
+constexpr uint32_t kPlanFormatVersion = 13;
 
 /// The program a 1-bit optimizer runs after its warm-up, in place of
 /// "optimizer" from Plan::compressionFromStep on (a pipeline stage's is
 /// its prefix + this).
 inline constexpr const char *kCompressedOptimizerProgram =
     "optimizer.compressed";
+
+/// 0/1 Adam's step programs other than its variance step ("optimizer"), in
+/// ZeroOneAdamStep order (onebit, local, sync).
+inline constexpr const char *kZeroOneAdamPrograms[3] = {
+    "optimizer.onebit", "optimizer.local", "optimizer.sync"};
+
+/// 0/1 Adam (optimizer=zero_one_adam, docs/onebit.md): DeepSpeed's policy,
+/// from which each step's program follows (zeroOneAdamStageAt), and the
+/// gradient norm and learning rate each of its three other programs
+/// returns.
+struct ZeroOneAdamPlan {
+  bool enabled = false;
+  int64_t varFreezeStep = 0, varUpdateScaler = 1;
+  int64_t localStepScaler = 1, localStepClipper = 1;
+  int64_t gradNorm[3] = {-1, -1, -1}, learningRate[3] = {-1, -1, -1};
+  /// Rank 0's planned collective bytes of a step of each kind.
+  uint64_t collectiveBytes[3] = {0, 0, 0};
+};
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 
@@ -349,6 +367,8 @@ struct Plan {
   /// its gradient norm and learning rate are these scalars.
   int64_t compressionFromStep = 0;
   int64_t compressedGradNorm = -1, compressedLearningRate = -1;
+  /// 0/1 Adam: its policy and the scalars of its programs (no pipelines).
+  ZeroOneAdamPlan zeroOneAdam;
 
   /// The device mesh the plan's collectives run over, outermost axis first;
   /// empty for a one-rank plan. World ranks are laid out row-major with the

@@ -15,6 +15,10 @@
 //           wellknown u32 tokens targets loss, i64 gradNorm learningRate
 //                   gradientSeed compressionFromStep compressedGradNorm
 //                   compressedLearningRate (format version 12)
+//           zeroOneAdam i64 enabled (0 or 1) varFreezeStep varUpdateScaler
+//                   localStepScaler localStepClipper, then for onebit,
+//                   local and sync i64 gradNorm learningRate, u64
+//                   collective bytes (format version 13)
 //           strings u32 count, then per string u32 length + bytes
 //           mesh    u32 count, then per axis u32 name (string index),
 //                   i64 size (format version 2)
@@ -64,7 +68,6 @@ namespace dsc::rt {
 constexpr char kPlanMagic[8] = {'D', 'S', 'C', 'P', 'L', 'A', 'N', '\0'};
 /// Bytes before the body: magic, version, reserved, length, checksum.
 constexpr size_t kPlanHeaderSize = 32;
-
 
 /// Serializes `plan` (at kPlanFormatVersion; plan.version is not consulted).
 /// Does not validate: call validatePlan first to catch a compiler bug before

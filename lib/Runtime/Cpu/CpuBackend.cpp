@@ -21,6 +21,7 @@
 #include "dsc/Runtime/OnebitLamb.h"
 #include "dsc/Runtime/ShardLayout.h"
 #include "dsc/Runtime/SplitMix64.h"
+#include "dsc/Runtime/ZeroOneAdam.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -193,7 +194,8 @@ private:
 
 } // namespace
 
-void CpuBackend::run(InstructionContext &ex, const Program &prog, size_t index) {
+void CpuBackend::run(InstructionContext &ex, const Program &prog,
+                     size_t index) {
   const Plan &plan = ex.plan();
   const Instruction &inst = prog.instructions[index];
   if (inst.opcode == Opcode::Cast) {
@@ -281,10 +283,10 @@ void CpuBackend::prepare(const Plan &plan) {
       const Instruction &inst = prog.instructions[i];
       if (inst.opcode == Opcode::Attention ||
           inst.opcode == Opcode::AttentionGrad)
-        scratchElems = std::max(
-            scratchElems,
-            attentionScratchSize(attentionShapeOf(plan, inst, 0, origin),
-                                 threads));
+        scratchElems =
+            std::max(scratchElems,
+                     attentionScratchSize(
+                         attentionShapeOf(plan, inst, 0, origin), threads));
     }
   }
   // Sized for f64, the widest float the CPU backend runs.
@@ -317,18 +319,21 @@ void CpuBackend::prepare(const Plan &plan) {
                 " bytes of memory");
   }
   if (scratchSize)
-    scratch = static_cast<uint8_t *>(allocate(
-        scratchSize, Tier::Host,
-        "scratch (" + std::to_string(scratchSize) + " bytes)"));
+    scratch = static_cast<uint8_t *>(
+        allocate(scratchSize, Tier::Host,
+                 "scratch (" + std::to_string(scratchSize) + " bytes)"));
 }
 
 template <typename T>
-void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t index) {
+void CpuBackend::execute(InstructionContext &ex, const Program &prog,
+                         size_t index) {
   const Plan &thePlan = ex.plan();
   const std::vector<int64_t> &coords = ex.meshCoordinates();
   auto buffer = [&](uint32_t id) { return view(ex, id); };
-  auto requireGroup = [&](const Program &p, size_t i, int64_t axes)
-      -> Communicator & { return ex.requireGroup(p, i, axes); };
+  auto requireGroup = [&](const Program &p, size_t i,
+                          int64_t axes) -> Communicator & {
+    return ex.requireGroup(p, i, axes);
+  };
   const Instruction &inst = prog.instructions[index];
   auto fail = [&](const std::string &msg) {
     throw instructionError(prog, index, msg);
@@ -421,11 +426,11 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     std::vector<int64_t> loads(size_t(r.experts));
     const int64_t dropped =
         moeRoute(r, in(0), draws.empty() ? nullptr : draws.data(),
-                 buffer(inst.outputs[0]).template as<int32_t>(), out(1),
-                 out(2), loads.data());
+                 buffer(inst.outputs[0]).template as<int32_t>(), out(1), out(2),
+                 loads.data());
     if (!r.dropTokens && dropped)
       fail(std::to_string(dropped) + " (token, expert) pairs did not fit "
-           "although the router drops none");
+                                     "although the router drops none");
     ex.noteExpertLoads(prog, index, loads.data(), r.experts);
     break;
   }
@@ -451,8 +456,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
         (weighted ? ops::MoeCombine::decode(inst).accumulate
                   : ops::MoeCombineSum::decode(inst).accumulate) != 0;
     const int64_t slotCount = numElements(inB(1).shape);
-    if (moeCombine(in(0), ids(1), weighted ? in(2) : nullptr, out(0),
-                   slotCount, lastDim(outB(0)), rowsOf(outB(0)), accumulate))
+    if (moeCombine(in(0), ids(1), weighted ? in(2) : nullptr, out(0), slotCount,
+                   lastDim(outB(0)), rowsOf(outB(0)), accumulate))
       fail("a slot names a token outside [0, " +
            std::to_string(rowsOf(outB(0))) + ")");
     break;
@@ -554,8 +559,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
   case Opcode::AttentionGrad: {
     // The backward recomputes the probabilities block by block (from q, k
     // and a recomputed logsumexp); the forward keeps nothing.
-    AttentionShape s =
-        attentionShapeOf(thePlan, inst, ex.dropoutSeed(attentionSeedOf(inst)), coords);
+    AttentionShape s = attentionShapeOf(
+        thePlan, inst, ex.dropoutSeed(attentionSeedOf(inst)), coords);
     int64_t workSize = int64_t(scratchSize / sizeof(T));
     bool ok = inst.opcode == Opcode::Attention
                   ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,
@@ -730,10 +735,10 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     // This rank's rows of the vocabulary: ids map to local rows, the
     // others to -1, which the kernels skip (zeros forward, nothing back).
     const bool fwd = inst.opcode == Opcode::VocabParallelEmbedding;
-    Communicator &comm = requireGroup(
-        prog, index,
-        fwd ? ops::VocabParallelEmbedding::decode(inst).axes
-            : ops::VocabParallelEmbeddingGrad::decode(inst).axes);
+    Communicator &comm =
+        requireGroup(prog, index,
+                     fwd ? ops::VocabParallelEmbedding::decode(inst).axes
+                         : ops::VocabParallelEmbeddingGrad::decode(inst).axes);
     const Buffer &table = fwd ? inB(0) : outB(0);
     const int64_t rows = table.shape[0], hidden = table.shape[1];
     const int64_t vocab = rows * comm.size(), begin = rows * comm.rank();
@@ -795,8 +800,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
       ptrs.push_back(in(i));
       sizes.push_back(numElements(inB(i).shape));
     }
-    double norm =
-        std::sqrt(dsc::rt::sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
+    double norm = std::sqrt(
+        dsc::rt::sumOfSquares(ptrs.data(), sizes.data(), int(ptrs.size())));
     *out(0) = T(norm);
     const double maxNorm = ops::GlobalNormClip::decode(inst).maxNorm;
     if (maxNorm > 0 && std::isfinite(norm)) {
@@ -808,8 +813,8 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     break;
   }
   case Opcode::LearningRate:
-    *out(0) = T(scheduledLearningRate(ops::LearningRate::decode(inst),
-                                      ex.step()));
+    *out(0) =
+        T(scheduledLearningRate(ops::LearningRate::decode(inst), ex.step()));
     break;
   case Opcode::CyclicLearningRate:
     *out(0) =
@@ -904,6 +909,43 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog, size_t ind
     } else {
       fail("1-bit Adam runs on f32 states");
     }
+    break;
+  // 0/1 Adam: f32 states, the f64 sum of learning rates since the sync.
+  case Opcode::ZeroOneAdamUpdate:
+    if constexpr (std::is_same_v<T, float>) {
+      const ops::ZeroOneAdamUpdate op = ops::ZeroOneAdamUpdate::decode(inst);
+      zeroOneAdamUpdate(out(0), out(1), in(0), in(1), numElements(inB(0).shape),
+                        double(*in(2)), op.eps, op.wd);
+    } else {
+      fail("0/1 Adam runs on f32 states");
+    }
+    break;
+  case Opcode::AddLearningRate: {
+    // DeepSpeed adds the group's lr, a Python float; the plan's is the
+    // step's scalar. The instruction runs as f64 (its output's dtype), so
+    // the f32 learning rate is read at its own type.
+    const BufferView lr = buffer(inst.inputs[0]);
+    const double step = thePlan.buffers[inst.inputs[0]].dtype == DType::F64
+                            ? lr.template as<double>()[0]
+                            : double(lr.template as<float>()[0]);
+    buffer(inst.outputs[0]).template as<double>()[0] += step;
+    break;
+  }
+  case Opcode::ZeroOneAdamRewind:
+    if constexpr (std::is_same_v<T, float>)
+      zeroOneAdamRewind(out(0), out(1), in(0), numElements(inB(0).shape),
+                        ops::ZeroOneAdamRewind::decode(inst).eps);
+    else
+      fail("0/1 Adam runs on f32 states");
+    break;
+  case Opcode::ZeroOneAdamResync:
+    if constexpr (std::is_same_v<T, float>)
+      zeroOneAdamResync(out(0), out(1), out(2), in(0),
+                        numElements(inB(0).shape),
+                        buffer(inst.inputs[1]).template as<double>()[0],
+                        ops::ZeroOneAdamResync::decode(inst).eps);
+    else
+      fail("0/1 Adam runs on f32 states");
     break;
   // 1-bit LAMB: f32 states, each tensor's f64 coefficients (LambCoefficient).
   case Opcode::OnebitLamb:

@@ -16,8 +16,9 @@
 // the gradient norm (one scalar each; the learning rate and the loss-scale
 // seed are the host's own, and token and target ids were checked on the host
 // before they were copied in). Every wait goes through the NCCL watchdog
-// first, so a dead peer is an error after DSC_NCCL_TIMEOUT_S, not a hang. Each instruction's
-// argument reading is shared with the CPU backend (InstructionArgs.h).
+// first, so a dead peer is an error after DSC_NCCL_TIMEOUT_S, not a hang. Each
+// instruction's argument reading is shared with the CPU backend
+// (InstructionArgs.h).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBackendImpl.h"
@@ -32,7 +33,6 @@
 
 using namespace dsc::rt;
 using namespace dsc::rt::cuda_backend;
-
 
 constexpr int kHostScalarSlots = 1024;
 constexpr int kCollectiveEvents = 64;
@@ -130,9 +130,9 @@ uint64_t CudaBackend::launchCollective(const std::function<void()> &issue) {
   inCollective = false;
   // ...and before the compute that waits for its ticket.
   const uint64_t ticket = ++lastTicket;
-  check(cudaEventRecord(collectiveEvents[ticket % kCollectiveEvents],
-                        commStream),
-        "cudaEventRecord");
+  check(
+      cudaEventRecord(collectiveEvents[ticket % kCollectiveEvents], commStream),
+      "cudaEventRecord");
   if (!overlap)
     waitCollective(ticket);
   return ticket;
@@ -180,10 +180,15 @@ void CudaBackend::prepare(const Plan &plan) {
                           (inst.opcode == Opcode::LambFreezeScale) ||
                           (inst.opcode == Opcode::LambScalingCoeffs) ||
                           (inst.opcode == Opcode::LambMomentum) ||
-                          (inst.opcode == Opcode::FrozenLamb);
+                          (inst.opcode == Opcode::FrozenLamb) ||
+                          (inst.opcode == Opcode::ZeroOneAdamUpdate) ||
+                          (inst.opcode == Opcode::AddLearningRate) ||
+                          (inst.opcode == Opcode::ZeroOneAdamRewind) ||
+                          (inst.opcode == Opcode::ZeroOneAdamResync);
       if (onebit)
-        fail("the CUDA backend has no 1-bit Adam or 1-bit LAMB kernels yet: "
-             "run optimizer=onebit_adam or onebit_lamb on the CPU backend");
+        fail("the CUDA backend has no 1-bit Adam, 0/1 Adam or 1-bit LAMB "
+             "kernels yet: run optimizer=onebit_adam, zero_one_adam or "
+             "onebit_lamb on the CPU backend");
       // Ids are checked on the host as they are copied in (the executor's
       // setTokens/setTargets), so the kernels read only the plan's tokens
       // and targets.
@@ -244,15 +249,16 @@ void CudaBackend::prepare(const Plan &plan) {
         "cudaMalloc (norm scratch)");
 }
 
-void *CudaBackend::allocate(uint64_t bytes, Tier tier, const std::string &what) {
+void *CudaBackend::allocate(uint64_t bytes, Tier tier,
+                            const std::string &what) {
   if (!bytes)
     return nullptr;
   setDevice();
   void *p = nullptr;
   // The host tier is pinned, so its copies run at full PCIe rate; the
   // device tier is one cudaMalloc (256-byte aligned).
-  cudaError_t e = tier == Tier::Device ? cudaMalloc(&p, bytes)
-                                       : cudaMallocHost(&p, bytes);
+  cudaError_t e =
+      tier == Tier::Device ? cudaMalloc(&p, bytes) : cudaMallocHost(&p, bytes);
   if (e != cudaSuccess) {
     size_t freeBytes = 0, totalBytes = 0;
     cudaMemGetInfo(&freeBytes, &totalBytes);
@@ -353,7 +359,8 @@ std::vector<double> CudaBackend::sumsOfSquares(const float *const *buffers,
   return sums;
 }
 
-void CudaBackend::run(InstructionContext &ex, const Program &prog, size_t index) {
+void CudaBackend::run(InstructionContext &ex, const Program &prog,
+                      size_t index) {
   setDevice();
   const Plan &plan = ex.plan();
   const Instruction &inst = prog.instructions[index];

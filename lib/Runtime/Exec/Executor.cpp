@@ -28,6 +28,7 @@
 
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/ZeroOneAdam.h"
 
 #include <chrono>
 #include <cmath>
@@ -170,13 +171,11 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   }
   r.loss = lossSum / double(microBatches);
   // A 1-bit optimizer's steps from its freeze step on run its compressed
-  // program, the same step for every rank.
-  if (compressesAt(step()))
-    finishStep(r, kCompressedOptimizerProgram, thePlan.compressedGradNorm,
-               thePlan.compressedLearningRate, sentBefore);
-  else
-    finishStep(r, "optimizer", thePlan.gradNorm, thePlan.learningRate,
-               sentBefore);
+  // program, 0/1 Adam's the program of the step's kind: the same on every
+  // rank, from the step number alone.
+  const OptimizerProgram optimizer = optimizerAt(step());
+  finishStep(r, optimizer.name, optimizer.gradNorm, optimizer.learningRate,
+             sentBefore);
   return r;
 }
 
@@ -211,18 +210,39 @@ bool Executor::compressesAt(int64_t optimizerStep) const {
          optimizerStep >= thePlan.compressionFromStep;
 }
 
+Executor::OptimizerProgram Executor::optimizerAt(int64_t optimizerStep) const {
+  const ZeroOneAdamPlan &zo = thePlan.zeroOneAdam;
+  if (zo.enabled && optimizerStep >= 1) {
+    ZeroOneAdamConfig policy;
+    policy.varFreezeStep = zo.varFreezeStep;
+    policy.varUpdateScaler = zo.varUpdateScaler;
+    policy.localStepScaler = zo.localStepScaler;
+    policy.localStepClipper = zo.localStepClipper;
+    const ZeroOneAdamStage stage = zeroOneAdamStageAt(optimizerStep, policy);
+    const int k = stage == ZeroOneAdamStage::Onebit  ? 0
+                  : stage == ZeroOneAdamStage::Local ? 1
+                  : stage == ZeroOneAdamStage::Sync  ? 2
+                                                     : -1;
+    if (k >= 0)
+      return {kZeroOneAdamPrograms[k], zo.gradNorm[k], zo.learningRate[k]};
+  }
+  if (compressesAt(optimizerStep))
+    return {kCompressedOptimizerProgram, thePlan.compressedGradNorm,
+            thePlan.compressedLearningRate};
+  return {"optimizer", thePlan.gradNorm, thePlan.learningRate};
+}
+
 double Executor::gradNorm() const {
-  // The last step's: the compressed program's once it has run.
-  const int64_t id =
-      compressesAt(step() - 1) ? thePlan.compressedGradNorm : thePlan.gradNorm;
+  // The last step's: the program it ran (a 1-bit optimizer's compressed
+  // one once it has run, 0/1 Adam's of its kind).
+  const int64_t id = optimizerAt(step() - 1).gradNorm;
   if (id < 0)
     return std::nan("");
   return arenas->readScalar(uint32_t(id));
 }
 
 double Executor::learningRate() const {
-  const int64_t id = compressesAt(step() - 1) ? thePlan.compressedLearningRate
-                                              : thePlan.learningRate;
+  const int64_t id = optimizerAt(step() - 1).learningRate;
   if (id < 0)
     return std::nan("");
   return arenas->readScalar(uint32_t(id));

@@ -550,6 +550,46 @@ void InstructionChecker::shapes() {
     }
     break;
   }
+  case Opcode::ZeroOneAdamUpdate:
+  case Opcode::AddLearningRate:
+  case Opcode::ZeroOneAdamRewind:
+  case Opcode::ZeroOneAdamResync: {
+    // f32 states of the parameter's shape, lr a scalar, the sum f64 [1].
+    const Opcode op = inst.opcode;
+    auto sum = [&](const Buffer &b, const std::string &name) {
+      vectorOf(b, name, 1, "0/1 Adam's sum of learning rates");
+      if (b.dtype != DType::F64)
+        fail(name + " is " + dtypeName(b.dtype) +
+             "; 0/1 Adam's sum of learning rates is f64 (DeepSpeed's "
+             "double)");
+    };
+    if (op == Opcode::AddLearningRate) {
+      scalar(in(0), inName(0));
+      sum(out(0), outName(0));
+      break;
+    }
+    const Buffer &like = out(0);
+    auto state = [&](const Buffer &b, const std::string &name) {
+      sameShape(like, outName(0), b, name);
+      if (b.dtype != DType::F32)
+        fail(name + " is " + dtypeName(b.dtype) +
+             "; 0/1 Adam's states are f32");
+    };
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      if (op == Opcode::ZeroOneAdamUpdate && i == 2)
+        scalar(in(i), inName(i));
+      else if (op == Opcode::ZeroOneAdamResync && i == 1)
+        sum(in(i), inName(i));
+      else
+        state(in(i), inName(i));
+    }
+    for (size_t o = 0; o < inst.outputs.size(); ++o)
+      state(out(o), outName(o));
+    floatAt("eps", 0.0, 1.0);
+    if (op == Opcode::ZeroOneAdamUpdate)
+      floatAt("wd", 0.0, std::numeric_limits<double>::max());
+    break;
+  }
   case Opcode::LambScalingCoeffs:
     for (size_t o = 0; o < inst.outputs.size(); ++o) {
       vectorOf(out(o), outName(o), 5, "a 1-bit LAMB tensor's coefficients");
@@ -679,7 +719,8 @@ void InstructionChecker::shapes() {
     const Buffer &slots = fwd ? out(0) : in(1);
     const std::string slotsName = fwd ? outName(0) : inName(1);
     minRank(logits, inName(0), 1);
-    const int64_t experts = last(logits), tokens = n(logits) / std::max<int64_t>(experts, 1);
+    const int64_t experts = last(logits),
+                  tokens = n(logits) / std::max<int64_t>(experts, 1);
     if (slots.shape.size() != 2 || slots.shape[0] != experts)
       fail(slotsName + " must be [experts, capacity] with experts " +
            std::to_string(experts) + " (the logits' last dimension)");
@@ -721,8 +762,9 @@ void InstructionChecker::shapes() {
     const std::string slotRowsName = dispatch ? outName(0) : inName(0);
     const bool gatesGrad = inst.opcode == Opcode::MoeGatesGrad;
     const Buffer &tokenRows = dispatch ? in(0) : gatesGrad ? in(2) : out(0);
-    const std::string tokenRowsName =
-        dispatch ? inName(0) : gatesGrad ? inName(2) : outName(0);
+    const std::string tokenRowsName = dispatch    ? inName(0)
+                                      : gatesGrad ? inName(2)
+                                                  : outName(0);
     minRank(tokenRows, tokenRowsName, 1);
     const int64_t hidden = last(tokenRows);
     if (slotRows.shape !=

@@ -172,6 +172,16 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.i64(plan.compressionFromStep);
   body.i64(plan.compressedGradNorm);
   body.i64(plan.compressedLearningRate);
+  const ZeroOneAdamPlan &zo = plan.zeroOneAdam;
+  body.i64(zo.enabled ? 1 : 0);
+  for (int64_t v : {zo.varFreezeStep, zo.varUpdateScaler, zo.localStepScaler,
+                    zo.localStepClipper})
+    body.i64(v);
+  for (int k = 0; k < 3; ++k) {
+    body.i64(zo.gradNorm[k]);
+    body.i64(zo.learningRate[k]);
+    body.u64(zo.collectiveBytes[k]);
+  }
 
   body.u32(uint32_t(names.strings.size()));
   for (const std::string &s : names.strings) {
@@ -356,6 +366,25 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   plan.compressionFromStep = r.i64("well-known compressionFromStep");
   plan.compressedGradNorm = r.i64("well-known compressedGradNorm");
   plan.compressedLearningRate = r.i64("well-known compressedLearningRate");
+  {
+    ZeroOneAdamPlan &zo = plan.zeroOneAdam;
+    const int64_t enabled = r.i64("zeroOneAdam enabled");
+    if (enabled != 0 && enabled != 1)
+      r.fail("zeroOneAdam enabled is " + std::to_string(enabled) +
+             ", not 0 or 1");
+    zo.enabled = enabled == 1;
+    zo.varFreezeStep = r.i64("zeroOneAdam varFreezeStep");
+    zo.varUpdateScaler = r.i64("zeroOneAdam varUpdateScaler");
+    zo.localStepScaler = r.i64("zeroOneAdam localStepScaler");
+    zo.localStepClipper = r.i64("zeroOneAdam localStepClipper");
+    for (int k = 0; k < 3; ++k) {
+      const std::string f =
+          std::string("zeroOneAdam ") + kZeroOneAdamPrograms[k];
+      zo.gradNorm[k] = r.i64(f + " gradNorm");
+      zo.learningRate[k] = r.i64(f + " learningRate");
+      zo.collectiveBytes[k] = r.u64(f + " collectiveBytes");
+    }
+  }
 
   std::vector<std::string> strings(r.count("strings", 4));
   for (size_t i = 0; i < strings.size(); ++i)

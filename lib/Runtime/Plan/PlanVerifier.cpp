@@ -185,14 +185,14 @@ void checkPersistentOverlap(const Plan &plan) {
 }
 
 void checkWellKnown(const Plan &plan) {
-  auto check = [&](int64_t id, const char *field, BufferRole role) {
+  auto check = [&](int64_t id, const std::string &field, BufferRole role) {
     if (id < 0 || uint64_t(id) >= plan.buffers.size())
-      throw Error(std::string("well-known ") + field + " buffer " +
-                  std::to_string(id) + " is out of range (" +
-                  std::to_string(plan.buffers.size()) + " buffers)");
+      throw Error("well-known " + field + " buffer " + std::to_string(id) +
+                  " is out of range (" + std::to_string(plan.buffers.size()) +
+                  " buffers)");
     const Buffer &b = plan.buffers[id];
-    std::string what = std::string("well-known ") + field + " " +
-                       describeBuffer(plan, uint32_t(id));
+    std::string what =
+        "well-known " + field + " " + describeBuffer(plan, uint32_t(id));
     if (b.role != role)
       throw Error(what + " has role " + roleName(b.role) + ", expected " +
                   roleName(role));
@@ -244,6 +244,46 @@ void checkWellKnown(const Plan &plan) {
              plan.compressedLearningRate != -1) {
     throw Error("compressedGradNorm and compressedLearningRate must be -1 "
                 "without an \"optimizer.compressed\" program");
+  }
+  // 0/1 Adam: its three other programs with scalars of their own, a policy
+  // in DeepSpeed's ranges, no pipelines and no 1-bit phase beside it; none
+  // of it without.
+  const ZeroOneAdamPlan &zo = plan.zeroOneAdam;
+  for (int k = 0; k < 3; ++k) {
+    const std::string program = kZeroOneAdamPrograms[k];
+    const bool has = plan.findProgram(program) != nullptr;
+    if (has != zo.enabled)
+      throw Error(zo.enabled
+                      ? "the plan runs 0/1 Adam but has no \"" + program +
+                            "\" program"
+                      : "program \"" + program +
+                            "\" is 0/1 Adam's, but the plan does not run it");
+    if (zo.enabled) {
+      check(zo.gradNorm[k], "zeroOneAdam gradNorm of " + program,
+            BufferRole::Scalar);
+      check(zo.learningRate[k], "zeroOneAdam learningRate of " + program,
+            BufferRole::Scalar);
+    } else if (zo.gradNorm[k] != -1 || zo.learningRate[k] != -1 ||
+               zo.collectiveBytes[k] != 0) {
+      throw Error("0/1 Adam's scalars of \"" + program +
+                  "\" must be -1 (and its bytes 0) without 0/1 Adam");
+    }
+  }
+  if (zo.enabled) {
+    if (!plan.stages.empty() || plan.compressionFromStep > 0)
+      throw Error("0/1 Adam runs without pipelines and without a 1-bit "
+                  "optimizer's compressed phase");
+    if (zo.varFreezeStep < 0 || zo.varUpdateScaler < 1 ||
+        zo.localStepScaler < 1 || zo.localStepClipper < 1)
+      throw Error("0/1 Adam's policy is out of range: var_freeze_step " +
+                  std::to_string(zo.varFreezeStep) + " (>= 0), " +
+                  "var_update_scaler " + std::to_string(zo.varUpdateScaler) +
+                  ", local_step_scaler " + std::to_string(zo.localStepScaler) +
+                  ", local_step_clipper " +
+                  std::to_string(zo.localStepClipper) + " (>= 1 each)");
+  } else if (zo.varFreezeStep != 0 || zo.varUpdateScaler != 1 ||
+             zo.localStepScaler != 1 || zo.localStepClipper != 1) {
+    throw Error("0/1 Adam's policy is set, but the plan does not run it");
   }
 }
 
@@ -440,8 +480,7 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
         takeSlot(gradient ? 1 : 0, ops::PipelineRecv::decode(inst).slot);
       // A send moves what the stage's latest forward (backward) wrote,
       // from where it wrote it: that of this micro-batch.
-      if (send &&
-          (gradient ? lastBackward : lastForward)[size_t(stage)] != mb)
+      if (send && (gradient ? lastBackward : lastForward)[size_t(stage)] != mb)
         fail("sends the " +
              std::string(gradient ? "input's gradient" : "output") +
              " of micro-batch " + std::to_string(mb) + where +
@@ -519,8 +558,8 @@ void checkSlotBanks(const Plan &plan, int64_t k) {
     }
     for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
       const Buffer &b = plan.buffers[id];
-      if (b.arena == arena && b.bytes && !members.count(id) &&
-          b.offset < end && b.offset + b.bytes > bank->offset)
+      if (b.arena == arena && b.bytes && !members.count(id) && b.offset < end &&
+          b.offset + b.bytes > bank->offset)
         throw Error(what + ": " + describeBuffer(plan, id) +
                     " shares bytes with the bank's slots [" +
                     std::to_string(bank->offset) + ", " + std::to_string(end) +
@@ -569,17 +608,17 @@ void checkPipelineArenas(const Plan &plan) {
             rank = held; // another program's: the rank of its buffers
             continue;
           }
-          throw Error(
-              "program '" + prog.name + "' instruction " + std::to_string(i) +
-              " (" + opcodeName(inst.opcode) + ") uses " +
-              describeBuffer(plan, id) + " of pipeline rank " +
-              std::to_string(held) + "'s arena " +
-              std::to_string(plan.buffers[id].arena) + ", which " +
-              (it == rankOfProgram.end()
-                   ? "is not the rank of its other buffers (" +
-                         std::to_string(rank) + ")"
-                   : "pipeline rank " + std::to_string(rank) +
-                         ", which runs it, does not hold"));
+          throw Error("program '" + prog.name + "' instruction " +
+                      std::to_string(i) + " (" + opcodeName(inst.opcode) +
+                      ") uses " + describeBuffer(plan, id) +
+                      " of pipeline rank " + std::to_string(held) +
+                      "'s arena " + std::to_string(plan.buffers[id].arena) +
+                      ", which " +
+                      (it == rankOfProgram.end()
+                           ? "is not the rank of its other buffers (" +
+                                 std::to_string(rank) + ")"
+                           : "pipeline rank " + std::to_string(rank) +
+                                 ", which runs it, does not hold"));
         }
     }
   }
@@ -698,8 +737,8 @@ void checkStages(const Plan &plan) {
                       std::to_string(id) + ", which is out of range");
       const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
       if (x.dtype != y.dtype || x.shape != y.shape)
-        throw Error(where + ": " + describeBuffer(plan, uint32_t(a)) +
-                    " and " + describeBuffer(plan, uint32_t(b)) +
+        throw Error(where + ": " + describeBuffer(plan, uint32_t(a)) + " and " +
+                    describeBuffer(plan, uint32_t(b)) +
                     " are two ends of one message but differ in dtype or "
                     "shape");
     }

@@ -67,10 +67,11 @@ SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
   for (Attribute name : clip.getGradients()) {
     auto state = dyn_cast_or_null<StateOp>(SymbolTable::lookupNearestSymbolFrom(
         clip, cast<FlatSymbolRefAttr>(name)));
-    auto param = state ? dyn_cast_or_null<ParameterOp>(
-                             SymbolTable::lookupNearestSymbolFrom(
-                                 clip, state.getOfAttr()))
-                       : ParameterOp();
+    auto param =
+        state
+            ? dyn_cast_or_null<ParameterOp>(
+                  SymbolTable::lookupNearestSymbolFrom(clip, state.getOfAttr()))
+            : ParameterOp();
     if (!param || !param.getLayoutAttr())
       continue;
     for (unsigned d = 0; d < param.getLayoutAttr().getView().size(); ++d)
@@ -83,6 +84,14 @@ SmallVector<StringRef> mlir::dsc::getNormAxes(ClipGradNormOp clip) {
 CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                                                   int64_t microbatches,
                                                   bool compressed) {
+  return collectiveBytesPerStep(module, microbatches,
+                                compressed ? ProgramRole::CompressedOptimizer
+                                           : ProgramRole::Optimizer);
+}
+
+CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
+                                                  int64_t microbatches,
+                                                  ProgramRole optimizerRole) {
   // Ring algorithms over n ranks (dsc/Support/CollectiveBytes.h, the
   // formulas the runtime's communicators count by): rank 0's bytes sent. An
   // all-reduce of S bytes sends 2(n-1)/n*S, 2S - chunk(0) - chunk(1) when n
@@ -134,10 +143,11 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
       if (axes.empty())
         return;
       Builder b(op->getContext());
-      int64_t n = groupSize(op, clip.getMeshAttr()
-                                    ? clip.getMeshAttr()
-                                    : FlatSymbolRefAttr::get(meshOf(op)),
-                            b.getStrArrayAttr(axes));
+      int64_t n =
+          groupSize(op,
+                    clip.getMeshAttr() ? clip.getMeshAttr()
+                                       : FlatSymbolRefAttr::get(meshOf(op)),
+                    b.getStrArrayAttr(axes));
       allReduce(times, n, 8, 8);
     } else if (auto scatter = dyn_cast<ReduceScatterStatesOp>(op)) {
       int64_t n = groupSize(op, scatter.getMeshAttr(), scatter.getMeshAxes());
@@ -162,13 +172,11 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
                 bytesOfType(cast<RankedTensorType>(gather.getType())));
     } else if (auto exchange = dyn_cast<AllToAllOp>(op)) {
       // Expert parallelism: each rank keeps its own part of its input.
-      int64_t n =
-          groupSize(op, exchange.getMeshAttr(), exchange.getMeshAxes());
-      total.allToAll +=
-          times * sent(::dsc::CollectiveKind::AllToAll, n,
-                       bytesOfType(cast<RankedTensorType>(
-                           exchange.getInput().getType())),
-                       1);
+      int64_t n = groupSize(op, exchange.getMeshAttr(), exchange.getMeshAxes());
+      total.allToAll += times * sent(::dsc::CollectiveKind::AllToAll, n,
+                                     bytesOfType(cast<RankedTensorType>(
+                                         exchange.getInput().getType())),
+                                     1);
     } else if (auto reduce = dyn_cast<CompressedAllReduceStatesOp>(op)) {
       int64_t n = groupSize(op, reduce.getMeshAttr(), reduce.getMeshAxes());
       int64_t elements = 0;
@@ -197,9 +205,7 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
   std::optional<PipelineShape> shape = getPipelineShape(module);
   if (!shape) {
     Operation *fbOp = lookupProgramOp(module, ProgramRole::ForwardBackward);
-    Operation *optOp =
-        lookupProgramOp(module, compressed ? ProgramRole::CompressedOptimizer
-                                           : ProgramRole::Optimizer);
+    Operation *optOp = lookupProgramOp(module, optimizerRole);
     for (auto [func, times] :
          {std::pair<Operation *, int64_t>{fbOp, microbatches}, {optOp, 1}})
       if (func)
@@ -211,8 +217,7 @@ CollectiveBytes mlir::dsc::collectiveBytesPerStep(ModuleOp module,
     std::optional<ProgramRole> role = getProgramRole(func);
     if (!stage || !role || shape->rankOf(*stage) != 0)
       continue;
-    if (*role == (compressed ? ProgramRole::CompressedOptimizer
-                             : ProgramRole::Optimizer)) {
+    if (*role == optimizerRole) {
       func->walk([&](Operation *op) { count(op, 1); });
       continue;
     }

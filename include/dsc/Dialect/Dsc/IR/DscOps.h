@@ -44,9 +44,9 @@ FailureOr<int64_t> getMeshGroupSize(Operation *op,
 /// A matrix product's shape (batch + [M, N]) of `lhs` and `rhs` under the
 /// transpose flags, or an error on `op` naming what does not fit
 /// (dsc.matmul and dsc.matmul_accumulate).
-FailureOr<SmallVector<int64_t>> matmulShape(Operation *op, Value lhs,
-                                           Value rhs, bool transposeLhs,
-                                           bool transposeRhs);
+FailureOr<SmallVector<int64_t>> matmulShape(Operation *op, Value lhs, Value rhs,
+                                            bool transposeLhs,
+                                            bool transposeRhs);
 
 /// A cross-entropy's `classes` (0: every column) against the `columns` of
 /// its vocabulary (`whose`: "the logits", "the whole vocabulary"): an error
@@ -93,6 +93,10 @@ struct CollectiveBytes {
 /// optimizer's step after its warm-up) in its place.
 CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches,
                                        bool compressed = false);
+/// The same with the optimizer program of `optimizerRole` in place of
+/// `optimizer` (0/1 Adam's onebit and sync steps; no pipelines).
+CollectiveBytes collectiveBytesPerStep(ModuleOp module, int64_t microbatches,
+                                       ProgramRole optimizerRole);
 
 /// The axes over which `clip` adds the ranks' sums of squares: its ZeRO
 /// axes and the axes that split any of its gradients' parameters (tensor
