@@ -84,21 +84,64 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 
 class TcpComm;
 
-/// What the communicators of one process share: the store, the timeout, and
-/// the list of live communicators that abort() tells its peers through.
-struct Fabric {
-  std::shared_ptr<TcpStore> store;
-  std::chrono::milliseconds timeout;
-  std::mutex mu;
-  std::set<TcpComm *> comms;
-};
-
 /// One connection to a peer of a group.
 struct Conn {
   int fd = -1;
   /// A frame to this peer is partly written: an abort frame now would land
   /// inside it, so abort only closes the connection.
   bool midFrame = false;
+  /// An abort frame went out already.
+  bool told = false;
+};
+
+/// Writes `reason` as an abort frame (unless one would land inside a frame)
+/// and ends this side's stream; the descriptor stays open.
+void tellPeer(Conn &c, const std::string &reason) {
+  if (c.fd < 0 || c.told)
+    return;
+  c.told = true;
+  if (!c.midFrame) {
+    char head[kHeaderBytes] = {};
+    uint32_t words[2] = {kAbort, 0};
+    std::memcpy(head, words, 8);
+    putU64(head + 8, reason.size());
+    std::string frame(head, kHeaderBytes);
+    frame += reason;
+    // Best effort, without waiting: the peer may be gone too.
+    (void)!::send(c.fd, frame.data(), frame.size(),
+                  MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  ::shutdown(c.fd, SHUT_WR);
+}
+
+void closeConn(Conn &c) {
+  if (c.fd < 0)
+    return;
+  // Unread input would make close() reset the connection, and a reset may
+  // discard what this rank last sent (an abort's reason).
+  char sink[4096];
+  while (::recv(c.fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+    ;
+  ::shutdown(c.fd, SHUT_WR);
+  ::close(c.fd);
+  c.fd = -1;
+}
+
+/// What the communicators of one process share: the store, the timeout,
+/// the live communicators, and the connections of destroyed ones. Those
+/// stay open until the last communicator goes: a failing rank unwinds its
+/// executor (and groups) before dsc-run calls abort() on the world, and the
+/// peers waiting on a group's connection should still read why.
+struct Fabric {
+  std::shared_ptr<TcpStore> store;
+  std::chrono::milliseconds timeout;
+  std::mutex mu;
+  std::set<TcpComm *> comms;
+  std::vector<Conn> retired;
+  ~Fabric() {
+    for (Conn &c : retired)
+      closeConn(c);
+  }
 };
 
 /// One send or receive of an exchange.
@@ -123,11 +166,11 @@ public:
   }
 
   ~TcpComm() override {
-    {
-      std::lock_guard<std::mutex> lock(fabric->mu);
-      fabric->comms.erase(this);
-    }
-    closeAll();
+    std::lock_guard<std::mutex> lock(fabric->mu);
+    fabric->comms.erase(this);
+    for (Conn &c : conns)
+      if (c.fd >= 0)
+        fabric->retired.push_back(c);
   }
 
   int rank() const override { return me; }
@@ -141,7 +184,8 @@ public:
   void connect();
   std::unique_ptr<Communicator> split(int color, int key) override;
   void abort(const std::string &reason) override;
-  /// Writes an abort frame to every peer not in mid-frame, then closes.
+  /// Writes an abort frame to every peer not in mid-frame, then ends the
+  /// streams; later calls throw.
   void tellPeers(const std::string &reason);
 
 protected:
@@ -191,7 +235,6 @@ private:
     failure = message;
     throw Error(message);
   }
-  void closeAll();
   /// Whether the next frame waiting from `peer` is an abort; its reason.
   bool abortReason(int peer, std::string *reason);
   uint32_t nextTag() { return uint32_t(++calls); }
@@ -222,20 +265,6 @@ bool TcpComm::abortReason(int peer, std::string *reason) {
   readAll(fd, reason->data(), reason->size(),
           Clock::now() + std::chrono::seconds(1), &error);
   return true;
-}
-
-void TcpComm::closeAll() {
-  for (Conn &c : conns)
-    if (c.fd >= 0) {
-      // Unread input would make close() reset the connection, and a reset
-      // may discard what this rank last sent (an abort's reason).
-      char sink[4096];
-      while (::recv(c.fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
-        ;
-      ::shutdown(c.fd, SHUT_WR);
-      ::close(c.fd);
-      c.fd = -1;
-    }
 }
 
 void TcpComm::connect() {
@@ -651,33 +680,19 @@ std::unique_ptr<Communicator> TcpComm::split(int color, int key) {
 }
 
 void TcpComm::tellPeers(const std::string &reason) {
-  for (Conn &c : conns) {
-    if (c.fd < 0)
-      continue;
-    if (!c.midFrame) {
-      char head[kHeaderBytes] = {};
-      uint32_t words[2] = {kAbort, 0};
-      std::memcpy(head, words, 8);
-      putU64(head + 8, reason.size());
-      std::string frame(head, kHeaderBytes);
-      frame += reason;
-      // Best effort, without waiting: the peer may be gone too.
-      (void)!::send(c.fd, frame.data(), frame.size(),
-                    MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-    // Its end of file follows the reason; the descriptor stays open (and
-    // keeps draining) until the communicator goes.
-    ::shutdown(c.fd, SHUT_WR);
-  }
+  for (Conn &c : conns)
+    tellPeer(c, reason);
   if (failure.empty())
     failure = describe("abort", "") + ": this rank failed: " + reason;
 }
 
 void TcpComm::abort(const std::string &reason) {
-  // Every group of this process: its peers may wait on any of them.
+  // Every group of this process, live or gone: its peers may wait on any.
   std::lock_guard<std::mutex> lock(fabric->mu);
   for (TcpComm *comm : fabric->comms)
     comm->tellPeers(reason);
+  for (Conn &c : fabric->retired)
+    tellPeer(c, reason);
 }
 
 } // namespace
