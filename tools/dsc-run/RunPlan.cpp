@@ -754,8 +754,11 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
   if (mpiWorld && mpiWorld->size() > 1) {
     // The other ranks may be blocked in a collective with this one: end the
     // job, naming this rank (MPI_Abort; does not return).
-    err << "dsc-run: error: rank " << mpiWorld->rank() << ": " << message
-        << std::endl;
+    // One write: the ranks share the launcher's stderr, and pieces of two
+    // ranks' lines would interleave.
+    err << ("dsc-run: error: rank " + std::to_string(mpiWorld->rank()) +
+            ": " + message + "\n")
+        << std::flush;
     try {
       mpiWorld->abort(message);
     } catch (...) {
