@@ -330,7 +330,11 @@ dsc::launch::sshCommands(const Allocation &hosts, const LaunchOptions &options,
     std::string devices;
     for (int slot : host.slots)
       devices += (devices.empty() ? "" : ",") + std::to_string(slot);
-    std::string script = "cd " + shellQuote(workingDir) + " &&";
+    // `cd` alone first (`cd D && a & b &` would cd only in a's subshell);
+    // then each rank in the background, and the largest of their statuses
+    // (`wait` alone would return 0) as ssh's, as `pdsh -S` reports.
+    std::string script = "cd " + shellQuote(workingDir) + " || exit 1;";
+    std::string waits = " rc=0;";
     for (size_t local = 0; local < host.slots.size(); ++local, ++rank) {
       std::vector<std::string> words = {
           "env",
@@ -345,9 +349,11 @@ dsc::launch::sshCommands(const Allocation &hosts, const LaunchOptions &options,
       for (auto &[name, value] : threadEnv())
         words.push_back(name + "=" + value);
       words.insert(words.end(), options.runArgs.begin(), options.runArgs.end());
-      script += " " + shellJoin(words) + " &";
+      const std::string pid = "p" + std::to_string(local);
+      script += " " + shellJoin(words) + " & " + pid + "=$!;";
+      waits += " wait $" + pid + "; s=$?; [ $s -le $rc ] || rc=$s;";
     }
-    script += " wait";
+    script += waits + " exit $rc";
     std::vector<std::string> cmd = {"ssh"};
     cmd.insert(cmd.end(), options.launcherArgs.begin(),
                options.launcherArgs.end());

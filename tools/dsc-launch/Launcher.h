@@ -101,7 +101,9 @@ slurmCommand(const Allocation &hosts, const LaunchOptions &options);
 
 /// One ssh command per host, each starting that host's ranks with the
 /// torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-/// NODE_RANK, MASTER_ADDR, MASTER_PORT, CUDA_VISIBLE_DEVICES).
+/// NODE_RANK, MASTER_ADDR, MASTER_PORT, CUDA_VISIBLE_DEVICES), under which
+/// dsc-run's ranks meet through its TCP store; each exits with the largest
+/// of its ranks' statuses.
 std::vector<std::vector<std::string>> sshCommands(const Allocation &hosts,
                                                   const LaunchOptions &options,
                                                   llvm::StringRef workingDir);

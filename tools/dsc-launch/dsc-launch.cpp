@@ -16,7 +16,8 @@
 // world size that is not dp*tp*pp, or a tensor-parallel group split across
 // hosts. It prints each rank's host, local rank and mesh coordinates, and
 // the command it runs (--dry-run: only prints). Its exit code is the
-// launcher's (mpirun's, srun's).
+// launcher's (mpirun's, srun's; for ssh the largest of the hosts', as
+// DeepSpeed's pdsh runner reports with `pdsh -S`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <sys/wait.h>
@@ -116,49 +118,82 @@ static int error(llvm::Error err) {
   return error(message);
 }
 
-/// The child launcher, forwarded the signals that would otherwise leave
-/// its ranks running when only dsc-launch is told to stop.
-static volatile sig_atomic_t childPid = 0;
+/// The child launchers (one, or one ssh per host), forwarded the signals
+/// that would otherwise leave their ranks running when only dsc-launch is
+/// told to stop.
+static constexpr int kMaxChildren = 4096;
+static volatile sig_atomic_t childPids[kMaxChildren];
+static volatile sig_atomic_t numChildren = 0;
 static void forwardSignal(int sig) {
-  if (childPid > 0)
-    kill(pid_t(childPid), sig);
+  for (int i = 0; i < numChildren; ++i)
+    if (childPids[i] > 0)
+      kill(pid_t(childPids[i]), sig);
 }
 
-/// Runs `argv` (argv[0] found on PATH) and returns its exit status, or
-/// 128 + the signal that ended it, as a shell reports it.
-static int runAndWait(const std::vector<std::string> &argv) {
-  auto path = llvm::sys::findProgramByName(argv[0]);
-  if (!path)
-    return error(
-        "'" + argv[0] + "' is not on PATH" +
-        (argv[0] == "mpirun" ? " (install Open MPI: openmpi-bin)" : ""));
-  std::vector<char *> cargv;
-  for (const std::string &arg : argv)
-    cargv.push_back(const_cast<char *>(arg.c_str()));
-  cargv.push_back(nullptr);
+/// Runs every command (argv[0] found on PATH) at once and waits for all;
+/// returns the largest exit status (128 + the signal for one a signal
+/// ended, as a shell reports it), as `pdsh -S` does; 0 when all succeed.
+static int runAllAndWait(const std::vector<std::vector<std::string>> &argvs) {
+  if (argvs.size() > size_t(kMaxChildren))
+    return error("cannot start " + llvm::Twine(argvs.size()) +
+                 " launchers at once (at most " + llvm::Twine(kMaxChildren) +
+                 ")");
+  std::vector<std::string> paths;
+  for (const auto &argv : argvs) {
+    auto path = llvm::sys::findProgramByName(argv[0]);
+    if (!path)
+      return error(
+          "'" + argv[0] + "' is not on PATH" +
+          (argv[0] == "mpirun" ? " (install Open MPI: openmpi-bin)" : ""));
+    paths.push_back(*path);
+  }
   llvm::outs().flush();
   llvm::errs().flush();
-  pid_t pid = fork();
-  if (pid < 0)
-    return error("cannot start '" + *path + "': " + llvm::sys::StrError(errno));
-  if (pid == 0) {
-    execv(path->c_str(), cargv.data());
-    llvm::errs() << "dsc-launch: error: cannot run '" << *path
-                 << "': " << llvm::sys::StrError(errno) << "\n";
-    _exit(127);
-  }
-  childPid = pid;
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     signal(sig, forwardSignal);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR)
-      return error("waiting for '" + *path +
-                   "': " + llvm::sys::StrError(errno));
-  childPid = 0;
-  if (WIFSIGNALED(status))
-    return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
+  int rc = 0;
+  auto record = [&](int status) {
+    int code =
+        WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    rc = std::max(rc, code);
+  };
+  size_t running = 0;
+  for (size_t i = 0; i < argvs.size(); ++i) {
+    std::vector<char *> cargv;
+    for (const std::string &arg : argvs[i])
+      cargv.push_back(const_cast<char *>(arg.c_str()));
+    cargv.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+      // The ones started go on; their ranks name the missing ones.
+      rc = error("cannot start '" + paths[i] +
+                 "': " + llvm::sys::StrError(errno));
+      break;
+    }
+    if (pid == 0) {
+      execv(paths[i].c_str(), cargv.data());
+      llvm::errs() << "dsc-launch: error: cannot run '" << paths[i]
+                   << "': " << llvm::sys::StrError(errno) << "\n";
+      _exit(127);
+    }
+    childPids[numChildren] = pid;
+    numChildren = numChildren + 1;
+    ++running;
+  }
+  for (; running > 0; --running) {
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, 0)) < 0)
+      if (errno != EINTR)
+        return error("waiting for the launchers: " +
+                     llvm::sys::StrError(errno));
+    for (int i = 0; i < numChildren; ++i)
+      if (childPids[i] == pid)
+        childPids[i] = 0;
+    record(status);
+  }
+  numChildren = 0;
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -176,11 +211,6 @@ int main(int argc, char **argv) {
   if (program.empty())
     return error("no command to launch: dsc-launch [options] -- dsc-run "
                  "MODEL [dsc-run options]");
-  if (launcher == LauncherKind::Ssh && !dryRun)
-    return error("--launcher ssh starts ranks that meet at "
-                 "MASTER_ADDR:MASTER_PORT, and dsc-run's TCP store for that "
-                 "is not built yet: add --dry-run to print the ssh "
-                 "commands, or use --launcher openmpi");
   if (masterPort < 1 || masterPort > 65535)
     return error("--master_port must be 1-65535, got " +
                  llvm::Twine(int(masterPort)));
@@ -299,7 +329,7 @@ int main(int argc, char **argv) {
       os << "dsc-launch: the hostfile stays for the command above\n";
     return 0;
   }
-  int rc = runAndWait(commands.front());
+  int rc = runAllAndWait(commands);
   if (!generatedHostfile.empty())
     llvm::sys::fs::remove(generatedHostfile);
   return rc;
