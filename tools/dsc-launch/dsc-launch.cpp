@@ -83,7 +83,7 @@ static cl::opt<LauncherKind> launcher(
                           "srun inside a Slurm allocation"),
                clEnumValN(LauncherKind::Ssh, "ssh",
                           "one ssh per host with torchrun's environment "
-                          "(--dry-run only for now)")),
+                          "(the ranks meet through dsc-run's TCP store)")),
     cl::cat(launchCategory));
 static cl::opt<std::string> launcherArgs(
     "launcher_args",
