@@ -119,11 +119,14 @@ private:
       fail("betas", "'betas' must be two numbers, [beta1, beta2]");
     return {*(*a)[0].getAsNumber(), *(*a)[1].getAsNumber()};
   }
+  void readZeroOneAdam(const llvm::json::Object &params,
+                       const std::string &typeName, double &lr);
   void readOnebitLamb(const llvm::json::Object &params,
                       const std::string &typeName, double &lr);
-  /// What OnebitAdam (`optimizer`, compiled as optimizer=`compiled`) and
-  /// OnebitLamb share: their common arguments and `ownKeys`, the phases'
-  /// switch (`freezeMeaning` says when); DeepSpeed stores bias_correction,
+  /// What OnebitAdam (`optimizer`, compiled as optimizer=`compiled`),
+  /// OnebitLamb and ZeroOneAdam share: their common arguments and
+  /// `ownKeys`, the phases' switch (`freezeMeaning` says when; "" for
+  /// ZeroOneAdam, which has none); DeepSpeed stores bias_correction,
   /// eps_inside_sqrt and max_grad_norm and never uses them; cuda_aware and
   /// comm_backend_name choose its communication.
   void readOnebit(const llvm::json::Object &p, const std::string &typeName,
@@ -441,6 +444,8 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
     return readOnebitAdam(p, typeName, lr);
   if (type == "onebitlamb" && !neox())
     return readOnebitLamb(p, typeName, lr);
+  if (type == "zerooneadam" && !neox())
+    return readZeroOneAdam(p, typeName, lr);
   // GPT-NeoX builds "adam" itself (apex's or DeepSpeed's FusedAdam, AdamW
   // unless adam_w_mode is false) with its top-level weight_decay; its other
   // types are other optimizers.
@@ -475,7 +480,7 @@ void Reader::readOptimizer(const llvm::json::Object &o, double &lr) {
   if (type != "adam" && type != "adamw")
     fail("type", "optimizer type '" + typeName +
                      "' is not one dsc implements (Adam, AdamW, SGD, "
-                     "OneBitAdam and OneBitLamb are)");
+                     "OneBitAdam, ZeroOneAdam and OneBitLamb are)");
   onlyKnown(p, "optimizer.params",
             {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam",
              "bias_correction", "amsgrad"});
@@ -522,6 +527,34 @@ void Reader::readOnebitAdam(const llvm::json::Object &p,
              "the first compressed step");
 }
 
+/// DeepSpeed's ZeroOneAdam (runtime/fp16/onebit/zoadam.py, docs/onebit.md):
+/// its constructor's arguments, each honored or refused by name; its policy
+/// replaces the freeze step.
+void Reader::readZeroOneAdam(const llvm::json::Object &p,
+                             const std::string &typeName, double &lr) {
+  readOnebit(p, typeName, lr, "ZeroOneAdam", "zero_one_adam",
+             {"var_freeze_step", "var_update_scaler", "local_step_scaler",
+              "local_step_clipper"},
+             /*freezeMeaning=*/"");
+  for (auto [key, option, fallback, least, meaning] :
+       {std::make_tuple("var_freeze_step", "var-freeze-step", 100000, 0,
+                        "the last step that may update the variance"),
+        std::make_tuple("var_update_scaler", "var-update-scaler", 16, 1,
+                        "variance updates before their interval doubles"),
+        std::make_tuple("local_step_scaler", "local-step-scaler", 32678, 1,
+                        "local steps before the sync interval doubles"),
+        std::make_tuple("local_step_clipper", "local-step-clipper", 16, 1,
+                        "the longest sync interval")}) {
+    const int64_t value = integer(p, key, fallback);
+    if (value < least)
+      fail(key, std::string("'") + key + "' must be >= " +
+                    std::to_string(least) + ", got " + std::to_string(value));
+    set(option, std::to_string(value),
+        std::string("optimizer.params.") + key +
+            (p.get(key) ? "" : " (DeepSpeed's default)") + ": " + meaning);
+  }
+}
+
 /// DeepSpeed's OnebitLamb (runtime/fp16/onebit/lamb.py, docs/onebit.md):
 /// its constructor's arguments, each honored or refused by name.
 void Reader::readOnebitLamb(const llvm::json::Object &p,
@@ -563,6 +596,9 @@ void Reader::readOnebit(const llvm::json::Object &p,
                                     "cuda_aware",
                                     "comm_backend_name"};
   known.insert(known.end(), ownKeys.begin(), ownKeys.end());
+  // 0/1 Adam has no freeze step: its policy replaces it.
+  if (std::string(optimizer) == "ZeroOneAdam")
+    known.erase(std::find(known.begin(), known.end(), "freeze_step"));
   onlyKnown(p, "optimizer.params", known);
   if (boolean(p, "amsgrad", false))
     fail("amsgrad", std::string("the 1-bit optimizers do not support the "
@@ -575,15 +611,17 @@ void Reader::readOnebit(const llvm::json::Object &p,
              "clip with the top-level 'gradient_clipping' instead");
   lr = number(p, "lr", 1e-3);
   const auto [beta1, beta2] = readBetas(p);
-  const int64_t freeze = integer(p, "freeze_step", 100000);
-  if (freeze < 0)
-    fail("freeze_step",
-         "'freeze_step' must be >= 0, got " + std::to_string(freeze));
   set("optimizer", compiled, "optimizer.type = " + typeName);
-  set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
-      "optimizer.params.freeze_step" +
-          std::string(p.get("freeze_step") ? "" : " (DeepSpeed's default)") +
-          ": " + freezeMeaning);
+  if (!freezeMeaning.empty()) {
+    const int64_t freeze = integer(p, "freeze_step", 100000);
+    if (freeze < 0)
+      fail("freeze_step",
+           "'freeze_step' must be >= 0, got " + std::to_string(freeze));
+    set("freeze-step", std::to_string(std::max<int64_t>(freeze, 1)),
+        "optimizer.params.freeze_step" +
+            std::string(p.get("freeze_step") ? "" : " (DeepSpeed's default)") +
+            ": " + freezeMeaning);
+  }
   set("lr", spell(lr), "optimizer.params.lr = " + spell(lr));
   set("beta1", spell(beta1), "optimizer.params.betas[0]");
   set("beta2", spell(beta2), "optimizer.params.betas[1]");

@@ -446,11 +446,12 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         trace->add("iteration " + std::to_string(iteration), "step", 0,
                    traceStart, ex.nowUs() - traceStart);
       lastCollectiveBytes = r.collectiveBytesSent;
-      lastBytesByProgram[optimizerProgram] = r.collectiveBytesSent;
       // A skipped step (fp16 overflow) runs no optimizer program.
-      if (!r.skipped)
+      if (!r.skipped) {
         (compressedStep ? lastCompressedBytes : lastWarmupBytes) =
             r.collectiveBytesSent;
+        lastBytesByProgram[optimizerProgram] = r.collectiveBytesSent;
+      }
       if (result) {
         result->losses.push_back(r.loss);
         result->collectiveBytesPerStep.push_back(r.collectiveBytesSent);
@@ -756,8 +757,8 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
     // job, naming this rank (MPI_Abort; does not return).
     // One write: the ranks share the launcher's stderr, and pieces of two
     // ranks' lines would interleave.
-    err << ("dsc-run: error: rank " + std::to_string(mpiWorld->rank()) +
-            ": " + message + "\n")
+    err << ("dsc-run: error: rank " + std::to_string(mpiWorld->rank()) + ": " +
+            message + "\n")
         << std::flush;
     try {
       mpiWorld->abort(message);

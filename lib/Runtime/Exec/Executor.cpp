@@ -343,6 +343,23 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   // resumed in bf16 or fp32); a scaling plan without one starts afresh.
   scaling->restart(restored.manifest.lossScaler);
   setStep(restored.manifest.optimizerSteps + 1);
+  // 0/1 Adam past its variance freeze: each rank's local steps leave its
+  // parameters, momentum and accumulator its own (after a sync they still
+  // differ by rounding), and a checkpoint holds rank 0's, as DeepSpeed's
+  // does. Say so: the run goes on from rank 0's state, not bit for bit.
+  const ZeroOneAdamPlan &zo = thePlan.zeroOneAdam;
+  if (zo.enabled &&
+      restored.manifest.optimizerSteps > std::max<int64_t>(1, zo.varFreezeStep))
+    lastLoadWarnings.push_back(
+        "checkpoint '" + path +
+        "' was taken after 0/1 Adam's variance froze "
+        "(step " +
+        std::to_string(std::max<int64_t>(1, zo.varFreezeStep)) +
+        "): its local steps keep each rank's parameters, momentum and "
+        "accumulator apart, and the checkpoint holds rank 0's (as "
+        "DeepSpeed's does), so every rank continues from rank 0's state; "
+        "the run is not bit-for-bit the one that saved it (a checkpoint up "
+        "to the freeze is)");
   const DynamicLossScaler *scaler = scaling->current();
   skippedBeforeThisScaler = restored.manifest.iteration -
                             restored.manifest.optimizerSteps -
