@@ -22,7 +22,10 @@ script does not take that on trust; it checks it each step:
     it than to the rate read after, and the rates must be the Adam run's.
 
 It writes OUT/<case>.json: the ds_config to give dsc-run --deepspeed, the
-versions that made it, and "learning_rate": the rates of steps 1..N.
+versions that made it, and "learning_rate": the rates of steps 1..N; with
+OneCycle's cycle_momentum also "beta1" and "beta2", Adam's betas each step
+used (param_groups[0]["betas"] read just before that engine.step(), which
+is what torch's Adam reads in it).
 
 usage: lr-goldens.py [--out test/Integration/Inputs/ds-goldens/lr]
                      [--steps 60] [--only CASE]
@@ -107,6 +110,20 @@ CASES = {
         "cycle_first_stair_count": 4, "cycle_second_stair_count": 2,
         "decay_step_size": 4, "decay_lr_rate": 0.25,
         "cycle_momentum": False}),
+    # cycle_momentum (DeepSpeed's default): Adam's betas become
+    # (momentum, 0.99), the momentum falling as the rate rises; then a
+    # decay of both after the cycle.
+    "one-cycle-momentum": case("OneCycle", {
+        "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
+        "cycle_first_step_size": 15, "cycle_second_step_size": 10,
+        "decay_step_size": 5, "decay_lr_rate": 0.5,
+        "cycle_momentum": True, "cycle_min_mom": 0.85,
+        "cycle_max_mom": 0.95, "decay_mom_rate": 0.01}),
+    "one-cycle-momentum-stairs": case("OneCycle", {
+        "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
+        "cycle_first_step_size": 12, "cycle_second_step_size": 8,
+        "cycle_first_stair_count": 4, "cycle_second_stair_count": 2,
+        "cycle_momentum": True}),
     "range-test": case("LRRangeTest", {
         "lr_range_test_min_lr": 1e-4, "lr_range_test_step_size": 7,
         "lr_range_test_step_rate": 0.5}),
@@ -148,7 +165,7 @@ def train(config, steps, client_sgd):
         model=model, model_parameters=model.parameters(), config=config,
         optimizer=optimizer, dist_init_required=True)
     assert sched is not None, "the engine built no scheduler"
-    before, after, applied = [], [], []
+    before, after, applied, betas = [], [], [], []
     data = batches(dtype)
     for _ in range(steps):
         x, y = next(data)
@@ -161,6 +178,8 @@ def train(config, steps, client_sgd):
             with torch.no_grad():
                 weight.zero_()
         before.append(opt.param_groups[0]["lr"])
+        # What torch's Adam reads in this step (absent for SGD).
+        betas.append(opt.param_groups[0].get("betas"))
         engine.step()
         after.append(opt.param_groups[0]["lr"])
         if client_sgd:
@@ -170,7 +189,7 @@ def train(config, steps, client_sgd):
             with torch.no_grad():
                 weight.add_(old)
     engine.destroy()
-    return before, after, applied
+    return before, after, applied, betas
 
 
 def close(a, b, rtol):
@@ -178,8 +197,8 @@ def close(a, b, rtol):
 
 
 def record(name, config, steps):
-    before, after, _ = train(config, steps, client_sgd=False)
-    sgd_before, _, applied = train(config, steps, client_sgd=True)
+    before, after, _, betas = train(config, steps, client_sgd=False)
+    sgd_before, _, applied, _ = train(config, steps, client_sgd=True)
     for k in range(steps):
         step = k + 1
         if before[k] != sgd_before[k]:
@@ -197,7 +216,7 @@ def record(name, config, steps):
     moved = sum(1 for k in range(steps) if after[k] != before[k])
     if moved == 0:
         sys.exit(f"{name}: the rate never changed")
-    return {
+    golden = {
         "provenance": (
             "scripts/ds-reference/lr-goldens.py: the rate DeepSpeed's "
             "engine used at each optimizer step (param_groups[0]['lr'] "
@@ -209,6 +228,13 @@ def record(name, config, steps):
         "steps": steps,
         "learning_rate": before,
     }
+    # The momentum OneCycle sets: Adam's betas each step used.
+    if config["scheduler"]["params"].get("cycle_momentum"):
+        golden["beta1"] = [float(b[0]) for b in betas]
+        golden["beta2"] = [float(b[1]) for b in betas]
+        if len(set(golden["beta1"])) < 3:
+            sys.exit(f"{name}: beta1 hardly moved: {golden['beta1'][:5]}")
+    return golden
 
 
 def main():

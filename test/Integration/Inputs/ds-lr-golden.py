@@ -11,7 +11,10 @@ usage: ds-lr-golden.py config GOLDEN          print the golden's ds_config
 the rate DeepSpeed's step of the same number used, within 1e-9 relative.
 An fp32 plan keeps its rate in an fp32 scalar, and torch's fp32 Adam
 applies DeepSpeed's rate as an fp32 scalar too, so the golden rounded to
-fp32 is also accepted. The log must have every step of the golden. Prints
+fp32 is also accepted. A golden of OneCycle with cycle_momentum also has
+"beta1", Adam's beta1 each step used, compared with the log's "beta1"
+the same way (dsc keeps it in an fp32 scalar too). The log must have every
+step of the golden. Prints
 "OK n steps", or the first step that differs and, when there is one, the
 DeepSpeed step whose rate dsc's equals.
 """
@@ -40,6 +43,13 @@ def check(golden, log):
         print(f"{log}: steps {sorted(got)[:3]}... of {len(got)}, the golden "
               f"has steps 1-{len(want)}")
         return 1
+    for key in ("beta1",) if "beta1" in golden else ():
+        have = {r["iteration"]: r.get(key) for r in steps}
+        for k in range(1, len(want) + 1):
+            if have[k] is None or not same(have[k], golden[key][k - 1]):
+                print(f"{log}: step {k}: {key} {have[k]!r}, DeepSpeed "
+                      f"{golden['deepspeed']} used {golden[key][k - 1]!r}")
+                return 1
     for k in range(1, len(want) + 1):
         if not same(got[k], want[k - 1]):
             near = [j for j in range(1, len(want) + 1)
@@ -49,7 +59,8 @@ def check(golden, log):
             print(f"{log}: step {k}: learning rate {got[k]!r}, DeepSpeed "
                   f"{golden['deepspeed']} used {want[k - 1]!r}{where}")
             return 1
-    print(f"OK {len(want)} steps")
+    print(f"OK {len(want)} steps" +
+          (" (learning rate and beta1)" if "beta1" in golden else ""))
     return 0
 
 
