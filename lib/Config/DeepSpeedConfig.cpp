@@ -137,6 +137,7 @@ private:
                       const std::string &typeName, double &lr);
   void readScheduler(const llvm::json::Object &o, double lr);
   void readOneCycle(const llvm::json::Object &params);
+  void readOneCycleRate(const llvm::json::Object &params);
   void readRangeTest(const llvm::json::Object &params);
   void readFp16(const llvm::json::Object &o);
   void readZero(const llvm::json::Object &o);
@@ -734,16 +735,64 @@ void Reader::readOneCycle(const llvm::json::Object &p) {
   for (const char *key : {"cycle_min_lr", "cycle_max_lr"})
     if (!p.get(key))
       fail("params", std::string("OneCycle needs '") + key + "'");
-  // DeepSpeed cycles Adam's beta1 (and sets beta2 to 0.99) by default.
-  if (boolean(p, "cycle_momentum", true))
+  // DeepSpeed cycles the betas of an optimizer that has them (true by
+  // default): betas = (momentum, 0.99), momentum falling as the rate rises,
+  // cycle_min_mom from the scheduler's construction on. torch's SGD has
+  // none: DeepSpeed disables it there with a warning.
+  const bool cycleMomentum = boolean(p, "cycle_momentum", true);
+  auto optimizer = out.compile.find("optimizer");
+  const std::string optimizerName =
+      optimizer == out.compile.end() ? "adamw" : optimizer->second;
+  const char *momKeys[] = {"cycle_min_mom", "cycle_max_mom", "decay_mom_rate"};
+  if (cycleMomentum && optimizerName == "adamw") {
+    const double lo = number(p, "cycle_min_mom", 0.8),
+                 hi = number(p, "cycle_max_mom", 0.9);
+    if (!(lo > 0 && lo <= hi && hi < 1))
+      fail("cycle_min_mom", "OneCycle's momentum is Adam's beta1: it needs 0 "
+                            "< cycle_min_mom <= cycle_max_mom < 1, got " +
+                                spell(lo) + " and " + spell(hi));
+    auto source = [&](const char *key) {
+      return std::string("OneCycle.") + key +
+             (p.get(key) ? "" : " (DeepSpeed's default)");
+    };
+    set("cycle-momentum", "true",
+        source("cycle_momentum") + ": beta1 cycles inversely to the rate");
+    set("cycle-min-mom", spell(lo), source("cycle_min_mom"));
+    set("cycle-max-mom", spell(hi), source("cycle_max_mom"));
+    set("decay-mom-rate", spell(number(p, "decay_mom_rate", 0.0)),
+        source("decay_mom_rate"));
+    set("beta1", spell(lo),
+        "OneCycle.cycle_min_mom: DeepSpeed's OneCycle replaces betas[0] "
+        "(the first step's; dsc.cyclic_momentum gives each step's)");
+    set("beta2", "0.99",
+        "OneCycle.cycle_momentum: DeepSpeed's OneCycle sets betas to "
+        "(momentum, 0.99), replacing the optimizer's betas[1]");
+    return readOneCycleRate(p);
+  }
+  if (cycleMomentum && optimizerName != "sgd")
     fail("cycle_momentum",
-         "OneCycle's 'cycle_momentum' (true by default) changes the "
-         "optimizer's momentum every step, which dsc does not implement; "
-         "set \"cycle_momentum\": false to cycle the learning rate only");
-  for (const char *key : {"cycle_min_mom", "cycle_max_mom", "decay_mom_rate"})
+         "OneCycle's 'cycle_momentum' (true by default) cycles the betas "
+         "of optimizer=" +
+             optimizerName +
+             ", which dsc builds for AdamW only; set \"cycle_momentum\": "
+             "false to cycle the learning rate only");
+  for (const char *key : momKeys)
     if (p.get(key))
-      out.understood.push_back(std::string("OneCycle.") + key +
-                               ": no effect with cycle_momentum false");
+      out.understood.push_back(
+          std::string("OneCycle.") + key +
+          (cycleMomentum ? ": no effect (torch's SGD has no betas: "
+                           "DeepSpeed disables cycle_momentum, with a "
+                           "warning)"
+                         : ": no effect with cycle_momentum false"));
+  if (cycleMomentum)
+    out.understood.push_back(
+        "OneCycle.cycle_momentum: no effect with SGD (torch's SGD has no "
+        "betas: DeepSpeed disables it, with a warning)");
+  readOneCycleRate(p);
+}
+
+/// OneCycle's learning-rate cycle (its momentum is readOneCycle's).
+void Reader::readOneCycleRate(const llvm::json::Object &p) {
   const double lo = number(p, "cycle_min_lr", 0),
                hi = number(p, "cycle_max_lr", 0);
   set("lr-schedule", "one_cycle", "scheduler.type = OneCycle");

@@ -1170,8 +1170,9 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
           rt::BufferRole::Scalar,
           (programName + (index == 0 ? ".grad_norm" : ".learning_rate")).str()};
     else
-      special[result] = {rt::BufferRole::Scalar,
-                         index == 0 ? "grad_norm" : "learning_rate"};
+      special[result] = {rt::BufferRole::Scalar, index == 0   ? "grad_norm"
+                                                 : index == 1 ? "learning_rate"
+                                                              : "beta1"};
   }
 
   rt::Program program;
@@ -1231,6 +1232,8 @@ LogicalResult PlanBuilder::lowerProgram(func::FuncOp func,
         plan.gradNorm = *id;
       else if (name == "learning_rate")
         plan.learningRate = *id;
+      else if (name == "beta1")
+        plan.beta1 = *id;
       else if (name == "compressed.grad_norm")
         plan.compressedGradNorm = *id;
       else if (name == "compressed.learning_rate")
@@ -1803,14 +1806,34 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
                         declBuffer(adam.getExpAvgAttr()),
                         declBuffer(adam.getExpAvgSqAttr())};
         // AdamW and ZeRO's AdamWShard take the same hyper-parameters.
-        return encodeUpdate<ops::AdamW, ops::AdamWShard>(
-            adam, inst, [&](auto &step) {
-              step.beta1 = f64(adam.getBeta1Attr());
-              step.beta2 = f64(adam.getBeta2Attr());
-              step.eps = f64(adam.getEpsAttr());
-              step.wd = f64(adam.getWeightDecayAttr());
-              step.decay = step.wd > 0.0;
-            });
+        auto fill = [&](auto &step) {
+          step.beta1 = f64(adam.getBeta1Attr());
+          step.beta2 = f64(adam.getBeta2Attr());
+          step.eps = f64(adam.getEpsAttr());
+          step.wd = f64(adam.getWeightDecayAttr());
+          step.decay = step.wd > 0.0;
+        };
+        if (Value beta1 = adam.getScheduledBeta1()) {
+          // OneCycle's cycle_momentum: the step's beta1 is an input.
+          inst.inputs.push_back(valueBuffers.lookup(beta1));
+          return encodeUpdate<ops::AdamWScheduledBeta1,
+                              ops::AdamWShardScheduledBeta1>(adam, inst, fill);
+        }
+        return encodeUpdate<ops::AdamW, ops::AdamWShard>(adam, inst, fill);
+      })
+      .Case<CyclicMomentumOp>([&](CyclicMomentumOp mom) {
+        ops::CyclicMomentum m;
+        m.firstStairs = mom.getFirstStairs();
+        m.secondStairs = mom.getSecondStairs();
+        m.minMom = f64(mom.getMinAttr());
+        m.maxMom = f64(mom.getMaxAttr());
+        m.firstSize = f64(mom.getFirstSizeAttr());
+        m.secondSize = f64(mom.getSecondSizeAttr());
+        m.decaySize = f64(mom.getDecaySizeAttr());
+        m.rate = f64(mom.getRateAttr());
+        m.encode(inst);
+        inst.inputs = {};
+        return success();
       })
       .Case<OnebitAdamOp>([&](OnebitAdamOp adam) -> LogicalResult {
         inst.inputs = {declBuffer(adam.getGradAttr()),

@@ -140,6 +140,10 @@ void mlir::dsc::buildCompilePipeline(OpPassManager &pm,
   optimizer.cycleDecaySize = options.cycleDecaySize;
   optimizer.cycleRate = options.cycleRate;
   optimizer.cycleStaircase = options.cycleStaircase;
+  optimizer.cycleMomentum = options.cycleMomentum;
+  optimizer.cycleMinMom = options.cycleMinMom;
+  optimizer.cycleMaxMom = options.cycleMaxMom;
+  optimizer.decayMomRate = options.decayMomRate;
   optimizer.nesterov = options.nesterov;
   optimizer.clipGradNorm = options.clipGradNorm;
   pm.addPass(createDscOptimizerPass(optimizer));

@@ -48,6 +48,15 @@ struct DscOptimizerPass
         return signalPassFailure();
       kind = LrSchedule::Constant;
     }
+    if (cycleMomentum &&
+        (cyclic != CyclicLrSchedule::OneCycle || optimizer != "adamw")) {
+      module.emitError("--dsc-optimizer: cycle-momentum cycles AdamW's beta1 "
+                       "with OneCycle's learning rate: it needs "
+                       "lr-schedule=one_cycle and optimizer=adamw, got "
+                       "lr-schedule=")
+          << lrSchedule << ", optimizer=" << optimizer;
+      return signalPassFailure();
+    }
     if (!kind) {
       module.emitError("--dsc-optimizer: unknown schedule '")
           << lrSchedule
@@ -238,8 +247,14 @@ struct DscOptimizerPass
     Type element = first.getTensorType().getElementType();
     auto scalar = RankedTensorType::get(
         {}, element.isF64() ? element : Type(b.getF32Type()));
-    auto func = func::FuncOp::create(b, loc, name,
-                                     b.getFunctionType({}, {scalar, scalar}));
+    // The gradient norm and the learning rate, for the step log; with
+    // cycle-momentum (no pipelines) also the step's beta1.
+    const bool reportsBeta1 = cycleMomentum && !stage;
+    SmallVector<Type> results = {scalar, scalar};
+    if (reportsBeta1)
+      results.push_back(scalar);
+    auto func =
+        func::FuncOp::create(b, loc, name, b.getFunctionType({}, results));
     setProgramRole(func, role);
     if (compressed)
       func->setAttr(kFromStepAttr, b.getI64IntegerAttr(firstCompressedStep()));
@@ -284,6 +299,21 @@ struct DscOptimizerPass
           b.getI64IntegerAttr(warmup), b.getI64IntegerAttr(totalSteps),
           b.getF64FloatAttr(warmupStart),
           warmupType == "log" ? b.getUnitAttr() : UnitAttr());
+    }
+    // OneCycle's cycle_momentum: beta1 over the same cycle.
+    Value scheduledBeta1;
+    if (cycleMomentum) {
+      const double second =
+          cycleSecondSize < 0 ? cycleFirstSize.getValue() : cycleSecondSize;
+      const int64_t secondStairs = cycleSecondStairs < 0
+                                       ? cycleFirstStairs.getValue()
+                                       : cycleSecondStairs.getValue();
+      scheduledBeta1 = CyclicMomentumOp::create(
+          b, loc, scalar, b.getF64FloatAttr(cycleMinMom),
+          b.getF64FloatAttr(cycleMaxMom), b.getF64FloatAttr(cycleFirstSize),
+          b.getF64FloatAttr(second), b.getI64IntegerAttr(cycleFirstStairs),
+          b.getI64IntegerAttr(secondStairs), b.getF64FloatAttr(cycleDecaySize),
+          b.getF64FloatAttr(decayMomRate));
     }
     SmallVector<Attribute> gradientRefs;
     for (StateOp grad : normed)
@@ -339,9 +369,13 @@ struct DscOptimizerPass
         FlatSymbolRefAttr m = declareState(grad, "adam.m.", StateKind::ExpAvg);
         FlatSymbolRefAttr v =
             declareState(grad, "adam.v.", StateKind::ExpAvgSq);
+        // With a scheduled beta1, `beta1` records the first step's.
         AdamWOp::create(b, grad.getLoc(), grad.getOfAttr(), gradRef, m, v, lr,
-                        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-                        b.getF64FloatAttr(eps),
+                        scheduledBeta1,
+                        b.getF64FloatAttr(scheduledBeta1
+                                              ? cycleMinMom.getValue()
+                                              : beta1.getValue()),
+                        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
                         b.getF64FloatAttr(decay ? weightDecay : 0.0),
                         /*mesh=*/FlatSymbolRefAttr(),
                         /*shard_axes=*/ArrayAttr());
@@ -366,7 +400,10 @@ struct DscOptimizerPass
                              /*shard_axes=*/ArrayAttr());
       }
     ZeroOp::create(b, loc, gradientList);
-    func::ReturnOp::create(b, loc, ValueRange{norm, lr});
+    SmallVector<Value> returned = {norm, lr};
+    if (reportsBeta1)
+      returned.push_back(scheduledBeta1);
+    func::ReturnOp::create(b, loc, returned);
   }
 
   /// A 1-bit optimizer: a warm-up program and a compressed one.
@@ -617,6 +654,12 @@ struct DscOptimizerPass
       return fail("cycle-decay-size must be >= 0");
     if (!(lr > 0))
       return fail("lr must be > 0");
+    if (cycleMomentum &&
+        !(cycleMinMom > 0 && cycleMinMom <= cycleMaxMom && cycleMaxMom < 1))
+      return fail("cycle-momentum needs 0 < cycle-min-mom <= cycle-max-mom < "
+                  "1 (beta1), got " +
+                  std::to_string(cycleMinMom.getValue()) + " and " +
+                  std::to_string(cycleMaxMom.getValue()));
     if (*cyclic == CyclicLrSchedule::OneCycle && !(minLr > 0 && minLr <= lr))
       return fail("one_cycle rises from min-lr to lr: min-lr must be in (0, "
                   "lr = " +

@@ -296,9 +296,9 @@ TEST(PlanIO, TrailingBytesAreAnError) {
 TEST(PlanIO, HugeCountIsCappedByTheRemainingBytes) {
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   // The string count follows the model (4 x i64), well-known fields
-  // (3 x u32 + 6 x i64) and 0/1 Adam's (5 x i64, then 3 x (2 x i64 +
+  // (3 x u32 + 7 x i64) and 0/1 Adam's (5 x i64, then 3 x (2 x i64 +
   // u64)).
-  size_t at = kPlanHeaderSize + 32 + 12 + 48 + 40 + 72;
+  size_t at = kPlanHeaderSize + 32 + 12 + 56 + 40 + 72;
   putU32(bytes, at, 0xffffffffu);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
@@ -314,7 +314,7 @@ TEST(PlanIO, ZeroOneAdamFieldsRoundTripAndAreChecked) {
                    "0/1 Adam's policy is set, but the plan does not run it");
   // An enabled flag other than 0 or 1.
   bytes = writePlan(makeTinyPlan());
-  putU32(bytes, kPlanHeaderSize + 32 + 12 + 48, 7);
+  putU32(bytes, kPlanHeaderSize + 32 + 12 + 56, 7);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "zeroOneAdam enabled is 7, not 0 or 1");

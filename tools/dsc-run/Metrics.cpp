@@ -46,6 +46,8 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
       " |";
   line += " throughput (TFLOP/s): " + format("%.3f", m.tflops) + " |";
   line += " learning rate: " + format("%.6E", m.learningRate) + " |";
+  if (!std::isnan(m.beta1))
+    line += " beta1: " + format("%.6f", m.beta1) + " |";
   line += " lm loss: " + format("%.6E", m.loss) + " |";
   if (!std::isnan(m.lossScale))
     line += " loss scale: " + format("%.1f", m.lossScale) + " |";
@@ -91,6 +93,8 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
          jsonNumber(m.msPerIteration) +
          ", \"throughput_tflops\": " + jsonNumber(m.tflops) +
          ", \"learning_rate\": " + jsonNumber(m.learningRate) +
+         (std::isnan(m.beta1) ? std::string()
+                              : ", \"beta1\": " + jsonNumber(m.beta1)) +
          ", \"lm_loss\": " + jsonNumber(m.loss) +
          ", \"grad_norm\": " + jsonNumber(m.gradNorm) +
          (std::isnan(m.expertLoadImbalance)

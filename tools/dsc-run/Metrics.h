@@ -25,6 +25,9 @@ struct StepMetrics {
   double msPerIteration = 0;
   double tflops = 0; // achieved model TFLOP/s
   double learningRate = 0;
+  /// The optimizer's beta1 when a schedule sets it each step (OneCycle's
+  /// cycle_momentum); NaN (left out) otherwise.
+  double beta1 = std::nan("");
   double loss = 0;
   double gradNorm = 0; // NaN when the plan computes none
   /// MoE models: the step's largest expert load over its router's mean

@@ -466,6 +466,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       m.msPerIteration = seconds * 1e3;
       m.tflops = seconds > 0 ? flopsPerStep / seconds / 1e12 : 0.0;
       m.learningRate = r.learningRate;
+      m.beta1 = r.beta1;
       m.loss = r.loss;
       m.gradNorm = r.gradNorm;
       m.expertLoadImbalance = r.expertLoadImbalance;

@@ -224,6 +224,17 @@ double cyclicLearningRate(int64_t kind, int64_t firstStairs,
                           double maxLr, double firstSize, double secondSize,
                           double decaySize, double rate, int64_t step);
 
+/// DeepSpeed's OneCycle momentum (cycle_momentum: Adam's beta1) at 1-based
+/// `step`, b = step - 1: minMom at step 1 (the scheduler sets cycle_min_mom
+/// when it is built); then within the cycle (b - 1 < T) maxMom - (maxMom -
+/// minMom) s, s the learning rate's cycle position (cyclicLearningRate's,
+/// stairs included), so the momentum falls as the rate rises; after it
+/// maxMom (1 + rate (b - T) / decaySize), or maxMom when rate or decaySize
+/// is 0.
+double cyclicMomentum(int64_t firstStairs, int64_t secondStairs, double minMom,
+                      double maxMom, double firstSize, double secondSize,
+                      double decaySize, double rate, int64_t step);
+
 struct Instruction {
   Opcode opcode = Opcode::Add;
   std::vector<uint32_t> inputs;  // buffer ids
@@ -355,6 +366,9 @@ struct Plan {
   // Well-known buffers (index into buffers).
   uint32_t tokens = 0, targets = 0, loss = 0;
   int64_t gradNorm = -1, learningRate = -1; // -1 when absent
+  /// The optimizer's scheduled beta1 (OneCycle's cycle_momentum), for the
+  /// step log; -1 when its beta1 is constant.
+  int64_t beta1 = -1;
   /// The Constant scalar holding 1/microBatches, the backward's seed
   /// (CrossEntropyGrad's dloss), or -1. The executor's trainStep writes
   /// 1/M for the M micro-batches it runs, so the accumulated gradients are

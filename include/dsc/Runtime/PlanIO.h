@@ -15,6 +15,7 @@
 //           wellknown u32 tokens targets loss, i64 gradNorm learningRate
 //                   gradientSeed compressionFromStep compressedGradNorm
 //                   compressedLearningRate (format version 12)
+//                   i64 beta1 (format version 13)
 //           zeroOneAdam i64 enabled (0 or 1) varFreezeStep varUpdateScaler
 //                   localStepScaler localStepClipper, then for onebit,
 //                   local and sync i64 gradNorm learningRate, u64

@@ -25,6 +25,8 @@ struct StepResult {
   bool hasLoss = true;
   double gradNorm = 0;     // NaN when the plan computes none
   double learningRate = 0; // NaN when the plan has no lr buffer
+  /// The step's scheduled beta1 (Plan::beta1); NaN when it is constant.
+  double beta1 = std::nan("");
   /// Bytes this rank sent in the plan's collectives during the step (the
   /// communicators' counters: measured under threads, the ring model under
   /// MPI); compare with PlanSummary::collectiveBytesPerStep.

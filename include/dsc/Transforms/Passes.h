@@ -154,6 +154,24 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<bool> cycleStaircase{*this, "cycle-staircase",
                               llvm::cl::desc("range_test: increase in stairs"),
                               llvm::cl::init(false)};
+  // OneCycle's cycle_momentum: Adam's beta1 falls as the rate rises.
+  Option<bool> cycleMomentum{
+      *this, "cycle-momentum",
+      llvm::cl::desc("one_cycle with adamw: cycle beta1 inversely to the "
+                     "learning rate (DeepSpeed's cycle_momentum)"),
+      llvm::cl::init(false)};
+  Option<double> cycleMinMom{
+      *this, "cycle-min-mom",
+      llvm::cl::desc("cycle-momentum: beta1 at the rate's peak"),
+      llvm::cl::init(0.8)};
+  Option<double> cycleMaxMom{
+      *this, "cycle-max-mom",
+      llvm::cl::desc("cycle-momentum: beta1 at the cycle's ends"),
+      llvm::cl::init(0.9)};
+  Option<double> decayMomRate{
+      *this, "decay-mom-rate",
+      llvm::cl::desc("cycle-momentum: beta1's growth rate after the cycle"),
+      llvm::cl::init(0.0)};
   Option<int64_t> steps{*this, "steps",
                         llvm::cl::desc("Steps of the run (end of the decay)"),
                         llvm::cl::init(200)};

@@ -422,6 +422,15 @@ def DscOptimizerPass : Pass<"dsc-optimizer", "::mlir::ModuleOp"> {
            "one_cycle: decay_lr_rate; range_test: lr_range_test_step_rate">,
     Option<"cycleStaircase", "cycle-staircase", "bool", /*default=*/"false",
            "range_test: lr_range_test_staircase">,
+    Option<"cycleMomentum", "cycle-momentum", "bool", /*default=*/"false",
+           "one_cycle with adamw: cycle beta1 inversely to the learning rate "
+           "(DeepSpeed's cycle_momentum; dsc.cyclic_momentum)">,
+    Option<"cycleMinMom", "cycle-min-mom", "double", /*default=*/"0.8",
+           "cycle-momentum: beta1 at the rate's peak (cycle_min_mom)">,
+    Option<"cycleMaxMom", "cycle-max-mom", "double", /*default=*/"0.9",
+           "cycle-momentum: beta1 at the cycle's ends (cycle_max_mom)">,
+    Option<"decayMomRate", "decay-mom-rate", "double", /*default=*/"0",
+           "cycle-momentum: beta1's growth after the cycle (decay_mom_rate)">,
   ];
 }
 

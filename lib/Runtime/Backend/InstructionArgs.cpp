@@ -73,15 +73,29 @@ AttentionShape attentionShape(const Op &op, const Plan &plan, const Buffer &q,
 } // namespace
 
 AdamWConfig dsc::rt::adamConfigOf(const Instruction &inst, double lr) {
-  if (inst.opcode == Opcode::AdamWShard)
+  switch (inst.opcode) {
+  case Opcode::AdamWShard:
     return adamConfig(ops::AdamWShard::decode(inst), lr);
-  return adamConfig(ops::AdamW::decode(inst), lr);
+  case Opcode::AdamWScheduledBeta1:
+    return adamConfig(ops::AdamWScheduledBeta1::decode(inst), lr);
+  case Opcode::AdamWShardScheduledBeta1:
+    return adamConfig(ops::AdamWShardScheduledBeta1::decode(inst), lr);
+  default:
+    return adamConfig(ops::AdamW::decode(inst), lr);
+  }
 }
 
 bool dsc::rt::adamDecayOf(const Instruction &inst) {
-  return inst.opcode == Opcode::AdamWShard
-             ? ops::AdamWShard::decode(inst).decay
-             : ops::AdamW::decode(inst).decay;
+  switch (inst.opcode) {
+  case Opcode::AdamWShard:
+    return ops::AdamWShard::decode(inst).decay;
+  case Opcode::AdamWScheduledBeta1:
+    return ops::AdamWScheduledBeta1::decode(inst).decay;
+  case Opcode::AdamWShardScheduledBeta1:
+    return ops::AdamWShardScheduledBeta1::decode(inst).decay;
+  default:
+    return ops::AdamW::decode(inst).decay;
+  }
 }
 
 Permutation dsc::rt::permutationOf(const Instruction &inst) {
@@ -105,8 +119,7 @@ SgdConfig dsc::rt::sgdConfigOf(const Instruction &inst, double lr) {
 }
 
 AttentionShape dsc::rt::attentionShapeOf(const Plan &plan,
-                                         const Instruction &inst,
-                                         uint64_t seed,
+                                         const Instruction &inst, uint64_t seed,
                                          const std::vector<int64_t> &coords) {
   const Buffer &q = plan.buffers[inst.inputs[0]];
   if (inst.opcode == Opcode::AttentionGrad)

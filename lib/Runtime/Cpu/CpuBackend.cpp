@@ -816,12 +816,23 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog,
     *out(0) =
         T(scheduledLearningRate(ops::LearningRate::decode(inst), ex.step()));
     break;
+  case Opcode::CyclicMomentum: {
+    const ops::CyclicMomentum m = ops::CyclicMomentum::decode(inst);
+    *out(0) = T(cyclicMomentum(m.firstStairs, m.secondStairs, m.minMom,
+                               m.maxMom, m.firstSize, m.secondSize, m.decaySize,
+                               m.rate, ex.step()));
+    break;
+  }
   case Opcode::CyclicLearningRate:
     *out(0) =
         T(cyclicLearningRate(ops::CyclicLearningRate::decode(inst), ex.step()));
     break;
-  case Opcode::AdamW: {
+  case Opcode::AdamW:
+  case Opcode::AdamWScheduledBeta1: {
     AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
+    // OneCycle's cycle_momentum: the step's beta1.
+    if (inst.opcode == Opcode::AdamWScheduledBeta1)
+      cfg.beta1 = double(*in(2));
     // States in host memory (--dsc-offload) take ZeRO-Offload's vectorized
     // CPU Adam, the ISA this CPU has.
     if constexpr (std::is_same_v<T, float>)
@@ -836,16 +847,22 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog,
               ex.step(), adamDecayOf(inst));
     break;
   }
-  case Opcode::AdamWShard: {
+  case Opcode::AdamWShard:
+  case Opcode::AdamWShardScheduledBeta1: {
     // Update only this rank's chunk of the flattened parameter; m and v
     // are that chunk's moments.
-    Communicator *comm =
-        &requireGroup(prog, index, ops::AdamWShard::decode(inst).axes);
+    const bool scheduled = inst.opcode == Opcode::AdamWShardScheduledBeta1;
+    Communicator *comm = &requireGroup(
+        prog, index,
+        scheduled ? ops::AdamWShardScheduledBeta1::decode(inst).axes
+                  : ops::AdamWShard::decode(inst).axes);
     const int64_t chunk = numElements(thePlan.buffers[inst.outputs[1]].shape);
     const int64_t offset = chunk * comm->rank();
     // A ZeRO-2 gradient is this rank's chunk already.
     const int64_t gradOffset = numElements(inB(0).shape) == chunk ? 0 : offset;
     AdamWConfig cfg = adamConfigOf(inst, double(*in(1)));
+    if (scheduled)
+      cfg.beta1 = double(*in(2));
     adamwStep(out(0) + offset, in(0) + gradOffset, out(1), out(2), chunk, cfg,
               ex.step(), adamDecayOf(inst));
     break;

@@ -185,6 +185,15 @@ void CudaBackend::prepare(const Plan &plan) {
                           (inst.opcode == Opcode::AddLearningRate) ||
                           (inst.opcode == Opcode::ZeroOneAdamRewind) ||
                           (inst.opcode == Opcode::ZeroOneAdamResync);
+      // OneCycle's cycle_momentum (a scheduled beta1).
+      const bool scheduledBeta1 =
+          (inst.opcode == Opcode::CyclicMomentum) ||
+          (inst.opcode == Opcode::AdamWScheduledBeta1) ||
+          (inst.opcode == Opcode::AdamWShardScheduledBeta1);
+      if (scheduledBeta1)
+        fail("the CUDA backend has no scheduled-beta1 AdamW kernel yet "
+             "(OneCycle's cycle_momentum): run it on the CPU backend, or set "
+             "\"cycle_momentum\": false");
       if (onebit)
         fail("the CUDA backend has no 1-bit Adam, 0/1 Adam or 1-bit LAMB "
              "kernels yet: run optimizer=onebit_adam, zero_one_adam or "

@@ -195,6 +195,8 @@ void Executor::finishStep(StepResult &r, const std::string &optimizer,
                       std::chrono::steady_clock::now() - updateStart)
                       .count();
   r.learningRate = scalar(lrId);
+  if (thePlan.beta1 >= 0)
+    r.beta1 = scalar(thePlan.beta1);
   r.collectiveBytesSent = collectiveStats().totalSent() - sentBefore;
   r.expertLoadImbalance = context->expertLoadImbalance();
   // A skipped step is no optimizer step: the schedule and Adam's bias

@@ -29,6 +29,7 @@ LossScaleRule dsc::rt::lossScaleRuleOf(const Plan &plan) {
     for (const Instruction &inst : program.instructions)
       switch (inst.opcode) {
       case Opcode::AdamWShard:
+      case Opcode::AdamWShardScheduledBeta1:
       case Opcode::OnebitAdamShard:
       case Opcode::FrozenAdamShard:
       case Opcode::GatherParameter:

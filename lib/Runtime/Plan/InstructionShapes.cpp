@@ -412,6 +412,20 @@ void InstructionChecker::shapes() {
     floatAt("rate", -maxRate, maxRate);
     break;
   }
+  case Opcode::CyclicMomentum: {
+    scalar(out(0), outName(0));
+    intAt("firstStairs", 0, INT64_MAX);
+    intAt("secondStairs", 0, INT64_MAX);
+    const double maxSize = std::numeric_limits<double>::max();
+    const double minMom = floatAt("minMom", 0.0, 1.0);
+    floatAt("maxMom", minMom, 1.0);
+    if (!(floatAt("firstSize", 0.0, maxSize) > 0))
+      fail("firstSize must be > 0");
+    floatAt("secondSize", 0.0, maxSize);
+    floatAt("decaySize", 0.0, maxSize);
+    floatAt("rate", -maxSize, maxSize);
+    break;
+  }
   case Opcode::AllReduce:
   case Opcode::AllGather:
   case Opcode::ReduceScatter: {
@@ -687,8 +701,11 @@ void InstructionChecker::shapes() {
             std::numeric_limits<double>::max());
     break;
   }
-  case Opcode::AdamWShard: {
+  case Opcode::AdamWShard:
+  case Opcode::AdamWShardScheduledBeta1: {
     scalar(in(1), inName(1));
+    if (inst.opcode == Opcode::AdamWShardScheduledBeta1)
+      scalar(in(2), inName(2));
     int64_t groupSize = meshGroupAt("axes", "sharded update");
     int64_t n = numElements(out(0).shape);
     if (n % groupSize != 0)
@@ -784,11 +801,14 @@ void InstructionChecker::shapes() {
     break;
   }
   case Opcode::AdamW:
+  case Opcode::AdamWScheduledBeta1:
   case Opcode::Sgd: {
     scalar(in(1), inName(1));
+    if (inst.opcode == Opcode::AdamWScheduledBeta1)
+      scalar(in(2), inName(2));
     for (size_t o = 0; o < inst.outputs.size(); ++o)
       sameShape(in(0), inName(0), out(o), outName(o));
-    if (inst.opcode == Opcode::AdamW) {
+    if (inst.opcode != Opcode::Sgd) {
       adamFloats();
     } else {
       floatAt("momentum", 0.0, 1.0);

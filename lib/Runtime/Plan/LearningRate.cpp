@@ -96,6 +96,29 @@ double dsc::rt::scheduledLearningRate(LrScheduleKind kind, int64_t warmup,
   return base;
 }
 
+/// OneCycle's position in its cycle at b = step - 1, s in [0, 1]: up over
+/// firstSize steps, down over secondSize, in flat stairs when > 0.
+static double oneCycleScale(int64_t firstStairs, int64_t secondStairs,
+                            double firstSize, double secondSize, double b) {
+  const double total = firstSize + secondSize;
+  // The position in the cycle, x in [0, 1): up over the first part, down
+  // over the second.
+  const double ratio = firstSize / total;
+  const double x = b / total - std::floor(b / total);
+  double scale = x <= ratio ? x / ratio : (x - 1) / (ratio - 1);
+  const int64_t stairs = x <= ratio ? firstStairs : secondStairs;
+  if (stairs > 0) {
+    // Stairs from the step's offset in the cycle, not from `scale`: at a
+    // half-cycle boundary the scale may fall just under a whole stair.
+    const double offset = std::fmod(b, total);
+    const double position =
+        offset <= firstSize ? offset * double(stairs) / firstSize
+                            : (total - offset) * double(stairs) / secondSize;
+    scale = std::floor(position) / double(stairs);
+  }
+  return scale;
+}
+
 double dsc::rt::cyclicLearningRate(int64_t kind, int64_t firstStairs,
                                    int64_t secondStairs, bool staircase,
                                    double minLr, double maxLr, double firstSize,
@@ -114,22 +137,27 @@ double dsc::rt::cyclicLearningRate(int64_t kind, int64_t firstStairs,
       return minLr;
     return minLr / (1 + rate * (b - total) / decaySize);
   }
-  // The position in the cycle, x in [0, 1): up over the first part, down
-  // over the second.
-  const double ratio = firstSize / total;
-  const double x = b / total - std::floor(b / total);
-  double scale = x <= ratio ? x / ratio : (x - 1) / (ratio - 1);
-  const int64_t stairs = x <= ratio ? firstStairs : secondStairs;
-  if (stairs > 0) {
-    // Stairs from the step's offset in the cycle, not from `scale`: at a
-    // half-cycle boundary the scale may fall just under a whole stair.
-    const double offset = std::fmod(b, total);
-    const double position =
-        offset <= firstSize ? offset * double(stairs) / firstSize
-                            : (total - offset) * double(stairs) / secondSize;
-    scale = std::floor(position) / double(stairs);
+  return minLr + (maxLr - minLr) * oneCycleScale(firstStairs, secondStairs,
+                                                 firstSize, secondSize, b);
+}
+
+double dsc::rt::cyclicMomentum(int64_t firstStairs, int64_t secondStairs,
+                               double minMom, double maxMom, double firstSize,
+                               double secondSize, double decaySize, double rate,
+                               int64_t step) {
+  // Built at last_batch_iteration = -1, the scheduler sets the betas to
+  // (cycle_min_mom, 0.99): the first step's, before its first step().
+  if (step <= 1)
+    return minMom;
+  const double b = double(step - 1);
+  const double total = firstSize + secondSize;
+  if (b - 1 >= total) {
+    if (std::abs(rate) < 1e-9 || std::abs(decaySize) < 1e-9)
+      return maxMom;
+    return maxMom * (1 + rate * (b - total) / decaySize);
   }
-  return minLr + (maxLr - minLr) * scale;
+  return maxMom - (maxMom - minMom) * oneCycleScale(firstStairs, secondStairs,
+                                                    firstSize, secondSize, b);
 }
 
 void dsc::rt::rescaleLearningRates(Plan &plan, double lr) {

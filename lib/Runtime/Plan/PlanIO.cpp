@@ -172,6 +172,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.i64(plan.compressionFromStep);
   body.i64(plan.compressedGradNorm);
   body.i64(plan.compressedLearningRate);
+  body.i64(plan.beta1);
   const ZeroOneAdamPlan &zo = plan.zeroOneAdam;
   body.i64(zo.enabled ? 1 : 0);
   for (int64_t v : {zo.varFreezeStep, zo.varUpdateScaler, zo.localStepScaler,
@@ -366,6 +367,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
   plan.compressionFromStep = r.i64("well-known compressionFromStep");
   plan.compressedGradNorm = r.i64("well-known compressedGradNorm");
   plan.compressedLearningRate = r.i64("well-known compressedLearningRate");
+  plan.beta1 = r.i64("well-known beta1");
   {
     ZeroOneAdamPlan &zo = plan.zeroOneAdam;
     const int64_t enabled = r.i64("zeroOneAdam enabled");

@@ -218,6 +218,8 @@ void checkWellKnown(const Plan &plan) {
     check(plan.learningRate, "learningRate", BufferRole::Scalar);
   if (plan.gradientSeed != -1)
     check(plan.gradientSeed, "gradientSeed", BufferRole::Constant);
+  if (plan.beta1 != -1)
+    check(plan.beta1, "beta1", BufferRole::Scalar);
   // A 1-bit optimizer's compressed step: the program, from a step >= 1,
   // with scalars of its own; none of it without one.
   // (A pipeline's are its ranks' first stages', checked with the stages.)

@@ -87,6 +87,24 @@ LogicalResult LearningRateOp::verify() {
   return success();
 }
 
+LogicalResult CyclicMomentumOp::verify() {
+  const double min = getMin().convertToDouble(),
+               max = getMax().convertToDouble();
+  if (!(min > 0.0 && min <= max && max < 1.0))
+    return emitOpError("needs 0 < min <= max < 1 (Adam's beta1), got min = ")
+           << min << ", max = " << max;
+  const double first = getFirstSize().convertToDouble(),
+               second = getSecondSize().convertToDouble();
+  if (!(first > 0.0) || !(second >= 0.0) ||
+      !(getDecaySize().convertToDouble() >= 0.0) ||
+      !std::isfinite(getRate().convertToDouble()))
+    return emitOpError("first_size must be > 0, second_size and decay_size "
+                       ">= 0, rate finite");
+  if (getFirstStairs() < 0 || getSecondStairs() < 0)
+    return emitOpError("stair counts must be >= 0");
+  return success();
+}
+
 LogicalResult CyclicLearningRateOp::verify() {
   const double min = getMin().convertToDouble(),
                max = getMax().convertToDouble();

@@ -103,6 +103,39 @@ def Dsc_CyclicLearningRateOp : Dsc_Op<"cyclic_learning_rate", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dsc_CyclicMomentumOp : Dsc_Op<"cyclic_momentum", [Pure]> {
+  let summary = "DeepSpeed's OneCycle momentum (Adam's beta1)";
+  let description = [{
+    OneCycle's `cycle_momentum`, which sets Adam's `betas[0]` each step,
+    inversely to its learning rate (`dsc.cyclic_learning_rate one_cycle`
+    with the same cycle), at the 1-based step `t`, b = t - 1: `min` at
+    t = 1 (DeepSpeed sets `cycle_min_mom` when it builds the scheduler);
+    then within the cycle `max - (max - min) * s(b)`, s the learning
+    rate's cycle position (0 -> 1 over `first_size` steps, back over
+    `second_size`, in flat stairs when > 0); once b - 1 >= T,
+    `max * (1 + rate * (b - T) / decay_size)`, or `max` when `rate` or
+    `decay_size` is 0.
+
+    ```mlir
+    %beta1 = dsc.cyclic_momentum min = 8.500000e-01 max = 9.900000e-01
+        first_size = 1.000000e+01 second_size = 1.000000e+01 first_stairs = 0
+        second_stairs = 0 decay_size = 0.000000e+00 rate = 0.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$min, F64Attr:$max, F64Attr:$first_size,
+                       F64Attr:$second_size, I64Attr:$first_stairs,
+                       I64Attr:$second_stairs, F64Attr:$decay_size,
+                       F64Attr:$rate);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = [{
+    `min` `=` $min `max` `=` $max `first_size` `=` $first_size
+    `second_size` `=` $second_size `first_stairs` `=` $first_stairs
+    `second_stairs` `=` $second_stairs `decay_size` `=` $decay_size
+    `rate` `=` $rate attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_ClipGradNormOp : Dsc_Op<"clip_grad_norm",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      DeclareOpInterfaceMethods<Dsc_CommunicationOpInterface>]> {
@@ -149,6 +182,11 @@ def Dsc_AdamWOp : Dsc_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     tensors of numel/D elements) and the op updates only this rank's chunk;
     a `dsc.all_gather_states` then makes the parameter whole again.
 
+    With `scheduled_beta1 = %b` (DeepSpeed's OneCycle `cycle_momentum`,
+    `dsc.cyclic_momentum`) the step's β1 is that scalar, in the moment and
+    in its bias correction `1 − β1^t` as torch's Adam computes it from the
+    group's current betas; `beta1` is then the first step's.
+
     ```mlir
     dsc.adamw @wte.weight grad = @grad.wte.weight exp_avg = @adam.m.wte.weight
         exp_avg_sq = @adam.v.wte.weight lr = %lr beta1 = 9.000000e-01
@@ -157,13 +195,17 @@ def Dsc_AdamWOp : Dsc_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
-                       0DTensorOf<[F32, F64]>:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       0DTensorOf<[F32, F64]>:$lr,
+                       Optional<0DTensorOf<[F32, F64]>>:$scheduled_beta1,
+                       F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$eps, F64Attr:$weight_decay,
                        OptionalAttr<FlatSymbolRefAttr>:$mesh,
                        OptionalAttr<StrArrayAttr>:$shard_axes);
   let assemblyFormat = [{
     $param `grad` `=` $grad `exp_avg` `=` $exp_avg `exp_avg_sq` `=` $exp_avg_sq
-    `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2 `eps` `=` $eps
+    `lr` `=` $lr (`scheduled_beta1` `=` $scheduled_beta1^ `:` type($scheduled_beta1))?
+    `beta1` `=` $beta1
+    `beta2` `=` $beta2 `eps` `=` $eps
     `weight_decay` `=` $weight_decay (`sharded` `on` $mesh^ `axes` `=` $shard_axes)?
     attr-dict `:` type($lr)
   }];
