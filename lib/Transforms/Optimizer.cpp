@@ -276,13 +276,8 @@ struct DscOptimizerPass
 
     Value lr;
     if (cyclic) {
-      // DeepSpeed's defaults: the fall as long as the rise, its stairs as
-      // many.
-      const double second =
-          cycleSecondSize < 0 ? cycleFirstSize.getValue() : cycleSecondSize;
-      const int64_t secondStairs = cycleSecondStairs < 0
-                                       ? cycleFirstStairs.getValue()
-                                       : cycleSecondStairs.getValue();
+      const double second = cycleFall();
+      const int64_t secondStairs = cycleFallStairs();
       const bool oneCycle = *cyclic == CyclicLrSchedule::OneCycle;
       lr = CyclicLearningRateOp::create(
           b, loc, scalar, CyclicLrScheduleAttr::get(context, *cyclic),
@@ -303,11 +298,8 @@ struct DscOptimizerPass
     // OneCycle's cycle_momentum: beta1 over the same cycle.
     Value scheduledBeta1;
     if (cycleMomentum) {
-      const double second =
-          cycleSecondSize < 0 ? cycleFirstSize.getValue() : cycleSecondSize;
-      const int64_t secondStairs = cycleSecondStairs < 0
-                                       ? cycleFirstStairs.getValue()
-                                       : cycleSecondStairs.getValue();
+      const double second = cycleFall();
+      const int64_t secondStairs = cycleFallStairs();
       scheduledBeta1 = CyclicMomentumOp::create(
           b, loc, scalar, b.getF64FloatAttr(cycleMinMom),
           b.getF64FloatAttr(cycleMaxMom), b.getF64FloatAttr(cycleFirstSize),
@@ -404,6 +396,17 @@ struct DscOptimizerPass
     if (reportsBeta1)
       returned.push_back(scheduledBeta1);
     func::ReturnOp::create(b, loc, returned);
+  }
+
+  /// OneCycle's fall and its stairs: DeepSpeed's defaults make the fall as
+  /// long as the rise, its stairs as many.
+  double cycleFall() const {
+    return cycleSecondSize < 0 ? cycleFirstSize.getValue()
+                               : cycleSecondSize.getValue();
+  }
+  int64_t cycleFallStairs() const {
+    return cycleSecondStairs < 0 ? cycleFirstStairs.getValue()
+                                 : cycleSecondStairs.getValue();
   }
 
   /// A 1-bit optimizer: a warm-up program and a compressed one.
