@@ -186,11 +186,17 @@ namespace {
 
 /// The iteration at which DSC_FAIL_RANK_AT=R:N makes world rank R fail (a
 /// test of failure handling: an MPI rank SIGKILLs itself, a thread rank
-/// throws), or -1.
+/// throws), or -1. It fires on the first attempt only: a run that
+/// dsc-launch --max-restarts restarted (TORCHELASTIC_RESTART_COUNT > 0, as
+/// torchrun numbers its restarts) resumes past the failure instead of
+/// failing there again.
 int64_t injectedFailureAt(int worldRank, int worldSize) {
   const char *text = std::getenv("DSC_FAIL_RANK_AT");
   if (!text || !*text)
     return -1;
+  if (const char *restart = std::getenv("TORCHELASTIC_RESTART_COUNT"))
+    if (std::atoi(restart) > 0)
+      return -1;
   long long rank = -1, iteration = -1;
   char tail = 0;
   if (std::sscanf(text, "%lld:%lld%c", &rank, &iteration, &tail) != 2 ||
