@@ -60,6 +60,13 @@ std::string dsc::run::usage() {
          "  --load DIR           resume from DIR's latest step, or from a\n"
          "                       step directory, saved by any plan of the\n"
          "                       model; --steps is the total\n"
+         "  --valid-data PATH    held-out data (as --data) evaluated every\n"
+         "                       --eval-interval K steps and at the end:\n"
+         "                       --eval-iters N batches (default 100), the\n"
+         "                       forward program only; logs validation loss\n"
+         "                       and perplexity\n"
+         "  --eval-only          evaluate the --load checkpoint on\n"
+         "                       --valid-data once, without training\n"
          "  --nvme-path DIR      the directory of the NVMe tier's swap files\n"
          "                       (offload-optimizer=nvme; replaces the\n"
          "                       plan's nvme-path)\n"
@@ -156,6 +163,11 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.tf32 = true;
       continue;
     }
+    if (arg == "--eval-only") {
+      o.evalOnly = true;
+      o.given.insert(arg);
+      continue;
+    }
     if (arg == "--save-async") {
       o.saveAsync = true;
       continue;
@@ -198,6 +210,12 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.keep = parseInt(flag, next(), 1);
     else if (flag == "--load")
       o.load = next();
+    else if (flag == "--valid-data")
+      o.validData = next();
+    else if (flag == "--eval-interval")
+      o.evalInterval = parseInt(flag, next(), 1);
+    else if (flag == "--eval-iters")
+      o.evalIters = parseInt(flag, next(), 1);
     else if (flag == "--nvme-path")
       o.nvmePath = next();
     else if (flag == "--compile")
@@ -221,6 +239,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       throw Error("unknown option '" + flag + "' (dsc-run --help lists them)");
     if (o.data.empty() && flag == "--data")
       throw Error("--data expects a file or prefix");
+    if (o.validData.empty() && flag == "--valid-data")
+      throw Error("--valid-data expects a file or prefix");
     o.given.insert(flag == "--deepspeed_config" ? "--deepspeed" : flag);
   }
   if (o.help)

@@ -84,6 +84,14 @@ struct RunOptions {
   std::optional<rt::LossScalerConfig> lossScaler;
   /// A config's wall_clock_breakdown: log lines split the step's time.
   bool wallClockBreakdown = false;
+  /// Evaluation on held-out data (GPT-NeoX's valid_data_paths, eval_interval,
+  /// eval_iters; docs/training.md): every evalInterval steps and at the end,
+  /// evalIters batches of validData through the forward program. evalOnly:
+  /// no training, one evaluation of the loaded weights.
+  std::string validData;
+  int64_t evalInterval = 0; // 0: no evaluation
+  int64_t evalIters = 100;  // GPT-NeoX's default
+  bool evalOnly = false;
   /// The flags given on the command line (they win over a config's keys).
   std::set<std::string> given;
   bool help = false;

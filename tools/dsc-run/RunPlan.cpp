@@ -16,6 +16,7 @@
 #include "RunPlan.h"
 
 #include "ChromeTrace.h"
+#include "Evaluation.h"
 #include "Metrics.h"
 #include "PeerWatch.h"
 
@@ -235,6 +236,26 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                 options.input + "')");
   BatchSampler sampler(*source, plan.microBatchSize, plan.seqLength,
                        options.seed, plan.vocabSize);
+  // Held-out data, read as the training data is (docs/training.md).
+  checkEvaluation(options, plan);
+  std::unique_ptr<TokenSource> validSource;
+  std::unique_ptr<BatchSampler> validSampler;
+  if (!options.validData.empty()) {
+    try {
+      validSource = openTokenSource(options.validData, plan.vocabSize);
+      if (validSource->vocabSize() > plan.vocabSize)
+        throw Error("its vocabulary (" +
+                    std::to_string(validSource->vocabSize()) +
+                    " tokens) does not fit the model's (" +
+                    std::to_string(plan.vocabSize) + ")");
+      validSampler = std::make_unique<BatchSampler>(
+          *validSource, plan.microBatchSize, plan.seqLength, options.seed,
+          plan.vocabSize);
+    } catch (const Error &e) {
+      throw Error("--valid-data (valid_data_paths) '" + options.validData +
+                  "': " + e.what());
+    }
+  }
 
   // Outputs next: an unwritable path fails before training, not after.
   std::ofstream json;
@@ -385,13 +406,17 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     // (a skipped step does not advance the optimizer's step), in this run
     // or the checkpoint's, whatever precision it ran in.
     firstIteration = ex.iterationsDone() + 1;
-    if (firstIteration > options.steps)
+    if (firstIteration > options.steps && !options.evalOnly)
       throw Error("checkpoint '" + options.load + "' has done " +
                   std::to_string(firstIteration - 1) +
                   " steps already; --steps " + std::to_string(options.steps) +
                   " is the total to reach");
-    log << "dsc-run: resumed from '" << options.load << "' at iteration "
-        << firstIteration << " (" << consumed << " samples consumed)\n";
+    if (options.evalOnly)
+      log << "dsc-run: --eval-only: evaluating '" << options.load
+          << "' (iteration " << firstIteration - 1 << ")\n";
+    else
+      log << "dsc-run: resumed from '" << options.load << "' at iteration "
+          << firstIteration << " (" << consumed << " samples consumed)\n";
     for (const std::string &warning : ex.loadWarnings())
       log << "dsc-run: warning: " << warning << "\n";
   }
@@ -413,6 +438,25 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   // 0/1 Adam: the last step of each kind, by the optimizer program it ran.
   std::map<std::string, uint64_t> lastBytesByProgram;
   bool reportedSnapshot = false;
+  // GPT-NeoX's evaluate_and_print_results: the log's box and a JSON line.
+  auto evaluate = [&](int64_t at) {
+    const double loss = evaluateLoss(
+        ex, *validSampler, world, evaluationWindow(at, options.evalInterval),
+        options.evalIters, microBatches, dpSize, dpRank);
+    log << formatEvaluationLog("validation", at, loss) << std::endl;
+    if (json.is_open())
+      json << formatEvaluationJson("validation", at, loss) << std::endl;
+  };
+  if (options.evalOnly) {
+    evaluate(firstIteration - 1);
+    watch.reset();
+    if (json.is_open()) {
+      json.close();
+      if (!json)
+        throw Error("cannot write --log-json file '" + options.logJson + "'");
+    }
+    return 0;
+  }
   const int64_t failAt = injectedFailureAt(worldRank, worldSize);
   int64_t iteration = firstIteration;
   try {
@@ -570,6 +614,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       // step's metrics.
       if (json.is_open())
         json << formatJsonLine(m) << std::endl;
+      // After the step, as GPT-NeoX's train loop; the last step evaluates
+      // once (NeoX would evaluate the next window again after its loop).
+      if (options.evalInterval > 0 &&
+          (iteration % options.evalInterval == 0 || iteration == options.steps))
+        evaluate(iteration);
     }
     iteration = options.steps; // the last save belongs to the last step
     if (ex.checkpointInFlight())
