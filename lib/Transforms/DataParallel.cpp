@@ -221,7 +221,7 @@ struct DscDataParallelPass
           {param, module.lookupSymbol<StateOp>(update.getExpAvg())});
     }
     OpBuilder b(updates.front());
-    compressedAverages(module, mesh, b, moments, "onebit.");
+    compressedAverages(module, mesh, b, optimizer.getLoc(), moments, "onebit.");
     return success();
   }
 
@@ -235,6 +235,7 @@ struct DscDataParallelPass
   /// and `<prefix>server_error.` + its first parameter, of DeepSpeed's
   /// padded sizes. A parameter alone in its group has nothing to average.
   void compressedAverages(ModuleOp module, MeshOp mesh, OpBuilder &b,
+                          Location loc,
                           ArrayRef<std::pair<ParameterOp, StateOp>> states,
                           StringRef prefix) {
     struct Bucket {
@@ -273,8 +274,8 @@ struct DscDataParallelPass
             module, bucket.first, (prefix + "server_error.").str(),
             StateKind::ServerError, padded / bucket.group);
         CompressedAllReduceStatesOp::create(
-            b, b.getUnknownLoc(), b.getArrayAttr(bucket.states), worker, server,
-            meshRef, cast<ArrayAttr>(key.first));
+            b, loc, b.getArrayAttr(bucket.states), worker, server, meshRef,
+            cast<ArrayAttr>(key.first));
         ++numBuckets;
       }
     }
@@ -323,7 +324,7 @@ struct DscDataParallelPass
     OpBuilder b(anchor);
     if (role == ProgramRole::SyncStepOptimizer)
       b.setInsertionPointAfter(anchor);
-    compressedAverages(module, mesh, b, states,
+    compressedAverages(module, mesh, b, optimizer.getLoc(), states,
                        role == ProgramRole::OnebitStepOptimizer ? "onebit."
                                                                 : "zoadam.");
     return success();
