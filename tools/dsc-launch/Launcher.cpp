@@ -255,11 +255,16 @@ std::string dsc::launch::openMpiHostfile(const Allocation &hosts) {
 
 /// The thread counts a user set for the ranks' BLAS and OpenMP pools: left
 /// unset, each of a host's ranks would start one thread per core.
-static std::vector<std::pair<std::string, std::string>> threadEnv() {
+/// With them the restart count, when the launch has one.
+static std::vector<std::pair<std::string, std::string>>
+threadEnv(const LaunchOptions &options) {
   std::vector<std::pair<std::string, std::string>> env;
   for (const char *name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
     if (const char *value = std::getenv(name))
       env.emplace_back(name, value);
+  if (options.restartCount)
+    env.emplace_back("TORCHELASTIC_RESTART_COUNT",
+                     std::to_string(*options.restartCount));
   return env;
 }
 
@@ -276,7 +281,7 @@ dsc::launch::openMpiCommand(const Allocation &hosts,
   std::vector<std::pair<std::string, std::string>> env = {
       {"MASTER_ADDR", options.masterAddr},
       {"MASTER_PORT", std::to_string(options.masterPort)}};
-  for (auto &kv : threadEnv())
+  for (auto &kv : threadEnv(options))
     env.push_back(kv);
   for (auto &[name, value] : env) {
     cmd.push_back("-x");
@@ -304,7 +309,7 @@ dsc::launch::slurmCommand(const Allocation &hosts,
     nodes += (nodes.empty() ? "" : ",") + host.name;
   exports += ",MASTER_ADDR=" + options.masterAddr +
              ",MASTER_PORT=" + std::to_string(options.masterPort);
-  for (auto &[name, value] : threadEnv())
+  for (auto &[name, value] : threadEnv(options))
     exports += "," + name + "=" + value;
   std::vector<std::string> cmd = {
       "srun", "--nodes=" + std::to_string(hosts.size()),
@@ -346,7 +351,7 @@ dsc::launch::sshCommands(const Allocation &hosts, const LaunchOptions &options,
           "MASTER_ADDR=" + options.masterAddr,
           "MASTER_PORT=" + std::to_string(options.masterPort),
           "CUDA_VISIBLE_DEVICES=" + devices};
-      for (auto &[name, value] : threadEnv())
+      for (auto &[name, value] : threadEnv(options))
         words.push_back(name + "=" + value);
       words.insert(words.end(), options.runArgs.begin(), options.runArgs.end());
       const std::string pid = "p" + std::to_string(local);

@@ -83,6 +83,10 @@ struct LaunchOptions {
   std::vector<std::string> launcherArgs;
   /// dsc-run and its arguments.
   std::vector<std::string> runArgs;
+  /// Which restart this launch is (--max-restarts), passed to the ranks as
+  /// torchrun's TORCHELASTIC_RESTART_COUNT; unset without --max-restarts,
+  /// so the commands stay as they were.
+  std::optional<int> restartCount;
 };
 
 /// The Open MPI hostfile text ("host slots=N" per host in use).

@@ -28,6 +28,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Errno.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/StringSaver.h"
 #include "llvm/Support/WithColor.h"
@@ -36,6 +38,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <optional>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +106,20 @@ static cl::opt<std::string>
 static cl::opt<int> masterPort("master_port", cl::init(29500),
                                cl::desc("Rank 0's port (default 29500)"),
                                cl::value_desc("port"), cl::cat(launchCategory));
+static cl::opt<int> maxRestarts(
+    "max-restarts", cl::init(0),
+    cl::desc("Restart a failed job up to N times, each from the newest "
+             "checkpoint of dsc-run's --save DIR (torchrun's --max-restarts; "
+             "default 0)"),
+    cl::value_desc("N"), cl::cat(launchCategory));
+static cl::alias maxRestartsUnderscore("max_restarts",
+                                       cl::aliasopt(maxRestarts),
+                                       cl::desc("Alias for --max-restarts"));
+static cl::opt<std::string>
+    elastic("elastic",
+            cl::desc("Continue on fewer ranks after a failure (min:max): "
+                     "refused, not built yet"),
+            cl::value_desc("min:max"), cl::cat(launchCategory));
 static cl::opt<std::string> program(cl::Positional, cl::desc("-- dsc-run"),
                                     cl::cat(launchCategory));
 static cl::list<std::string> programArgs(cl::ConsumeAfter, cl::desc("<args>"),
@@ -116,6 +133,62 @@ static int error(const llvm::Twine &message) {
 static int error(llvm::Error err) {
   std::string message = llvm::toString(std::move(err));
   return error(message);
+}
+
+/// The value of dsc-run's `flag` in `args` ("--flag V" or "--flag=V"),
+/// the last one as dsc-run reads them.
+static std::optional<std::string> runFlag(llvm::ArrayRef<std::string> args,
+                                          llvm::StringRef flag) {
+  std::optional<std::string> value;
+  for (size_t i = 1; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    if (arg == flag && i + 1 < args.size())
+      value = args[++i];
+    else if (arg.starts_with(flag) && arg.substr(flag.size()).starts_with("="))
+      value = arg.substr(flag.size() + 1).str();
+  }
+  return value;
+}
+
+/// `args` resuming from `checkpoint`: every --load dropped (the original
+/// one named where the first attempt started, already passed) and
+/// `--load checkpoint` appended.
+static std::vector<std::string> resumeArgs(llvm::ArrayRef<std::string> args,
+                                           llvm::StringRef checkpoint) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    if (i > 0 && arg == "--load") {
+      ++i;
+      continue;
+    }
+    if (i > 0 && arg.starts_with("--load="))
+      continue;
+    out.push_back(arg.str());
+  }
+  out.push_back("--load");
+  out.push_back(checkpoint.str());
+  return out;
+}
+
+/// The newest complete checkpoint step under `saveDir` (the name its
+/// `latest` file holds, whose directory exists), or none: dsc-run writes
+/// `latest` only after a step is complete, so a job killed mid-save leaves
+/// it naming the previous step.
+static std::optional<std::string> latestCheckpoint(llvm::StringRef saveDir) {
+  llvm::SmallString<256> latest(saveDir);
+  llvm::sys::path::append(latest, "latest");
+  auto buffer = llvm::MemoryBuffer::getFile(latest);
+  if (!buffer)
+    return std::nullopt;
+  llvm::StringRef name = (*buffer)->getBuffer().trim();
+  if (name.empty() || name.contains('/'))
+    return std::nullopt;
+  llvm::SmallString<256> step(saveDir);
+  llvm::sys::path::append(step, name);
+  if (!llvm::sys::fs::is_directory(step))
+    return std::nullopt;
+  return name.str();
 }
 
 /// The child launchers (one, or one ssh per host), forwarded the signals
@@ -211,6 +284,13 @@ int main(int argc, char **argv) {
   if (program.empty())
     return error("no command to launch: dsc-launch [options] -- dsc-run "
                  "MODEL [dsc-run options]");
+  if (!elastic.empty())
+    return error("--elastic (continuing on fewer ranks after a failure) is "
+                 "not built yet; --max-restarts N restarts the job on the "
+                 "same ranks");
+  if (maxRestarts < 0)
+    return error("--max-restarts must be 0 or more, got " +
+                 llvm::Twine(int(maxRestarts)));
   if (masterPort < 1 || masterPort > 65535)
     return error("--master_port must be 1-65535, got " +
                  llvm::Twine(int(masterPort)));
@@ -257,6 +337,17 @@ int main(int argc, char **argv) {
   for (const char *word : words)
     options.launcherArgs.push_back(word);
 
+  // A restart resumes from dsc-run's checkpoints: without --save it would
+  // only repeat the steps already lost.
+  std::optional<std::string> saveDir = runFlag(options.runArgs, "--save");
+  if (maxRestarts > 0 && (!saveDir || saveDir->empty()))
+    return error("--max-restarts " + llvm::Twine(int(maxRestarts)) +
+                 " needs dsc-run's --save DIR (and --save-interval K) to "
+                 "resume from; without checkpoints a restart repeats the "
+                 "lost steps from the start");
+  if (maxRestarts > 0)
+    options.restartCount = 0;
+
   // The plan against the slots, before anything starts.
   auto mesh = readPlanMesh(options.runArgs);
   if (!mesh)
@@ -286,50 +377,89 @@ int main(int argc, char **argv) {
         break;
       }
 
-  std::vector<std::vector<std::string>> commands;
   llvm::SmallString<128> generatedHostfile;
-  switch (launcher) {
-  case LauncherKind::OpenMpi: {
-    int fd = -1;
-    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
-            "dsc-launch-hostfile", "txt", fd, generatedHostfile))
-      return error("cannot create the Open MPI hostfile: " + ec.message());
-    {
-      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
-      out << openMpiHostfile(*selected);
+  auto buildCommands = [&](const LaunchOptions &options)
+      -> llvm::Expected<std::vector<std::vector<std::string>>> {
+    std::vector<std::vector<std::string>> commands;
+    switch (launcher) {
+    case LauncherKind::OpenMpi: {
+      // One hostfile for every attempt: the ranks stay where they were.
+      if (generatedHostfile.empty()) {
+        int fd = -1;
+        if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+                "dsc-launch-hostfile", "txt", fd, generatedHostfile))
+          return llvm::createStringError(
+              "cannot create the Open MPI hostfile: " + ec.message());
+        {
+          llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+          out << openMpiHostfile(*selected);
+        }
+        os << "dsc-launch: Open MPI hostfile " << generatedHostfile << ":\n";
+        for (const Host &host : *selected)
+          os << "  " << host.name << " slots=" << host.slots.size() << "\n";
+      }
+      commands.push_back(openMpiCommand(*selected, options, generatedHostfile));
+      break;
     }
-    os << "dsc-launch: Open MPI hostfile " << generatedHostfile << ":\n";
-    for (const Host &host : *selected)
-      os << "  " << host.name << " slots=" << host.slots.size() << "\n";
-    commands.push_back(openMpiCommand(*selected, options, generatedHostfile));
-    break;
-  }
-  case LauncherKind::Slurm: {
-    auto cmd = slurmCommand(*selected, options);
-    if (!cmd)
-      return error(cmd.takeError());
-    commands.push_back(std::move(*cmd));
-    break;
-  }
-  case LauncherKind::Ssh: {
-    llvm::SmallString<256> cwd;
-    if (llvm::sys::fs::current_path(cwd))
-      cwd = ".";
-    commands = sshCommands(*selected, options, cwd);
-    break;
-  }
-  }
+    case LauncherKind::Slurm: {
+      auto cmd = slurmCommand(*selected, options);
+      if (!cmd)
+        return cmd.takeError();
+      commands.push_back(std::move(*cmd));
+      break;
+    }
+    case LauncherKind::Ssh: {
+      llvm::SmallString<256> cwd;
+      if (llvm::sys::fs::current_path(cwd))
+        cwd = ".";
+      commands = sshCommands(*selected, options, cwd);
+      break;
+    }
+    }
+    return commands;
+  };
 
+  auto commands = buildCommands(options);
+  if (!commands)
+    return error(commands.takeError());
   os << (dryRun ? "dsc-launch: --dry-run, would run:\n"
                 : "dsc-launch: running:\n");
-  for (const auto &cmd : commands)
+  for (const auto &cmd : *commands)
     os << shellJoin(cmd) << "\n";
   if (dryRun) {
     if (!generatedHostfile.empty())
       os << "dsc-launch: the hostfile stays for the command above\n";
     return 0;
   }
-  int rc = runAllAndWait(commands);
+  int rc = runAllAndWait(*commands);
+  // torchrun's --max-restarts: the same ranks again, from the newest
+  // checkpoint the failed attempt completed.
+  for (int restart = 1; rc != 0 && restart <= maxRestarts; ++restart) {
+    LaunchOptions retry = options;
+    retry.restartCount = restart;
+    std::optional<std::string> step = latestCheckpoint(*saveDir);
+    if (step) {
+      llvm::SmallString<256> stepDir(*saveDir);
+      llvm::sys::path::append(stepDir, *step);
+      retry.runArgs = resumeArgs(options.runArgs, stepDir);
+    }
+    os << "dsc-launch: the job failed (exit " << rc << "); restart " << restart
+       << " of " << maxRestarts << " "
+       << (step ? "from checkpoint " + *step : std::string("from the start"))
+       << "\n";
+    auto again = buildCommands(retry);
+    if (!again) {
+      rc = error(again.takeError());
+      break;
+    }
+    os << "dsc-launch: running:\n";
+    for (const auto &cmd : *again)
+      os << shellJoin(cmd) << "\n";
+    rc = runAllAndWait(*again);
+  }
+  if (rc != 0 && maxRestarts > 0)
+    os << "dsc-launch: the job failed (exit " << rc << ") after " << maxRestarts
+       << " restart" << (maxRestarts == 1 ? "" : "s") << "\n";
   if (!generatedHostfile.empty())
     llvm::sys::fs::remove(generatedHostfile);
   return rc;
