@@ -17,7 +17,8 @@
 // hosts. It prints each rank's host, local rank and mesh coordinates, and
 // the command it runs (--dry-run: only prints). Its exit code is the
 // launcher's (mpirun's, srun's; for ssh the largest of the hosts', as
-// DeepSpeed's pdsh runner reports with `pdsh -S`).
+// DeepSpeed's pdsh runner reports with `pdsh -S`). --max-restarts N, as
+// torchrun's, relaunches a failed job from dsc-run's newest checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
