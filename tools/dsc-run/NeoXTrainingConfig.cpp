@@ -217,6 +217,7 @@ private:
   void readParallel();
   void readRecompute(int64_t tp);
   void readData();
+  void readEvaluation();
   void readCheckpoints();
 
   const mlir::dsc::NeoXTrainingKeys &keys;
@@ -244,6 +245,7 @@ void NeoXReader::read() {
   readSchedule();
   readParallel();
   readData();
+  readEvaluation();
   readCheckpoints();
   if (has("seed")) {
     const int64_t seed = integer("seed", 1234);
@@ -284,10 +286,60 @@ void NeoXReader::read() {
     out.understood.push_back("not applicable to dsc-run (launcher, cluster, "
                              "loggers, generation, kernel choices): " +
                              listed);
-  if (std::string evaluation = keysIn(kEvaluation); !evaluation.empty())
-    out.understood.push_back("not run: dsc-run trains on the whole dataset "
-                             "and evaluates nothing (" +
-                             evaluation + ")");
+  // Without valid_data_paths GPT-NeoX evaluates on the part of data_path
+  // that `split` holds out; dsc-run does not split a dataset.
+  if (std::string evaluation = keysIn(kEvaluation);
+      !evaluation.empty() && !out.validData)
+    out.understood.push_back(
+        "not run: dsc-run trains on the whole dataset and evaluates nothing "
+        "(" +
+        evaluation +
+        "): it does not split data_path; give valid_data_paths to evaluate");
+  else if (has("split"))
+    out.understood.push_back("split: not used, valid_data_paths is given "
+                             "(GPT-NeoX splits only data_path)");
+}
+
+/// GPT-NeoX's evaluation (megatron/training.py evaluate): eval_iters
+/// batches of valid_data_paths every eval_interval iterations and at the
+/// end; its defaults are 1000 and 100. Without valid_data_paths the keys
+/// are listed as not run (read()).
+void NeoXReader::readEvaluation() {
+  if (has("test_data_paths")) {
+    const llvm::json::Array *paths = get("test_data_paths")->getAsArray();
+    if (!paths || !paths->empty())
+      fail("test_data_paths",
+           "'test_data_paths' is not implemented (dsc-run evaluates "
+           "valid_data_paths during training, not a test set at its end); "
+           "remove it");
+  }
+  if (!has("valid_data_paths"))
+    return;
+  const llvm::json::Array *paths = get("valid_data_paths")->getAsArray();
+  if (!paths || paths->empty() || !(*paths)[0].getAsString())
+    fail("valid_data_paths",
+         "'valid_data_paths' must be a list of dataset prefixes");
+  if (paths->size() > 1)
+    fail("valid_data_paths",
+         "blending " + std::to_string(paths->size()) +
+             " validation datasets is not implemented; give one");
+  out.validData = (*paths)[0].getAsString()->str();
+  setRun("--valid-data",
+         "valid_data_paths[0] = " + *out.validData + " (held-out data)");
+  out.evalInterval = integer("eval_interval", 1000);
+  if (*out.evalInterval < 1)
+    fail("eval_interval", "'eval_interval' must be >= 1");
+  setRun("--eval-interval",
+         has("eval_interval")
+             ? "eval_interval = " + std::to_string(*out.evalInterval)
+             : "GPT-NeoX's default eval_interval = 1000");
+  out.evalIters = integer("eval_iters", 100);
+  if (*out.evalIters < 1)
+    fail("eval_iters", "'eval_iters' must be >= 1 (remove valid_data_paths "
+                       "to train without evaluation)");
+  setRun("--eval-iters", has("eval_iters")
+                             ? "eval_iters = " + std::to_string(*out.evalIters)
+                             : "GPT-NeoX's default eval_iters = 100");
 }
 
 /// GPT-NeoX's AnnealingLR (megatron/training.py get_learning_rate_scheduler):

@@ -108,6 +108,14 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
                        [](uint64_t v) { return std::to_string(v); });
   resolveRun<std::string>(layers, options, out, "--data",
                           &TrainingSettings::data, options.data, showString);
+  resolveRun<std::string>(layers, options, out, "--valid-data",
+                          &TrainingSettings::validData, options.validData,
+                          showString);
+  resolveRun<int64_t>(layers, options, out, "--eval-interval",
+                      &TrainingSettings::evalInterval, options.evalInterval,
+                      showInt);
+  resolveRun<int64_t>(layers, options, out, "--eval-iters",
+                      &TrainingSettings::evalIters, options.evalIters, showInt);
   resolveRun<std::string>(layers, options, out, "--save",
                           &TrainingSettings::save, options.save, showString);
   resolveRun<std::string>(layers, options, out, "--load",
@@ -220,6 +228,13 @@ void dsc::run::printResolvedConfig(
                                 : "(at the end)");
   runRow("--keep", options.keep ? std::to_string(options.keep) : "(all)");
   runRow("--load", options.load.empty() ? "(none)" : options.load);
+  if (!options.validData.empty()) {
+    runRow("--valid-data", options.validData);
+    runRow("--eval-interval", options.evalInterval
+                                  ? std::to_string(options.evalInterval)
+                                  : "(none)");
+    runRow("--eval-iters", std::to_string(options.evalIters));
+  }
   runRow("--overlap-comm", options.overlapComm
                                ? (*options.overlapComm ? "on" : "off")
                                : "(backend's default)");
