@@ -86,6 +86,33 @@ std::string CostModel::checkPlan(const ParallelPlan &plan) const {
   return "";
 }
 
+int64_t
+CostModel::zero3CollectivesPerLayer(int64_t t,
+                                    int64_t persistenceThreshold) const {
+  const ModelShape &ms = modelShape;
+  const double h = static_cast<double>(ms.hiddenSize), f = ms.ffnWidth(),
+               td = static_cast<double>(t);
+  const double a = static_cast<double>(std::max<int64_t>(1, ms.numHeads));
+  const double kv =
+      static_cast<double>(ms.numKvHeads > 0 ? ms.numKvHeads : ms.numHeads);
+  const double qkv = h * (h + 2.0 * kv * h / a) / td;
+  // A layer's parameter tensors on one tp rank, as the importers name them:
+  // GPT-2's block has two norms (weight, bias), QKV, the projection and two
+  // MLP products, each with a bias; a gated block two RMS norms, QKV, the
+  // projection, the gated up projection and the down projection.
+  std::vector<double> tensors =
+      ms.gatedMlp
+          ? std::vector<double>{h,         h, qkv, h * h / td, 2.0 * f * h / td,
+                                f * h / td}
+          : std::vector<double>{h, h, qkv,        qkv / h, h * h / td, h,
+                                h, h, f * h / td, f / td,  f * h / td, h};
+  int64_t gathered = 0;
+  for (double elements : tensors)
+    if (elements > static_cast<double>(persistenceThreshold))
+      ++gathered;
+  return gathered;
+}
+
 double CostModel::gemmEfficiency(double m, double n, double k) const {
   const Calibration &c = clusterSpec.calibration;
   auto f = [&](double d) { return d / (d + c.gemmHalfDim); };
@@ -585,14 +612,35 @@ PlanEstimate CostModel::estimate(const ParallelPlan &plan) const {
     default: {
       // Stage 3: per micro-batch, gather parameters for the forward, again
       // for the backward (and the recomputed forward), reduce-scatter the
-      // gradients. One collective per layer pays the ring latency each time.
+      // gradients. dsc (like DeepSpeed) issues one collective per parameter
+      // tensor above the persistence threshold, and each pays the ring's
+      // d - 1 step latencies: at d = 1536 and 12 tensors a layer that is
+      // 12 * 1535 * alpha, 0.12 s a layer at NCCL's 6.6 us, more than the
+      // layer's compute at micro-batch 1 (docs/cost-model.md, "At scale").
       double gathers = plan.fullRecompute() ? 2.0 : 1.0;
-      double perLayerLatency =
-          (layers - 1.0) * static_cast<double>(d - 1) * dpLink.latency;
-      zeroPerMb =
-          exposed(tAG + perLayerLatency, fwdWindow) +
-          exposed(gathers * tAG + tRS + (gathers + 1.0) * perLayerLatency,
-                  bwdWindow);
+      const double perPass =
+          layers * static_cast<double>(zero3CollectivesPerLayer(
+                       plan.tp, plan.persistenceThreshold));
+      // tAG and tRS already carry one collective's latency.
+      double perPassLatency = std::max(0.0, perPass - 1.0) *
+                              static_cast<double>(d - 1) * dpLink.latency;
+      double forwardComm = tAG + perPassLatency;
+      double backwardComm =
+          gathers * tAG + tRS + (gathers + 1.0) * perPassLatency;
+      if (plan.prefetch) {
+        // With prefetch=1 the gather of the next parameter runs on the
+        // communication lane beside the current one's compute: each layer
+        // hides at most its own compute, max(0, comm - compute) a layer,
+        // which for equal layers is the stage's sum.
+        zeroPerMb =
+            exposed(forwardComm, fwdWindow) + exposed(backwardComm, bwdWindow);
+      } else {
+        // Without it the memory planner reuses a gathered parameter's bytes,
+        // so each gather runs just before its reader, and the one lane runs
+        // collectives in program order: the reduce-scatters queue before
+        // the next gather. Nothing is hidden.
+        zeroPerMb = forwardComm + backwardComm;
+      }
       dpBytes = md * ((gathers + 1.0) * busAG + busRS);
       break;
     }

@@ -342,4 +342,32 @@ TEST(Search, TrillionParametersOn3072Gpus) {
   EXPECT_GE(r->top.front().mfu, 0.3);
 }
 
+// Narayanan et al. (SC'21) Table 2: ZeRO-3 without model parallelism
+// collapses as GPUs grow at a fixed batch (175B: 144, 88, 44 TFLOP/s per GPU
+// on 384, 768, 1536 GPUs, against PTD-P's 153, 149, 141), because each
+// per-tensor gather pays the ring's d - 1 step latencies while the compute
+// per GPU shrinks. Where the paper measured the collapse, and for the 1T
+// model of its Table 1 (which the search used to give to dp=1536 tp=2
+// ZeRO-3), the search must not pick ZeRO-3 over all nodes without pipeline
+// stages.
+TEST(Search, NoFlatZero3WhereTable2Collapses) {
+  struct Case {
+    ModelShape model;
+    int64_t gpus, batch;
+  } cases[] = {
+      {ModelShape::gpt3_175B(), 768, 1536},
+      {ModelShape::gpt3_175B(), 1536, 1536},
+      {ModelShape::gpt("1T", 128, 25600, 160, 2048, 51200), 3072, 3072},
+  };
+  for (const Case &c : cases) {
+    CostModel cm(c.model, load("dgx-a100-80gb.json"));
+    llvm::Expected<SearchResult> r = searchPlans(cm, options(c.gpus, c.batch));
+    ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+    ASSERT_FALSE(r->top.empty());
+    const ParallelPlan &w = r->top.front().plan;
+    EXPECT_FALSE(w.pp == 1 && w.zeroStage == 3)
+        << c.model.name << " on " << c.gpus << ": " << w.str();
+  }
+}
+
 } // namespace

@@ -157,6 +157,15 @@ public:
   /// the plan's ep ranks; 0 at ep = 1 or for a dense model.
   double allToAllTime(const ParallelPlan &plan) const;
 
+  /// ZeRO-3 all-gathers (and reduce-scatters) one layer issues per pass on
+  /// a tp rank: one per parameter tensor of more than
+  /// `persistenceThreshold` elements (the rest stay whole on every rank,
+  /// DeepSpeed's stage3_param_persistence_threshold): 12 for GPT-2's block
+  /// at threshold 0, 4 (the matrices) at DeepSpeed's default of 1e5 for
+  /// h = 12288.
+  int64_t zero3CollectivesPerLayer(int64_t t,
+                                   int64_t persistenceThreshold) const;
+
   /// Forward seconds of the output projection and cross-entropy.
   double logitsForwardTime(int64_t b, int64_t t) const;
 
