@@ -46,9 +46,10 @@ struct TrainingSettings {
   std::optional<int64_t> steps, logInterval, saveInterval, keep;
   std::optional<uint64_t> seed;
   std::optional<std::string> data, save, load;
-  /// GPT-NeoX's evaluation: valid_data_paths, eval_interval, eval_iters
-  /// (--valid-data, --eval-interval, --eval-iters).
-  std::optional<std::string> validData;
+  /// GPT-NeoX's evaluation: valid_data_paths, test_data_paths,
+  /// eval_interval, eval_iters (--valid-data, --test-data, --eval-interval,
+  /// --eval-iters).
+  std::optional<std::string> validData, testData;
   std::optional<int64_t> evalInterval, evalIters;
   /// GPT-NeoX's `load`: a directory without a checkpoint yet (its `latest`
   /// marker) means training from scratch, not an error.
