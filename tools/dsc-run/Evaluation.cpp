@@ -25,16 +25,18 @@ using rt::Error;
 
 void dsc::run::checkEvaluation(const RunOptions &options,
                                const rt::Plan &plan) {
-  const bool wanted = options.evalInterval > 0 || options.evalOnly;
+  const bool wanted =
+      options.evalInterval > 0 || options.evalOnly || !options.testData.empty();
   if (options.evalInterval > 0 && options.validData.empty())
     throw Error("--eval-interval (eval_interval) needs held-out data: "
                 "--valid-data (valid_data_paths)");
-  if (options.evalOnly && options.validData.empty())
+  if (options.evalOnly && options.validData.empty() && options.testData.empty())
     throw Error("--eval-only needs held-out data: --valid-data "
-                "(valid_data_paths)");
+                "(valid_data_paths) or --test-data (test_data_paths)");
   if (options.evalOnly && options.load.empty())
     throw Error("--eval-only needs the weights to evaluate: --load DIR");
-  if (!options.validData.empty() && !wanted)
+  if (!options.validData.empty() && options.evalInterval <= 0 &&
+      !options.evalOnly)
     throw Error("--valid-data (valid_data_paths) needs --eval-interval "
                 "(eval_interval) or --eval-only: it would be read for "
                 "nothing");

@@ -289,14 +289,14 @@ void NeoXReader::read() {
   // Without valid_data_paths GPT-NeoX evaluates on the part of data_path
   // that `split` holds out; dsc-run does not split a dataset.
   if (std::string evaluation = keysIn(kEvaluation);
-      !evaluation.empty() && !out.validData)
+      !evaluation.empty() && !out.validData && !out.testData)
     out.understood.push_back(
         "not run: dsc-run trains on the whole dataset and evaluates nothing "
         "(" +
         evaluation +
         "): it does not split data_path; give valid_data_paths to evaluate");
   else if (has("split"))
-    out.understood.push_back("split: not used, valid_data_paths is given "
+    out.understood.push_back("split: not used, held-out data paths are given "
                              "(GPT-NeoX splits only data_path)");
 }
 
@@ -305,27 +305,43 @@ void NeoXReader::read() {
 /// end; its defaults are 1000 and 100. Without valid_data_paths the keys
 /// are listed as not run (read()).
 void NeoXReader::readEvaluation() {
-  if (has("test_data_paths")) {
-    const llvm::json::Array *paths = get("test_data_paths")->getAsArray();
-    if (!paths || !paths->empty())
-      fail("test_data_paths",
-           "'test_data_paths' is not implemented (dsc-run evaluates "
-           "valid_data_paths during training, not a test set at its end); "
-           "remove it");
-  }
-  if (!has("valid_data_paths"))
+  // One prefix of a list key, or nullopt when the key is absent.
+  auto onePath = [&](const std::string &key,
+                     const std::string &what) -> std::optional<std::string> {
+    if (!has(key))
+      return std::nullopt;
+    const llvm::json::Array *paths = get(key)->getAsArray();
+    if (!paths || paths->empty() || !(*paths)[0].getAsString())
+      fail(key, "'" + key + "' must be a list of dataset prefixes");
+    if (paths->size() > 1)
+      fail(key, "blending " + std::to_string(paths->size()) + " " + what +
+                    " datasets is not implemented; give one");
+    return (*paths)[0].getAsString()->str();
+  };
+  out.testData = onePath("test_data_paths", "test");
+  if (out.testData)
+    setRun("--test-data", "test_data_paths[0] = " + *out.testData +
+                              " (evaluated after the last step)");
+  out.validData = onePath("valid_data_paths", "validation");
+  if (out.validData)
+    setRun("--valid-data",
+           "valid_data_paths[0] = " + *out.validData + " (held-out data)");
+  if (!out.validData && !out.testData)
     return;
-  const llvm::json::Array *paths = get("valid_data_paths")->getAsArray();
-  if (!paths || paths->empty() || !(*paths)[0].getAsString())
-    fail("valid_data_paths",
-         "'valid_data_paths' must be a list of dataset prefixes");
-  if (paths->size() > 1)
-    fail("valid_data_paths",
-         "blending " + std::to_string(paths->size()) +
-             " validation datasets is not implemented; give one");
-  out.validData = (*paths)[0].getAsString()->str();
-  setRun("--valid-data",
-         "valid_data_paths[0] = " + *out.validData + " (held-out data)");
+  out.evalIters = integer("eval_iters", 100);
+  if (*out.evalIters < 1)
+    fail("eval_iters", "'eval_iters' must be >= 1 (remove valid_data_paths "
+                       "and test_data_paths to train without evaluation)");
+  setRun("--eval-iters", has("eval_iters")
+                             ? "eval_iters = " + std::to_string(*out.evalIters)
+                             : "GPT-NeoX's default eval_iters = 100");
+  if (!out.validData) {
+    if (has("eval_interval"))
+      out.understood.push_back("eval_interval: not used without "
+                               "valid_data_paths (test_data_paths is "
+                               "evaluated once, after the last step)");
+    return;
+  }
   out.evalInterval = integer("eval_interval", 1000);
   if (*out.evalInterval < 1)
     fail("eval_interval", "'eval_interval' must be >= 1");
@@ -333,13 +349,6 @@ void NeoXReader::readEvaluation() {
          has("eval_interval")
              ? "eval_interval = " + std::to_string(*out.evalInterval)
              : "GPT-NeoX's default eval_interval = 1000");
-  out.evalIters = integer("eval_iters", 100);
-  if (*out.evalIters < 1)
-    fail("eval_iters", "'eval_iters' must be >= 1 (remove valid_data_paths "
-                       "to train without evaluation)");
-  setRun("--eval-iters", has("eval_iters")
-                             ? "eval_iters = " + std::to_string(*out.evalIters)
-                             : "GPT-NeoX's default eval_iters = 100");
 }
 
 /// GPT-NeoX's AnnealingLR (megatron/training.py get_learning_rate_scheduler):

@@ -111,6 +111,9 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
   resolveRun<std::string>(layers, options, out, "--valid-data",
                           &TrainingSettings::validData, options.validData,
                           showString);
+  resolveRun<std::string>(layers, options, out, "--test-data",
+                          &TrainingSettings::testData, options.testData,
+                          showString);
   resolveRun<int64_t>(layers, options, out, "--eval-interval",
                       &TrainingSettings::evalInterval, options.evalInterval,
                       showInt);
@@ -228,6 +231,8 @@ void dsc::run::printResolvedConfig(
                                 : "(at the end)");
   runRow("--keep", options.keep ? std::to_string(options.keep) : "(all)");
   runRow("--load", options.load.empty() ? "(none)" : options.load);
+  if (!options.testData.empty())
+    runRow("--test-data", options.testData);
   if (!options.validData.empty()) {
     runRow("--valid-data", options.validData);
     runRow("--eval-interval", options.evalInterval

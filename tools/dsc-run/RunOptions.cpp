@@ -65,8 +65,11 @@ std::string dsc::run::usage() {
          "                       --eval-iters N batches (default 100), the\n"
          "                       forward program only; logs validation loss\n"
          "                       and perplexity\n"
+         "  --test-data PATH     held-out data evaluated once after the last\n"
+         "                       step (--eval-iters batches from its start)\n"
          "  --eval-only          evaluate the --load checkpoint on\n"
-         "                       --valid-data once, without training\n"
+         "                       --valid-data and --test-data once, without\n"
+         "                       training\n"
          "  --nvme-path DIR      the directory of the NVMe tier's swap files\n"
          "                       (offload-optimizer=nvme; replaces the\n"
          "                       plan's nvme-path)\n"
@@ -212,6 +215,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.load = next();
     else if (flag == "--valid-data")
       o.validData = next();
+    else if (flag == "--test-data")
+      o.testData = next();
     else if (flag == "--eval-interval")
       o.evalInterval = parseInt(flag, next(), 1);
     else if (flag == "--eval-iters")
@@ -241,6 +246,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       throw Error("--data expects a file or prefix");
     if (o.validData.empty() && flag == "--valid-data")
       throw Error("--valid-data expects a file or prefix");
+    if (o.testData.empty() && flag == "--test-data")
+      throw Error("--test-data expects a file or prefix");
     o.given.insert(flag == "--deepspeed_config" ? "--deepspeed" : flag);
   }
   if (o.help)

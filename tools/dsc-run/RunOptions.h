@@ -89,6 +89,8 @@ struct RunOptions {
   /// evalIters batches of validData through the forward program. evalOnly:
   /// no training, one evaluation of the loaded weights.
   std::string validData;
+  /// --test-data (test_data_paths): evaluated once, after the last step.
+  std::string testData;
   int64_t evalInterval = 0; // 0: no evaluation
   int64_t evalIters = 100;  // GPT-NeoX's default
   bool evalOnly = false;

@@ -238,24 +238,32 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
                        options.seed, plan.vocabSize);
   // Held-out data, read as the training data is (docs/training.md).
   checkEvaluation(options, plan);
-  std::unique_ptr<TokenSource> validSource;
-  std::unique_ptr<BatchSampler> validSampler;
-  if (!options.validData.empty()) {
+  struct HeldOut {
+    std::unique_ptr<TokenSource> source;
+    std::unique_ptr<BatchSampler> sampler;
+  };
+  auto openHeldOut = [&](const std::string &path, const std::string &names) {
+    HeldOut held;
+    if (path.empty())
+      return held;
     try {
-      validSource = openTokenSource(options.validData, plan.vocabSize);
-      if (validSource->vocabSize() > plan.vocabSize)
+      held.source = openTokenSource(path, plan.vocabSize);
+      if (held.source->vocabSize() > plan.vocabSize)
         throw Error("its vocabulary (" +
-                    std::to_string(validSource->vocabSize()) +
+                    std::to_string(held.source->vocabSize()) +
                     " tokens) does not fit the model's (" +
                     std::to_string(plan.vocabSize) + ")");
-      validSampler = std::make_unique<BatchSampler>(
-          *validSource, plan.microBatchSize, plan.seqLength, options.seed,
+      held.sampler = std::make_unique<BatchSampler>(
+          *held.source, plan.microBatchSize, plan.seqLength, options.seed,
           plan.vocabSize);
     } catch (const Error &e) {
-      throw Error("--valid-data (valid_data_paths) '" + options.validData +
-                  "': " + e.what());
+      throw Error(names + " '" + path + "': " + e.what());
     }
-  }
+    return held;
+  };
+  HeldOut valid =
+      openHeldOut(options.validData, "--valid-data (valid_data_paths)");
+  HeldOut test = openHeldOut(options.testData, "--test-data (test_data_paths)");
 
   // Outputs next: an unwritable path fails before training, not after.
   std::ofstream json;
@@ -439,16 +447,23 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   std::map<std::string, uint64_t> lastBytesByProgram;
   bool reportedSnapshot = false;
   // GPT-NeoX's evaluate_and_print_results: the log's box and a JSON line.
-  auto evaluate = [&](int64_t at) {
-    const double loss = evaluateLoss(
-        ex, *validSampler, world, evaluationWindow(at, options.evalInterval),
-        options.evalIters, microBatches, dpSize, dpRank);
-    log << formatEvaluationLog("validation", at, loss) << std::endl;
+  // The test set is evaluated once, from its start (NeoX's test iterator
+  // is not shifted on resume).
+  auto evaluate = [&](int64_t at, bool onTest) {
+    const std::string what = onTest ? "test" : "validation";
+    const double loss =
+        evaluateLoss(ex, onTest ? *test.sampler : *valid.sampler, world,
+                     onTest ? 0 : evaluationWindow(at, options.evalInterval),
+                     options.evalIters, microBatches, dpSize, dpRank);
+    log << formatEvaluationLog(what, at, loss) << std::endl;
     if (json.is_open())
-      json << formatEvaluationJson("validation", at, loss) << std::endl;
+      json << formatEvaluationJson(what, at, loss) << std::endl;
   };
   if (options.evalOnly) {
-    evaluate(firstIteration - 1);
+    if (valid.sampler)
+      evaluate(firstIteration - 1, false);
+    if (test.sampler)
+      evaluate(firstIteration - 1, true);
     watch.reset();
     if (json.is_open()) {
       json.close();
@@ -618,9 +633,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       // once (NeoX would evaluate the next window again after its loop).
       if (options.evalInterval > 0 &&
           (iteration % options.evalInterval == 0 || iteration == options.steps))
-        evaluate(iteration);
+        evaluate(iteration, false);
     }
     iteration = options.steps; // the last save belongs to the last step
+    if (test.sampler)
+      evaluate(iteration, true);
     if (ex.checkpointInFlight())
       progress.setSaved(*ex.finishCheckpoint(true));
   } catch (const Error &e) {
