@@ -732,4 +732,29 @@ TEST(Plans, InfeasibleAndInvalidPlansSayWhy) {
             "1f1b");
 }
 
+// ZeRO-3 issues one collective per parameter tensor above the persistence
+// threshold (docs/cost-model.md, "At scale"): GPT-2's block has 12 tensors,
+// 4 of them (the matrices) above DeepSpeed's 1e5 elements at h = 12288.
+// Fewer collectives and prefetch=1's overlap can only shorten the step, and
+// at d = 1536 the latencies of 12 tensors outweigh the compute.
+TEST(Zero3AtScale, CollectivesPerTensorAndOverlap) {
+  CostModel cm(ModelShape::gpt3_175B(), a100());
+  EXPECT_EQ(cm.zero3CollectivesPerLayer(1, 0), 12);
+  EXPECT_EQ(cm.zero3CollectivesPerLayer(1, 100000), 4);
+  ParallelPlan p;
+  p.dp = 1536;
+  p.zeroStage = 3;
+  p.microBatchSize = 1;
+  p.recompute = ::dsc::RecomputeKind::Full;
+  p.precision = ::dsc::Precision::Bf16;
+  PlanEstimate plain = cm.estimate(p);
+  p.persistenceThreshold = 100000;
+  PlanEstimate persistent = cm.estimate(p);
+  p.prefetch = true;
+  PlanEstimate prefetched = cm.estimate(p);
+  EXPECT_LT(persistent.time.zeroComm, plain.time.zeroComm);
+  EXPECT_LT(prefetched.time.zeroComm, persistent.time.zeroComm);
+  EXPECT_GT(plain.time.zeroComm, plain.time.compute);
+}
+
 } // namespace
