@@ -436,7 +436,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       double(p.summary.flopsPerMicroBatch) * double(microBatches);
   const auto runStart = std::chrono::steady_clock::now();
   // The initialize program's (and a load's) transfers are not the steps'.
-  const TransferStats transfersBefore = ex.transferStats();
+  // (An evaluation's transfers are added to it: they are not the steps'.)
+  TransferStats transfersBefore = ex.transferStats();
   TransferStats transfersSoFar = transfersBefore;
   double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
   int64_t intervalSteps = 0;
@@ -451,10 +452,21 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   // is not shifted on resume).
   auto evaluate = [&](int64_t at, bool onTest) {
     const std::string what = onTest ? "test" : "validation";
+    const TransferStats movedBefore = ex.transferStats();
     const double loss =
         evaluateLoss(ex, onTest ? *test.sampler : *valid.sampler, world,
                      onTest ? 0 : evaluationWindow(at, options.evalInterval),
                      options.evalIters, microBatches, dpSize, dpRank);
+    // Offload's per-step transfer figures stay the training steps' own.
+    const TransferStats &moved = ex.transferStats();
+    for (uint32_t from = 0; from < 3; ++from)
+      for (uint32_t to = 0; to < 3; ++to) {
+        transfersBefore.bytes[from][to] +=
+            moved.bytes[from][to] - movedBefore.bytes[from][to];
+        transfersBefore.seconds[from][to] +=
+            moved.seconds[from][to] - movedBefore.seconds[from][to];
+      }
+    transfersSoFar = moved;
     log << formatEvaluationLog(what, at, loss) << std::endl;
     if (json.is_open())
       json << formatEvaluationJson(what, at, loss) << std::endl;
