@@ -28,10 +28,12 @@ TEST(Evaluation, WindowsFollowOneIterator) {
   for (int64_t interval : {1, 2, 3, 7}) {
     const int64_t steps = 20;
     int64_t evaluations = 0;
-    for (int64_t n = 1; n <= steps; ++n)
-      if (n % interval == 0 || n == steps)
+    for (int64_t n = 1; n <= steps; ++n) {
+      if (n % interval == 0 || n == steps) {
         EXPECT_EQ(evaluationWindow(n, interval), evaluations++)
             << "interval " << interval << " iteration " << n;
+      }
+    }
   }
 }
 
