@@ -472,6 +472,26 @@ TEST(ZeroOneAdam, StageAtEqualsTheSteppedStage) {
   });
 }
 
+/// The executor asks a cursor (O(1) a step): in increasing order, again for
+/// the same step, and back to an earlier one, it answers as the replay from
+/// step 1 does.
+TEST(ZeroOneAdam, StageCursorEqualsTheReplay) {
+  ZeroOneAdamConfig config;
+  config.varFreezeStep = 7;
+  config.varUpdateScaler = 3;
+  config.localStepScaler = 4;
+  config.localStepClipper = 8;
+  ZeroOneAdamStageCursor cursor(config);
+  std::vector<int64_t> asks;
+  for (int64_t k = 1; k <= 90; ++k)
+    asks.insert(asks.end(), {k, k}); // each step, then its gradient norm
+  asks.insert(asks.end(), {12, 13, 60, 3, 4, 100});
+  for (int64_t k : asks)
+    EXPECT_EQ(zeroOneAdamStageName(cursor.stageAt(k)),
+              std::string(zeroOneAdamStageName(zeroOneAdamStageAt(k, config))))
+        << "step " << k;
+}
+
 /// 1-bit LAMB's warm-up is real steps 1 .. max(1, freeze_step - 1); the
 /// fresh variance is v's copy at its end (freeze_step >= 2), else zeros.
 TEST(OnebitLamb, WarmupLengthFollowsFreezeStep) {

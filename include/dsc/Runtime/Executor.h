@@ -39,6 +39,7 @@ class ProgramRunner;
 class RunContext;
 class TierTransfers;
 class TokenFeed;
+class ZeroOneAdamStageCursor;
 
 class Executor final {
 public:
@@ -167,6 +168,8 @@ private:
   std::unique_ptr<LossScaling> scaling;
   std::unique_ptr<PipelineStep> pipeline;
   std::unique_ptr<CheckpointIO> checkpoints;
+  /// 0/1 Adam's policy as the run advances (optimizerAt); null without it.
+  std::unique_ptr<ZeroOneAdamStageCursor> zeroOneAdamStages;
 };
 
 } // namespace dsc::rt

@@ -120,9 +120,25 @@ void zeroOneAdamResync(float *params, float *m, float *accumulator,
 /// The stage of real optimizer step `step` (1-based). DeepSpeed's counters
 /// depend on the step number alone, never on the data, so a compiled plan
 /// picks each step's program from this (Plan::zeroOneAdam). Replays the
-/// counters from step 1: O(step), nothing beside a training step.
+/// counters from step 1: O(step); a run asks ZeroOneAdamStageCursor.
 ZeroOneAdamStage zeroOneAdamStageAt(int64_t step,
                                     const ZeroOneAdamConfig &config);
+
+/// zeroOneAdamStageAt remembering where it was: asked for steps in
+/// increasing order, as a training run asks, it advances the counters from
+/// the last step asked (O(1) a step); an earlier step replays from step 1.
+class ZeroOneAdamStageCursor {
+public:
+  explicit ZeroOneAdamStageCursor(const ZeroOneAdamConfig &config)
+      : config(config) {}
+  ZeroOneAdamStage stageAt(int64_t step);
+
+private:
+  ZeroOneAdamConfig config;
+  /// Only the policy's counters: state.step is the step before the next
+  /// real one (nextStage()).
+  ZeroOneAdamState counters;
+};
 
 /// One step of `params` (n) with this rank's gradient `grad` (n); every
 /// rank of `comm` calls it.

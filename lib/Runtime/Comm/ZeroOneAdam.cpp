@@ -151,12 +151,21 @@ void dsc::rt::zeroOneAdamResync(float *params, float *m, float *accumulator,
 
 ZeroOneAdamStage dsc::rt::zeroOneAdamStageAt(int64_t step,
                                              const ZeroOneAdamConfig &config) {
-  ZeroOneAdamState state;
-  for (int64_t k = 1; k < step; ++k) {
-    ++state.step;
-    advancePolicy(state, config);
+  return ZeroOneAdamStageCursor(config).stageAt(step);
+}
+
+ZeroOneAdamStage ZeroOneAdamStageCursor::stageAt(int64_t step) {
+  // Real step k's stage is nextStage() once k - 1 steps are counted
+  // (counters.step == k: DeepSpeed's count is one ahead). The executor
+  // also asks for the step just run (its gradient norm): answered from
+  // the counters as they stand, not by a replay.
+  if (step < counters.step)
+    counters = ZeroOneAdamState();
+  while (counters.step < step) {
+    ++counters.step;
+    advancePolicy(counters, config);
   }
-  return state.nextStage();
+  return counters.nextStage();
 }
 
 ZeroOneAdamStepReport

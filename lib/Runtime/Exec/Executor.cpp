@@ -63,6 +63,14 @@ Executor::Executor(Plan plan, uint64_t seed, Communicator *world,
   pipeline = std::make_unique<PipelineStep>(thePlan, b, *arenas, *mesh,
                                             *context, *runner, *feed);
   checkpoints = std::make_unique<CheckpointIO>(thePlan, *mesh);
+  if (const ZeroOneAdamPlan &zo = thePlan.zeroOneAdam; zo.enabled) {
+    ZeroOneAdamConfig policy;
+    policy.varFreezeStep = zo.varFreezeStep;
+    policy.varUpdateScaler = zo.varUpdateScaler;
+    policy.localStepScaler = zo.localStepScaler;
+    policy.localStepClipper = zo.localStepClipper;
+    zeroOneAdamStages = std::make_unique<ZeroOneAdamStageCursor>(policy);
+  }
   initialize(seed);
   setOverlapCommunication(backendImpl->overlapsByDefault());
 }
@@ -214,13 +222,8 @@ bool Executor::compressesAt(int64_t optimizerStep) const {
 
 Executor::OptimizerProgram Executor::optimizerAt(int64_t optimizerStep) const {
   const ZeroOneAdamPlan &zo = thePlan.zeroOneAdam;
-  if (zo.enabled && optimizerStep >= 1) {
-    ZeroOneAdamConfig policy;
-    policy.varFreezeStep = zo.varFreezeStep;
-    policy.varUpdateScaler = zo.varUpdateScaler;
-    policy.localStepScaler = zo.localStepScaler;
-    policy.localStepClipper = zo.localStepClipper;
-    const ZeroOneAdamStage stage = zeroOneAdamStageAt(optimizerStep, policy);
+  if (zeroOneAdamStages && optimizerStep >= 1) {
+    const ZeroOneAdamStage stage = zeroOneAdamStages->stageAt(optimizerStep);
     const int k = stage == ZeroOneAdamStage::Onebit  ? 0
                   : stage == ZeroOneAdamStage::Local ? 1
                   : stage == ZeroOneAdamStage::Sync  ? 2
