@@ -36,12 +36,6 @@ __global__ void gatherKernel(const T *table, const int32_t *ids, T *out,
     atomicAdd((unsigned long long *)badCount, 1ull);
 }
 
-template <typename T> __global__ void zeroKernel(T *p, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    p[i] = fromF<T>(0.0f);
-}
-
 /// A warp per sorted position that starts a run of equal ids sums the run's
 /// dOut rows in position order (the sort is stable) into the table row.
 template <typename T>
@@ -125,12 +119,11 @@ cudaError_t
 dsc::rt::cuda::embeddingBackward(const T *dOut, const int32_t *ids, T *dTable,
                                  int64_t n, int64_t vocab, int64_t hidden,
                                  bool accumulate, cudaStream_t stream) {
-  if (!accumulate) {
-    zeroKernel<<<gridFor(vocab * hidden), 256, 0, stream>>>(dTable,
-                                                            vocab * hidden);
-    if (cudaError_t e = cudaGetLastError())
+  // Zero is all bits zero in every element type: a memset, at bandwidth.
+  if (!accumulate)
+    if (cudaError_t e = cudaMemsetAsync(
+            dTable, 0, size_t(vocab * hidden) * sizeof(T), stream))
       return e;
-  }
   if (n == 0)
     return cudaSuccess;
   // Scratch: positions, sorted ids, sorted positions, then cub's temp.
