@@ -253,11 +253,12 @@ std::string dsc::launch::openMpiHostfile(const Allocation &hosts) {
   return text;
 }
 
-/// The thread counts a user set for the ranks' BLAS and OpenMP pools: left
-/// unset, each of a host's ranks would start one thread per core.
-/// With them the restart count, when the launch has one.
+/// What every rank's environment carries from the launcher: the thread
+/// counts a user set for the ranks' BLAS and OpenMP pools (left unset, each
+/// of a host's ranks would start one thread per core), and the restart
+/// count, when the launch has one.
 static std::vector<std::pair<std::string, std::string>>
-threadEnv(const LaunchOptions &options) {
+rankEnv(const LaunchOptions &options) {
   std::vector<std::pair<std::string, std::string>> env;
   for (const char *name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
     if (const char *value = std::getenv(name))
@@ -281,7 +282,7 @@ dsc::launch::openMpiCommand(const Allocation &hosts,
   std::vector<std::pair<std::string, std::string>> env = {
       {"MASTER_ADDR", options.masterAddr},
       {"MASTER_PORT", std::to_string(options.masterPort)}};
-  for (auto &kv : threadEnv(options))
+  for (auto &kv : rankEnv(options))
     env.push_back(kv);
   for (auto &[name, value] : env) {
     cmd.push_back("-x");
@@ -309,7 +310,7 @@ dsc::launch::slurmCommand(const Allocation &hosts,
     nodes += (nodes.empty() ? "" : ",") + host.name;
   exports += ",MASTER_ADDR=" + options.masterAddr +
              ",MASTER_PORT=" + std::to_string(options.masterPort);
-  for (auto &[name, value] : threadEnv(options))
+  for (auto &[name, value] : rankEnv(options))
     exports += "," + name + "=" + value;
   std::vector<std::string> cmd = {
       "srun", "--nodes=" + std::to_string(hosts.size()),
@@ -351,7 +352,7 @@ dsc::launch::sshCommands(const Allocation &hosts, const LaunchOptions &options,
           "MASTER_ADDR=" + options.masterAddr,
           "MASTER_PORT=" + std::to_string(options.masterPort),
           "CUDA_VISIBLE_DEVICES=" + devices};
-      for (auto &[name, value] : threadEnv(options))
+      for (auto &[name, value] : rankEnv(options))
         words.push_back(name + "=" + value);
       words.insert(words.end(), options.runArgs.begin(), options.runArgs.end());
       const std::string pid = "p" + std::to_string(local);

@@ -15,6 +15,8 @@
 
 #include "Evaluation.h"
 
+#include "dsc/Runtime/Instructions.h"
+
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -46,23 +48,27 @@ void dsc::run::checkEvaluation(const RunOptions &options,
     throw Error("evaluation on held-out data (--eval-interval, "
                 "--eval-only) is not implemented for pipeline-parallel "
                 "plans yet: their stages have no forward-only schedule");
-  const rt::Program *forward = nullptr;
-  for (const rt::Program &program : plan.programs)
-    if (program.name == "forward")
-      forward = &program;
+  const rt::Program *forward = plan.findProgram("forward");
   if (!forward)
     throw Error("evaluation needs the plan's forward program, and this plan "
                 "has none (recompile it with dsc-run or dsc-opt)");
   // GPT-NeoX evaluates in eval mode (no dropout); the forward program
-  // would draw masks, so a plan with dropout cannot evaluate as NeoX does.
-  for (const rt::Instruction &inst : forward->instructions)
-    if ((inst.opcode == rt::Opcode::Dropout ||
-         inst.opcode == rt::Opcode::DropoutChunk) &&
-        !inst.floats.empty() && inst.floats.back() > 0)
+  // would draw masks (hidden dropout, and attention dropout inside the
+  // attention instruction), so a plan with dropout cannot evaluate as NeoX.
+  for (const rt::Instruction &inst : forward->instructions) {
+    const double p = inst.opcode == rt::Opcode::Dropout
+                         ? rt::ops::Dropout::decode(inst).p
+                     : inst.opcode == rt::Opcode::DropoutChunk
+                         ? rt::ops::DropoutChunk::decode(inst).p
+                     : inst.opcode == rt::Opcode::Attention
+                         ? rt::ops::Attention::decode(inst).dropout
+                         : 0.0;
+    if (p > 0)
       throw Error("evaluation of a plan with dropout is not implemented: "
                   "its forward program applies dropout, which GPT-NeoX's "
                   "evaluation turns off (set hidden_dropout and "
                   "attention_dropout to 0)");
+  }
 }
 
 int64_t dsc::run::evaluationWindow(int64_t iteration, int64_t evalInterval) {
