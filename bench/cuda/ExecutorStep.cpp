@@ -98,7 +98,8 @@ double flopsPerToken(const Plan &plan) {
   int64_t layers = 0, hidden = 0;
   if (const Program *fwd = plan.findProgram("forward"))
     for (const Instruction &inst : fwd->instructions)
-      if (inst.opcode == Opcode::Attention) {
+      if (inst.opcode == Opcode::Attention ||
+          inst.opcode == Opcode::AttentionLse) {
         ++layers;
         hidden = plan.buffers[inst.inputs[0]].shape[2];
       }

@@ -1299,6 +1299,21 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
     return cast<RankedTensorType>(v.getType()).getShape();
   };
   auto f64 = [](FloatAttr attr) { return attr.getValueAsDouble(); };
+  // dsc.attention and its gradient and fused forms share their attributes
+  // and the instructions' fields.
+  auto encodeAttention = [&](auto at, auto fields) -> LogicalResult {
+    FailureOr<int64_t> heads = headAxesMaskOf(at, at.getHeadAxesAttr());
+    if (failed(heads))
+      return failure();
+    fields.heads = at.getNumHeadsAttr().getInt();
+    fields.causal = at.getCausal();
+    fields.seed = at.getSeedAttr().getInt();
+    fields.headAxes = *heads;
+    fields.window = at.getWindow();
+    fields.dropout = f64(at.getDropoutAttr());
+    fields.encode(inst);
+    return success();
+  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case<GetParameterOp, arith::ConstantOp, StageAuxiliaryLossOp>([&](auto) {
         skip = true;
@@ -1467,19 +1482,10 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         ops::Softmax().encode(inst);
         return success();
       })
-      .Case<AttentionOp>([&](AttentionOp at) -> LogicalResult {
-        FailureOr<int64_t> heads = headAxesMaskOf(at, at.getHeadAxesAttr());
-        if (failed(heads))
-          return failure();
-        ops::Attention attention;
-        attention.heads = at.getNumHeadsAttr().getInt();
-        attention.causal = at.getCausal();
-        attention.seed = at.getSeedAttr().getInt();
-        attention.headAxes = *heads;
-        attention.window = at.getWindow();
-        attention.dropout = f64(at.getDropoutAttr());
-        attention.encode(inst);
-        return success();
+      .Case<AttentionOp>(
+          [&](AttentionOp at) { return encodeAttention(at, ops::Attention()); })
+      .Case<AttentionLseOp>([&](AttentionLseOp at) {
+        return encodeAttention(at, ops::AttentionLse());
       })
       .Case<CrossEntropyOp>([&](CrossEntropyOp op) {
         ops::CrossEntropy loss;
@@ -1677,19 +1683,11 @@ LogicalResult PlanBuilder::lowerOp(Operation &op, rt::Instruction &inst,
         ops::SoftmaxGrad().encode(inst);
         return success();
       })
-      .Case<AttentionGradOp>([&](AttentionGradOp ag) -> LogicalResult {
-        FailureOr<int64_t> heads = headAxesMaskOf(ag, ag.getHeadAxesAttr());
-        if (failed(heads))
-          return failure();
-        ops::AttentionGrad grad;
-        grad.heads = ag.getNumHeadsAttr().getInt();
-        grad.causal = ag.getCausal();
-        grad.seed = ag.getSeedAttr().getInt();
-        grad.headAxes = *heads;
-        grad.window = ag.getWindow();
-        grad.dropout = f64(ag.getDropoutAttr());
-        grad.encode(inst);
-        return success();
+      .Case<AttentionGradOp>([&](AttentionGradOp ag) {
+        return encodeAttention(ag, ops::AttentionGrad());
+      })
+      .Case<AttentionGradLseOp>([&](AttentionGradLseOp ag) {
+        return encodeAttention(ag, ops::AttentionGradLse());
       })
       .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp cg) {
         ops::CrossEntropyGrad grad;

@@ -44,6 +44,30 @@
 //   type in both fused kernels as bias_add rounds it, so the CPU results
 //   are those of the unfused ops bit for bit.
 //
+// - Attention's saved statistics: a dsc.attention_grad whose forward (a
+//   dsc.attention of the same q, k, v and attributes) comes before it in
+//   its block becomes dsc.attention_grad_lse, reading the forward's output
+//   and its rows' logsumexp, which the forward (now dsc.attention_lse)
+//   writes as it computes them, instead of computing them again:
+//
+//     %o = dsc.attention %q, %k, %v           %o, %lse = dsc.attention_lse
+//     ...                               =>        %q, %k, %v
+//     %dq, %dk, %dv = dsc.attention_grad      ...
+//         %q, %k, %v, %do                     %dq, %dk, %dv =
+//                                               dsc.attention_grad_lse
+//                                               %q, %k, %v, %do, %o, %lse
+//
+//   The latest such forward before the gradient pairs with it (under
+//   recompute, the clone the backward runs). The logsumexp is [batch,
+//   heads, seq] (f32; f64 for f64 operands), a head's sequence of floats;
+//   the output stays live from the forward to the gradient (the attention
+//   projection's backward reads it before anyway). Not fused: a forward in
+//   another block (--dsc-stage-backward's forward program, whose results
+//   its backward receives), a gradient without its forward. On CUDA the
+//   backward no longer runs the forward again; the CPU kernels keep
+//   normalizing the backward's rows themselves (bit for bit the unfused
+//   program's results).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/Dsc/IR/DscOps.h"
@@ -77,6 +101,63 @@ struct DscFusePass : mlir::dsc::impl::DscFusePassBase<DscFusePass> {
     module.walk([&](BiasAddOp add) { biasAdds.push_back(add); });
     for (BiasAddOp add : biasAdds)
       fuseBiasGelu(add);
+    SmallVector<AttentionGradOp> attentionGrads;
+    module.walk([&](AttentionGradOp grad) { attentionGrads.push_back(grad); });
+    for (AttentionGradOp grad : attentionGrads)
+      fuseAttentionStatistics(grad);
+  }
+
+  /// The attention whose gradient `grad` is: the latest dsc.attention
+  /// before it in its block with its q, k, v and attributes.
+  static AttentionOp forwardOf(AttentionGradOp grad) {
+    for (Operation *op = grad->getPrevNode(); op; op = op->getPrevNode()) {
+      auto fwd = dyn_cast<AttentionOp>(op);
+      if (fwd && fwd.getQuery() == grad.getQuery() &&
+          fwd.getKey() == grad.getKey() && fwd.getValue() == grad.getValue() &&
+          fwd.getNumHeadsAttr() == grad.getNumHeadsAttr() &&
+          fwd.getCausal() == grad.getCausal() &&
+          fwd.getDropoutAttr() == grad.getDropoutAttr() &&
+          fwd.getSeedAttr() == grad.getSeedAttr() &&
+          fwd.getHeadAxesAttr() == grad.getHeadAxesAttr() &&
+          fwd.getWindowAttr() == grad.getWindowAttr())
+        return fwd;
+    }
+    return {};
+  }
+
+  /// Attention's saved statistics: the forward writes its logsumexp, the
+  /// gradient reads it and the output (each at its op's place).
+  void fuseAttentionStatistics(AttentionGradOp grad) {
+    AttentionOp fwd = forwardOf(grad);
+    if (!fwd)
+      return;
+    RankedTensorType query = tensorOf(fwd.getQuery());
+    Type element = query.getElementType().isF64()
+                       ? Type(Float64Type::get(fwd.getContext()))
+                       : Type(Float32Type::get(fwd.getContext()));
+    auto lseType = RankedTensorType::get(
+        {query.getDimSize(0), fwd.getNumHeads(), query.getDimSize(1)}, element);
+    OpBuilder b(fwd);
+    auto forward = AttentionLseOp::create(
+        b, fwd.getLoc(), fwd.getType(), lseType, fwd.getQuery(), fwd.getKey(),
+        fwd.getValue(), fwd.getNumHeadsAttr(), fwd.getCausalAttr(),
+        fwd.getDropoutAttr(), fwd.getSeedAttr(), fwd.getHeadAxesAttr(),
+        fwd.getWindowAttr());
+    for (NamedAttribute attr : fwd->getDiscardableAttrs())
+      forward->setAttr(attr.getName(), attr.getValue());
+    fwd.replaceAllUsesWith(forward.getResult());
+    fwd.erase();
+    b.setInsertionPoint(grad);
+    auto backward = AttentionGradLseOp::create(
+        b, grad.getLoc(), grad.getResultTypes(), grad.getQuery(), grad.getKey(),
+        grad.getValue(), grad.getGrad(), forward.getResult(), forward.getLse(),
+        grad.getNumHeadsAttr(), grad.getCausalAttr(), grad.getDropoutAttr(),
+        grad.getSeedAttr(), grad.getHeadAxesAttr(), grad.getWindowAttr());
+    for (NamedAttribute attr : grad->getDiscardableAttrs())
+      backward->setAttr(attr.getName(), attr.getValue());
+    grad.replaceAllUsesWith(backward.getResults());
+    grad.erase();
+    ++numFused;
   }
 
   /// Megatron's bias_gelu: the sum's only users are one gelu and its
@@ -144,7 +225,8 @@ struct DscFusePass : mlir::dsc::impl::DscFusePassBase<DscFusePass> {
     if (!product || !product->hasOneUse() ||
         product->getBlock() != acc->getBlock())
       return;
-    auto state = symbols.lookupNearestSymbolFrom<StateOp>(acc, acc.getStateAttr());
+    auto state =
+        symbols.lookupNearestSymbolFrom<StateOp>(acc, acc.getStateAttr());
     if (!state || state.getTier() != MemoryTier::Device ||
         state.getType() != product.getType())
       return;

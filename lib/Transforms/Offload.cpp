@@ -69,6 +69,10 @@ struct DscOffloadPass
   bool prefetch{};
   int64_t zeroStage{};
   int64_t persistenceThreshold{};
+  /// --dsc-fuse runs after this pass (--dsc-compile): the device peaks it
+  /// measures are the fused programs', whose saved attention statistics
+  /// live from the forward to the backward.
+  bool fuse{};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -84,6 +88,7 @@ struct DscOffloadPass
       prefetch = plan.prefetch;
       zeroStage = plan.zeroStage;
       persistenceThreshold = plan.persistenceThreshold;
+      fuse = plan.fuse;
     }
     // The plan's tiers (its parser refuses any other): none keeps the
     // states on the device.
@@ -98,8 +103,7 @@ struct DscOffloadPass
     }
     // NVMe masters would be read twice a step; an offloaded chunk, updated
     // in place, has no copy a step behind.
-    if (dpu &&
-        (tier != MemoryTier::Host || paramsTier != MemoryTier::Device)) {
+    if (dpu && (tier != MemoryTier::Host || paramsTier != MemoryTier::Device)) {
       module.emitError("--dsc-offload: dpu=1 (the delayed parameter update) "
                        "needs optimizer=host and params=none, got optimizer=")
           << optimizer << " params=" << params;
@@ -233,6 +237,8 @@ struct DscOffloadPass
       return failure();
     OpPassManager planner(ModuleOp::getOperationName());
     // The copy carries the module's plan (prefetch included).
+    if (fuse)
+      planner.addPass(createDscFusePass());
     planner.addPass(createDscPlanMemoryPass());
     if (failed(runPipeline(planner, copy)))
       return failure();

@@ -24,6 +24,15 @@ using namespace mlir::dsc;
 
 namespace {
 
+/// The op a training program's forward part runs where a forward program
+/// runs `op`'s kind: --dsc-fuse's attention_lse is the forward program's
+/// attention that also saves its statistics for the backward.
+StringRef forwardOpName(Operation &op) {
+  if (isa<AttentionLseOp>(op))
+    return AttentionOp::getOperationName();
+  return op.getName().getStringRef();
+}
+
 /// Whether `program`'s ops begin with those of `forward` (a training
 /// program that computes its own forward).
 bool beginsWith(func::FuncOp program, func::FuncOp forward) {
@@ -32,7 +41,7 @@ bool beginsWith(func::FuncOp program, func::FuncOp forward) {
   auto ops = program.getBody().front().without_terminator();
   auto it = ops.begin();
   for (Operation &op : forward.getBody().front().without_terminator()) {
-    if (it == ops.end() || it->getName() != op.getName())
+    if (it == ops.end() || forwardOpName(*it) != forwardOpName(op))
       return false;
     ++it;
   }
@@ -56,8 +65,7 @@ struct DscPlanSummaryPass
       module.emitError("--dsc-plan-summary: microbatches must be >= 1");
       return signalPassFailure();
     }
-    auto fb =
-        lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward);
+    auto fb = lookupProgram<func::FuncOp>(module, ProgramRole::ForwardBackward);
     // `whole_parameters` is the model's size (the whole of a sharded
     // parameter); the element counts and model-state bytes are what one
     // rank stores.
@@ -212,8 +220,7 @@ struct DscPlanSummaryPass
       if (auto ranks = memory.getAs<ArrayAttr>("pipeline_ranks")) {
         auto shared = memory.getAs<DictionaryAttr>("shared");
         auto tiers = [&](DictionaryAttr dict) {
-          json.attribute("device_persistent",
-                         get(dict, "persistent_bytes"));
+          json.attribute("device_persistent", get(dict, "persistent_bytes"));
           json.attribute("device_temporary", get(dict, "temporary_bytes"));
           json.attribute("device_peak", get(dict, "arena_bytes"));
           json.attribute("host", get(dict, "host_bytes"));

@@ -141,3 +141,55 @@ func.func @bad_grad_bias(%x: tensor<8x16xf32>, %b: tensor<16xbf16>, %dy: tensor<
   %dx = dsc.bias_gelu_grad %x, %b, %dy : tensor<8x16xf32>, tensor<16xbf16>
   return %dx : tensor<8x16xf32>
 }
+
+// -----
+
+// Attention's saved statistics: the gradient pairs with the latest forward
+// of its q, k, v and attributes before it (%o2, not %o1: under recompute,
+// the backward's clone), which now writes the rows' logsumexp; the forward
+// of other attributes (%c, no causal) and a gradient without a forward
+// (%dk2's q is %k) stay; f64 operands get an f64 logsumexp.
+// CHECK-LABEL: func.func @attention
+// CHECK-NEXT: %[[O1:.*]] = dsc.attention %arg0, %arg1, %arg2 {causal, num_heads = 2 : i64} : tensor<2x8x16xf32>
+// CHECK-NEXT: %[[C:.*]] = dsc.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64} : tensor<2x8x16xf32>
+// CHECK-NEXT: %[[O2:.*]], %[[LSE:.*]] = dsc.attention_lse %arg0, %arg1, %arg2 {causal, num_heads = 2 : i64} : tensor<2x8x16xf32>, tensor<2x2x8xf32>
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = dsc.attention_grad_lse %arg0, %arg1, %arg2, %arg3, %[[O2]], %[[LSE]] {causal, num_heads = 2 : i64} : tensor<2x8x16xf32>, tensor<2x2x8xf32>
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = dsc.attention_grad %arg1, %arg1, %arg2, %arg3 {causal, num_heads = 2 : i64} : tensor<2x8x16xf32>
+// CHECK-NEXT: %[[D:.*]], %[[DLSE:.*]] = dsc.attention_lse %arg4, %arg4, %arg4 {num_heads = 1 : i64} : tensor<1x4x8xf64>, tensor<1x1x4xf64>
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = dsc.attention_grad_lse %arg4, %arg4, %arg4, %arg4, %[[D]], %[[DLSE]] {num_heads = 1 : i64} : tensor<1x4x8xf64>, tensor<1x1x4xf64>
+func.func @attention(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x16xf32>, %do: tensor<2x8x16xf32>, %x: tensor<1x4x8xf64>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<1x4x8xf64>, tensor<1x4x8xf64>) attributes {dsc.program = #dsc.program_role<forward_backward>} {
+  %o1 = dsc.attention %q, %k, %v {num_heads = 2 : i64, causal} : tensor<2x8x16xf32>
+  %c = dsc.attention %q, %k, %v {num_heads = 2 : i64} : tensor<2x8x16xf32>
+  %o2 = dsc.attention %q, %k, %v {num_heads = 2 : i64, causal} : tensor<2x8x16xf32>
+  %dq, %dk, %dv = dsc.attention_grad %q, %k, %v, %do {num_heads = 2 : i64, causal} : tensor<2x8x16xf32>
+  %dq2, %dk2, %dv2 = dsc.attention_grad %k, %k, %v, %do {num_heads = 2 : i64, causal} : tensor<2x8x16xf32>
+  %d = dsc.attention %x, %x, %x {num_heads = 1 : i64} : tensor<1x4x8xf64>
+  %dx, %dy, %dz = dsc.attention_grad %x, %x, %x, %x {num_heads = 1 : i64} : tensor<1x4x8xf64>
+  return %o1, %c, %o2, %dq, %dk2, %dv, %d, %dx : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<1x4x8xf64>, tensor<1x4x8xf64>
+}
+
+// -----
+
+// The fused attention's verifiers: the logsumexp is [batch, heads, seq] of
+// f32 (f64 for f64 operands).
+func.func @bad_lse_shape(%q: tensor<2x8x16xf32>) -> tensor<2x8x16xf32> {
+  // expected-error @+1 {{lse must be [batch, heads, seq] = [2x2x8], got [2x8x2]}}
+  %o, %lse = dsc.attention_lse %q, %q, %q {num_heads = 2 : i64} : tensor<2x8x16xf32>, tensor<2x8x2xf32>
+  return %o : tensor<2x8x16xf32>
+}
+
+// -----
+
+func.func @bad_lse_type(%q: tensor<2x8x16xbf16>, %o: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xbf16>) -> tensor<2x8x16xbf16> {
+  // expected-error @+1 {{lse must be 'f32' (the scores' logsumexp of 'bf16' operands), got 'bf16'}}
+  %dq, %dk, %dv = dsc.attention_grad_lse %q, %q, %q, %q, %o, %lse {num_heads = 2 : i64} : tensor<2x8x16xbf16>, tensor<2x2x8xbf16>
+  return %dq : tensor<2x8x16xbf16>
+}
+
+// -----
+
+func.func @bad_heads(%q: tensor<2x8x16xf32>) -> tensor<2x8x16xf32> {
+  // expected-error @+1 {{hidden size 16 is not divisible by num_heads 3}}
+  %o, %lse = dsc.attention_lse %q, %q, %q {num_heads = 3 : i64} : tensor<2x8x16xf32>, tensor<2x3x8xf32>
+  return %o : tensor<2x8x16xf32>
+}

@@ -62,6 +62,8 @@ void dsc::run::checkEvaluation(const RunOptions &options,
                          ? rt::ops::DropoutChunk::decode(inst).p
                      : inst.opcode == rt::Opcode::Attention
                          ? rt::ops::Attention::decode(inst).dropout
+                     : inst.opcode == rt::Opcode::AttentionLse
+                         ? rt::ops::AttentionLse::decode(inst).dropout
                          : 0.0;
     if (p > 0)
       throw Error("evaluation of a plan with dropout is not implemented: "

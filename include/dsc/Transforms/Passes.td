@@ -1107,6 +1107,36 @@ def DscFusePass : Pass<"dsc-fuse", "::mlir::ModuleOp"> {
     ...
     %dx = dsc.bias_gelu_grad %mm, %b, %dy : tensor<8x16xf32>, tensor<16xf32>
     ```
+
+    - Attention's saved statistics (FlashAttention-2's): a
+      `dsc.attention_grad` whose forward, a `dsc.attention` of the same q,
+      k, v and attributes, comes before it in its block (the latest one:
+      under recompute the backward's clone) becomes
+      `dsc.attention_grad_lse`, reading the forward's output and its rows'
+      logsumexp `[batch, heads, seq]` (f32; f64 for f64 operands), which
+      the forward, now `dsc.attention_lse`, writes as it computes them. The
+      backward no longer computes them again (on CUDA it ran the whole
+      forward for them). Not fused: a forward in another block (a
+      `--dsc-stage-backward` stage's forward program), a gradient without
+      its forward. The CPU kernels keep normalizing each row of the
+      backward's scores themselves (their row term is `rowsum(P ∘ dP)`, which
+      needs no output), so on the CPU the fused plan trains as the unfused
+      one bit for bit.
+
+    ```mlir
+    // Before:
+    %o = dsc.attention %q, %k, %v {num_heads = 2 : i64, causal}
+        : tensor<2x8x16xf32>
+    ...
+    %dq, %dk, %dv = dsc.attention_grad %q, %k, %v, %do
+        {num_heads = 2 : i64, causal} : tensor<2x8x16xf32>
+    // After:
+    %o, %lse = dsc.attention_lse %q, %k, %v {num_heads = 2 : i64, causal}
+        : tensor<2x8x16xf32>, tensor<2x2x8xf32>
+    ...
+    %dq, %dk, %dv = dsc.attention_grad_lse %q, %k, %v, %do, %o, %lse
+        {num_heads = 2 : i64, causal} : tensor<2x8x16xf32>, tensor<2x2x8xf32>
+    ```
   }];
   let statistics = [
     Statistic<"numFused", "fused", "Chains fused into one instruction">,

@@ -122,16 +122,32 @@ AttentionShape dsc::rt::attentionShapeOf(const Plan &plan,
                                          const Instruction &inst, uint64_t seed,
                                          const std::vector<int64_t> &coords) {
   const Buffer &q = plan.buffers[inst.inputs[0]];
-  if (inst.opcode == Opcode::AttentionGrad)
+  switch (inst.opcode) {
+  case Opcode::AttentionGrad:
     return attentionShape(ops::AttentionGrad::decode(inst), plan, q, seed,
                           coords);
-  return attentionShape(ops::Attention::decode(inst), plan, q, seed, coords);
+  case Opcode::AttentionLse:
+    return attentionShape(ops::AttentionLse::decode(inst), plan, q, seed,
+                          coords);
+  case Opcode::AttentionGradLse:
+    return attentionShape(ops::AttentionGradLse::decode(inst), plan, q, seed,
+                          coords);
+  default:
+    return attentionShape(ops::Attention::decode(inst), plan, q, seed, coords);
+  }
 }
 
 uint64_t dsc::rt::attentionSeedOf(const Instruction &inst) {
-  return inst.opcode == Opcode::AttentionGrad
-             ? uint64_t(ops::AttentionGrad::decode(inst).seed)
-             : uint64_t(ops::Attention::decode(inst).seed);
+  switch (inst.opcode) {
+  case Opcode::AttentionGrad:
+    return uint64_t(ops::AttentionGrad::decode(inst).seed);
+  case Opcode::AttentionLse:
+    return uint64_t(ops::AttentionLse::decode(inst).seed);
+  case Opcode::AttentionGradLse:
+    return uint64_t(ops::AttentionGradLse::decode(inst).seed);
+  default:
+    return uint64_t(ops::Attention::decode(inst).seed);
+  }
 }
 
 namespace {

@@ -282,7 +282,9 @@ void CpuBackend::prepare(const Plan &plan) {
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       const Instruction &inst = prog.instructions[i];
       if (inst.opcode == Opcode::Attention ||
-          inst.opcode == Opcode::AttentionGrad)
+          inst.opcode == Opcode::AttentionGrad ||
+          inst.opcode == Opcode::AttentionLse ||
+          inst.opcode == Opcode::AttentionGradLse)
         scratchElems =
             std::max(scratchElems,
                      attentionScratchSize(
@@ -556,18 +558,27 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog,
     softmaxForward(in(0), out(0), rowsOf(inB(0)), lastDim(inB(0)));
     break;
   case Opcode::Attention:
-  case Opcode::AttentionGrad: {
-    // The backward recomputes the probabilities block by block (from q, k
-    // and a recomputed logsumexp); the forward keeps nothing.
+  case Opcode::AttentionGrad:
+  case Opcode::AttentionLse:
+  case Opcode::AttentionGradLse: {
+    // The backward recomputes the probabilities block by block from q and
+    // k. AttentionLse writes the rows' logsumexp; AttentionGradLse's saved
+    // output and logsumexp go unread here: the CPU kernel's row term is
+    // rowsum(P * dP), and it keeps normalizing each row itself, so that the
+    // fused plan trains as the unfused one bit for bit (the saved logsumexp
+    // would spare one pass over a row's scores, a few percent of the
+    // backward; CUDA, which ran the whole forward again, reads both).
     AttentionShape s = attentionShapeOf(
         thePlan, inst, ex.dropoutSeed(attentionSeedOf(inst)), coords);
     int64_t workSize = int64_t(scratchSize / sizeof(T));
-    bool ok = inst.opcode == Opcode::Attention
-                  ? attentionForward<T>(in(0), in(1), in(2), out(0), nullptr,
-                                        scr, workSize, s)
-                  : attentionBackward<T>(in(0), in(1), in(2), nullptr, in(3),
-                                         out(0), out(1), out(2), scr, workSize,
-                                         s, AccumulateMask(0));
+    const bool forward =
+        inst.opcode == Opcode::Attention || inst.opcode == Opcode::AttentionLse;
+    T *lse = inst.opcode == Opcode::AttentionLse ? out(1) : nullptr;
+    bool ok = forward ? attentionForward<T>(in(0), in(1), in(2), out(0), lse,
+                                            scr, workSize, s)
+                      : attentionBackward<T>(in(0), in(1), in(2), nullptr,
+                                             in(3), out(0), out(1), out(2), scr,
+                                             workSize, s, AccumulateMask(0));
     if (!ok)
       fail("attention scratch of " + std::to_string(workSize) +
            " elements is too small");

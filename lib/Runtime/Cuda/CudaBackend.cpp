@@ -244,7 +244,9 @@ void CudaBackend::prepare(const Plan &plan) {
         break;
       }
       if ((inst.opcode == Opcode::Attention ||
-           inst.opcode == Opcode::AttentionGrad) &&
+           inst.opcode == Opcode::AttentionGrad ||
+           inst.opcode == Opcode::AttentionLse ||
+           inst.opcode == Opcode::AttentionGradLse) &&
           !cuda::attentionSupported(attentionShapeOf(
               plan, inst, 0, std::vector<int64_t>(plan.mesh.size(), 0))))
         fail("the CUDA attention kernels take head dims 16, 32, 64 and 128");

@@ -235,12 +235,24 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
                                   lastDim(inB(0)), stream));
     break;
   case Opcode::Attention:
-  case Opcode::AttentionGrad: {
+  case Opcode::AttentionGrad:
+  case Opcode::AttentionLse:
+  case Opcode::AttentionGradLse: {
     AttentionShape s = attentionShapeOf(plan, inst, ex.dropoutSeed(attentionSeedOf(inst)),
                                         ex.meshCoordinates());
+    // With the forward's output and logsumexp saved (the *Lse pair) the
+    // backward takes its row terms from them instead of running the
+    // forward again.
     if (inst.opcode == Opcode::Attention)
       launched(cuda::attentionForward(in(0), in(1), in(2), out(0), nullptr, s,
                                       stream));
+    else if (inst.opcode == Opcode::AttentionLse)
+      launched(cuda::attentionForward(in(0), in(1), in(2), out(0), outF(1), s,
+                                      stream));
+    else if (inst.opcode == Opcode::AttentionGradLse)
+      launched(cuda::attentionBackward(in(0), in(1), in(2), inF(5), in(3),
+                                       out(0), out(1), out(2), s,
+                                       AccumulateMask(0), stream, in(4)));
     else
       launched(cuda::attentionBackward(in(0), in(1), in(2), nullptr, in(3),
                                        out(0), out(1), out(2), s,

@@ -199,6 +199,9 @@ private:
     return v;
   }
   void attentionShapes(size_t numIn, size_t numOut);
+  /// The logsumexp of AttentionLse / AttentionGradLse: [batch, heads, seq]
+  /// of q's batch and sequence, f32 (f64 for f64 q).
+  void lseShape(const Buffer &lse, const std::string &name);
   /// ": output 1 is buffer 7, input 1 is buffer 9" (AllReduce's message).
   std::string firstDifference() const {
     for (size_t i = 0; i < std::min(inst.inputs.size(), inst.outputs.size());

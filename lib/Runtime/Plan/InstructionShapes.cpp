@@ -39,6 +39,19 @@ void InstructionChecker::attentionShapes(size_t numIn, size_t numOut) {
     fail("a sliding window needs a causal attention");
 }
 
+void InstructionChecker::lseShape(const Buffer &lse, const std::string &name) {
+  const Buffer &q = in(0);
+  const int64_t heads = intAt("heads", 1, INT64_MAX);
+  if (lse.shape != std::vector<int64_t>{q.shape[0], heads, q.shape[1]})
+    fail(name + " must be [batch, heads, seq] = [" +
+         std::to_string(q.shape[0]) + ", " + std::to_string(heads) + ", " +
+         std::to_string(q.shape[1]) + "]");
+  const DType want = q.dtype == DType::F64 ? DType::F64 : DType::F32;
+  if (lse.dtype != want)
+    fail(name + " must be " + dtypeName(want) + " (the scores' sums of " +
+         dtypeName(q.dtype) + " q), got " + dtypeName(lse.dtype));
+}
+
 void InstructionChecker::sliceShapes(const Buffer &whole,
                                      const std::string &wholeName,
                                      const Buffer &part,
@@ -219,6 +232,14 @@ void InstructionChecker::shapes() {
     break;
   case Opcode::AttentionGrad:
     attentionShapes(4, 3);
+    break;
+  case Opcode::AttentionLse:
+    attentionShapes(3, 1);
+    lseShape(out(1), outName(1));
+    break;
+  case Opcode::AttentionGradLse:
+    attentionShapes(5, 3);
+    lseShape(in(5), inName(5));
     break;
   case Opcode::CrossEntropy:
   case Opcode::CrossEntropyGrad:

@@ -87,7 +87,8 @@ OpCost MatmulAccumulateOp::getCost() {
   cost.bytesRead += bytes;
   cost.bytesWritten += bytes;
   cost.matmulFlops =
-      2 * elements * lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
+      2 * elements *
+      lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
   return cost;
 }
 
@@ -117,18 +118,27 @@ OpCost SoftmaxOp::getCost() {
   return streamingCost(*this, kSoftmaxFlopsPerElement);
 }
 
-OpCost AttentionOp::getCost() {
-  auto query = cast<RankedTensorType>(getQuery().getType());
+/// q·kᵀ and p·v, each 2·B·S²·H over all heads; scale, softmax (and
+/// dropout) over the B·heads·S·S score matrix.
+static OpCost attentionCost(Operation *op, Value queryValue, int64_t heads,
+                            bool dropout) {
+  auto query = cast<RankedTensorType>(queryValue.getType());
   int64_t batch = query.getDimSize(0), seq = query.getDimSize(1);
-  int64_t hidden = query.getDimSize(2), heads = getNumHeads();
-  OpCost cost = streamingCost(*this, 0);
-  // q·kᵀ and p·v, each 2·B·S²·H over all heads.
+  int64_t hidden = query.getDimSize(2);
+  OpCost cost = streamingCost(op, 0);
   cost.matmulFlops = 4 * batch * seq * seq * hidden;
-  // Scale, softmax (and dropout) over the B·heads·S·S score matrix.
   int64_t scores = batch * heads * seq * seq;
-  cost.vectorFlops =
-      scores * (1 + kSoftmaxFlopsPerElement + (getDropout().isZero() ? 0 : 2));
+  cost.vectorFlops = scores * (1 + kSoftmaxFlopsPerElement + (dropout ? 2 : 0));
   return cost;
+}
+
+OpCost AttentionOp::getCost() {
+  return attentionCost(*this, getQuery(), getNumHeads(),
+                       !getDropout().isZero());
+}
+OpCost AttentionLseOp::getCost() {
+  return attentionCost(*this, getQuery(), getNumHeads(),
+                       !getDropout().isZero());
 }
 
 OpCost CrossEntropyOp::getCost() {
@@ -169,9 +179,9 @@ static OpCost streamingCostWithFlops(Operation *op, int64_t vectorFlops) {
 // slot, one normalization divide; the backward the softmax's Jacobian
 // product (4 an element) on top of recomputing it.
 OpCost MoeRouteOp::getCost() {
-  return streamingCostWithFlops(*this, numElements(getLogits()) *
-                                               (5 + getTopK()) +
-                                           numElements(getGates()));
+  return streamingCostWithFlops(*this,
+                                numElements(getLogits()) * (5 + getTopK()) +
+                                    numElements(getGates()));
 }
 OpCost MoeRouteGradOp::getCost() {
   return streamingCostWithFlops(*this,
@@ -180,12 +190,12 @@ OpCost MoeRouteGradOp::getCost() {
 // Dispatch and combine move rows (a multiply per element when weighted,
 // an add too when combining).
 OpCost MoeDispatchOp::getCost() {
-  return streamingCostWithFlops(
-      *this, getGates() ? numElements(getResult()) : 0);
+  return streamingCostWithFlops(*this,
+                                getGates() ? numElements(getResult()) : 0);
 }
 OpCost MoeCombineOp::getCost() {
-  return streamingCostWithFlops(*this, (getGates() ? 2 : 1) *
-                                           numElements(getInput()));
+  return streamingCostWithFlops(*this,
+                                (getGates() ? 2 : 1) * numElements(getInput()));
 }
 OpCost MoeGatesGradOp::getCost() {
   return streamingCostWithFlops(*this, 2 * numElements(getInput()));

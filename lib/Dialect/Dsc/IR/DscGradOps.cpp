@@ -190,6 +190,20 @@ LogicalResult BiasGeluGradOp::verify() {
   return verifyBiasOfLastDim(*this, getInput(), getBias());
 }
 
+LogicalResult AttentionLseOp::verify() {
+  return verifyAttention(*this, tensorOf(getQuery()),
+                         getNumHeadsAttr().getInt(),
+                         getDropout().convertToDouble(), getWindow(),
+                         getCausal(), tensorOf(getLse()));
+}
+
+LogicalResult AttentionGradLseOp::verify() {
+  return verifyAttention(*this, tensorOf(getQuery()),
+                         getNumHeadsAttr().getInt(),
+                         getDropout().convertToDouble(), getWindow(),
+                         getCausal(), tensorOf(getLse()));
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   RankedTensorType logits = tensorOf(getLogits());
   if (logits.getRank() < 2 ||
@@ -236,15 +250,23 @@ OpCost SoftmaxGradOp::getCost() { return streamingCost(*this, 4); }
 OpCost CrossEntropyGradOp::getCost() { return streamingCost(*this, 6); }
 OpCost SliceGradOp::getCost() { return streamingCost(*this, 0); }
 
-OpCost AttentionGradOp::getCost() {
-  RankedTensorType query = tensorOf(getQuery());
+/// dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q: twice the forward's two
+/// products. (Recomputing P from the logsumexp adds q·kᵀ again; that is
+/// hardware work, not model FLOPs, with or without a saved logsumexp.)
+static OpCost attentionGradCost(Operation *op, Value queryValue,
+                                int64_t heads) {
+  RankedTensorType query = tensorOf(queryValue);
   int64_t batch = query.getDimSize(0), seq = query.getDimSize(1);
   int64_t hidden = query.getDimSize(2);
-  OpCost cost = streamingCost(*this, 0);
-  // dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q: twice the forward's two
-  // products. (Recomputing P from the logsumexp adds q·kᵀ again; that is
-  // hardware work, not model FLOPs.)
+  OpCost cost = streamingCost(op, 0);
   cost.matmulFlops = 8 * batch * seq * seq * hidden;
-  cost.vectorFlops = 6 * batch * getNumHeadsAttr().getInt() * seq * seq;
+  cost.vectorFlops = 6 * batch * heads * seq * seq;
   return cost;
+}
+
+OpCost AttentionGradOp::getCost() {
+  return attentionGradCost(*this, getQuery(), getNumHeadsAttr().getInt());
+}
+OpCost AttentionGradLseOp::getCost() {
+  return attentionGradCost(*this, getQuery(), getNumHeadsAttr().getInt());
 }

@@ -26,7 +26,6 @@ std::string mlir::dsc::formatShape(ArrayRef<int64_t> shape) {
   return text;
 }
 
-
 /// Checks that `result` has `expected` shape and `elementType`.
 static LogicalResult verifyResult(Operation *op, RankedTensorType result,
                                   ArrayRef<int64_t> expected, Type elementType,
@@ -176,11 +175,9 @@ LogicalResult PositionEmbeddingOp::verify() {
 /// The product's shape (batch + [M, N]) of `op`'s operands and flags, or
 /// an error on `op` naming what does not fit (dsc.matmul and
 /// dsc.matmul_accumulate alike).
-FailureOr<SmallVector<int64_t>> mlir::dsc::matmulShape(Operation *op,
-                                                      Value lhsValue,
-                                                      Value rhsValue,
-                                                      bool transposeLhs,
-                                                      bool transposeRhs) {
+FailureOr<SmallVector<int64_t>>
+mlir::dsc::matmulShape(Operation *op, Value lhsValue, Value rhsValue,
+                       bool transposeLhs, bool transposeRhs) {
   RankedTensorType lhs = tensorOf(lhsValue), rhs = tensorOf(rhsValue);
   int64_t lhsRank = lhs.getRank(), rhsRank = rhs.getRank();
   if (lhsRank < 2)
@@ -210,9 +207,8 @@ FailureOr<SmallVector<int64_t>> mlir::dsc::matmulShape(Operation *op,
 }
 
 LogicalResult MatmulOp::verify() {
-  FailureOr<SmallVector<int64_t>> expected =
-      matmulShape(*this, getLhs(), getRhs(), getTransposeLhs(),
-                  getTransposeRhs());
+  FailureOr<SmallVector<int64_t>> expected = matmulShape(
+      *this, getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
   if (failed(expected))
     return failure();
   return verifyResult(*this, tensorOf(getResult()), *expected,
@@ -232,9 +228,8 @@ LogicalResult BiasAddOp::verify() {
 
 /// A normalization over the last dimension: a positive epsilon, an input
 /// of rank >= 1, and each of `vectors` (gamma, beta) of the last dim's size.
-static LogicalResult
-verifyNorm(Operation *op, Value input, APFloat epsilon,
-           ArrayRef<std::pair<StringRef, Value>> vectors) {
+static LogicalResult verifyNorm(Operation *op, Value input, APFloat epsilon,
+                                ArrayRef<std::pair<StringRef, Value>> vectors) {
   RankedTensorType type = tensorOf(input);
   if (!(epsilon.convertToDouble() > 0.0))
     return op->emitOpError("epsilon must be > 0, got ")
@@ -272,8 +267,7 @@ LogicalResult RotaryOp::verify() {
     return emitOpError("rotary_dims must be even and in [2, head_dim = ")
            << headDim << "], got " << rotary;
   if (!(getBase().convertToDouble() > 1.0))
-    return emitOpError("base must be > 1, got ")
-           << getBase().convertToDouble();
+    return emitOpError("base must be > 1, got ") << getBase().convertToDouble();
   return success();
 }
 
@@ -313,8 +307,7 @@ static LogicalResult verifyHeadRepeat(Operation *op, RankedTensorType narrow,
 }
 
 LogicalResult SwigluOp::verify() {
-  return verifySwigluHalves(*this, tensorOf(getInput()),
-                            tensorOf(getResult()));
+  return verifySwigluHalves(*this, tensorOf(getInput()), tensorOf(getResult()));
 }
 LogicalResult SwigluGradOp::verify() {
   return verifySwigluHalves(*this, tensorOf(getInput()), tensorOf(getGrad()));
@@ -328,25 +321,45 @@ LogicalResult RepeatHeadsGradOp::verify() {
                           getHeadDim(), getRepeats());
 }
 
-LogicalResult AttentionOp::verify() {
-  RankedTensorType query = tensorOf(getQuery());
+LogicalResult mlir::dsc::verifyAttention(Operation *op, RankedTensorType query,
+                                         int64_t heads, double dropout,
+                                         int64_t window, bool causal,
+                                         RankedTensorType lse) {
   if (query.getRank() != 3)
-    return emitOpError("query must be a rank-3 [batch, seq, hidden] tensor, "
-                       "got [")
+    return op->emitOpError("query must be a rank-3 [batch, seq, hidden] "
+                           "tensor, got [")
            << formatShape(query.getShape()) << "]";
-  int64_t heads = getNumHeadsAttr().getInt();
   if (heads <= 0)
-    return emitOpError("num_heads must be >= 1, got ") << heads;
+    return op->emitOpError("num_heads must be >= 1, got ") << heads;
   if (query.getDimSize(2) % heads != 0)
-    return emitOpError("hidden size ")
+    return op->emitOpError("hidden size ")
            << query.getDimSize(2) << " is not divisible by num_heads " << heads;
-  double p = getDropout().convertToDouble();
-  if (!(p >= 0.0 && p < 1.0))
-    return emitOpError("attention dropout must be in [0, 1), got ") << p;
-  if (getWindow() < 0 || (getWindow() > 0 && !getCausal()))
-    return emitOpError("a sliding window must be >= 1 and causal, got ")
-           << getWindow() << (getCausal() ? "" : " without causal");
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    return op->emitOpError("attention dropout must be in [0, 1), got ")
+           << dropout;
+  if (window < 0 || (window > 0 && !causal))
+    return op->emitOpError("a sliding window must be >= 1 and causal, got ")
+           << window << (causal ? "" : " without causal");
+  if (!lse)
+    return success();
+  SmallVector<int64_t> want = {query.getDimSize(0), heads, query.getDimSize(1)};
+  if (lse.getShape() != ArrayRef<int64_t>(want))
+    return op->emitOpError("lse must be [batch, heads, seq] = [")
+           << formatShape(want) << "], got " << shapeOf(lse);
+  Type element = query.getElementType().isF64()
+                     ? Type(Float64Type::get(op->getContext()))
+                     : Type(Float32Type::get(op->getContext()));
+  if (lse.getElementType() != element)
+    return op->emitOpError("lse must be ")
+           << element << " (the scores' logsumexp of " << query.getElementType()
+           << " operands), got " << lse.getElementType();
   return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(
+      *this, tensorOf(getQuery()), getNumHeadsAttr().getInt(),
+      getDropout().convertToDouble(), getWindow(), getCausal());
 }
 
 LogicalResult CrossEntropyOp::verify() {

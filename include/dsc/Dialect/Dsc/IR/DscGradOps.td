@@ -359,6 +359,72 @@ def Dsc_AttentionGradOp : Dsc_ComputeOp<"attention_grad",
   }];
 }
 
+def Dsc_AttentionLseOp : Dsc_ComputeOp<"attention_lse",
+    [AllTypesMatch<["query", "key", "value", "result"]>]> {
+  let summary = "Attention that saves its rows' logsumexp for the backward "
+                "(fused)";
+  let description = [{
+    `dsc.attention`, and `lse[b, h, i]`, the logsumexp of query row `i`'s
+    scaled, masked scores in head `h` (f32; f64 for f64 operands), which the
+    forward computes anyway. `--dsc-fuse` makes it from a `dsc.attention`
+    whose gradient `dsc.attention_grad` is in the same block, which becomes
+    `dsc.attention_grad_lse` reading `lse` and the output instead of
+    computing them again (FlashAttention-2 saves the same statistics).
+
+    ```mlir
+    %o, %lse = dsc.attention_lse %q, %k, %v {num_heads = 4 : i64, causal}
+        : tensor<2x8x64xf32>, tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$query, Dsc_FloatTensor:$key,
+                       Dsc_FloatTensor:$value, I64Attr:$num_heads,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<StrArrayAttr>:$head_axes,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:` type($result) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dsc_AttentionGradLseOp : Dsc_ComputeOp<"attention_grad_lse",
+    [AllTypesMatch<["query", "key", "value", "grad", "output", "query_grad",
+                    "key_grad", "value_grad"]>]> {
+  let summary = "Gradients of attention from its saved output and logsumexp "
+                "(fused)";
+  let description = [{
+    `dsc.attention_grad`, reading the forward's `output` and `lse`
+    (`dsc.attention_lse`'s results) instead of computing them again: the
+    probabilities are `exp(s - lse)` block by block, and the softmax
+    backward's row terms `D_i = dO_i · o_i` come from the output where a
+    kernel wants them (the CPU's take `rowsum(P ∘ dP)`, equal in exact
+    arithmetic). Attributes are the forward's.
+
+    ```mlir
+    %dq, %dk, %dv = dsc.attention_grad_lse %q, %k, %v, %dout, %o, %lse
+        {num_heads = 4 : i64, causal} : tensor<2x8x64xf32>, tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$query, Dsc_FloatTensor:$key,
+                       Dsc_FloatTensor:$value, Dsc_FloatTensor:$grad,
+                       Dsc_FloatTensor:$output, Dsc_FloatTensor:$lse,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<StrArrayAttr>:$head_axes,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs Dsc_FloatTensor:$query_grad, Dsc_FloatTensor:$key_grad,
+                      Dsc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad `,` $output `,` $lse attr-dict `:`
+    type($query) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dsc_CrossEntropyGradOp : Dsc_ComputeOp<"cross_entropy_grad",
     [AllTypesMatch<["logits", "result"]>]> {
   let summary = "Gradient of the mean cross-entropy with respect to logits";

@@ -54,6 +54,15 @@ FailureOr<SmallVector<int64_t>> matmulShape(Operation *op, Value lhs, Value rhs,
 LogicalResult verifyClassCount(Operation *op, int64_t classes, int64_t columns,
                                StringRef whose);
 
+/// What dsc.attention and its fused forms require of their query and
+/// attributes (rank-3 [batch, seq, hidden], heads dividing hidden, dropout
+/// in [0, 1), a window only when causal), and of a saved logsumexp `lse`
+/// when non-null ([batch, heads, seq], f32; f64 for f64 operands): an error
+/// on `op` naming what does not hold.
+LogicalResult verifyAttention(Operation *op, RankedTensorType query,
+                              int64_t heads, double dropout, int64_t window,
+                              bool causal, RankedTensorType lse = {});
+
 /// The module's mesh, which must have axis `axis` of size `size`, or, when
 /// the module has none, a new one-axis mesh @mesh; an error naming `pass`
 /// and the axis otherwise.
