@@ -1339,6 +1339,51 @@ TEST_F(CudaKernel, GradNormAndClip) {
   EXPECT_FALSE(std::isfinite(got));
   cudaFree(dSum);
 }
+
+// The multi-tensor launches (one grid over every buffer's blocks) with
+// empty buffers first, between and last, a buffer of exactly one block and
+// one of 148 small ones, as GPT-2's optimizer has: the sum and the clip of
+// each buffer as the host computes them.
+TEST_F(CudaKernel, GradNormAndClipManyBuffersWithEmptyOnes) {
+  std::vector<int64_t> sizes = {0, 768, 0, 4096, 1};
+  for (int i = 0; i < 148; ++i)
+    sizes.push_back(i % 3 == 0 ? 768 : 3 + i);
+  sizes.push_back(70000);
+  sizes.push_back(0);
+  const int count = int(sizes.size());
+  std::vector<std::vector<float>> bufs;
+  std::vector<const float *> hostPtrs;
+  std::vector<std::unique_ptr<Dev<float>>> devs;
+  std::vector<float *> devPtrs;
+  for (int b = 0; b < count; ++b) {
+    bufs.push_back(randn(sizes[size_t(b)], 100 + b));
+    hostPtrs.push_back(bufs.back().data());
+  }
+  for (auto &b : bufs) {
+    devs.push_back(std::make_unique<Dev<float>>(b));
+    devPtrs.push_back(devs.back()->get());
+  }
+  const double want = sumOfSquares(hostPtrs.data(), sizes.data(), count);
+  double *dSum = nullptr;
+  CUDA_OK(cudaMalloc((void **)&dSum, sizeof(double)));
+  CUDA_OK(cu::sumOfSquares<float>(devPtrs.data(), sizes.data(), count, dSum,
+                                  stream));
+  double got = 0;
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(&got, dSum, sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(got, want, 1e-12 * want);
+  const double maxNorm = 2.0, coef = clipScale(std::sqrt(want), maxNorm);
+  ASSERT_LT(coef, 1.0);
+  CUDA_OK(cu::clipGradients<float>(devPtrs.data(), sizes.data(), count, dSum,
+                                   1.0, maxNorm, stream));
+  for (int b = 0; b < count; ++b) {
+    std::vector<float> w = bufs[size_t(b)];
+    for (float &x : w)
+      x = float(x * float(coef));
+    EXPECT_EQ(relNorm(devs[size_t(b)]->download(), w), 0.0) << b;
+  }
+  cudaFree(dSum);
+}
 } // namespace
 
 int main(int argc, char **argv) {

@@ -12,6 +12,7 @@
 #include "CudaSupport.cuh"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 using namespace dsc::rt;
@@ -99,6 +100,102 @@ __global__ void squaresKernel(const T *x, int64_t n, double *partial) {
     partial[blockIdx.x] = s;
 }
 
+/// Several buffers as one launch: tensor t's blocks of kNormBlock elements
+/// are blocks firstBlock[t] .. firstBlock[t + 1] - 1 of the grid (a
+/// multi-tensor apply, as apex's): one launch instead of one a tensor, the
+/// launches' overhead being most of a small tensor's time.
+template <typename T> struct BlockTable {
+  T *const *ptrs;
+  const int64_t *sizes;
+  const int64_t *firstBlock; // count + 1 entries
+  int count;
+
+  /// The tensor holding grid block b: the last t with firstBlock[t] <= b
+  /// (an empty tensor's first block is the next one's).
+  __device__ __forceinline__ int tensorOf(int64_t b) const {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (firstBlock[mid] <= b)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
+  }
+};
+
+/// squaresKernel over every buffer of `table` in one launch: partial[b] is
+/// the same block's sum as the per-buffer launches write.
+template <typename T>
+__global__ void squaresMultiKernel(BlockTable<const T> table, double *partial) {
+  const int t = table.tensorOf(blockIdx.x);
+  const int64_t base = (int64_t(blockIdx.x) - table.firstBlock[t]) * kNormBlock;
+  const int64_t end = min(table.sizes[t], base + kNormBlock);
+  const T *x = table.ptrs[t];
+  double s = 0;
+  for (int64_t i = base + threadIdx.x; i < end; i += blockDim.x) {
+    double d = double(toF(x[i]));
+    s += d * d;
+  }
+  s = blockSumD(s);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = s;
+}
+
+/// clipKernel over every buffer of `table` in one launch.
+template <typename T>
+__global__ void clipMultiKernel(BlockTable<T> table, const double *sumSq,
+                                double normScale, double maxNorm) {
+  const double norm = sqrt(*sumSq) * normScale;
+  if (!isfinite(norm))
+    return;
+  const double coef = maxNorm / (norm + 1e-6);
+  if (coef >= 1.0)
+    return;
+  const float c = float(coef);
+  const int t = table.tensorOf(blockIdx.x);
+  const int64_t base = (int64_t(blockIdx.x) - table.firstBlock[t]) * kNormBlock;
+  const int64_t end = min(table.sizes[t], base + kNormBlock);
+  T *x = table.ptrs[t];
+  for (int64_t i = base + threadIdx.x; i < end; i += blockDim.x)
+    x[i] = fromF<T>(toF(x[i]) * c);
+}
+
+/// The device copy of a BlockTable of `count` host buffers, in one
+/// stream-ordered allocation the caller frees with cudaFreeAsync (the host
+/// arrays may go once this returns: a pageable copy is staged before the
+/// call returns). Sets `blocks` to the grid's size.
+template <typename T>
+cudaError_t uploadTable(T *const *hostBuffers, const int64_t *hostSizes,
+                        int count, cudaStream_t stream, BlockTable<T> &table,
+                        void *&storage, int64_t &blocks) {
+  std::vector<int64_t> words(size_t(3 * count + 1));
+  int64_t *sizes = words.data() + count, *first = sizes + count;
+  blocks = 0;
+  for (int b = 0; b < count; ++b) {
+    std::memcpy(&words[size_t(b)], &hostBuffers[b], sizeof(int64_t));
+    sizes[b] = hostSizes[b];
+    first[b] = blocks;
+    blocks += (hostSizes[b] + kNormBlock - 1) / kNormBlock;
+  }
+  first[count] = blocks;
+  storage = nullptr;
+  if (cudaError_t e =
+          cudaMallocAsync(&storage, words.size() * sizeof(int64_t), stream))
+    return e;
+  if (cudaError_t e =
+          cudaMemcpyAsync(storage, words.data(), words.size() * sizeof(int64_t),
+                          cudaMemcpyHostToDevice, stream))
+    return e;
+  auto *dev = static_cast<int64_t *>(storage);
+  table.ptrs = reinterpret_cast<T *const *>(dev);
+  table.sizes = dev + count;
+  table.firstBlock = dev + 2 * count;
+  table.count = count;
+  return cudaSuccess;
+}
+
 /// One block adds all partials (strided per thread, then the tree): the
 /// order depends only on the count.
 __global__ void sumPartialsKernel(const double *partial, int64_t count,
@@ -180,17 +277,28 @@ cudaError_t dsc::rt::cuda::sumOfSquares(const T *const *hostBuffers,
   if (cudaError_t e =
           cudaMallocAsync((void **)&partial, blocks * sizeof(double), stream))
     return e;
-  int64_t at = 0;
-  for (int b = 0; b < count; ++b) {
-    const int64_t nb = (hostSizes[b] + kNormBlock - 1) / kNormBlock;
-    if (nb)
-      squaresKernel<<<unsigned(nb), kThreads, 0, stream>>>(
-          hostBuffers[b], hostSizes[b], partial + at);
-    at += nb;
+  cudaError_t launch = cudaSuccess;
+  void *storage = nullptr;
+  if (count == 1) {
+    squaresKernel<<<unsigned(blocks), kThreads, 0, stream>>>(
+        hostBuffers[0], hostSizes[0], partial);
+  } else {
+    // Every buffer's blocks in one launch; the partials land where the
+    // per-buffer launches put them, so the sum is the same bits.
+    BlockTable<const T> table{};
+    launch = uploadTable(hostBuffers, hostSizes, count, stream, table, storage,
+                         blocks);
+    if (!launch)
+      squaresMultiKernel<<<unsigned(blocks), kThreads, 0, stream>>>(table,
+                                                                    partial);
   }
-  sumPartialsKernel<<<1, 1024, 0, stream>>>(partial, blocks, out);
-  cudaError_t launch = cudaGetLastError();
+  if (!launch) {
+    sumPartialsKernel<<<1, 1024, 0, stream>>>(partial, blocks, out);
+    launch = cudaGetLastError();
+  }
   cudaError_t freed = cudaFreeAsync(partial, stream);
+  if (storage && !freed)
+    freed = cudaFreeAsync(storage, stream);
   return launch ? launch : freed;
 }
 
@@ -199,11 +307,26 @@ cudaError_t dsc::rt::cuda::clipGradients(T *const *hostBuffers,
                                          const int64_t *hostSizes, int count,
                                          const double *sumSq, double normScale,
                                          double maxNorm, cudaStream_t stream) {
-  for (int b = 0; b < count; ++b)
-    if (hostSizes[b])
-      clipKernel<<<gridFor(hostSizes[b], kThreads), kThreads, 0, stream>>>(
-          hostBuffers[b], hostSizes[b], sumSq, normScale, maxNorm);
-  return cudaGetLastError();
+  if (count == 1) {
+    if (hostSizes[0])
+      clipKernel<<<gridFor(hostSizes[0], kThreads), kThreads, 0, stream>>>(
+          hostBuffers[0], hostSizes[0], sumSq, normScale, maxNorm);
+    return cudaGetLastError();
+  }
+  // Every buffer in one launch (most steps clip nothing: each block reads
+  // the factor and returns).
+  BlockTable<T> table{};
+  void *storage = nullptr;
+  int64_t blocks = 0;
+  cudaError_t launch = uploadTable(hostBuffers, hostSizes, count, stream, table,
+                                   storage, blocks);
+  if (!launch && blocks > 0) {
+    clipMultiKernel<<<unsigned(blocks), kThreads, 0, stream>>>(
+        table, sumSq, normScale, maxNorm);
+    launch = cudaGetLastError();
+  }
+  cudaError_t freed = storage ? cudaFreeAsync(storage, stream) : cudaSuccess;
+  return launch ? launch : freed;
 }
 
 #define INSTANTIATE_ADAMW(G, L)                                                \
