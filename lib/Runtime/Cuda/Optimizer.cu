@@ -84,12 +84,10 @@ __device__ double blockSumD(double v) {
   return warpSumD(r);
 }
 
-/// partial[b] = sum of squares of elements [b*4096, (b+1)*4096) of one
-/// buffer, in double.
+/// *partial = the block's sum of squares of x[base, end), in double.
 template <typename T>
-__global__ void squaresKernel(const T *x, int64_t n, double *partial) {
-  const int64_t base = int64_t(blockIdx.x) * kNormBlock;
-  const int64_t end = min(n, base + kNormBlock);
+__device__ void squaresOfRange(const T *x, int64_t base, int64_t end,
+                               double *partial) {
   double s = 0;
   for (int64_t i = base + threadIdx.x; i < end; i += blockDim.x) {
     double d = double(toF(x[i]));
@@ -97,7 +95,30 @@ __global__ void squaresKernel(const T *x, int64_t n, double *partial) {
   }
   s = blockSumD(s);
   if (threadIdx.x == 0)
-    partial[blockIdx.x] = s;
+    *partial = s;
+}
+
+/// partial[b] = sum of squares of elements [b*4096, (b+1)*4096) of one
+/// buffer, in double.
+template <typename T>
+__global__ void squaresKernel(const T *x, int64_t n, double *partial) {
+  const int64_t base = int64_t(blockIdx.x) * kNormBlock;
+  squaresOfRange(x, base, min(n, base + kNormBlock), partial + blockIdx.x);
+}
+
+/// The clip factor clipScale(sqrt(*sumSq) * normScale, maxNorm) as a float
+/// in `c`, computed per thread from the device scalar so the host never
+/// waits for the norm; false when nothing is to scale (a norm within
+/// maxNorm, or not finite: the loss scaler's overflow, which skips the
+/// step).
+__device__ __forceinline__ bool
+clipFactor(const double *sumSq, double normScale, double maxNorm, float &c) {
+  const double norm = sqrt(*sumSq) * normScale;
+  if (!isfinite(norm))
+    return false;
+  const double coef = maxNorm / (norm + 1e-6);
+  c = float(coef);
+  return coef < 1.0;
 }
 
 /// Several buffers as one launch: tensor t's blocks of kNormBlock elements
@@ -131,29 +152,17 @@ template <typename T>
 __global__ void squaresMultiKernel(BlockTable<const T> table, double *partial) {
   const int t = table.tensorOf(blockIdx.x);
   const int64_t base = (int64_t(blockIdx.x) - table.firstBlock[t]) * kNormBlock;
-  const int64_t end = min(table.sizes[t], base + kNormBlock);
-  const T *x = table.ptrs[t];
-  double s = 0;
-  for (int64_t i = base + threadIdx.x; i < end; i += blockDim.x) {
-    double d = double(toF(x[i]));
-    s += d * d;
-  }
-  s = blockSumD(s);
-  if (threadIdx.x == 0)
-    partial[blockIdx.x] = s;
+  squaresOfRange(table.ptrs[t], base, min(table.sizes[t], base + kNormBlock),
+                 partial + blockIdx.x);
 }
 
 /// clipKernel over every buffer of `table` in one launch.
 template <typename T>
 __global__ void clipMultiKernel(BlockTable<T> table, const double *sumSq,
                                 double normScale, double maxNorm) {
-  const double norm = sqrt(*sumSq) * normScale;
-  if (!isfinite(norm))
+  float c;
+  if (!clipFactor(sumSq, normScale, maxNorm, c))
     return;
-  const double coef = maxNorm / (norm + 1e-6);
-  if (coef >= 1.0)
-    return;
-  const float c = float(coef);
   const int t = table.tensorOf(blockIdx.x);
   const int64_t base = (int64_t(blockIdx.x) - table.firstBlock[t]) * kNormBlock;
   const int64_t end = min(table.sizes[t], base + kNormBlock);
@@ -208,18 +217,13 @@ __global__ void sumPartialsKernel(const double *partial, int64_t count,
     *out = s;
 }
 
-/// x *= clipScale(sqrt(*sumSq) * normScale, maxNorm), computed per thread
-/// from the device scalar so the host never waits for the norm.
+/// x *= clipFactor(...), one buffer.
 template <typename T>
 __global__ void clipKernel(T *x, int64_t n, const double *sumSq,
                            double normScale, double maxNorm) {
-  const double norm = sqrt(*sumSq) * normScale;
-  if (!isfinite(norm))
+  float c;
+  if (!clipFactor(sumSq, normScale, maxNorm, c))
     return;
-  const double coef = maxNorm / (norm + 1e-6);
-  if (coef >= 1.0)
-    return;
-  const float c = float(coef);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     x[i] = fromF<T>(toF(x[i]) * c);
