@@ -172,7 +172,6 @@ done
 # 5. GPT-2-small bf16 training step from the raw kernels, beside a cuBLASLt
 #    GEMM ceiling measured in the same run.
 BATCHES=${DSC_BENCH_BATCHES:-4,8,16}
-STEPS=${DSC_BENCH_STEPS:-10}
 say "bench: batches $BATCHES, $STEPS timed steps each"
 timeout 150 "$BUILD/bin/dsc-bench-cuda-gpt2" --batches "$BATCHES" \
   --steps "$STEPS" >"$LOGS/bench.log" 2>&1
