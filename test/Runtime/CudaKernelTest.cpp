@@ -284,6 +284,79 @@ template <typename T> void checkElementwise(cudaStream_t stream) {
 TEST_F(CudaKernel, ElementwiseFp32) { checkElementwise<float>(stream); }
 TEST_F(CudaKernel, ElementwiseBf16) { checkElementwise<__nv_bfloat16>(stream); }
 
+/// The packed elementwise kernels (8 elements an access) against the host's
+/// per-element arithmetic, bit for bit: whole packs and a tail (n = 8k + 5),
+/// and pointers one element off 16-byte alignment (the element-by-element
+/// path); a bias add whose columns are a multiple of 8 (packed) and not.
+template <typename T> void checkPackedElementwise(cudaStream_t stream) {
+  auto round = [](float v) { return toFloat(fromFloat<T>(v)); };
+  for (int64_t off : {int64_t(0), int64_t(1)}) {
+    SCOPED_TRACE("offset " + std::to_string(off));
+    const int64_t n = 8 * 125 + 5;
+    auto a = rounded<T>(randn(n + 1, 21)), b = rounded<T>(randn(n + 1, 22)),
+         y0 = rounded<T>(randn(n + 1, 23));
+    Dev<T> da(a), db(b), dy(y0);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = round(a[off + i] + b[off + i]);
+    CUDA_OK(cu::addForward(da.get() + off, db.get() + off, dy.get() + off, n,
+                           stream));
+    auto got = dy.download();
+    EXPECT_EQ(
+        relNorm(std::vector<float>(got.begin() + off, got.begin() + off + n),
+                want),
+        0.0)
+        << "add";
+    // y += 0.5 * a (the axb kernel accumulating; 0.5 a is exact, so a
+    // fused multiply-add rounds as the host's two operations do).
+    dy.upload(y0);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = round(y0[off + i] + 0.5f * a[off + i]);
+    CUDA_OK(cu::scaleBackward(da.get() + off, dy.get() + off, n, 0.5f, true,
+                              stream));
+    got = dy.download();
+    EXPECT_EQ(
+        relNorm(std::vector<float>(got.begin() + off, got.begin() + off + n),
+                want),
+        0.0)
+        << "scale backward, accumulating";
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = round(3.0f * a[off + i]);
+    CUDA_OK(cu::scaleForward(da.get() + off, dy.get() + off, n, 3.0f, stream));
+    got = dy.download();
+    EXPECT_EQ(
+        relNorm(std::vector<float>(got.begin() + off, got.begin() + off + n),
+                want),
+        0.0)
+        << "scale";
+    Dev<float> df(n + 1);
+    CUDA_OK(cu::convert(da.get() + off, df.get() + off, n, stream));
+    auto f = df.download();
+    EXPECT_EQ(relNorm(std::vector<float>(f.begin() + off, f.begin() + off + n),
+                      std::vector<float>(a.begin() + off, a.begin() + off + n)),
+              0.0)
+        << "convert";
+  }
+  for (int64_t cols : {int64_t(64), int64_t(70)}) {
+    SCOPED_TRACE("bias add over " + std::to_string(cols) + " columns");
+    const int64_t rows = 9, n = rows * cols;
+    auto x = rounded<T>(randn(n, 24)), bias = rounded<T>(randn(cols, 25));
+    Dev<T> dx(x), dbias(bias), dout(n);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = round(x[i] + bias[i % cols]);
+    CUDA_OK(cu::biasAddForward(dx.get(), dbias.get(), dout.get(), rows, cols,
+                               stream));
+    EXPECT_EQ(relNorm(dout.download(), want), 0.0);
+  }
+}
+TEST_F(CudaKernel, PackedElementwiseFp32) {
+  checkPackedElementwise<float>(stream);
+}
+TEST_F(CudaKernel, PackedElementwiseBf16) {
+  checkPackedElementwise<__nv_bfloat16>(stream);
+}
+
 TEST_F(CudaKernel, DropoutMaskIsBitExactInFp32) {
   const int64_t n = 100003;
   auto x = randn(n, 9);

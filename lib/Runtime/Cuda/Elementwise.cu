@@ -6,6 +6,9 @@
 //
 // Add, bias, scale, dtype conversion, GELU and dropout: memory-bound loops,
 // one grid-stride kernel each, fp32 arithmetic whatever the element type.
+// The most frequent (add, its backward's axb, bias add, scale, conversion)
+// move kPack elements per access where the pointers are 16-byte aligned
+// (GRID_STRIDE_PACKED): the same arithmetic per element, so the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,20 +24,45 @@ constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 template <typename T>
-__global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
-  GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(a[i]) + toF(b[i])); }
+__global__ void addKernel(const T *a, const T *b, T *y, int64_t n,
+                          bool packed) {
+  auto one = [&](int64_t i) { y[i] = fromF<T>(toF(a[i]) + toF(b[i])); };
+  auto pack = [&](int64_t p) {
+    const Pack<T> x = loadPack(a + p * kPack), z = loadPack(b + p * kPack);
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      r.v[k] = fromF<T>(toF(x.v[k]) + toF(z.v[k]));
+    storePack(y + p * kPack, r);
+  };
+  GRID_STRIDE_PACKED(n, packed, pack, one);
 }
 
 /// y (+)= alpha * x * (b ? b : 1): add's, scale's and mul's backward.
 template <typename T>
 __global__ void axbKernel(const T *x, const T *b, T *y, int64_t n, float alpha,
-                          bool acc) {
-  GRID_STRIDE(i, n) {
+                          bool acc, bool packed) {
+  auto one = [&](int64_t i) {
     float v = alpha * toF(x[i]);
     if (b)
       v *= toF(b[i]);
     put(y + i, v, acc);
-  }
+  };
+  auto pack = [&](int64_t p) {
+    const Pack<T> xs = loadPack(x + p * kPack);
+    Pack<T> bs, r = acc ? loadPack(y + p * kPack) : Pack<T>();
+    if (b)
+      bs = loadPack(b + p * kPack);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      float v = alpha * toF(xs.v[k]);
+      if (b)
+        v *= toF(bs.v[k]);
+      r.v[k] = fromF<T>(acc ? toF(r.v[k]) + v : v);
+    }
+    storePack(y + p * kPack, r);
+  };
+  GRID_STRIDE_PACKED(n, packed, pack, one);
 }
 
 template <typename T>
@@ -42,10 +70,23 @@ __global__ void mulKernel(const T *a, const T *b, T *y, int64_t n) {
   GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(a[i]) * toF(b[i])); }
 }
 
+/// Packed when cols is a multiple of kPack too: a pack is then one row's.
 template <typename T>
 __global__ void biasAddKernel(const T *x, const T *bias, T *y, int64_t n,
-                              int64_t cols) {
-  GRID_STRIDE(i, n) { y[i] = fromF<T>(toF(x[i]) + toF(bias[i % cols])); }
+                              int64_t cols, bool packed) {
+  auto one = [&](int64_t i) {
+    y[i] = fromF<T>(toF(x[i]) + toF(bias[i % cols]));
+  };
+  auto pack = [&](int64_t p) {
+    const Pack<T> xs = loadPack(x + p * kPack),
+                  bs = loadPack(bias + (p * kPack) % cols);
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      r.v[k] = fromF<T>(toF(xs.v[k]) + toF(bs.v[k]));
+    storePack(y + p * kPack, r);
+  };
+  GRID_STRIDE_PACKED(n, packed, pack, one);
 }
 
 /// Block (32, 32) owns 32 columns; thread row ty sums rows ty, ty + 32, ...
@@ -70,13 +111,32 @@ __global__ void biasGradKernel(const T *dY, T *dBias, int64_t rows,
 }
 
 template <typename T>
-__global__ void scaleKernel(const T *x, T *y, int64_t n, float alpha) {
-  GRID_STRIDE(i, n) { y[i] = fromF<T>(alpha * toF(x[i])); }
+__global__ void scaleKernel(const T *x, T *y, int64_t n, float alpha,
+                            bool packed) {
+  auto one = [&](int64_t i) { y[i] = fromF<T>(alpha * toF(x[i])); };
+  auto pack = [&](int64_t p) {
+    const Pack<T> xs = loadPack(x + p * kPack);
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      r.v[k] = fromF<T>(alpha * toF(xs.v[k]));
+    storePack(y + p * kPack, r);
+  };
+  GRID_STRIDE_PACKED(n, packed, pack, one);
 }
 
 template <typename From, typename To>
-__global__ void convertKernel(const From *x, To *y, int64_t n) {
-  GRID_STRIDE(i, n) { y[i] = fromF<To>(toF(x[i])); }
+__global__ void convertKernel(const From *x, To *y, int64_t n, bool packed) {
+  auto one = [&](int64_t i) { y[i] = fromF<To>(toF(x[i])); };
+  auto pack = [&](int64_t p) {
+    const Pack<From> xs = loadPack(x + p * kPack);
+    Pack<To> r;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      r.v[k] = fromF<To>(toF(xs.v[k]));
+    storePack(y + p * kPack, r);
+  };
+  GRID_STRIDE_PACKED(n, packed, pack, one);
 }
 
 template <typename T>
@@ -164,12 +224,27 @@ __global__ void dropoutKernel(const T *x, T *y, int64_t n, uint64_t key,
     put(y + i, v, acc);
   }
 }
+
+/// The grid of a GRID_STRIDE_PACKED loop over n elements.
+unsigned gridOf(int64_t n, bool packed) {
+  return gridFor(packed ? n / kPack : n);
+}
+
+/// y (+)= alpha * x * (b ? b : 1), packed where the pointers allow.
+template <typename T>
+void launchAxb(const T *x, const T *b, T *y, int64_t n, float alpha, bool acc,
+               cudaStream_t stream) {
+  const bool packed = packable({x, b, y});
+  axbKernel<T>
+      <<<gridOf(n, packed), 256, 0, stream>>>(x, b, y, n, alpha, acc, packed);
+}
 } // namespace
 
 template <typename T>
 cudaError_t dsc::rt::cuda::addForward(const T *a, const T *b, T *y, int64_t n,
                                       cudaStream_t stream) {
-  addKernel<<<gridFor(n), 256, 0, stream>>>(a, b, y, n);
+  const bool packed = packable({a, b, y});
+  addKernel<<<gridOf(n, packed), 256, 0, stream>>>(a, b, y, n, packed);
   return cudaGetLastError();
 }
 
@@ -177,11 +252,9 @@ template <typename T>
 cudaError_t dsc::rt::cuda::addBackward(const T *dY, T *dA, T *dB, int64_t n,
                                        bool accumulate, cudaStream_t stream) {
   if (dA)
-    axbKernel<T>
-        <<<gridFor(n), 256, 0, stream>>>(dY, nullptr, dA, n, 1.0f, accumulate);
+    launchAxb<T>(dY, nullptr, dA, n, 1.0f, accumulate, stream);
   if (dB)
-    axbKernel<T>
-        <<<gridFor(n), 256, 0, stream>>>(dY, nullptr, dB, n, 1.0f, accumulate);
+    launchAxb<T>(dY, nullptr, dB, n, 1.0f, accumulate, stream);
   return cudaGetLastError();
 }
 
@@ -197,11 +270,9 @@ cudaError_t dsc::rt::cuda::mulBackward(const T *a, const T *b, const T *dY,
                                        T *dA, T *dB, int64_t n, bool accumulate,
                                        cudaStream_t stream) {
   if (dA)
-    axbKernel<T>
-        <<<gridFor(n), 256, 0, stream>>>(dY, b, dA, n, 1.0f, accumulate);
+    launchAxb<T>(dY, b, dA, n, 1.0f, accumulate, stream);
   if (dB)
-    axbKernel<T>
-        <<<gridFor(n), 256, 0, stream>>>(dY, a, dB, n, 1.0f, accumulate);
+    launchAxb<T>(dY, a, dB, n, 1.0f, accumulate, stream);
   return cudaGetLastError();
 }
 
@@ -209,15 +280,14 @@ template <typename T>
 cudaError_t dsc::rt::cuda::scaleBackward(const T *dY, T *dX, int64_t n,
                                          float alpha, bool accumulate,
                                          cudaStream_t stream) {
-  axbKernel<T>
-      <<<gridFor(n), 256, 0, stream>>>(dY, nullptr, dX, n, alpha, accumulate);
+  launchAxb<T>(dY, nullptr, dX, n, alpha, accumulate, stream);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t dsc::rt::cuda::accumulate(const T *x, T *y, int64_t n,
                                       cudaStream_t stream) {
-  axbKernel<T><<<gridFor(n), 256, 0, stream>>>(x, nullptr, y, n, 1.0f, true);
+  launchAxb<T>(x, nullptr, y, n, 1.0f, true, stream);
   return cudaGetLastError();
 }
 
@@ -225,8 +295,9 @@ template <typename T>
 cudaError_t dsc::rt::cuda::biasAddForward(const T *x, const T *bias, T *y,
                                           int64_t rows, int64_t cols,
                                           cudaStream_t stream) {
-  biasAddKernel<<<gridFor(rows * cols), 256, 0, stream>>>(x, bias, y,
-                                                          rows * cols, cols);
+  const bool packed = cols % kPack == 0 && packable({x, bias, y});
+  biasAddKernel<<<gridOf(rows * cols, packed), 256, 0, stream>>>(
+      x, bias, y, rows * cols, cols, packed);
   return cudaGetLastError();
 }
 
@@ -242,14 +313,16 @@ cudaError_t dsc::rt::cuda::biasGrad(const T *dY, T *dBias, int64_t rows,
 template <typename T>
 cudaError_t dsc::rt::cuda::scaleForward(const T *x, T *y, int64_t n,
                                         float alpha, cudaStream_t stream) {
-  scaleKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n, alpha);
+  const bool packed = packable({x, y});
+  scaleKernel<<<gridOf(n, packed), 256, 0, stream>>>(x, y, n, alpha, packed);
   return cudaGetLastError();
 }
 
 template <typename From, typename To>
 cudaError_t dsc::rt::cuda::convert(const From *x, To *y, int64_t n,
                                    cudaStream_t stream) {
-  convertKernel<<<gridFor(n), 256, 0, stream>>>(x, y, n);
+  const bool packed = packable({x, y});
+  convertKernel<<<gridOf(n, packed), 256, 0, stream>>>(x, y, n, packed);
   return cudaGetLastError();
 }
 
