@@ -603,6 +603,46 @@ TEST(PlanValidate, AttributeRanges) {
                    "float 0 is not finite");
 }
 
+// --dsc-fuse's attention pair: the logsumexp is [batch, heads, seq] of f32
+// (f64 for f64 q), written by AttentionLse and read by AttentionGradLse.
+TEST(PlanValidate, AttentionLseShapes) {
+  Plan plan = makeTinyPlan(DType::F32);
+  const uint32_t x = bufferId(plan, "x"); // [2, 4, 8]
+  const uint32_t o =
+      addBuffer(plan, "o", DType::F32, {2, 4, 8}, BufferRole::Temporary);
+  const uint32_t d =
+      addBuffer(plan, "d", DType::F32, {2, 4, 8}, BufferRole::Temporary);
+  const uint32_t dq =
+      addBuffer(plan, "dq", DType::F32, {2, 4, 8}, BufferRole::Temporary);
+  const uint32_t dk =
+      addBuffer(plan, "dk", DType::F32, {2, 4, 8}, BufferRole::Temporary);
+  const uint32_t dv =
+      addBuffer(plan, "dv", DType::F32, {2, 4, 8}, BufferRole::Temporary);
+  const uint32_t lse =
+      addBuffer(plan, "lse", DType::F32, {2, 2, 4}, BufferRole::Temporary);
+  const uint32_t rows =
+      addBuffer(plan, "lse.rows", DType::F32, {2, 4, 2}, BufferRole::Temporary);
+  const uint32_t wide =
+      addBuffer(plan, "lse.f64", DType::F64, {2, 2, 4}, BufferRole::Temporary);
+  // heads 2, causal, seed 0, no head axes, no window; no dropout.
+  const std::vector<int64_t> ints = {2, 1, 0, 0, 0};
+  Program p{"attention", {}};
+  p.instructions.push_back(
+      makeInst(Opcode::AttentionLse, {x, x, x}, {o, lse}, "fwd", ints, {0.0}));
+  p.instructions.push_back(makeInst(Opcode::AttentionGradLse,
+                                    {x, x, x, d, o, lse}, {dq, dk, dv}, "bwd",
+                                    ints, {0.0}));
+  plan.programs.push_back(p);
+  EXPECT_NO_THROW(validatePlan(plan));
+  plan.programs.back().instructions[0].outputs[1] = rows;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'fwd' (AttentionLse)",
+                   "must be [batch, heads, seq] = [2, 2, 4]");
+  plan.programs.back().instructions[0].outputs[1] = lse;
+  plan.programs.back().instructions[1].inputs[5] = wide;
+  EXPECT_ERROR_HAS(validatePlan(plan), "'bwd' (AttentionGradLse)",
+                   "must be f32 (the scores' logsumexp of f32 q), got f64");
+}
+
 TEST(PlanValidate, DuplicateProgram) {
   Plan plan = makeTinyPlan();
   plan.programs.push_back(plan.programs[0]);

@@ -48,7 +48,7 @@ void InstructionChecker::lseShape(const Buffer &lse, const std::string &name) {
          std::to_string(q.shape[1]) + "]");
   const DType want = q.dtype == DType::F64 ? DType::F64 : DType::F32;
   if (lse.dtype != want)
-    fail(name + " must be " + dtypeName(want) + " (the scores' sums of " +
+    fail(name + " must be " + dtypeName(want) + " (the scores' logsumexp of " +
          dtypeName(q.dtype) + " q), got " + dtypeName(lse.dtype));
 }
 
