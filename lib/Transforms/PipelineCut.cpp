@@ -63,6 +63,7 @@ struct DscPipelinePass
   ::dsc::PipelineScheduleKind schedule{};
   int64_t virtualStages{};
   ::dsc::Precision precision{};
+  std::string stageLayers;
   /// Whether the loss had MoE auxiliary losses, now seeded per stage.
   bool seedAuxiliaryLosses = false;
 
@@ -74,6 +75,7 @@ struct DscPipelinePass
       schedule = plan.schedule;
       virtualStages = plan.virtualStages;
       precision = plan.precision;
+      stageLayers = plan.stageLayers;
     }
     seedAuxiliaryLosses = false;
     if (failed(refuseRemovedScheduleOption(module, "--dsc-pipeline",
@@ -152,6 +154,37 @@ struct DscPipelinePass
              << pp << " but mesh @" << mesh.getSymName()
              << " has a 'pp' axis of size " << mesh.getShape()[*axis];
     return success();
+  }
+
+  /// stage-layers=n0,n1,...: each stage's first layer (and the layer
+  /// count at the end), or an error naming the numbers.
+  FailureOr<SmallVector<int64_t>> parseStageLayers(func::FuncOp loss,
+                                                   int64_t stages,
+                                                   int64_t numLayers) {
+    SmallVector<StringRef> items;
+    StringRef(stageLayers).split(items, ',');
+    SmallVector<int64_t> first = {0};
+    for (StringRef item : items) {
+      int64_t n = 0;
+      if (item.trim().getAsInteger(10, n) || n < 1)
+        return loss.emitError("--dsc-pipeline: stage-layers=")
+               << stageLayers << ": '" << item.trim()
+               << "' is not a layer count >= 1 (each stage holds at least "
+                  "one transformer layer)";
+      first.push_back(first.back() + n);
+    }
+    if (int64_t(items.size()) != stages)
+      return loss.emitError("--dsc-pipeline: stage-layers=")
+             << stageLayers << " gives " << items.size()
+             << " stages' layers, but the plan has " << stages
+             << " stages (pp=" << pp << " x virtual-stages=" << virtualStages
+             << ")";
+    if (first.back() != numLayers)
+      return loss.emitError("--dsc-pipeline: stage-layers=")
+             << stageLayers << " adds up to " << first.back()
+             << " layers, but @" << funcName.getValue() << " has "
+             << numLayers;
+    return first;
   }
 
   LogicalResult cut(func::FuncOp loss) {
@@ -236,6 +269,15 @@ struct DscPipelinePass
     firstSegment[stages] = numLayers;
     for (int64_t s = stages; s >= 1; --s)
       firstSegment[s - 1] = choice[s][firstSegment[s]];
+    // stage-layers: the user's cut instead (a stage that keeps more
+    // micro-batches in flight, 1F1B's first, may take fewer layers).
+    if (!stageLayers.empty()) {
+      FailureOr<SmallVector<int64_t>> given =
+          parseStageLayers(loss, stages, numLayers);
+      if (failed(given))
+        return failure();
+      firstSegment = std::move(*given);
+    }
 
     // The value crossing each cut: exactly one activation.
     SmallVector<Value> crossing(stages, Value()); // crossing[k]: into stage k

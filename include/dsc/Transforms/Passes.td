@@ -923,6 +923,14 @@ def DscPipelinePass : Pass<"dsc-pipeline", "::mlir::ModuleOp"> {
     vocabulary-wide cross-entropy make the first and the last stage
     heavier than a layer, so they get fewer layers.
 
+    The plan's `stage-layers=n0,n1,...` gives the cut instead: stage k
+    holds the next nk layers (one count per stage, each at least 1, adding
+    up to the model's layers; the error names the numbers). Memory is why:
+    1F1B's stage k keeps pp-k micro-batches in flight, so a cut that gives
+    the first stages fewer layers and the later ones more evens the ranks'
+    peaks (`--dsc-plan-summary`'s `bytes_per_pipeline_rank`) at the price
+    of the stages' balance.
+
     Stage k < pp-1 takes the previous stage's activation (stage 0: the
     tokens) and returns its output activation; the last takes the
     activation and the targets and returns the loss. Parameter reads and
