@@ -158,9 +158,8 @@ struct DscPipelinePass
 
   /// stage-layers=n0,n1,...: each stage's first layer (and the layer
   /// count at the end), or an error naming the numbers.
-  FailureOr<SmallVector<int64_t>> parseStageLayers(func::FuncOp loss,
-                                                   int64_t stages,
-                                                   int64_t numLayers) {
+  FailureOr<SmallVector<int64_t>>
+  parseStageLayers(func::FuncOp loss, int64_t stages, int64_t numLayers) {
     SmallVector<StringRef> items;
     StringRef(stageLayers).split(items, ',');
     SmallVector<int64_t> first = {0};
@@ -182,8 +181,7 @@ struct DscPipelinePass
     if (first.back() != numLayers)
       return loss.emitError("--dsc-pipeline: stage-layers=")
              << stageLayers << " adds up to " << first.back()
-             << " layers, but @" << funcName.getValue() << " has "
-             << numLayers;
+             << " layers, but @" << funcName.getValue() << " has " << numLayers;
     return first;
   }
 
