@@ -501,3 +501,42 @@ bool dsc::parseRecomputeModules(const std::string &text,
   } while (at != std::string::npos);
   return true;
 }
+
+bool dsc::parseStageLayers(const std::string &text, int64_t stages,
+                           int64_t numLayers, std::vector<int64_t> &layers,
+                           std::string &error) {
+  layers.clear();
+  const std::string key = "stage-layers=" + text;
+  size_t at = 0;
+  do {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(
+        at, comma == std::string::npos ? std::string::npos : comma - at);
+    int64_t n = 0;
+    const char *end = item.data() + item.size();
+    auto [ptr, ec] = std::from_chars(item.data(), end, n);
+    if (item.empty() || ec != std::errc() || ptr != end || n < 1) {
+      error = key + ": '" + item +
+              "' is not a layer count >= 1 (each stage holds at least one "
+              "transformer layer)";
+      return false;
+    }
+    layers.push_back(n);
+    at = comma == std::string::npos ? std::string::npos : comma + 1;
+  } while (at != std::string::npos);
+  if (int64_t(layers.size()) != stages) {
+    error = key + " gives " + std::to_string(layers.size()) +
+            " stages' layers, but the plan has " + std::to_string(stages) +
+            " stages (pp x virtual-stages)";
+    return false;
+  }
+  int64_t sum = 0;
+  for (int64_t n : layers)
+    sum += n;
+  if (sum != numLayers) {
+    error = key + " adds up to " + std::to_string(sum) +
+            " layers, but the model has " + std::to_string(numLayers);
+    return false;
+  }
+  return true;
+}

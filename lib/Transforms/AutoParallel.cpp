@@ -271,6 +271,13 @@ struct DscEstimatePass : mlir::dsc::impl::DscEstimatePassBase<DscEstimatePass> {
     // the estimate does not price).
     if (givenPlan.precision == ::dsc::Precision::Fp16)
       return fail("precision must be 'bf16' or 'fp32', got 'fp16'");
+    // The cost model's stages hold equal layer counts; a given cut is
+    // priced by --dsc-plan-summary's planned bytes, not here.
+    if (!givenPlan.stageLayers.empty())
+      return fail("stage-layers=" + givenPlan.stageLayers +
+                  " is not priced: the cost model cuts the layers evenly "
+                  "(compile the plan and read --dsc-plan-summary's "
+                  "bytes_per_pipeline_rank for the given cut)");
     FailureOr<an::CostModel> loaded =
         loadCostModel(module, "--dsc-estimate", cluster);
     if (failed(loaded))

@@ -156,35 +156,6 @@ struct DscPipelinePass
     return success();
   }
 
-  /// stage-layers=n0,n1,...: each stage's first layer (and the layer
-  /// count at the end), or an error naming the numbers.
-  FailureOr<SmallVector<int64_t>>
-  parseStageLayers(func::FuncOp loss, int64_t stages, int64_t numLayers) {
-    SmallVector<StringRef> items;
-    StringRef(stageLayers).split(items, ',');
-    SmallVector<int64_t> first = {0};
-    for (StringRef item : items) {
-      int64_t n = 0;
-      if (item.trim().getAsInteger(10, n) || n < 1)
-        return loss.emitError("--dsc-pipeline: stage-layers=")
-               << stageLayers << ": '" << item.trim()
-               << "' is not a layer count >= 1 (each stage holds at least "
-                  "one transformer layer)";
-      first.push_back(first.back() + n);
-    }
-    if (int64_t(items.size()) != stages)
-      return loss.emitError("--dsc-pipeline: stage-layers=")
-             << stageLayers << " gives " << items.size()
-             << " stages' layers, but the plan has " << stages
-             << " stages (pp=" << pp << " x virtual-stages=" << virtualStages
-             << ")";
-    if (first.back() != numLayers)
-      return loss.emitError("--dsc-pipeline: stage-layers=")
-             << stageLayers << " adds up to " << first.back()
-             << " layers, but @" << funcName.getValue() << " has " << numLayers;
-    return first;
-  }
-
   LogicalResult cut(func::FuncOp loss) {
     Block &body = loss.getBody().front();
     SmallVector<Operation *> ops;
@@ -270,11 +241,13 @@ struct DscPipelinePass
     // stage-layers: the user's cut instead (a stage that keeps more
     // micro-batches in flight, 1F1B's first, may take fewer layers).
     if (!stageLayers.empty()) {
-      FailureOr<SmallVector<int64_t>> given =
-          parseStageLayers(loss, stages, numLayers);
-      if (failed(given))
-        return failure();
-      firstSegment = std::move(*given);
+      std::vector<int64_t> given;
+      std::string error;
+      if (!::dsc::parseStageLayers(stageLayers, stages, numLayers, given,
+                                   error))
+        return loss.emitError("--dsc-pipeline: ") << error;
+      for (int64_t k = 0; k < stages; ++k)
+        firstSegment[k + 1] = firstSegment[k] + given[k];
     }
 
     // The value crossing each cut: exactly one activation.

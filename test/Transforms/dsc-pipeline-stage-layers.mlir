@@ -4,6 +4,7 @@
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 stage-layers=2,3" 2>&1 | FileCheck %s --check-prefix=SUM
 // RUN: not dsc-opt %s --dsc-pipeline="pp=2 stage-layers=0,4" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: dsc-opt %s --dsc-compile="pp=2 microbatches=2 stage-layers=1,3" | FileCheck %s --check-prefix=PLAN
+// RUN: dsc-translate --import-neox %dsc_src_root/examples/configs/gpt-tiny.yml | not dsc-opt --dsc-estimate="pp=2 stage-layers=1,3 cluster=%dsc_src_root/examples/clusters/dgx-h200.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ESTIMATE
 
 // stage-layers gives the cut instead of the cost balance (which cuts these
 // four equal layers 2,2): stage 0 holds h.0 with the embedding, stage 1
@@ -25,8 +26,10 @@
 // The key travels with the plan.
 // PLAN: dsc.parallel_plan = #dsc.parallel_plan<"{{.*}}stage-layers=1,3{{.*}}">
 
-// COUNT: error: --dsc-pipeline: stage-layers=1,2,1 gives 3 stages' layers, but the plan has 2 stages (pp=2 x virtual-stages=1)
-// SUM: error: --dsc-pipeline: stage-layers=2,3 adds up to 5 layers, but @loss has 4
+// The cost model cuts evenly: a given cut is refused by name there.
+// ESTIMATE: error: --dsc-estimate: stage-layers=1,3 is not priced: the cost model cuts the layers evenly
+// COUNT: error: --dsc-pipeline: stage-layers=1,2,1 gives 3 stages' layers, but the plan has 2 stages (pp x virtual-stages)
+// SUM: error: --dsc-pipeline: stage-layers=2,3 adds up to 5 layers, but the model has 4
 // ZERO: error: --dsc-pipeline: stage-layers=0,4: '0' is not a layer count >= 1 (each stage holds at least one transformer layer)
 
 module @four_layers {

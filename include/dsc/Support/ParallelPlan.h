@@ -51,6 +51,13 @@ struct RecomputeModules {
 /// with `error` naming an unknown or repeated module and the ones there are.
 bool parseRecomputeModules(const std::string &text, RecomputeModules &modules,
                            std::string &error);
+/// Parses a stage-layers value ("2,3,4,3"): each stage's transformer layer
+/// count, in stage order; false with `error` naming an entry that is not a
+/// count >= 1, or a count of stages other than `stages` (pp x
+/// virtual-stages), or a sum other than `numLayers`.
+bool parseStageLayers(const std::string &text, int64_t stages,
+                      int64_t numLayers, std::vector<int64_t> &layers,
+                      std::string &error);
 const char *offloadTierName(OffloadTier tier);
 const char *precisionName(Precision precision);
 
