@@ -161,7 +161,6 @@ const std::set<std::string> kNotImplemented = {
     "communication_data_type",
     "compression_training",
     "csv_monitor",
-    "curriculum_learning",
     "data_efficiency",
     "disable_allgather",
     "dump_state",
@@ -196,7 +195,8 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
                                     "data_types",
                                     "checkpoint",
                                     "steps_per_print",
-                                    "wall_clock_breakdown"};
+                                    "wall_clock_breakdown",
+                                    "curriculum_learning"};
   for (const auto &entry : root) {
     const std::string key = entry.first.str();
     if (kNotImplemented.count(key))
@@ -354,6 +354,24 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
         (*out.wallClockBreakdown ? "true" : "false") + ": the step log " +
         (*out.wallClockBreakdown ? "splits" : "does not split") +
         " each step's time into forward-backward and optimizer");
+  }
+  // The sequence-length curriculum (docs/curriculum.md); the model's length
+  // bounds max_difficulty where the model is known (dsc-run).
+  if (const llvm::json::Value *v = root.get("curriculum_learning")) {
+    llvm::Expected<CurriculumSchedule> schedule =
+        readCurriculumSchedule(object(*v, "curriculum_learning"));
+    if (!schedule)
+      fail("curriculum_learning", llvm::toString(schedule.takeError()));
+    if (schedule->enabled) {
+      out.curriculum = *schedule;
+      out.understood.push_back(
+          "curriculum_learning: sequence length " +
+          std::to_string(schedule->minDifficulty) + " -> " +
+          std::to_string(schedule->maxDifficulty) +
+          ", the training step compiled per length");
+    } else {
+      out.understood.push_back("curriculum_learning: not enabled");
+    }
   }
 }
 

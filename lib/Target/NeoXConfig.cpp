@@ -86,6 +86,7 @@ const char *const kTrainingKeys[] = {
     "log_interval",
     "steps_per_print",
     "wall_clock_breakdown",
+    "curriculum_learning",
     "fp16",
     "bf16",
     "fp32_allreduce",

@@ -186,12 +186,12 @@ TEST(PlanIO, RoundTripOfAMeshAndAllReduce) {
 }
 
 TEST(PlanIO, VersionOneIsRefusedNamingBoth) {
-  EXPECT_EQ(kPlanFormatVersion, 13u);
+  EXPECT_EQ(kPlanFormatVersion, 14u);
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   putU32(bytes, 8, 1);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "plan format version 1 is not supported",
-                   "this runtime reads version 13");
+                   "this runtime reads version 14");
 }
 
 TEST(PlanIO, FileRoundTrip) {
@@ -277,8 +277,9 @@ TEST(PlanIO, EveryTruncationIsAnError) {
 TEST(PlanIO, TruncationNamesTheField) {
   Plan plan = makeTinyPlan();
   std::vector<uint8_t> bytes = writePlan(plan);
-  // Cut in the middle of the summary's last field.
-  bytes.resize(bytes.size() - 3);
+  // Cut in the middle of the summary's last field (before the curriculum's
+  // count, 4 bytes).
+  bytes.resize(bytes.size() - 4 - 3);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "truncated in summary pipelineBubble", "needs 8 bytes",
@@ -290,7 +291,7 @@ TEST(PlanIO, TrailingBytesAreAnError) {
   bytes.push_back(0);
   resealHeader(bytes);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
-                   "1 unexpected bytes after the summary");
+                   "1 unexpected bytes after the curriculum");
 }
 
 TEST(PlanIO, HugeCountIsCappedByTheRemainingBytes) {

@@ -16,6 +16,7 @@
 #include "RunPlan.h"
 #include "dsc/Config/DeepSpeedConfig.h"
 
+#include "dsc/Conversion/CurriculumPlan.h"
 #include "dsc/Conversion/DscToPlan.h"
 #include "dsc/Dialect/Dsc/IR/DscAttrNames.h"
 #include "dsc/Dialect/Dsc/IR/DscDialect.h"
@@ -41,6 +42,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -159,6 +162,50 @@ allCompileOptions(const mlir::dsc::CompileOptions &options) {
   return values;
 }
 
+/// Compiles the model at each length `schedule` reaches (`compileAt`),
+/// the longest being the model's own, and joins the plans: the schedule's
+/// switch steps go into the plan (docs/curriculum.md).
+::dsc::rt::Plan compileCurriculum(
+    const ::dsc::config::CurriculumSchedule &schedule, const std::string &input,
+    const std::optional<mlir::dsc::GPTConfig> &model,
+    const std::function<::dsc::rt::Plan(int64_t)> &compileAt) {
+  if (!model)
+    throw Error("curriculum_learning compiles the model at each sequence "
+                "length, so it needs a GPT-NeoX config; '" +
+                input + "' is a graph fixed at one length");
+  const int64_t seqLength = model->seqLength;
+  if (schedule.maxDifficulty > seqLength)
+    throw Error("curriculum_learning.max_difficulty: " +
+                std::to_string(schedule.maxDifficulty) +
+                " is above the model's sequence length " +
+                std::to_string(seqLength) + " ('" + input +
+                "' seq_length); lower max_difficulty or lengthen the model");
+  // The schedule never decreases and stays at max_difficulty once there
+  // (CurriculumSchedule.h): its switch steps, up to the step it reaches
+  // max_difficulty, describe it for good.
+  std::vector<std::pair<int64_t, int64_t>> switches; // (from step, length)
+  const int64_t limit = int64_t(1) << 31;
+  for (int64_t step = 1; step < limit; ++step) {
+    const int64_t length = schedule.difficultyAt(step);
+    if (switches.empty() || switches.back().second != length)
+      switches.push_back({step, length});
+    if (length >= schedule.maxDifficulty)
+      break;
+  }
+  if (switches.back().second != schedule.maxDifficulty)
+    throw Error("curriculum_learning: the schedule does not reach "
+                "max_difficulty " +
+                std::to_string(schedule.maxDifficulty) + " within 2^31 steps");
+  // The model's own length is the plan's: evaluation runs at it, and a
+  // max_difficulty below it never trains it.
+  if (switches.back().second != seqLength)
+    switches.push_back({std::numeric_limits<int64_t>::max(), seqLength});
+  std::vector<::dsc::rt::CurriculumPart> parts;
+  for (const auto &[from, length] : switches)
+    parts.push_back({from, compileAt(length)});
+  return ::dsc::rt::joinCurriculumPlans(std::move(parts));
+}
+
 } // namespace
 
 namespace dsc::run {
@@ -240,6 +287,7 @@ rt::Plan loadOrCompile(RunOptions &options) {
                     config::readDeepSpeedConfig(options.deepspeed, dp)};
 
   OwningOpRef<ModuleOp> module;
+  std::optional<mlir::dsc::GPTConfig> modelConfig;
   mlir::dsc::NeoXTrainingKeys trainingKeys;
   // A plan's micro-batch size (the search's, say) is the import's: a config
   // is imported with it; a graph was imported with its own, which must be
@@ -257,6 +305,7 @@ rt::Plan loadOrCompile(RunOptions &options) {
     else if (config && dsConfig && dsConfig->settings.microBatchPerGpu &&
              !trainingKeys.values.get("train_micro_batch_size_per_gpu"))
       config->microBatchSize = dsConfig->settings.microBatchPerGpu;
+    modelConfig = config;
     if (config) {
       module = mlir::dsc::buildGPTGraph(
           *config, FileLineColLoc::get(&context, options.input, 1, 1));
@@ -393,20 +442,43 @@ rt::Plan loadOrCompile(RunOptions &options) {
       std::cerr << "dsc-run: warning: " << d.str() << "\n";
     return success();
   });
-  PassManager pm(&context);
-  mlir::dsc::buildCompilePipeline(pm, *compileOptions);
-  if (failed(pm.run(*module)))
-    throw Error("compiling '" + options.input + "' failed:\n" + diagnostics);
-  FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(*module);
-  if (failed(plan))
-    throw Error("lowering '" + options.input + "' to a plan failed:\n" +
-                diagnostics);
-  // plan=auto: the module's plan chose the micro-batches (the lowering
-  // read them from the compiled module).
-  if (compileOptions->plan.getValue().empty())
-    plan->microBatches = compileOptions->parallel.numMicroBatches;
-  validatePlan(*plan);
-  return std::move(*plan);
+  auto compile = [&](ModuleOp graph, const std::string &what) {
+    PassManager pm(&context);
+    mlir::dsc::buildCompilePipeline(pm, *compileOptions);
+    if (failed(pm.run(graph)))
+      throw Error("compiling '" + options.input + "'" + what + " failed:\n" +
+                  diagnostics);
+    FailureOr<rt::Plan> plan = mlir::dsc::lowerToPlan(graph);
+    if (failed(plan))
+      throw Error("lowering '" + options.input + "'" + what +
+                  " to a plan failed:\n" + diagnostics);
+    // plan=auto: the module's plan chose the micro-batches (the lowering
+    // read them from the compiled module).
+    if (compileOptions->plan.getValue().empty())
+      plan->microBatches = compileOptions->parallel.numMicroBatches;
+    validatePlan(*plan);
+    return std::move(*plan);
+  };
+  if (options.curriculum)
+    return compileCurriculum(*options.curriculum, options.input, modelConfig,
+                             [&](int64_t length) {
+                               mlir::dsc::GPTConfig atLength = *modelConfig;
+                               atLength.seqLength = length;
+                               OwningOpRef<ModuleOp> graph =
+                                   mlir::dsc::buildGPTGraph(
+                                       atLength,
+                                       FileLineColLoc::get(
+                                           &context, options.input, 1, 1));
+                               if (!graph || failed(verify(*graph)))
+                                 throw Error("cannot build '" + options.input +
+                                             "' at sequence length " +
+                                             std::to_string(length) + ":\n" +
+                                             diagnostics);
+                               return compile(*graph,
+                                              " at sequence length " +
+                                                  std::to_string(length));
+                             });
+  return compile(*module, "");
 }
 
 } // namespace dsc::run

@@ -48,6 +48,9 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
   line += " learning rate: " + format("%.6E", m.learningRate) + " |";
   if (!std::isnan(m.beta1))
     line += " beta1: " + format("%.6f", m.beta1) + " |";
+  if (m.curriculumSeqLength > 0)
+    line += " curriculum seqlen: " + std::to_string(m.curriculumSeqLength) +
+            " | tokens per step: " + std::to_string(m.tokensPerStep) + " |";
   line += " lm loss: " + format("%.6E", m.loss) + " |";
   if (!std::isnan(m.lossScale))
     line += " loss scale: " + format("%.1f", m.lossScale) + " |";
@@ -95,6 +98,11 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
          ", \"learning_rate\": " + jsonNumber(m.learningRate) +
          (std::isnan(m.beta1) ? std::string()
                               : ", \"beta1\": " + jsonNumber(m.beta1)) +
+         (m.curriculumSeqLength > 0
+              ? ", \"curriculum_seqlen\": " +
+                    std::to_string(m.curriculumSeqLength) +
+                    ", \"tokens_per_step\": " + std::to_string(m.tokensPerStep)
+              : std::string()) +
          ", \"lm_loss\": " + jsonNumber(m.loss) +
          ", \"grad_norm\": " + jsonNumber(m.gradNorm) +
          (std::isnan(m.expertLoadImbalance)

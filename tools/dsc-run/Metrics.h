@@ -33,6 +33,9 @@ struct StepMetrics {
   /// MoE models: the step's largest expert load over its router's mean
   /// (StepResult::expertLoadImbalance); NaN without MoE layers.
   double expertLoadImbalance = std::nan("");
+  /// Curriculum learning: the step's sequence length and the tokens the
+  /// step trained on over every data-parallel rank (0: no curriculum).
+  int64_t curriculumSeqLength = 0, tokensPerStep = 0;
   /// Bytes this rank sent in the plan's collectives; -1 (left out of the
   /// JSON) for a plan without a mesh.
   int64_t collectiveBytes = -1;

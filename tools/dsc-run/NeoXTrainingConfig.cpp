@@ -45,6 +45,7 @@ const std::set<std::string> kDeepSpeedKeys = {
     "steps_per_print",
     "wall_clock_breakdown",
     "data_types",
+    "curriculum_learning",
 };
 
 /// Keys of GPT-NeoX's launcher, cluster, loggers, profilers, text

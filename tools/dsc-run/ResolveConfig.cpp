@@ -139,6 +139,11 @@ ResolvedConfig dsc::run::resolveConfig(const std::vector<ConfigLayer> &layers,
       options.lossScaler = layer.settings.lossScaler;
       out.runSource["loss-scaler"] = layer.name + ": fp16";
     }
+    if (layer.settings.curriculum) {
+      options.curriculum = std::make_shared<const config::CurriculumSchedule>(
+          *layer.settings.curriculum);
+      out.runSource["curriculum"] = layer.name + ": curriculum_learning";
+    }
     if (layer.settings.wallClockBreakdown) {
       options.wallClockBreakdown = *layer.settings.wallClockBreakdown;
       out.runSource["wall-clock-breakdown"] =
@@ -251,6 +256,11 @@ void dsc::run::printResolvedConfig(
         << spellNumber(scaler.minScale);
   runRow("loss-scaler", scale.str());
   runRow("wall-clock-breakdown", options.wallClockBreakdown ? "on" : "off");
+  if (options.curriculum)
+    runRow("curriculum", "sequence length " +
+                             std::to_string(options.curriculum->minDifficulty) +
+                             " -> " +
+                             std::to_string(options.curriculum->maxDifficulty));
   if (!resolved.notes.empty()) {
     os << "notes:\n";
     for (const std::string &note : resolved.notes)

@@ -16,10 +16,15 @@
 #include "dsc/Runtime/LossScaler.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+namespace dsc::config {
+struct CurriculumSchedule;
+} // namespace dsc::config
 
 namespace dsc::run {
 
@@ -84,6 +89,10 @@ struct RunOptions {
   std::optional<rt::LossScalerConfig> lossScaler;
   /// A config's wall_clock_breakdown: log lines split the step's time.
   bool wallClockBreakdown = false;
+  /// A config's curriculum_learning (docs/curriculum.md): the model is
+  /// compiled at each length the schedule reaches (shared: this header
+  /// stays free of the config reader's LLVM headers).
+  std::shared_ptr<const config::CurriculumSchedule> curriculum;
   /// Evaluation on held-out data (GPT-NeoX's valid_data_paths, eval_interval,
   /// eval_iters; docs/training.md): every evalInterval steps and at the end,
   /// evalIters batches of validData through the forward program. evalOnly:

@@ -440,6 +440,9 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   TransferStats transfersBefore = ex.transferStats();
   TransferStats transfersSoFar = transfersBefore;
   double intervalSeconds = 0, intervalLoss = 0, intervalOptimizerMs = 0;
+  double intervalFlops = 0;
+  // Curriculum learning: the length the last step trained at (0: none yet).
+  int64_t lastSequenceLength = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
   // 1-bit Adam: the last step of each phase (warm-up, compression).
@@ -502,6 +505,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       const auto t0 = std::chrono::steady_clock::now();
       const bool compressedStep = ex.compressesAt(ex.step());
       const std::string optimizerProgram = ex.optimizerAt(ex.step()).name;
+      // A curriculum's step FLOPs are its length's.
+      const CurriculumLength *length = p.curriculumAt(ex.step());
+      const double stepFlops =
+          length ? double(length->flopsPerMicroBatch) * double(microBatches)
+                 : flopsPerStep;
       StepResult r = ex.trainStep(
           [&](int64_t m, int32_t *tokens, int32_t *targets) {
             sampler.sample(firstSample + m * p.microBatchSize, p.microBatchSize,
@@ -541,7 +549,23 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       m.iterations = options.steps;
       m.consumedSamples = consumed;
       m.msPerIteration = seconds * 1e3;
-      m.tflops = seconds > 0 ? flopsPerStep / seconds / 1e12 : 0.0;
+      m.tflops = seconds > 0 ? stepFlops / seconds / 1e12 : 0.0;
+      if (!p.curriculum.empty()) {
+        m.curriculumSeqLength = r.sequenceLength;
+        m.tokensPerStep = samplesPerStep * r.sequenceLength;
+        // Each switch of program, in the log and on the trace's step lane.
+        if (r.sequenceLength != lastSequenceLength) {
+          log << "dsc-run: curriculum: iteration " << iteration
+              << " trains at sequence length " << r.sequenceLength << " ("
+              << (length ? length->program : std::string("forward_backward"))
+              << ", " << m.tokensPerStep << " tokens per step)" << std::endl;
+          if (trace)
+            trace->add("curriculum seqlen " +
+                           std::to_string(r.sequenceLength),
+                       "curriculum", 0, traceStart, 0);
+        }
+        lastSequenceLength = r.sequenceLength;
+      }
       m.learningRate = r.learningRate;
       m.beta1 = r.beta1;
       m.loss = r.loss;
@@ -574,13 +598,14 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       intervalSeconds += seconds;
       intervalOptimizerMs += r.optimizerMs;
       intervalLoss += r.loss;
+      intervalFlops += stepFlops;
       ++intervalSteps;
       if (iteration % options.logInterval == 0 || iteration == options.steps) {
         StepMetrics avg = m;
         avg.msPerIteration = intervalSeconds / double(intervalSteps) * 1e3;
         avg.tflops =
             intervalSeconds > 0
-                ? flopsPerStep * double(intervalSteps) / intervalSeconds / 1e12
+                ? intervalFlops / intervalSeconds / 1e12
                 : 0.0;
         avg.loss = intervalLoss / double(intervalSteps);
         if (options.wallClockBreakdown) {
@@ -590,6 +615,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         }
         log << formatLogLine(avg) << std::endl;
         intervalSeconds = intervalLoss = intervalOptimizerMs = 0;
+        intervalFlops = 0;
         intervalSteps = 0;
       }
       // Megatron stops on a NaN loss or grad norm; so do we, after logging

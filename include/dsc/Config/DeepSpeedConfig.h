@@ -19,6 +19,7 @@
 #ifndef DSC_CONFIG_DEEPSPEEDCONFIG_H
 #define DSC_CONFIG_DEEPSPEEDCONFIG_H
 
+#include "dsc/Config/CurriculumSchedule.h"
 #include "dsc/Runtime/LossScaler.h"
 
 #include "llvm/Support/JSON.h"
@@ -59,6 +60,8 @@ struct TrainingSettings {
   std::optional<rt::LossScalerConfig> lossScaler;
   /// wall_clock_breakdown: the step log splits each step's time.
   std::optional<bool> wallClockBreakdown;
+  /// curriculum_learning, when enabled (docs/curriculum.md).
+  std::optional<CurriculumSchedule> curriculum;
   /// The config key each run option (named by its flag) came from.
   std::map<std::string, std::string> runOrigin;
   /// One line per key read: "key = value: what dsc does with it".

@@ -168,6 +168,9 @@ private:
   std::unique_ptr<LossScaling> scaling;
   std::unique_ptr<PipelineStep> pipeline;
   std::unique_ptr<CheckpointIO> checkpoints;
+  /// The loss buffer of the last training step's program (a curriculum's
+  /// length's); -1: the plan's.
+  int64_t lossBuffer = -1;
   /// 0/1 Adam's policy as the run advances (optimizerAt); null without it.
   std::unique_ptr<ZeroOneAdamStageCursor> zeroOneAdamStages;
 };

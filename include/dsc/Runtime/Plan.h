@@ -34,7 +34,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 13;
+constexpr uint32_t kPlanFormatVersion = 14;
 
 /// The program a 1-bit optimizer runs after its warm-up, in place of
 /// "optimizer" from Plan::compressionFromStep on (a pipeline stage's is
@@ -59,6 +59,33 @@ struct ZeroOneAdamPlan {
   /// Rank 0's planned collective bytes of a step of each kind.
   uint64_t collectiveBytes[3] = {0, 0, 0};
 };
+
+/// Curriculum learning by sequence length (docs/curriculum.md): one of the
+/// lengths the schedule trains at, with the training step program compiled
+/// for it and the buffers that program reads and writes in place of the
+/// plan's well-known ones. Every length shares the plan's parameters,
+/// gradients, optimizer states and optimizer programs; the longest is the
+/// plan's own (seqLength, "forward_backward", tokens, targets, loss,
+/// gradientSeed).
+struct CurriculumLength {
+  int64_t seqLength = 0;
+  /// The first 1-based optimizer step trained at this length; it lasts
+  /// until the next entry's (the last, the plan's length, for good).
+  int64_t fromStep = 1;
+  /// Its training step program ("forward_backward" for the plan's length,
+  /// "forward_backward.seq<L>" for another).
+  std::string program;
+  /// i32 [microBatchSize, seqLength] ids, the f32/f64 loss scalar and the
+  /// backward's seed (a Constant, -1 when none) of `program`.
+  uint32_t tokens = 0, targets = 0, loss = 0;
+  int64_t gradientSeed = -1;
+  /// Model FLOPs of one micro-batch's forward and backward at this length.
+  uint64_t flopsPerMicroBatch = 0;
+};
+
+/// The name of the training step program compiled for sequence length `L`
+/// beside the plan's own.
+std::string curriculumProgramName(int64_t seqLength);
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 
@@ -383,6 +410,12 @@ struct Plan {
   int64_t compressedGradNorm = -1, compressedLearningRate = -1;
   /// 0/1 Adam: its policy and the scalars of its programs (no pipelines).
   ZeroOneAdamPlan zeroOneAdam;
+  /// Curriculum learning: the lengths in training order, from step 1 to
+  /// the plan's own seqLength (last); empty without a curriculum. No
+  /// pipelines (each stage would need a schedule per length).
+  std::vector<CurriculumLength> curriculum;
+  /// The entry step `step` (1-based) trains at; null without a curriculum.
+  const CurriculumLength *curriculumAt(int64_t step) const;
 
   /// The device mesh the plan's collectives run over, outermost axis first;
   /// empty for a one-rank plan. World ranks are laid out row-major with the

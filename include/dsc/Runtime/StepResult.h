@@ -46,6 +46,9 @@ struct StepResult {
   /// the largest expert load over its router's mean load before dropping
   /// (1 is perfect balance); NaN without MoE layers.
   double expertLoadImbalance = std::nan("");
+  /// The sequence length the step trained at (a curriculum's length, else
+  /// the plan's).
+  int64_t sequenceLength = 0;
 };
 
 } // namespace dsc::rt

@@ -160,6 +160,7 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     const PipelineStage &own = thePlan.stages[size_t(mesh->stage())];
     r.hasLoss = pipeline->holdsLoss();
     const double lossSum = pipeline->run(fill, firstMicroBatch, seed);
+    r.sequenceLength = thePlan.seqLength;
     r.loss = r.hasLoss ? lossSum / double(microBatches) : 0.0;
     if (compressesAt(step()))
       finishStep(r, own.compressedOptimizer, own.compressedGradNorm,
@@ -169,14 +170,26 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     return r;
   }
   double lossSum = 0;
-  setGradientSeed(seed);
+  // A curriculum's step trains at its length: that length's program on its
+  // own ids (truncated samples), seed and loss; everything else is shared.
+  const CurriculumLength *length = thePlan.curriculumAt(step());
+  const bool cut = length && length->seqLength != thePlan.seqLength;
+  lossBuffer = length ? length->loss : thePlan.loss;
+  if (length && length->gradientSeed >= 0)
+    arenas->writeScalar(uint32_t(length->gradientSeed), seed);
+  else
+    setGradientSeed(seed);
   context->clearExpertLoads();
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
-    feed->fill(fill, m);
-    runner->run("forward_backward");
+    if (cut)
+      feed->fillTruncated(fill, m, *length);
+    else
+      feed->fill(fill, m);
+    runner->run(length ? length->program : "forward_backward");
     lossSum += loss();
   }
+  r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
   r.loss = lossSum / double(microBatches);
   // A 1-bit optimizer's steps from its freeze step on run its compressed
   // program, 0/1 Adam's the program of the step's kind: the same on every
@@ -213,7 +226,10 @@ void Executor::finishStep(StepResult &r, const std::string &optimizer,
     setStep(step() + 1);
 }
 
-double Executor::loss() const { return arenas->readScalar(thePlan.loss); }
+double Executor::loss() const {
+  return arenas->readScalar(lossBuffer < 0 ? thePlan.loss
+                                           : uint32_t(lossBuffer));
+}
 
 bool Executor::compressesAt(int64_t optimizerStep) const {
   return thePlan.compressionFromStep > 0 &&

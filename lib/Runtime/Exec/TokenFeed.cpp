@@ -14,6 +14,7 @@
 #include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/ShardLayout.h"
 
+#include <algorithm>
 #include <string>
 
 using namespace dsc::rt;
@@ -64,7 +65,7 @@ void TokenFeed::set(uint32_t id, const int32_t *data, size_t count,
   if (v.data) // else another pipeline rank's
     backend.copyIn(v.data, data, count * sizeof(int32_t));
   // A device backend's host mirror (fill) follows the buffer.
-  if (!backend.hostAddressable()) {
+  if (!backend.hostAddressable() && (id == plan.tokens || id == plan.targets)) {
     std::vector<int32_t> &mirror = id == plan.tokens ? hostTokens : hostTargets;
     if (mirror.data() != data)
       mirror.assign(data, data + count);
@@ -108,4 +109,23 @@ void TokenFeed::fill(const Fill &fill, int64_t microBatchInStep) {
   fill(microBatchInStep, hostTokens.data(), hostTargets.data());
   set(plan.tokens, hostTokens.data(), hostTokens.size(), "Tokens");
   set(plan.targets, hostTargets.data(), hostTargets.size(), "Targets");
+}
+
+void TokenFeed::fillTruncated(const Fill &fill, int64_t microBatchInStep,
+                              const CurriculumLength &length) {
+  const size_t rows = size_t(plan.microBatchSize);
+  const size_t whole = size_t(plan.seqLength), cut = size_t(length.seqLength);
+  wholeTokens.resize(rows * whole);
+  wholeTargets.resize(rows * whole);
+  fill(microBatchInStep, wholeTokens.data(), wholeTargets.data());
+  cutTokens.resize(rows * cut);
+  cutTargets.resize(rows * cut);
+  for (size_t r = 0; r < rows; ++r) {
+    std::copy_n(wholeTokens.begin() + ptrdiff_t(r * whole), cut,
+                cutTokens.begin() + ptrdiff_t(r * cut));
+    std::copy_n(wholeTargets.begin() + ptrdiff_t(r * whole), cut,
+                cutTargets.begin() + ptrdiff_t(r * cut));
+  }
+  set(length.tokens, cutTokens.data(), cutTokens.size(), "Tokens");
+  set(length.targets, cutTargets.data(), cutTargets.size(), "Targets");
 }

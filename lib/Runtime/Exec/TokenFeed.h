@@ -37,6 +37,12 @@ public:
   /// Calls `fill` for micro-batch `microBatchInStep` on the buffers (host
   /// memory) or on their mirrors, then copied in (device memory).
   void fill(const Fill &fill, int64_t microBatchInStep);
+  /// The same for a curriculum's `length` shorter than the plan's: `fill`
+  /// writes whole samples (the plan's sequence length), of which each row's
+  /// first length.seqLength ids go to the length's buffers and the rest is
+  /// dropped, as GPT-NeoX truncates its samples (docs/curriculum.md).
+  void fillTruncated(const Fill &fill, int64_t microBatchInStep,
+                     const CurriculumLength &length);
 
 private:
   /// The vocabulary the instructions reading id buffer `ids` assume (0 when
@@ -51,6 +57,8 @@ private:
   /// Where `fill` writes the ids of a buffer another pipeline rank holds
   /// (the loader draws every micro-batch's tokens and targets alike).
   std::vector<int32_t> unheldTokens, unheldTargets;
+  /// Whole samples' ids before fillTruncated cuts them to a length.
+  std::vector<int32_t> wholeTokens, wholeTargets, cutTokens, cutTargets;
 };
 
 } // namespace dsc::rt

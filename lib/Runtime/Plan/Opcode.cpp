@@ -220,6 +220,19 @@ const Program *Plan::findProgram(const std::string &name) const {
   return nullptr;
 }
 
+const CurriculumLength *Plan::curriculumAt(int64_t step) const {
+  // Few entries (a length each), in step order: the last that has begun.
+  const CurriculumLength *at = nullptr;
+  for (const CurriculumLength &c : curriculum)
+    if (c.fromStep <= step || !at)
+      at = &c;
+  return at;
+}
+
+std::string dsc::rt::curriculumProgramName(int64_t seqLength) {
+  return "forward_backward.seq" + std::to_string(seqLength);
+}
+
 int64_t Plan::pipelineRanks() const {
   const int64_t axis = findMeshAxis(mesh, "pp");
   return stages.empty() || axis < 0 ? 0 : mesh[size_t(axis)].size;

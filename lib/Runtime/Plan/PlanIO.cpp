@@ -157,6 +157,8 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
          {&st.forward, &st.forwardBackward, &st.optimizer, &st.step,
           &st.backwardWeight, &st.compressedOptimizer})
       names.intern(*n);
+  for (const CurriculumLength &c : plan.curriculum)
+    names.intern(c.program);
 
   Writer body;
   body.i64(plan.vocabSize);
@@ -289,6 +291,20 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.u64(plan.summary.collectiveBytesPerStep);
   body.u64(plan.summary.collectiveBytesPerCompressedStep);
   body.f64(plan.summary.pipelineBubble);
+
+  // The curriculum's lengths: length, first step, program, the ids of its
+  // tokens, targets and loss, its gradient seed and FLOPs.
+  body.u32(uint32_t(plan.curriculum.size()));
+  for (const CurriculumLength &c : plan.curriculum) {
+    body.i64(c.seqLength);
+    body.i64(c.fromStep);
+    body.u32(names.intern(c.program));
+    body.u32(c.tokens);
+    body.u32(c.targets);
+    body.u32(c.loss);
+    body.i64(c.gradientSeed);
+    body.u64(c.flopsPerMicroBatch);
+  }
 
   Writer file;
   file.bytes(kPlanMagic, sizeof(kPlanMagic));
@@ -534,9 +550,23 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     r.fail("summary pipelineBubble " +
            std::to_string(plan.summary.pipelineBubble) +
            " is not a fraction >= 0");
+  plan.curriculum.resize(
+      r.count("curriculum lengths", 8 + 8 + 4 + 3 * 4 + 8 + 8));
+  for (size_t k = 0; k < plan.curriculum.size(); ++k) {
+    CurriculumLength &c = plan.curriculum[k];
+    const std::string f = "curriculum[" + std::to_string(k) + "]";
+    c.seqLength = r.i64(f + " seqLength");
+    c.fromStep = r.i64(f + " fromStep");
+    c.program = name(f + ".program");
+    c.tokens = r.u32(f + " tokens");
+    c.targets = r.u32(f + " targets");
+    c.loss = r.u32(f + " loss");
+    c.gradientSeed = r.i64(f + " gradientSeed");
+    c.flopsPerMicroBatch = r.u64(f + " flopsPerMicroBatch");
+  }
   if (r.remaining() != 0)
     r.fail(std::to_string(r.remaining()) +
-           " unexpected bytes after the summary");
+           " unexpected bytes after the curriculum");
 
   try {
     validatePlan(plan);

@@ -75,6 +75,14 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   if (plan.gradientSeed >= 0)
     os << ", gradientSeed %" << plan.gradientSeed;
   os << "\n";
+  for (const CurriculumLength &c : plan.curriculum) {
+    os << "curriculum: sequence " << c.seqLength << " from step "
+       << c.fromStep << ": program '" << c.program << "', tokens %"
+       << c.tokens << ", targets %" << c.targets << ", loss %" << c.loss;
+    if (c.gradientSeed >= 0)
+      os << ", gradientSeed %" << c.gradientSeed;
+    os << ", " << c.flopsPerMicroBatch << " FLOPs per micro-batch\n";
+  }
   for (size_t a = 0; a < plan.arenas.size(); ++a) {
     os << "arena " << a << ": " << tierName(plan.arenas[a].tier) << ", "
        << plan.arenas[a].bytes << " bytes";

@@ -289,6 +289,70 @@ void checkWellKnown(const Plan &plan) {
   }
 }
 
+/// Curriculum learning: its lengths rise from step 1 to the plan's own,
+/// each with a training step program and i32 [microBatchSize, L] ids of
+/// its own (the last, the plan's well-known ones); no pipelines.
+void checkCurriculum(const Plan &plan) {
+  if (plan.curriculum.empty())
+    return;
+  if (!plan.stages.empty())
+    throw Error("curriculum learning runs without pipelines: a pipelined "
+                "plan has no per-length stage schedules");
+  auto buffer = [&](int64_t id, const std::string &what,
+                    BufferRole role) -> const Buffer & {
+    if (id < 0 || uint64_t(id) >= plan.buffers.size())
+      throw Error(what + " buffer " + std::to_string(id) +
+                  " is out of range (" + std::to_string(plan.buffers.size()) +
+                  " buffers)");
+    const Buffer &b = plan.buffers[size_t(id)];
+    if (b.role != role)
+      throw Error(what + " " + describeBuffer(plan, uint32_t(id)) +
+                  " has role " + roleName(b.role) + ", expected " +
+                  roleName(role));
+    return b;
+  };
+  for (size_t k = 0; k < plan.curriculum.size(); ++k) {
+    const CurriculumLength &c = plan.curriculum[k];
+    const bool last = k + 1 == plan.curriculum.size();
+    const std::string what = "curriculum length " + std::to_string(k) +
+                             " (sequence " + std::to_string(c.seqLength) + ")";
+    if (c.seqLength < 1 || c.seqLength > plan.seqLength ||
+        (k > 0 && c.seqLength <= plan.curriculum[k - 1].seqLength))
+      throw Error(what + ": lengths must rise, from 1 up to the plan's "
+                         "sequence length " +
+                  std::to_string(plan.seqLength));
+    if ((k == 0 && c.fromStep != 1) ||
+        (k > 0 && c.fromStep <= plan.curriculum[k - 1].fromStep))
+      throw Error(what + ": first step " + std::to_string(c.fromStep) +
+                  "; the first length starts at step 1, each later one after "
+                  "the one before");
+    const std::string program =
+        last ? "forward_backward" : curriculumProgramName(c.seqLength);
+    if (c.program != program || !plan.findProgram(c.program))
+      throw Error(what + ": its program must be \"" + program +
+                  "\", a program of the plan (got \"" + c.program + "\")");
+    if (last && (c.seqLength != plan.seqLength || c.tokens != plan.tokens ||
+                 c.targets != plan.targets || c.loss != plan.loss ||
+                 c.gradientSeed != plan.gradientSeed))
+      throw Error(what + ": the last length must be the plan's own (sequence " +
+                  std::to_string(plan.seqLength) +
+                  ", its well-known tokens, targets, loss and gradient seed)");
+    const std::vector<int64_t> ids = {plan.microBatchSize, c.seqLength};
+    for (auto [id, role] : {std::pair{c.tokens, BufferRole::Tokens},
+                            std::pair{c.targets, BufferRole::Targets}}) {
+      const Buffer &b = buffer(id, what + " " + roleName(role), role);
+      if (b.dtype != DType::I32 || b.shape != ids)
+        throw Error(what + ": " + describeBuffer(plan, id) + " must be i32 " +
+                    shapeString(ids) + " [microBatchSize, length]");
+    }
+    const Buffer &loss = buffer(c.loss, what + " loss", BufferRole::Loss);
+    if (!isFloat(loss.dtype) || numElements(loss.shape) != 1)
+      throw Error(what + ": its loss must be a float scalar");
+    if (c.gradientSeed != -1)
+      buffer(c.gradientSeed, what + " gradientSeed", BufferRole::Constant);
+  }
+}
+
 /// Pipeline rank r's step program: only pipeline-step instructions, on
 /// the rank's stages (r, r+P, ...); each message on the buffer its
 /// direction moves (the output or the input's gradient out, the input or
@@ -809,6 +873,7 @@ void dsc::rt::validatePlan(const Plan &plan) {
   }
   checkPersistentOverlap(plan);
   checkWellKnown(plan);
+  checkCurriculum(plan);
 
   // Pipeline-step instructions belong to the stages' step programs only
   // (checkStep checks those): elsewhere nothing would run them in order.
