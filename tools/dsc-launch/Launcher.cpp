@@ -256,7 +256,7 @@ std::string dsc::launch::openMpiHostfile(const Allocation &hosts) {
 /// What every rank's environment carries from the launcher: the thread
 /// counts a user set for the ranks' BLAS and OpenMP pools (left unset, each
 /// of a host's ranks would start one thread per core), and the restart
-/// count, when the launch has one.
+/// count and the dead-rank file, when the launch has them.
 static std::vector<std::pair<std::string, std::string>>
 rankEnv(const LaunchOptions &options) {
   std::vector<std::pair<std::string, std::string>> env;
@@ -266,6 +266,8 @@ rankEnv(const LaunchOptions &options) {
   if (options.restartCount)
     env.emplace_back("TORCHELASTIC_RESTART_COUNT",
                      std::to_string(*options.restartCount));
+  if (!options.deadRankFile.empty())
+    env.emplace_back("DSC_DEAD_RANK_FILE", options.deadRankFile);
   return env;
 }
 

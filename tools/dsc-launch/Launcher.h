@@ -87,6 +87,9 @@ struct LaunchOptions {
   /// torchrun's TORCHELASTIC_RESTART_COUNT; unset without --max-restarts,
   /// so the commands stay as they were.
   std::optional<int> restartCount;
+  /// Where a rank's watch writes the world rank that died
+  /// (DSC_DEAD_RANK_FILE), so that a restart knows the slot it lost.
+  std::string deadRankFile;
 };
 
 /// The Open MPI hostfile text ("host slots=N" per host in use).

@@ -18,10 +18,14 @@
 // the command it runs (--dry-run: only prints). Its exit code is the
 // launcher's (mpirun's, srun's; for ssh the largest of the hosts', as
 // DeepSpeed's pdsh runner reports with `pdsh -S`). --max-restarts N, as
-// torchrun's, relaunches a failed job from dsc-run's newest checkpoint.
+// torchrun's, relaunches a failed job from dsc-run's newest checkpoint;
+// with --elastic MIN:MAX it drops the dead rank's slot and continues on
+// fewer ranks, a smaller dp that dsc-run compiles and reshards the
+// checkpoint into (Elastic.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Elastic.h"
 #include "Hostfile.h"
 #include "Launcher.h"
 
@@ -118,8 +122,10 @@ static cl::alias maxRestartsUnderscore("max_restarts",
                                        cl::desc("Alias for --max-restarts"));
 static cl::opt<std::string>
     elastic("elastic",
-            cl::desc("Continue on fewer ranks after a failure (min:max): "
-                     "refused, not built yet"),
+            cl::desc("After a rank is lost, continue on fewer ranks, at "
+                     "least MIN (torchrun's --nnodes=MIN:MAX): the lost "
+                     "rank's slot is dropped, dp shrinks, the checkpoint is "
+                     "resharded; needs --max-restarts"),
             cl::value_desc("min:max"), cl::cat(launchCategory));
 static cl::opt<std::string> program(cl::Positional, cl::desc("-- dsc-run"),
                                     cl::cat(launchCategory));
@@ -190,6 +196,88 @@ static std::optional<std::string> latestCheckpoint(llvm::StringRef saveDir) {
   if (!llvm::sys::fs::is_directory(step))
     return std::nullopt;
   return name.str();
+}
+
+/// The world rank that the failed attempt's ranks reported dead
+/// (DSC_DEAD_RANK_FILE, written by dsc-run's rank watch), or none.
+static std::optional<int> readDeadRank(llvm::StringRef path,
+                                       const Allocation &used) {
+  if (path.empty())
+    return std::nullopt;
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  int rank = -1;
+  if (!buffer || (*buffer)->getBuffer().trim().getAsInteger(10, rank) ||
+      rank < 0 || rank >= worldSize(used))
+    return std::nullopt;
+  return rank;
+}
+
+/// "host 'localhost' slot 1"
+static std::string rankSlot(const Allocation &used, int rank) {
+  int r = 0;
+  for (const Host &host : used)
+    for (int slot : host.slots)
+      if (r++ == rank)
+        return "host '" + host.name + "' slot " + std::to_string(slot);
+  return "an unknown slot";
+}
+
+/// mpirun and srun number a host's ranks 0..n-1 and cannot hand each its
+/// own device list (the ssh launcher can): says so where a host's slots
+/// are not 0..n-1 (a selection, or the slots an elastic restart kept).
+static void noteSlotNumbering(llvm::raw_ostream &os, const Allocation &hosts) {
+  if (launcher == LauncherKind::Ssh)
+    return;
+  for (const Host &host : hosts)
+    if (int(host.slots.size()) != host.slots.back() + 1) {
+      os << "dsc-launch: note: host '" << host.name
+         << "' uses slots that are not 0..n-1; under "
+         << (launcher == LauncherKind::Slurm ? "srun" : "mpirun")
+         << " its ranks are local ranks 0.." << host.slots.size() - 1
+         << " (the ssh launcher passes the slots as "
+            "CUDA_VISIBLE_DEVICES)\n";
+      return;
+    }
+}
+
+/// The plan dsc-run compiles from `runArgs` (dsc-run ... --print-config):
+/// what --elastic shrinks. dsc-run must compile it (a GPT-NeoX config, or
+/// a graph-level module with --compile): a plan file fixes its world.
+static llvm::Expected<ElasticPlan>
+resolvedPlan(llvm::ArrayRef<std::string> runArgs, const PlanMesh &mesh) {
+  if (!mesh.known)
+    return llvm::createStringError(
+        "--elastic compiles a smaller plan when a rank is lost, so dsc-run "
+        "must compile MODEL (a GPT-NeoX config, or a graph-level .mlir with "
+        "--compile \"dp=N ...\"): " +
+        mesh.note);
+  auto path = llvm::sys::findProgramByName(runArgs[0]);
+  if (!path)
+    return llvm::createStringError("--elastic: '" + runArgs[0] +
+                                   "' is not on PATH");
+  llvm::SmallString<128> out;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("dsc-launch-config", "txt", out))
+    return llvm::createStringError("--elastic: cannot create a file for "
+                                   "dsc-run --print-config: " +
+                                   ec.message());
+  std::vector<std::string> command(runArgs.begin(), runArgs.end());
+  command.push_back("--print-config");
+  std::vector<llvm::StringRef> argv(command.begin(), command.end());
+  std::optional<llvm::StringRef> redirects[] = {
+      llvm::StringRef(""), llvm::StringRef(out), llvm::StringRef(out)};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, redirects,
+                                     /*SecondsToWait=*/60, 0, &message);
+  auto buffer = llvm::MemoryBuffer::getFile(out);
+  llvm::sys::fs::remove(out);
+  std::string text = buffer ? (*buffer)->getBuffer().str() : std::string();
+  if (rc != 0)
+    return llvm::createStringError(
+        "--elastic reads the plan dsc-run compiles ('" + shellJoin(command) +
+        "'), and that failed" + (message.empty() ? "" : ": " + message) +
+        (text.empty() ? "" : ":\n" + llvm::StringRef(text).trim().str()));
+  return parsePrintConfig(text);
 }
 
 /// The child launchers (one, or one ssh per host), forwarded the signals
@@ -279,16 +367,13 @@ int main(int argc, char **argv) {
       "  dsc-launch [--hostfile F] [--include SPEC | --exclude SPEC]\n"
       "             [--num_nodes N] [--num_gpus N] [--launcher "
       "openmpi|slurm|ssh]\n"
-      "             [--dry-run] [--master_addr A] [--master_port P] -- "
+      "             [--dry-run] [--master_addr A] [--master_port P]\n"
+      "             [--max-restarts N [--elastic MIN:MAX]] -- "
       "dsc-run <args...>\n");
 
   if (program.empty())
     return error("no command to launch: dsc-launch [options] -- dsc-run "
                  "MODEL [dsc-run options]");
-  if (!elastic.empty())
-    return error("--elastic (continuing on fewer ranks after a failure) is "
-                 "not built yet; --max-restarts N restarts the job on the "
-                 "same ranks");
   if (maxRestarts < 0)
     return error("--max-restarts must be 0 or more, got " +
                  llvm::Twine(int(maxRestarts)));
@@ -346,8 +431,16 @@ int main(int argc, char **argv) {
                  " needs dsc-run's --save DIR (and --save-interval K) to "
                  "resume from; without checkpoints a restart repeats the "
                  "lost steps from the start");
-  if (maxRestarts > 0)
+  if (maxRestarts > 0) {
     options.restartCount = 0;
+    llvm::SmallString<256> deadRank(*saveDir);
+    llvm::sys::path::append(deadRank, ".dsc-launch-dead-rank");
+    options.deadRankFile = std::string(deadRank);
+  }
+  if (!elastic.empty() && maxRestarts < 1)
+    return error("--elastic " + elastic +
+                 " continues on fewer ranks when the job restarts: give "
+                 "--max-restarts N (N >= 1) too");
 
   // The plan against the slots, before anything starts.
   auto mesh = readPlanMesh(options.runArgs);
@@ -364,46 +457,92 @@ int main(int argc, char **argv) {
   std::vector<RankPlace> ranks = placeRanks(*mesh, *selected);
   printRankTable(os, *mesh, *selected, ranks);
 
-  if (launcher != LauncherKind::Ssh)
-    for (const Host &host : *selected)
-      if (int(host.slots.size()) != host.slots.back() + 1) {
-        // mpirun and srun number a host's ranks 0..n-1 and cannot hand
-        // each its own device list; the ssh launcher can.
-        os << "dsc-launch: note: host '" << host.name
-           << "' uses slots that are not 0..n-1; under "
-           << (launcher == LauncherKind::Slurm ? "srun" : "mpirun")
-           << " its ranks are local ranks 0.." << host.slots.size() - 1
-           << " (the ssh launcher passes the slots as "
-              "CUDA_VISIBLE_DEVICES)\n";
-        break;
+  std::optional<ElasticRange> range;
+  ElasticPlan elasticPlan;
+  if (!elastic.empty()) {
+    auto parsed = parseElastic(elastic, worldSize(*selected));
+    if (!parsed)
+      return error(parsed.takeError());
+    range = *parsed;
+    auto plan = resolvedPlan(options.runArgs, *mesh);
+    if (!plan)
+      return error(plan.takeError());
+    elasticPlan = *plan;
+    if (elasticPlan.world() != worldSize(*selected))
+      return error("--elastic " + elastic + ": dsc-run resolves the plan " +
+                   elasticPlan.describe() + " (" +
+                   llvm::Twine(elasticPlan.world()) + " ranks) for " +
+                   llvm::Twine(worldSize(*selected)) + " slots");
+    std::vector<int64_t> worlds = shrinkableWorlds(elasticPlan);
+    std::string smaller;
+    for (int64_t w : worlds)
+      if (w < range->max)
+        smaller += (smaller.empty()      ? ""
+                    : w == worlds.back() ? " or "
+                                         : ", ") +
+                   std::to_string(w);
+    if (llvm::none_of(worlds, [&](int64_t w) {
+          return w >= range->min && w < range->max;
+        }))
+      return error("--elastic " + elastic + ": the plan (" +
+                   elasticPlan.describe() + ")" +
+                   (smaller.empty() ? " cannot run on fewer than its " +
+                                          std::to_string(range->max) + " ranks"
+                                    : " shrinks only to " + smaller +
+                                          " ranks, none of them at least MIN " +
+                                          std::to_string(range->min)) +
+                   " (only dp shrinks, to a divisor of dp*microbatches = " +
+                   llvm::Twine(elasticPlan.dp * elasticPlan.microBatches) +
+                   " that ep divides; tp and pp are compiled into each rank's "
+                   "program and stay)");
+    os << "dsc-launch: --elastic " << range->min << ":" << range->max
+       << ": the plan " << elasticPlan.describe() << "; after a lost rank it "
+       << "continues on the largest of ";
+    bool first = true;
+    for (int64_t w : worlds)
+      if (w >= range->min && w < range->max) {
+        os << (first ? "" : ", ") << w;
+        first = false;
       }
+    os << " ranks the surviving slots hold\n";
+  }
+
+  noteSlotNumbering(os, *selected);
 
   llvm::SmallString<128> generatedHostfile;
-  auto buildCommands = [&](const LaunchOptions &options)
+  std::string hostfileText;
+  auto buildCommands = [&](const LaunchOptions &options,
+                           const Allocation &selected)
       -> llvm::Expected<std::vector<std::vector<std::string>>> {
     std::vector<std::vector<std::string>> commands;
     switch (launcher) {
     case LauncherKind::OpenMpi: {
-      // One hostfile for every attempt: the ranks stay where they were.
-      if (generatedHostfile.empty()) {
+      // One hostfile for every attempt on the same slots: the ranks stay
+      // where they were; an elastic restart rewrites it for its slots.
+      if (openMpiHostfile(selected) != hostfileText) {
+        hostfileText = openMpiHostfile(selected);
         int fd = -1;
-        if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
-                "dsc-launch-hostfile", "txt", fd, generatedHostfile))
+        std::error_code ec =
+            generatedHostfile.empty()
+                ? llvm::sys::fs::createTemporaryFile(
+                      "dsc-launch-hostfile", "txt", fd, generatedHostfile)
+                : llvm::sys::fs::openFileForWrite(generatedHostfile, fd);
+        if (ec)
           return llvm::createStringError(
               "cannot create the Open MPI hostfile: " + ec.message());
         {
           llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
-          out << openMpiHostfile(*selected);
+          out << hostfileText;
         }
         os << "dsc-launch: Open MPI hostfile " << generatedHostfile << ":\n";
-        for (const Host &host : *selected)
+        for (const Host &host : selected)
           os << "  " << host.name << " slots=" << host.slots.size() << "\n";
       }
-      commands.push_back(openMpiCommand(*selected, options, generatedHostfile));
+      commands.push_back(openMpiCommand(selected, options, generatedHostfile));
       break;
     }
     case LauncherKind::Slurm: {
-      auto cmd = slurmCommand(*selected, options);
+      auto cmd = slurmCommand(selected, options);
       if (!cmd)
         return cmd.takeError();
       commands.push_back(std::move(*cmd));
@@ -413,14 +552,14 @@ int main(int argc, char **argv) {
       llvm::SmallString<256> cwd;
       if (llvm::sys::fs::current_path(cwd))
         cwd = ".";
-      commands = sshCommands(*selected, options, cwd);
+      commands = sshCommands(selected, options, cwd);
       break;
     }
     }
     return commands;
   };
 
-  auto commands = buildCommands(options);
+  auto commands = buildCommands(options, *selected);
   if (!commands)
     return error(commands.takeError());
   os << (dryRun ? "dsc-launch: --dry-run, would run:\n"
@@ -432,23 +571,79 @@ int main(int argc, char **argv) {
       os << "dsc-launch: the hostfile stays for the command above\n";
     return 0;
   }
+  if (!options.deadRankFile.empty())
+    llvm::sys::fs::remove(options.deadRankFile);
   int rc = runAllAndWait(*commands);
   // torchrun's --max-restarts: the same ranks again, from the newest
-  // checkpoint the failed attempt completed.
+  // checkpoint the failed attempt completed; with --elastic, the slots
+  // that survived, as many as a smaller dp can use.
+  Allocation used = *selected, alive = *selected;
+  std::vector<std::string> runArgs = options.runArgs;
   for (int restart = 1; rc != 0 && restart <= maxRestarts; ++restart) {
     LaunchOptions retry = options;
     retry.restartCount = restart;
+    std::optional<int> dead = readDeadRank(options.deadRankFile, used);
+    if (dead)
+      os << "dsc-launch: world rank " << *dead << " (" << rankSlot(used, *dead)
+         << ") died, as its surviving peers report\n";
+    std::optional<Shrunk> shrunk;
+    if (range) {
+      if (dead)
+        alive = dropRankSlot(alive, used, *dead);
+      else
+        os << "dsc-launch: no rank was reported dead (the job failed as a "
+              "whole, or on a host without a surviving rank): the same "
+              "slots again\n";
+      auto next = shrinkTo(elasticPlan, alive, *range);
+      if (!next) {
+        rc = std::max(rc, error(next.takeError()));
+        break;
+      }
+      auto args = shrinkRunArgs(options.runArgs, next->plan);
+      if (!args) {
+        rc = std::max(rc, error(args.takeError()));
+        break;
+      }
+      // The original arguments as long as the plan is the original one.
+      runArgs = next->plan.dp == elasticPlan.dp ? options.runArgs : *args;
+      used = next->hosts;
+      shrunk = std::move(*next);
+    }
     std::optional<std::string> step = latestCheckpoint(*saveDir);
+    retry.runArgs = runArgs;
     if (step) {
       llvm::SmallString<256> stepDir(*saveDir);
       llvm::sys::path::append(stepDir, *step);
-      retry.runArgs = resumeArgs(options.runArgs, stepDir);
+      retry.runArgs = resumeArgs(runArgs, stepDir);
     }
     os << "dsc-launch: the job failed (exit " << rc << "); restart " << restart
        << " of " << maxRestarts << " "
-       << (step ? "from checkpoint " + *step : std::string("from the start"))
-       << "\n";
-    auto again = buildCommands(retry);
+       << (step ? "from checkpoint " + *step : std::string("from the start"));
+    if (shrunk)
+      os << " on " << worldSize(used) << " ranks (--elastic " << elastic << ")";
+    os << "\n";
+    if (shrunk) {
+      const ElasticPlan &p = shrunk->plan;
+      os << "dsc-launch: --elastic: " << worldSize(alive) << " slot"
+         << (worldSize(alive) == 1 ? "" : "s") << " left, " << worldSize(used)
+         << " used: dp=" << elasticPlan.dp << " -> dp=" << p.dp
+         << " (tp=" << p.tp << " pp=" << p.pp << " kept), "
+         << elasticPlan.microBatches << " -> " << p.microBatches
+         << " micro-batches per data-parallel rank (the global batch stays "
+         << p.dp * p.microBatches << " micro-batches); dsc-run compiles "
+         << "the new plan and "
+         << (step ? "reshards checkpoint " + *step + " into it"
+                  : std::string("starts from the beginning"))
+         << "\n";
+      PlanMesh smaller = *mesh;
+      smaller.dp = p.dp;
+      smaller.np.reset();
+      smaller.text = p.describe().substr(0, p.describe().find(','));
+      printRankTable(os, smaller, used, placeRanks(smaller, used));
+      noteSlotNumbering(os, used);
+    }
+    llvm::sys::fs::remove(options.deadRankFile);
+    auto again = buildCommands(retry, used);
     if (!again) {
       rc = error(again.takeError());
       break;
@@ -463,5 +658,7 @@ int main(int argc, char **argv) {
        << " restart" << (maxRestarts == 1 ? "" : "s") << "\n";
   if (!generatedHostfile.empty())
     llvm::sys::fs::remove(generatedHostfile);
+  if (!options.deadRankFile.empty())
+    llvm::sys::fs::remove(options.deadRankFile);
   return rc;
 }

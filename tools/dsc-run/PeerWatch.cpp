@@ -17,6 +17,12 @@
 // (link(2) of a written file: all or nothing, one winner) before anyone
 // exits, and every report names the marker's rank when there is one.
 //
+// dsc-launch --elastic drops a dead rank's slot before it restarts, so it
+// must learn which rank died: when it sets DSC_DEAD_RANK_FILE, the reports
+// also write the dead rank there (O_EXCL: the first writer; all name the
+// same rank). The path is in the job's --save directory, which every rank
+// shares.
+//
 //===----------------------------------------------------------------------===//
 
 #include "PeerWatch.h"
@@ -28,6 +34,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
@@ -233,9 +240,23 @@ int PeerWatch::publishDead(int dead) const {
   return named >= 0 ? named : dead;
 }
 
+/// Tells dsc-launch the dead rank, when it asked (DSC_DEAD_RANK_FILE).
+static void tellLauncher(int dead) {
+  const char *path = std::getenv("DSC_DEAD_RANK_FILE");
+  if (dead < 0 || !path || !*path)
+    return;
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return;
+  const std::string text = std::to_string(dead) + "\n";
+  [[maybe_unused]] ssize_t n = ::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
 void PeerWatch::report(int seen, bool byTerm) const {
   // The first death any rank saw, so every survivor names the same one.
   const int dead = publishDead(seen);
+  tellLauncher(dead);
   std::string what =
       dead >= 0 ? "world rank " + std::to_string(dead) + " (pid " +
                       std::to_string(pids[size_t(dead)]) + " on this host) died"
