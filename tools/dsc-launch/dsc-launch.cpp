@@ -580,8 +580,6 @@ int main(int argc, char **argv) {
   Allocation used = *selected, alive = *selected;
   std::vector<std::string> runArgs = options.runArgs;
   for (int restart = 1; rc != 0 && restart <= maxRestarts; ++restart) {
-    LaunchOptions retry = options;
-    retry.restartCount = restart;
     std::optional<int> dead = readDeadRank(options.deadRankFile, used);
     if (dead)
       os << "dsc-launch: world rank " << *dead << " (" << rankSlot(used, *dead)
@@ -607,8 +605,13 @@ int main(int argc, char **argv) {
       // The original arguments as long as the plan is the original one.
       runArgs = next->plan.dp == elasticPlan.dp ? options.runArgs : *args;
       used = next->hosts;
+      // Rank 0 (the TCP store's server) is on the first host still used.
+      if (masterAddr.empty() && !hostfile.empty())
+        options.masterAddr = used.front().name;
       shrunk = std::move(*next);
     }
+    LaunchOptions retry = options;
+    retry.restartCount = restart;
     std::optional<std::string> step = latestCheckpoint(*saveDir);
     retry.runArgs = runArgs;
     if (step) {
