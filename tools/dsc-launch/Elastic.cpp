@@ -115,23 +115,28 @@ static std::string slotList(const Allocation &hosts) {
   return text.empty() ? "none" : text;
 }
 
+ElasticPlan dsc::launch::shrinkPlan(const ElasticPlan &plan, int64_t world) {
+  ElasticPlan out = plan;
+  out.dp = world / (plan.tp * plan.pp);
+  out.microBatches = plan.dp * plan.microBatches / out.dp;
+  return out;
+}
+
 llvm::Expected<Shrunk> dsc::launch::shrinkTo(const ElasticPlan &plan,
                                              const Allocation &alive,
-                                             ElasticRange range) {
+                                             ElasticRange range,
+                                             llvm::ArrayRef<int64_t> worlds) {
   // A tensor-parallel group stays inside a host (checkPlan's rule).
   int64_t capacity = 0;
   for (const Host &host : alive)
     capacity += int64_t(host.slots.size()) / plan.tp * plan.tp;
-  const std::vector<int64_t> worlds = shrinkableWorlds(plan);
   for (int64_t world : worlds) {
     if (world > range.max || world > capacity)
       continue;
     if (world < range.min)
       break;
     Shrunk out;
-    out.plan = plan;
-    out.plan.dp = world / (plan.tp * plan.pp);
-    out.plan.microBatches = plan.dp * plan.microBatches / out.plan.dp;
+    out.plan = shrinkPlan(plan, world);
     int64_t left = world;
     for (const Host &host : alive) {
       const int64_t take =

@@ -64,11 +64,17 @@ struct Shrunk {
   Allocation hosts;
 };
 
-/// The largest world in [range.min, range.max] that `plan` shrinks to and
-/// `alive` holds in whole tensor-parallel groups per host (the slots taken
-/// host by host, as the ranks are placed). Errors say why none does.
+/// The largest of `worlds` (some of shrinkableWorlds(plan), largest
+/// first) in [range.min, range.max] that `alive` holds in whole
+/// tensor-parallel groups per host (the slots taken host by host, as the
+/// ranks are placed). Errors say why none does.
 llvm::Expected<Shrunk> shrinkTo(const ElasticPlan &plan,
-                                const Allocation &alive, ElasticRange range);
+                                const Allocation &alive, ElasticRange range,
+                                llvm::ArrayRef<int64_t> worlds);
+
+/// `plan` with dp' = world / (tp * pp) and the micro-batches that keep its
+/// global batch; `world` must be one of shrinkableWorlds(plan).
+ElasticPlan shrinkPlan(const ElasticPlan &plan, int64_t world);
 
 /// `alive` without the slot that world rank `rank` of `used` ran on.
 Allocation dropRankSlot(const Allocation &alive, const Allocation &used,

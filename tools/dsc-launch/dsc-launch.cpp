@@ -459,6 +459,9 @@ int main(int argc, char **argv) {
 
   std::optional<ElasticRange> range;
   ElasticPlan elasticPlan;
+  // The worlds a restart may take, largest first: the plan's own, then the
+  // smaller ones dsc-run accepts.
+  std::vector<int64_t> elasticWorlds;
   if (!elastic.empty()) {
     auto parsed = parseElastic(elastic, worldSize(*selected));
     if (!parsed)
@@ -495,16 +498,39 @@ int main(int argc, char **argv) {
                    llvm::Twine(elasticPlan.dp * elasticPlan.microBatches) +
                    " that ep divides; tp and pp are compiled into each rank's "
                    "program and stay)");
+    // Each smaller plan through dsc-run's own checks before anything
+    // starts: a config that pins what dp' changes (a ds_config's
+    // gradient_accumulation_steps against its train_batch_size) is found
+    // here, not at the restart.
+    elasticWorlds.push_back(elasticPlan.world());
+    std::string refused;
+    for (int64_t w : worlds) {
+      if (w < range->min || w >= range->max)
+        continue;
+      const ElasticPlan smaller = shrinkPlan(elasticPlan, w);
+      auto args = shrinkRunArgs(options.runArgs, smaller);
+      if (!args)
+        return error(args.takeError());
+      auto resolved = resolvedPlan(*args, *mesh);
+      if (!resolved) {
+        refused += "\n  on " + std::to_string(w) + " ranks (" +
+                   smaller.describe() +
+                   "): " + llvm::toString(resolved.takeError());
+        continue;
+      }
+      elasticWorlds.push_back(w);
+    }
+    if (elasticWorlds.size() == 1)
+      return error("--elastic " + elastic +
+                   ": dsc-run refuses every smaller plan:" + refused);
     os << "dsc-launch: --elastic " << range->min << ":" << range->max
        << ": the plan " << elasticPlan.describe() << "; after a lost rank it "
        << "continues on the largest of ";
-    bool first = true;
-    for (int64_t w : worlds)
-      if (w >= range->min && w < range->max) {
-        os << (first ? "" : ", ") << w;
-        first = false;
-      }
+    for (size_t i = 1; i < elasticWorlds.size(); ++i)
+      os << (i == 1 ? "" : ", ") << elasticWorlds[i];
     os << " ranks the surviving slots hold\n";
+    if (!refused.empty())
+      os << "dsc-launch: note: --elastic: dsc-run refuses" << refused << "\n";
   }
 
   noteSlotNumbering(os, *selected);
@@ -592,7 +618,7 @@ int main(int argc, char **argv) {
         os << "dsc-launch: no rank was reported dead (the job failed as a "
               "whole, or on a host without a surviving rank): the same "
               "slots again\n";
-      auto next = shrinkTo(elasticPlan, alive, *range);
+      auto next = shrinkTo(elasticPlan, alive, *range, elasticWorlds);
       if (!next) {
         rc = std::max(rc, error(next.takeError()));
         break;
