@@ -20,8 +20,10 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
 #include <map>
 #include <type_traits>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::dsc;
@@ -398,8 +400,12 @@ private:
   /// Each swapped-in state's NVMe buffer while its symbol names the host
   /// staging.
   llvm::DenseMap<Attribute, uint32_t> swappedOut;
-  /// The plan arena of each (tier, memory domain) the module uses.
+  /// The plan arena of each (tier, memory domain) the module uses: a
+  /// pipeline rank's (>= 0), the shared one (-1), or -2 - k for the k-th
+  /// set of ranks of `dsc.memory`'s `shared_by_ranks`.
   std::map<std::pair<MemoryTier, int64_t>, uint32_t> arenaOf;
+  /// The domain of each `shared_by_ranks` set.
+  std::map<std::vector<int64_t>, int64_t> setDomains;
   /// The memory domain of the program being lowered: its pipeline rank, or
   /// -1 (shared).
   int64_t currentDomain = -1;
@@ -423,8 +429,9 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Location loc, Type type,
   if (arena == arenaOf.end())
     return emitError(loc, "the memory plan has no ")
            << stringifyMemoryTier(tier) << " arena "
-           << (d < 0 ? std::string("shared by the pipeline ranks")
-                     : "of pipeline rank " + std::to_string(d))
+           << (d == -1 ? std::string("shared by the pipeline ranks")
+               : d < 0 ? std::string("shared by a set of pipeline ranks")
+                       : "of pipeline rank " + std::to_string(d))
            << " for '" << name << "'";
   if (persistent)
     if (auto it = persistentByOffset.find({arena->second, offset});
@@ -524,9 +531,18 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   }
 
   // Declarations, in the arenas of the pipeline rank that holds them.
-  auto domainOf = [](Operation *decl) -> int64_t {
-    auto rank = decl->getAttrOfType<IntegerAttr>(kPipelineRankAttr);
-    return rank ? rank.getInt() : -1;
+  auto domainOf = [&](Operation *decl) -> int64_t {
+    if (auto rank = decl->getAttrOfType<IntegerAttr>(kPipelineRankAttr))
+      return rank.getInt();
+    if (auto ranks =
+            decl->getAttrOfType<DenseI64ArrayAttr>(kPipelineRanksAttr)) {
+      auto it = setDomains.find(std::vector<int64_t>(ranks.asArrayRef().begin(),
+                                                     ranks.asArrayRef().end()));
+      // Unknown: no arena has this domain, which addBuffer names.
+      return it == setDomains.end() ? std::numeric_limits<int64_t>::min()
+                                    : it->second;
+    }
+    return -1;
   };
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParameterOp>(op)) {
@@ -715,7 +731,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
 LogicalResult PlanBuilder::buildArenas(DictionaryAttr memory) {
   // One arena per tier the memory plan used: the device's, then the
   // offload tiers'; pipelined, the shared domain's (when it holds
-  // anything), then each pipeline rank's.
+  // anything), each set of ranks' (likewise), then each pipeline rank's.
   auto add = [&](DictionaryAttr domain, int64_t rank, bool always) {
     for (auto [tier, key] : {std::make_tuple(MemoryTier::Device, "arena_bytes"),
                              std::make_tuple(MemoryTier::Host, "host_bytes"),
@@ -729,7 +745,7 @@ LogicalResult PlanBuilder::buildArenas(DictionaryAttr memory) {
                    : tier == MemoryTier::Host ? rt::Tier::Host
                                               : rt::Tier::Nvme;
       arena.bytes = static_cast<uint64_t>(bytes.getInt());
-      arena.pipelineRank = rank;
+      arena.pipelineRank = rank < 0 ? -1 : rank;
       plan.arenas.push_back(arena);
       plan.summary.peakBytesPerArena.push_back(bytes.getInt());
     }
@@ -744,6 +760,21 @@ LogicalResult PlanBuilder::buildArenas(DictionaryAttr memory) {
     return module.emitError("dsc.memory lists the pipeline ranks' memory but "
                             "not what they share");
   add(shared, -1, false);
+  // Sets of ranks' shared arenas: -1 in the plan like the shared one; the
+  // runtime allocates them on the ranks whose stages' programs use them
+  // (rt::arenaHolders).
+  if (auto sets = memory.getAs<ArrayAttr>("shared_by_ranks"))
+    for (auto [k, entry] : llvm::enumerate(sets)) {
+      auto dict = dyn_cast<DictionaryAttr>(entry);
+      auto set = dict ? dict.getAs<DenseI64ArrayAttr>("ranks") : nullptr;
+      if (!set)
+        return module.emitError("dsc.memory's shared_by_ranks entry ")
+               << k << " is not a dictionary with its 'ranks'";
+      const int64_t domain = -2 - int64_t(k);
+      setDomains[std::vector<int64_t>(set.asArrayRef().begin(),
+                                      set.asArrayRef().end())] = domain;
+      add(dict, domain, false);
+    }
   for (auto [rank, domain] : llvm::enumerate(ranks)) {
     auto dict = dyn_cast<DictionaryAttr>(domain);
     if (!dict)

@@ -22,10 +22,13 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <algorithm>
 #include <array>
-#include <tuple>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCPLANMEMORYPASS
@@ -190,7 +193,8 @@ struct DscPlanMemoryPass
       std::optional<int64_t> stage = getPipelineStage(func);
       return shape && stage ? shape->rankOf(*stage) : -1;
     };
-    llvm::DenseMap<Operation *, int64_t> declDomain;
+    // The pipeline ranks whose stages' programs name each declaration.
+    llvm::DenseMap<Operation *, std::set<int64_t>> declRanks;
     if (shape)
       for (func::FuncOp func : programs) {
         const int64_t d = domainOf(func);
@@ -203,13 +207,31 @@ struct DscPlanMemoryPass
         for (const SymbolTable::SymbolUse &use : *uses) {
           Operation *decl =
               SymbolTable::lookupNearestSymbolFrom(func, use.getSymbolRef());
-          if (!isa_and_nonnull<ParameterOp, StateOp>(decl))
-            continue;
-          auto [it, inserted] = declDomain.try_emplace(decl, d);
-          if (!inserted && it->second != d)
-            it->second = -1;
+          if (isa_and_nonnull<ParameterOp, StateOp>(decl))
+            declRanks[decl].insert(d);
         }
       }
+    // One rank's declarations go to its domain; those of some ranks but
+    // not all (a tied embedding's parameter and moments: the first and
+    // the last) to a domain of that set, allocated by those ranks only
+    // (domains -2, -3, ... in declaration order); the rest are shared.
+    llvm::DenseMap<Operation *, int64_t> declDomain;
+    std::map<std::vector<int64_t>, int64_t> setDomains;
+    for (Operation &op : module.getBody()->getOperations()) {
+      auto it = declRanks.find(&op);
+      if (it == declRanks.end())
+        continue;
+      const std::set<int64_t> &ranks = it->second;
+      if (ranks.size() == 1) {
+        declDomain[&op] = *ranks.begin();
+      } else if (int64_t(ranks.size()) < shape->ranks()) {
+        std::vector<int64_t> key(ranks.begin(), ranks.end());
+        auto [at, inserted] =
+            setDomains.try_emplace(key, -2 - int64_t(setDomains.size()));
+        declDomain[&op] = at->second;
+        domains[at->second];
+      }
+    }
 
     // Persistent: declarations, then each program's inputs, results and
     // constants. Program inputs of the same position and type share one
@@ -234,6 +256,10 @@ struct DscPlanMemoryPass
                  b.getI64IntegerAttr(placeIn(d, tier, bytesOfType(type))));
       if (d >= 0)
         op.setAttr(kPipelineRankAttr, b.getI64IntegerAttr(d));
+      if (d <= -2)
+        op.setAttr(kPipelineRanksAttr,
+                   b.getDenseI64ArrayAttr(std::vector<int64_t>(
+                       declRanks[&op].begin(), declRanks[&op].end())));
     }
 
     // A stage's kept values live in its banks' slots (placed below): the
@@ -396,23 +422,42 @@ struct DscPlanMemoryPass
     if (!shape) {
       memory = describe(shared, nullptr);
     } else {
-      // The module's figures are the largest rank's; each rank's own
-      // arenas and the shared ones are listed apart.
+      // The module's figures are the largest rank's (its own domain and
+      // the sets it is in, with the shared one); each rank's own arenas,
+      // the shared ones and each set's are listed apart.
+      auto heldBy = [&](int64_t r) {
+        Domain held = domains[r];
+        for (const auto &[set, id] : setDomains)
+          if (std::binary_search(set.begin(), set.end(), r))
+            for (unsigned t = 0; t < 3; ++t)
+              held.persistent[t] += domains[id].persistent[t];
+        return held;
+      };
       SmallVector<Attribute> ranks;
       int64_t worst = 0, worstPeak = -1;
       for (int64_t r = 0; r < shape->ranks(); ++r) {
-        const Domain &own = domains[r];
-        ranks.push_back(b.getDictionaryAttr(describe(own, nullptr)));
-        const int64_t peak = own.persistent[0] + own.temporaries;
+        ranks.push_back(b.getDictionaryAttr(describe(domains[r], nullptr)));
+        const Domain held = heldBy(r);
+        const int64_t peak = held.persistent[0] + held.temporaries;
         if (peak > worstPeak) {
           worstPeak = peak;
           worst = r;
         }
       }
-      memory = describe(domains[worst], &shared);
+      memory = describe(heldBy(worst), &shared);
       memory.push_back(b.getNamedAttr("pipeline_ranks", b.getArrayAttr(ranks)));
       memory.push_back(b.getNamedAttr(
           "shared", b.getDictionaryAttr(describe(shared, nullptr))));
+      if (!setDomains.empty()) {
+        SmallVector<Attribute> sets;
+        for (const auto &[set, id] : setDomains) {
+          SmallVector<NamedAttribute> entry = describe(domains[id], nullptr);
+          entry.push_back(b.getNamedAttr("ranks", b.getDenseI64ArrayAttr(set)));
+          sets.push_back(b.getDictionaryAttr(entry));
+        }
+        memory.push_back(
+            b.getNamedAttr("shared_by_ranks", b.getArrayAttr(sets)));
+      }
     }
     memory.push_back(
         b.getNamedAttr("alignment", b.getI64IntegerAttr(alignment)));

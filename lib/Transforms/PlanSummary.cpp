@@ -226,19 +226,47 @@ struct DscPlanSummaryPass
           json.attribute("host", get(dict, "host_bytes"));
           json.attribute("nvme", get(dict, "nvme_bytes"));
         };
+        // What some ranks share (the tied embedding's parameter and
+        // moments: the first and the last) is in those ranks' sums only.
+        auto sets = memory.getAs<ArrayAttr>("shared_by_ranks");
+        auto setBytesOf = [&](int64_t r) {
+          int64_t bytes = 0;
+          if (sets)
+            for (Attribute entry : sets) {
+              auto dict = cast<DictionaryAttr>(entry);
+              auto set = dict.getAs<DenseI64ArrayAttr>("ranks");
+              if (set && llvm::is_contained(set.asArrayRef(), r))
+                bytes += get(dict, "arena_bytes");
+            }
+          return bytes;
+        };
         json.attributeArray("bytes_per_pipeline_rank", [&] {
-          for (Attribute rank : ranks)
+          for (auto [r, rank] : llvm::enumerate(ranks))
             json.object([&] {
               auto own = cast<DictionaryAttr>(rank);
               tiers(own);
               json.attribute("device_peak_with_shared",
                              get(own, "arena_bytes") +
-                                 (shared ? get(shared, "arena_bytes") : 0));
+                                 (shared ? get(shared, "arena_bytes") : 0) +
+                                 setBytesOf(int64_t(r)));
             });
         });
         if (shared)
           json.attributeObject("bytes_shared_by_pipeline_ranks",
                                [&] { tiers(shared); });
+        if (sets)
+          json.attributeArray("bytes_shared_by_sets_of_pipeline_ranks", [&] {
+            for (Attribute entry : sets)
+              json.object([&] {
+                auto dict = cast<DictionaryAttr>(entry);
+                json.attributeArray("ranks", [&] {
+                  if (auto set = dict.getAs<DenseI64ArrayAttr>("ranks"))
+                    for (int64_t r : set.asArrayRef())
+                      json.value(r);
+                });
+                tiers(dict);
+              });
+          });
       }
       json.attributeObject("model_state_bytes_by_tier", [&] {
         json.attribute("device", tierBytes[0]);

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Runtime/ArenaHolders.h"
 #include "dsc/Runtime/Fnv1a.h"
 #include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/Plan.h"
@@ -270,3 +271,63 @@ TEST(PipelinedPlan, RandomByteFlipsNeverCrash) {
 }
 
 } // namespace
+
+// A shared arena is allocated by the pipeline ranks whose stages use it:
+// the compiler plans the tied embedding's parameter and moments (named by
+// the first and the last stage) in an arena of their own, which ranks 1
+// and 2 of 4 do not hold; what every stage names, and a shared arena that
+// no program or a program of no stage names, stays every rank's.
+TEST(PipelinedPlan, SharedArenasAreHeldByTheRanksThatUseThem) {
+  Plan plan;
+  plan.mesh = {{"pp", 4}};
+  // Arenas 0-3: each rank's own. Shared ones: 4, every stage's; 5, the
+  // first and the last stage's; 6, nobody's; 7, a program's of no stage.
+  plan.arenas.resize(8);
+  for (size_t a = 0; a < 8; ++a)
+    plan.arenas[a].pipelineRank = a < 4 ? int64_t(a) : -1;
+  auto buffer = [&](uint32_t arena) {
+    Buffer b;
+    b.arena = arena;
+    plan.buffers.push_back(b);
+    return uint32_t(plan.buffers.size() - 1);
+  };
+  const uint32_t own[4] = {buffer(0), buffer(1), buffer(2), buffer(3)};
+  const uint32_t all = buffer(4), ends = buffer(5);
+  buffer(6);
+  const uint32_t other = buffer(7);
+  for (int64_t k = 0; k < 4; ++k) {
+    PipelineStage st;
+    st.forward = "forward" + std::to_string(k);
+    st.optimizer = "optimizer" + std::to_string(k);
+    plan.stages.push_back(st);
+    Program fwd{st.forward, {}}, opt{st.optimizer, {}};
+    Instruction read;
+    read.inputs = {own[k]};
+    if (k == 0 || k == 3)
+      read.inputs.push_back(ends);
+    fwd.instructions.push_back(read);
+    Instruction reduce;
+    reduce.inputs = {all};
+    opt.instructions.push_back(reduce);
+    plan.programs.push_back(fwd);
+    plan.programs.push_back(opt);
+  }
+  Instruction init;
+  init.outputs = {other};
+  plan.programs.push_back({"initialize", {init}});
+
+  const std::vector<std::vector<bool>> held = arenaHolders(plan);
+  ASSERT_EQ(held.size(), 8u);
+  for (size_t a = 0; a < 4; ++a)
+    for (size_t r = 0; r < 4; ++r)
+      EXPECT_EQ(held[a][r], a == r) << "arena " << a << " rank " << r;
+  EXPECT_EQ(held[4], std::vector<bool>({true, true, true, true}));
+  EXPECT_EQ(held[5], std::vector<bool>({true, false, false, true}));
+  EXPECT_EQ(held[6], std::vector<bool>({true, true, true, true}));
+  EXPECT_EQ(held[7], std::vector<bool>({true, true, true, true}));
+
+  // Without stages, one "rank" holds everything.
+  plan.stages.clear();
+  for (const std::vector<bool> &h : arenaHolders(plan))
+    EXPECT_EQ(h, std::vector<bool>({true}));
+}

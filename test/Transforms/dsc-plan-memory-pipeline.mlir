@@ -73,6 +73,58 @@ module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = #dsc.pipeline<stag
   }
 }
 
+
+// -----
+
+// Three ranks: @tied is named by stages 0 and 2 only, so it goes to an arena
+// of that set (shared_by_ranks, dsc.pipeline_ranks), which rank 1 does not
+// allocate; @all, named by every stage, stays shared. The module's figures
+// are the largest rank's with what it holds: rank 1, 1344 + 64 (shared);
+// rank 0 holds 1088 + 64 + 64 (its set).
+// CHECK-LABEL: module attributes
+// CHECK-SAME: dsc.memory = {alignment = 64 : i64, arena_bytes = 1408 : i64, persistent_bytes = 1408 : i64, pipeline_ranks = [{arena_bytes = 1088 : i64, {{.*}}}, {arena_bytes = 1344 : i64, {{.*}}}, {arena_bytes = 832 : i64, {{.*}}}], shared = {arena_bytes = 64 : i64, persistent_bytes = 64 : i64, temporary_bytes = 0 : i64}, shared_by_ranks = [{arena_bytes = 64 : i64, persistent_bytes = 64 : i64, ranks = array<i64: 0, 2>, temporary_bytes = 0 : i64}]
+// CHECK: dsc.parameter @tied : tensor<8xf32> init = <zeros> {dsc.offset = 0 : i64, dsc.pipeline_ranks = array<i64: 0, 2>}
+// CHECK: dsc.parameter @all : tensor<16xf32> init = <zeros> {dsc.offset = 0 : i64}
+// CHECK: dsc.parameter @w1 : tensor<8xf32> init = <zeros> {dsc.offset = 0 : i64, dsc.pipeline_rank = 1 : i64}
+module attributes {dsc.microbatches = 3 : i64, dsc.pipeline = #dsc.pipeline<stages = 3, schedule = "1f1b">} {
+  dsc.mesh @mesh axes = ["pp"] shape = [3]
+  dsc.parameter @tied : tensor<8xf32> init = #dsc.init<zeros>
+  dsc.parameter @all : tensor<16xf32> init = #dsc.init<zeros>
+  dsc.parameter @w1 : tensor<8xf32> init = #dsc.init<zeros>
+  func.func @loss.stage0(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 0 : i64} {
+    %w = dsc.get_parameter @tied : tensor<8xf32>
+    %a = dsc.get_parameter @all : tensor<16xf32>
+    %c = arith.constant dense<0.0> : tensor<2x4x8xf32>
+    %o = dsc.gelu %c : tensor<2x4x8xf32>
+    return %o : tensor<2x4x8xf32>
+  }
+  func.func @backward.stage0(%t: tensor<2x4xi32>, %g: tensor<2x4x8xf32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 0 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @loss.stage1(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 1 : i64} {
+    %w = dsc.get_parameter @w1 : tensor<8xf32>
+    %a = dsc.get_parameter @all : tensor<16xf32>
+    %o = dsc.gelu %x : tensor<2x4x8xf32>
+    return %o : tensor<2x4x8xf32>
+  }
+  func.func @backward.stage1(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 1 : i64} {
+    %d = dsc.gelu %g : tensor<2x4x8xf32>
+    return %d : tensor<2x4x8xf32>
+  }
+  func.func @loss.stage2(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {dsc.program = #dsc.program_role<forward>, dsc.stage = 2 : i64} {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @forward_backward.stage2(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) attributes {dsc.program = #dsc.program_role<forward_backward>, dsc.stage = 2 : i64} {
+    %v = dsc.get_parameter @tied : tensor<8xf32>
+    %a = dsc.get_parameter @all : tensor<16xf32>
+    %l = arith.constant dense<0.0> : tensor<f32>
+    %d = dsc.gelu %x : tensor<2x4x8xf32>
+    return %l, %d : tensor<f32>, tensor<2x4x8xf32>
+  }
+}
+
 // -----
 
 // A stage whose forward and backward disagree on what is kept is refused.

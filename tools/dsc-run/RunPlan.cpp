@@ -20,6 +20,7 @@
 #include "Metrics.h"
 #include "PeerWatch.h"
 
+#include "dsc/Runtime/ArenaHolders.h"
 #include "dsc/Runtime/Checkpoint.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Data.h"
@@ -341,11 +342,23 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   }
   log << "dsc-run: data: " << source->describe() << " (" << source->size()
       << " tokens, " << sampler.numWindows() << " samples per epoch)\n";
+  // A shared arena that only some pipeline ranks' stages use is theirs.
+  const std::vector<std::vector<bool>> holders = arenaHolders(p);
+  auto sharedBy = [&](uint32_t a) {
+    std::string ranks;
+    size_t count = 0;
+    for (size_t r = 0; r < holders[a].size(); ++r)
+      if (holders[a][r]) {
+        ranks += (count++ ? "," : "") + std::to_string(r);
+      }
+    return count < holders[a].size() ? ", pipeline ranks " + ranks
+                                     : std::string();
+  };
   for (uint32_t a = 0; a < p.arenas.size(); ++a) {
     log << "dsc-run: arena " << a << " (" << tierName(p.arenas[a].tier)
         << (p.arenas[a].pipelineRank >= 0
                 ? ", pipeline rank " + std::to_string(p.arenas[a].pipelineRank)
-                : std::string())
+                : sharedBy(a))
         << "): allocated " << ex.allocatedBytes(a) << " bytes ("
         << humanBytes(ex.allocatedBytes(a)) << ")";
     if (a < p.summary.peakBytesPerArena.size())

@@ -454,16 +454,21 @@ def DscPlanMemoryPass : Pass<"dsc-plan-memory", "::mlir::ModuleOp"> {
 
     A pipelined module (`dsc.pipeline`; run after `--dsc-pipeline-schedule`)
     is planned per pipeline rank: each rank's arenas hold the declarations
-    only its stages name (`dsc.pipeline_rank = r`; what several ranks'
-    stages name is shared, every rank's), its stages' program values and
-    its temporaries, each from offset 0. What a micro-batch keeps from one
+    only its stages name (`dsc.pipeline_rank = r`; what every rank's
+    stages name is shared, every rank's; what some ranks' stages name but
+    not all, such as a tied embedding's parameter and Adam moments on the
+    first and the last rank, is in an arena of that set of ranks,
+    `dsc.pipeline_ranks = array<i64: ...>`, which the ranks between them do
+    not allocate), its stages' program values and its temporaries, each
+    from offset 0. What a micro-batch keeps from one
     part of its work to a later one lives in a stage's banks of slots, one
     slot per micro-batch the rank's step has in flight
     (`dsc.slot_banks = {activation, gradient, weight}` on the stage's
     forward, each `array<i64: offset, stride, slots>`): the forward's
     residuals are the backward's arguments, one buffer. `dsc.memory` adds
-    `pipeline_ranks` and `shared`; its top-level figures are the largest
-    rank's with the shared ones.
+    `pipeline_ranks`, `shared` and, when there are sets, `shared_by_ranks`
+    (each set's bytes and its `ranks`); its top-level figures are the
+    largest rank's with the shared ones and its sets'.
 
     With `prefetch`, a gathered parameter's bytes are reserved from just
     after the previous `dsc.gather_parameter`, not from its own: no

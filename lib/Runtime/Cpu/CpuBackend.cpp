@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Runtime/ArenaHolders.h"
 #include "dsc/Runtime/Backend.h"
 #include "dsc/Runtime/CommLane.h"
 #include "dsc/Runtime/CpuAdam.h"
@@ -296,16 +297,18 @@ void CpuBackend::prepare(const Plan &plan) {
 
   // Linux overcommits: an arena larger than the machine would "allocate"
   // and then die in initialize()'s memset. Refuse it by name instead.
-  // A pipeline rank allocates the shared arenas and its own: the largest
-  // rank's must fit.
-  uint64_t total = scratchSize;
-  std::map<int64_t, uint64_t> perRank;
-  for (const Arena &a : plan.arenas)
-    (a.pipelineRank < 0 ? total : perRank[a.pipelineRank]) += a.bytes;
+  // A pipeline rank allocates its own arenas and the shared ones its
+  // stages use (arenaHolders): the largest rank's must fit.
+  const std::vector<std::vector<bool>> holders = arenaHolders(plan);
+  std::map<size_t, uint64_t> perRank;
+  for (size_t a = 0; a < plan.arenas.size(); ++a)
+    for (size_t r = 0; r < holders[a].size(); ++r)
+      if (holders[a][r])
+        perRank[r] += plan.arenas[a].bytes;
   uint64_t largestRank = 0;
   for (const auto &[rank, bytes] : perRank)
     largestRank = std::max(largestRank, bytes);
-  total += largestRank;
+  uint64_t total = scratchSize + largestRank;
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   if (pages > 0 && pageSize > 0 &&
       total / uint64_t(pageSize) > uint64_t(pages)) {

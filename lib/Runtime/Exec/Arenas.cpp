@@ -11,6 +11,8 @@
 
 #include "Arenas.h"
 
+#include "dsc/Runtime/ArenaHolders.h"
+
 #include "dsc/Runtime/FloatConvert.h"
 #include "dsc/Runtime/Instructions.h"
 
@@ -19,16 +21,19 @@
 
 using namespace dsc::rt;
 
-/// Whether world rank `worldRank` holds `arena`: every rank the shared
-/// ones, a pipeline rank its own.
-static bool rankHolds(const Plan &plan, const Arena &arena, int worldRank) {
-  if (arena.pipelineRank < 0)
-    return true;
+/// Which arenas world rank `worldRank` allocates: its pipeline rank's
+/// (arenaHolders: its own, and the shared ones its stages use).
+static std::vector<bool> arenasHeldBy(const Plan &plan, int worldRank) {
+  const std::vector<std::vector<bool>> holders = arenaHolders(plan);
   const int64_t axis = findMeshAxis(plan.mesh, "pp");
-  if (axis < 0)
-    return false;
-  return meshCoordinates(plan.mesh, worldRank)[size_t(axis)] ==
-         arena.pipelineRank;
+  const size_t r =
+      plan.stages.empty() || axis < 0
+          ? 0
+          : size_t(meshCoordinates(plan.mesh, worldRank)[size_t(axis)]);
+  std::vector<bool> held(plan.arenas.size(), false);
+  for (size_t a = 0; a < held.size(); ++a)
+    held[a] = r < holders[a].size() && holders[a][r];
+  return held;
 }
 
 uint64_t dsc::rt::stagingBytesOf(const Plan &plan, const Instruction &inst) {
@@ -61,10 +66,11 @@ Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
     : plan(plan), backend(backend) {
   memory.assign(plan.arenas.size(), nullptr);
   displacement.assign(plan.buffers.size(), 0);
+  const std::vector<bool> held = arenasHeldBy(plan, worldRank);
   try {
     for (size_t a = 0; a < plan.arenas.size(); ++a) {
       const Arena &arena = plan.arenas[a];
-      if (arena.tier != Tier::Nvme || !rankHolds(plan, arena, worldRank))
+      if (arena.tier != Tier::Nvme || !held[a])
         continue;
       if (plan.nvmePath.empty())
         throw Error("the plan keeps " + std::to_string(arena.bytes) +
@@ -83,7 +89,7 @@ Arenas::Arenas(const Plan &plan, Backend &backend, int worldRank)
     }
     for (size_t a = 0; a < plan.arenas.size(); ++a) {
       const Arena &arena = plan.arenas[a];
-      if (arena.tier == Tier::Nvme || !rankHolds(plan, arena, worldRank))
+      if (arena.tier == Tier::Nvme || !held[a])
         continue; // a file (above), or another pipeline rank's
       memory[a] = static_cast<uint8_t *>(backend.allocate(
           arena.bytes, arena.tier,
@@ -180,9 +186,12 @@ void Arenas::writeBytes(uint32_t id, const void *src) {
 /// Error: buffer `id` has no memory on this rank.
 static Error notHeld(const Plan &plan, uint32_t id) {
   const Buffer &b = plan.buffers[id];
+  const int64_t owner = plan.arenas[b.arena].pipelineRank;
   return Error("buffer '" + b.name + "' is in arena " +
-               std::to_string(b.arena) + " of pipeline rank " +
-               std::to_string(plan.arenas[b.arena].pipelineRank) +
+               std::to_string(b.arena) +
+               (owner >= 0 ? " of pipeline rank " + std::to_string(owner)
+                           : std::string(" shared by the pipeline ranks "
+                                         "whose stages use it")) +
                ", which this rank does not hold");
 }
 

@@ -8,8 +8,8 @@
 // allocation of the backend's, each nvme arena a file of its own (NvmeStore),
 // and one staging area receives a reduce-scatter's chunk or a strided
 // all-to-all's blocks (stagingBytesOf). A pipeline rank
-// allocates only its own arenas and the shared ones (Arena::pipelineRank):
-// another rank's buffers have no memory here. Buffers are addressed through
+// allocates only its own arenas and the shared ones its stages use
+// (arenaHolders): another rank's buffers have no memory here. Buffers are addressed through
 // here, so nothing else knows where a tier's bytes live, nor which slot of
 // its bank (PipelineStage::SlotBank) a kept buffer is in now.
 //

@@ -56,6 +56,7 @@ constexpr KnownAttr kKnownAttrs[] = {
     {kWeightStashAttr, Holder::Function},
     {kOffsetAttr, Holder::Declaration},
     {kPipelineRankAttr, Holder::Declaration},
+    {kPipelineRanksAttr, Holder::Declaration},
     {kSlotBanksAttr, Holder::Function},
     {kOffsetsAttr, Holder::AnyOp},
     {kPipelineLocalAttr, Holder::ClipGradNorm},
@@ -205,6 +206,16 @@ LogicalResult verifyValue(Operation *op, StringRef name, Attribute value) {
     IntegerAttr rank = asI64(value);
     if (!rank || rank.getInt() < 0)
       return fail() << "a pipeline rank, an i64 >= 0, got " << value;
+    return success();
+  }
+  if (name == kPipelineRanksAttr) {
+    auto ranks = dyn_cast<DenseI64ArrayAttr>(value);
+    bool ascending = ranks && ranks.size() >= 2;
+    for (int64_t i = 0; ascending && i < ranks.size(); ++i)
+      ascending = ranks[i] >= 0 && (i == 0 || ranks[i] > ranks[i - 1]);
+    if (!ascending)
+      return fail() << "two or more pipeline ranks, ascending i64 >= 0, got "
+                    << value;
     return success();
   }
   if (name == kSlotBanksAttr) {

@@ -67,6 +67,12 @@ inline constexpr llvm::StringLiteral kLayerAttr = "dsc.layer";
 /// `i64`, on a declaration of a pipelined module: the pipeline rank
 /// whose arenas hold it (--dsc-plan-memory); absent, every rank's.
 inline constexpr llvm::StringLiteral kPipelineRankAttr = "dsc.pipeline_rank";
+/// `array<i64>`, on a declaration of a pipelined module named by some of
+/// the pipeline ranks' stages but not all (a tied embedding's parameter
+/// and Adam moments: the first and the last rank): the ranks, ascending,
+/// whose shared arena holds it (--dsc-plan-memory; `dsc.memory`'s
+/// `shared_by_ranks` lists that arena).
+inline constexpr llvm::StringLiteral kPipelineRanksAttr = "dsc.pipeline_ranks";
 /// A dictionary on a pipeline stage's forward (--dsc-plan-memory): its
 /// banks of per-micro-batch slots, `activation`, `gradient` and `weight`,
 /// each `array<i64: offset, stride, slots>` (PipelineStage::SlotBank).
