@@ -7,7 +7,11 @@ as "rank R: LINE", then "rank R exit CODE", in rank order; exits 0 when
 every started rank exited 0, else 1. Ranks still running after TIMEOUT
 seconds are killed and reported as "rank R hung" (exit 2).
 
-usage: tcp-ranks.py WORLD TIMEOUT [--ranks R,R...] -- COMMAND...
+usage: tcp-ranks.py WORLD TIMEOUT [--slurm] [--ranks R,R...] -- COMMAND...
+  --slurm: Slurm's variables instead of torchrun's, as srun sets them
+           without PMI (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+           SLURM_NTASKS_PER_NODE, SLURM_STEP_ID), with MASTER_ADDR and
+           MASTER_PORT
   --ranks: start only these ranks (the others never arrive)
 """
 
@@ -30,15 +34,24 @@ def main(argv):
     split = argv.index("--")
     options, command = argv[2:split], argv[split + 1:]
     ranks = list(range(world))
+    slurm = "--slurm" in options
+    if slurm:
+        options.remove("--slurm")
     if options[:1] == ["--ranks"]:
         ranks = [int(r) for r in options[1].split(",")]
     port = str(free_port())
     procs = {}
     outputs = {}
     for r in ranks:
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world),
-                   LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(world),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        if slurm:
+            env = dict(os.environ, SLURM_PROCID=str(r),
+                       SLURM_NTASKS=str(world), SLURM_LOCALID=str(r),
+                       SLURM_NTASKS_PER_NODE=str(world), SLURM_STEP_ID="0",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        else:
+            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world),
+                       LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(world),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
         outputs[r] = tempfile.TemporaryFile(mode="w+")
         procs[r] = subprocess.Popen(
             [a.replace("{rank}", str(r)) for a in command], env=env,
