@@ -18,6 +18,9 @@
 
 #include "dsc/Runtime/Plan.h"
 
+#include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace dsc::rt {
@@ -28,6 +31,10 @@ namespace dsc::rt {
 /// does or no program does (then every rank, as a shared arena always
 /// was). A plan without stages has one "rank", holding everything.
 std::vector<std::vector<bool>> arenaHolders(const Plan &plan);
+
+/// The pipeline rank that runs each stage's programs (stage k's on rank
+/// k mod P, P = Plan::pipelineRanks() > 0); programs of no stage are absent.
+std::map<std::string, int64_t> pipelineRankOfPrograms(const Plan &plan);
 
 } // namespace dsc::rt
 

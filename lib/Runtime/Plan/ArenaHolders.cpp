@@ -12,6 +12,23 @@
 
 using namespace dsc::rt;
 
+std::map<std::string, int64_t>
+dsc::rt::pipelineRankOfPrograms(const Plan &plan) {
+  std::map<std::string, int64_t> rankOfProgram;
+  const int64_t ranks = plan.pipelineRanks();
+  if (ranks <= 0)
+    return rankOfProgram;
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const PipelineStage &st = plan.stages[k];
+    for (const std::string *name :
+         {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.optimizer,
+          &st.step, &st.compressedOptimizer})
+      if (!name->empty())
+        rankOfProgram[*name] = int64_t(k) % ranks;
+  }
+  return rankOfProgram;
+}
+
 std::vector<std::vector<bool>> dsc::rt::arenaHolders(const Plan &plan) {
   if (plan.stages.empty())
     return std::vector<std::vector<bool>>(plan.arenas.size(),
@@ -22,16 +39,8 @@ std::vector<std::vector<bool>> dsc::rt::arenaHolders(const Plan &plan) {
   for (size_t a = 0; a < plan.arenas.size(); ++a)
     if (plan.arenas[a].pipelineRank >= 0 && plan.arenas[a].pipelineRank < ranks)
       holders[a][size_t(plan.arenas[a].pipelineRank)] = true;
-  // The rank running each program: stage k's on rank k mod P.
-  std::map<std::string, int64_t> rankOfProgram;
-  for (size_t k = 0; k < plan.stages.size(); ++k) {
-    const PipelineStage &st = plan.stages[k];
-    for (const std::string *name :
-         {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.optimizer,
-          &st.step, &st.compressedOptimizer})
-      if (!name->empty())
-        rankOfProgram[*name] = int64_t(k) % ranks;
-  }
+  const std::map<std::string, int64_t> rankOfProgram =
+      pipelineRankOfPrograms(plan);
   for (const Program &prog : plan.programs) {
     auto it = rankOfProgram.find(prog.name);
     for (const Instruction &inst : prog.instructions)

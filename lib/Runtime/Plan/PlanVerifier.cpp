@@ -16,6 +16,7 @@
 
 #include "InstructionChecker.h"
 
+#include "dsc/Runtime/ArenaHolders.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/PlanScheduleVerifier.h"
 #include "dsc/Runtime/ShardLayout.h"
@@ -651,15 +652,8 @@ void checkPipelineArenas(const Plan &plan) {
   }
   if (ranks <= 0)
     return;
-  std::map<std::string, int64_t> rankOfProgram;
-  for (size_t k = 0; k < plan.stages.size(); ++k) {
-    const PipelineStage &st = plan.stages[k];
-    for (const std::string *name :
-         {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.optimizer,
-          &st.step, &st.compressedOptimizer})
-      if (!name->empty())
-        rankOfProgram[*name] = int64_t(k) % ranks;
-  }
+  const std::map<std::string, int64_t> rankOfProgram =
+      pipelineRankOfPrograms(plan);
   for (const Program &prog : plan.programs) {
     auto it = rankOfProgram.find(prog.name);
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
