@@ -327,6 +327,25 @@ TEST(CheckpointManifest, RoundTrips) {
   EXPECT_EQ(formatManifest(back), formatManifest(m));
 }
 
+TEST(CheckpointManifest, TokenCountsRoundTripAndAreChecked) {
+  CheckpointManifest m = sampleManifest();
+  EXPECT_FALSE(parseManifest(formatManifest(m), "m.json").tokens);
+  m.tokens = TokenCounts{640, 544, 96};
+  CheckpointManifest back = parseManifest(formatManifest(m), "m.json");
+  ASSERT_TRUE(back.tokens);
+  EXPECT_EQ(back.tokens->consumed, 640);
+  EXPECT_EQ(back.tokens->scheduler, 544);
+  EXPECT_EQ(back.tokens->warmupEnd, 96);
+  EXPECT_EQ(formatManifest(back), formatManifest(m));
+  // The scheduler reads the tokens before the last step's: never more.
+  m.tokens = TokenCounts{544, 640, -1};
+  EXPECT_NE(manifestError(formatManifest(m))
+                .find("tokens: consumed 544, scheduler 640, warmup_end -1 "
+                      "are not in order"),
+            std::string::npos)
+      << manifestError(formatManifest(m));
+}
+
 TEST(CheckpointManifest, CoverageAndFieldsAreChecked) {
   const std::string good = formatManifest(sampleManifest());
   ASSERT_EQ(manifestError(good), "");

@@ -41,6 +41,12 @@ std::string dsc::run::formatLogLine(const StepMetrics &m) {
                 (long long)m.iteration, (long long)m.iterations,
                 (long long)m.consumedSamples);
   std::string line = head;
+  if (m.consumedTokens >= 0) {
+    char tokens[64];
+    std::snprintf(tokens, sizeof(tokens), " consumed tokens: %12lld |",
+                  (long long)m.consumedTokens);
+    line += tokens;
+  }
   line +=
       " elapsed time per iteration (ms): " + format("%.1f", m.msPerIteration) +
       " |";
@@ -92,6 +98,9 @@ std::string dsc::run::formatJsonLine(const StepMetrics &m) {
   return "{\"iteration\": " + std::to_string(m.iteration) +
          ", \"iterations\": " + std::to_string(m.iterations) +
          ", \"consumed_samples\": " + std::to_string(m.consumedSamples) +
+         (m.consumedTokens >= 0
+              ? ", \"consumed_tokens\": " + std::to_string(m.consumedTokens)
+              : std::string()) +
          ", \"elapsed_time_per_iteration_ms\": " +
          jsonNumber(m.msPerIteration) +
          ", \"throughput_tflops\": " + jsonNumber(m.tflops) +

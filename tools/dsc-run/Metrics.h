@@ -36,6 +36,10 @@ struct StepMetrics {
   /// Curriculum learning: the step's sequence length and the tokens the
   /// step trained on over every data-parallel rank (0: no curriculum).
   int64_t curriculumSeqLength = 0, tokensPerStep = 0;
+  /// Megatron-DeepSpeed's consumed tokens, every step's so far, when they
+  /// matter (a curriculum, a token schedule, --train-tokens); -1 (left
+  /// out) otherwise.
+  int64_t consumedTokens = -1;
   /// Bytes this rank sent in the plan's collectives; -1 (left out of the
   /// JSON) for a plan without a mesh.
   int64_t collectiveBytes = -1;

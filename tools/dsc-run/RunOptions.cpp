@@ -44,6 +44,12 @@ std::string dsc::run::usage() {
          "  --seed S             parameter init, data order, dropout "
          "(default 1234)\n"
          "  --lr X               base learning rate of the plan's schedule\n"
+         "  --lr-decay-tokens N  decay the learning rate over N tokens\n"
+         "                       consumed, not steps (Megatron-DeepSpeed's;\n"
+         "                       lr_decay_style linear or cosine)\n"
+         "  --lr-warmup-tokens N warm up over N tokens (default: the\n"
+         "                       schedule's warm-up steps)\n"
+         "  --train-tokens N     stop once N tokens are consumed\n"
          "  --microbatches M     micro-batches per step (default: the "
          "plan's)\n"
          "  --log-interval K     print a log line every K steps (default 1)\n"
@@ -197,6 +203,12 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.seed = uint64_t(parseInt(flag, next(), 0));
     else if (flag == "--lr")
       o.learningRate = parseDouble(flag, next());
+    else if (flag == "--lr-decay-tokens")
+      o.lrDecayTokens = parseInt(flag, next(), 1);
+    else if (flag == "--lr-warmup-tokens")
+      o.lrWarmupTokens = parseInt(flag, next(), 0);
+    else if (flag == "--train-tokens")
+      o.trainTokens = parseInt(flag, next(), 1);
     else if (flag == "--log-interval")
       o.logInterval = parseInt(flag, next(), 1);
     else if (flag == "--deepspeed" || flag == "--deepspeed_config")
@@ -280,5 +292,10 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
                                         : nullptr;
   if (o.save.empty() && saveFlag)
     throw Error(std::string(saveFlag) + " needs --save DIR");
+  // Megatron-DeepSpeed would warm up by tokens and decay by steps; dsc
+  // evaluates the whole schedule on tokens or on steps.
+  if (o.lrWarmupTokens && !o.lrDecayTokens)
+    throw Error("--lr-warmup-tokens needs --lr-decay-tokens (a warm-up by "
+                "tokens before a decay by steps is not built)");
   return o;
 }

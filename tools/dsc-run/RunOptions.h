@@ -40,6 +40,11 @@ struct RunOptions {
   uint64_t seed = 1234;
   /// --lr: replaces the schedule's base learning rate.
   std::optional<double> learningRate;
+  /// Megatron-DeepSpeed's token-based schedule (docs/curriculum.md):
+  /// --lr-decay-tokens, --lr-warmup-tokens (the plan's warm-up steps when
+  /// not given), and --train-tokens, which stops training once that many
+  /// tokens are consumed (or at --steps, whichever comes first).
+  std::optional<int64_t> lrDecayTokens, lrWarmupTokens, trainTokens;
   int64_t logInterval = 1;
   std::string logJson; // JSON-lines metrics file, "" for none
   std::string trace;   // Chrome trace file, "" for none

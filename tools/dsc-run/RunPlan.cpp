@@ -301,6 +301,16 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
     ex.setLossScalerConfig(*options.lossScaler);
   if (options.learningRate)
     ex.setBaseLearningRate(*options.learningRate);
+  if (options.lrDecayTokens) {
+    TokenSchedule schedule;
+    schedule.decayTokens = *options.lrDecayTokens;
+    schedule.warmupTokens = options.lrWarmupTokens;
+    ex.setTokenSchedule(schedule);
+  }
+  // Tokens consumed are counted on every run (checkpoints keep them); the
+  // log and metrics show them where they change something.
+  const bool countsTokens = options.lrDecayTokens || options.trainTokens ||
+                            !p.curriculum.empty();
 
   // The data-parallel coordinate: rank d of D takes micro-batches
   // [d*M, (d+1)*M) of each step's D*M (Plan::mesh).
@@ -437,7 +447,28 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
           << "' (iteration " << firstIteration - 1 << ")\n";
     else
       log << "dsc-run: resumed from '" << options.load << "' at iteration "
-          << firstIteration << " (" << consumed << " samples consumed)\n";
+          << firstIteration << " (" << consumed << " samples"
+          << (countsTokens && ex.restoredTokenCounts()
+                  ? ", " + std::to_string(ex.tokenCounts().consumed) +
+                        " tokens"
+                  : std::string())
+          << " consumed)\n";
+    // Without its counts a token schedule would restart at 0 tokens.
+    if ((options.lrDecayTokens || options.trainTokens) &&
+        !ex.restoredTokenCounts() && firstIteration > 1)
+      throw Error("checkpoint '" + options.load +
+                  "' records no consumed tokens (saved by a run that did "
+                  "not count them), which " +
+                  (options.lrDecayTokens ? "--lr-decay-tokens"
+                                         : "--train-tokens") +
+                  " needs to resume");
+    if (options.trainTokens && !options.evalOnly &&
+        ex.tokenCounts().consumed >= *options.trainTokens)
+      throw Error("checkpoint '" + options.load + "' has consumed " +
+                  std::to_string(ex.tokenCounts().consumed) +
+                  " tokens already; --train-tokens " +
+                  std::to_string(*options.trainTokens) +
+                  " is the total to reach");
     for (const std::string &warning : ex.loadWarnings())
       log << "dsc-run: warning: " << warning << "\n";
   }
@@ -502,6 +533,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   }
   const int64_t failAt = injectedFailureAt(worldRank, worldSize);
   int64_t iteration = firstIteration;
+  // The last iteration: --steps', or the one that reaches --train-tokens.
+  int64_t lastIteration = options.steps;
   try {
     for (; iteration <= options.steps; ++iteration) {
       progress.setIteration(iteration);
@@ -556,11 +589,24 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       }
 
       consumed += samplesPerStep;
+      // Megatron-DeepSpeed's consumed_train_tokens: the step's length times
+      // its samples; a token schedule's counters advance with it.
+      ex.countTokens(samplesPerStep * r.sequenceLength, !r.skipped);
+      // Megatron-DeepSpeed's loop stops once consumed_train_tokens reaches
+      // train_tokens (tested before each step, as here after each).
+      const bool tokensReached =
+          options.trainTokens &&
+          ex.tokenCounts().consumed >= *options.trainTokens;
+      if (tokensReached)
+        lastIteration = iteration;
+      const bool lastStep = iteration == lastIteration;
 
       StepMetrics m;
       m.iteration = iteration;
       m.iterations = options.steps;
       m.consumedSamples = consumed;
+      if (countsTokens)
+        m.consumedTokens = ex.tokenCounts().consumed;
       m.msPerIteration = seconds * 1e3;
       m.tflops = seconds > 0 ? stepFlops / seconds / 1e12 : 0.0;
       if (!p.curriculum.empty()) {
@@ -613,7 +659,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       intervalLoss += r.loss;
       intervalFlops += stepFlops;
       ++intervalSteps;
-      if (iteration % options.logInterval == 0 || iteration == options.steps) {
+      if (iteration % options.logInterval == 0 || lastStep) {
         StepMetrics avg = m;
         avg.msPerIteration = intervalSeconds / double(intervalSteps) * 1e3;
         avg.tflops =
@@ -657,7 +703,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
           progress.setSaved(*step);
       if (!options.save.empty() &&
           ((options.saveInterval && iteration % options.saveInterval == 0) ||
-           iteration == options.steps)) {
+           lastStep)) {
         if (options.saveAsync) {
           if (ex.checkpointInFlight())
             progress.setSaved(*ex.finishCheckpoint(true));
@@ -683,10 +729,16 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       // After the step, as GPT-NeoX's train loop; the last step evaluates
       // once (NeoX would evaluate the next window again after its loop).
       if (options.evalInterval > 0 &&
-          (iteration % options.evalInterval == 0 || iteration == options.steps))
+          (iteration % options.evalInterval == 0 || lastStep))
         evaluate(iteration, false);
+      if (tokensReached) {
+        log << "dsc-run: train_tokens " << *options.trainTokens
+            << " reached at iteration " << iteration << " ("
+            << ex.tokenCounts().consumed << " tokens consumed)" << std::endl;
+        break;
+      }
     }
-    iteration = options.steps; // the last save belongs to the last step
+    iteration = lastIteration; // the last save belongs to the last step
     if (test.sampler)
       evaluate(iteration, true);
     if (ex.checkpointInFlight())
@@ -741,10 +793,10 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         << p.summary.collectiveBytesPerStep
         << "; in all: " << formatCommStats(stats) << "\n";
   }
-  logTransfers(log, ex, transfersBefore, options.steps - firstIteration + 1);
+  logTransfers(log, ex, transfersBefore, lastIteration - firstIteration + 1);
   char tail[128];
   std::snprintf(tail, sizeof(tail), "dsc-run: %lld steps in %.2f s",
-                (long long)(options.steps - firstIteration + 1),
+                (long long)(lastIteration - firstIteration + 1),
                 secondsSince(runStart));
   log << tail;
   if (trace)

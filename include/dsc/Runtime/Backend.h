@@ -32,6 +32,10 @@
 
 namespace dsc::rt {
 
+namespace ops {
+struct LearningRate;
+} // namespace ops
+
 /// A buffer of the plan and where it lives in the executor's arenas. `data`
 /// is the backend's memory: dereference it only when the backend is
 /// hostAddressable() (the CPU's); else use read / setTokens / checkpoints.
@@ -60,6 +64,10 @@ public:
                                      int64_t axes) const = 0;
   /// The 1-based optimizer step (LearningRate, AdamW).
   virtual int64_t step() const = 0;
+  /// The rate a LearningRate instruction writes at this step: its schedule
+  /// at step(), or on the tokens consumed under a token schedule
+  /// (TokenSchedule.h), which the executor holds.
+  virtual double learningRate(const ops::LearningRate &lr) const;
   /// The run's dropout seed of an instruction's `instructionSeed` in the
   /// current step and micro-batch.
   virtual uint64_t dropoutSeed(int64_t instructionSeed) const = 0;

@@ -20,6 +20,7 @@
 
 #include "dsc/Runtime/LossScaler.h"
 #include "dsc/Runtime/Plan.h"
+#include "dsc/Runtime/TokenSchedule.h"
 
 #include <cstdint>
 #include <optional>
@@ -129,6 +130,10 @@ struct CheckpointManifest {
   /// modelFingerprint(tensors), hex.
   std::string fingerprint;
   std::optional<LossScalerState> lossScaler;
+  /// Tokens consumed and the token schedule's counters (TokenSchedule.h):
+  /// with a curriculum the tokens are not the samples times one length.
+  /// Absent from checkpoints of runs that did not count them.
+  std::optional<TokenCounts> tokens;
   std::vector<CheckpointTensor> tensors;
   /// The data files, names in the step directory.
   std::vector<std::string> files;

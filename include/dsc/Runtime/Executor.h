@@ -19,6 +19,7 @@
 #include "dsc/Runtime/LossScaler.h"
 #include "dsc/Runtime/NvmeStore.h"
 #include "dsc/Runtime/StepResult.h"
+#include "dsc/Runtime/TokenSchedule.h"
 #include "dsc/Runtime/TransferStats.h"
 
 #include <functional>
@@ -100,6 +101,16 @@ public:
   void setMicroBatch(int64_t index);
   uint64_t dropoutSeed(int64_t instructionSeed) const;
   void setBaseLearningRate(double lr); // rescaleLearningRates (Plan.h)
+  /// Megatron-DeepSpeed's token-based learning rate (TokenSchedule.h):
+  /// checks `schedule` against the plan (Error naming the key), then every
+  /// LearningRate instruction reads the tokens consumed instead of steps.
+  void setTokenSchedule(const TokenSchedule &schedule);
+  /// Counts a finished step's `tokens` (countStepTokens); from the first
+  /// call on, checkpoints record the counts.
+  void countTokens(int64_t tokens, bool stepped);
+  const TokenCounts &tokenCounts() const;
+  /// Whether the last loadCheckpoint found token counts to restore.
+  bool restoredTokenCounts() const { return tokensRestored; }
 
   BufferView buffer(const std::string &name); // Error naming it when absent
   BufferView buffer(uint32_t id);
@@ -152,6 +163,8 @@ private:
   /// does not hold (an fp16 run resumed without loss scaling, or with a
   /// scaler started afresh).
   int64_t skippedBeforeThisScaler = 0;
+  /// Tokens are counted (countTokens) or were restored from a checkpoint.
+  bool tokensCounted = false, tokensRestored = false;
   /// Every step's update: the overflow vote, `optimizer`, norm, rate, bytes.
   void finishStep(StepResult &r, const std::string &optimizer,
                   int64_t gradNormId, int64_t lrId, uint64_t sentBefore);

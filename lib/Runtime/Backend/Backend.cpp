@@ -12,11 +12,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Backend.h"
+#include "dsc/Runtime/Instructions.h"
 
 using namespace dsc::rt;
 
 Backend::~Backend() = default;
 InstructionContext::~InstructionContext() = default;
+
+double InstructionContext::learningRate(const ops::LearningRate &lr) const {
+  return scheduledLearningRate(lr, step());
+}
 
 void InstructionContext::noteExpertLoads(const Program &, size_t,
                                          const int64_t *, int64_t) {}

@@ -209,6 +209,10 @@ std::string dsc::rt::formatManifest(const CheckpointManifest &m) {
         {"iteration", m.lossScaler->iteration},
         {"last_overflow_iteration", m.lossScaler->lastOverflowIteration},
         {"skipped_steps", m.lossScaler->skippedSteps}};
+  if (m.tokens)
+    head["tokens"] = {{"consumed", m.tokens->consumed},
+                      {"scheduler", m.tokens->scheduler},
+                      {"warmup_end", m.tokens->warmupEnd}};
   head["files"] = m.files;
   head[kManifestChecksumKey] = kManifestChecksumPlaceholder;
   std::string text = "{\n";
@@ -448,6 +452,22 @@ CheckpointManifest dsc::rt::parseManifest(const std::string &text,
              " is less than optimizer_steps " +
              std::to_string(m.optimizerSteps) + " + the loss scaler's " +
              std::to_string(st.skippedSteps) + " skipped steps");
+  }
+
+  if (j.contains("tokens")) {
+    const Json &tokens = f.get(j, "tokens", "");
+    if (!tokens.is_object())
+      f.fail("\"tokens\" is not an object");
+    TokenCounts t;
+    t.consumed = f.integer(tokens, "consumed", "tokens ");
+    t.scheduler = f.integer(tokens, "scheduler", "tokens ");
+    t.warmupEnd = f.integer(tokens, "warmup_end", "tokens ", -1);
+    if (t.scheduler > t.consumed || t.warmupEnd > t.scheduler)
+      f.fail("tokens: consumed " + std::to_string(t.consumed) + ", scheduler " +
+             std::to_string(t.scheduler) + ", warmup_end " +
+             std::to_string(t.warmupEnd) +
+             " are not in order (warmup_end <= scheduler <= consumed)");
+    m.tokens = t;
   }
 
   const Json &files = f.get(j, "files", "");

@@ -827,8 +827,7 @@ void CpuBackend::execute(InstructionContext &ex, const Program &prog,
     break;
   }
   case Opcode::LearningRate:
-    *out(0) =
-        T(scheduledLearningRate(ops::LearningRate::decode(inst), ex.step()));
+    *out(0) = T(ex.learningRate(ops::LearningRate::decode(inst)));
     break;
   case Opcode::CyclicMomentum: {
     const ops::CyclicMomentum m = ops::CyclicMomentum::decode(inst);

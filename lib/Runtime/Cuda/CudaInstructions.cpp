@@ -442,8 +442,7 @@ void CudaBackend::execute(InstructionContext &ex, const Program &prog, size_t in
     break;
   }
   case Opcode::LearningRate:
-    writeScalar(outF(0), scheduledLearningRate(ops::LearningRate::decode(inst),
-                                               ex.step()));
+    writeScalar(outF(0), ex.learningRate(ops::LearningRate::decode(inst)));
     break;
   case Opcode::CyclicLearningRate:
     writeScalar(outF(0), cyclicLearningRate(

@@ -251,6 +251,7 @@ CheckpointIO::begin(const std::string &dir, int64_t consumedSamples,
   save->seed = stamp.seed;
   save->consumedSamples = consumedSamples;
   save->lossScaler = stamp.lossScaler;
+  save->tokens = stamp.tokens;
   save->pieces = planPieces(plan, ranks);
 
   // One temporary directory, named by rank 0's pid, created before any rank
@@ -356,6 +357,7 @@ std::optional<std::string> CheckpointIO::finish(bool wait) {
       m.mesh = meshString(plan.mesh);
       m.ranks = ranks;
       m.lossScaler = save->lossScaler;
+      m.tokens = save->tokens;
       std::map<uint32_t, size_t> tensorOf;
       std::set<int64_t> writers;
       for (size_t p = 0; p < pieces.size(); ++p) {

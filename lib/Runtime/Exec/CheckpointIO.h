@@ -38,6 +38,7 @@ struct CheckpointStamp {
   int64_t iteration = 0, optimizerSteps = 0;
   uint64_t seed = 0;
   std::optional<LossScalerState> lossScaler;
+  std::optional<TokenCounts> tokens;
 };
 
 /// A load's result, checked on every rank before any rank changes

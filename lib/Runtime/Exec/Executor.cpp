@@ -277,6 +277,18 @@ uint64_t Executor::dropoutSeed(int64_t instructionSeed) const {
   return context->dropoutSeed(instructionSeed);
 }
 
+void Executor::setTokenSchedule(const TokenSchedule &schedule) {
+  context->setTokenSchedule(schedule, checkTokenSchedule(thePlan, schedule));
+}
+
+void Executor::countTokens(int64_t tokens, bool stepped) {
+  tokensCounted = true;
+  countStepTokens(context->tokens(), context->schedule(),
+                  context->warmupSteps(), tokens, stepped, step() - 1);
+}
+
+const TokenCounts &Executor::tokenCounts() const { return context->tokens(); }
+
 void Executor::setBaseLearningRate(double lr) {
   rescaleLearningRates(thePlan, lr);
 }
@@ -326,6 +338,8 @@ uint64_t Executor::beginCheckpoint(const std::string &dir,
   stamp.seed = context->seed();
   if (scaler)
     stamp.lossScaler = scaler->state();
+  if (tokensCounted)
+    stamp.tokens = context->tokens();
   runner->waitForOverlapped();
   return checkpoints->begin(
       dir, consumedSamples, keep, async, stamp,
@@ -364,6 +378,9 @@ int64_t Executor::loadCheckpoint(const std::string &path) {
   // resumed in bf16 or fp32); a scaling plan without one starts afresh.
   scaling->restart(restored.manifest.lossScaler);
   setStep(restored.manifest.optimizerSteps + 1);
+  tokensRestored = restored.manifest.tokens.has_value();
+  tokensCounted = tokensRestored;
+  context->tokens() = restored.manifest.tokens.value_or(TokenCounts());
   // 0/1 Adam past its variance freeze: each rank's local steps leave its
   // parameters, momentum and accumulator its own (after a sync they still
   // differ by rounding), and a checkpoint holds rank 0's, as DeepSpeed's

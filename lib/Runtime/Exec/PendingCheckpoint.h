@@ -41,6 +41,7 @@ struct PendingCheckpoint {
   int64_t keep = 0, iteration = 0, optimizerSteps = 0, consumedSamples = 0;
   uint64_t seed = 0;
   std::optional<LossScalerState> lossScaler;
+  std::optional<TokenCounts> tokens;
   /// Every rank's pieces (the same list on every rank).
   std::vector<PlannedPiece> pieces;
   /// This rank's pieces, in the writer's order, and their snapshot.

@@ -4,12 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The step a delayed update's instructions read, and the dropout streams.
+// The step a delayed update's instructions read, the learning rate by
+// steps or tokens, and the dropout streams.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RunContext.h"
 
+#include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/SplitMix64.h"
 
 #include <algorithm>
@@ -27,6 +29,12 @@ void RunContext::setThreadStep(int64_t step) { overlappedStep = step; }
 
 int64_t RunContext::step() const {
   return overlappedStep ? overlappedStep : currentStep;
+}
+
+double RunContext::learningRate(const ops::LearningRate &lr) const {
+  return tokenSchedule
+             ? tokenLearningRate(lr, *tokenSchedule, tokenCounts, step())
+             : scheduledLearningRate(lr, step());
 }
 
 uint64_t RunContext::dropoutSeed(int64_t instructionSeed) const {

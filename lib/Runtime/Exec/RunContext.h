@@ -18,9 +18,11 @@
 #include "MeshGroups.h"
 
 #include "dsc/Runtime/Backend.h"
+#include "dsc/Runtime/TokenSchedule.h"
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -43,6 +45,8 @@ public:
   /// The step the next optimizer run performs; on the thread of a delayed
   /// parameter update, the step that update belongs to.
   int64_t step() const override;
+  /// By tokens when a token schedule is set.
+  double learningRate(const ops::LearningRate &lr) const override;
   uint64_t dropoutSeed(int64_t instructionSeed) const override;
 
   /// Sums the loads per router (by its program and index) over the
@@ -68,6 +72,19 @@ public:
   /// Marks the calling thread as running the update of `step` (0: none).
   static void setThreadStep(int64_t step);
 
+  /// The token schedule (none: by steps), its warm-up steps, and the
+  /// tokens consumed, which the training loop counts after each step.
+  void setTokenSchedule(const TokenSchedule &schedule, int64_t warmupSteps) {
+    tokenSchedule = schedule;
+    tokenWarmupSteps = warmupSteps;
+  }
+  const TokenSchedule *schedule() const {
+    return tokenSchedule ? &*tokenSchedule : nullptr;
+  }
+  int64_t warmupSteps() const { return tokenWarmupSteps; }
+  TokenCounts &tokens() { return tokenCounts; }
+  const TokenCounts &tokens() const { return tokenCounts; }
+
 private:
   const Plan &thePlan;
   const Arenas &arenas;
@@ -75,6 +92,9 @@ private:
   int64_t currentStep = 1;
   int64_t microBatch = 0;
   uint64_t runSeed = 0;
+  std::optional<TokenSchedule> tokenSchedule;
+  int64_t tokenWarmupSteps = 0;
+  TokenCounts tokenCounts;
   std::map<std::pair<const Program *, size_t>, std::vector<int64_t>>
       expertLoads;
 };
