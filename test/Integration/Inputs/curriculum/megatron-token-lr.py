@@ -4,7 +4,8 @@
 usage: megatron-token-lr.py RUN.jsonl --max-lr X --min-lr X --style S
            --warmup-iters W --decay-tokens D [--warmup-tokens WT]
            --global-batch B --train-iters N [--train-tokens T]
-           --curriculum MIN,MAX,STEPS,DIFFICULTY_STEP [--tol E]
+           (--curriculum MIN,MAX,STEPS,DIFFICULTY_STEP | --seq-length L)
+           [--tol E]
 
 Written from Megatron-DeepSpeed (megatron/optimizer_param_scheduler.py's
 OptimizerParamScheduler.get_lr and step, megatron/training.py's train loop)
@@ -16,7 +17,8 @@ train_iters and consumed_train_tokens < train_tokens. The learning rate an
 iteration trains with is the one the previous step() set.
 
 Checks every record of RUN.jsonl (a resumed run's records start later):
-its curriculum_seqlen, consumed_tokens and learning_rate (within --tol),
+its curriculum_seqlen (with --curriculum), consumed_tokens and
+learning_rate (within --tol),
 and that the records end where Megatron-DeepSpeed's loop ends. Prints
 "OK ..." or exits 1 naming the first difference.
 """
@@ -110,10 +112,14 @@ def main():
     ap.add_argument('--global-batch', type=int, required=True)
     ap.add_argument('--train-iters', type=int, required=True)
     ap.add_argument('--train-tokens', type=int, default=None)
-    ap.add_argument('--curriculum', required=True)
+    ap.add_argument('--curriculum')
+    ap.add_argument('--seq-length', type=int)
     ap.add_argument('--tol', type=float, default=1e-7)
     a = ap.parse_args()
-    lo, hi, total, diff_step = (int(v) for v in a.curriculum.split(','))
+    if (a.curriculum is None) == (a.seq_length is None):
+        sys.exit('give one of --curriculum and --seq-length')
+    if a.curriculum:
+        lo, hi, total, diff_step = (int(v) for v in a.curriculum.split(','))
 
     records = {}
     with open(a.run) as f:
@@ -131,7 +137,8 @@ def main():
                                          consumed_tokens < a.train_tokens):
         # train_step: the optimizer runs at the current rate, then the
         # scheduler steps with the tokens consumed before this step.
-        length = seqlen(iteration + 1, lo, hi, total, diff_step)
+        length = a.seq_length or seqlen(iteration + 1, lo, hi, total,
+                                        diff_step)
         lr_used = sched.lr
         sched.step(gbs, token_num=consumed_tokens)
         iteration += 1
@@ -141,7 +148,7 @@ def main():
             if checked:
                 sys.exit(f'FAIL: no record of iteration {iteration}')
             continue
-        if r['curriculum_seqlen'] != length:
+        if a.curriculum and r['curriculum_seqlen'] != length:
             sys.exit(f'FAIL: iteration {iteration}: curriculum_seqlen '
                      f'{r["curriculum_seqlen"]}, DeepSpeed {length}')
         if r['consumed_tokens'] != consumed_tokens:
