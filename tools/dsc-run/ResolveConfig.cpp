@@ -236,6 +236,15 @@ void dsc::run::printResolvedConfig(
                                 : "(at the end)");
   runRow("--keep", options.keep ? std::to_string(options.keep) : "(all)");
   runRow("--load", options.load.empty() ? "(none)" : options.load);
+  // Flags only: no config file has them (docs/curriculum.md).
+  if (options.lrDecayTokens)
+    row("--lr-decay-tokens", std::to_string(*options.lrDecayTokens),
+        "command line");
+  if (options.lrWarmupTokens)
+    row("--lr-warmup-tokens", std::to_string(*options.lrWarmupTokens),
+        "command line");
+  if (options.trainTokens)
+    row("--train-tokens", std::to_string(*options.trainTokens), "command line");
   if (!options.testData.empty())
     runRow("--test-data", options.testData);
   if (!options.validData.empty()) {
