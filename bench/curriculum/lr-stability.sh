@@ -14,7 +14,7 @@
 # length, and the mean loss of the last 20 steps (every run is at full
 # length by then). One thread per process; never in CI.
 #
-# usage: bench/curriculum/lr-stability.sh [STEPS=300] [CURRICULUM=150] LR...
+# usage: bench/curriculum/lr-stability.sh [STEPS=300 (> 30)] [CURRICULUM=150] LR...
 #
 #===------------------------------------------------------------------------===#
 set -euo pipefail
@@ -49,7 +49,8 @@ sed "s/^}\$/  \"curriculum_learning\": {\"enabled\": true, \"curriculum_type\": 
 for lr in "${LRS[@]}"; do
   for run in base curriculum; do
     dsc-run "$OUT/$run.yml" --steps "$STEPS" --lr "$lr" --compile "warmup=30" \
-      --log-json "$OUT/$run-$lr.jsonl" >"$OUT/$run-$lr.log" 2>&1
+      --log-json "$OUT/$run-$lr.jsonl" >"$OUT/$run-$lr.log" 2>&1 ||
+      { tail -3 "$OUT/$run-$lr.log" >&2; exit 1; }
   done
 done
 cd "$OUT" && python3 "$ROOT/bench/curriculum/lr-stability-report.py" base-*.jsonl curriculum-*.jsonl
