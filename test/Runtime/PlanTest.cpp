@@ -13,7 +13,9 @@
 
 #include "PlanTestSupport.h"
 
+#include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/TokenSchedule.h"
 
 #include <gtest/gtest.h>
 
@@ -743,6 +745,93 @@ TEST(PlanSchedules, DeepSpeedWarmupAndDecay) {
                    0.1 + 0.9 * (1 + std::cos(M_PI / 8)) / 2);
   // A warmup of one step is DeepSpeed's two.
   EXPECT_DOUBLE_EQ(lr(K::WarmupConstant, 1, 8, false, 3), 0.5);
+}
+
+TEST(PlanSchedules, MegatronDeepSpeedTokenDecay) {
+  ops::LearningRate lr;
+  lr.kind = uint32_t(LrScheduleKind::AnnealingLinear);
+  lr.warmup = 2;
+  lr.base = 1.0;
+  lr.decayEnd = 0.1;
+  TokenSchedule schedule;
+  schedule.decayTokens = 1000;
+  // Warm-up by steps (n = step - 1), 0 at the first step (Megatron-
+  // DeepSpeed's n / W, not GPT-NeoX's max(1, n) / W).
+  TokenCounts counts;
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, counts, 1), 0.0);
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, counts, 2), 0.5);
+  // The scheduler reads the tokens before the previous step's: steps of
+  // 100 tokens, the latch at 2 steps done holds step 1's 100.
+  for (int64_t done = 1; done <= 2; ++done)
+    countStepTokens(counts, &schedule, 2, 100, true, done);
+  EXPECT_EQ(counts.consumed, 200);
+  EXPECT_EQ(counts.scheduler, 100);
+  EXPECT_EQ(counts.warmupEnd, 100);
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, counts, 3), 1.0);
+  countStepTokens(counts, &schedule, 2, 100, true, 3);
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, counts, 4),
+                   0.1 + 0.9 * (1.0 - 100.0 / 900.0));
+  // A skipped step counts its tokens but does not step the scheduler.
+  countStepTokens(counts, &schedule, 2, 100, false, 3);
+  EXPECT_EQ(counts.consumed, 400);
+  EXPECT_EQ(counts.scheduler, 200);
+  // Past lr_decay_tokens: min_lr; cosine at half way: the mean.
+  counts.scheduler = 1001;
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, counts, 9), 0.1);
+  lr.kind = uint32_t(LrScheduleKind::AnnealingCosine);
+  counts.scheduler = 550;
+  EXPECT_NEAR(tokenLearningRate(lr, schedule, counts, 9), 0.55, 1e-15);
+  // lr_warmup_tokens: base N / WT while N <= WT; no steps warm-up, no
+  // latch.
+  schedule.warmupTokens = 400;
+  TokenCounts byTokens;
+  byTokens.scheduler = 100;
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, byTokens, 1), 0.25);
+  countStepTokens(byTokens, &schedule, 2, 100, true, 2);
+  EXPECT_EQ(byTokens.warmupEnd, -1);
+  // No warm-up at all: Megatron-DeepSpeed fails (lr_warmup_tokens stays
+  // None); dsc decays from 0 tokens.
+  schedule.warmupTokens.reset();
+  lr.warmup = 0;
+  TokenCounts none;
+  EXPECT_DOUBLE_EQ(tokenLearningRate(lr, schedule, none, 1), 1.0);
+}
+
+TEST(PlanSchedules, TokenDecayNeedsADecayingSchedule) {
+  auto error = [](LrScheduleKind kind, TokenSchedule schedule) {
+    Plan plan;
+    Program prog;
+    prog.name = "optimizer";
+    Instruction inst;
+    inst.opcode = Opcode::LearningRate;
+    ops::LearningRate lr;
+    lr.kind = uint32_t(kind);
+    lr.warmup = 3;
+    lr.encode(inst);
+    prog.instructions.push_back(inst);
+    plan.programs.push_back(prog);
+    try {
+      EXPECT_EQ(checkTokenSchedule(plan, schedule), 3);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  TokenSchedule ok;
+  ok.decayTokens = 100;
+  EXPECT_EQ(error(LrScheduleKind::AnnealingCosine, ok), "");
+  EXPECT_NE(error(LrScheduleKind::AnnealingConstant, ok).find("no decay"),
+            std::string::npos);
+  EXPECT_NE(error(LrScheduleKind::WarmupLinearDecay, ok).find("counts steps"),
+            std::string::npos);
+  TokenSchedule zero;
+  EXPECT_EQ(error(LrScheduleKind::AnnealingLinear, zero),
+            "lr_decay_tokens: must be > 0, got 0");
+  TokenSchedule late = ok;
+  late.warmupTokens = 100;
+  EXPECT_NE(error(LrScheduleKind::AnnealingLinear, late)
+                .find("lr_warmup_tokens: 100 is not below lr_decay_tokens 100"),
+            std::string::npos);
 }
 
 TEST(PlanSchedules, DeepSpeedCyclic) {

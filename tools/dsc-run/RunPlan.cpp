@@ -309,8 +309,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   }
   // Tokens consumed are counted on every run (checkpoints keep them); the
   // log and metrics show them where they change something.
-  const bool countsTokens = options.lrDecayTokens || options.trainTokens ||
-                            !p.curriculum.empty();
+  const bool countsTokens =
+      options.lrDecayTokens || options.trainTokens || !p.curriculum.empty();
 
   // The data-parallel coordinate: rank d of D takes micro-batches
   // [d*M, (d+1)*M) of each step's D*M (Plan::mesh).
@@ -449,19 +449,18 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       log << "dsc-run: resumed from '" << options.load << "' at iteration "
           << firstIteration << " (" << consumed << " samples"
           << (countsTokens && ex.restoredTokenCounts()
-                  ? ", " + std::to_string(ex.tokenCounts().consumed) +
-                        " tokens"
+                  ? ", " + std::to_string(ex.tokenCounts().consumed) + " tokens"
                   : std::string())
           << " consumed)\n";
     // Without its counts a token schedule would restart at 0 tokens.
     if ((options.lrDecayTokens || options.trainTokens) &&
         !ex.restoredTokenCounts() && firstIteration > 1)
-      throw Error("checkpoint '" + options.load +
-                  "' records no consumed tokens (saved by a run that did "
-                  "not count them), which " +
-                  (options.lrDecayTokens ? "--lr-decay-tokens"
-                                         : "--train-tokens") +
-                  " needs to resume");
+      throw Error(
+          "checkpoint '" + options.load +
+          "' records no consumed tokens (saved by a run that did "
+          "not count them), which " +
+          (options.lrDecayTokens ? "--lr-decay-tokens" : "--train-tokens") +
+          " needs to resume");
     if (options.trainTokens && !options.evalOnly &&
         ex.tokenCounts().consumed >= *options.trainTokens)
       throw Error("checkpoint '" + options.load + "' has consumed " +
