@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Elastic.h"
+#include "LaunchError.h"
 
 #include "dsc/Support/ParallelPlan.h"
 
@@ -25,10 +26,6 @@
 
 using namespace dsc::launch;
 using llvm::StringRef;
-
-static llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 llvm::Expected<ElasticRange> dsc::launch::parseElastic(StringRef text,
                                                        int world) {

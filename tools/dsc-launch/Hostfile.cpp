@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Hostfile.h"
+#include "LaunchError.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -26,10 +27,6 @@
 
 using namespace dsc::launch;
 using llvm::StringRef;
-
-static llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 llvm::Expected<Allocation> dsc::launch::parseHostfile(StringRef text,
                                                       StringRef file) {

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Launcher.h"
+#include "LaunchError.h"
 
 #include "dsc/Support/ParallelPlan.h"
 
@@ -30,10 +31,6 @@
 
 using namespace dsc::launch;
 using llvm::StringRef;
-
-static llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 llvm::Expected<PlanMesh>
 dsc::launch::readPlanMesh(llvm::ArrayRef<std::string> runArgs) {
