@@ -3,7 +3,7 @@
 // The dialect checks each dsc.* discardable attribute's type and the op it
 // sits on, and refuses any other dsc.* name.
 
-// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.pipeline_rank, dsc.slot_banks, dsc.offsets, dsc.pipeline_local, dsc.layer, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
+// expected-error @+1 {{'builtin.module' op has unknown dsc attribute 'dsc.stages'; the dsc attributes are dsc.program, dsc.stage, dsc.input_offsets, dsc.saved_activation_bytes, dsc.weight_stash, dsc.offset, dsc.pipeline_rank, dsc.pipeline_ranks, dsc.slot_banks, dsc.offsets, dsc.pipeline_local, dsc.layer, dsc.microbatches, dsc.pipeline, dsc.model, dsc.memory, dsc.program_peaks, dsc.parallel_plan, dsc.plan_estimate}}
 module attributes {dsc.stages = 2 : i64} {
 }
 
@@ -12,6 +12,22 @@ module attributes {dsc.stages = 2 : i64} {
 // expected-error @+1 {{'func.func' op attribute 'dsc.program' must be a #dsc.program_role<forward|forward_backward|optimizer|pipeline_step|backward_weight|initialize|prefill|decode|compressed_optimizer>, got "optimizer"}}
 func.func @optimizer() attributes {dsc.program = "optimizer"} {
   return
+}
+
+// -----
+
+// A set of pipeline ranks (--dsc-plan-memory's arena of some ranks) is two
+// or more ascending ranks.
+module {
+  // expected-error @+1 {{'dsc.parameter' op attribute 'dsc.pipeline_ranks' must be two or more pipeline ranks, ascending i64 >= 0, got array<i64: 3, 0>}}
+  dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros> {dsc.pipeline_ranks = array<i64: 3, 0>}
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'dsc.parameter' op attribute 'dsc.pipeline_ranks' must be two or more pipeline ranks, ascending i64 >= 0, got array<i64: 1>}}
+  dsc.parameter @w : tensor<4xf32> init = #dsc.init<zeros> {dsc.pipeline_ranks = array<i64: 1>}
 }
 
 // -----
