@@ -103,15 +103,6 @@ std::vector<int64_t> dsc::launch::shrinkableWorlds(const ElasticPlan &plan) {
   return worlds;
 }
 
-/// "a: 2, b: 4"
-static std::string slotList(const Allocation &hosts) {
-  std::string text;
-  for (const Host &host : hosts)
-    text += (text.empty() ? "" : ", ") + host.name + ": " +
-            std::to_string(host.slots.size());
-  return text.empty() ? "none" : text;
-}
-
 ElasticPlan dsc::launch::shrinkPlan(const ElasticPlan &plan, int64_t world) {
   ElasticPlan out = plan;
   out.dp = world / (plan.tp * plan.pp);
@@ -152,7 +143,8 @@ llvm::Expected<Shrunk> dsc::launch::shrinkTo(const ElasticPlan &plan,
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(world);
   return fail("--elastic " + llvm::Twine(range.min) + ":" +
               llvm::Twine(range.max) + ": the surviving slots (" +
-              slotList(alive) + ") hold " + llvm::Twine(capacity) + " rank" +
+              (alive.empty() ? std::string("none") : slotSummary(alive)) +
+              ") hold " + llvm::Twine(capacity) + " rank" +
               (capacity == 1 ? "" : "s") +
               " in whole tensor-parallel groups (tp=" + llvm::Twine(plan.tp) +
               "), and the plan " + plan.describe() + " runs on " + sizes +

@@ -219,3 +219,11 @@ int dsc::launch::worldSize(const Allocation &hosts) {
     world += int(host.slots.size());
   return world;
 }
+
+std::string dsc::launch::slotSummary(const Allocation &hosts) {
+  std::string text;
+  for (const Host &host : hosts)
+    text += (text.empty() ? "" : ", ") + host.name + ": " +
+            std::to_string(host.slots.size());
+  return text;
+}

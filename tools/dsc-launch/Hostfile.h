@@ -62,6 +62,9 @@ llvm::Expected<Allocation> selectResources(const Allocation &hosts,
 /// Σ slots in use.
 int worldSize(const Allocation &hosts);
 
+/// "a: 2, b: 4": each host's slots in use ("" for no host).
+std::string slotSummary(const Allocation &hosts);
+
 } // namespace dsc::launch
 
 #endif // DSC_TOOLS_DSCLAUNCH_HOSTFILE_H

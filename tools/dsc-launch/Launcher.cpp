@@ -139,15 +139,6 @@ dsc::launch::readPlanMesh(llvm::ArrayRef<std::string> runArgs) {
   return mesh;
 }
 
-/// "a: 2, b: 4" — the slots in use per host.
-static std::string slotSummary(const Allocation &hosts) {
-  std::string text;
-  for (const Host &host : hosts)
-    text += (text.empty() ? "" : ", ") + host.name + ": " +
-            std::to_string(host.slots.size());
-  return text;
-}
-
 llvm::Error dsc::launch::checkPlan(const PlanMesh &mesh,
                                    const Allocation &hosts) {
   const int world = worldSize(hosts);
