@@ -306,4 +306,105 @@ TEST(PlanScheduleVerifier, OtherCompiledPipelinesAgree) {
     EXPECT_EQ(scheduleError(loadPlan(name)), "") << name;
 }
 
+//===----------------------------------------------------------------------===//
+// A pipelined curriculum: Inputs/gpt-curriculum-pp2.plan is what dsc-run
+// compiles of Integration/Inputs/curriculum/gpt-curriculum.yml on pp=2
+// (lengths 8, 16, 24 and 32; `--write-plan` in train-curriculum.test keeps
+// it current). Each shorter length's stages are checked as the plan's own,
+// and what lives through one length's step may share bytes with other
+// lengths' steps, never with its own.
+//===----------------------------------------------------------------------===//
+
+Buffer &bufferNamed(Plan &plan, const std::string &name) {
+  const int64_t id = plan.findBuffer(name);
+  if (id < 0)
+    throw Error("test: the plan has no buffer '" + name + "'");
+  return plan.buffers[size_t(id)];
+}
+
+bool overlaps(const Buffer &b, uint64_t from, uint64_t to) {
+  return b.offset < to && b.offset + b.bytes > from;
+}
+
+TEST(CurriculumPipelinePlan, CompiledPlanIsAcceptedAndSharesTheStepRegion) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  ASSERT_EQ(plan.curriculum.size(), 4u);
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_EQ(plan.curriculum[k].stages.size(), 2u) << k;
+  EXPECT_TRUE(plan.curriculum[3].stages.empty());
+  EXPECT_EQ(plan.curriculum[0].stages[0].step, "stage0.step.seq8");
+  EXPECT_EQ(plan.curriculum[0].stages[0].optimizer, "stage0.optimizer");
+  EXPECT_EQ(loadError(plan), "");
+  // Sequence 8's stage-0 output lies in the bytes of the plan's own
+  // activation slots: the two lengths' steps never run together.
+  const PipelineStage &own = plan.stages[0];
+  const uint64_t from = own.activationSlots.offset;
+  const uint64_t to =
+      from + own.activationSlots.stride * uint64_t(own.activationSlots.slots);
+  EXPECT_TRUE(
+      overlaps(bufferNamed(plan, "seq8.stage0.forward.output"), from, to));
+  // Written again, the same bytes.
+  const std::vector<uint8_t> bytes = writePlan(plan);
+  EXPECT_EQ(writePlan(readPlan(bytes.data(), bytes.size(), "again")), bytes);
+}
+
+TEST(CurriculumPipelinePlan, BoundaryOverItsOwnStepsTemporaryIsRefused) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  bufferNamed(plan, "seq8.stage0.forward.output").offset =
+      bufferNamed(plan, "seq8.stage0.forward.wte.0").offset;
+  const std::string error = loadError(plan);
+  EXPECT_NE(error.find("'seq8.stage0.forward.output'"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("within curriculum length 0's step, what lives "
+                       "through it may share no bytes"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CurriculumPipelinePlan, BoundaryOverAParameterIsRefused) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  bufferNamed(plan, "seq16.stage0.forward.residual.0").offset =
+      bufferNamed(plan, "wpe.weight").offset;
+  const std::string error = loadError(plan);
+  EXPECT_NE(error.find("persistent buffers may share no bytes"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CurriculumPipelinePlan, ShorterLengthsSendsSwappedAreRefused) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  Program &step = programOf(plan, "stage0.step.seq8");
+  const std::vector<size_t> sends = indicesOf(step, Opcode::PipelineSend);
+  ASSERT_GE(sends.size(), 2u);
+  std::swap(step.instructions[sends[0]], step.instructions[sends[1]]);
+  const std::string error = loadError(plan);
+  EXPECT_NE(error.find("curriculum length 0 (sequence 8): "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("sends the output of micro-batch 1 of stage 0"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CurriculumPipelinePlan, ShorterLengthsReceiveDroppedDeadlocks) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  Program &step = programOf(plan, "stage1.step.seq16");
+  const std::vector<size_t> recvs = indicesOf(step, Opcode::PipelineRecv);
+  ASSERT_FALSE(recvs.empty());
+  step.instructions.erase(step.instructions.begin() + long(recvs.back()));
+  const std::string error = loadError(plan);
+  EXPECT_NE(error.find("curriculum length 1 (sequence 16): "),
+            std::string::npos)
+      << error;
+}
+
+TEST(CurriculumPipelinePlan, LengthWithoutStagesIsRefused) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  plan.curriculum[1].stages.clear();
+  const std::string error = loadError(plan);
+  EXPECT_NE(error.find("curriculum length 1 (sequence 16): has 0 pipeline "
+                       "stages, expected 2"),
+            std::string::npos)
+      << error;
+}
+
 } // namespace

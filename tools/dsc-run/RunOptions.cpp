@@ -97,7 +97,8 @@ std::string dsc::run::usage() {
          "  --np N               run N ranks as threads of this process; the\n"
          "                       plan's mesh must span N ranks (compile with\n"
          "                       --compile \"dp=N\"). Under mpirun, or with\n"
-         "                       RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT\n"
+         "                       RANK, WORLD_SIZE, MASTER_ADDR and "
+         "MASTER_PORT\n"
          "                       set (the ranks meet through a TCP store:\n"
          "                       docs/multi-node.md), each process is one\n"
          "                       rank and --np, if given, must equal the\n"
@@ -112,6 +113,10 @@ std::string dsc::run::usage() {
          "                       communication lane (default: on for cuda,\n"
          "                       off for the cpu) or each in its place\n"
          "  --print-plan         print the plan as text and exit\n"
+         "  --write-plan FILE    write the plan it would train (compiled from\n"
+         "                       a config or module, a curriculum's lengths\n"
+         "                       joined) to FILE, which dsc-run FILE runs,\n"
+         "                       and exit\n"
          "  --print-config       print the resolved configuration, each\n"
          "                       value with where it came from (default,\n"
          "                       the GPT-NeoX config, --deepspeed, the\n"
@@ -215,6 +220,8 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.deepspeed = next();
     else if (flag == "--log-json")
       o.logJson = next();
+    else if (flag == "--write-plan")
+      o.writePlan = next();
     else if (flag == "--trace")
       o.trace = next();
     else if (flag == "--save")

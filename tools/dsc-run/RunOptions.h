@@ -67,6 +67,8 @@ struct RunOptions {
   bool saveAsync = false;
   /// --print-plan: print the plan as text and exit (no training).
   bool printPlan = false;
+  /// --write-plan FILE: write the plan to FILE and exit (no training).
+  std::string writePlan;
   /// --print-config: print the resolved configuration, each value with
   /// where it came from, and exit (no compile, no training).
   bool printConfig = false;

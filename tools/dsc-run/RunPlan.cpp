@@ -615,7 +615,12 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         if (r.sequenceLength != lastSequenceLength) {
           log << "dsc-run: curriculum: iteration " << iteration
               << " trains at sequence length " << r.sequenceLength << " ("
-              << (length ? length->program : std::string("forward_backward"))
+              << (!length                    ? std::string("forward_backward")
+                  : !length->program.empty() ? length->program
+                  : length->stages.empty()
+                      ? std::string("the plan's stage programs")
+                      : "stage programs '*.seq" +
+                            std::to_string(length->seqLength) + "'")
               << ", " << m.tokensPerStep << " tokens per step)" << std::endl;
           if (trace)
             trace->add("curriculum seqlen " +
@@ -917,6 +922,14 @@ int dsc::run::dscRunMain(const std::vector<std::string> &args,
     if (options.printPlan) {
       if (!mpiWorld || mpiWorld->rank() == 0)
         out << formatPlan(plan);
+      return 0;
+    }
+    if (!options.writePlan.empty()) {
+      if (!mpiWorld || mpiWorld->rank() == 0) {
+        writePlanFile(plan, options.writePlan);
+        out << "dsc-run: wrote the plan to '" << options.writePlan
+            << "' (dsc-run runs it)\n";
+      }
       return 0;
     }
     return runPlan(std::move(plan), options, out, nullptr, mpiWorld.get());

@@ -31,15 +31,18 @@ struct CurriculumPart {
 
 /// Joins `parts` (rising lengths and steps, the first from step 1) into the
 /// last one's plan: each shorter length's "forward_backward" becomes
-/// "forward_backward.seq<L>", reading and writing the longest plan's
+/// "forward_backward.seq<L>" (a pipelined plan's: each stage's forward,
+/// backward, weight-gradient and step programs "<name>.seq<L>", listed in
+/// its CurriculumLength::stages), reading and writing the longest plan's
 /// parameters, gradients and optimizer states (matched by name, with equal
-/// dtype and shape); its temporaries are placed after the plan's persistent
-/// buffers (where the plan's own temporaries live: programs never run at
-/// once), its own persistent buffers (ids, loss, constants) after
-/// everything, so each arena is planned once for all lengths, and
+/// dtype, shape and arena); the buffers that live only through its step
+/// (livesWithinOneStep: temporaries, boundary buffers and slot banks, ids,
+/// loss) are moved as one block to where the plan's own temporaries start
+/// (no two lengths' steps run at once), its other buffers (constants)
+/// after everything, so each arena is planned once for all lengths, and
 /// Plan::curriculum lists the lengths. Throws Error when the plans are not
-/// of one model and plan (another mesh, arenas, micro-batch, a parameter
-/// missing or shaped otherwise) or are pipelined, then validates the result.
+/// of one model and plan (another mesh, arenas, stages, micro-batch, a
+/// parameter missing or shaped otherwise), then validates the result.
 Plan joinCurriculumPlans(std::vector<CurriculumPart> parts);
 
 } // namespace dsc::rt

@@ -33,7 +33,8 @@ namespace dsc::rt {
 std::vector<std::vector<bool>> arenaHolders(const Plan &plan);
 
 /// The pipeline rank that runs each stage's programs (stage k's on rank
-/// k mod P, P = Plan::pipelineRanks() > 0); programs of no stage are absent.
+/// k mod P, P = Plan::pipelineRanks() > 0), a curriculum's other lengths'
+/// stages included; programs of no stage are absent.
 std::map<std::string, int64_t> pipelineRankOfPrograms(const Plan &plan);
 
 } // namespace dsc::rt

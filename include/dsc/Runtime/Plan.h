@@ -34,7 +34,7 @@ namespace dsc::rt {
 
 /// Bumped whenever the binary layout or an opcode's meaning changes; a plan
 /// of another version is refused with both versions in the message.
-constexpr uint32_t kPlanFormatVersion = 14;
+constexpr uint32_t kPlanFormatVersion = 15;
 
 /// The program a 1-bit optimizer runs after its warm-up, in place of
 /// "optimizer" from Plan::compressionFromStep on (a pipeline stage's is
@@ -59,33 +59,6 @@ struct ZeroOneAdamPlan {
   /// Rank 0's planned collective bytes of a step of each kind.
   uint64_t collectiveBytes[3] = {0, 0, 0};
 };
-
-/// Curriculum learning by sequence length (docs/curriculum.md): one of the
-/// lengths the schedule trains at, with the training step program compiled
-/// for it and the buffers that program reads and writes in place of the
-/// plan's well-known ones. Every length shares the plan's parameters,
-/// gradients, optimizer states and optimizer programs; the longest is the
-/// plan's own (seqLength, "forward_backward", tokens, targets, loss,
-/// gradientSeed).
-struct CurriculumLength {
-  int64_t seqLength = 0;
-  /// The first 1-based optimizer step trained at this length; it lasts
-  /// until the next entry's (the last, the plan's length, for good).
-  int64_t fromStep = 1;
-  /// Its training step program ("forward_backward" for the plan's length,
-  /// "forward_backward.seq<L>" for another).
-  std::string program;
-  /// i32 [microBatchSize, seqLength] ids, the f32/f64 loss scalar and the
-  /// backward's seed (a Constant, -1 when none) of `program`.
-  uint32_t tokens = 0, targets = 0, loss = 0;
-  int64_t gradientSeed = -1;
-  /// Model FLOPs of one micro-batch's forward and backward at this length.
-  uint64_t flopsPerMicroBatch = 0;
-};
-
-/// The name of the training step program compiled for sequence length `L`
-/// beside the plan's own.
-std::string curriculumProgramName(int64_t seqLength);
 
 enum class Tier : uint32_t { Device = 0, Host = 1, Nvme = 2 };
 
@@ -124,6 +97,12 @@ enum class BufferRole : uint32_t {
 };
 /// The largest BufferRole value (the plan reader's and verifier's bound).
 inline constexpr BufferRole kLastBufferRole = BufferRole::CompressionError;
+
+/// Whether a buffer of `role` lives only through the programs of one
+/// training step (a temporary, a pipeline's boundary buffer, the ids and
+/// the loss): under a curriculum, such a buffer used by one length's step
+/// alone may share bytes with another length's (docs/curriculum.md).
+bool livesWithinOneStep(BufferRole role);
 
 /// Constant fills every element with BufferInit::value (the compiler's scalar
 /// constants, e.g. the loss gradient seed 1/microBatches).
@@ -354,6 +333,47 @@ struct PipelineStage {
   std::vector<int64_t> gradientBuffers() const;
 };
 
+/// Curriculum learning by sequence length (docs/curriculum.md): one of the
+/// lengths the schedule trains at, with the training step program compiled
+/// for it and the buffers that program reads and writes in place of the
+/// plan's well-known ones. Every length shares the plan's parameters,
+/// gradients, optimizer states and optimizer programs; the longest is the
+/// plan's own (seqLength, "forward_backward", tokens, targets, loss,
+/// gradientSeed, stages). A pipelined plan's shorter lengths have stages
+/// of their own: each stage's forward, backward and step programs compiled
+/// at the length, over its own boundary buffers and slot banks, sharing
+/// the stage's parameters, gradients and optimizer.
+struct CurriculumLength {
+  int64_t seqLength = 0;
+  /// The first 1-based optimizer step trained at this length; it lasts
+  /// until the next entry's (the last, the plan's length, for good).
+  int64_t fromStep = 1;
+  /// Its training step program ("forward_backward" for the plan's length,
+  /// "forward_backward.seq<L>" for another).
+  std::string program;
+  /// i32 [microBatchSize, seqLength] ids, the f32/f64 loss scalar and the
+  /// backward's seed (a Constant, -1 when none) of `program`.
+  uint32_t tokens = 0, targets = 0, loss = 0;
+  int64_t gradientSeed = -1;
+  /// Model FLOPs of one micro-batch's forward and backward at this length.
+  uint64_t flopsPerMicroBatch = 0;
+  /// A pipelined plan's stages at this length, as many as Plan::stages
+  /// (their optimizer programs and scalars the plan's); empty for the
+  /// plan's own length (Plan::stages) and without pipelines. `program` is
+  /// then "" and `tokens` / `targets` / `loss` are the first and last
+  /// stage's.
+  std::vector<PipelineStage> stages;
+};
+
+/// The name of the training step program compiled for sequence length `L`
+/// beside the plan's own.
+std::string curriculumProgramName(int64_t seqLength);
+
+/// The name of stage program `name` compiled for sequence length `L` beside
+/// the plan's own: "<name>.seq<L>".
+std::string curriculumStageProgramName(const std::string &name,
+                                       int64_t seqLength);
+
 /// The order of a pipelined step's forwards and backwards, which the
 /// stages' step programs spell out (recorded for reports).
 using PipelineSchedule = ::dsc::PipelineScheduleKind;
@@ -411,8 +431,7 @@ struct Plan {
   /// 0/1 Adam: its policy and the scalars of its programs (no pipelines).
   ZeroOneAdamPlan zeroOneAdam;
   /// Curriculum learning: the lengths in training order, from step 1 to
-  /// the plan's own seqLength (last); empty without a curriculum. No
-  /// pipelines (each stage would need a schedule per length).
+  /// the plan's own seqLength (last); empty without a curriculum.
   std::vector<CurriculumLength> curriculum;
   /// The entry step `step` (1-based) trains at; null without a curriculum.
   const CurriculumLength *curriculumAt(int64_t step) const;

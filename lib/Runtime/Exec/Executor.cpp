@@ -156,11 +156,16 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   const int64_t firstMicroBatch = mesh->dataParallelIndex() * microBatches;
   const double seed = scaling->backwardSeed(microBatches);
   StepResult r;
+  // A curriculum's step trains at its length: that length's programs on
+  // its own ids (truncated samples), seed and loss; everything else is
+  // shared.
+  const CurriculumLength *length = thePlan.curriculumAt(step());
   if (!thePlan.stages.empty()) {
+    // The optimizer is every length's: the plan's stage's.
     const PipelineStage &own = thePlan.stages[size_t(mesh->stage())];
     r.hasLoss = pipeline->holdsLoss();
-    const double lossSum = pipeline->run(fill, firstMicroBatch, seed);
-    r.sequenceLength = thePlan.seqLength;
+    const double lossSum = pipeline->run(fill, firstMicroBatch, seed, length);
+    r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
     r.loss = r.hasLoss ? lossSum / double(microBatches) : 0.0;
     if (compressesAt(step()))
       finishStep(r, own.compressedOptimizer, own.compressedGradNorm,
@@ -170,9 +175,6 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     return r;
   }
   double lossSum = 0;
-  // A curriculum's step trains at its length: that length's program on its
-  // own ids (truncated samples), seed and loss; everything else is shared.
-  const CurriculumLength *length = thePlan.curriculumAt(step());
   const bool cut = length && length->seqLength != thePlan.seqLength;
   lossBuffer = length ? length->loss : thePlan.loss;
   if (length && length->gradientSeed >= 0)

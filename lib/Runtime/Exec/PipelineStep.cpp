@@ -24,11 +24,24 @@ bool PipelineStep::holdsLoss() const {
 }
 
 double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
-                         double backwardSeed) {
-  const int64_t S = int64_t(plan.stages.size());
+                         double backwardSeed, const CurriculumLength *length) {
+  // A curriculum's shorter length trains in its own stages (the plan's
+  // optimizers), on samples cut to it.
+  const std::vector<PipelineStage> &stages =
+      length && !length->stages.empty() ? length->stages : plan.stages;
+  const bool cut = length && length->seqLength != plan.seqLength;
+  const int64_t gradientSeed =
+      length ? length->gradientSeed : plan.gradientSeed;
+  auto load = [&](int64_t microBatch) {
+    if (cut)
+      feed.fillTruncated(fill, microBatch, *length);
+    else
+      feed.fill(fill, microBatch);
+  };
+  const int64_t S = int64_t(stages.size());
   const int64_t P = plan.pipelineRanks();
   const int64_t r = mesh.stage();
-  const PipelineStage &own = plan.stages[size_t(r)];
+  const PipelineStage &own = stages[size_t(r)];
   Communicator &pp = mesh.pipelineGroup();
   // The pp group is ordered by world rank, and the pp coordinate grows
   // with the world rank when the other coordinates are fixed.
@@ -40,8 +53,8 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
   // The last stage's backward seeds the loss gradient with 1/M, so the
   // accumulated gradients are the mean over the step's micro-batches
   // (trainStep checked that the plan can take M).
-  if ((S - 1) % P == r && plan.gradientSeed >= 0)
-    arenas.writeScalar(uint32_t(plan.gradientSeed), backwardSeed);
+  if ((S - 1) % P == r && gradientSeed >= 0)
+    arenas.writeScalar(uint32_t(gradientSeed), backwardSeed);
 
   // What each micro-batch keeps lives in the slot the step names: point
   // the stage's kept buffers at it (validatePlan checked that no two
@@ -50,19 +63,19 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
   std::vector<std::vector<int64_t>> activations(static_cast<size_t>(S)),
       gradients(static_cast<size_t>(S));
   for (int64_t k = r; k < S; k += P) {
-    activations[size_t(k)] = plan.stages[size_t(k)].activationBuffers();
-    gradients[size_t(k)] = plan.stages[size_t(k)].gradientBuffers();
+    activations[size_t(k)] = stages[size_t(k)].activationBuffers();
+    gradients[size_t(k)] = stages[size_t(k)].gradientBuffers();
   }
   auto useActivations = [&](int64_t stage, int64_t slot) {
     arenas.setSlot(activations[size_t(stage)], slot,
-                   plan.stages[size_t(stage)].activationSlots.stride);
+                   stages[size_t(stage)].activationSlots.stride);
   };
   auto useGradients = [&](int64_t stage, int64_t slot) {
     arenas.setSlot(gradients[size_t(stage)], slot,
-                   plan.stages[size_t(stage)].gradientSlots.stride);
+                   stages[size_t(stage)].gradientSlots.stride);
   };
   auto useWeightStash = [&](int64_t stage, int64_t slot) {
-    const PipelineStage &st = plan.stages[size_t(stage)];
+    const PipelineStage &st = stages[size_t(stage)];
     arenas.setSlot(st.weightStash, slot, st.weightSlots.stride);
   };
 
@@ -97,13 +110,13 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
     switch (inst.opcode) {
     case Opcode::PipelineForward: {
       const ops::PipelineForward f = ops::PipelineForward::decode(inst);
-      const PipelineStage &st = plan.stages[size_t(f.stage)];
+      const PipelineStage &st = stages[size_t(f.stage)];
       context.setMicroBatch(firstMicroBatch + f.microBatch);
       useActivations(f.stage, f.slot);
       // Stage 0 loads its tokens into the slot; the others' activation was
       // received into it.
       if (f.stage == 0)
-        feed.fill(fill, f.microBatch);
+        load(f.microBatch);
       // The last stage's forward is part of its backward; another stage's
       // forward also writes the residuals its backward reads.
       if (f.stage != S - 1)
@@ -112,12 +125,12 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
     }
     case Opcode::PipelineBackward: {
       const ops::PipelineBackward b = ops::PipelineBackward::decode(inst);
-      const PipelineStage &st = plan.stages[size_t(b.stage)];
+      const PipelineStage &st = stages[size_t(b.stage)];
       const bool last = b.stage == S - 1;
       context.setMicroBatch(firstMicroBatch + b.microBatch);
       useActivations(b.stage, b.slot);
       if (last)
-        feed.fill(fill, b.microBatch);
+        load(b.microBatch);
       else
         useGradients(b.stage, b.gradientSlot);
       if (!st.backwardWeight.empty())
@@ -130,7 +143,7 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
     case Opcode::PipelineBackwardWeight: {
       const ops::PipelineBackwardWeight w =
           ops::PipelineBackwardWeight::decode(inst);
-      const PipelineStage &st = plan.stages[size_t(w.stage)];
+      const PipelineStage &st = stages[size_t(w.stage)];
       context.setMicroBatch(firstMicroBatch + w.microBatch);
       useWeightStash(w.stage, w.slot);
       runner.run(st.backwardWeight);
@@ -148,7 +161,7 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
       const ops::PipelineRecv recv = ops::PipelineRecv::decode(inst);
       // Into its slot, where the forward or backward reads it (the input
       // or the output's gradient: validatePlan checked which).
-      if (int64_t(inst.outputs[0]) == plan.stages[size_t(recv.stage)].outputGrad)
+      if (int64_t(inst.outputs[0]) == stages[size_t(recv.stage)].outputGrad)
         useGradients(recv.stage, recv.slot);
       else
         useActivations(recv.stage, recv.slot);

@@ -44,11 +44,12 @@ public:
   bool holdsLoss() const;
   /// Runs this rank's step program, which schedules the plan's
   /// micro-batches (their numbers for dropout start at `firstMicroBatch`);
-  /// the last stage's backward is seeded with `backwardSeed`. Returns the
-  /// loss summed over the micro-batches (0 on a rank without the last
-  /// stage).
+  /// the last stage's backward is seeded with `backwardSeed`; a
+  /// curriculum's `length` (null without one) chooses the stages and cuts
+  /// the samples. Returns the loss summed over the micro-batches (0 on a
+  /// rank without the last stage).
   double run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
-             double backwardSeed);
+             double backwardSeed, const CurriculumLength *length);
 
 private:
   const Plan &plan;

@@ -18,14 +18,21 @@ dsc::rt::pipelineRankOfPrograms(const Plan &plan) {
   const int64_t ranks = plan.pipelineRanks();
   if (ranks <= 0)
     return rankOfProgram;
-  for (size_t k = 0; k < plan.stages.size(); ++k) {
-    const PipelineStage &st = plan.stages[k];
-    for (const std::string *name :
-         {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.optimizer,
-          &st.step, &st.compressedOptimizer})
-      if (!name->empty())
-        rankOfProgram[*name] = int64_t(k) % ranks;
-  }
+  // The plan's stages and a curriculum's other lengths' (stage k runs on
+  // rank k mod P at every length).
+  auto add = [&](const std::vector<PipelineStage> &stages) {
+    for (size_t k = 0; k < stages.size(); ++k) {
+      const PipelineStage &st = stages[k];
+      for (const std::string *name :
+           {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.optimizer,
+            &st.step, &st.compressedOptimizer})
+        if (!name->empty())
+          rankOfProgram[*name] = int64_t(k) % ranks;
+    }
+  };
+  add(plan.stages);
+  for (const CurriculumLength &c : plan.curriculum)
+    add(c.stages);
   return rankOfProgram;
 }
 

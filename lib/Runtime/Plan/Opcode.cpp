@@ -233,6 +233,24 @@ std::string dsc::rt::curriculumProgramName(int64_t seqLength) {
   return "forward_backward.seq" + std::to_string(seqLength);
 }
 
+std::string dsc::rt::curriculumStageProgramName(const std::string &name,
+                                                int64_t seqLength) {
+  return name + ".seq" + std::to_string(seqLength);
+}
+
+bool dsc::rt::livesWithinOneStep(BufferRole role) {
+  switch (role) {
+  case BufferRole::Temporary:
+  case BufferRole::Boundary:
+  case BufferRole::Tokens:
+  case BufferRole::Targets:
+  case BufferRole::Loss:
+    return true;
+  default:
+    return false;
+  }
+}
+
 int64_t Plan::pipelineRanks() const {
   const int64_t axis = findMeshAxis(mesh, "pp");
   return stages.empty() || axis < 0 ? 0 : mesh[size_t(axis)].size;

@@ -139,6 +139,39 @@ std::string bufferField(size_t i, const char *field) {
   return "buffers[" + std::to_string(i) + "]." + field;
 }
 
+/// A list of pipeline stages: per stage four program names, seven buffer
+/// ids, the residuals, the weight-gradient program and its stash, three
+/// slot banks and the compressed optimizer's program and scalars.
+void writeStages(Writer &body, StringTable &names,
+                 const std::vector<PipelineStage> &stages) {
+  body.u32(uint32_t(stages.size()));
+  for (const PipelineStage &st : stages) {
+    body.u32(names.intern(st.forward));
+    body.u32(names.intern(st.forwardBackward));
+    body.u32(names.intern(st.optimizer));
+    body.u32(names.intern(st.step));
+    for (int64_t id : {st.input, st.output, st.outputGrad, st.inputGrad,
+                       st.loss, st.gradNorm, st.learningRate})
+      body.i64(id);
+    body.u32(uint32_t(st.residuals.size()));
+    for (int64_t id : st.residuals)
+      body.i64(id);
+    body.u32(names.intern(st.backwardWeight));
+    body.u32(uint32_t(st.weightStash.size()));
+    for (int64_t id : st.weightStash)
+      body.i64(id);
+    for (const PipelineStage::SlotBank *bank :
+         {&st.activationSlots, &st.gradientSlots, &st.weightSlots}) {
+      body.i64(bank->slots);
+      body.u64(bank->offset);
+      body.u64(bank->stride);
+    }
+    body.u32(names.intern(st.compressedOptimizer));
+    body.i64(st.compressedGradNorm);
+    body.i64(st.compressedLearningRate);
+  }
+}
+
 } // namespace
 
 std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
@@ -157,8 +190,14 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
          {&st.forward, &st.forwardBackward, &st.optimizer, &st.step,
           &st.backwardWeight, &st.compressedOptimizer})
       names.intern(*n);
-  for (const CurriculumLength &c : plan.curriculum)
+  for (const CurriculumLength &c : plan.curriculum) {
     names.intern(c.program);
+    for (const PipelineStage &st : c.stages)
+      for (const std::string *n :
+           {&st.forward, &st.forwardBackward, &st.optimizer, &st.step,
+            &st.backwardWeight, &st.compressedOptimizer})
+        names.intern(*n);
+  }
 
   Writer body;
   body.i64(plan.vocabSize);
@@ -257,32 +296,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   }
 
   body.u32(uint32_t(plan.schedule));
-  body.u32(uint32_t(plan.stages.size()));
-  for (const PipelineStage &st : plan.stages) {
-    body.u32(names.intern(st.forward));
-    body.u32(names.intern(st.forwardBackward));
-    body.u32(names.intern(st.optimizer));
-    body.u32(names.intern(st.step));
-    for (int64_t id : {st.input, st.output, st.outputGrad, st.inputGrad,
-                       st.loss, st.gradNorm, st.learningRate})
-      body.i64(id);
-    body.u32(uint32_t(st.residuals.size()));
-    for (int64_t id : st.residuals)
-      body.i64(id);
-    body.u32(names.intern(st.backwardWeight));
-    body.u32(uint32_t(st.weightStash.size()));
-    for (int64_t id : st.weightStash)
-      body.i64(id);
-    for (const PipelineStage::SlotBank *bank :
-         {&st.activationSlots, &st.gradientSlots, &st.weightSlots}) {
-      body.i64(bank->slots);
-      body.u64(bank->offset);
-      body.u64(bank->stride);
-    }
-    body.u32(names.intern(st.compressedOptimizer));
-    body.i64(st.compressedGradNorm);
-    body.i64(st.compressedLearningRate);
-  }
+  writeStages(body, names, plan.stages);
 
   body.u32(uint32_t(plan.summary.peakBytesPerArena.size()));
   for (uint64_t v : plan.summary.peakBytesPerArena)
@@ -293,7 +307,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.f64(plan.summary.pipelineBubble);
 
   // The curriculum's lengths: length, first step, program, the ids of its
-  // tokens, targets and loss, its gradient seed and FLOPs.
+  // tokens, targets and loss, its gradient seed and FLOPs, its stages.
   body.u32(uint32_t(plan.curriculum.size()));
   for (const CurriculumLength &c : plan.curriculum) {
     body.i64(c.seqLength);
@@ -304,6 +318,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u32(c.loss);
     body.i64(c.gradientSeed);
     body.u64(c.flopsPerMicroBatch);
+    writeStages(body, names, c.stages);
   }
 
   Writer file;
@@ -502,39 +517,46 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     }
   }
 
-  // schedule, then per stage: four program names, seven buffer ids, the
-  // residuals, the weight-gradient program and its stash, three slot banks.
+  // Per stage: four program names, seven buffer ids, the residuals, the
+  // weight-gradient program and its stash, three slot banks, the
+  // compressed optimizer's program and scalars.
+  auto readStages = [&](const std::string &of) {
+    std::vector<PipelineStage> stages(
+        r.count(of + "pipeline stages",
+                4 * 4 + 7 * 8 + 4 + 4 + 4 + 3 * 24 + 4 + 2 * 8));
+    for (size_t k = 0; k < stages.size(); ++k) {
+      PipelineStage &st = stages[k];
+      std::string f = of + "stages[" + std::to_string(k) + "]";
+      st.forward = name(f + ".forward");
+      st.forwardBackward = name(f + ".forwardBackward");
+      st.optimizer = name(f + ".optimizer");
+      st.step = name(f + ".step");
+      for (int64_t *id : {&st.input, &st.output, &st.outputGrad, &st.inputGrad,
+                          &st.loss, &st.gradNorm, &st.learningRate})
+        *id = r.i64(f + " buffer id");
+      st.residuals.resize(r.count(f + " residuals", 8));
+      for (int64_t &id : st.residuals)
+        id = r.i64(f + " residual buffer id");
+      st.backwardWeight = name(f + ".backwardWeight");
+      st.weightStash.resize(r.count(f + " weight stash", 8));
+      for (int64_t &id : st.weightStash)
+        id = r.i64(f + " weight stash buffer id");
+      for (PipelineStage::SlotBank *bank :
+           {&st.activationSlots, &st.gradientSlots, &st.weightSlots}) {
+        bank->slots = r.i64(f + " slot bank slots");
+        bank->offset = r.u64(f + " slot bank offset");
+        bank->stride = r.u64(f + " slot bank stride");
+      }
+      st.compressedOptimizer = name(f + ".compressedOptimizer");
+      st.compressedGradNorm = r.i64(f + " compressedGradNorm buffer id");
+      st.compressedLearningRate =
+          r.i64(f + " compressedLearningRate buffer id");
+    }
+    return stages;
+  };
   plan.schedule = checkedEnum<PipelineSchedule>(
       r, "pipeline schedule", uint32_t(PipelineSchedule::ZeroBubbleH1));
-  plan.stages.resize(r.count("pipeline stages",
-                             4 * 4 + 7 * 8 + 4 + 4 + 4 + 3 * 24 + 4 + 2 * 8));
-  for (size_t k = 0; k < plan.stages.size(); ++k) {
-    PipelineStage &st = plan.stages[k];
-    std::string f = "stages[" + std::to_string(k) + "]";
-    st.forward = name(f + ".forward");
-    st.forwardBackward = name(f + ".forwardBackward");
-    st.optimizer = name(f + ".optimizer");
-    st.step = name(f + ".step");
-    for (int64_t *id : {&st.input, &st.output, &st.outputGrad, &st.inputGrad,
-                        &st.loss, &st.gradNorm, &st.learningRate})
-      *id = r.i64(f + " buffer id");
-    st.residuals.resize(r.count(f + " residuals", 8));
-    for (int64_t &id : st.residuals)
-      id = r.i64(f + " residual buffer id");
-    st.backwardWeight = name(f + ".backwardWeight");
-    st.weightStash.resize(r.count(f + " weight stash", 8));
-    for (int64_t &id : st.weightStash)
-      id = r.i64(f + " weight stash buffer id");
-    for (PipelineStage::SlotBank *bank :
-         {&st.activationSlots, &st.gradientSlots, &st.weightSlots}) {
-      bank->slots = r.i64(f + " slot bank slots");
-      bank->offset = r.u64(f + " slot bank offset");
-      bank->stride = r.u64(f + " slot bank stride");
-    }
-    st.compressedOptimizer = name(f + ".compressedOptimizer");
-    st.compressedGradNorm = r.i64(f + " compressedGradNorm buffer id");
-    st.compressedLearningRate = r.i64(f + " compressedLearningRate buffer id");
-  }
+  plan.stages = readStages("");
 
   plan.summary.peakBytesPerArena.resize(
       r.count("summary peakBytesPerArena", 8));
@@ -551,7 +573,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
            std::to_string(plan.summary.pipelineBubble) +
            " is not a fraction >= 0");
   plan.curriculum.resize(
-      r.count("curriculum lengths", 8 + 8 + 4 + 3 * 4 + 8 + 8));
+      r.count("curriculum lengths", 8 + 8 + 4 + 3 * 4 + 8 + 8 + 4));
   for (size_t k = 0; k < plan.curriculum.size(); ++k) {
     CurriculumLength &c = plan.curriculum[k];
     const std::string f = "curriculum[" + std::to_string(k) + "]";
@@ -563,6 +585,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     c.loss = r.u32(f + " loss");
     c.gradientSeed = r.i64(f + " gradientSeed");
     c.flopsPerMicroBatch = r.u64(f + " flopsPerMicroBatch");
+    c.stages = readStages(f + " ");
   }
   if (r.remaining() != 0)
     r.fail(std::to_string(r.remaining()) +

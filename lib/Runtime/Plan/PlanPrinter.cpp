@@ -76,9 +76,20 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
     os << ", gradientSeed %" << plan.gradientSeed;
   os << "\n";
   for (const CurriculumLength &c : plan.curriculum) {
-    os << "curriculum: sequence " << c.seqLength << " from step "
-       << c.fromStep << ": program '" << c.program << "', tokens %"
-       << c.tokens << ", targets %" << c.targets << ", loss %" << c.loss;
+    os << "curriculum: sequence " << c.seqLength << " from step " << c.fromStep
+       << ": ";
+    if (!c.program.empty())
+      os << "program '" << c.program << "'";
+    else if (c.stages.empty())
+      os << "the plan's stages";
+    else
+      for (size_t k = 0; k < c.stages.size(); ++k)
+        os << (k ? ", " : "") << "stage " << k << " '" << c.stages[k].forward
+           << "', '" << c.stages[k].forwardBackward << "'"
+           << (c.stages[k].step.empty() ? ""
+                                        : ", step '" + c.stages[k].step + "'");
+    os << ", tokens %" << c.tokens << ", targets %" << c.targets << ", loss %"
+       << c.loss;
     if (c.gradientSeed >= 0)
       os << ", gradientSeed %" << c.gradientSeed;
     os << ", " << c.flopsPerMicroBatch << " FLOPs per micro-batch\n";

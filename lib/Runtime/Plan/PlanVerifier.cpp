@@ -135,14 +135,60 @@ void checkOverlapped(const Plan &plan, const Program &prog, size_t i,
     }
 }
 
-/// Refuses any overlap of a persistent buffer (every role but Temporary)
-/// with another buffer: a temporary reusing those bytes would corrupt
-/// parameters, gradients, optimizer state or the batch.
-void checkPersistentOverlap(const Plan &plan) {
-  std::vector<uint32_t> order;
-  for (uint32_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].bytes)
-      order.push_back(i);
+/// Under a curriculum, the length whose step alone uses each buffer (its
+/// index in Plan::curriculum), else -1: a buffer another program uses too
+/// (the optimizer's, the evaluation's, another length's) or none. All -1
+/// without a curriculum.
+std::vector<int64_t> curriculumScopes(const Plan &plan) {
+  constexpr int64_t kUnused = -2;
+  std::vector<int64_t> scope(plan.buffers.size(),
+                             plan.curriculum.empty() ? -1 : kUnused);
+  if (plan.curriculum.empty())
+    return scope;
+  std::map<std::string, int64_t> lengthOfProgram;
+  for (size_t k = 0; k < plan.curriculum.size(); ++k) {
+    const CurriculumLength &c = plan.curriculum[k];
+    if (plan.stages.empty())
+      lengthOfProgram[c.program] = int64_t(k);
+    for (const PipelineStage &st : c.stages.empty() ? plan.stages : c.stages)
+      for (const std::string *name :
+           {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.step})
+        if (!name->empty())
+          lengthOfProgram[*name] = int64_t(k);
+  }
+  auto mark = [&](uint32_t id, int64_t k) {
+    if (id >= scope.size())
+      return; // checkBuffer and the instruction checks name it
+    int64_t &s = scope[id];
+    s = s == kUnused || s == k ? k : -1;
+  };
+  for (const Program &prog : plan.programs) {
+    auto it = lengthOfProgram.find(prog.name);
+    const int64_t k = it == lengthOfProgram.end() ? -1 : it->second;
+    for (const Instruction &inst : prog.instructions)
+      for (const std::vector<uint32_t> *ids : {&inst.inputs, &inst.outputs})
+        for (uint32_t id : *ids)
+          mark(id, k);
+  }
+  for (int64_t &s : scope)
+    if (s == kUnused)
+      s = -1;
+  return scope;
+}
+
+/// Whether buffer `id` lives only through the step of one curriculum
+/// length (whose index `scope` holds): it may share bytes with what
+/// another length's step or a program outside every step uses.
+bool stepScoped(const Plan &plan, const std::vector<int64_t> &scope,
+                uint32_t id) {
+  return scope[id] >= 0 && livesWithinOneStep(plan.buffers[id].role);
+}
+
+/// Refuses any overlap, among the buffers `ids`, of one for which
+/// `persistent` holds with another buffer.
+template <typename IsPersistent>
+void checkOverlapAmong(const Plan &plan, std::vector<uint32_t> order,
+                       IsPersistent persistent, const std::string &rule) {
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
     return x.arena != y.arena ? x.arena < y.arena : x.offset < y.offset;
@@ -161,9 +207,9 @@ void checkPersistentOverlap(const Plan &plan) {
       arena = b.arena;
       anyOwner = persistentOwner = -1;
     }
-    bool persistent = b.role != BufferRole::Temporary;
+    const bool kept = persistent(id);
     int64_t clash = -1;
-    if (persistent && anyOwner >= 0 && b.offset < end(anyOwner))
+    if (kept && anyOwner >= 0 && b.offset < end(anyOwner))
       clash = anyOwner;
     else if (persistentOwner >= 0 && b.offset < end(persistentOwner))
       clash = persistentOwner;
@@ -175,13 +221,46 @@ void checkPersistentOverlap(const Plan &plan) {
                   std::to_string(clash) + " '" + c.name + "' (" +
                   roleName(c.role) + ", bytes [" + std::to_string(c.offset) +
                   ", " + std::to_string(end(clash)) + ")) in arena " +
-                  std::to_string(arena) +
-                  "; persistent buffers may share no bytes");
+                  std::to_string(arena) + "; " + rule);
     }
     if (anyOwner < 0 || end(id) > end(anyOwner))
       anyOwner = id;
-    if (persistent && (persistentOwner < 0 || end(id) > end(persistentOwner)))
+    if (kept && (persistentOwner < 0 || end(id) > end(persistentOwner)))
       persistentOwner = id;
+  }
+}
+
+/// Refuses any overlap of a persistent buffer (every role but Temporary)
+/// with another buffer: a temporary reusing those bytes would corrupt
+/// parameters, gradients, optimizer state or the batch. Under a curriculum
+/// a buffer that lives only through one length's step is persistent to
+/// that step alone: it may share bytes with what other lengths' steps and
+/// the programs outside every step use, never with its own step's.
+void checkPersistentOverlap(const Plan &plan,
+                            const std::vector<int64_t> &scope) {
+  std::vector<uint32_t> sized;
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].bytes)
+      sized.push_back(i);
+  checkOverlapAmong(
+      plan, sized,
+      [&](uint32_t id) {
+        return plan.buffers[id].role != BufferRole::Temporary &&
+               !stepScoped(plan, scope, id);
+      },
+      "persistent buffers may share no bytes");
+  for (size_t k = 0; k < plan.curriculum.size(); ++k) {
+    std::vector<uint32_t> own;
+    for (uint32_t id : sized)
+      if (scope[id] == int64_t(k) && stepScoped(plan, scope, id))
+        own.push_back(id);
+    checkOverlapAmong(
+        plan, own,
+        [&](uint32_t id) {
+          return plan.buffers[id].role != BufferRole::Temporary;
+        },
+        "within curriculum length " + std::to_string(k) +
+            "'s step, what lives through it may share no bytes");
   }
 }
 
@@ -291,14 +370,14 @@ void checkWellKnown(const Plan &plan) {
 }
 
 /// Curriculum learning: its lengths rise from step 1 to the plan's own,
-/// each with a training step program and i32 [microBatchSize, L] ids of
-/// its own (the last, the plan's well-known ones); no pipelines.
+/// each with a training step program (a pipelined plan's: stages) and i32
+/// [microBatchSize, L] ids of its own (the last, the plan's well-known
+/// ones and stages). Each shorter length's stages are checked as the
+/// plan's are (checkStages, verifyPlanSchedule) by validatePlan.
 void checkCurriculum(const Plan &plan) {
   if (plan.curriculum.empty())
     return;
-  if (!plan.stages.empty())
-    throw Error("curriculum learning runs without pipelines: a pipelined "
-                "plan has no per-length stage schedules");
+  const bool pipelined = !plan.stages.empty();
   auto buffer = [&](int64_t id, const std::string &what,
                     BufferRole role) -> const Buffer & {
     if (id < 0 || uint64_t(id) >= plan.buffers.size())
@@ -327,11 +406,21 @@ void checkCurriculum(const Plan &plan) {
       throw Error(what + ": first step " + std::to_string(c.fromStep) +
                   "; the first length starts at step 1, each later one after "
                   "the one before");
-    const std::string program =
-        last ? "forward_backward" : curriculumProgramName(c.seqLength);
-    if (c.program != program || !plan.findProgram(c.program))
-      throw Error(what + ": its program must be \"" + program +
-                  "\", a program of the plan (got \"" + c.program + "\")");
+    const std::string program = pipelined ? ""
+                                : last    ? "forward_backward"
+                                          : curriculumProgramName(c.seqLength);
+    if (c.program != program || (!pipelined && !plan.findProgram(c.program)))
+      throw Error(what + ": its program must be \"" + program + "\"" +
+                  (pipelined ? " (a pipelined plan's lengths train in their "
+                               "stages)"
+                             : ", a program of the plan") +
+                  " (got \"" + c.program + "\")");
+    const size_t stages = pipelined && !last ? plan.stages.size() : 0;
+    if (c.stages.size() != stages)
+      throw Error(what + ": has " + std::to_string(c.stages.size()) +
+                  " pipeline stages, expected " + std::to_string(stages) +
+                  (last ? " (the last length trains in the plan's own)"
+                        : " (the plan's count)"));
     if (last && (c.seqLength != plan.seqLength || c.tokens != plan.tokens ||
                  c.targets != plan.targets || c.loss != plan.loss ||
                  c.gradientSeed != plan.gradientSeed))
@@ -585,8 +674,19 @@ void checkStep(const Plan &plan, int64_t rank, const Program &step) {
 
 /// Stage k's banks of slots (PipelineStage::SlotBank): a bank with more
 /// than one slot lies in one arena of the stage's rank, its buffers in its
-/// first slot, and no other buffer shares the bytes of its slots.
-void checkSlotBanks(const Plan &plan, int64_t k) {
+/// first slot, and no other buffer shares the bytes of its slots — but
+/// under a curriculum (the stages of curriculum length `length`), what
+/// another length's step or a program outside every step uses may.
+void checkSlotBanks(const Plan &plan, int64_t k,
+                    const std::vector<int64_t> &scope, int64_t length) {
+  auto elsewhere = [&](uint32_t id) {
+    if (length < 0)
+      return false;
+    return stepScoped(plan, scope, id)
+               ? scope[id] != length
+               : scope[id] < 0 &&
+                     plan.buffers[id].role == BufferRole::Temporary;
+  };
   const PipelineStage &st = plan.stages[size_t(k)];
   const std::string where = "pipeline stage " + std::to_string(k);
   const std::vector<int64_t> activation = st.activationBuffers(),
@@ -626,7 +726,7 @@ void checkSlotBanks(const Plan &plan, int64_t k) {
     for (uint32_t id = 0; id < plan.buffers.size(); ++id) {
       const Buffer &b = plan.buffers[id];
       if (b.arena == arena && b.bytes && !members.count(id) && b.offset < end &&
-          b.offset + b.bytes > bank->offset)
+          b.offset + b.bytes > bank->offset && !elsewhere(id))
         throw Error(what + ": " + describeBuffer(plan, id) +
                     " shares bytes with the bank's slots [" +
                     std::to_string(bank->offset) + ", " + std::to_string(end) +
@@ -687,8 +787,10 @@ void checkPipelineArenas(const Plan &plan) {
 /// Pipeline stages: P or P*v of them over the mesh axis "pp" of size P,
 /// their programs present (the optimizer and step on the first P, one per
 /// rank), their boundary buffers of the roles the schedule fills, and each
-/// message's two ends of one dtype and size.
-void checkStages(const Plan &plan) {
+/// message's two ends of one dtype and size. `length`: the index in
+/// Plan::curriculum of the length these stages train (-1: no curriculum).
+void checkStages(const Plan &plan, const std::vector<int64_t> &scope,
+                 int64_t length) {
   if (plan.stages.empty())
     return;
   const int64_t ranks = plan.pipelineRanks();
@@ -779,7 +881,7 @@ void checkStages(const Plan &plan) {
       check(id, "residual", BufferRole::Boundary, true);
     for (int64_t id : st.weightStash)
       check(id, "weight stash", BufferRole::Boundary, true);
-    checkSlotBanks(plan, int64_t(k));
+    checkSlotBanks(plan, int64_t(k), scope, length);
     if (ownsRank)
       checkStep(plan, int64_t(k), *plan.findProgram(st.step));
     if (k == last)
@@ -865,9 +967,11 @@ void dsc::rt::validatePlan(const Plan &plan) {
                   roleName(b.role) +
                   "): another persistent buffer has the same name");
   }
-  checkPersistentOverlap(plan);
-  checkWellKnown(plan);
+  // The curriculum's lengths first: the overlap rules read them.
   checkCurriculum(plan);
+  const std::vector<int64_t> scope = curriculumScopes(plan);
+  checkPersistentOverlap(plan, scope);
+  checkWellKnown(plan);
 
   // Pipeline-step instructions belong to the stages' step programs only
   // (checkStep checks those): elsewhere nothing would run them in order.
@@ -875,6 +979,10 @@ void dsc::rt::validatePlan(const Plan &plan) {
   for (const PipelineStage &st : plan.stages)
     if (!st.step.empty())
       stepPrograms.insert(st.step);
+  for (const CurriculumLength &c : plan.curriculum)
+    for (const PipelineStage &st : c.stages)
+      if (!st.step.empty())
+        stepPrograms.insert(st.step);
   std::set<std::string> programNames;
   for (const Program &prog : plan.programs) {
     if (!programNames.insert(prog.name).second)
@@ -905,8 +1013,30 @@ void dsc::rt::validatePlan(const Plan &plan) {
                     "stage's step program");
     }
   }
-  checkStages(plan);
+  const int64_t last = int64_t(plan.curriculum.size()) - 1;
+  checkStages(plan, scope, last);
   checkPipelineArenas(plan);
   // Each rank's step is well formed; now all ranks' together.
   verifyPlanSchedule(plan);
+  // A shorter curriculum length's stages, as the plan's: the plan with
+  // them in place of its own.
+  for (int64_t k = 0; k < last; ++k) {
+    const CurriculumLength &c = plan.curriculum[size_t(k)];
+    if (c.stages.empty())
+      continue;
+    Plan at = plan;
+    at.stages = c.stages;
+    at.seqLength = c.seqLength;
+    at.tokens = c.tokens;
+    at.targets = c.targets;
+    at.loss = c.loss;
+    at.gradientSeed = c.gradientSeed;
+    try {
+      checkStages(at, scope, k);
+      verifyPlanSchedule(at);
+    } catch (const Error &e) {
+      throw Error("curriculum length " + std::to_string(k) + " (sequence " +
+                  std::to_string(c.seqLength) + "): " + e.what());
+    }
+  }
 }
