@@ -18,7 +18,8 @@
 // the command it runs (--dry-run: only prints). Its exit code is the
 // launcher's (mpirun's, srun's; for ssh the largest of the hosts', as
 // DeepSpeed's pdsh runner reports with `pdsh -S`). --max-restarts N, as
-// torchrun's, relaunches a failed job from dsc-run's newest checkpoint;
+// torchrun's, relaunches a failed job from dsc-run's newest checkpoint
+// (unless that checkpoint is the run's last step: then training is done);
 // with --elastic MIN:MAX it drops the dead rank's slot and continues on
 // fewer ranks, a smaller dp that dsc-run compiles and reshards the
 // checkpoint into (Elastic.h).
@@ -33,6 +34,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Errno.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -198,6 +200,33 @@ static std::optional<std::string> latestCheckpoint(llvm::StringRef saveDir) {
   return name.str();
 }
 
+/// The iterations that step `step` under `saveDir` has done: its
+/// manifest.json's "iteration" (docs/checkpoints.md), or none when the
+/// manifest cannot be read or disagrees with the step's name. dsc-launch
+/// links no runtime, so it reads that one field with LLVM's JSON parser;
+/// dsc-run checks the whole manifest when it loads the step.
+static std::optional<int64_t> checkpointIteration(llvm::StringRef saveDir,
+                                                  llvm::StringRef step) {
+  llvm::SmallString<256> path(saveDir);
+  llvm::sys::path::append(path, step, "manifest.json");
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return std::nullopt;
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *manifest = json->getAsObject();
+  std::optional<int64_t> iteration =
+      manifest ? manifest->getInteger("iteration") : std::nullopt;
+  int64_t named = -1;
+  if (!iteration || !step.starts_with("step-") ||
+      step.drop_front(5).getAsInteger(10, named) || named != *iteration)
+    return std::nullopt;
+  return iteration;
+}
+
 /// The world rank that the failed attempt's ranks reported dead
 /// (DSC_DEAD_RANK_FILE, written by dsc-run's rank watch), or none.
 static std::optional<int> readDeadRank(llvm::StringRef path,
@@ -240,25 +269,20 @@ static void noteSlotNumbering(llvm::raw_ostream &os, const Allocation &hosts) {
     }
 }
 
-/// The plan dsc-run compiles from `runArgs` (dsc-run ... --print-config):
-/// what --elastic shrinks. dsc-run must compile it (a GPT-NeoX config, or
-/// a graph-level module with --compile): a plan file fixes its world.
-static llvm::Expected<ElasticPlan>
-resolvedPlan(llvm::ArrayRef<std::string> runArgs, const PlanMesh &mesh) {
-  if (!mesh.known)
-    return llvm::createStringError(
-        "--elastic compiles a smaller plan when a rank is lost, so dsc-run "
-        "must compile MODEL (a GPT-NeoX config, or a graph-level .mlir with "
-        "--compile \"dp=N ...\"): " +
-        mesh.note);
+/// dsc-run's --print-config text for `runArgs` (its resolved configuration:
+/// the --dsc-compile options and the run options, each with its source).
+/// `why` leads an error: what dsc-launch reads from it.
+static llvm::Expected<std::string>
+printConfig(llvm::ArrayRef<std::string> runArgs, llvm::StringRef why) {
   auto path = llvm::sys::findProgramByName(runArgs[0]);
   if (!path)
-    return llvm::createStringError("--elastic: '" + runArgs[0] +
+    return llvm::createStringError(why + ", but '" + runArgs[0] +
                                    "' is not on PATH");
   llvm::SmallString<128> out;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("dsc-launch-config", "txt", out))
-    return llvm::createStringError("--elastic: cannot create a file for "
+    return llvm::createStringError(why +
+                                   ", but cannot create a file for "
                                    "dsc-run --print-config: " +
                                    ec.message());
   std::vector<std::string> command(runArgs.begin(), runArgs.end());
@@ -274,10 +298,63 @@ resolvedPlan(llvm::ArrayRef<std::string> runArgs, const PlanMesh &mesh) {
   std::string text = buffer ? (*buffer)->getBuffer().str() : std::string();
   if (rc != 0)
     return llvm::createStringError(
-        "--elastic reads the plan dsc-run compiles ('" + shellJoin(command) +
-        "'), and that failed" + (message.empty() ? "" : ": " + message) +
+        why + " ('" + shellJoin(command) + "'), and that failed" +
+        (message.empty() ? "" : ": " + message) +
         (text.empty() ? "" : ":\n" + llvm::StringRef(text).trim().str()));
-  return parsePrintConfig(text);
+  return text;
+}
+
+/// The plan dsc-run compiles from `runArgs` (dsc-run ... --print-config):
+/// what --elastic shrinks. dsc-run must compile it (a GPT-NeoX config, or
+/// a graph-level module with --compile): a plan file fixes its world.
+static llvm::Expected<ElasticPlan>
+resolvedPlan(llvm::ArrayRef<std::string> runArgs, const PlanMesh &mesh) {
+  if (!mesh.known)
+    return llvm::createStringError(
+        "--elastic compiles a smaller plan when a rank is lost, so dsc-run "
+        "must compile MODEL (a GPT-NeoX config, or a graph-level .mlir with "
+        "--compile \"dp=N ...\"): " +
+        mesh.note);
+  auto text = printConfig(runArgs, "--elastic reads the plan dsc-run compiles");
+  if (!text)
+    return text.takeError();
+  return parsePrintConfig(*text);
+}
+
+/// The run's total steps as dsc-run resolves them, and where they come
+/// from: the command line's --steps, which dsc-run puts before a config
+/// file's, else the --steps row of dsc-run --print-config (a config's
+/// train_iters, or dsc-run's default; a plan file has no --print-config).
+static llvm::Expected<std::pair<int64_t, std::string>>
+runSteps(llvm::ArrayRef<std::string> runArgs) {
+  int64_t steps = 0;
+  if (std::optional<std::string> flag = runFlag(runArgs, "--steps")) {
+    if (llvm::StringRef(*flag).getAsInteger(10, steps))
+      return llvm::createStringError("dsc-run's --steps '" + *flag +
+                                     "' is not a count");
+    return std::make_pair(steps, std::string("the command line"));
+  }
+  auto text = printConfig(runArgs, "dsc-launch reads the run's --steps from "
+                                   "dsc-run's configuration");
+  if (!text)
+    return text.takeError();
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(*text).split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    // "  --steps                1000               GPT-NeoX config: ..."
+    auto [key, rest] = line.trim().split(' ');
+    if (!line.starts_with("  ") || key != "--steps")
+      continue;
+    auto [value, source] = rest.trim().split(' ');
+    if (value.getAsInteger(10, steps))
+      break;
+    source = source.trim();
+    return std::make_pair(
+        steps, (source == "default" ? "dsc-run's default" : source.str()) +
+                   ", as dsc-run --print-config reports");
+  }
+  return llvm::createStringError(
+      "dsc-run --print-config did not report '--steps' as a count");
 }
 
 /// The child launchers (one, or one ssh per host), forwarded the signals
@@ -600,16 +677,55 @@ int main(int argc, char **argv) {
   if (!options.deadRankFile.empty())
     llvm::sys::fs::remove(options.deadRankFile);
   int rc = runAllAndWait(*commands);
+  // A job that failed after its final save (a rank killed while the others
+  // shut down) has nothing left to train: dsc-run refuses to resume from a
+  // step at --steps, and torchrun's restart would end at once. The run's
+  // --steps is looked up once, at the first failure that needs it.
+  const bool evalOnly = llvm::is_contained(options.runArgs, "--eval-only");
+  std::optional<std::pair<int64_t, std::string>> totalSteps;
+  bool stepsLooked = false;
+  auto trainingComplete = [&]() {
+    std::optional<std::string> step = latestCheckpoint(*saveDir);
+    std::optional<int64_t> done =
+        step ? checkpointIteration(*saveDir, *step) : std::nullopt;
+    if (!done || evalOnly)
+      return false;
+    if (!stepsLooked) {
+      stepsLooked = true;
+      auto steps = runSteps(options.runArgs);
+      if (steps)
+        totalSteps = std::move(*steps);
+      else
+        os << "dsc-launch: note: the run's --steps is unknown (give it on "
+              "dsc-run's command line), so dsc-launch cannot tell whether "
+              "checkpoint "
+           << *step << " is the last: " << llvm::toString(steps.takeError())
+           << "\n";
+    }
+    if (!totalSteps || *done < totalSteps->first)
+      return false;
+    os << "dsc-launch: the job failed (exit " << rc
+       << ") after its last checkpoint " << *step << " reached the final step "
+       << totalSteps->first << " (dsc-run's --steps, from "
+       << totalSteps->second << "): training is complete, not restarting\n";
+    return true;
+  };
   // torchrun's --max-restarts: the same ranks again, from the newest
   // checkpoint the failed attempt completed; with --elastic, the slots
   // that survived, as many as a smaller dp can use.
   Allocation used = *selected, alive = *selected;
   std::vector<std::string> runArgs = options.runArgs;
-  for (int restart = 1; rc != 0 && restart <= maxRestarts; ++restart) {
+  for (int restart = 1; rc != 0 && maxRestarts > 0; ++restart) {
     std::optional<int> dead = readDeadRank(options.deadRankFile, used);
     if (dead)
       os << "dsc-launch: world rank " << *dead << " (" << rankSlot(used, *dead)
          << ") died, as its surviving peers report\n";
+    if (trainingComplete()) {
+      rc = 0;
+      break;
+    }
+    if (restart > maxRestarts)
+      break;
     std::optional<Shrunk> shrunk;
     if (range) {
       if (dead)
