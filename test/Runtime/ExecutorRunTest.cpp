@@ -316,10 +316,10 @@ TEST(DscRun, PlanOfAnotherVersion) {
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
-    f.put('\x0f');
+    f.put('\x63');
   }
-  expectError(runTool({path}), "plan format version 15 is not supported: "
-                               "this runtime reads version 14");
+  expectError(runTool({path}), "plan format version 99 is not supported: "
+                               "this runtime reads version 15");
   std::remove(path.c_str());
 }
 
@@ -376,7 +376,7 @@ TEST(DscRun, PrintPlan) {
   std::string plan = writeTinyPlan("print.plan");
   Outcome o = runTool({plan, "--print-plan"});
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_NE(o.out.find("plan version 14: vocab 256, sequence 8, micro-batch "
+  EXPECT_NE(o.out.find("plan version 15: vocab 256, sequence 8, micro-batch "
                        "2 x 1\n"),
             std::string::npos)
       << o.out;

@@ -188,12 +188,12 @@ TEST(PlanIO, RoundTripOfAMeshAndAllReduce) {
 }
 
 TEST(PlanIO, VersionOneIsRefusedNamingBoth) {
-  EXPECT_EQ(kPlanFormatVersion, 14u);
+  EXPECT_EQ(kPlanFormatVersion, 15u);
   std::vector<uint8_t> bytes = writePlan(makeTinyPlan());
   putU32(bytes, 8, 1);
   EXPECT_ERROR_HAS(readPlan(bytes.data(), bytes.size()),
                    "plan format version 1 is not supported",
-                   "this runtime reads version 14");
+                   "this runtime reads version 15");
 }
 
 TEST(PlanIO, FileRoundTrip) {
