@@ -18,6 +18,7 @@
 
 #include "RunPlan.h"
 
+#include "dsc/Runtime/Fnv1a.h"
 #include "dsc/Runtime/Instructions.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/PlanScheduleVerifier.h"
@@ -27,6 +28,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <sstream>
 #include <unistd.h>
 
@@ -405,6 +407,35 @@ TEST(CurriculumPipelinePlan, LengthWithoutStagesIsRefused) {
                        "stages, expected 2"),
             std::string::npos)
       << error;
+}
+
+/// Bytes flipped in the lengths' part of the file (the curriculum entries
+/// and their stages, at the end of the body) are refused or read as a
+/// valid plan, never a crash.
+TEST(CurriculumPipelinePlan, ByteFlipsInItsLengthsNeverCrash) {
+  const std::vector<uint8_t> good =
+      writePlan(loadPlan("gpt-curriculum-pp2.plan"));
+  const size_t tail = 2400; // the curriculum's 4 entries and 6 stages
+  ASSERT_GT(good.size(), kPlanHeaderSize + tail);
+  std::mt19937 rng(35);
+  int refused = 0;
+  for (int trial = 0; trial < 250; ++trial) {
+    std::vector<uint8_t> bytes = good;
+    for (int f = 0, flips = 1 + int(rng() % 3); f < flips; ++f)
+      bytes[bytes.size() - 1 - rng() % tail] = uint8_t(rng());
+    const uint64_t body = bytes.size() - kPlanHeaderSize;
+    for (int i = 0; i < 8; ++i) {
+      bytes[16 + i] = uint8_t(body >> (8 * i));
+      bytes[24 + i] =
+          uint8_t(fnv1a64(bytes.data() + kPlanHeaderSize, body) >> (8 * i));
+    }
+    try {
+      validatePlan(readPlan(bytes.data(), bytes.size(), "flipped"));
+    } catch (const Error &) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
 }
 
 } // namespace
