@@ -25,6 +25,7 @@
 
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/SeqlenReshape.h"
 
 #include <algorithm>
 #include <set>
@@ -60,7 +61,8 @@ std::string lengthName(int64_t length) {
 
 } // namespace
 
-Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts) {
+Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts,
+                                  bool reshape) {
   if (parts.empty())
     throw Error("a curriculum needs at least one length");
   Plan joined = std::move(parts.back().plan);
@@ -138,13 +140,16 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts) {
     const std::string what = lengthName(length);
     if (p.mesh.size() != joined.mesh.size() ||
         meshString(p.mesh) != meshString(joined.mesh) ||
-        p.microBatchSize != joined.microBatchSize ||
+        p.microBatchSize != (reshape
+                                 ? seqlenReshapeRows(joined.microBatchSize,
+                                                     joined.seqLength, length)
+                                 : joined.microBatchSize) ||
         p.vocabSize != joined.vocabSize || p.arenas.size() != arenas ||
         p.stages.size() != joined.stages.size() ||
         p.schedule != joined.schedule)
       throw Error("the plan at " + what + " is not the same plan as at " +
                   lengthName(joined.seqLength) +
-                  " (mesh, micro-batch size, vocabulary, arenas, stages or "
+                  " (mesh, micro-batch rows, vocabulary, arenas, stages or "
                   "schedule differ)");
     for (size_t a = 0; a < arenas; ++a)
       if (p.arenas[a].tier != joined.arenas[a].tier ||
@@ -267,6 +272,8 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts) {
     entry.seqLength = length;
     entry.fromStep = part.fromStep;
     entry.program = pipelined ? "" : curriculumProgramName(length);
+    entry.rows = p.microBatchSize;
+    entry.reshape = reshape;
     entry.tokens = uint32_t(idMap[p.tokens]);
     entry.targets = uint32_t(idMap[p.targets]);
     entry.loss = uint32_t(idMap[p.loss]);
@@ -327,6 +334,8 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts) {
   longest.seqLength = joined.seqLength;
   longest.fromStep = lastFrom;
   longest.program = pipelined ? "" : "forward_backward";
+  longest.rows = joined.microBatchSize;
+  longest.reshape = reshape;
   longest.tokens = joined.tokens;
   longest.targets = joined.targets;
   longest.loss = joined.loss;

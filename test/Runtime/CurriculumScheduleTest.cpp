@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Config/CurriculumSchedule.h"
+#include "dsc/Runtime/SeqlenReshape.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -329,5 +330,64 @@ INSTANTIATE_TEST_SUITE_P(Config, CurriculumRefuses,
                          [](const ::testing::TestParamInfo<BadCase> &info) {
                            return std::string(info.param.name);
                          });
+
+//===----------------------------------------------------------------------===//
+// Samples cut to a length: Megatron-DeepSpeed's data_post_process run as is
+// (Inputs/curriculum/seqlen-reshape-goldens.json, from
+// scripts/ds-reference/seqlen-reshape-goldens.py), sample r's text being
+// 1000 r + j at position j.
+//===----------------------------------------------------------------------===//
+
+TEST(SeqlenReshape, EveryCaseMatchesMegatronDeepSpeed) {
+  const std::string path =
+      std::string(DSC_CURRICULUM_GOLDENS_DIR) + "/seqlen-reshape-goldens.json";
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(buffer) << "cannot read " << path;
+  llvm::json::Object golden = parseObject((*buffer)->getBuffer());
+  const llvm::json::Array *cases = golden.getArray("cases");
+  ASSERT_TRUE(cases && !cases->empty()) << path;
+  int reshaped = 0;
+  for (const llvm::json::Value &value : *cases) {
+    const llvm::json::Object *c = value.getAsObject();
+    ASSERT_TRUE(c);
+    const int64_t b = *c->getInteger("micro_batch");
+    const int64_t S = *c->getInteger("seq_length");
+    const int64_t L = *c->getInteger("length");
+    const bool reshape = *c->getString("type") == "seqlen_reshape";
+    const llvm::json::Array &text = *c->getArray("text");
+    const std::string what = std::string(reshape ? "reshape" : "truncate") +
+                             " b=" + std::to_string(b) +
+                             " S=" + std::to_string(S) +
+                             " L=" + std::to_string(L);
+    std::vector<int32_t> ids(size_t(b * S)), next(size_t(b * S));
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t j = 0; j < S; ++j) {
+        ids[size_t(r * S + j)] = int32_t(1000 * r + j);
+        next[size_t(r * S + j)] = int32_t(1000 * r + j + 1);
+      }
+    std::vector<int32_t> tokens, targets;
+    dsc::rt::cutSamples(ids.data(), next.data(), b, S, L, reshape, tokens,
+                        targets);
+    const int64_t rows = int64_t(text.size());
+    EXPECT_EQ(rows, *c->getInteger("rows")) << what;
+    if (reshape) {
+      EXPECT_EQ(dsc::rt::seqlenReshapeRows(b, S, L), rows) << what;
+      reshaped += rows != b;
+    }
+    ASSERT_EQ(int64_t(tokens.size()), rows * L) << what;
+    for (int64_t i = 0; i < rows; ++i) {
+      const llvm::json::Array &row = *text[size_t(i)].getAsArray();
+      ASSERT_EQ(int64_t(row.size()), L + 1) << what;
+      for (int64_t j = 0; j < L; ++j) {
+        EXPECT_EQ(tokens[size_t(i * L + j)], *row[size_t(j)].getAsInteger())
+            << what << " row " << i << " position " << j;
+        EXPECT_EQ(targets[size_t(i * L + j)],
+                  *row[size_t(j + 1)].getAsInteger())
+            << what << " row " << i << " position " << j;
+      }
+    }
+  }
+  EXPECT_GT(reshaped, 5); // the cases that change the rows
+}
 
 } // namespace

@@ -24,6 +24,7 @@
 #include "dsc/Dialect/Dsc/IR/DscPrograms.h"
 #include "dsc/Runtime/Error.h"
 #include "dsc/Runtime/PlanIO.h"
+#include "dsc/Runtime/SeqlenReshape.h"
 #include "dsc/Support/ParallelPlan.h"
 #include "dsc/Target/GPTGraphBuilder.h"
 #include "dsc/Transforms/Passes.h"
@@ -166,9 +167,9 @@ allCompileOptions(const mlir::dsc::CompileOptions &options) {
 /// the longest being the model's own, and joins the plans: the schedule's
 /// switch steps go into the plan (docs/curriculum.md).
 ::dsc::rt::Plan compileCurriculum(
-    const ::dsc::config::CurriculumSchedule &schedule, const std::string &input,
-    const std::optional<mlir::dsc::GPTConfig> &model,
-    const std::function<::dsc::rt::Plan(int64_t)> &compileAt) {
+    const ::dsc::config::CurriculumSchedule &schedule, bool reshape,
+    const std::string &input, const std::optional<mlir::dsc::GPTConfig> &model,
+    const std::function<::dsc::rt::Plan(int64_t, int64_t)> &compileAt) {
   if (!model)
     throw Error("curriculum_learning compiles the model at each sequence "
                 "length, so it needs a GPT-NeoX config; '" +
@@ -200,10 +201,16 @@ allCompileOptions(const mlir::dsc::CompileOptions &options) {
   // max_difficulty below it never trains it.
   if (switches.back().second != seqLength)
     switches.push_back({std::numeric_limits<int64_t>::max(), seqLength});
+  // Under seqlen_reshape a length's micro-batch has the rows its samples
+  // are cut into (SeqlenReshape.h).
   std::vector<::dsc::rt::CurriculumPart> parts;
   for (const auto &[from, length] : switches)
-    parts.push_back({from, compileAt(length)});
-  return ::dsc::rt::joinCurriculumPlans(std::move(parts));
+    parts.push_back(
+        {from, compileAt(length,
+                         reshape ? ::dsc::rt::seqlenReshapeRows(
+                                       model->microBatchSize, seqLength, length)
+                                 : model->microBatchSize)});
+  return ::dsc::rt::joinCurriculumPlans(std::move(parts), reshape);
 }
 
 } // namespace
@@ -228,6 +235,10 @@ rt::Plan loadOrCompile(RunOptions &options) {
       throw Error("--compile applies to a .mlir module or a config, not to "
                   "the plan file '" +
                   options.input + "'");
+    if (options.curriculumReshape)
+      throw Error("--curriculum-seqlen-type applies to a config that is "
+                  "compiled per length, not to the plan file '" +
+                  options.input + "' (its lengths are compiled already)");
     return loadPlan(options.input);
   }
 
@@ -459,11 +470,17 @@ rt::Plan loadOrCompile(RunOptions &options) {
     validatePlan(*plan);
     return std::move(*plan);
   };
+  if (options.curriculumReshape && !options.curriculum)
+    throw Error("--curriculum-seqlen-type: '" + options.input +
+                "' has no curriculum_learning (nor does --deepspeed)");
   if (options.curriculum)
-    return compileCurriculum(*options.curriculum, options.input, modelConfig,
-                             [&](int64_t length) {
+    return compileCurriculum(*options.curriculum,
+                             options.curriculumReshape.value_or(false),
+                             options.input, modelConfig,
+                             [&](int64_t length, int64_t rows) {
                                mlir::dsc::GPTConfig atLength = *modelConfig;
                                atLength.seqLength = length;
+                               atLength.microBatchSize = rows;
                                OwningOpRef<ModuleOp> graph =
                                    mlir::dsc::buildGPTGraph(
                                        atLength,

@@ -265,11 +265,16 @@ void dsc::run::printResolvedConfig(
         << spellNumber(scaler.minScale);
   runRow("loss-scaler", scale.str());
   runRow("wall-clock-breakdown", options.wallClockBreakdown ? "on" : "off");
-  if (options.curriculum)
+  if (options.curriculum) {
     runRow("curriculum", "sequence length " +
                              std::to_string(options.curriculum->minDifficulty) +
                              " -> " +
                              std::to_string(options.curriculum->maxDifficulty));
+    row("--curriculum-seqlen-type",
+        options.curriculumReshape.value_or(false) ? "seqlen_reshape"
+                                                  : "seqlen_truncate",
+        options.curriculumReshape ? "command line" : "default");
+  }
   if (!resolved.notes.empty()) {
     os << "notes:\n";
     for (const std::string &note : resolved.notes)

@@ -50,6 +50,11 @@ std::string dsc::run::usage() {
          "  --lr-warmup-tokens N warm up over N tokens (default: the\n"
          "                       schedule's warm-up steps)\n"
          "  --train-tokens N     stop once N tokens are consumed\n"
+         "  --curriculum-seqlen-type T  how a curriculum's shorter steps cut\n"
+         "                       their samples (Megatron-DeepSpeed's):\n"
+         "                       seqlen_truncate (default: each sample's\n"
+         "                       first ids) or seqlen_reshape (every\n"
+         "                       sample's pieces, in more rows)\n"
          "  --microbatches M     micro-batches per step (default: the "
          "plan's)\n"
          "  --log-interval K     print a log line every K steps (default 1)\n"
@@ -208,7 +213,13 @@ RunOptions dsc::run::parseRunOptions(const std::vector<std::string> &args) {
       o.seed = uint64_t(parseInt(flag, next(), 0));
     else if (flag == "--lr")
       o.learningRate = parseDouble(flag, next());
-    else if (flag == "--lr-decay-tokens")
+    else if (flag == "--curriculum-seqlen-type") {
+      const std::string type = next();
+      if (type != "seqlen_truncate" && type != "seqlen_reshape")
+        throw Error("--curriculum-seqlen-type: '" + type +
+                    "' is not seqlen_truncate or seqlen_reshape");
+      o.curriculumReshape = type == "seqlen_reshape";
+    } else if (flag == "--lr-decay-tokens")
       o.lrDecayTokens = parseInt(flag, next(), 1);
     else if (flag == "--lr-warmup-tokens")
       o.lrWarmupTokens = parseInt(flag, next(), 0);

@@ -45,6 +45,9 @@ struct RunOptions {
   /// not given), and --train-tokens, which stops training once that many
   /// tokens are consumed (or at --steps, whichever comes first).
   std::optional<int64_t> lrDecayTokens, lrWarmupTokens, trainTokens;
+  /// --curriculum-seqlen-type: how a curriculum's shorter steps cut their
+  /// samples (SeqlenReshape.h); unset: seqlen_truncate.
+  std::optional<bool> curriculumReshape;
   int64_t logInterval = 1;
   std::string logJson; // JSON-lines metrics file, "" for none
   std::string trace;   // Chrome trace file, "" for none

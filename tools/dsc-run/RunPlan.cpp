@@ -589,8 +589,11 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
 
       consumed += samplesPerStep;
       // Megatron-DeepSpeed's consumed_train_tokens: the step's length times
-      // its samples; a token schedule's counters advance with it.
-      ex.countTokens(samplesPerStep * r.sequenceLength, !r.skipped);
+      // its samples (under seqlen_reshape, times the rows its samples were
+      // cut into); a token schedule's counters advance with it.
+      const int64_t stepTokens =
+          samplesPerStep / p.microBatchSize * r.rows * r.sequenceLength;
+      ex.countTokens(stepTokens, !r.skipped);
       // Megatron-DeepSpeed's loop stops once consumed_train_tokens reaches
       // train_tokens (tested before each step, as here after each).
       const bool tokensReached =
@@ -610,7 +613,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
       m.tflops = seconds > 0 ? stepFlops / seconds / 1e12 : 0.0;
       if (!p.curriculum.empty()) {
         m.curriculumSeqLength = r.sequenceLength;
-        m.tokensPerStep = samplesPerStep * r.sequenceLength;
+        m.tokensPerStep = stepTokens;
         // Each switch of program, in the log and on the trace's step lane.
         if (r.sequenceLength != lastSequenceLength) {
           log << "dsc-run: curriculum: iteration " << iteration

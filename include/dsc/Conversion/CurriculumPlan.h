@@ -43,7 +43,10 @@ struct CurriculumPart {
 /// Plan::curriculum lists the lengths. Throws Error when the plans are not
 /// of one model and plan (another mesh, arenas, stages, micro-batch, a
 /// parameter missing or shaped otherwise), then validates the result.
-Plan joinCurriculumPlans(std::vector<CurriculumPart> parts);
+/// With `reshape` (seqlen_reshape, SeqlenReshape.h), each shorter length's
+/// plan has the micro-batch rows its samples are cut into.
+Plan joinCurriculumPlans(std::vector<CurriculumPart> parts,
+                         bool reshape = false);
 
 } // namespace dsc::rt
 

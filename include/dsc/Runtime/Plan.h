@@ -351,8 +351,13 @@ struct CurriculumLength {
   /// Its training step program ("forward_backward" for the plan's length,
   /// "forward_backward.seq<L>" for another).
   std::string program;
-  /// i32 [microBatchSize, seqLength] ids, the f32/f64 loss scalar and the
-  /// backward's seed (a Constant, -1 when none) of `program`.
+  /// The rows of a micro-batch at this length: the plan's microBatchSize,
+  /// or under seqlen_reshape the rows its samples are cut into
+  /// (SeqlenReshape.h; every length of a plan cuts them one way).
+  int64_t rows = 0;
+  bool reshape = false;
+  /// i32 [rows, seqLength] ids, the f32/f64 loss scalar and the backward's
+  /// seed (a Constant, -1 when none) of `program`.
   uint32_t tokens = 0, targets = 0, loss = 0;
   int64_t gradientSeed = -1;
   /// Model FLOPs of one micro-batch's forward and backward at this length.

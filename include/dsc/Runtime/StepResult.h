@@ -47,8 +47,10 @@ struct StepResult {
   /// (1 is perfect balance); NaN without MoE layers.
   double expertLoadImbalance = std::nan("");
   /// The sequence length the step trained at (a curriculum's length, else
-  /// the plan's).
+  /// the plan's), and the rows of each micro-batch (the plan's micro-batch
+  /// size, or the rows seqlen_reshape cut its samples into).
   int64_t sequenceLength = 0;
+  int64_t rows = 0;
 };
 
 } // namespace dsc::rt

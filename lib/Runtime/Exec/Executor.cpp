@@ -166,6 +166,7 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     r.hasLoss = pipeline->holdsLoss();
     const double lossSum = pipeline->run(fill, firstMicroBatch, seed, length);
     r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
+    r.rows = length ? length->rows : thePlan.microBatchSize;
     r.loss = r.hasLoss ? lossSum / double(microBatches) : 0.0;
     if (compressesAt(step()))
       finishStep(r, own.compressedOptimizer, own.compressedGradNorm,
@@ -185,13 +186,14 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
     if (cut)
-      feed->fillTruncated(fill, m, *length);
+      feed->fillCut(fill, m, *length);
     else
       feed->fill(fill, m);
     runner->run(length ? length->program : "forward_backward");
     lossSum += loss();
   }
   r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
+  r.rows = length ? length->rows : thePlan.microBatchSize;
   r.loss = lossSum / double(microBatches);
   // A 1-bit optimizer's steps from its freeze step on run its compressed
   // program, 0/1 Adam's the program of the step's kind: the same on every

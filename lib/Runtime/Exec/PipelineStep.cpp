@@ -34,7 +34,7 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
       length ? length->gradientSeed : plan.gradientSeed;
   auto load = [&](int64_t microBatch) {
     if (cut)
-      feed.fillTruncated(fill, microBatch, *length);
+      feed.fillCut(fill, microBatch, *length);
     else
       feed.fill(fill, microBatch);
   };

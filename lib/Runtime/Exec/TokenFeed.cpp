@@ -12,6 +12,7 @@
 
 #include "dsc/Runtime/InstructionArgs.h"
 #include "dsc/Runtime/Instructions.h"
+#include "dsc/Runtime/SeqlenReshape.h"
 #include "dsc/Runtime/ShardLayout.h"
 
 #include <algorithm>
@@ -111,21 +112,16 @@ void TokenFeed::fill(const Fill &fill, int64_t microBatchInStep) {
   set(plan.targets, hostTargets.data(), hostTargets.size(), "Targets");
 }
 
-void TokenFeed::fillTruncated(const Fill &fill, int64_t microBatchInStep,
-                              const CurriculumLength &length) {
+void TokenFeed::fillCut(const Fill &fill, int64_t microBatchInStep,
+                        const CurriculumLength &length) {
   const size_t rows = size_t(plan.microBatchSize);
-  const size_t whole = size_t(plan.seqLength), cut = size_t(length.seqLength);
+  const size_t whole = size_t(plan.seqLength);
   wholeTokens.resize(rows * whole);
   wholeTargets.resize(rows * whole);
   fill(microBatchInStep, wholeTokens.data(), wholeTargets.data());
-  cutTokens.resize(rows * cut);
-  cutTargets.resize(rows * cut);
-  for (size_t r = 0; r < rows; ++r) {
-    std::copy_n(wholeTokens.begin() + ptrdiff_t(r * whole), cut,
-                cutTokens.begin() + ptrdiff_t(r * cut));
-    std::copy_n(wholeTargets.begin() + ptrdiff_t(r * whole), cut,
-                cutTargets.begin() + ptrdiff_t(r * cut));
-  }
+  cutSamples(wholeTokens.data(), wholeTargets.data(), plan.microBatchSize,
+             plan.seqLength, length.seqLength, length.reshape, cutTokens,
+             cutTargets);
   set(length.tokens, cutTokens.data(), cutTokens.size(), "Tokens");
   set(length.targets, cutTargets.data(), cutTargets.size(), "Targets");
 }

@@ -38,11 +38,12 @@ public:
   /// memory) or on their mirrors, then copied in (device memory).
   void fill(const Fill &fill, int64_t microBatchInStep);
   /// The same for a curriculum's `length` shorter than the plan's: `fill`
-  /// writes whole samples (the plan's sequence length), of which each row's
-  /// first length.seqLength ids go to the length's buffers and the rest is
-  /// dropped, as GPT-NeoX truncates its samples (docs/curriculum.md).
-  void fillTruncated(const Fill &fill, int64_t microBatchInStep,
-                     const CurriculumLength &length);
+  /// writes whole samples (the plan's sequence length), which are cut to
+  /// the length's rows (SeqlenReshape.h: each sample's first ids, the rest
+  /// dropped, as GPT-NeoX truncates its samples; or under seqlen_reshape
+  /// pieces of every sample) in the length's buffers (docs/curriculum.md).
+  void fillCut(const Fill &fill, int64_t microBatchInStep,
+               const CurriculumLength &length);
 
 private:
   /// The vocabulary the instructions reading id buffer `ids` assume (0 when
@@ -57,7 +58,7 @@ private:
   /// Where `fill` writes the ids of a buffer another pipeline rank holds
   /// (the loader draws every micro-batch's tokens and targets alike).
   std::vector<int32_t> unheldTokens, unheldTargets;
-  /// Whole samples' ids before fillTruncated cuts them to a length.
+  /// Whole samples' ids before fillCut cuts them to a length.
   std::vector<int32_t> wholeTokens, wholeTargets, cutTokens, cutTargets;
 };
 

@@ -306,12 +306,15 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
   body.u64(plan.summary.collectiveBytesPerCompressedStep);
   body.f64(plan.summary.pipelineBubble);
 
-  // The curriculum's lengths: length, first step, program, the ids of its
-  // tokens, targets and loss, its gradient seed and FLOPs, its stages.
+  // The curriculum's lengths: length, first step, rows and how samples are
+  // cut, program, the ids of its tokens, targets and loss, its gradient
+  // seed and FLOPs, its stages.
   body.u32(uint32_t(plan.curriculum.size()));
   for (const CurriculumLength &c : plan.curriculum) {
     body.i64(c.seqLength);
     body.i64(c.fromStep);
+    body.i64(c.rows);
+    body.u32(c.reshape ? 1 : 0);
     body.u32(names.intern(c.program));
     body.u32(c.tokens);
     body.u32(c.targets);
@@ -573,12 +576,17 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
            std::to_string(plan.summary.pipelineBubble) +
            " is not a fraction >= 0");
   plan.curriculum.resize(
-      r.count("curriculum lengths", 8 + 8 + 4 + 3 * 4 + 8 + 8 + 4));
+      r.count("curriculum lengths", 8 + 8 + 8 + 4 + 4 + 3 * 4 + 8 + 8 + 4));
   for (size_t k = 0; k < plan.curriculum.size(); ++k) {
     CurriculumLength &c = plan.curriculum[k];
     const std::string f = "curriculum[" + std::to_string(k) + "]";
     c.seqLength = r.i64(f + " seqLength");
     c.fromStep = r.i64(f + " fromStep");
+    c.rows = r.i64(f + " rows");
+    const uint32_t reshape = r.u32(f + " reshape");
+    if (reshape > 1)
+      r.fail(f + " reshape is " + std::to_string(reshape) + ", not 0 or 1");
+    c.reshape = reshape == 1;
     c.program = name(f + ".program");
     c.tokens = r.u32(f + " tokens");
     c.targets = r.u32(f + " targets");

@@ -77,7 +77,8 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
   os << "\n";
   for (const CurriculumLength &c : plan.curriculum) {
     os << "curriculum: sequence " << c.seqLength << " from step " << c.fromStep
-       << ": ";
+       << " (" << c.rows << " rows, "
+       << (c.reshape ? "seqlen_reshape" : "seqlen_truncate") << "): ";
     if (!c.program.empty())
       os << "program '" << c.program << "'";
     else if (c.stages.empty())

@@ -19,6 +19,7 @@
 #include "dsc/Runtime/ArenaHolders.h"
 #include "dsc/Runtime/PlanIO.h"
 #include "dsc/Runtime/PlanScheduleVerifier.h"
+#include "dsc/Runtime/SeqlenReshape.h"
 #include "dsc/Runtime/ShardLayout.h"
 
 #include <algorithm>
@@ -427,13 +428,29 @@ void checkCurriculum(const Plan &plan) {
       throw Error(what + ": the last length must be the plan's own (sequence " +
                   std::to_string(plan.seqLength) +
                   ", its well-known tokens, targets, loss and gradient seed)");
-    const std::vector<int64_t> ids = {plan.microBatchSize, c.seqLength};
+    // The rows its samples are cut into (SeqlenReshape.h), one way for
+    // every length.
+    if (c.reshape != plan.curriculum[0].reshape)
+      throw Error(what + ": cuts samples by " +
+                  (c.reshape ? "seqlen_reshape" : "seqlen_truncate") +
+                  ", the first length by the other; a plan cuts them one way");
+    const int64_t rows = c.reshape
+                             ? seqlenReshapeRows(plan.microBatchSize,
+                                                 plan.seqLength, c.seqLength)
+                             : plan.microBatchSize;
+    if (c.rows != rows)
+      throw Error(
+          what + ": " + std::to_string(c.rows) + " rows a micro-batch; " +
+          (c.reshape ? "seqlen_reshape cuts " : "truncation keeps ") +
+          std::to_string(plan.microBatchSize) + " samples of " +
+          std::to_string(plan.seqLength) + " into " + std::to_string(rows));
+    const std::vector<int64_t> ids = {c.rows, c.seqLength};
     for (auto [id, role] : {std::pair{c.tokens, BufferRole::Tokens},
                             std::pair{c.targets, BufferRole::Targets}}) {
       const Buffer &b = buffer(id, what + " " + roleName(role), role);
       if (b.dtype != DType::I32 || b.shape != ids)
         throw Error(what + ": " + describeBuffer(plan, id) + " must be i32 " +
-                    shapeString(ids) + " [microBatchSize, length]");
+                    shapeString(ids) + " [rows, length]");
     }
     const Buffer &loss = buffer(c.loss, what + " loss", BufferRole::Loss);
     if (!isFloat(loss.dtype) || numElements(loss.shape) != 1)
