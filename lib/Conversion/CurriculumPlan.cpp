@@ -279,6 +279,7 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts,
     entry.loss = uint32_t(idMap[p.loss]);
     entry.gradientSeed = mapId(p.gradientSeed);
     entry.flopsPerMicroBatch = p.summary.flopsPerMicroBatch;
+    entry.collectiveBytesPerStep = p.summary.collectiveBytesPerStep;
     // Each stage at this length: its programs and step-scoped buffers,
     // the plan's optimizer and scalars.
     for (size_t k = 0; k < p.stages.size(); ++k) {
@@ -341,6 +342,7 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts,
   longest.loss = joined.loss;
   longest.gradientSeed = joined.gradientSeed;
   longest.flopsPerMicroBatch = joined.summary.flopsPerMicroBatch;
+  longest.collectiveBytesPerStep = joined.summary.collectiveBytesPerStep;
   lengths.push_back(longest);
   joined.curriculum = std::move(lengths);
   validatePlan(joined);

@@ -488,6 +488,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   int64_t lastSequenceLength = 0;
   int64_t intervalSteps = 0;
   uint64_t lastCollectiveBytes = 0;
+  // What the compiler planned for that step (a curriculum's: its length's).
+  uint64_t lastPlannedBytes = p.summary.collectiveBytesPerStep;
   // 1-bit Adam: the last step of each phase (warm-up, compression).
   std::optional<uint64_t> lastWarmupBytes, lastCompressedBytes;
   // 0/1 Adam: the last step of each kind, by the optimizer program it ran.
@@ -576,6 +578,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         trace->add("iteration " + std::to_string(iteration), "step", 0,
                    traceStart, ex.nowUs() - traceStart);
       lastCollectiveBytes = r.collectiveBytesSent;
+      if (length)
+        lastPlannedBytes = length->collectiveBytesPerStep;
       // A skipped step (fp16 overflow) runs no optimizer program.
       if (!r.skipped) {
         (compressedStep ? lastCompressedBytes : lastWarmupBytes) =
@@ -796,8 +800,7 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
   } else if (!p.mesh.empty()) {
     CommStats stats = ex.collectiveStats();
     log << "dsc-run: collective bytes per step (rank 0): measured "
-        << lastCollectiveBytes << ", planned "
-        << p.summary.collectiveBytesPerStep
+        << lastCollectiveBytes << ", planned " << lastPlannedBytes
         << "; in all: " << formatCommStats(stats) << "\n";
   }
   logTransfers(log, ex, transfersBefore, lastIteration - firstIteration + 1);

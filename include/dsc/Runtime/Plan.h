@@ -360,8 +360,10 @@ struct CurriculumLength {
   /// seed (a Constant, -1 when none) of `program`.
   uint32_t tokens = 0, targets = 0, loss = 0;
   int64_t gradientSeed = -1;
-  /// Model FLOPs of one micro-batch's forward and backward at this length.
+  /// Model FLOPs of one micro-batch's forward and backward at this length,
+  /// and rank 0's planned collective bytes of a step at it.
   uint64_t flopsPerMicroBatch = 0;
+  uint64_t collectiveBytesPerStep = 0;
   /// A pipelined plan's stages at this length, as many as Plan::stages
   /// (their optimizer programs and scalars the plan's); empty for the
   /// plan's own length (Plan::stages) and without pipelines. `program` is

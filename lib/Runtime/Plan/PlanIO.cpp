@@ -308,7 +308,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
 
   // The curriculum's lengths: length, first step, rows and how samples are
   // cut, program, the ids of its tokens, targets and loss, its gradient
-  // seed and FLOPs, its stages.
+  // seed, FLOPs and collective bytes, its stages.
   body.u32(uint32_t(plan.curriculum.size()));
   for (const CurriculumLength &c : plan.curriculum) {
     body.i64(c.seqLength);
@@ -321,6 +321,7 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     body.u32(c.loss);
     body.i64(c.gradientSeed);
     body.u64(c.flopsPerMicroBatch);
+    body.u64(c.collectiveBytesPerStep);
     writeStages(body, names, c.stages);
   }
 
@@ -576,7 +577,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
            std::to_string(plan.summary.pipelineBubble) +
            " is not a fraction >= 0");
   plan.curriculum.resize(
-      r.count("curriculum lengths", 8 + 8 + 8 + 4 + 4 + 3 * 4 + 8 + 8 + 4));
+      r.count("curriculum lengths", 8 + 8 + 8 + 4 + 4 + 3 * 4 + 8 + 8 + 8 + 4));
   for (size_t k = 0; k < plan.curriculum.size(); ++k) {
     CurriculumLength &c = plan.curriculum[k];
     const std::string f = "curriculum[" + std::to_string(k) + "]";
@@ -593,6 +594,7 @@ Plan dsc::rt::readPlan(const uint8_t *data, size_t size,
     c.loss = r.u32(f + " loss");
     c.gradientSeed = r.i64(f + " gradientSeed");
     c.flopsPerMicroBatch = r.u64(f + " flopsPerMicroBatch");
+    c.collectiveBytesPerStep = r.u64(f + " collectiveBytesPerStep");
     c.stages = readStages(f + " ");
   }
   if (r.remaining() != 0)

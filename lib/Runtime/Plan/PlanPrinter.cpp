@@ -93,7 +93,8 @@ std::string dsc::rt::formatPlan(const Plan &plan) {
        << c.loss;
     if (c.gradientSeed >= 0)
       os << ", gradientSeed %" << c.gradientSeed;
-    os << ", " << c.flopsPerMicroBatch << " FLOPs per micro-batch\n";
+    os << ", " << c.flopsPerMicroBatch << " FLOPs per micro-batch, "
+       << c.collectiveBytesPerStep << " collective bytes per step\n";
   }
   for (size_t a = 0; a < plan.arenas.size(); ++a) {
     os << "arena " << a << ": " << tierName(plan.arenas[a].tier) << ", "
