@@ -399,6 +399,16 @@ TEST(CurriculumPipelinePlan, ShorterLengthsReceiveDroppedDeadlocks) {
       << error;
 }
 
+TEST(CurriculumPipelinePlan, LengthWithAnotherOptimizerIsRefused) {
+  Plan plan = loadPlan("gpt-curriculum-pp2.plan");
+  plan.curriculum[2].stages[1].optimizer = "stage0.optimizer";
+  const std::string error = loadError(plan);
+  EXPECT_NE(error.find("curriculum length 2 (sequence 24): stage 1 names "
+                       "optimizer 'stage0.optimizer'"),
+            std::string::npos)
+      << error;
+}
+
 TEST(CurriculumPipelinePlan, LengthWithoutStagesIsRefused) {
   Plan plan = loadPlan("gpt-curriculum-pp2.plan");
   plan.curriculum[1].stages.clear();

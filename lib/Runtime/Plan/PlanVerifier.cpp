@@ -422,6 +422,22 @@ void checkCurriculum(const Plan &plan) {
                   " pipeline stages, expected " + std::to_string(stages) +
                   (last ? " (the last length trains in the plan's own)"
                         : " (the plan's count)"));
+    // Every length steps the plan's optimizers (the executor runs the
+    // plan's stage's; the schedule proof must see the same).
+    for (size_t k = 0; k < c.stages.size(); ++k) {
+      const PipelineStage &mine = c.stages[k], &own = plan.stages[k];
+      if (mine.optimizer != own.optimizer ||
+          mine.compressedOptimizer != own.compressedOptimizer ||
+          mine.gradNorm != own.gradNorm ||
+          mine.learningRate != own.learningRate ||
+          mine.compressedGradNorm != own.compressedGradNorm ||
+          mine.compressedLearningRate != own.compressedLearningRate)
+        throw Error(
+            what + ": stage " + std::to_string(k) + " names optimizer '" +
+            mine.optimizer +
+            "' or its scalars other than the plan's stage (optimizer '" +
+            own.optimizer + "'); every length steps the plan's");
+    }
     if (last && (c.seqLength != plan.seqLength || c.tokens != plan.tokens ||
                  c.targets != plan.targets || c.loss != plan.loss ||
                  c.gradientSeed != plan.gradientSeed))
