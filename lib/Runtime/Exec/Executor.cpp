@@ -157,7 +157,7 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   const double seed = scaling->backwardSeed(microBatches);
   StepResult r;
   // A curriculum's step trains at its length: that length's programs on
-  // its own ids (truncated samples), seed and loss; everything else is
+  // its own ids (its samples cut to it), seed and loss; everything else is
   // shared.
   const CurriculumLength *length = thePlan.curriculumAt(step());
   if (!thePlan.stages.empty()) {
