@@ -199,7 +199,18 @@ void Reader::read(const llvm::json::Object &root, int64_t dataParallel) {
                                     "curriculum_learning"};
   for (const auto &entry : root) {
     const std::string key = entry.first.str();
-    if (kNotImplemented.count(key))
+    if (key == "data_efficiency")
+      // Its curriculum's seqlen metrics exist here in another form; its
+      // sampler (the order of the samples) and random-LTD do not.
+      fail(key,
+           "'data_efficiency' is a DeepSpeed key dsc does not implement "
+           "yet (its DeepSpeedDataSampler orders the samples otherwise "
+           "than dsc's loader, and random-LTD is not built); a "
+           "sequence-length curriculum trains from a 'curriculum_learning' "
+           "block, with dsc-run --curriculum-seqlen-type seqlen_truncate "
+           "or seqlen_reshape as its metrics name them "
+           "(docs/curriculum.md); remove it to train without it");
+    else if (kNotImplemented.count(key))
       fail(key, "'" + key +
                     "' is a DeepSpeed key dsc does not implement yet; remove "
                     "it to train without it");
