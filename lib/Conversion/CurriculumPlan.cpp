@@ -94,10 +94,8 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts,
   std::set<std::string> longestStep;
   if (pipelined) {
     for (const PipelineStage &st : joined.stages)
-      for (const std::string *name :
-           {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.step})
-        if (!name->empty())
-          longestStep.insert(*name);
+      for (const std::string &name : st.stepPrograms())
+        longestStep.insert(name);
   } else {
     longestStep.insert("forward_backward");
   }
@@ -167,10 +165,8 @@ Plan dsc::rt::joinCurriculumPlans(std::vector<CurriculumPart> parts,
     };
     if (pipelined) {
       for (const PipelineStage &st : p.stages)
-        for (const std::string *name :
-             {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.step})
-          if (!name->empty())
-            take(*name, curriculumStageProgramName(*name, length));
+        for (const std::string &name : st.stepPrograms())
+          take(name, curriculumStageProgramName(name, length));
     } else {
       take("forward_backward", curriculumProgramName(length));
     }

@@ -170,6 +170,16 @@ void logTransfers(std::ostream &log, const Executor &ex,
           << ex.plan().nvmeQueueDepth << " in flight)\n";
 }
 
+/// What a curriculum length trains in, for the log: its training step
+/// program, or a pipelined plan's stage programs at that length.
+std::string trainedBy(const CurriculumLength &length) {
+  if (!length.program.empty())
+    return length.program;
+  if (length.stages.empty())
+    return "the plan's stage programs";
+  return "stage programs '*.seq" + std::to_string(length.seqLength) + "'";
+}
+
 } // namespace
 
 std::string dsc::run::traceFileOfRank(const std::string &path, int rank) {
@@ -622,13 +632,8 @@ int runRank(Plan plan, const RunOptions &options, std::ostream &out,
         if (r.sequenceLength != lastSequenceLength) {
           log << "dsc-run: curriculum: iteration " << iteration
               << " trains at sequence length " << r.sequenceLength << " ("
-              << (!length                    ? std::string("forward_backward")
-                  : !length->program.empty() ? length->program
-                  : length->stages.empty()
-                      ? std::string("the plan's stage programs")
-                      : "stage programs '*.seq" +
-                            std::to_string(length->seqLength) + "'")
-              << ", " << m.tokensPerStep << " tokens per step)" << std::endl;
+              << trainedBy(*length) << ", " << m.tokensPerStep
+              << " tokens per step)" << std::endl;
           if (trace)
             trace->add("curriculum seqlen " +
                            std::to_string(r.sequenceLength),

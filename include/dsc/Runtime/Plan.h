@@ -331,6 +331,10 @@ struct PipelineStage {
   /// are `weightStash`).
   std::vector<int64_t> activationBuffers() const;
   std::vector<int64_t> gradientBuffers() const;
+  /// The programs a training step runs of this stage (its forward,
+  /// backward, weight-gradient and step programs, those it has; not its
+  /// optimizer).
+  std::vector<std::string> stepPrograms() const;
 };
 
 /// Curriculum learning by sequence length (docs/curriculum.md): one of the

@@ -160,13 +160,13 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   // its own ids (its samples cut to it), seed and loss; everything else is
   // shared.
   const CurriculumLength *length = thePlan.curriculumAt(step());
+  r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
+  r.rows = length ? length->rows : thePlan.microBatchSize;
   if (!thePlan.stages.empty()) {
     // The optimizer is every length's: the plan's stage's.
     const PipelineStage &own = thePlan.stages[size_t(mesh->stage())];
     r.hasLoss = pipeline->holdsLoss();
     const double lossSum = pipeline->run(fill, firstMicroBatch, seed, length);
-    r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
-    r.rows = length ? length->rows : thePlan.microBatchSize;
     r.loss = r.hasLoss ? lossSum / double(microBatches) : 0.0;
     if (compressesAt(step()))
       finishStep(r, own.compressedOptimizer, own.compressedGradNorm,
@@ -176,7 +176,6 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
     return r;
   }
   double lossSum = 0;
-  const bool cut = length && length->seqLength != thePlan.seqLength;
   lossBuffer = length ? length->loss : thePlan.loss;
   if (length && length->gradientSeed >= 0)
     arenas->writeScalar(uint32_t(length->gradientSeed), seed);
@@ -185,15 +184,10 @@ StepResult Executor::trainStep(const BatchFill &fill, int64_t microBatches) {
   context->clearExpertLoads();
   for (int64_t m = 0; m < microBatches; ++m) {
     setMicroBatch(firstMicroBatch + m);
-    if (cut)
-      feed->fillCut(fill, m, *length);
-    else
-      feed->fill(fill, m);
+    feed->fillAt(fill, m, length);
     runner->run(length ? length->program : "forward_backward");
     lossSum += loss();
   }
-  r.sequenceLength = length ? length->seqLength : thePlan.seqLength;
-  r.rows = length ? length->rows : thePlan.microBatchSize;
   r.loss = lossSum / double(microBatches);
   // A 1-bit optimizer's steps from its freeze step on run its compressed
   // program, 0/1 Adam's the program of the step's kind: the same on every

@@ -29,15 +29,8 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
   // optimizers), on samples cut to it.
   const std::vector<PipelineStage> &stages =
       length && !length->stages.empty() ? length->stages : plan.stages;
-  const bool cut = length && length->seqLength != plan.seqLength;
   const int64_t gradientSeed =
       length ? length->gradientSeed : plan.gradientSeed;
-  auto load = [&](int64_t microBatch) {
-    if (cut)
-      feed.fillCut(fill, microBatch, *length);
-    else
-      feed.fill(fill, microBatch);
-  };
   const int64_t S = int64_t(stages.size());
   const int64_t P = plan.pipelineRanks();
   const int64_t r = mesh.stage();
@@ -116,7 +109,7 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
       // Stage 0 loads its tokens into the slot; the others' activation was
       // received into it.
       if (f.stage == 0)
-        load(f.microBatch);
+        feed.fillAt(fill, f.microBatch, length);
       // The last stage's forward is part of its backward; another stage's
       // forward also writes the residuals its backward reads.
       if (f.stage != S - 1)
@@ -130,7 +123,7 @@ double PipelineStep::run(const TokenFeed::Fill &fill, int64_t firstMicroBatch,
       context.setMicroBatch(firstMicroBatch + b.microBatch);
       useActivations(b.stage, b.slot);
       if (last)
-        load(b.microBatch);
+        feed.fillAt(fill, b.microBatch, length);
       else
         useGradients(b.stage, b.gradientSlot);
       if (!st.backwardWeight.empty())

@@ -112,6 +112,14 @@ void TokenFeed::fill(const Fill &fill, int64_t microBatchInStep) {
   set(plan.targets, hostTargets.data(), hostTargets.size(), "Targets");
 }
 
+void TokenFeed::fillAt(const Fill &fill, int64_t microBatchInStep,
+                       const CurriculumLength *length) {
+  if (length && length->seqLength != plan.seqLength)
+    fillCut(fill, microBatchInStep, *length);
+  else
+    this->fill(fill, microBatchInStep);
+}
+
 void TokenFeed::fillCut(const Fill &fill, int64_t microBatchInStep,
                         const CurriculumLength &length) {
   const size_t rows = size_t(plan.microBatchSize);

@@ -44,6 +44,10 @@ public:
   /// pieces of every sample) in the length's buffers (docs/curriculum.md).
   void fillCut(const Fill &fill, int64_t microBatchInStep,
                const CurriculumLength &length);
+  /// fill, or fillCut for a curriculum step at a length (null: none)
+  /// shorter than the plan's.
+  void fillAt(const Fill &fill, int64_t microBatchInStep,
+              const CurriculumLength *length);
 
 private:
   /// The vocabulary the instructions reading id buffer `ids` assume (0 when

@@ -262,6 +262,15 @@ std::vector<int64_t> PipelineStage::activationBuffers() const {
   return ids;
 }
 
+std::vector<std::string> PipelineStage::stepPrograms() const {
+  std::vector<std::string> names;
+  for (const std::string *name :
+       {&forward, &forwardBackward, &backwardWeight, &step})
+    if (!name->empty())
+      names.push_back(*name);
+  return names;
+}
+
 std::vector<int64_t> PipelineStage::gradientBuffers() const {
   return outputGrad >= 0 ? std::vector<int64_t>{outputGrad}
                          : std::vector<int64_t>{};

@@ -185,18 +185,17 @@ std::vector<uint8_t> dsc::rt::writePlan(const Plan &plan) {
     for (const Instruction &inst : p.instructions)
       names.intern(inst.name);
   }
-  for (const PipelineStage &st : plan.stages)
-    for (const std::string *n :
-         {&st.forward, &st.forwardBackward, &st.optimizer, &st.step,
-          &st.backwardWeight, &st.compressedOptimizer})
-      names.intern(*n);
-  for (const CurriculumLength &c : plan.curriculum) {
-    names.intern(c.program);
-    for (const PipelineStage &st : c.stages)
+  auto internStages = [&](const std::vector<PipelineStage> &stages) {
+    for (const PipelineStage &st : stages)
       for (const std::string *n :
            {&st.forward, &st.forwardBackward, &st.optimizer, &st.step,
             &st.backwardWeight, &st.compressedOptimizer})
         names.intern(*n);
+  };
+  internStages(plan.stages);
+  for (const CurriculumLength &c : plan.curriculum) {
+    names.intern(c.program);
+    internStages(c.stages);
   }
 
   Writer body;

@@ -152,10 +152,8 @@ std::vector<int64_t> curriculumScopes(const Plan &plan) {
     if (plan.stages.empty())
       lengthOfProgram[c.program] = int64_t(k);
     for (const PipelineStage &st : c.stages.empty() ? plan.stages : c.stages)
-      for (const std::string *name :
-           {&st.forward, &st.forwardBackward, &st.backwardWeight, &st.step})
-        if (!name->empty())
-          lengthOfProgram[*name] = int64_t(k);
+      for (const std::string &name : st.stepPrograms())
+        lengthOfProgram[name] = int64_t(k);
   }
   auto mark = [&](uint32_t id, int64_t k) {
     if (id >= scope.size())
